@@ -1,0 +1,15 @@
+# FindCUnit: imports CUnit::CUnit (Debian's libcunit1-dev ships a pkg-config file).
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(PC_CUNIT QUIET cunit)
+endif()
+find_path(CUNIT_INCLUDE_DIR CUnit/CUnit.h HINTS ${PC_CUNIT_INCLUDE_DIRS})
+find_library(CUNIT_LIBRARY NAMES cunit HINTS ${PC_CUNIT_LIBRARY_DIRS})
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CUnit REQUIRED_VARS CUNIT_LIBRARY CUNIT_INCLUDE_DIR)
+if(CUnit_FOUND AND NOT TARGET CUnit::CUnit)
+  add_library(CUnit::CUnit UNKNOWN IMPORTED)
+  set_target_properties(CUnit::CUnit PROPERTIES IMPORTED_LOCATION "${CUNIT_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${CUNIT_INCLUDE_DIR}")
+endif()
+mark_as_advanced(CUNIT_INCLUDE_DIR CUNIT_LIBRARY)

@@ -1,0 +1,210 @@
+/* qat/autograd.h — contexts, float32 tensors, reverse-mode autograd.
+ *
+ * The flow, as in ggml:  make a context; create parameter tensors in its
+ * persistent memory; each step, build the graph by calling ops (they record
+ * themselves on a tape in the step arena); call qat_backward on the scalar
+ * loss; read or update the parameter gradients; qat_ctx_step_reset frees the
+ * whole step at once (no per-op malloc once the arena has grown to size).
+ *
+ * Errors: functions that do something return a qat_status. Graph ops return
+ * the new tensor, or NULL on failure; the status is then qat_ctx_status(ctx)
+ * and the message qat_ctx_error(ctx). A NULL input makes an op return NULL
+ * without overwriting the first error, so a whole forward pass can be
+ * written without checks and tested once at the end. The first error sticks
+ * until qat_ctx_clear_error. The library never exits or aborts. */
+#ifndef QAT_AUTOGRAD_H
+#define QAT_AUTOGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(QAT_BUILDING) && defined(__GNUC__)
+#define QAT_API __attribute__((visibility("default")))
+#else
+#define QAT_API
+#endif
+
+#define QAT_MAX_RANK 4
+
+/* X-macro: one list makes both the enum and qat_status_str. */
+#define QAT_STATUS_LIST(X)                                   \
+    X(QAT_OK, 0, "ok")                                       \
+    X(QAT_ERR_ARG, -1, "invalid argument")                   \
+    X(QAT_ERR_SHAPE, -2, "shape mismatch")                   \
+    X(QAT_ERR_NOMEM, -3, "out of memory")                    \
+    X(QAT_ERR_STATE, -4, "invalid state")                    \
+    X(QAT_ERR_IO, -5, "input/output error")                  \
+    X(QAT_ERR_FORMAT, -6, "bad file format")                 \
+    X(QAT_ERR_UNSUPPORTED, -7, "unsupported")
+
+typedef enum {
+#define QAT_X_ENUM(name, value, text) name = value,
+    QAT_STATUS_LIST(QAT_X_ENUM)
+#undef QAT_X_ENUM
+} qat_status;
+
+QAT_API const char *qat_status_str(qat_status s);
+
+/* ---- context ---------------------------------------------------------------- */
+
+typedef struct qat_ctx qat_ctx;
+
+typedef enum {
+    QAT_MEM_PERSIST = 0, /* lives until qat_ctx_free: parameters, state */
+    QAT_MEM_STEP = 1     /* lives until qat_ctx_step_reset: activations, graph */
+} qat_mem;
+
+QAT_API qat_ctx *qat_ctx_new(void); /* NULL only when out of memory */
+QAT_API void qat_ctx_free(qat_ctx *ctx); /* accepts NULL */
+
+QAT_API qat_status qat_ctx_status(const qat_ctx *ctx);
+QAT_API const char *qat_ctx_error(const qat_ctx *ctx); /* "" when none */
+QAT_API void qat_ctx_clear_error(qat_ctx *ctx);
+/* Records an error (first one wins) and returns its status: for layers and
+ * tools built on the library that want the same error channel. */
+QAT_API qat_status qat_ctx_fail(qat_ctx *ctx, qat_status s, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Frees every QAT_MEM_STEP tensor and the tape. Keeps the arena's memory. */
+QAT_API void qat_ctx_step_reset(qat_ctx *ctx);
+
+/* Grad mode: when off (evaluation), ops record nothing. On by default. */
+QAT_API void qat_ctx_set_grad_enabled(qat_ctx *ctx, bool enabled);
+QAT_API bool qat_ctx_grad_enabled(const qat_ctx *ctx);
+
+/* Bytes: high-water mark of the step arena, and persistent bytes held. */
+QAT_API size_t qat_ctx_step_peak_bytes(const qat_ctx *ctx);
+QAT_API size_t qat_ctx_persist_bytes(const qat_ctx *ctx);
+/* Number of malloc calls made for the step arena so far (tests use it to
+ * prove that the training loop stops allocating once warm). */
+QAT_API size_t qat_ctx_step_mallocs(const qat_ctx *ctx);
+
+/* Raw memory from the context, 64-byte aligned, zeroed. NULL + error on OOM. */
+QAT_API void *qat_ctx_alloc(qat_ctx *ctx, qat_mem where, size_t bytes);
+
+/* ---- random numbers: state passed in, never global -------------------------- */
+
+typedef struct {
+    uint64_t s[2]; /* xoroshiro128+ state; any value but {0,0} */
+} qat_rng;
+
+QAT_API void qat_rng_seed(qat_rng *rng, uint64_t seed);
+QAT_API uint32_t qat_rng_u32(qat_rng *rng);
+QAT_API float qat_rng_uniform(qat_rng *rng);              /* [0, 1) */
+QAT_API uint32_t qat_rng_below(qat_rng *rng, uint32_t n); /* [0, n), unbiased */
+QAT_API float qat_rng_normal(qat_rng *rng);               /* N(0, 1) */
+
+/* ---- tensors -------------------------------------------------------------------- */
+
+typedef struct qat_node qat_node; /* a tape entry; private */
+
+typedef struct qat_tensor {
+    float *data;  /* first element */
+    float *grad;  /* same layout as data; NULL until a gradient arrives */
+    int rank;     /* 0..QAT_MAX_RANK */
+    int64_t shape[QAT_MAX_RANK];
+    int64_t stride[QAT_MAX_RANK]; /* in elements */
+    int64_t numel;
+    bool requires_grad;
+    qat_mem mem;
+    qat_node *node; /* op that produced it in this step, or NULL (a leaf) */
+} qat_tensor;
+
+/* New zeroed tensor. A persistent tensor with requires_grad gets a zeroed
+ * persistent gradient at once; gradients persist until qat_tensor_zero_grad. */
+QAT_API qat_tensor *qat_tensor_new(qat_ctx *ctx, qat_mem where, int rank,
+                                   const int64_t *shape, bool requires_grad);
+/* A tensor over memory the caller owns (e.g. a model's flat parameter block);
+ * grad may be NULL. Contiguous. The qat_tensor header lives in `where`. */
+QAT_API qat_tensor *qat_tensor_wrap(qat_ctx *ctx, qat_mem where, float *data, float *grad,
+                                    int rank, const int64_t *shape);
+/* Step tensor holding a copy of n floats. */
+QAT_API qat_tensor *qat_tensor_from(qat_ctx *ctx, qat_mem where, const float *values,
+                                    int rank, const int64_t *shape, bool requires_grad);
+QAT_API bool qat_tensor_is_contiguous(const qat_tensor *t);
+QAT_API bool qat_tensor_same_shape(const qat_tensor *a, const qat_tensor *b);
+QAT_API void qat_tensor_zero_grad(qat_tensor *t); /* accepts NULL */
+/* Writes "[2, 3, 4]" into buf; returns buf. */
+QAT_API char *qat_shape_str(const qat_tensor *t, char *buf, size_t len);
+
+/* ---- ops (each records its backward) ---------------------------------------------- */
+
+/* Elementwise with broadcasting (numpy rules, shapes aligned on the right):
+ * a bias [K] against [N, K], a per-channel [C, 1, 1] against [N, C, H, W]. */
+QAT_API qat_tensor *qat_add(qat_ctx *ctx, qat_tensor *a, qat_tensor *b);
+QAT_API qat_tensor *qat_sub(qat_ctx *ctx, qat_tensor *a, qat_tensor *b);
+QAT_API qat_tensor *qat_mul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b);
+QAT_API qat_tensor *qat_scale(qat_ctx *ctx, qat_tensor *x, float c);
+
+/* op(a) · op(b) for rank-2 tensors, op = transpose when the flag is set. */
+QAT_API qat_tensor *qat_matmul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b, bool trans_a,
+                               bool trans_b);
+/* x [N, in] · wᵀ [in, out] + b [out]; b may be NULL. */
+QAT_API qat_tensor *qat_linear(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b);
+
+QAT_API qat_tensor *qat_relu(qat_ctx *ctx, qat_tensor *x);
+/* min(max(x, lo), hi); gradient passes where lo < x < hi (ReLU6 = clamp(0, 6)). */
+QAT_API qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi);
+
+QAT_API qat_tensor *qat_sum(qat_ctx *ctx, qat_tensor *x);  /* scalar; double accumulation */
+QAT_API qat_tensor *qat_mean(qat_ctx *ctx, qat_tensor *x); /* scalar */
+
+/* Views: share storage with x (x must be contiguous). One dim may be -1. */
+QAT_API qat_tensor *qat_reshape(qat_ctx *ctx, qat_tensor *x, int rank, const int64_t *shape);
+/* [N, d1, d2, ...] -> [N, d1*d2*...] */
+QAT_API qat_tensor *qat_flatten(qat_ctx *ctx, qat_tensor *x);
+
+/* Mean over the batch of -log softmax(logits)[label]; logits [N, K],
+ * labels[i] in [0, K). Fused and stable (max subtracted). */
+QAT_API qat_tensor *qat_cross_entropy(qat_ctx *ctx, qat_tensor *logits, const int32_t *labels);
+
+/* x [N, C, H, W], w [O, C, KH, KW], b [O] or NULL; same stride and zero
+ * padding on both spatial axes. im2col + one cblas_sgemm per call. */
+QAT_API qat_tensor *qat_conv2d(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b,
+                               int stride, int padding);
+/* Windows k x k, stride s, no padding, floor of the output size. */
+QAT_API qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride);
+QAT_API qat_tensor *qat_avgpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride);
+
+/* Inverted dropout: zero with probability p, scale survivors by 1/(1-p). */
+QAT_API qat_tensor *qat_dropout(qat_ctx *ctx, qat_tensor *x, float p, qat_rng *rng);
+
+/* ---- backward --------------------------------------------------------------------- */
+
+/* Reverse-mode pass from a scalar loss through this step's tape. Gradients
+ * accumulate (+=) into every tensor that requires them. Once per step. */
+QAT_API qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss);
+
+/* ---- gradient check (central differences), for tests ------------------------------- */
+
+/* Builds the scalar whose gradient is checked from the given inputs. */
+typedef qat_tensor *(*qat_graph_fn)(qat_ctx *ctx, qat_tensor *const *inputs, void *user);
+
+typedef struct {
+    double max_abs_err;  /* over every element of every input */
+    double max_rel_err;
+    int64_t worst_input; /* where max_abs_err happened */
+    int64_t worst_index;
+    int64_t n_checked;
+} qat_gradcheck_result;
+
+/* Compares the autograd gradient of fn wrt each input (persistent tensors
+ * with requires_grad) with (f(x+eps) - f(x-eps)) / 2eps, element by element.
+ * Fails (QAT_ERR_STATE, message naming input and index) when an element has
+ * |analytic - numeric| > atol + rtol * |numeric|. */
+QAT_API qat_status qat_gradcheck(qat_ctx *ctx, qat_graph_fn fn, void *user,
+                                 qat_tensor *const *inputs, int n_inputs, float eps, float atol,
+                                 float rtol, qat_gradcheck_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,136 @@
+/* Contexts: two arenas (persistent and per-step), the tape head, grad mode
+ * and the sticky error. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define QAT__CHUNK_MIN ((size_t)1 << 20)
+
+static size_t align_up(size_t n) { return (n + QAT__ALIGN - 1) & ~(size_t)(QAT__ALIGN - 1); }
+static size_t header_size(void) { return align_up(sizeof(qat__chunk)); }
+
+static qat__chunk *chunk_new(qat__arena *a, size_t payload) {
+    qat__chunk *c = aligned_alloc(QAT__ALIGN, header_size() + payload);
+    if (!c) return NULL;
+    c->next = NULL;
+    c->size = payload;
+    c->used = 0;
+    a->total += payload;
+    a->mallocs++;
+    return c;
+}
+
+void *qat__arena_alloc(qat__arena *a, size_t bytes) {
+    bytes = align_up(bytes ? bytes : 1);
+    if (!a->head || a->head->size - a->head->used < bytes) {
+        size_t want = bytes > QAT__CHUNK_MIN ? bytes : QAT__CHUNK_MIN;
+        qat__chunk *c = chunk_new(a, want);
+        if (!c) return NULL;
+        c->next = a->head;
+        a->head = c;
+    }
+    char *p = (char *)a->head + header_size() + a->head->used;
+    a->head->used += bytes;
+    a->in_use += bytes;
+    if (a->in_use > a->peak) a->peak = a->in_use;
+    memset(p, 0, bytes);
+    return p;
+}
+
+/* Reset keeps memory. If the step needed several chunks, they are merged
+ * into one chunk of the high-water size, so from the next step on one
+ * chunk serves the whole step and the loop does no malloc. */
+void qat__arena_reset(qat__arena *a) {
+    if (a->head && a->head->next) {
+        size_t want = a->peak + QAT__ALIGN * 64;
+        qat__arena_free(a);
+        a->head = chunk_new(a, want); /* NULL is fine: the next alloc retries */
+    }
+    for (qat__chunk *c = a->head; c; c = c->next) c->used = 0;
+    a->in_use = 0;
+}
+
+void qat__arena_free(qat__arena *a) {
+    qat__chunk *c = a->head;
+    while (c) {
+        qat__chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+    a->head = NULL;
+    a->total = 0;
+    a->in_use = 0;
+}
+
+const char *qat_status_str(qat_status s) {
+    switch (s) {
+#define QAT_X_STR(name, value, text) \
+    case name:                       \
+        return text;
+        QAT_STATUS_LIST(QAT_X_STR)
+#undef QAT_X_STR
+    }
+    return "unknown status";
+}
+
+qat_ctx *qat_ctx_new(void) {
+    qat_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->grad_enabled = true;
+    return ctx;
+}
+
+void qat_ctx_free(qat_ctx *ctx) {
+    if (!ctx) return;
+    qat__arena_free(&ctx->step);
+    qat__arena_free(&ctx->persist);
+    free(ctx);
+}
+
+qat_status qat_ctx_status(const qat_ctx *ctx) { return ctx ? ctx->status : QAT_ERR_ARG; }
+const char *qat_ctx_error(const qat_ctx *ctx) { return ctx ? ctx->msg : "NULL context"; }
+
+void qat_ctx_clear_error(qat_ctx *ctx) {
+    if (!ctx) return;
+    ctx->status = QAT_OK;
+    ctx->msg[0] = '\0';
+}
+
+qat_status qat_ctx_fail(qat_ctx *ctx, qat_status s, const char *fmt, ...) {
+    if (!ctx) return s;
+    if (ctx->status == QAT_OK) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->msg, sizeof ctx->msg, fmt, ap);
+        va_end(ap);
+        ctx->status = s;
+    }
+    return s;
+}
+
+void qat_ctx_step_reset(qat_ctx *ctx) {
+    if (!ctx) return;
+    qat__arena_reset(&ctx->step);
+    ctx->tape = NULL;
+    ctx->backward_done = false;
+}
+
+void qat_ctx_set_grad_enabled(qat_ctx *ctx, bool enabled) {
+    if (ctx) ctx->grad_enabled = enabled;
+}
+bool qat_ctx_grad_enabled(const qat_ctx *ctx) { return ctx && ctx->grad_enabled; }
+size_t qat_ctx_step_peak_bytes(const qat_ctx *ctx) { return ctx ? ctx->step.peak : 0; }
+size_t qat_ctx_persist_bytes(const qat_ctx *ctx) { return ctx ? ctx->persist.total : 0; }
+size_t qat_ctx_step_mallocs(const qat_ctx *ctx) { return ctx ? ctx->step.mallocs : 0; }
+
+void *qat_ctx_alloc(qat_ctx *ctx, qat_mem where, size_t bytes) {
+    if (!ctx) return NULL;
+    void *p = qat__arena_alloc(where == QAT_MEM_STEP ? &ctx->step : &ctx->persist, bytes);
+    if (!p) qat_ctx_fail(ctx, QAT_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *qat__step_alloc(qat_ctx *ctx, size_t bytes) { return qat_ctx_alloc(ctx, QAT_MEM_STEP, bytes); }

@@ -1,0 +1,76 @@
+/* The tape: recording ops and the reverse walk. Ops are appended in the
+ * order they run, so walking the list backwards is a topological order. */
+#include <string.h>
+
+#include "internal.h"
+
+bool qat__inputs_ok(qat_ctx *ctx, const char *op, int n, qat_tensor *const *ts) {
+    if (!ctx) return false;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i]) {
+            /* A NULL usually comes from an op that already failed: keep its
+             * message, which names the real cause. */
+            qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: input %d is NULL", op, i);
+            return false;
+        }
+    }
+    if (ctx->backward_done) {
+        qat_ctx_fail(ctx, QAT_ERR_STATE,
+                     "%s: the step's graph was already used by qat_backward; call "
+                     "qat_ctx_step_reset first", op);
+        return false;
+    }
+    return true;
+}
+
+qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_tensor *out,
+                      qat_tensor *a, qat_tensor *b, qat_tensor *c) {
+    if (!ctx->grad_enabled) return NULL;
+    if (!qat__wants_grad(a) && !qat__wants_grad(b) && !qat__wants_grad(c)) return NULL;
+    qat_node *n = qat__step_alloc(ctx, sizeof *n);
+    if (!n) return NULL;
+    n->backward = fn;
+    n->name = name;
+    n->out = out;
+    n->in[0] = a;
+    n->in[1] = b;
+    n->in[2] = c;
+    n->prev = ctx->tape;
+    ctx->tape = n;
+    out->requires_grad = true;
+    out->node = n;
+    return n;
+}
+
+float *qat__grad(qat_ctx *ctx, qat_tensor *t) {
+    /* A persistent tensor's gradient must outlive the step. */
+    if (!t->grad) t->grad = qat_ctx_alloc(ctx, t->mem, (size_t)t->numel * sizeof(float));
+    return t->grad;
+}
+
+qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (ctx->status != QAT_OK) return ctx->status; /* the forward pass failed */
+    if (!loss) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_backward: NULL loss");
+    if (loss->numel != 1)
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE,
+                            "qat_backward: loss must be a scalar, has %lld elements",
+                            (long long)loss->numel);
+    if (ctx->backward_done)
+        return qat_ctx_fail(ctx, QAT_ERR_STATE,
+                            "qat_backward: already called for this step (call qat_ctx_step_reset)");
+    if (!loss->requires_grad || !loss->node)
+        return qat_ctx_fail(ctx, QAT_ERR_STATE,
+                            "qat_backward: the loss does not depend on any tensor that requires "
+                            "grad (no parameters, or grad mode was off)");
+    float *g = qat__grad(ctx, loss);
+    if (!g) return ctx->status;
+    g[0] += 1.0f;
+    for (qat_node *n = ctx->tape; n; n = n->prev) {
+        if (!n->out->grad) continue; /* not on a path to the loss */
+        n->backward(ctx, n);
+        if (ctx->status != QAT_OK) return ctx->status;
+    }
+    ctx->backward_done = true;
+    return QAT_OK;
+}

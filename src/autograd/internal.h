@@ -1,0 +1,68 @@
+/* Private to the autograd module and the modules built on it: the context
+ * layout, the tape node, and helpers every op uses. Prefix qat__. */
+#ifndef QAT_AUTOGRAD_INTERNAL_H
+#define QAT_AUTOGRAD_INTERNAL_H
+
+#include "qat/autograd.h"
+
+#define QAT__ALIGN 64
+
+/* A chain of malloc'd chunks handed out by bumping an offset. */
+typedef struct qat__chunk {
+    struct qat__chunk *next;
+    size_t size, used;
+    /* payload follows, aligned */
+} qat__chunk;
+
+typedef struct {
+    qat__chunk *head;   /* the chunk being filled */
+    size_t in_use;      /* bytes handed out since the last reset */
+    size_t peak;        /* high-water of in_use */
+    size_t total;       /* bytes held in all chunks */
+    size_t mallocs;     /* chunk allocations so far */
+} qat__arena;
+
+typedef void (*qat__backward_fn)(qat_ctx *ctx, qat_node *node);
+
+/* One recorded op. Inputs are tensors the op read; out is what it made.
+ * saved points to op-specific step memory (masks, im2col buffers, ...). */
+struct qat_node {
+    qat__backward_fn backward;
+    const char *name;
+    qat_tensor *out;
+    qat_tensor *in[3];
+    void *saved;
+    float f[4];
+    int64_t i[4];
+    qat_node *prev;
+};
+
+struct qat_ctx {
+    qat__arena persist, step;
+    qat_node *tape;           /* most recent node; walk ->prev */
+    bool grad_enabled;
+    bool backward_done;       /* this step's tape has been consumed */
+    qat_status status;
+    char msg[512];
+};
+
+void *qat__arena_alloc(qat__arena *a, size_t bytes);
+void qat__arena_reset(qat__arena *a);
+void qat__arena_free(qat__arena *a);
+
+/* Step-arena allocation; records QAT_ERR_NOMEM on failure. Zeroed. */
+void *qat__step_alloc(qat_ctx *ctx, size_t bytes);
+/* A new contiguous step tensor (no grad yet). */
+qat_tensor *qat__new_out(qat_ctx *ctx, int rank, const int64_t *shape);
+/* NULL-propagation guard: true when every non-optional input is present. */
+bool qat__inputs_ok(qat_ctx *ctx, const char *op, int n, qat_tensor *const *ts);
+/* Records an op on the tape if any input requires grad and grad mode is on.
+ * Returns the node (to fill saved state) or NULL when nothing is recorded. */
+qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_tensor *out,
+                      qat_tensor *a, qat_tensor *b, qat_tensor *c);
+/* The gradient buffer of t, allocated zeroed in the step arena if absent. */
+float *qat__grad(qat_ctx *ctx, qat_tensor *t);
+/* True when t exists and wants a gradient. */
+static inline bool qat__wants_grad(const qat_tensor *t) { return t && t->requires_grad; }
+
+#endif

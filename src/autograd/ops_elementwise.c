@@ -1,0 +1,182 @@
+/* Elementwise ops: add, sub, mul with broadcasting; scale; relu; clamp. */
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- broadcasting ---------------------------------------------------------------- */
+
+/* Shapes right-aligned into 4 dims; a broadcast dim gets stride 0. */
+typedef struct {
+    int64_t shape[4];
+    int64_t sa[4], sb[4];
+} bcast;
+
+static bool broadcast(qat_ctx *ctx, const char *op, const qat_tensor *a, const qat_tensor *b,
+                      bcast *bc, int *rank) {
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    for (int k = 0; k < 4; k++) {
+        int da = a->rank - 4 + k, db = b->rank - 4 + k; /* right-aligned axes */
+        int64_t na = da >= 0 ? a->shape[da] : 1, nb = db >= 0 ? b->shape[db] : 1;
+        if (na != nb && na != 1 && nb != 1) {
+            char s1[64], s2[64];
+            qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", op,
+                         qat_shape_str(a, s1, sizeof s1), qat_shape_str(b, s2, sizeof s2));
+            return false;
+        }
+        bc->shape[k] = na > nb ? na : nb;
+        bc->sa[k] = (da >= 0 && na != 1) ? a->stride[da] : 0;
+        bc->sb[k] = (db >= 0 && nb != 1) ? b->stride[db] : 0;
+    }
+    *rank = r;
+    return true;
+}
+
+enum { OP_ADD, OP_SUB, OP_MUL };
+
+static void binary_forward(int op, const bcast *bc, const float *a, const float *b, float *y) {
+    int64_t i = 0;
+    for (int64_t i0 = 0; i0 < bc->shape[0]; i0++)
+        for (int64_t i1 = 0; i1 < bc->shape[1]; i1++)
+            for (int64_t i2 = 0; i2 < bc->shape[2]; i2++) {
+                const float *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+                const float *pb = b + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+                int64_t n = bc->shape[3], ta = bc->sa[3], tb = bc->sb[3];
+                float *py = y + i;
+                switch (op) {
+                case OP_ADD: for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] + pb[j * tb]; break;
+                case OP_SUB: for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] - pb[j * tb]; break;
+                default:     for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] * pb[j * tb]; break;
+                }
+                i += n;
+            }
+}
+
+/* Accumulates dy into ga (and gb) through the same index map; a broadcast
+ * operand's elements receive the sum over the axes they were repeated on. */
+static void binary_backward(int op, const bcast *bc, const float *a, const float *b,
+                            const float *gy, float *ga, float *gb) {
+    int64_t i = 0;
+    for (int64_t i0 = 0; i0 < bc->shape[0]; i0++)
+        for (int64_t i1 = 0; i1 < bc->shape[1]; i1++)
+            for (int64_t i2 = 0; i2 < bc->shape[2]; i2++) {
+                int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+                int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+                int64_t n = bc->shape[3], ta = bc->sa[3], tb = bc->sb[3];
+                for (int64_t j = 0; j < n; j++) {
+                    float g = gy[i + j];
+                    float da = op == OP_MUL ? g * b[ob + j * tb] : g;
+                    float db = op == OP_MUL ? g * a[oa + j * ta] : (op == OP_SUB ? -g : g);
+                    if (ga) ga[oa + j * ta] += da;
+                    if (gb) gb[ob + j * tb] += db;
+                }
+                i += n;
+            }
+}
+
+static bool recompute_bcast(qat_node *n, bcast *bc) {
+    int r;
+    return broadcast(NULL, "", n->in[0], n->in[1], bc, &r);
+}
+
+static void binary_bw(qat_ctx *ctx, qat_node *n) {
+    bcast bc;
+    recompute_bcast(n, &bc);
+    qat_tensor *a = n->in[0], *b = n->in[1];
+    float *ga = qat__wants_grad(a) ? qat__grad(ctx, a) : NULL;
+    float *gb = qat__wants_grad(b) ? qat__grad(ctx, b) : NULL;
+    if ((qat__wants_grad(a) && !ga) || (qat__wants_grad(b) && !gb)) return;
+    binary_backward((int)n->i[0], &bc, a->data, b->data, n->out->grad, ga, gb);
+}
+
+static qat_tensor *binary(qat_ctx *ctx, int op, const char *name, qat_tensor *a, qat_tensor *b) {
+    qat_tensor *ins[2] = {a, b};
+    if (!qat__inputs_ok(ctx, name, 2, ins)) return NULL;
+    bcast bc;
+    int rank;
+    if (!broadcast(ctx, name, a, b, &bc, &rank)) return NULL;
+    qat_tensor *y = qat__new_out(ctx, rank, bc.shape + (4 - rank));
+    if (!y) return NULL;
+    binary_forward(op, &bc, a->data, b->data, y->data);
+    qat_node *n = qat__record(ctx, name, binary_bw, y, a, b, NULL);
+    if (n) n->i[0] = op;
+    return y;
+}
+
+qat_tensor *qat_add(qat_ctx *ctx, qat_tensor *a, qat_tensor *b) { return binary(ctx, OP_ADD, "qat_add", a, b); }
+qat_tensor *qat_sub(qat_ctx *ctx, qat_tensor *a, qat_tensor *b) { return binary(ctx, OP_SUB, "qat_sub", a, b); }
+qat_tensor *qat_mul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b) { return binary(ctx, OP_MUL, "qat_mul", a, b); }
+
+/* ---- unary ----------------------------------------------------------------------- */
+
+static bool unary_in(qat_ctx *ctx, const char *name, qat_tensor *x) {
+    if (!qat__inputs_ok(ctx, name, 1, &x)) return false;
+    if (!qat_tensor_is_contiguous(x)) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: input must be contiguous", name);
+        return false;
+    }
+    return true;
+}
+
+static void scale_bw(qat_ctx *ctx, qat_node *n) {
+    float *gx = qat__grad(ctx, n->in[0]), c = n->f[0];
+    const float *gy = n->out->grad;
+    if (!gx) return;
+    for (int64_t i = 0; i < n->out->numel; i++) gx[i] += c * gy[i];
+}
+
+qat_tensor *qat_scale(qat_ctx *ctx, qat_tensor *x, float c) {
+    if (!unary_in(ctx, "qat_scale", x)) return NULL;
+    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = c * x->data[i];
+    qat_node *n = qat__record(ctx, "qat_scale", scale_bw, y, x, NULL, NULL);
+    if (n) n->f[0] = c;
+    return y;
+}
+
+/* Gradient passes where lo < x < hi, as PyTorch's hardtanh/relu backward:
+ * at exactly 0 a ReLU passes no gradient. */
+static void clamp_bw(qat_ctx *ctx, qat_node *n) {
+    float *gx = qat__grad(ctx, n->in[0]), lo = n->f[0], hi = n->f[1];
+    const float *gy = n->out->grad, *x = n->in[0]->data;
+    if (!gx) return;
+    for (int64_t i = 0; i < n->out->numel; i++)
+        if (x[i] > lo && x[i] < hi) gx[i] += gy[i];
+}
+
+qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
+    if (!unary_in(ctx, "qat_clamp", x)) return NULL;
+    if (!(lo <= hi)) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_clamp: lo %g > hi %g", (double)lo, (double)hi);
+        return NULL;
+    }
+    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) {
+        float v = x->data[i];
+        y->data[i] = v < lo ? lo : (v > hi ? hi : v);
+    }
+    qat_node *n = qat__record(ctx, "qat_clamp", clamp_bw, y, x, NULL, NULL);
+    if (n) {
+        n->f[0] = lo;
+        n->f[1] = hi;
+    }
+    return y;
+}
+
+static void relu_bw(qat_ctx *ctx, qat_node *n) {
+    float *gx = qat__grad(ctx, n->in[0]);
+    const float *gy = n->out->grad, *y = n->out->data;
+    if (!gx) return;
+    for (int64_t i = 0; i < n->out->numel; i++)
+        if (y[i] > 0.0f) gx[i] += gy[i];
+}
+
+qat_tensor *qat_relu(qat_ctx *ctx, qat_tensor *x) {
+    if (!unary_in(ctx, "qat_relu", x)) return NULL;
+    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
+    qat__record(ctx, "qat_relu", relu_bw, y, x, NULL, NULL);
+    return y;
+}
