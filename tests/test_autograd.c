@@ -9,7 +9,7 @@
 
 enum {
     G_ADD, G_SUB, G_MUL, G_SCALE, G_MATMUL, G_LINEAR, G_RELU, G_CLAMP, G_SUM, G_MEAN,
-    G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT
+    G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL
 };
 
 typedef struct {
@@ -41,6 +41,12 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     case G_MAXPOOL: y = qat_maxpool2d(ctx, in[0], u->k, u->stride); break;
     case G_AVGPOOL: y = qat_avgpool2d(ctx, in[0], u->k, u->stride); break;
     case G_DROPOUT: y = qat_dropout(ctx, in[0], 0.3f, &rng); break;
+    case G_BN_TRAIN:
+    case G_BN_EVAL: {
+        float rm[8] = {0.1f, -0.2f, 0.3f, 0, 0, 0, 0, 0}, rv[8] = {1.5f, 0.5f, 2, 1, 1, 1, 1, 1};
+        y = qat_batchnorm(ctx, in[0], in[1], in[2], rm, rv, 0.1f, 1e-5f, u->kind == G_BN_TRAIN);
+        break;
+    }
     }
     /* sum(y ⊙ y): a smooth, non-uniform weighting of every output */
     return qat_sum(ctx, qat_mul(ctx, y, y));
@@ -461,6 +467,48 @@ static void fill_spaced(qat_tensor *t, qat_rng *rng) {
     }
 }
 
+static void test_grad_batchnorm(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(18);
+    const int64_t shapes[][4] = {{4, 3}, {2, 3, 3, 2}, {1, 2, 3, 3}};
+    const int ranks[] = {2, 4, 4};
+    for (int s = 0; s < 3; s++) {
+        int64_t sc[1] = {shapes[s][1]};
+        qat_tensor *in[3] = {t_rand(ctx, &rng, ranks[s], shapes[s], -1, 1, true),
+                             t_rand(ctx, &rng, 1, sc, 0.5f, 1.5f, true),
+                             t_rand(ctx, &rng, 1, sc, -0.5f, 0.5f, true)};
+        gc_user u = {.kind = G_BN_TRAIN};
+        check(ctx, &u, in, 3);
+        u.kind = G_BN_EVAL;
+        check(ctx, &u, in, 3);
+    }
+    qat_ctx_free(ctx);
+}
+
+static void test_forward_batchnorm(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    /* one channel, values 1, 3: mean 2, biased var 1, unbiased var 2 */
+    float x[2] = {1, 3}, g[1] = {2}, b[1] = {0.5f}, rm[1] = {0}, rv[1] = {1};
+    int64_t sx[2] = {2, 1}, s1[1] = {1};
+    qat_tensor *tx = qat_tensor_from(ctx, QAT_MEM_STEP, x, 2, sx, false);
+    qat_tensor *tg = qat_tensor_from(ctx, QAT_MEM_STEP, g, 1, s1, false);
+    qat_tensor *tb = qat_tensor_from(ctx, QAT_MEM_STEP, b, 1, s1, false);
+    qat_tensor *y = qat_batchnorm(ctx, tx, tg, tb, rm, rv, 0.1f, 1e-5f, true);
+    float k = 1.0f / sqrtf(1.0f + 1e-5f);
+    ASSERT_CLOSE(y->data[0], -2 * k + 0.5f, 1e-6);
+    ASSERT_CLOSE(y->data[1], 2 * k + 0.5f, 1e-6);
+    ASSERT_CLOSE(rm[0], 0.2f, 1e-7);
+    ASSERT_CLOSE(rv[0], 0.9f + 0.2f, 1e-6);
+    y = qat_batchnorm(ctx, tx, tg, tb, rm, rv, 0.1f, 1e-5f, false); /* eval: running stats */
+    ASSERT_CLOSE(y->data[0], 2 * (1 - 0.2f) / sqrtf(1.1f + 1e-5f) + 0.5f, 1e-5);
+    ASSERT_CLOSE(rm[0], 0.2f, 1e-7); /* unchanged in eval */
+    int64_t s11[2] = {1, 1};
+    CU_ASSERT_PTR_NULL(qat_batchnorm(ctx, qat_tensor_from(ctx, QAT_MEM_STEP, x, 2, s11, false), tg,
+                                     tb, rm, rv, 0.1f, 1e-5f, true));
+    CU_ASSERT_EQUAL(qat_ctx_status(ctx), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
 static void test_grad_pool_dropout(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng = rng_for(16);
@@ -536,6 +584,8 @@ int main(void) {
         {"grad: cross-entropy", test_grad_cross_entropy},
         {"grad: conv2d", test_grad_conv2d},
         {"grad: pooling and dropout", test_grad_pool_dropout},
+        {"forward: batchnorm train and eval", test_forward_batchnorm},
+        {"grad: batchnorm train and eval", test_grad_batchnorm},
         {"grad: checker catches a wrong gradient", test_gradcheck_catches_wrong_gradient},
         {NULL, NULL},
     };

@@ -177,6 +177,14 @@ QAT_API qat_tensor *qat_avgpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride
 /* Inverted dropout: zero with probability p, scale survivors by 1/(1-p). */
 QAT_API qat_tensor *qat_dropout(qat_ctx *ctx, qat_tensor *x, float p, qat_rng *rng);
 
+/* Batch normalisation over the channel axis 1 of [N, C] or [N, C, H, W].
+ * Training: normalise with the batch mean and biased variance, and update
+ * running_mean/var (unbiased variance) with `momentum` as PyTorch does.
+ * Evaluation: normalise with the running statistics. gamma, beta: [C]. */
+QAT_API qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_tensor *beta,
+                                  float *running_mean, float *running_var, float momentum,
+                                  float eps, bool training);
+
 /* ---- backward --------------------------------------------------------------------- */
 
 /* Reverse-mode pass from a scalar loss through this step's tape. Gradients

@@ -111,6 +111,21 @@ qat_status qat_ctx_fail(qat_ctx *ctx, qat_status s, const char *fmt, ...) {
     return s;
 }
 
+void qat__error_prefix(qat_ctx *ctx, const char *fmt, ...) {
+    if (!ctx || ctx->status == QAT_OK) return;
+    char prefix[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t np = strlen(prefix), nm = strlen(ctx->msg), cap = sizeof ctx->msg - 1;
+    if (np > cap) np = cap;
+    if (np + nm > cap) nm = cap - np; /* the tail of a long message gives way */
+    memmove(ctx->msg + np, ctx->msg, nm);
+    memcpy(ctx->msg, prefix, np);
+    ctx->msg[np + nm] = '\0';
+}
+
 void qat_ctx_step_reset(qat_ctx *ctx) {
     if (!ctx) return;
     qat__arena_reset(&ctx->step);

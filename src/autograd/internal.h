@@ -46,6 +46,13 @@ struct qat_ctx {
     char msg[512];
 };
 
+/* Puts printf-formatted text in front of the current error message. */
+void qat__error_prefix(qat_ctx *ctx, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 void *qat__arena_alloc(qat__arena *a, size_t bytes);
 void qat__arena_reset(qat__arena *a);
 void qat__arena_free(qat__arena *a);

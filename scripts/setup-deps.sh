@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages qat builds against, when they are missing.
+# As root: apt-get; otherwise sudo; otherwise a message naming the packages.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev zlib1g-dev)
+[ "${QAT_WITH_VALGRIND:-0}" = 1 ] && pkgs+=(valgrind)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "setup-deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
+  echo "setup-deps: missing packages ${missing[*]}; run as root: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
