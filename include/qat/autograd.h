@@ -90,6 +90,10 @@ QAT_API size_t qat_ctx_step_mallocs(const qat_ctx *ctx);
 /* Raw memory from the context, 64-byte aligned, zeroed. NULL + error on OOM. */
 QAT_API void *qat_ctx_alloc(qat_ctx *ctx, qat_mem where, size_t bytes);
 
+/* Threads OpenBLAS may use for every sgemm (process-wide, OpenBLAS's own
+ * setting). Returns the number in force. */
+QAT_API int qat_set_threads(int n);
+
 /* ---- random numbers: state passed in, never global -------------------------- */
 
 typedef struct {

@@ -36,8 +36,7 @@ void *qat__arena_alloc(qat__arena *a, size_t bytes) {
     a->head->used += bytes;
     a->in_use += bytes;
     if (a->in_use > a->peak) a->peak = a->in_use;
-    memset(p, 0, bytes);
-    return p;
+    return p; /* not zeroed: callers that need zeros say so */
 }
 
 /* Reset keeps memory. If the step needed several chunks, they are merged
@@ -145,7 +144,14 @@ void *qat_ctx_alloc(qat_ctx *ctx, qat_mem where, size_t bytes) {
     if (!ctx) return NULL;
     void *p = qat__arena_alloc(where == QAT_MEM_STEP ? &ctx->step : &ctx->persist, bytes);
     if (!p) qat_ctx_fail(ctx, QAT_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+    else memset(p, 0, bytes);
     return p;
 }
 
 void *qat__step_alloc(qat_ctx *ctx, size_t bytes) { return qat_ctx_alloc(ctx, QAT_MEM_STEP, bytes); }
+
+void *qat__step_scratch(qat_ctx *ctx, size_t bytes) {
+    void *p = qat__arena_alloc(&ctx->step, bytes);
+    if (!p) qat_ctx_fail(ctx, QAT_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+    return p;
+}

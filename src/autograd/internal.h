@@ -59,7 +59,10 @@ void qat__arena_free(qat__arena *a);
 
 /* Step-arena allocation; records QAT_ERR_NOMEM on failure. Zeroed. */
 void *qat__step_alloc(qat_ctx *ctx, size_t bytes);
-/* A new contiguous step tensor (no grad yet). */
+/* Step-arena memory the caller overwrites completely: not zeroed. */
+void *qat__step_scratch(qat_ctx *ctx, size_t bytes);
+/* A new contiguous step tensor (no grad yet) whose data the op overwrites:
+ * not zeroed. */
 qat_tensor *qat__new_out(qat_ctx *ctx, int rank, const int64_t *shape);
 /* NULL-propagation guard: true when every non-optional input is present. */
 bool qat__inputs_ok(qat_ctx *ctx, const char *op, int n, qat_tensor *const *ts);

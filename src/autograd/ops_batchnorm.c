@@ -69,8 +69,8 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
                             (double)momentum), NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     bn_saved *s = qat__step_alloc(ctx, sizeof *s);
-    float *xhat = qat__step_alloc(ctx, (size_t)x->numel * sizeof(float));
-    float *invstd = qat__step_alloc(ctx, (size_t)C * sizeof(float));
+    float *xhat = qat__step_scratch(ctx, (size_t)x->numel * sizeof(float));
+    float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     if (!y || !s || !xhat || !invstd) return NULL;
     for (int64_t c = 0; c < C; c++) {
         float mu, var;

@@ -1,9 +1,11 @@
-/* conv2d as im2col + one cblas_sgemm over the whole batch.
+/* conv2d as im2col + cblas_sgemm.
  *
  * Layout (caffe's): colT [C*KH*KW, N*OH*OW], so im2col writes contiguous
- * rows, and  out_r [O, N*OH*OW] = w [O, C*KH*KW] · colT.  out_r and the
- * NCHW output differ only in the order of the O and N blocks of OH*OW
- * floats, so the reorder is a memcpy per block. */
+ * rows. Sample n's columns are a [CKK, OH*OW] block at colT + n*OH*OW with
+ * leading dimension N*OH*OW, and its NCHW output is the contiguous
+ * [O, OH*OW] block  y_n = w · colT_n : one sgemm per sample writes the
+ * output in place, and backward reads dy in place the same way, so no
+ * transposition buffer is ever needed. */
 #include <cblas.h>
 #include <string.h>
 
@@ -26,6 +28,16 @@ static void im2col(const conv_dims *d, const float *x, float *colT) {
                         float *r = row + (n * d->OH + oh) * d->OW;
                         if (ih < 0 || ih >= d->H) {
                             memset(r, 0, (size_t)d->OW * sizeof(float));
+                            continue;
+                        }
+                        if (d->stride == 1) { /* a shifted copy of one input row */
+                            int64_t lo = d->pad - kw, hi = d->W + d->pad - kw; /* valid ow */
+                            if (lo < 0) lo = 0;
+                            if (hi > d->OW) hi = d->OW;
+                            if (hi < lo) hi = lo;
+                            for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+                            memcpy(r + lo, xc + ih * d->W + lo - d->pad + kw, (size_t)(hi - lo) * sizeof(float));
+                            for (int64_t ow = hi; ow < d->OW; ow++) r[ow] = 0.0f;
                             continue;
                         }
                         for (int64_t ow = 0; ow < d->OW; ow++) {
@@ -69,34 +81,33 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     const conv_dims *d = &s->d;
     qat_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
     int64_t OHW = d->OH * d->OW, P = d->N * OHW, CKK = d->C * d->KH * d->KW;
-    const float *gy = node->out->grad;
-    /* gy [N, O, OHW] -> gr [O, N*OHW] */
-    float *gr = qat__step_alloc(ctx, (size_t)(d->O * P) * sizeof(float));
-    if (!gr) return;
-    for (int64_t n = 0; n < d->N; n++)
-        for (int64_t o = 0; o < d->O; o++)
-            memcpy(gr + o * P + n * OHW, gy + (n * d->O + o) * OHW, (size_t)OHW * sizeof(float));
-    if (qat__wants_grad(w)) { /* dw [O, CKK] += gr · colTᵀ */
+    const float *gy = node->out->grad; /* [N, O, OHW] */
+    if (qat__wants_grad(w)) { /* dw [O, CKK] += Σ_n dy_n · colT_nᵀ */
         float *gw = qat__grad(ctx, w);
         if (!gw) return;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)CKK, (int)P, 1.0f, gr,
-                    (int)P, s->colT, (int)P, 1.0f, gw, (int)CKK);
+        for (int64_t n = 0; n < d->N; n++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)CKK, (int)OHW, 1.0f,
+                        gy + n * d->O * OHW, (int)OHW, s->colT + n * OHW, (int)P, 1.0f, gw, (int)CKK);
     }
     if (qat__wants_grad(b)) {
         float *gb = qat__grad(ctx, b);
         if (!gb) return;
         for (int64_t o = 0; o < d->O; o++) {
             double acc = 0.0;
-            for (int64_t p = 0; p < P; p++) acc += gr[o * P + p];
+            for (int64_t n = 0; n < d->N; n++) {
+                const float *g = gy + (n * d->O + o) * OHW;
+                for (int64_t i = 0; i < OHW; i++) acc += g[i];
+            }
             gb[o] += (float)acc;
         }
     }
-    if (qat__wants_grad(x)) { /* dcolT [CKK, P] = wᵀ · gr, then col2im */
+    if (qat__wants_grad(x)) { /* dcolT_n [CKK, OHW] = wᵀ · dy_n, then col2im */
         float *gx = qat__grad(ctx, x);
-        float *dcol = qat__step_alloc(ctx, (size_t)(CKK * P) * sizeof(float));
+        float *dcol = qat__step_scratch(ctx, (size_t)(CKK * P) * sizeof(float));
         if (!gx || !dcol) return;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)P, (int)d->O, 1.0f,
-                    w->data, (int)CKK, gr, (int)P, 0.0f, dcol, (int)P);
+        for (int64_t n = 0; n < d->N; n++)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)OHW, (int)d->O, 1.0f,
+                        w->data, (int)CKK, gy + n * d->O * OHW, (int)OHW, 0.0f, dcol + n * OHW, (int)P);
         col2im_add(d, dcol, gx);
     }
 }
@@ -129,19 +140,17 @@ qat_tensor *qat_conv2d(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b
     int64_t shape[4] = {d.N, d.O, d.OH, d.OW};
     qat_tensor *y = qat__new_out(ctx, 4, shape);
     conv_saved *s = qat__step_alloc(ctx, sizeof *s);
-    float *colT = qat__step_alloc(ctx, (size_t)(CKK * P) * sizeof(float));
-    float *yr = qat__step_alloc(ctx, (size_t)(d.O * P) * sizeof(float));
-    if (!y || !s || !colT || !yr) return NULL;
+    float *colT = qat__step_scratch(ctx, (size_t)(CKK * P) * sizeof(float));
+    if (!y || !s || !colT) return NULL;
     im2col(&d, x->data, colT);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.O, (int)P, (int)CKK, 1.0f,
-                w->data, (int)CKK, colT, (int)P, 0.0f, yr, (int)P);
-    for (int64_t n = 0; n < d.N; n++)
-        for (int64_t o = 0; o < d.O; o++) {
-            float *dst = y->data + (n * d.O + o) * OHW;
-            const float *src = yr + o * P + n * OHW;
-            float bias = b ? b->data[o] : 0.0f;
-            for (int64_t i = 0; i < OHW; i++) dst[i] = src[i] + bias;
-        }
+    for (int64_t n = 0; n < d.N; n++) {
+        float *yn = y->data + n * d.O * OHW;
+        if (b) /* start from the bias, accumulate the product onto it */
+            for (int64_t o = 0; o < d.O; o++)
+                for (int64_t i = 0; i < OHW; i++) yn[o * OHW + i] = b->data[o];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.O, (int)OHW, (int)CKK, 1.0f,
+                    w->data, (int)CKK, colT + n * OHW, (int)P, b ? 1.0f : 0.0f, yn, (int)OHW);
+    }
     s->d = d;
     s->colT = colT;
     qat_node *node = qat__record(ctx, "qat_conv2d", conv_bw, y, x, w, b);

@@ -3,8 +3,8 @@
 #include "internal.h"
 
 static void dropout_bw(qat_ctx *ctx, qat_node *n) {
-    float *gx = qat__grad(ctx, n->in[0]);
-    const float *mask = n->saved, *gy = n->out->grad;
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict mask = n->saved, *restrict gy = n->out->grad;
     if (!gx) return;
     for (int64_t i = 0; i < n->out->numel; i++) gx[i] += gy[i] * mask[i];
 }
@@ -17,7 +17,7 @@ qat_tensor *qat_dropout(qat_ctx *ctx, qat_tensor *x, float p, qat_rng *rng) {
     if (!qat_tensor_is_contiguous(x))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_dropout: input must be contiguous"), NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
-    float *mask = qat__step_alloc(ctx, (size_t)x->numel * sizeof(float));
+    float *mask = qat__step_scratch(ctx, (size_t)x->numel * sizeof(float));
     if (!y || !mask) return NULL;
     float keep = 1.0f / (1.0f - p);
     for (int64_t i = 0; i < x->numel; i++) {

@@ -118,8 +118,8 @@ static bool unary_in(qat_ctx *ctx, const char *name, qat_tensor *x) {
 }
 
 static void scale_bw(qat_ctx *ctx, qat_node *n) {
-    float *gx = qat__grad(ctx, n->in[0]), c = n->f[0];
-    const float *gy = n->out->grad;
+    float *restrict gx = qat__grad(ctx, n->in[0]), c = n->f[0];
+    const float *restrict gy = n->out->grad;
     if (!gx) return;
     for (int64_t i = 0; i < n->out->numel; i++) gx[i] += c * gy[i];
 }
@@ -137,11 +137,13 @@ qat_tensor *qat_scale(qat_ctx *ctx, qat_tensor *x, float c) {
 /* Gradient passes where lo < x < hi, as PyTorch's hardtanh/relu backward:
  * at exactly 0 a ReLU passes no gradient. */
 static void clamp_bw(qat_ctx *ctx, qat_node *n) {
-    float *gx = qat__grad(ctx, n->in[0]), lo = n->f[0], hi = n->f[1];
-    const float *gy = n->out->grad, *x = n->in[0]->data;
+    float *restrict gx = qat__grad(ctx, n->in[0]), lo = n->f[0], hi = n->f[1];
+    const float *restrict gy = n->out->grad, *restrict x = n->in[0]->data;
     if (!gx) return;
-    for (int64_t i = 0; i < n->out->numel; i++)
-        if (x[i] > lo && x[i] < hi) gx[i] += gy[i];
+    for (int64_t i = 0; i < n->out->numel; i++) {
+        float g = gy[i], v = x[i];
+        gx[i] += (v > lo) & (v < hi) ? g : 0.0f;
+    }
 }
 
 qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
@@ -165,11 +167,14 @@ qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
 }
 
 static void relu_bw(qat_ctx *ctx, qat_node *n) {
-    float *gx = qat__grad(ctx, n->in[0]);
-    const float *gy = n->out->grad, *y = n->out->data;
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict gy = n->out->grad, *restrict y = n->out->data;
     if (!gx) return;
-    for (int64_t i = 0; i < n->out->numel; i++)
-        if (y[i] > 0.0f) gx[i] += gy[i];
+    /* load unconditionally, then select: lets the compiler vectorise */
+    for (int64_t i = 0; i < n->out->numel; i++) {
+        float g = gy[i];
+        gx[i] += y[i] > 0.0f ? g : 0.0f;
+    }
 }
 
 qat_tensor *qat_relu(qat_ctx *ctx, qat_tensor *x) {

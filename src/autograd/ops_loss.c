@@ -33,7 +33,7 @@ qat_tensor *qat_cross_entropy(qat_ctx *ctx, qat_tensor *logits, const int32_t *l
             return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_cross_entropy: label %d of sample %lld "
                                 "outside [0, %lld)", labels[r], (long long)r, (long long)K), NULL;
     qat_tensor *y = qat__new_out(ctx, 0, NULL);
-    float *p = qat__step_alloc(ctx, (size_t)(N * K) * sizeof(float) + (size_t)N * sizeof(int32_t));
+    float *p = qat__step_scratch(ctx, (size_t)(N * K) * sizeof(float) + (size_t)N * sizeof(int32_t));
     if (!y || !p) return NULL;
     double total = 0.0;
     for (int64_t r = 0; r < N; r++) {

@@ -4,6 +4,11 @@
 
 #include "internal.h"
 
+int qat_set_threads(int n) {
+    if (n >= 1) openblas_set_num_threads(n);
+    return openblas_get_num_threads();
+}
+
 static bool rank2_contig(qat_ctx *ctx, const char *op, const char *what, const qat_tensor *t) {
     if (t->rank != 2 || !qat_tensor_is_contiguous(t)) {
         char s[64];

@@ -40,7 +40,7 @@ qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
     if (x->numel > INT32_MAX)
         return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "qat_maxpool2d: input too large"), NULL;
     qat_tensor *y = qat__new_out(ctx, 4, os);
-    int32_t *arg = qat__step_alloc(ctx, (size_t)y->numel * sizeof(int32_t));
+    int32_t *arg = qat__step_scratch(ctx, (size_t)y->numel * sizeof(int32_t));
     if (!y || !arg) return NULL;
     int64_t H = x->shape[2], W = x->shape[3], i = 0;
     for (int64_t p = 0; p < os[0] * os[1]; p++) {

@@ -30,8 +30,8 @@ qat_tensor *qat_mean(qat_ctx *ctx, qat_tensor *x) { return reduce(ctx, "qat_mean
 /* The view shares data with x, but its gradient is its own buffer that
  * backward adds into x's: x may have other consumers. */
 static void reshape_bw(qat_ctx *ctx, qat_node *n) {
-    float *gx = qat__grad(ctx, n->in[0]);
-    const float *gy = n->out->grad;
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict gy = n->out->grad;
     if (!gx) return;
     for (int64_t i = 0; i < n->out->numel; i++) gx[i] += gy[i];
 }

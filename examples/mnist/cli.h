@@ -1,0 +1,27 @@
+/* qat-mnist: option parsing and the shared bits of every subcommand. */
+#ifndef QAT_MNIST_CLI_H
+#define QAT_MNIST_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qat/autograd.h"
+
+#define EXIT_USAGE 2
+
+/* Parses a whole-number option; prints a usage error and returns false on
+ * garbage, overflow or a value outside [lo, hi]. */
+bool cli_int(const char *prog, const char *opt, const char *text, long lo, long hi, long *out);
+bool cli_float(const char *prog, const char *opt, const char *text, double lo, double hi, double *out);
+/* The value after argv[*i], advancing *i; NULL (with a message) if absent. */
+const char *cli_value(const char *prog, int argc, char **argv, int *i);
+double cli_peak_rss_mib(void);
+double cli_now(void);
+
+int cmd_train(int argc, char **argv);
+
+struct qat_model;
+struct qat_mnist_s;
+
+
+#endif

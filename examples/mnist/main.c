@@ -1,0 +1,23 @@
+/* qat-mnist: train, export and evaluate quantized MNIST models. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *const usage =
+    "usage: qat-mnist COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  train    train a model on MNIST (float, or with --qat fake quantization)\n"
+    "\n"
+    "`qat-mnist COMMAND --help` describes each command's options.\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    fprintf(stderr, "qat-mnist: unknown command \"%s\"\n%s", argv[1], usage);
+    return EXIT_USAGE;
+}
