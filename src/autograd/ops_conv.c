@@ -62,6 +62,14 @@ static void col2im_add(const conv_dims *d, const float *colT, float *gx) {
                         int64_t ih = oh * d->stride - d->pad + kh;
                         if (ih < 0 || ih >= d->H) continue;
                         const float *r = row + (n * d->OH + oh) * d->OW;
+                        if (d->stride == 1) { /* add a shifted run into one input row */
+                            int64_t lo = d->pad - kw, hi = d->W + d->pad - kw;
+                            if (lo < 0) lo = 0;
+                            if (hi > d->OW) hi = d->OW;
+                            float *restrict g = gc + ih * d->W - d->pad + kw;
+                            for (int64_t ow = lo; ow < hi; ow++) g[ow] += r[ow];
+                            continue;
+                        }
                         for (int64_t ow = 0; ow < d->OW; ow++) {
                             int64_t iw = ow * d->stride - d->pad + kw;
                             if (iw >= 0 && iw < d->W) gc[ih * d->W + iw] += r[ow];
@@ -94,9 +102,11 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
         if (!gb) return;
         for (int64_t o = 0; o < d->O; o++) {
             double acc = 0.0;
-            for (int64_t n = 0; n < d->N; n++) {
+            for (int64_t n = 0; n < d->N; n++) { /* float within a row, double across */
                 const float *g = gy + (n * d->O + o) * OHW;
-                for (int64_t i = 0; i < OHW; i++) acc += g[i];
+                float row = 0.0f;
+                for (int64_t i = 0; i < OHW; i++) row += g[i];
+                acc += row;
             }
             gb[o] += (float)acc;
         }
