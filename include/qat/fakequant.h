@@ -1,0 +1,94 @@
+/* qat/fakequant.h — uniform quantized types and the fake-quantize op.
+ *
+ * Follows ../shared/docs/quantization-contract.md (§1-3). One type
+ * describes per-tensor, per-axis and sub-channel (blockwise) quantization:
+ * every granularity is a block size per dimension, and the element at index
+ * i uses the scale and zero point of block i / block_sizes. Per-tensor =
+ * every block whole; per-axis on d = block 1 on d, whole elsewhere.
+ *
+ *   q     = clamp(round_half_even(x * (1/scale)) + zero_point, qmin, qmax)
+ *   x_hat = (q - zero_point) * scale
+ *
+ * computed in float32 exactly as PyTorch's fake_quantize_per_*_affine. */
+#ifndef QAT_FAKEQUANT_H
+#define QAT_FAKEQUANT_H
+
+#include "qat/autograd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int bits;            /* 2..16 */
+    bool is_signed;      /* i<bits> or u<bits> storage */
+    int32_t qmin, qmax;  /* storage range (full or narrow) */
+    int rank;            /* of the quantized tensor, 0..4 */
+    int64_t shape[QAT_MAX_RANK];
+    int64_t block[QAT_MAX_RANK];  /* block size per dimension; whole = shape */
+    int64_t pshape[QAT_MAX_RANK]; /* shape of scale and zero_point: shape / block */
+    int64_t nparams;              /* number of (scale, zero point) pairs */
+    float *scale;                 /* [pshape], context-owned */
+    int32_t *zero_point;          /* [pshape] */
+} qat_qtype;
+
+/* The storage range of a b-bit type; narrow drops the most negative value
+ * of a signed type ([-127, 127] for int8). */
+QAT_API qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin,
+                                     int32_t *qmax);
+
+/* Makes a type for a tensor of `shape`. block == NULL means per-tensor; a
+ * block entry <= 0 means whole. Checks the sub-channel constraints
+ * (1 <= block <= dim, dim % block == 0). Scales start at 1, zero points at
+ * 0; the arrays live in ctx's persistent memory. */
+QAT_API qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow,
+                                  int rank, const int64_t *shape, const int64_t *block);
+/* Per-axis on `axis`: block 1 there, whole elsewhere. */
+QAT_API qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed,
+                                       bool narrow, int rank, const int64_t *shape, int axis);
+
+/* -1 for per-tensor, the quantized dimension for per-axis, -2 for
+ * sub-channel (more than one dimension split, or blocks larger than 1). */
+QAT_API int qat_qtype_axis(const qat_qtype *q);
+
+/* Index of the (scale, zero point) pair of flat element `i`. */
+QAT_API int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i);
+
+/* §3: scale and zero point from a range [min, max] (widened to hold 0),
+ * PyTorch MinMaxObserver's formulas in float32, scale >= FLT_EPSILON. */
+QAT_API void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t qmax,
+                                    bool symmetric, bool is_signed, float *scale, int32_t *zp);
+
+/* Sets every block's parameters from the min and max of that block of x
+ * (numel = the type's element count): the dynamic strategy for weights. */
+QAT_API void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric);
+
+/* Quantizes x into q_out (storage integers as int32), and dequantizes. */
+QAT_API void qat_quantize(const qat_qtype *q, const float *x, int32_t *q_out);
+QAT_API void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *x_out);
+
+/* MLIR spelling (§1): "!quant.uniform<i8:f32, 0.01:50>",
+ * "!quant.uniform<i8<-127:127>:f32:0, {0.2:0, 0.1:0}>",
+ * "!quant.uniform<i8:f32:{0:1, 1:2}, {{s:z, s:z}, ...}>". The storage range
+ * is written only when it is not the full one. Returns the length the whole
+ * string needs (as snprintf). */
+QAT_API int qat_qtype_to_mlir(const qat_qtype *q, char *buf, size_t len);
+/* Parses such a string for a tensor of `shape` (the spelling does not carry
+ * whole dimensions). Accepts "u8" and "ui8", a scale with no ":zp" (zp 0),
+ * and any brace nesting whose flattened count matches the blocks. */
+QAT_API qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank,
+                                       const int64_t *shape, qat_qtype *out);
+
+typedef enum {
+    QAT_STE_CLIPPED = 0, /* gradient passes where qmin <= round(x/s) + zp <= qmax (default) */
+    QAT_STE_PLAIN = 1    /* gradient passes everywhere */
+} qat_ste;
+
+/* The fake-quantize op: x_hat with the parameters of q (read at call time),
+ * and a straight-through backward. x's shape must be q's shape. */
+QAT_API qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

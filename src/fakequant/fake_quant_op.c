@@ -1,0 +1,54 @@
+/* The fake-quantize op in the autograd graph, with straight-through
+ * backward: clipped (gradient where the unclamped integer is in range, as
+ * PyTorch) or plain. */
+#include "autograd/internal.h"
+#include "internal.h"
+
+static void fq_bw(qat_ctx *ctx, qat_node *n) {
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict gy = n->out->grad;
+    const uint8_t *restrict mask = n->saved; /* NULL: plain STE */
+    if (!gx) return;
+    if (!mask) {
+        for (int64_t i = 0; i < n->out->numel; i++) gx[i] += gy[i];
+        return;
+    }
+    for (int64_t i = 0; i < n->out->numel; i++) {
+        float g = gy[i];
+        gx[i] += mask[i] ? g : 0.0f;
+    }
+}
+
+qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
+    if (!qat__inputs_ok(ctx, "qat_fake_quant", 1, &x)) return NULL;
+    if (!q || !q->scale) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_fake_quant: NULL type"), NULL;
+    bool same = x->rank == q->rank && qat_tensor_is_contiguous(x);
+    for (int d = 0; same && d < x->rank; d++) same = x->shape[d] == q->shape[d];
+    if (!same) {
+        char s[64];
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_fake_quant: tensor %s does not have the type's "
+                            "shape", qat_shape_str(x, s, sizeof s)), NULL;
+    }
+    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
+    uint8_t *mask = NULL;
+    bool record = ctx->grad_enabled && x->requires_grad;
+    if (record && ste == QAT_STE_CLIPPED) mask = qat__step_scratch(ctx, (size_t)x->numel);
+    if (!y || (record && ste == QAT_STE_CLIPPED && !mask)) return NULL;
+    int64_t run = qat__qtype_run(q), n = x->numel;
+    const float *restrict xs = x->data;
+    float *restrict ys = y->data;
+    for (int64_t s = 0; s < n; s += run) {
+        int64_t p = qat_qtype_param_index(q, s);
+        float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
+        int32_t zp = q->zero_point[p], qmin = q->qmin, qmax = q->qmax;
+        for (int64_t j = s; j < s + run; j++) {
+            bool ok;
+            int32_t v = qat__quant1(xs[j], inv, zp, qmin, qmax, &ok);
+            ys[j] = (float)(v - zp) * sc;
+            if (mask) mask[j] = ok;
+        }
+    }
+    qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
+    if (node) node->saved = mask;
+    return y;
+}

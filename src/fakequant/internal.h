@@ -1,0 +1,31 @@
+/* Private helpers of the fakequant module. */
+#ifndef QAT_FAKEQUANT_INTERNAL_H
+#define QAT_FAKEQUANT_INTERNAL_H
+
+#include <math.h>
+
+#include "qat/fakequant.h"
+
+/* Elements that share one (scale, zero point) pair come in contiguous runs
+ * of this length: the block of the last split dimension times every whole
+ * dimension after it. */
+int64_t qat__qtype_run(const qat_qtype *q);
+int64_t qat__qtype_numel(const qat_qtype *q);
+
+/* One element: clamp(round_half_even(x * inv) + zp, qmin, qmax), computed so
+ * that no out-of-range float is ever converted to an integer. *in_range
+ * (if given) is the clipped-STE mask. NaN quantizes to zp and is out of range. */
+static inline int32_t qat__quant1(float x, float inv, int32_t zp, int32_t qmin, int32_t qmax,
+                                  bool *in_range) {
+    float r = nearbyintf(x * inv);
+    int32_t q;
+    bool ok = true;
+    if (r < (float)(qmin - zp)) q = qmin, ok = false;
+    else if (r > (float)(qmax - zp)) q = qmax, ok = false;
+    else if (r != r) q = zp, ok = false;
+    else q = (int32_t)r + zp;
+    if (in_range) *in_range = ok;
+    return q;
+}
+
+#endif

@@ -1,0 +1,156 @@
+/* The uniform quantized type: storage ranges, granularity as block sizes,
+ * qparams from ranges (contract §3), quantize and dequantize. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin, int32_t *qmax) {
+    if (bits < 2 || bits > 16 || !qmin || !qmax) return QAT_ERR_ARG;
+    if (is_signed) {
+        *qmax = (1 << (bits - 1)) - 1;
+        *qmin = narrow ? -*qmax : -*qmax - 1;
+    } else {
+        if (narrow) return QAT_ERR_ARG; /* narrow range is a signed notion */
+        *qmin = 0;
+        *qmax = (1 << bits) - 1;
+    }
+    return QAT_OK;
+}
+
+qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,
+                          const int64_t *shape, const int64_t *block) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!q || rank < 0 || rank > QAT_MAX_RANK || (rank > 0 && !shape))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: bad arguments");
+    memset(q, 0, sizeof *q);
+    if (qat_storage_range(bits, is_signed, narrow, &q->qmin, &q->qmax) != QAT_OK)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: %s%d%s is not a storage type (2 to 16 bits; "
+                            "narrow range only for signed)", is_signed ? "i" : "u", bits, narrow ? " narrow" : "");
+    q->bits = bits, q->is_signed = is_signed, q->rank = rank, q->nparams = 1;
+    for (int d = 0; d < rank; d++) {
+        int64_t n = shape[d], b = block && block[d] > 0 ? block[d] : n;
+        if (n < 1) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: dimension %d is %lld", d, (long long)n);
+        if (b > n || n % b)
+            return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qtype: block size %lld does not divide dimension "
+                                "%d of size %lld (need 1 <= block <= dim, dim %% block == 0)",
+                                (long long)b, d, (long long)n);
+        q->shape[d] = n, q->block[d] = b, q->pshape[d] = n / b;
+        q->nparams *= n / b;
+    }
+    q->scale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)q->nparams * sizeof(float));
+    q->zero_point = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)q->nparams * sizeof(int32_t));
+    if (!q->scale || !q->zero_point) return qat_ctx_status(ctx);
+    for (int64_t i = 0; i < q->nparams; i++) q->scale[i] = 1.0f;
+    return QAT_OK;
+}
+
+qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow,
+                               int rank, const int64_t *shape, int axis) {
+    if (ctx && (axis < 0 || axis >= rank))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: axis %d outside a rank-%d tensor", axis, rank);
+    int64_t block[QAT_MAX_RANK] = {0};
+    block[axis] = 1;
+    return qat_qtype_init(ctx, q, bits, is_signed, narrow, rank, shape, block);
+}
+
+int qat_qtype_axis(const qat_qtype *q) {
+    int axis = -1;
+    for (int d = 0; d < q->rank; d++) {
+        if (q->block[d] == q->shape[d]) continue;
+        if (q->block[d] != 1 || axis != -1) return -2;
+        axis = d;
+    }
+    return axis;
+}
+
+int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i) {
+    int64_t p = 0, pstride = 1;
+    for (int d = q->rank - 1; d >= 0; d--) {
+        int64_t c = i % q->shape[d];
+        i /= q->shape[d];
+        p += (c / q->block[d]) * pstride;
+        pstride *= q->pshape[d];
+    }
+    return p;
+}
+
+int64_t qat__qtype_run(const qat_qtype *q) {
+    int64_t run = 1;
+    for (int d = q->rank - 1; d >= 0; d--) {
+        run *= q->block[d];
+        if (q->block[d] != q->shape[d]) break; /* first split dim from the right ends the run */
+    }
+    return run;
+}
+
+int64_t qat__qtype_numel(const qat_qtype *q) {
+    int64_t n = 1;
+    for (int d = 0; d < q->rank; d++) n *= q->shape[d];
+    return n;
+}
+
+void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t qmax, bool symmetric,
+                            bool is_signed, float *scale, int32_t *zp) {
+    float lo = fminf(min, 0.0f), hi = fmaxf(max, 0.0f);
+    float s;
+    int32_t z;
+    if (symmetric) {
+        float m = fmaxf(-lo, hi);
+        s = m / ((float)(qmax - qmin) / 2.0f);
+        s = fmaxf(s, FLT_EPSILON);
+        z = is_signed ? 0 : (qmin + qmax + 1) / 2;
+    } else {
+        s = (hi - lo) / (float)(qmax - qmin);
+        s = fmaxf(s, FLT_EPSILON);
+        float zf = (float)qmin - nearbyintf(lo / s);
+        z = zf < (float)qmin ? qmin : zf > (float)qmax ? qmax : (int32_t)zf;
+    }
+    *scale = s;
+    *zp = z;
+}
+
+void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
+    int64_t run = qat__qtype_run(q), n = qat__qtype_numel(q);
+    /* One pass over x. Until the end, scale[p] holds the block's minimum and
+     * zero_point[p] the bits of its maximum (same size; memcpy is the legal pun). */
+    float neg_inf = -INFINITY;
+    for (int64_t p = 0; p < q->nparams; p++) {
+        q->scale[p] = INFINITY;
+        memcpy(&q->zero_point[p], &neg_inf, sizeof(float));
+    }
+    for (int64_t s = 0; s < n; s += run) {
+        int64_t p = qat_qtype_param_index(q, s);
+        float lo = q->scale[p], hi;
+        memcpy(&hi, &q->zero_point[p], sizeof hi);
+        for (int64_t j = s; j < s + run; j++) lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+        q->scale[p] = lo;
+        memcpy(&q->zero_point[p], &hi, sizeof hi);
+    }
+    for (int64_t p = 0; p < q->nparams; p++) {
+        float lo = q->scale[p], hi;
+        memcpy(&hi, &q->zero_point[p], sizeof hi);
+        qat_qparams_from_range(lo, hi, q->qmin, q->qmax, symmetric, q->is_signed, &q->scale[p],
+                               &q->zero_point[p]);
+    }
+}
+
+void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
+    int64_t run = qat__qtype_run(q), n = qat__qtype_numel(q);
+    for (int64_t s = 0; s < n; s += run) {
+        int64_t p = qat_qtype_param_index(q, s);
+        float inv = 1.0f / q->scale[p];
+        int32_t zp = q->zero_point[p];
+        for (int64_t j = 0; j < run; j++) out[s + j] = qat__quant1(x[s + j], inv, zp, q->qmin, q->qmax, NULL);
+    }
+}
+
+void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *out) {
+    int64_t run = qat__qtype_run(q), n = qat__qtype_numel(q);
+    for (int64_t s = 0; s < n; s += run) {
+        int64_t p = qat_qtype_param_index(q, s);
+        for (int64_t j = 0; j < run; j++)
+            out[s + j] = (float)(qv[s + j] - q->zero_point[p]) * q->scale[p];
+    }
+}

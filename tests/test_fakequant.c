@@ -1,0 +1,280 @@
+/* Quantized types and fake quantization: hand-computed cases for every
+ * granularity and several widths, golden vectors from PyTorch 1.13 (bit for
+ * bit, forward and gradient), observer qparams, and the MLIR spelling. */
+#include <string.h>
+
+#include "golden/fakequant_golden.h"
+#include "qat/fakequant.h"
+#include "test_util.h"
+
+static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static void test_storage_ranges(void) {
+    int32_t lo, hi;
+    CU_ASSERT_EQUAL(qat_storage_range(8, true, false, &lo, &hi), QAT_OK);
+    CU_ASSERT(lo == -128 && hi == 127);
+    qat_storage_range(8, true, true, &lo, &hi);
+    CU_ASSERT(lo == -127 && hi == 127);
+    qat_storage_range(8, false, false, &lo, &hi);
+    CU_ASSERT(lo == 0 && hi == 255);
+    qat_storage_range(2, true, false, &lo, &hi);
+    CU_ASSERT(lo == -2 && hi == 1);
+    qat_storage_range(4, true, true, &lo, &hi);
+    CU_ASSERT(lo == -7 && hi == 7);
+    qat_storage_range(16, false, false, &lo, &hi);
+    CU_ASSERT(lo == 0 && hi == 65535);
+    CU_ASSERT_EQUAL(qat_storage_range(1, true, false, &lo, &hi), QAT_ERR_ARG);
+    CU_ASSERT_EQUAL(qat_storage_range(17, true, false, &lo, &hi), QAT_ERR_ARG);
+    CU_ASSERT_EQUAL(qat_storage_range(8, false, true, &lo, &hi), QAT_ERR_ARG);
+}
+
+static void test_granularities(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    int64_t s64[2] = {6, 4}, b12[2] = {1, 2};
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 8, true, false, 2, s64, NULL), QAT_OK);
+    CU_ASSERT_EQUAL(q.nparams, 1);
+    CU_ASSERT_EQUAL(qat_qtype_axis(&q), -1);
+    CU_ASSERT_EQUAL(qat_qtype_init_axis(ctx, &q, 8, true, true, 2, s64, 1), QAT_OK);
+    CU_ASSERT_EQUAL(q.nparams, 4);
+    CU_ASSERT_EQUAL(qat_qtype_axis(&q), 1);
+    CU_ASSERT_EQUAL(qat_qtype_param_index(&q, 1 * 4 + 3), 3);
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 8, true, false, 2, s64, b12), QAT_OK);
+    CU_ASSERT_EQUAL(q.nparams, 12); /* [6, 4] / [1, 2] = [6, 2] */
+    CU_ASSERT_EQUAL(q.pshape[1], 2);
+    CU_ASSERT_EQUAL(qat_qtype_axis(&q), -2);
+    CU_ASSERT_EQUAL(qat_qtype_param_index(&q, 2 * 4 + 3), 2 * 2 + 1); /* (2,3) -> block (2,1) */
+    CU_ASSERT_EQUAL(qat_qtype_param_index(&q, 5 * 4 + 0), 10);
+    int64_t bad[2] = {4, 3}; /* 4 does not divide 6... and 3 does not divide 4 */
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 8, true, false, 2, s64, bad), QAT_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "does not divide"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qtype_init_axis(ctx, &q, 8, true, false, 2, s64, 2), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
+/* Hand-computed: scale 0.5, zp 0, int8. Ties go to even. */
+static void test_hand_values(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    int64_t s[1] = {8};
+    qat_qtype_init(ctx, &q, 8, true, false, 1, s, NULL);
+    q.scale[0] = 0.5f;
+    float x[8] = {0.25f, 0.75f, -0.25f, -0.75f, 100.0f, -100.0f, 0.6f, 63.6f};
+    float want[8] = {0.0f, 1.0f, -0.0f, -1.0f, 63.5f, -64.0f, 0.5f, 63.5f};
+    int32_t want_q[8] = {0, 2, 0, -2, 127, -128, 1, 127};
+    int32_t qv[8];
+    qat_quantize(&q, x, qv);
+    for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(qv[i], want_q[i]);
+    qat_tensor *t = qat_tensor_from(ctx, QAT_MEM_PERSIST, x, 1, s, true);
+    qat_tensor *y = qat_fake_quant(ctx, t, &q, QAT_STE_CLIPPED);
+    for (int i = 0; i < 8; i++) ASSERT_CLOSE(y->data[i], want[i], 0);
+    /* clipped STE: 100 -> 200 and -100 -> -200 and 63.6 -> 127.2 -> 127 (in range) */
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_OK);
+    float want_g[8] = {1, 1, 1, 1, 0, 0, 1, 1};
+    for (int i = 0; i < 8; i++) ASSERT_CLOSE(t->grad[i], want_g[i], 0);
+    qat_ctx_step_reset(ctx);
+    qat_tensor_zero_grad(t);
+    y = qat_fake_quant(ctx, t, &q, QAT_STE_PLAIN);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_OK);
+    for (int i = 0; i < 8; i++) ASSERT_CLOSE(t->grad[i], 1, 0);
+    /* sub-channel [2, 4], blocks [1, 2]: four scales */
+    qat_qtype b;
+    int64_t s24[2] = {2, 4}, b12[2] = {1, 2};
+    qat_qtype_init(ctx, &b, 4, true, false, 2, s24, b12);
+    float sc[4] = {1, 0.5f, 0.25f, 2}, xb[8] = {1.4f, 2.6f, 1.4f, 2.6f, 1.4f, 2.6f, 1.4f, 2.6f};
+    int32_t zb[4] = {0, 1, -2, 3};
+    memcpy(b.scale, sc, sizeof sc);
+    memcpy(b.zero_point, zb, sizeof zb);
+    /* block (0,0): s 1 z 0 -> q 1, 3 -> 1, 3.  (0,1): s .5 z 1 -> 3+1=4, 5+1=6 -> 7 max: 1.5, 2.5
+       (1,0): s .25 z -2 -> 6-2=4, 10-2=8 -> 7 -> (4+2)*.25=1.5, (7+2)*.25=2.25
+       (1,1): s 2 z 3 -> 1+3=4, 1+3=4 -> 2, 2 */
+    float want_b[8] = {1, 3, 1.5f, 2.5f, 1.5f, 2.25f, 2, 2};
+    int32_t qb[8];
+    float back[8];
+    qat_quantize(&b, xb, qb);
+    qat_dequantize(&b, qb, back);
+    for (int i = 0; i < 8; i++) ASSERT_CLOSE(back[i], want_b[i], 0);
+    qat_ctx_free(ctx);
+}
+
+/* Every width 2..16, signed and unsigned: grid points survive a round trip,
+ * and the extremes clamp to qmin/qmax. */
+static void test_all_widths(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    for (int bits = 2; bits <= 16; bits++)
+        for (int sg = 0; sg < 2; sg++) {
+            qat_qtype q;
+            int64_t s[1] = {5};
+            CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &q, bits, sg, false, 1, s, NULL), QAT_OK);
+            q.scale[0] = 0.125f;
+            q.zero_point[0] = sg ? 0 : 1;
+            float x[5] = {(float)(q.qmin - q.zero_point[0]) * 0.125f, 0.125f, 0.0f, 1e9f, -1e9f};
+            int32_t v[5];
+            float back[5];
+            qat_quantize(&q, x, v);
+            qat_dequantize(&q, v, back);
+            CU_ASSERT_EQUAL(v[0], q.qmin);
+            CU_ASSERT_EQUAL(v[3], q.qmax);
+            CU_ASSERT_EQUAL(v[4], q.qmin);
+            ASSERT_CLOSE(back[0], x[0], 0);
+            if (q.qmax - q.zero_point[0] >= 1) ASSERT_CLOSE(back[1], 0.125f, 0);
+            ASSERT_CLOSE(back[2], 0.0f, 0);
+        }
+    qat_ctx_free(ctx);
+}
+
+static void check_golden(qat_qtype *q, int rank, const int64_t *shape, const float *x,
+                         const float *dy, const float *y, const float *dx, int64_t n) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_tensor *tx = qat_tensor_from(ctx, QAT_MEM_PERSIST, x, rank, shape, true);
+    qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, dy, rank, shape, false);
+    qat_tensor *out = qat_fake_quant(ctx, tx, q, QAT_STE_CLIPPED);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_bits(out->data[i], y[i]);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, out, tdy))), QAT_OK);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_bits(tx->grad[i] + 0.0f, dx[i] + 0.0f);
+    if (bad) printf("\n  %d gradients differ\n", bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    qat_ctx_free(ctx);
+}
+
+#define PT_CASE(name, bits, sg)                                                    \
+    do {                                                                            \
+        qat_qtype q;                                                                \
+        int64_t s[1] = {64};                                                        \
+        CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &q, bits, sg, name##_qmin == -name##_qmax, 1, s, NULL), QAT_OK); \
+        CU_ASSERT(q.qmin == name##_qmin && q.qmax == name##_qmax);                  \
+        q.scale[0] = name##_scale;                                                  \
+        q.zero_point[0] = name##_zp;                                                \
+        check_golden(&q, 1, s, name##_x, name##_dy, name##_y, name##_dx, 64);       \
+    } while (0)
+
+static void test_golden_per_tensor(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    PT_CASE(pt_i8, 8, true);
+    PT_CASE(pt_u8, 8, false);
+    PT_CASE(pt_i4n, 4, true);
+    PT_CASE(pt_i2, 2, true);
+    PT_CASE(pt_u16, 16, false);
+    qat_ctx_free(ctx);
+}
+
+static void test_golden_per_channel(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    int64_t s0[2] = {4, 16};
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &q, 8, true, false, 2, s0, 0), QAT_OK);
+    memcpy(q.scale, pc_a0_scale, sizeof pc_a0_scale);
+    memcpy(q.zero_point, pc_a0_zp, sizeof pc_a0_zp);
+    check_golden(&q, 2, s0, pc_a0_x, pc_a0_dy, pc_a0_y, pc_a0_dx, 64);
+    int64_t s1[3] = {3, 4, 5};
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &q, 2, true, false, 3, s1, 1), QAT_OK);
+    CU_ASSERT(q.qmin == pc_a1_qmin && q.qmax == pc_a1_qmax);
+    memcpy(q.scale, pc_a1_scale, sizeof pc_a1_scale);
+    memcpy(q.zero_point, pc_a1_zp, sizeof pc_a1_zp);
+    check_golden(&q, 3, s1, pc_a1_x, pc_a1_dy, pc_a1_y, pc_a1_dx, 60);
+    qat_ctx_free(ctx);
+}
+
+static void test_golden_observer_qparams(void) {
+    for (int i = 0; i < OBS_N; i++) {
+        const int *sch = obs_schemes[i % OBS_SCHEMES];
+        float s;
+        int32_t z;
+        qat_qparams_from_range(obs_min[i], obs_max[i], sch[2], sch[3], sch[0], sch[1], &s, &z);
+        if (!same_bits(s, obs_scale[i]) || z != obs_zp[i])
+            printf("\n  case %d: got %.9g:%d want %.9g:%d\n", i, s, z, obs_scale[i], obs_zp[i]);
+        CU_ASSERT(same_bits(s, obs_scale[i]));
+        CU_ASSERT_EQUAL(z, obs_zp[i]);
+    }
+}
+
+static void test_calibrate_per_channel_weights(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    int64_t s[2] = {2, 3};
+    qat_qtype_init_axis(ctx, &q, 8, true, true, 2, s, 0);
+    float w[6] = {0.5f, -1.27f, 0.2f, 0.0f, 0.0f, 0.0f};
+    qat_qtype_calibrate(&q, w, true);
+    ASSERT_CLOSE(q.scale[0], 1.27f / 127.0f, 1e-9); /* narrow int8: M / 127 */
+    CU_ASSERT_EQUAL(q.zero_point[0], 0);
+    CU_ASSERT(same_bits(q.scale[1], 1.1920929e-07f)); /* all zero: FLT_EPSILON */
+    qat_ctx_free(ctx);
+}
+
+static void roundtrip(const char *text, int rank, const int64_t *shape, int64_t nparams) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype a, b;
+    qat_status st = qat_qtype_from_mlir(ctx, text, rank, shape, &a);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(a.nparams, nparams);
+    char buf[512];
+    int n = qat_qtype_to_mlir(&a, buf, sizeof buf);
+    CU_ASSERT(n > 0 && n < (int)sizeof buf);
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_from_mlir(ctx, buf, rank, shape, &b), QAT_OK);
+    CU_ASSERT_EQUAL(a.qmin, b.qmin);
+    CU_ASSERT_EQUAL(a.qmax, b.qmax);
+    CU_ASSERT_EQUAL(memcmp(a.block, b.block, sizeof a.block), 0);
+    CU_ASSERT_EQUAL(memcmp(a.scale, b.scale, (size_t)a.nparams * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(a.zero_point, b.zero_point, (size_t)a.nparams * 4), 0);
+    qat_ctx_free(ctx);
+}
+
+static void test_mlir(void) {
+    int64_t s1[1] = {10}, s23[2] = {2, 3}, s64[2] = {6, 4}, s4d[4] = {6, 4, 6, 4};
+    /* the seeds' examples */
+    roundtrip("!quant.uniform<i8:f32, 0.01:50>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32:1, {0.2:20, 0.1:10, 0.3:30}>", 2, s23, 3);
+    roundtrip("!quant.uniform<u8:f32, 3.400000e+01:16>", 1, s1, 1);
+    roundtrip("!quant.uniform<ui8:f32, 34.0:16>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32, 1.000000e+00>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32:{0:1, 1:2}, {{1:1, 2:2}, {3:3, 4:4}, {5:5, 6:6}, {1:1, 2:2}, "
+              "{3:3, 4:4}, {5:5, 6:6}}>", 2, s64, 12);
+    roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {{1.0:1, 2.0:2}, {3.0:3, 4.0:4}}>", 4, s4d, 4);
+    roundtrip("!quant.uniform<i8<-127:127>:f32:0, {0.5:0, 0.25:0}>", 2, s23, 2);
+    /* exact printed forms */
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    char buf[256];
+    qat_qtype_init_axis(ctx, &q, 8, true, true, 2, s23, 0);
+    q.scale[0] = 0.2f, q.scale[1] = 0.1f;
+    qat_qtype_to_mlir(&q, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "!quant.uniform<i8<-127:127>:f32:0, {0.2:0, 0.1:0}>");
+    qat_qtype_init(ctx, &q, 4, false, false, 1, s1, NULL);
+    q.zero_point[0] = 8;
+    qat_qtype_to_mlir(&q, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "!quant.uniform<u4:f32, 1:8>");
+    CU_ASSERT_EQUAL(qat_qtype_to_mlir(&q, buf, 5), (int)strlen("!quant.uniform<u4:f32, 1:8>"));
+    /* errors */
+    const char *bad[] = {"!quant.uniform<i8:f32, 0.01:50", "!quant.uniform<x8:f32, 1:0>",
+                         "!quant.uniform<i8:f32:1, {0.2:20, 0.1:10}>", "!quant.uniform<i8:f32, -1:0>",
+                         "!quant.uniform<i8:f32, 1:300>", "!quant.uniform<i8<-100:100>:f32, 1:0>",
+                         "!quant.uniform<i8:f32, 1:0> junk"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        qat_ctx_clear_error(ctx);
+        CU_ASSERT_NOT_EQUAL(qat_qtype_from_mlir(ctx, bad[i], 2, s23, &q), QAT_OK);
+        CU_ASSERT(strlen(qat_ctx_error(ctx)) > 0);
+    }
+    qat_ctx_free(ctx);
+}
+
+int main(void) {
+    const qat_test_case cases[] = {
+        {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
+        {"granularities: tensor, axis, blocks; constraints", test_granularities},
+        {"hand-computed: ties, clamping, STE masks, sub-channel", test_hand_values},
+        {"every width 2..16 quantizes and clamps", test_all_widths},
+        {"golden: fake_quantize_per_tensor_affine (torch 1.13)", test_golden_per_tensor},
+        {"golden: fake_quantize_per_channel_affine (torch 1.13)", test_golden_per_channel},
+        {"golden: MinMaxObserver qparams (torch 1.13)", test_golden_observer_qparams},
+        {"calibrate: per-channel symmetric weights", test_calibrate_per_channel_weights},
+        {"MLIR spelling: seeds' examples round-trip, errors", test_mlir},
+        {NULL, NULL},
+    };
+    return qat_test_main("fakequant", cases);
+}
