@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "progress.h"
 #include "qat/data.h"
+#include "qat/fakequant.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
 
@@ -31,6 +32,15 @@ static const char *const train_usage =
     "  --threads T                 OpenBLAS threads (default 1)\n"
     "  --limit-train N             use the first N training samples (default all)\n"
     "  --limit-test N              use the first N test samples (default all)\n"
+    "  --qat                       quantization-aware training (fake quantization)\n"
+    "  --wbits B                   weight bits, 2..16 (default 8)\n"
+    "  --abits B                   activation bits, 2..16 (default 8)\n"
+    "  --granularity tensor|channel|block:N  weight scales (default channel)\n"
+    "  --observer ema|window-mean|window-max|minmax|ema-bc  activation ranges (default ema)\n"
+    "  --window W                  window of the window observers (default 16)\n"
+    "  --float-epochs N            train N float epochs before the QAT epochs (default 0)\n"
+    "  --qat-warmup N              steps after prepare with observers on, fake quant off (default 0)\n"
+    "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
     "  --json                      print a JSON summary as the last line of stdout\n"
     "  --help                      this text\n";
 
@@ -39,13 +49,18 @@ typedef struct {
     long epochs, batch, seed, threads, limit_train, limit_test, warmup;
     double lr, momentum, weight_decay, clip;
     bool nesterov, json, lr_set, wd_set;
+    bool qat;
+    long wbits, abits, window, float_epochs, qat_warmup, freeze_observers;
+    const char *granularity, *observer;
+    qat_prepare_config qcfg;
 } train_opts;
 
 static int parse(int argc, char **argv, train_opts *o) {
     const char *P = "qat-mnist train";
     *o = (train_opts){.model = "lenet", .optimizer = "adam", .schedule = "cosine",
                       .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
-                      .momentum = 0.9};
+                      .momentum = 0.9, .wbits = 8, .abits = 8, .window = 16,
+                      .granularity = "channel", .observer = "ema", .freeze_observers = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -70,6 +85,16 @@ static int parse(int argc, char **argv, train_opts *o) {
             ok = VAL() && cli_float(P, a, v, 0, 1, &o->weight_decay) && (o->wd_set = true);
         else if (!strcmp(a, "--clip")) ok = VAL() && cli_float(P, a, v, 1e-6, 1e6, &o->clip);
         else if (!strcmp(a, "--nesterov")) o->nesterov = true;
+        else if (!strcmp(a, "--qat")) o->qat = true;
+        else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->wbits);
+        else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->abits);
+        else if (!strcmp(a, "--window")) ok = VAL() && cli_int(P, a, v, 1, QAT_OBS_MAX_WINDOW, &o->window);
+        else if (!strcmp(a, "--float-epochs")) ok = VAL() && cli_int(P, a, v, 0, 1000, &o->float_epochs);
+        else if (!strcmp(a, "--qat-warmup")) ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->qat_warmup);
+        else if (!strcmp(a, "--freeze-observers"))
+            ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_observers);
+        else if (!strcmp(a, "--granularity")) ok = VAL() && (o->granularity = v);
+        else if (!strcmp(a, "--observer")) ok = VAL() && (o->observer = v);
         else if (!strcmp(a, "--json")) o->json = true;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
@@ -87,6 +112,20 @@ static int parse(int argc, char **argv, train_opts *o) {
         bad = "--optimizer";
     else if (strcmp(o->schedule, "cosine") && strcmp(o->schedule, "step") && strcmp(o->schedule, "constant"))
         bad = "--schedule";
+    qat_prepare_config *q = &o->qcfg;
+    *q = qat_prepare_defaults();
+    q->wbits = (int)o->wbits, q->abits = (int)o->abits, q->window = (int)o->window;
+    if (!strcmp(o->granularity, "tensor")) q->wgran = QAT_GRAN_TENSOR;
+    else if (!strcmp(o->granularity, "channel")) q->wgran = QAT_GRAN_CHANNEL;
+    else if (!strncmp(o->granularity, "block:", 6) && cli_int(P, "--granularity block:N", o->granularity + 6, 1, 100000, &o->window))
+        q->wgran = QAT_GRAN_BLOCK, q->block = (int)o->window, o->window = q->window;
+    else if (!bad) bad = "--granularity";
+    if (!strcmp(o->observer, "ema")) q->aobs = QAT_OBS_EMA;
+    else if (!strcmp(o->observer, "window-mean")) q->aobs = QAT_OBS_WINDOW_MEAN;
+    else if (!strcmp(o->observer, "window-max")) q->aobs = QAT_OBS_WINDOW_MAX;
+    else if (!strcmp(o->observer, "minmax")) q->aobs = QAT_OBS_MINMAX;
+    else if (!strcmp(o->observer, "ema-bc")) q->aobs = QAT_OBS_EMA_BIAS_CORRECTED;
+    else if (!bad) bad = "--observer";
     if (bad) {
         fprintf(stderr, "%s: unknown value for %s\n%s", P, bad, train_usage);
         return EXIT_USAGE;
@@ -170,7 +209,9 @@ int cmd_train(int argc, char **argv) {
         rc = st != QAT_OK ? fail(ctx) : (fprintf(stderr, "qat-mnist: out of memory\n"), 1);
         goto done;
     }
-    int64_t steps_per_epoch = (n + o.batch - 1) / o.batch, total = steps_per_epoch * o.epochs;
+    long all_epochs = o.epochs + (o.qat ? o.float_epochs : 0);
+    int64_t steps_per_epoch = (n + o.batch - 1) / o.batch, total = steps_per_epoch * all_epochs;
+    int64_t qat_start = -1; /* step at which qat_prepare ran */
     qat_lr_schedule sched = {.kind = !strcmp(o.schedule, "cosine") ? QAT_LR_COSINE
                                      : !strcmp(o.schedule, "step") ? QAT_LR_STEP : QAT_LR_CONSTANT,
                              .base_lr = (float)o.lr, .total_steps = total,
@@ -184,16 +225,29 @@ int cmd_train(int argc, char **argv) {
             o.batch, o.optimizer, o.lr, o.threads);
     double train_time = 0, acc = 0, loss_avg = 0;
     int64_t step = 0;
-    for (long epoch = 1; epoch <= o.epochs; epoch++) {
+    for (long epoch = 1; epoch <= all_epochs; epoch++) {
+        if (o.qat && epoch == o.float_epochs + 1) {
+            if (qat_prepare(m, &o.qcfg) != QAT_OK) {
+                rc = fail(ctx);
+                goto done;
+            }
+            qat_start = step;
+            fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n",
+                    o.wbits, o.abits, o.granularity, o.observer);
+        }
         qat_shuffle(perm, n, &shuffle_rng);
         qat_model_train(m, true);
-        char label[32], extra[64] = "";
-        snprintf(label, sizeof label, "epoch %ld/%ld", epoch, o.epochs);
+        char label[64], extra[64] = "";
+        snprintf(label, sizeof label, "epoch %ld/%ld", epoch, all_epochs);
         progress bar;
         progress_start(&bar, label, n);
         double t0 = cli_now(), loss_sum = 0;
         for (int64_t s = 0; s < n; s += o.batch, step++) {
             int64_t b = n - s < o.batch ? n - s : o.batch;
+            if (qat_start >= 0) {
+                m->fake_quant_on = step - qat_start >= o.qat_warmup;
+                m->observers_frozen = o.freeze_observers >= 0 && step - qat_start >= o.freeze_observers;
+            }
             qat_tensor *x = input_tensor(m, &train, b);
             if (x) qat_mnist_batch(&train, perm + s, b, x->data, labels);
             qat_tensor *loss = qat_cross_entropy(ctx, qat_model_forward(m, x), labels);
@@ -225,7 +279,15 @@ int cmd_train(int argc, char **argv) {
         }
         fprintf(stderr, "epoch %ld: train loss %.4f, test accuracy %.2f %%\n", epoch, loss_avg, 100 * acc);
     }
-    double rate = (double)n * (double)o.epochs / train_time;
+    double rate = (double)n * (double)all_epochs / train_time;
+    double acc_float = acc;
+    if (m->prepared) { /* the same weights with fake quantization off */
+        m->fake_quant_on = false;
+        acc_float = mnist_accuracy(m, &test, o.limit_test, NULL);
+        m->fake_quant_on = true;
+        fprintf(stderr, "qat-mnist: fake-quant accuracy %.2f %%, same weights in float %.2f %%\n",
+                100 * acc, 100 * acc_float);
+    }
     fprintf(stderr, "qat-mnist: test accuracy %.2f %%, %.0f training samples/s, peak RSS %.1f MiB\n",
             100 * acc, rate, cli_peak_rss_mib());
     if (o.json) {
@@ -233,9 +295,15 @@ int cmd_train(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"epochs\": %ld, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
                "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
                "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
-               "\"openblas_coretype\": \"%s\"}\n",
-               o.model, o.epochs, o.batch, o.optimizer, o.lr, o.seed, o.threads, (long long)n, rate,
+               "\"openblas_coretype\": \"%s\"",
+               o.model, all_epochs, o.batch, o.optimizer, o.lr, o.seed, o.threads, (long long)n, rate,
                loss_avg, acc, cli_peak_rss_mib(), core ? core : "");
+        if (o.qat)
+            printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
+                   "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": %.6f, "
+                   "\"test_accuracy_float_weights\": %.6f",
+                   o.wbits, o.abits, o.granularity, o.observer, o.float_epochs, acc, acc_float);
+        printf("}\n");
     }
     rc = 0;
 done:

@@ -85,8 +85,75 @@ typedef enum {
 } qat_ste;
 
 /* The fake-quantize op: x_hat with the parameters of q (read at call time),
- * and a straight-through backward. x's shape must be q's shape. */
+ * and a straight-through backward. x's shape must be q's shape, except that
+ * a rank-0 type (per-tensor, for activations) applies to any shape. */
 QAT_API qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste);
+
+/* ---- observers (contract §4) ------------------------------------------------------ */
+
+typedef enum {
+    QAT_OBS_MINMAX,      /* running min and max over every batch (PyTorch MinMaxObserver) */
+    QAT_OBS_EMA,         /* first batch raw, then v += (1 - k)(batch - v) (MovingAverageMinMax) */
+    QAT_OBS_WINDOW_MEAN, /* mean of the per-batch values over the last W batches (seed 1) */
+    QAT_OBS_WINDOW_MAX,  /* extreme of the per-batch values over the last W batches (seed 2) */
+    QAT_OBS_EMA_BIAS_CORRECTED /* Paddle: state = k·state + 1, acc = k·acc + v, v = acc/state */
+} qat_observer_kind;
+
+QAT_API const char *qat_observer_kind_str(qat_observer_kind kind);
+
+#define QAT_OBS_MAX_WINDOW 256
+
+/* Tracks a range per tensor. symmetric: each batch contributes its max-abs
+ * M as the range [-M, M] (the seed's max-abs estimators); otherwise its min
+ * and max, each tracked separately. */
+typedef struct {
+    qat_observer_kind kind;
+    bool symmetric;
+    int window;             /* W for the window kinds */
+    float k;                /* EMA factor (default 0.9) */
+    float min, max;         /* the current estimate */
+    float win_min[QAT_OBS_MAX_WINDOW], win_max[QAT_OBS_MAX_WINDOW];
+    float state, acc_min, acc_max; /* bias-corrected EMA */
+    int64_t updates;
+} qat_observer;
+
+QAT_API qat_status qat_observer_init(qat_ctx *ctx, qat_observer *o, qat_observer_kind kind,
+                                     bool symmetric, int window, float k);
+/* Folds one batch into the estimate. NaNs in x are ignored. */
+QAT_API void qat_observer_update(qat_observer *o, const float *x, int64_t n);
+/* Writes the per-tensor qparams of the estimate into q (nparams must be 1). */
+QAT_API void qat_observer_qparams(const qat_observer *o, qat_qtype *q);
+
+/* ---- the QAT pass ------------------------------------------------------------------ */
+
+typedef enum { QAT_GRAN_TENSOR, QAT_GRAN_CHANNEL, QAT_GRAN_BLOCK } qat_granularity;
+
+typedef struct {
+    int wbits;                 /* weights: signed, symmetric (default 8) */
+    bool w_narrow;             /* [-(2^(b-1)-1), 2^(b-1)-1] (default, LiteRT) */
+    qat_granularity wgran;     /* default per output channel */
+    int block;                 /* QAT_GRAN_BLOCK: block size along the input dimension */
+    int abits;                 /* activations: signed, asymmetric by default (default 8) */
+    bool a_symmetric;
+    qat_observer_kind aobs;    /* default EMA */
+    int window;                /* window observers (default 16) */
+    float k;                   /* EMA factor (default 0.9) */
+    qat_ste ste;
+} qat_prepare_config;
+
+QAT_API qat_prepare_config qat_prepare_defaults(void);
+
+struct qat_model;
+/* Inserts fake quantization into the model's forward graph: on the input,
+ * on every Linear/Conv weight (recomputed from the current weights at every
+ * forward: the dynamic strategy), and on the activation where a deployed
+ * integer model requantizes: after each Linear/Conv, or after the ReLU/ReLU6
+ * (and BatchNorm) fused to it, and after average pooling. Works on a
+ * freshly built model and on a float-trained one. */
+QAT_API qat_status qat_prepare(struct qat_model *m, const qat_prepare_config *cfg);
+/* Re-configures the quantizers of one Linear/Conv layer (and of the
+ * activation point that belongs to it): per-layer configuration. */
+QAT_API qat_status qat_prepare_layer(struct qat_model *m, const char *layer, const qat_prepare_config *cfg);
 
 #ifdef __cplusplus
 }

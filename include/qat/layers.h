@@ -18,6 +18,7 @@
 #define QAT_LAYERS_H
 
 #include "qat/autograd.h"
+#include "qat/fakequant.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,12 @@ typedef enum {
 
 QAT_API const char *qat_layer_kind_str(qat_layer_kind kind); /* "linear", "conv2d", ... */
 
+/* An activation quantization point: per-tensor type + its observer. */
+typedef struct {
+    qat_qtype q; /* rank 0: applies to any activation shape */
+    qat_observer obs;
+} qat_act_quant;
+
 typedef struct qat_layer {
     qat_layer_kind kind;
     char name[QAT_NAME_LEN];
@@ -53,6 +60,9 @@ typedef struct qat_layer {
     qat_tensor *weight, *bias;       /* linear [out, in], conv [out, in, k, k] */
     qat_tensor *gamma, *beta;        /* batchnorm [C], named weight and bias */
     float *running_mean, *running_var; /* batchnorm buffers [C] */
+    /* Set by qat_prepare (NULL in a float model): */
+    qat_qtype *wq;          /* weight fake quantization (symmetric) */
+    qat_act_quant *aq;      /* fake quantization of this layer's output */
 } qat_layer;
 
 typedef struct {
@@ -72,6 +82,12 @@ typedef struct qat_model {
     int n_param_tensors, n_buffer_tensors;
     qat_named_tensor *param_list, *buffer_list;
     qat_rng rng; /* dropout masks; part of the training state */
+    /* Quantization-aware training (qat_prepare): */
+    bool prepared;
+    qat_prepare_config qcfg;
+    qat_act_quant *input_aq;
+    bool fake_quant_on;    /* off: a float forward (warm-up, or float accuracy) */
+    bool observers_frozen; /* on: activation ranges stop moving */
 } qat_model;
 
 QAT_API qat_model *qat_model_new(qat_ctx *ctx); /* in ctx's persistent memory */

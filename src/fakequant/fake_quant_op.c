@@ -22,8 +22,8 @@ static void fq_bw(qat_ctx *ctx, qat_node *n) {
 qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
     if (!qat__inputs_ok(ctx, "qat_fake_quant", 1, &x)) return NULL;
     if (!q || !q->scale) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_fake_quant: NULL type"), NULL;
-    bool same = x->rank == q->rank && qat_tensor_is_contiguous(x);
-    for (int d = 0; same && d < x->rank; d++) same = x->shape[d] == q->shape[d];
+    bool same = (x->rank == q->rank || q->rank == 0) && qat_tensor_is_contiguous(x);
+    for (int d = 0; same && d < q->rank; d++) same = x->shape[d] == q->shape[d];
     if (!same) {
         char s[64];
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_fake_quant: tensor %s does not have the type's "
@@ -34,7 +34,7 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
     bool record = ctx->grad_enabled && x->requires_grad;
     if (record && ste == QAT_STE_CLIPPED) mask = qat__step_scratch(ctx, (size_t)x->numel);
     if (!y || (record && ste == QAT_STE_CLIPPED && !mask)) return NULL;
-    int64_t run = qat__qtype_run(q), n = x->numel;
+    int64_t n = x->numel, run = q->rank == 0 ? n : qat__qtype_run(q);
     const float *restrict xs = x->data;
     float *restrict ys = y->data;
     for (int64_t s = 0; s < n; s += run) {

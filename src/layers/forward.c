@@ -2,11 +2,30 @@
 #include "autograd/internal.h"
 #include "qat/layers.h"
 
+/* Observes (in training, unless frozen) and fake-quantizes an activation. */
+static qat_tensor *act_quant(qat_model *m, qat_act_quant *a, qat_tensor *x) {
+    if (!a || !x) return x;
+    if (m->training && !m->observers_frozen) {
+        qat_observer_update(&a->obs, x->data, x->numel);
+        qat_observer_qparams(&a->obs, &a->q);
+    }
+    if (!m->fake_quant_on || a->obs.updates == 0) return x; /* nothing observed yet */
+    return qat_fake_quant(m->ctx, x, &a->q, m->qcfg.ste);
+}
+
+/* The weight as the layer sees it: fake-quantized with scales from the
+ * current weights (dynamic strategy) once the model is prepared. */
+static qat_tensor *weight(qat_model *m, qat_layer *l) {
+    if (!l->wq || !m->fake_quant_on) return l->weight;
+    qat_qtype_calibrate(l->wq, l->weight->data, true);
+    return qat_fake_quant(m->ctx, l->weight, l->wq, m->qcfg.ste);
+}
+
 static qat_tensor *layer_forward(qat_model *m, qat_layer *l, qat_tensor *x) {
     qat_ctx *ctx = m->ctx;
     switch (l->kind) {
-    case QAT_LAYER_LINEAR: return qat_linear(ctx, x, l->weight, l->bias);
-    case QAT_LAYER_CONV2D: return qat_conv2d(ctx, x, l->weight, l->bias, l->stride, l->pad);
+    case QAT_LAYER_LINEAR: return qat_linear(ctx, x, weight(m, l), l->bias);
+    case QAT_LAYER_CONV2D: return qat_conv2d(ctx, x, weight(m, l), l->bias, l->stride, l->pad);
     case QAT_LAYER_BATCHNORM:
         return qat_batchnorm(ctx, x, l->gamma, l->beta, l->running_mean, l->running_var,
                              l->momentum, l->eps, m->training);
@@ -28,9 +47,10 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
         qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: call qat_model_build before forward");
         return NULL;
     }
+    x = act_quant(m, m->input_aq, x);
     for (int i = 0; i < m->n_layers; i++) {
         bool had_error = qat_ctx_status(m->ctx) != QAT_OK;
-        x = layer_forward(m, &m->layers[i], x);
+        x = act_quant(m, m->layers[i].aq, layer_forward(m, &m->layers[i], x));
         if (!x) {
             /* name the layer that failed: "layer conv2: qat_conv2d: ..." */
             if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", m->layers[i].name);

@@ -1,0 +1,85 @@
+/* Range observers for activations (contract §4; seed
+ * fluid-quantized-training-design.md). Each batch is reduced to one range,
+ * then folded into the estimate by the observer's rule. */
+#include <string.h>
+
+#include "internal.h"
+
+const char *qat_observer_kind_str(qat_observer_kind kind) {
+    switch (kind) {
+    case QAT_OBS_MINMAX: return "minmax";
+    case QAT_OBS_EMA: return "ema";
+    case QAT_OBS_WINDOW_MEAN: return "window-mean";
+    case QAT_OBS_WINDOW_MAX: return "window-max";
+    case QAT_OBS_EMA_BIAS_CORRECTED: return "ema-bias-corrected";
+    }
+    return "unknown";
+}
+
+qat_status qat_observer_init(qat_ctx *ctx, qat_observer *o, qat_observer_kind kind, bool symmetric,
+                             int window, float k) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!o || (unsigned)kind > QAT_OBS_EMA_BIAS_CORRECTED)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "observer: bad kind");
+    bool windowed = kind == QAT_OBS_WINDOW_MEAN || kind == QAT_OBS_WINDOW_MAX;
+    if (windowed && (window < 1 || window > QAT_OBS_MAX_WINDOW))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "observer: window %d outside 1..%d", window,
+                            QAT_OBS_MAX_WINDOW);
+    if (!(k >= 0.0f && k < 1.0f)) return qat_ctx_fail(ctx, QAT_ERR_ARG, "observer: k = %g outside [0, 1)", (double)k);
+    memset(o, 0, sizeof *o);
+    o->kind = kind, o->symmetric = symmetric, o->window = windowed ? window : 0, o->k = k;
+    return QAT_OK;
+}
+
+void qat_observer_update(qat_observer *o, const float *x, int64_t n) {
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        lo = v < lo ? v : lo; /* NaN compares false: ignored */
+        hi = v > hi ? v : hi;
+    }
+    if (lo > hi) return; /* empty or all NaN: nothing learned */
+    if (o->symmetric) {
+        float m = fmaxf(-lo, hi);
+        lo = -m, hi = m;
+    }
+    int64_t t = o->updates++;
+    switch (o->kind) {
+    case QAT_OBS_MINMAX:
+        o->min = t ? fminf(o->min, lo) : lo;
+        o->max = t ? fmaxf(o->max, hi) : hi;
+        break;
+    case QAT_OBS_EMA: { /* PyTorch: min = min + c * (cur - min), c = 1 - k */
+        float c = 1.0f - o->k;
+        o->min = t ? o->min + c * (lo - o->min) : lo;
+        o->max = t ? o->max + c * (hi - o->max) : hi;
+        break;
+    }
+    case QAT_OBS_EMA_BIAS_CORRECTED:
+        o->state = o->k * o->state + 1.0f;
+        o->acc_min = o->k * o->acc_min + lo;
+        o->acc_max = o->k * o->acc_max + hi;
+        o->min = o->acc_min / o->state;
+        o->max = o->acc_max / o->state;
+        break;
+    case QAT_OBS_WINDOW_MEAN:
+    case QAT_OBS_WINDOW_MAX: {
+        int w = o->window, slot = (int)(t % w), have = t + 1 < w ? (int)(t + 1) : w;
+        o->win_min[slot] = lo, o->win_max[slot] = hi;
+        double smin = 0, smax = 0;
+        float emin = INFINITY, emax = -INFINITY;
+        for (int i = 0; i < have; i++) {
+            smin += o->win_min[i], smax += o->win_max[i];
+            emin = fminf(emin, o->win_min[i]), emax = fmaxf(emax, o->win_max[i]);
+        }
+        if (o->kind == QAT_OBS_WINDOW_MEAN) o->min = (float)(smin / have), o->max = (float)(smax / have);
+        else o->min = emin, o->max = emax;
+        break;
+    }
+    }
+}
+
+void qat_observer_qparams(const qat_observer *o, qat_qtype *q) {
+    qat_qparams_from_range(o->updates ? o->min : 0.0f, o->updates ? o->max : 0.0f, q->qmin, q->qmax,
+                           o->symmetric, q->is_signed, &q->scale[0], &q->zero_point[0]);
+}
