@@ -5,6 +5,7 @@
 
 #include "golden/fakequant_golden.h"
 #include "qat/fakequant.h"
+#include "qat/layers.h"
 #include "test_util.h"
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -263,6 +264,142 @@ static void test_mlir(void) {
     qat_ctx_free(ctx);
 }
 
+static void test_golden_ema_observer(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_observer o;
+    qat_qtype q;
+    CU_ASSERT_EQUAL_FATAL(qat_observer_init(ctx, &o, QAT_OBS_EMA, false, 0, 0.9f), QAT_OK);
+    qat_qtype_init(ctx, &q, 8, true, false, 0, NULL, NULL);
+    for (int b = 0; b < 6; b++) {
+        qat_observer_update(&o, ema_batches + 40 * b, 40);
+        qat_observer_qparams(&o, &q);
+        /* torch computes c = 0.1 in float32; 1 - 0.9f rounds differently by an ulp, so
+           compare the running range to a few ulps and the qparams exactly or within one ulp */
+        ASSERT_CLOSE(o.min, ema_min[b], 4e-7 * fabs(ema_min[b]) + 1e-7);
+        ASSERT_CLOSE(o.max, ema_max[b], 4e-7 * fabs(ema_max[b]) + 1e-7);
+        ASSERT_CLOSE(q.scale[0], ema_scale[b], 4e-7 * ema_scale[b]);
+        CU_ASSERT_EQUAL(q.zero_point[0], ema_zp[b]);
+    }
+    qat_ctx_free(ctx);
+}
+
+/* A scripted sequence of batches with max-abs 1, 3, 2, 8, 4 (symmetric). */
+static void test_observers_scripted(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    const float batches[5][2] = {{1, -0.5f}, {-3, 2}, {2, 0}, {-8, 1}, {4, -4}};
+    struct { qat_observer_kind kind; int w; float want[5]; } cases[] = {
+        {QAT_OBS_MINMAX, 0, {1, 3, 3, 8, 8}},
+        {QAT_OBS_WINDOW_MEAN, 3, {1, 2, 2, 13.0f / 3, 14.0f / 3}},
+        {QAT_OBS_WINDOW_MAX, 2, {1, 3, 3, 8, 8}},
+        /* EMA k = 0.5: first raw, then v = v + 0.5 (m - v) */
+        {QAT_OBS_EMA, 0, {1, 2, 2, 5, 4.5f}},
+        /* bias-corrected k = 0.5: acc/state with state 1, 1.5, 1.75, 1.875, 1.9375 */
+        {QAT_OBS_EMA_BIAS_CORRECTED, 0, {1, 3.5f / 1.5f, 3.75f / 1.75f, 9.875f / 1.875f, 8.9375f / 1.9375f}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        qat_observer o;
+        CU_ASSERT_EQUAL_FATAL(qat_observer_init(ctx, &o, cases[c].kind, true, cases[c].w, 0.5f), QAT_OK);
+        for (int b = 0; b < 5; b++) {
+            qat_observer_update(&o, batches[b], 2);
+            if (fabsf(o.max - cases[c].want[b]) > 1e-6f)
+                printf("\n  %s batch %d: %g want %g\n", qat_observer_kind_str(cases[c].kind), b, o.max, cases[c].want[b]);
+            ASSERT_CLOSE(o.max, cases[c].want[b], 1e-6);
+            ASSERT_CLOSE(o.min, -cases[c].want[b], 1e-6);
+        }
+    }
+    /* asymmetric minmax tracks min and max separately */
+    qat_observer o;
+    qat_observer_init(ctx, &o, QAT_OBS_MINMAX, false, 0, 0.9f);
+    for (int b = 0; b < 5; b++) qat_observer_update(&o, batches[b], 2);
+    ASSERT_CLOSE(o.min, -8, 0);
+    ASSERT_CLOSE(o.max, 4, 0);
+    CU_ASSERT_EQUAL(qat_observer_init(ctx, &o, QAT_OBS_WINDOW_MEAN, true, 0, 0.9f), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
+static void test_prepare_quantizes_every_layer(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_lenet(m, false);
+    qat_model_build(m, 1);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(m->input_aq);
+    int quantized_outputs = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        qat_layer *l = &m->layers[i];
+        if (l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D) {
+            CU_ASSERT_PTR_NOT_NULL(l->wq);
+            CU_ASSERT_EQUAL(qat_qtype_axis(l->wq), 0); /* per output channel */
+            CU_ASSERT_EQUAL(l->wq->qmin, -127);        /* narrow */
+        }
+        quantized_outputs += l->aq != NULL;
+    }
+    CU_ASSERT_EQUAL(quantized_outputs, 5); /* after conv1+relu, conv2+relu, fc1+relu, fc2+relu, fc3 */
+    CU_ASSERT_PTR_NOT_NULL(m->layers[1].aq); /* relu after conv1, not conv1 itself */
+    CU_ASSERT_PTR_NULL(m->layers[0].aq);
+    CU_ASSERT_PTR_NOT_NULL(m->layers[m->n_layers - 1].aq);
+    CU_ASSERT_EQUAL(qat_prepare(m, NULL), QAT_ERR_STATE);
+    qat_ctx_clear_error(ctx);
+
+    /* forward in training: observers learn, outputs sit on the quantization grid */
+    qat_rng rng;
+    qat_rng_seed(&rng, 1);
+    int64_t sx[4] = {4, 1, 28, 28};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 2, false);
+    qat_tensor *y = qat_model_forward(m, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    qat_act_quant *out = m->layers[m->n_layers - 1].aq;
+    CU_ASSERT_EQUAL(out->obs.updates, 1);
+    for (int64_t i = 0; i < y->numel; i++) {
+        float k = y->data[i] / out->q.scale[0] + (float)out->q.zero_point[0];
+        ASSERT_CLOSE(k, nearbyintf(k), 1e-3);
+    }
+    /* gradients reach every parameter through the straight-through estimator */
+    int32_t lab[4] = {1, 2, 3, 4};
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, y, lab)), QAT_OK);
+    for (int t = 0; t < m->n_param_tensors; t++) {
+        double g = 0;
+        for (int64_t i = 0; i < m->param_list[t].tensor->numel; i++) g += fabs(m->param_list[t].tensor->grad[i]);
+        CU_ASSERT(g > 0);
+    }
+    qat_ctx_step_reset(ctx);
+    /* eval: ranges frozen */
+    qat_model_train(m, false);
+    float scale = out->q.scale[0];
+    x = t_rand(ctx, &rng, 4, sx, -10, 20, false);
+    qat_model_forward(m, x);
+    CU_ASSERT_EQUAL(out->obs.updates, 1);
+    CU_ASSERT(same_bits(out->q.scale[0], scale));
+    qat_ctx_free(ctx);
+}
+
+static void test_prepare_block_and_errors(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_mlp(m);
+    qat_model_build(m, 1);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.wgran = QAT_GRAN_BLOCK, c.block = 3; /* 3 does not divide 784 */
+    CU_ASSERT_EQUAL(qat_prepare(m, &c), QAT_ERR_SHAPE);
+    qat_ctx_clear_error(ctx);
+    qat_model *m2 = qat_model_new(ctx);
+    qat_model_mlp(m2);
+    qat_model_build(m2, 1);
+    c.block = 16, c.wbits = 4;
+    CU_ASSERT_EQUAL(qat_prepare(m2, &c), QAT_OK);
+    CU_ASSERT_EQUAL(m2->layers[0].wq->nparams, 256 * (784 / 16));
+    c.wbits = 1;
+    CU_ASSERT_EQUAL(qat_prepare_layer(m2, "fc3", &c), QAT_ERR_ARG);
+    qat_ctx_clear_error(ctx);
+    c = qat_prepare_defaults();
+    c.wgran = QAT_GRAN_TENSOR, c.wbits = 2;
+    CU_ASSERT_EQUAL(qat_prepare_layer(m2, "fc3", &c), QAT_OK); /* per-layer override */
+    CU_ASSERT_EQUAL(m2->layers[4].wq->nparams, 1);
+    CU_ASSERT_EQUAL(m2->layers[4].wq->qmax, 1);
+    CU_ASSERT_EQUAL(qat_prepare_layer(m2, "relu1", &c), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
 int main(void) {
     const qat_test_case cases[] = {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
@@ -274,6 +411,10 @@ int main(void) {
         {"golden: MinMaxObserver qparams (torch 1.13)", test_golden_observer_qparams},
         {"calibrate: per-channel symmetric weights", test_calibrate_per_channel_weights},
         {"MLIR spelling: seeds' examples round-trip, errors", test_mlir},
+        {"golden: MovingAverageMinMaxObserver (torch 1.13)", test_golden_ema_observer},
+        {"observers over a scripted sequence of batches", test_observers_scripted},
+        {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
+        {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
         {NULL, NULL},
     };
     return qat_test_main("fakequant", cases);

@@ -74,4 +74,17 @@ out.append("static const int obs_schemes[%d][4] = {%s}; /* symmetric, signed, qm
 arr("obs_min", torch.tensor(mins)); arr("obs_max", torch.tensor(maxs))
 arr("obs_scale", torch.tensor(scales)); arr("obs_zp", torch.tensor(zps), "int")
 out.append("#define OBS_N %d\n#define OBS_SCHEMES %d" % (len(mins), len(schemes)))
+# MovingAverageMinMaxObserver (c = 0.1, i.e. k = 0.9) over a scripted batch sequence
+from torch.ao.quantization.observer import MovingAverageMinMaxObserver
+seq = [torch.randn(40, generator=g) * (1 + i) + (i - 2) * 0.5 for i in range(6)]
+ob = MovingAverageMinMaxObserver(averaging_constant=0.1, dtype=torch.qint8, qscheme=torch.per_tensor_affine,
+                                 quant_min=-128, quant_max=127)
+ema_min, ema_max, ema_scale, ema_zp = [], [], [], []
+for b in seq:
+    ob(b)
+    s, z = ob.calculate_qparams()
+    ema_min.append(ob.min_val.item()); ema_max.append(ob.max_val.item())
+    ema_scale.append(s.item()); ema_zp.append(int(z.item()))
+arr("ema_batches", torch.stack(seq)); arr("ema_min", torch.tensor(ema_min)); arr("ema_max", torch.tensor(ema_max))
+arr("ema_scale", torch.tensor(ema_scale)); arr("ema_zp", torch.tensor(ema_zp), "int")
 open("fakequant_golden.h", "w").write("\n".join(out) + "\n")
