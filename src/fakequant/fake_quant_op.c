@@ -40,12 +40,25 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
     for (int64_t s = 0; s < n; s += run) {
         int64_t p = qat_qtype_param_index(q, s);
         float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
-        int32_t zp = q->zero_point[p], qmin = q->qmin, qmax = q->qmax;
-        for (int64_t j = s; j < s + run; j++) {
-            bool ok;
-            int32_t v = qat__quant1(xs[j], inv, zp, qmin, qmax, &ok);
-            ys[j] = (float)(v - zp) * sc;
-            if (mask) mask[j] = ok;
+        /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly
+         * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
+         * passes through (no comparison holds) and is out of range. */
+        float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
+        if (mask) {
+            for (int64_t j = s; j < s + run; j++) {
+                float r = qat__rint(xs[j] * inv);
+                mask[j] = (r >= lo) & (r <= hi);
+                float c = r < lo ? lo : r;
+                c = c > hi ? hi : c;
+                ys[j] = c * sc;
+            }
+        } else {
+            for (int64_t j = s; j < s + run; j++) {
+                float r = qat__rint(xs[j] * inv);
+                float c = r < lo ? lo : r;
+                c = c > hi ? hi : c;
+                ys[j] = c * sc;
+            }
         }
     }
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);

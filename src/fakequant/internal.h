@@ -12,12 +12,21 @@
 int64_t qat__qtype_run(const qat_qtype *q);
 int64_t qat__qtype_numel(const qat_qtype *q);
 
+/* Round half to even, as nearbyintf under the default rounding mode, but
+ * inline and vectorisable: adding and subtracting 2^23 (signed like v)
+ * leaves no fraction bits, and the addition rounds ties to even. Values
+ * of magnitude >= 2^23 are already integers. */
+static inline float qat__rint(float v) {
+    float t = copysignf(8388608.0f, v);
+    return fabsf(v) < 8388608.0f ? (v + t) - t : v;
+}
+
 /* One element: clamp(round_half_even(x * inv) + zp, qmin, qmax), computed so
  * that no out-of-range float is ever converted to an integer. *in_range
  * (if given) is the clipped-STE mask. NaN quantizes to zp and is out of range. */
 static inline int32_t qat__quant1(float x, float inv, int32_t zp, int32_t qmin, int32_t qmax,
                                   bool *in_range) {
-    float r = nearbyintf(x * inv);
+    float r = qat__rint(x * inv);
     int32_t q;
     bool ok = true;
     if (r < (float)(qmin - zp)) q = qmin, ok = false;
