@@ -397,6 +397,17 @@ static void test_prepare_block_and_errors(void) {
     CU_ASSERT_EQUAL(m2->layers[4].wq->nparams, 1);
     CU_ASSERT_EQUAL(m2->layers[4].wq->qmax, 1);
     CU_ASSERT_EQUAL(qat_prepare_layer(m2, "relu1", &c), QAT_ERR_ARG);
+    /* low-bit activations keep the input and the logits at io_bits */
+    qat_ctx_clear_error(ctx);
+    qat_model *m3 = qat_model_new(ctx);
+    qat_model_mlp(m3);
+    qat_model_build(m3, 1);
+    c = qat_prepare_defaults();
+    c.abits = 2;
+    CU_ASSERT_EQUAL(qat_prepare(m3, &c), QAT_OK);
+    CU_ASSERT_EQUAL(m3->input_aq->q.qmax, 127);
+    CU_ASSERT_EQUAL(m3->layers[1].aq->q.qmax, 1);  /* relu1: 2 bits */
+    CU_ASSERT_EQUAL(m3->layers[4].aq->q.qmax, 127); /* fc3 logits: 8 bits */
     qat_ctx_free(ctx);
 }
 

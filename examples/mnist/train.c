@@ -38,6 +38,7 @@ static const char *const train_usage =
     "  --granularity tensor|channel|block:N  weight scales (default channel)\n"
     "  --observer ema|window-mean|window-max|minmax|ema-bc  activation ranges (default ema)\n"
     "  --window W                  window of the window observers (default 16)\n"
+    "  --io-bits B                 bits of the input and the logits (default 8)\n"
     "  --float-epochs N            train N float epochs before the QAT epochs (default 0)\n"
     "  --qat-warmup N              steps after prepare with observers on, fake quant off (default 0)\n"
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
@@ -50,7 +51,7 @@ typedef struct {
     double lr, momentum, weight_decay, clip;
     bool nesterov, json, lr_set, wd_set;
     bool qat;
-    long wbits, abits, window, float_epochs, qat_warmup, freeze_observers;
+    long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers;
     const char *granularity, *observer;
     qat_prepare_config qcfg;
 } train_opts;
@@ -59,7 +60,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     const char *P = "qat-mnist train";
     *o = (train_opts){.model = "lenet", .optimizer = "adam", .schedule = "cosine",
                       .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
-                      .momentum = 0.9, .wbits = 8, .abits = 8, .window = 16,
+                      .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8, .window = 16,
                       .granularity = "channel", .observer = "ema", .freeze_observers = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -88,6 +89,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--qat")) o->qat = true;
         else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->wbits);
         else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->abits);
+        else if (!strcmp(a, "--io-bits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->io_bits);
         else if (!strcmp(a, "--window")) ok = VAL() && cli_int(P, a, v, 1, QAT_OBS_MAX_WINDOW, &o->window);
         else if (!strcmp(a, "--float-epochs")) ok = VAL() && cli_int(P, a, v, 0, 1000, &o->float_epochs);
         else if (!strcmp(a, "--qat-warmup")) ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->qat_warmup);
@@ -115,6 +117,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     qat_prepare_config *q = &o->qcfg;
     *q = qat_prepare_defaults();
     q->wbits = (int)o->wbits, q->abits = (int)o->abits, q->window = (int)o->window;
+    q->io_bits = (int)o->io_bits;
     if (!strcmp(o->granularity, "tensor")) q->wgran = QAT_GRAN_TENSOR;
     else if (!strcmp(o->granularity, "channel")) q->wgran = QAT_GRAN_CHANNEL;
     else if (!strncmp(o->granularity, "block:", 6) && cli_int(P, "--granularity block:N", o->granularity + 6, 1, 100000, &o->window))

@@ -139,6 +139,7 @@ typedef struct {
     int window;                /* window observers (default 16) */
     float k;                   /* EMA factor (default 0.9) */
     qat_ste ste;
+    int io_bits;               /* the model input and the final output (logits): default 8 */
 } qat_prepare_config;
 
 QAT_API qat_prepare_config qat_prepare_defaults(void);

@@ -6,22 +6,24 @@
 qat_prepare_config qat_prepare_defaults(void) {
     return (qat_prepare_config){.wbits = 8, .w_narrow = true, .wgran = QAT_GRAN_CHANNEL, .block = 0,
                                 .abits = 8, .a_symmetric = false, .aobs = QAT_OBS_EMA,
-                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED};
+                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED, .io_bits = 8};
 }
 
 static qat_status check_config(qat_ctx *ctx, const qat_prepare_config *c) {
-    if (c->wbits < 2 || c->wbits > 16 || c->abits < 2 || c->abits > 16)
+    if (c->wbits < 2 || c->wbits > 16 || c->abits < 2 || c->abits > 16 || c->io_bits < 2 ||
+        c->io_bits > 16)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: bit widths must be 2..16 (weights %d, "
-                            "activations %d)", c->wbits, c->abits);
+                            "activations %d, input/output %d)", c->wbits, c->abits, c->io_bits);
     if (c->wgran == QAT_GRAN_BLOCK && c->block < 1)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: block granularity needs a block size >= 1");
     return QAT_OK;
 }
 
-static qat_status new_act_quant(qat_model *m, const qat_prepare_config *c, qat_act_quant **out) {
+static qat_status new_act_quant(qat_model *m, const qat_prepare_config *c, int bits,
+                                qat_act_quant **out) {
     qat_act_quant *a = *out ? *out : qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, sizeof *a);
     if (!a) return qat_ctx_status(m->ctx);
-    qat_status st = qat_qtype_init(m->ctx, &a->q, c->abits, true, false, 0, NULL, NULL);
+    qat_status st = qat_qtype_init(m->ctx, &a->q, bits, true, false, 0, NULL, NULL);
     if (st == QAT_OK) st = qat_observer_init(m->ctx, &a->obs, c->aobs, c->a_symmetric, c->window, c->k);
     *out = a;
     return st;
@@ -53,7 +55,10 @@ static qat_status prepare_at(qat_model *m, int i, const qat_prepare_config *c) {
     qat_status st = qat_qtype_init(ctx, l->wq, c->wbits, true, c->w_narrow, l->weight->rank,
                                    l->weight->shape, block);
     if (st != QAT_OK) return st;
-    return new_act_quant(m, c, &m->layers[group_end(m, i)].aq);
+    /* The logits (the last layer's output) keep io_bits: with 2-bit logits
+     * cross-entropy can only lower the loss by inflating their range. */
+    int end = group_end(m, i);
+    return new_act_quant(m, c, end == m->n_layers - 1 ? c->io_bits : c->abits, &m->layers[end].aq);
 }
 
 qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
@@ -64,11 +69,11 @@ qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
     qat_status st = check_config(m->ctx, &c);
     if (st != QAT_OK) return st;
     m->qcfg = c;
-    if ((st = new_act_quant(m, &c, &m->input_aq)) != QAT_OK) return st;
+    if ((st = new_act_quant(m, &c, c.io_bits, &m->input_aq)) != QAT_OK) return st;
     for (int i = 0; i < m->n_layers; i++) {
         qat_layer *l = &m->layers[i];
         if (l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D) st = prepare_at(m, i, &c);
-        else if (l->kind == QAT_LAYER_AVGPOOL2D) st = new_act_quant(m, &c, &l->aq); /* averages requantize */
+        else if (l->kind == QAT_LAYER_AVGPOOL2D) st = new_act_quant(m, &c, c.abits, &l->aq); /* averages requantize */
         if (st != QAT_OK) return st;
     }
     m->prepared = true;
