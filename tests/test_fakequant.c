@@ -411,6 +411,48 @@ static void test_prepare_block_and_errors(void) {
     qat_ctx_free(ctx);
 }
 
+static void lsq_case(int rank, const int64_t *shape, int axis, int bits, const float *x, const float *dy,
+                     const float *sc, const float *zp, int np, float gf, const float *y, const float *dx,
+                     const float *dsc, const float *dzp) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    if (axis < 0) qat_qtype_init(ctx, &q, bits, true, false, rank, shape, NULL);
+    else qat_qtype_init_axis(ctx, &q, bits, true, false, rank, shape, axis);
+    int64_t n = 1, sp[1] = {np};
+    for (int d = 0; d < rank; d++) n *= shape[d];
+    qat_tensor *tx = qat_tensor_from(ctx, QAT_MEM_PERSIST, x, rank, shape, true);
+    qat_tensor *ts = qat_tensor_from(ctx, QAT_MEM_PERSIST, sc, 1, sp, true);
+    qat_tensor *tz = qat_tensor_from(ctx, QAT_MEM_PERSIST, zp, 1, sp, true);
+    qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, dy, rank, shape, false);
+    qat_tensor *out = qat_fake_quant_lsq(ctx, tx, ts, tz, &q, gf);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_bits(out->data[i], y[i]);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, out, tdy))), QAT_OK);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !same_bits(tx->grad[i] + 0.0f, dx[i] + 0.0f);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* the scale and zero-point gradients are sums: torch's reduction order differs */
+    for (int p = 0; p < np; p++) {
+        if (fabs(ts->grad[p] - dsc[p]) > 1e-5 * (fabs(dsc[p]) + 1e-3) || fabs(tz->grad[p] - dzp[p]) > 1e-5 * (fabs(dzp[p]) + 1e-3))
+            printf("\n  param %d: dscale %.9g want %.9g, dzp %.9g want %.9g\n", p, ts->grad[p], dsc[p], tz->grad[p], dzp[p]);
+        ASSERT_CLOSE(ts->grad[p], dsc[p], 1e-5 * (fabs(dsc[p]) + 1e-3));
+        ASSERT_CLOSE(tz->grad[p], dzp[p], 1e-5 * (fabs(dzp[p]) + 1e-3));
+    }
+    qat_ctx_free(ctx);
+}
+
+static void test_golden_lsq(void) {
+    int64_t s1[1] = {64}, s2[2] = {4, 16};
+    float sc = 0.1f, zp = 2.3f;
+    lsq_case(1, s1, -1, 8, lsq_pt_x, lsq_pt_dy, &sc, &zp, 1, lsq_pt_gf, lsq_pt_y, lsq_pt_dx,
+             &lsq_pt_dscale, &lsq_pt_dzp);
+    lsq_case(2, s2, 0, 4, lsq_pc_x, lsq_pc_dy, lsq_pc_scale, lsq_pc_zp, 4, 0.25f, lsq_pc_y, lsq_pc_dx,
+             lsq_pc_dscale, lsq_pc_dzp);
+    ASSERT_CLOSE(qat_lsq_grad_factor(64, 127), 1.0 / sqrt(64.0 * 127), 1e-7);
+}
+
 int main(void) {
     const qat_test_case cases[] = {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
@@ -423,6 +465,7 @@ int main(void) {
         {"calibrate: per-channel symmetric weights", test_calibrate_per_channel_weights},
         {"MLIR spelling: seeds' examples round-trip, errors", test_mlir},
         {"golden: MovingAverageMinMaxObserver (torch 1.13)", test_golden_ema_observer},
+        {"golden: LSQ learnable fake quant, per tensor and channel (torch 1.13)", test_golden_lsq},
         {"observers over a scripted sequence of batches", test_observers_scripted},
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},

@@ -89,6 +89,21 @@ typedef enum {
  * a rank-0 type (per-tensor, for activations) applies to any shape. */
 QAT_API qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste);
 
+/* LSQ (Esser et al. 2019): fake quantization whose scale and zero point are
+ * tensors in the graph, learned with the rest. scale and zero_point hold
+ * one value per block of q (q gives bits, range and granularity; its own
+ * scale/zero_point arrays are not used). The zero point is rounded and
+ * clamped to [qmin, qmax] in the forward, as PyTorch's
+ * _fake_quantize_learnable_*_affine. Gradients, times grad_factor:
+ *   dx    = dy where the integer is in range, else 0
+ *   dscale = dy·(x_hat - x)/s in range; dy·(qmin - zp) or dy·(qmax - zp) outside
+ *   dzp    = 0 in range; -dy·s outside
+ * summed over each block. */
+QAT_API qat_tensor *qat_fake_quant_lsq(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale,
+                                       qat_tensor *zero_point, const qat_qtype *q, float grad_factor);
+/* The contract's gradient scale 1/sqrt(numel · qmax). */
+QAT_API float qat_lsq_grad_factor(int64_t numel, int32_t qmax);
+
 /* ---- observers (contract §4) ------------------------------------------------------ */
 
 typedef enum {

@@ -87,4 +87,24 @@ for b in seq:
     ema_scale.append(s.item()); ema_zp.append(int(z.item()))
 arr("ema_batches", torch.stack(seq)); arr("ema_min", torch.tensor(ema_min)); arr("ema_max", torch.tensor(ema_max))
 arr("ema_scale", torch.tensor(ema_scale)); arr("ema_zp", torch.tensor(ema_zp), "int")
+# LSQ: torch._fake_quantize_learnable_per_tensor_affine / _per_channel_affine
+# No exact ties here: torch 1.13's per-tensor learnable BACKWARD rounds some
+# exact ties differently from its own forward (x/s = -4.5 gives -5 there, -4 in
+# the forward); qat uses the forward's round-half-even everywhere.
+x = torch.randn(64, generator=g) * 2.0
+x[:4] = torch.tensor([1e6, -1e6, 0.0, 13.0])
+x = x.requires_grad_()
+# a non-integral zero point: forward and backward both round it (2.3 -> 2)
+sc = torch.tensor([0.1], requires_grad=True); zp = torch.tensor([2.3], requires_grad=True)
+gf = 1.0 / (64 * 127) ** 0.5
+y = torch._fake_quantize_learnable_per_tensor_affine(x, sc, zp, -128, 127, gf)
+dy = torch.randn(64, generator=g); y.backward(dy)
+arr("lsq_pt_x", x.detach()); arr("lsq_pt_dy", dy); arr("lsq_pt_y", y.detach()); arr("lsq_pt_dx", x.grad)
+out.append("static const float lsq_pt_gf = %.9ef, lsq_pt_dscale = %.9ef, lsq_pt_dzp = %.9ef;" % (gf, sc.grad.item(), zp.grad.item()))
+x = (torch.randn(4, 16, generator=g) * 1.5).requires_grad_()
+sc = torch.tensor([0.05, 0.1, 0.2, 0.02], requires_grad=True); zp = torch.tensor([0.0, 1.0, -1.0, 0.4], requires_grad=True)
+y = torch._fake_quantize_learnable_per_channel_affine(x, sc, zp, 0, -8, 7, 0.25)
+dy = torch.randn(4, 16, generator=g); y.backward(dy)
+arr("lsq_pc_x", x.detach()); arr("lsq_pc_dy", dy); arr("lsq_pc_y", y.detach()); arr("lsq_pc_dx", x.grad)
+arr("lsq_pc_scale", sc.detach()); arr("lsq_pc_zp", zp.detach()); arr("lsq_pc_dscale", sc.grad); arr("lsq_pc_dzp", zp.grad)
 open("fakequant_golden.h", "w").write("\n".join(out) + "\n")
