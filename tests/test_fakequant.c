@@ -453,6 +453,34 @@ static void test_golden_lsq(void) {
     ASSERT_CLOSE(qat_lsq_grad_factor(64, 127), 1.0 / sqrt(64.0 * 127), 1e-7);
 }
 
+static void test_prepare_lsq(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_mlp(m);
+    qat_model_build(m, 2);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.lsq = true, c.wbits = 2;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    CU_ASSERT_EQUAL(m->n_qparams, 256 + 128 + 10); /* one learned scale per output channel */
+    qat_layer *fc2 = qat_model_find_layer(m, "fc2");
+    CU_ASSERT_PTR_EQUAL(fc2->wscale->data, m->qparams + 256);
+    double a = 0; /* LSQ init: 2 mean|w| / sqrt(qmax), qmax = 1 */
+    for (int j = 0; j < 256; j++) a += fabsf(fc2->weight->data[j]);
+    ASSERT_CLOSE(fc2->wscale->data[0], 2 * a / 256, 1e-6);
+    qat_rng rng;
+    qat_rng_seed(&rng, 4);
+    int64_t sx[2] = {8, 784};
+    qat_tensor *x = t_rand(ctx, &rng, 2, sx, -1, 1, false);
+    int32_t lab[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, qat_model_forward(m, x), lab)), QAT_OK);
+    int nonzero = 0;
+    for (int64_t i = 0; i < m->n_qparams; i++) nonzero += m->qgrads[i] != 0;
+    CU_ASSERT(nonzero > m->n_qparams / 2); /* the scales learn */
+    qat_model_zero_grad(m);
+    CU_ASSERT_EQUAL(m->qgrads[3], 0);
+    qat_ctx_free(ctx);
+}
+
 int main(void) {
     const qat_test_case cases[] = {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
@@ -469,6 +497,7 @@ int main(void) {
         {"observers over a scripted sequence of batches", test_observers_scripted},
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
+        {"prepare: LSQ weight scales are learned", test_prepare_lsq},
         {NULL, NULL},
     };
     return qat_test_main("fakequant", cases);

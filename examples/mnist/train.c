@@ -39,6 +39,7 @@ static const char *const train_usage =
     "  --observer ema|window-mean|window-max|minmax|ema-bc  activation ranges (default ema)\n"
     "  --window W                  window of the window observers (default 16)\n"
     "  --io-bits B                 bits of the input and the logits (default 8)\n"
+    "  --lsq                       learn the weight scales (LSQ) instead of min-max\n"
     "  --float-epochs N            train N float epochs before the QAT epochs (default 0)\n"
     "  --qat-warmup N              steps after prepare with observers on, fake quant off (default 0)\n"
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
@@ -50,7 +51,7 @@ typedef struct {
     long epochs, batch, seed, threads, limit_train, limit_test, warmup;
     double lr, momentum, weight_decay, clip;
     bool nesterov, json, lr_set, wd_set;
-    bool qat;
+    bool qat, lsq;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers;
     const char *granularity, *observer;
     qat_prepare_config qcfg;
@@ -87,6 +88,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--clip")) ok = VAL() && cli_float(P, a, v, 1e-6, 1e6, &o->clip);
         else if (!strcmp(a, "--nesterov")) o->nesterov = true;
         else if (!strcmp(a, "--qat")) o->qat = true;
+        else if (!strcmp(a, "--lsq")) o->lsq = true;
         else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->wbits);
         else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->abits);
         else if (!strcmp(a, "--io-bits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->io_bits);
@@ -118,6 +120,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     *q = qat_prepare_defaults();
     q->wbits = (int)o->wbits, q->abits = (int)o->abits, q->window = (int)o->window;
     q->io_bits = (int)o->io_bits;
+    q->lsq = o->lsq;
     if (!strcmp(o->granularity, "tensor")) q->wgran = QAT_GRAN_TENSOR;
     else if (!strcmp(o->granularity, "channel")) q->wgran = QAT_GRAN_CHANNEL;
     else if (!strncmp(o->granularity, "block:", 6) && cli_int(P, "--granularity block:N", o->granularity + 6, 1, 100000, &o->window))
@@ -199,7 +202,7 @@ int cmd_train(int argc, char **argv) {
                        : !strcmp(o.model, "mlp") ? qat_model_mlp(m)
                                                   : qat_model_lenet(m, !strcmp(o.model, "lenet-bn"));
     if (st == QAT_OK) st = qat_model_build(m, (uint64_t)o.seed);
-    qat_optim opt;
+    qat_optim opt, qopt = {0}; /* qopt: LSQ scales, same optimizer settings, no decay */
     qat_optim_config oc = qat_optim_defaults(!strcmp(o.optimizer, "sgd") ? QAT_OPTIM_SGD
                                              : !strcmp(o.optimizer, "adam") ? QAT_OPTIM_ADAM
                                                                             : QAT_OPTIM_ADAMW);
@@ -235,6 +238,10 @@ int cmd_train(int argc, char **argv) {
                 goto done;
             }
             qat_start = step;
+            if (m->n_qparams > 0 && qat_optim_init(&qopt, ctx, &oc, m->n_qparams) != QAT_OK) {
+                rc = fail(ctx);
+                goto done;
+            }
             fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n",
                     o.wbits, o.abits, o.granularity, o.observer);
         }
@@ -266,6 +273,7 @@ int cmd_train(int argc, char **argv) {
             loss_sum += loss->data[0];
             if (o.clip > 0) qat_clip_grad_norm(m->grads, m->n_params, (float)o.clip);
             qat_optim_step(&opt, m->params, m->grads, qat_lr_at(&sched, step));
+            if (qopt.n) qat_optim_step(&qopt, m->qparams, m->qgrads, qat_lr_at(&sched, step));
             qat_model_zero_grad(m);
             qat_ctx_step_reset(ctx);
             int64_t seen = s + b, k = s / o.batch + 1;

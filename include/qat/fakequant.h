@@ -155,6 +155,7 @@ typedef struct {
     float k;                   /* EMA factor (default 0.9) */
     qat_ste ste;
     int io_bits;               /* the model input and the final output (logits): default 8 */
+    bool lsq;                  /* learn the weight scales (LSQ) instead of min-max per step */
 } qat_prepare_config;
 
 QAT_API qat_prepare_config qat_prepare_defaults(void);

@@ -62,6 +62,8 @@ typedef struct qat_layer {
     float *running_mean, *running_var; /* batchnorm buffers [C] */
     /* Set by qat_prepare (NULL in a float model): */
     qat_qtype *wq;          /* weight fake quantization (symmetric) */
+    qat_tensor *wscale, *wzero; /* LSQ: learned scales [nparams] (views into the
+                                 * model's qparams block) and fixed zero points */
     qat_act_quant *aq;      /* fake quantization of this layer's output */
 } qat_layer;
 
@@ -88,6 +90,10 @@ typedef struct qat_model {
     qat_act_quant *input_aq;
     bool fake_quant_on;    /* off: a float forward (warm-up, or float accuracy) */
     bool observers_frozen; /* on: activation ranges stop moving */
+    /* LSQ's learned scales: a second flat block (and its gradients) that
+     * the training loop steps like the parameters. */
+    int64_t n_qparams;
+    float *qparams, *qgrads;
 } qat_model;
 
 QAT_API qat_model *qat_model_new(qat_ctx *ctx); /* in ctx's persistent memory */
@@ -113,7 +119,7 @@ QAT_API qat_status qat_model_add_dropout(qat_model *m, float p);
 QAT_API qat_status qat_model_build(qat_model *m, uint64_t seed);
 
 QAT_API void qat_model_train(qat_model *m, bool training);
-QAT_API void qat_model_zero_grad(qat_model *m);
+QAT_API void qat_model_zero_grad(qat_model *m); /* parameters and LSQ scales */
 
 /* Runs the layers in order on x (a step tensor). NULL on error. */
 QAT_API qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x);

@@ -1,4 +1,5 @@
 /* The QAT pass: attaches weight and activation quantizers to a model. */
+#include <math.h>
 #include <string.h>
 
 #include "qat/layers.h"
@@ -29,6 +30,40 @@ static qat_status new_act_quant(qat_model *m, const qat_prepare_config *c, int b
     return st;
 }
 
+/* LSQ weight scales: views into the model's qparams block, which grows by
+ * copying (prepare runs once, outside the training loop). Initialised as
+ * LSQ does: 2·mean|w| / sqrt(qmax) per block. */
+static qat_status lsq_scales(qat_model *m, qat_layer *l) {
+    qat_ctx *ctx = m->ctx;
+    int64_t np = l->wq->nparams, old = m->n_qparams;
+    if (l->wscale) return qat_ctx_fail(ctx, QAT_ERR_STATE, "prepare: %s already has LSQ scales", l->name);
+    float *p = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(old + np) * sizeof(float));
+    float *g = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(old + np) * sizeof(float));
+    float *z = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)np * sizeof(float));
+    if (!p || !g || !z) return qat_ctx_status(ctx);
+    if (old) memcpy(p, m->qparams, (size_t)old * sizeof(float));
+    /* re-point the earlier layers' views at the new block */
+    for (int i = 0; i < m->n_layers; i++) {
+        qat_tensor *t = m->layers[i].wscale;
+        if (!t) continue;
+        int64_t off = t->data - m->qparams;
+        t->data = p + off, t->grad = g + off;
+    }
+    m->qparams = p, m->qgrads = g, m->n_qparams = old + np;
+    l->wscale = qat_tensor_wrap(ctx, QAT_MEM_PERSIST, p + old, g + old, 1, &np);
+    l->wzero = qat_tensor_wrap(ctx, QAT_MEM_PERSIST, z, NULL, 1, &np);
+    if (!l->wscale || !l->wzero) return qat_ctx_status(ctx);
+    int64_t run = l->weight->numel / np; /* blocks here are contiguous runs (block on dims 0-1) */
+    for (int64_t b = 0; b < np; b++) {
+        double a = 0;
+        for (int64_t j = 0; j < l->weight->numel; j++)
+            if (qat_qtype_param_index(l->wq, j) == b) a += fabsf(l->weight->data[j]);
+        float s = (float)(2.0 * a / (double)run / sqrt((double)l->wq->qmax));
+        p[old + b] = s > 1e-8f ? s : 1e-8f;
+    }
+    return QAT_OK;
+}
+
 /* Index of the layer that ends the fused group starting at i: a
  * Linear/Conv, then optionally BatchNorm, then optionally ReLU/ReLU6. */
 static int group_end(const qat_model *m, int i) {
@@ -55,6 +90,7 @@ static qat_status prepare_at(qat_model *m, int i, const qat_prepare_config *c) {
     qat_status st = qat_qtype_init(ctx, l->wq, c->wbits, true, c->w_narrow, l->weight->rank,
                                    l->weight->shape, block);
     if (st != QAT_OK) return st;
+    if (c->lsq && (st = lsq_scales(m, l)) != QAT_OK) return st;
     /* The logits (the last layer's output) keep io_bits: with 2-bit logits
      * cross-entropy can only lower the loss by inflating their range. */
     int end = group_end(m, i);

@@ -17,6 +17,12 @@ static qat_tensor *act_quant(qat_model *m, qat_act_quant *a, qat_tensor *x) {
  * current weights (dynamic strategy) once the model is prepared. */
 static qat_tensor *weight(qat_model *m, qat_layer *l) {
     if (!l->wq || !m->fake_quant_on) return l->weight;
+    if (l->wscale) { /* LSQ: learned scales, kept positive (a projection after each step) */
+        for (int64_t p = 0; p < l->wscale->numel; p++)
+            if (!(l->wscale->data[p] >= 1e-8f)) l->wscale->data[p] = 1e-8f;
+        return qat_fake_quant_lsq(m->ctx, l->weight, l->wscale, l->wzero, l->wq,
+                                  qat_lsq_grad_factor(l->weight->numel / l->wq->nparams, l->wq->qmax));
+    }
     qat_qtype_calibrate(l->wq, l->weight->data, true);
     return qat_fake_quant(m->ctx, l->weight, l->wq, m->qcfg.ste);
 }

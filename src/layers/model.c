@@ -251,6 +251,7 @@ void qat_model_train(qat_model *m, bool training) {
 
 void qat_model_zero_grad(qat_model *m) {
     if (m && m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+    if (m && m->qgrads) memset(m->qgrads, 0, (size_t)m->n_qparams * sizeof(float));
 }
 
 qat_tensor *qat_model_find_param(qat_model *m, const char *name) {
