@@ -8,8 +8,8 @@
 # skipped with a message. Reports OPENBLAS_CORETYPE with every figure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-qat=(); ref=torch_mnist_train.py
-if [ "${1:-}" = --qat ]; then qat=(--qat --wbits 8 --abits 8); ref=torch_mnist_qat.py; shift; fi
+qat=(); mode=float
+if [ "${1:-}" = --qat ]; then qat=(--qat --wbits 8 --abits 8); mode=qat; shift; fi
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-20000}
 bin=$build/examples/mnist/qat-mnist
 [ -x "$bin" ] || { echo "bench: build first ($bin missing)" >&2; exit 1; }
@@ -23,7 +23,7 @@ for model in lenet mlp; do
          | tail -1 | sed -E 's/.*"train_samples_per_s": ([0-9.]+).*"peak_rss_mib": ([0-9.]+).*/\1 \2/')
   line="$model: qat $(echo "$ours" | cut -d' ' -f1) samples/s (peak RSS $(echo "$ours" | cut -d' ' -f2) MiB)"
   if [ $have_torch = 1 ]; then
-    theirs=$(/usr/bin/python3 "$root/bench/$ref" "$data" 64 "$samples" "$model" \
+    theirs=$(/usr/bin/python3 "$root/bench/torch_mnist_train.py" "$data" 64 "$samples" "$model" "$mode" \
              | sed -E 's/.*"train_samples_per_s": ([0-9.]+).*/\1/')
     ratio=$(awk -v a="$(echo "$ours" | cut -d' ' -f1)" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
     line="$line, torch $theirs samples/s, ratio ${ratio}x"

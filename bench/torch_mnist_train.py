@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
-"""PyTorch reference for bench_mnist_train.sh: float training of the same
-MLP / LeNet-5 at the same batch size, one thread, on real MNIST, Adam.
+"""PyTorch reference for bench_mnist_train.sh: training of the same MLP /
+LeNet-5 at the same batch size, one thread, on real MNIST, Adam. With a 5th
+argument "qat", eager-mode QAT: prepare_qat with the default QAT qconfig.
 Prints one JSON line per model: {"model", "train_samples_per_s", ...}."""
 import gzip, json, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.ao.quantization as tq
+
+class Wrap(nn.Module):
+    """QuantStub -> model -> DeQuantStub, as eager-mode QAT requires."""
+    def __init__(self, body):
+        super().__init__()
+        self.quant, self.body, self.dequant = tq.QuantStub(), body, tq.DeQuantStub()
+    def forward(self, x):
+        return self.dequant(self.body(self.quant(x)))
 
 def load(path, offset):
     with gzip.open(path, "rb") as f:
@@ -22,6 +32,7 @@ def models():
 def main():
     data, batch, samples = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     wanted = sys.argv[4].split(",")
+    qat = len(sys.argv) > 5 and sys.argv[5] == "qat"
     torch.set_num_threads(1)
     torch.manual_seed(1)
     x = load(f"{data}/train-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)[:samples]
@@ -31,6 +42,10 @@ def main():
     for name, model in models().items():
         if name not in wanted:
             continue
+        if qat:
+            model = Wrap(model).train()
+            model.qconfig = tq.get_default_qat_qconfig("fbgemm")
+            tq.prepare_qat(model, inplace=True)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
         loss_fn = nn.CrossEntropyLoss()
         def epoch():
@@ -43,7 +58,7 @@ def main():
         t0 = time.perf_counter()
         epoch()
         dt = time.perf_counter() - t0
-        print(json.dumps({"model": name, "framework": "torch " + torch.__version__,
+        print(json.dumps({"model": name, "framework": "torch " + torch.__version__ + (" eager QAT" if qat else ""),
                           "train_samples_per_s": round((samples // batch) * batch / dt, 1)}))
 
 main()
