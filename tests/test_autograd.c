@@ -9,7 +9,7 @@
 
 enum {
     G_ADD, G_SUB, G_MUL, G_SCALE, G_MATMUL, G_LINEAR, G_RELU, G_CLAMP, G_SUM, G_MEAN,
-    G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL
+    G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL, G_RECIP
 };
 
 typedef struct {
@@ -33,6 +33,7 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     case G_LINEAR: y = qat_linear(ctx, in[0], in[1], u->k ? in[2] : NULL); break;
     case G_RELU: y = qat_relu(ctx, in[0]); break;
     case G_CLAMP: y = qat_clamp(ctx, in[0], -0.5f, 0.5f); break;
+    case G_RECIP: y = qat_reciprocal(ctx, in[0]); break;
     case G_SUM: return qat_sum(ctx, qat_mul(ctx, in[0], in[0]));
     case G_MEAN: return qat_mean(ctx, qat_mul(ctx, in[0], in[0]));
     case G_FLATTEN_LINEAR: y = qat_linear(ctx, qat_flatten(ctx, in[0]), in[1], NULL); break;
@@ -333,6 +334,10 @@ static void test_forward_dropout(void) {
     }
     CU_ASSERT(zeros > 2300 && zeros < 2700);
     CU_ASSERT_PTR_NULL(qat_dropout(ctx, x, 1.0f, &r1));
+    qat_ctx_clear_error(ctx);
+    x->data[3] = 0.0f;
+    CU_ASSERT_PTR_NULL(qat_reciprocal(ctx, x));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "element 3 is zero"));
     CU_ASSERT_EQUAL(qat_ctx_status(ctx), QAT_ERR_ARG);
     qat_ctx_free(ctx);
 }
@@ -410,6 +415,9 @@ static void test_grad_activations_reductions(void) {
         u.kind = G_CLAMP;
         check(ctx, &u, &x, 1);
         u.kind = G_SUM;
+        check(ctx, &u, &x, 1);
+        for (int64_t i = 0; i < x->numel; i++) x->data[i] = 0.5f + fabsf(x->data[i]); /* away from 0 */
+        u.kind = G_RECIP;
         check(ctx, &u, &x, 1);
         u.kind = G_MEAN;
         check(ctx, &u, &x, 1);

@@ -481,6 +481,57 @@ static void test_prepare_lsq(void) {
     qat_ctx_free(ctx);
 }
 
+static void test_bn_folding(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_add_conv2d(m, NULL, 1, 2, 3, 1, 0, false);
+    qat_model_add_batchnorm(m, NULL, 2, 0.1f, 1e-5f);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    qat_layer *conv = &m->layers[0], *bn = &m->layers[1];
+    bn->gamma->data[0] = 1.5f, bn->gamma->data[1] = -0.7f, bn->beta->data[0] = 0.2f, bn->beta->data[1] = -0.1f;
+    bn->running_mean[0] = 0.3f, bn->running_mean[1] = -0.4f, bn->running_var[0] = 2.0f, bn->running_var[1] = 0.5f;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    CU_ASSERT_PTR_EQUAL(conv->fold_bn, bn);
+    CU_ASSERT(bn->folded);
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    int64_t sx[4] = {2, 1, 5, 5};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 1, false);
+    /* training: batch statistics, gradients reach weight, gamma and beta */
+    qat_tensor *y = qat_model_forward(m, x);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, y))), QAT_OK);
+    CU_ASSERT(fabsf(conv->weight->grad[0]) > 0 && fabsf(bn->gamma->grad[1]) > 0 && fabsf(bn->beta->grad[0]) > 0);
+    qat_ctx_step_reset(ctx);
+    /* eval, frozen: equals conv(x, fq(w·sf)) + beta - mean·sf */
+    qat_model_train(m, false);
+    m->bn_frozen = true;
+    m->input_aq = NULL; /* compare before input and output quantization */
+    bn->aq = NULL;
+    y = qat_model_forward(m, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    float sf[2], wf[18];
+    for (int c = 0; c < 2; c++) sf[c] = bn->gamma->data[c] / sqrtf(bn->running_var[c] + 1e-5f);
+    for (int i = 0; i < 18; i++) wf[i] = conv->weight->data[i] * sf[i / 9];
+    qat_qtype q;
+    int64_t ws[4] = {2, 1, 3, 3};
+    qat_qtype_init_axis(ctx, &q, 8, true, true, 4, ws, 0);
+    qat_qtype_calibrate(&q, wf, true);
+    int32_t qi[18];
+    float wq[18];
+    qat_quantize(&q, wf, qi);
+    qat_dequantize(&q, qi, wq);
+    qat_tensor *tw = qat_tensor_from(ctx, QAT_MEM_STEP, wq, 4, ws, false);
+    qat_tensor *ref = qat_conv2d(ctx, x, tw, NULL, 1, 0);
+    double worst = 0;
+    for (int64_t i = 0; i < ref->numel; i++) {
+        int c = (int)((i / 9) % 2);
+        double want = ref->data[i] + bn->beta->data[c] - bn->running_mean[c] * sf[c];
+        worst = fmax(worst, fabs(want - y->data[i]));
+    }
+    CU_ASSERT(worst < 1e-5);
+    qat_ctx_free(ctx);
+}
+
 int main(void) {
     const qat_test_case cases[] = {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
@@ -498,6 +549,7 @@ int main(void) {
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
         {"prepare: LSQ weight scales are learned", test_prepare_lsq},
+        {"prepare: Conv+BatchNorm folding (Jacob et al.)", test_bn_folding},
         {NULL, NULL},
     };
     return qat_test_main("fakequant", cases);

@@ -40,6 +40,7 @@ static const char *const train_usage =
     "  --window W                  window of the window observers (default 16)\n"
     "  --io-bits B                 bits of the input and the logits (default 8)\n"
     "  --lsq                       learn the weight scales (LSQ) instead of min-max\n"
+    "  --freeze-bn N               folded BatchNorms use running statistics N steps after prepare\n"
     "  --float-epochs N            train N float epochs before the QAT epochs (default 0)\n"
     "  --qat-warmup N              steps after prepare with observers on, fake quant off (default 0)\n"
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
@@ -52,7 +53,7 @@ typedef struct {
     double lr, momentum, weight_decay, clip;
     bool nesterov, json, lr_set, wd_set;
     bool qat, lsq;
-    long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers;
+    long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
     const char *granularity, *observer;
     qat_prepare_config qcfg;
 } train_opts;
@@ -62,7 +63,8 @@ static int parse(int argc, char **argv, train_opts *o) {
     *o = (train_opts){.model = "lenet", .optimizer = "adam", .schedule = "cosine",
                       .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
                       .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8, .window = 16,
-                      .granularity = "channel", .observer = "ema", .freeze_observers = -1};
+                      .granularity = "channel", .observer = "ema", .freeze_observers = -1,
+                      .freeze_bn = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -89,6 +91,7 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--nesterov")) o->nesterov = true;
         else if (!strcmp(a, "--qat")) o->qat = true;
         else if (!strcmp(a, "--lsq")) o->lsq = true;
+        else if (!strcmp(a, "--freeze-bn")) ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_bn);
         else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->wbits);
         else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->abits);
         else if (!strcmp(a, "--io-bits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->io_bits);
@@ -257,6 +260,7 @@ int cmd_train(int argc, char **argv) {
             if (qat_start >= 0) {
                 m->fake_quant_on = step - qat_start >= o.qat_warmup;
                 m->observers_frozen = o.freeze_observers >= 0 && step - qat_start >= o.freeze_observers;
+                m->bn_frozen = o.freeze_bn >= 0 && step - qat_start >= o.freeze_bn;
             }
             qat_tensor *x = input_tensor(m, &train, b);
             if (x) qat_mnist_batch(&train, perm + s, b, x->data, labels);

@@ -154,6 +154,7 @@ QAT_API qat_tensor *qat_matmul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b, bool 
 /* x [N, in] · wᵀ [in, out] + b [out]; b may be NULL. */
 QAT_API qat_tensor *qat_linear(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b);
 
+QAT_API qat_tensor *qat_reciprocal(qat_ctx *ctx, qat_tensor *x); /* 1/x; x must be nonzero */
 QAT_API qat_tensor *qat_relu(qat_ctx *ctx, qat_tensor *x);
 /* min(max(x, lo), hi); gradient passes where lo < x < hi (ReLU6 = clamp(0, 6)). */
 QAT_API qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi);

@@ -156,6 +156,7 @@ typedef struct {
     qat_ste ste;
     int io_bits;               /* the model input and the final output (logits): default 8 */
     bool lsq;                  /* learn the weight scales (LSQ) instead of min-max per step */
+    bool fold_bn;              /* fold a following BatchNorm into Linear/Conv (default on) */
 } qat_prepare_config;
 
 QAT_API qat_prepare_config qat_prepare_defaults(void);

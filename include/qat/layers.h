@@ -64,6 +64,8 @@ typedef struct qat_layer {
     qat_qtype *wq;          /* weight fake quantization (symmetric) */
     qat_tensor *wscale, *wzero; /* LSQ: learned scales [nparams] (views into the
                                  * model's qparams block) and fixed zero points */
+    struct qat_layer *fold_bn;  /* Linear/Conv: the BatchNorm folded into it */
+    bool folded;                /* BatchNorm: applied by the layer before it */
     qat_act_quant *aq;      /* fake quantization of this layer's output */
 } qat_layer;
 
@@ -90,6 +92,7 @@ typedef struct qat_model {
     qat_act_quant *input_aq;
     bool fake_quant_on;    /* off: a float forward (warm-up, or float accuracy) */
     bool observers_frozen; /* on: activation ranges stop moving */
+    bool bn_frozen;        /* on: folded BatchNorms use running statistics, stop updating */
     /* LSQ's learned scales: a second flat block (and its gradients) that
      * the training loop steps like the parameters. */
     int64_t n_qparams;

@@ -166,6 +166,26 @@ qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
     return y;
 }
 
+/* y = 1/x, dy/dx = -y^2 */
+static void reciprocal_bw(qat_ctx *ctx, qat_node *n) {
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict gy = n->out->grad, *restrict y = n->out->data;
+    if (!gx) return;
+    for (int64_t i = 0; i < n->out->numel; i++) gx[i] -= gy[i] * y[i] * y[i];
+}
+
+qat_tensor *qat_reciprocal(qat_ctx *ctx, qat_tensor *x) {
+    if (!unary_in(ctx, "qat_reciprocal", x)) return NULL;
+    for (int64_t i = 0; i < x->numel; i++)
+        if (x->data[i] == 0.0f)
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_reciprocal: element %lld is zero", (long long)i), NULL;
+    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
+    if (!y) return NULL;
+    for (int64_t i = 0; i < x->numel; i++) y->data[i] = 1.0f / x->data[i];
+    qat__record(ctx, "qat_reciprocal", reciprocal_bw, y, x, NULL, NULL);
+    return y;
+}
+
 static void relu_bw(qat_ctx *ctx, qat_node *n) {
     float *restrict gx = qat__grad(ctx, n->in[0]);
     const float *restrict gy = n->out->grad, *restrict y = n->out->data;

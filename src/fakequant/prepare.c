@@ -7,7 +7,7 @@
 qat_prepare_config qat_prepare_defaults(void) {
     return (qat_prepare_config){.wbits = 8, .w_narrow = true, .wgran = QAT_GRAN_CHANNEL, .block = 0,
                                 .abits = 8, .a_symmetric = false, .aobs = QAT_OBS_EMA,
-                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED, .io_bits = 8};
+                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED, .io_bits = 8, .fold_bn = true};
 }
 
 static qat_status check_config(qat_ctx *ctx, const qat_prepare_config *c) {
@@ -91,6 +91,13 @@ static qat_status prepare_at(qat_model *m, int i, const qat_prepare_config *c) {
                                    l->weight->shape, block);
     if (st != QAT_OK) return st;
     if (c->lsq && (st = lsq_scales(m, l)) != QAT_OK) return st;
+    /* Jacob et al. 2018: the BatchNorm after a Linear/Conv is folded into
+     * the weight that gets fake-quantized (see fold_forward in layers). */
+    if (c->fold_bn && i + 1 < m->n_layers && m->layers[i + 1].kind == QAT_LAYER_BATCHNORM &&
+        m->layers[i + 1].out == l->out) {
+        l->fold_bn = &m->layers[i + 1];
+        m->layers[i + 1].folded = true;
+    }
     /* The logits (the last layer's output) keep io_bits: with 2-bit logits
      * cross-entropy can only lower the loss by inflating their range. */
     int end = group_end(m, i);
