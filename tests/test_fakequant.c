@@ -317,6 +317,37 @@ static void test_observers_scripted(void) {
     qat_ctx_free(ctx);
 }
 
+static void test_observers_per_channel(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_observer obs[3];
+    for (int c = 0; c < 3; c++) qat_observer_init(ctx, &obs[c], QAT_OBS_EMA, false, 0, 0.5f);
+    /* [2, 3, 2]: channel c of sample n holds {n*10 + c, -(n + c)} */
+    float v[12];
+    for (int n = 0; n < 2; n++)
+        for (int c = 0; c < 3; c++) v[(n * 3 + c) * 2] = (float)(n * 10 + c), v[(n * 3 + c) * 2 + 1] = (float)-(n + c);
+    int64_t s[3] = {2, 3, 2};
+    qat_tensor *x = qat_tensor_from(ctx, QAT_MEM_STEP, v, 3, s, false);
+    CU_ASSERT_EQUAL(qat_observer_update_channels(ctx, obs, x, 1), QAT_OK);
+    for (int c = 0; c < 3; c++) {
+        ASSERT_CLOSE(obs[c].max, 10 + c, 0);  /* first batch raw */
+        ASSERT_CLOSE(obs[c].min, -(1 + c), 0);
+    }
+    for (int i = 0; i < 12; i++) v[i] *= 0.0f; /* second batch: all zero -> halfway (k = 0.5) */
+    x = qat_tensor_from(ctx, QAT_MEM_STEP, v, 3, s, false);
+    qat_observer_update_channels(ctx, obs, x, 1);
+    ASSERT_CLOSE(obs[2].max, 6, 0);
+    ASSERT_CLOSE(obs[2].min, -1.5f, 0);
+    qat_qtype q;
+    qat_qtype_init_axis(ctx, &q, 8, false, false, 3, s, 1);
+    qat_observer_qparams_channels(obs, &q);
+    float sc;
+    int32_t zp;
+    qat_qparams_from_range(-1.5f, 6, 0, 255, false, false, &sc, &zp);
+    CU_ASSERT(same_bits(q.scale[2], sc) && q.zero_point[2] == zp);
+    CU_ASSERT_EQUAL(qat_observer_update_channels(ctx, obs, x, 3), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
 static void test_prepare_quantizes_every_layer(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = qat_model_new(ctx);
@@ -546,6 +577,7 @@ int main(void) {
         {"golden: MovingAverageMinMaxObserver (torch 1.13)", test_golden_ema_observer},
         {"golden: LSQ learnable fake quant, per tensor and channel (torch 1.13)", test_golden_lsq},
         {"observers over a scripted sequence of batches", test_observers_scripted},
+        {"observers: per-channel variants", test_observers_per_channel},
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
         {"prepare: LSQ weight scales are learned", test_prepare_lsq},

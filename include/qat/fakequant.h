@@ -136,6 +136,12 @@ QAT_API qat_status qat_observer_init(qat_ctx *ctx, qat_observer *o, qat_observer
                                      bool symmetric, int window, float k);
 /* Folds one batch into the estimate. NaNs in x are ignored. */
 QAT_API void qat_observer_update(qat_observer *o, const float *x, int64_t n);
+/* Per-channel variant: obs[c] observes channel c of x along `axis` (x is
+ * [d0, ..., d(rank-1)], contiguous; obs holds shape[axis] observers). */
+QAT_API qat_status qat_observer_update_channels(qat_ctx *ctx, qat_observer *obs, const qat_tensor *x,
+                                                int axis);
+/* Per-channel qparams: q must be per-axis with one block per observer. */
+QAT_API void qat_observer_qparams_channels(const qat_observer *obs, qat_qtype *q);
 /* Writes the per-tensor qparams of the estimate into q (nparams must be 1). */
 QAT_API void qat_observer_qparams(const qat_observer *o, qat_qtype *q);
 

@@ -83,3 +83,36 @@ void qat_observer_qparams(const qat_observer *o, qat_qtype *q) {
     qat_qparams_from_range(o->updates ? o->min : 0.0f, o->updates ? o->max : 0.0f, q->qmin, q->qmax,
                            o->symmetric, q->is_signed, &q->scale[0], &q->zero_point[0]);
 }
+
+/* Each channel's values come in runs of `inner` floats, `outer` times. The
+ * batch range is gathered into a scratch pair per channel, then folded in
+ * with the single-tensor rule (update on a two-element {min, max} batch). */
+qat_status qat_observer_update_channels(qat_ctx *ctx, qat_observer *obs, const qat_tensor *x, int axis) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!obs || !x || axis < 0 || axis >= x->rank || !qat_tensor_is_contiguous(x))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "observer: bad per-channel arguments");
+    int64_t C = x->shape[axis], inner = 1, outer = 1;
+    for (int d = axis + 1; d < x->rank; d++) inner *= x->shape[d];
+    for (int d = 0; d < axis; d++) outer *= x->shape[d];
+    for (int64_t c = 0; c < C; c++) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int64_t o = 0; o < outer; o++) {
+            const float *p = x->data + (o * C + c) * inner;
+            for (int64_t i = 0; i < inner; i++) {
+                lo = p[i] < lo ? p[i] : lo;
+                hi = p[i] > hi ? p[i] : hi;
+            }
+        }
+        float pair[2] = {lo, hi};
+        if (lo <= hi) qat_observer_update(&obs[c], pair, 2);
+    }
+    return QAT_OK;
+}
+
+void qat_observer_qparams_channels(const qat_observer *obs, qat_qtype *q) {
+    for (int64_t c = 0; c < q->nparams; c++) {
+        const qat_observer *o = &obs[c];
+        qat_qparams_from_range(o->updates ? o->min : 0.0f, o->updates ? o->max : 0.0f, q->qmin, q->qmax,
+                               o->symmetric, q->is_signed, &q->scale[c], &q->zero_point[c]);
+    }
+}
