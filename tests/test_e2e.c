@@ -4,13 +4,14 @@
 #include <string.h>
 
 #include "qat/data.h"
+#include "qat/fakequant.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
 #include "test_util.h"
 
 /* Trains `model` for one pass over the first n samples; returns accuracy
  * on the first 1000 test samples and the final parameters' checksum. */
-static double train_slice(const char *model, int64_t n, uint64_t seed, double *checksum) {
+static double train_slice(const char *model, int64_t n, uint64_t seed, double *checksum, bool qat) {
     const char *data = getenv("QAT_MNIST_DATA");
     if (!data) return -1;
     qat_ctx *ctx = qat_ctx_new();
@@ -24,6 +25,11 @@ static double train_slice(const char *model, int64_t n, uint64_t seed, double *c
     bool conv = !strcmp(model, "lenet");
     conv ? qat_model_lenet(m, false) : qat_model_mlp(m);
     qat_model_build(m, seed);
+    if (qat) {
+        qat_prepare_config c = qat_prepare_defaults();
+        c.wbits = c.abits = 4;
+        if (qat_prepare(m, &c) != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
+    }
     qat_optim opt;
     qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
     qat_optim_init(&opt, ctx, &oc, m->n_params);
@@ -72,25 +78,35 @@ static double train_slice(const char *model, int64_t n, uint64_t seed, double *c
 
 static void test_mlp_learns(void) {
     double c1, c2;
-    double acc = train_slice("mlp", 6400, 1, &c1);
+    double acc = train_slice("mlp", 6400, 1, &c1, false);
     printf(" [mlp, 6400 samples: %.1f %%]", 100 * acc);
     CU_ASSERT(acc > 0.85); /* chance is 10 % */
-    double acc2 = train_slice("mlp", 6400, 1, &c2);
+    double acc2 = train_slice("mlp", 6400, 1, &c2, false);
     CU_ASSERT_EQUAL(acc, acc2);
     CU_ASSERT_EQUAL(c1, c2); /* bit-identical training */
 }
 
 static void test_lenet_learns(void) {
     double c;
-    double acc = train_slice("lenet", 6400, 2, &c);
+    double acc = train_slice("lenet", 6400, 2, &c, false);
     printf(" [lenet, 6400 samples: %.1f %%]", 100 * acc);
     CU_ASSERT(acc > 0.85);
+}
+
+static void test_qat_learns(void) {
+    double c1, c2;
+    double acc = train_slice("lenet", 6400, 3, &c1, true);
+    printf(" [lenet W4A4 QAT, 6400 samples: %.1f %%]", 100 * acc);
+    CU_ASSERT(acc > 0.85);
+    CU_ASSERT_EQUAL(train_slice("lenet", 6400, 3, &c2, true), acc); /* reproducible */
+    CU_ASSERT_EQUAL(c1, c2);
 }
 
 int main(void) {
     const qat_test_case cases[] = {
         {"mlp learns a slice of MNIST, reproducibly", test_mlp_learns},
         {"lenet learns a slice of MNIST", test_lenet_learns},
+        {"W4A4 QAT of lenet learns a slice of MNIST, reproducibly", test_qat_learns},
         {NULL, NULL},
     };
     return qat_test_main("e2e", cases);
