@@ -1,0 +1,47 @@
+/* qat/io.h — training checkpoints in HDF5 (and, next, the quantized export).
+ *
+ * A training checkpoint holds everything a run needs to continue
+ * bit-identically: parameters, buffers, LSQ scales, optimizer state,
+ * observer state, the model's RNG, and the caller's loop state (step,
+ * epoch, shuffling RNG and sample order). The layout is in
+ * docs/checkpoint-format.md. Files are written atomically: to a temporary
+ * file beside the target, flushed and synced, then renamed over it, so a
+ * crash or a full disk never leaves a damaged file at the target path. */
+#ifndef QAT_IO_H
+#define QAT_IO_H
+
+#include "qat/layers.h"
+#include "qat/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QAT_CHECKPOINT_FORMAT "qat-training-checkpoint"
+#define QAT_CHECKPOINT_VERSION 1
+
+/* The training loop's own state, saved and restored with the model. */
+typedef struct {
+    int64_t step, epoch;     /* steps taken; epochs completed */
+    qat_rng shuffle_rng;
+    int32_t *order;          /* sample order of the current epoch [n_order] (may be NULL) */
+    int64_t n_order;
+    const char *config;      /* free text (e.g. JSON) recorded with the checkpoint; may be NULL */
+} qat_train_state;
+
+/* opt and qopt (the LSQ scales' optimizer) may be NULL. */
+QAT_API qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const qat_optim *qopt,
+                                       const qat_train_state *ts, const char *path);
+
+/* Restores into a model of the same architecture (built, and prepared the
+ * same way if the checkpoint was), and optimizers initialised with the
+ * same sizes. ts->order must have room for the saved order (ts->n_order
+ * in: capacity, out: count). Mismatches, damaged and wrong-version files
+ * are errors that name what is wrong. */
+QAT_API qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt,
+                                       qat_train_state *ts, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,340 @@
+/* Training checkpoints in HDF5 (layout: docs/checkpoint-format.md). */
+#include <hdf5.h>
+#include <hdf5_hl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "qat/io.h"
+
+#define OBS_FLOATS (5 + 2 * QAT_OBS_MAX_WINDOW)
+
+/* ---- writing -------------------------------------------------------------------- */
+
+typedef struct {
+    qat_ctx *ctx;
+    hid_t file;
+    bool ok;
+} writer;
+
+static void wfail(writer *w, const char *what) {
+    if (w->ok) qat_ctx_fail(w->ctx, QAT_ERR_IO, "checkpoint: cannot write %s", what);
+    w->ok = false;
+}
+
+static void put_floats(writer *w, hid_t loc, const char *name, int rank, const int64_t *shape,
+                       const float *data) {
+    hsize_t dims[QAT_MAX_RANK] = {1};
+    for (int d = 0; d < rank; d++) dims[d] = (hsize_t)shape[d];
+    if (w->ok && H5LTmake_dataset_float(loc, name, rank ? rank : 1, dims, data) < 0) wfail(w, name);
+}
+
+static void put_i64(writer *w, hid_t loc, const char *name, long long v) {
+    if (w->ok && H5LTset_attribute_long_long(loc, ".", name, &v, 1) < 0) wfail(w, name);
+}
+
+static void put_str(writer *w, hid_t loc, const char *name, const char *v) {
+    if (w->ok && H5LTset_attribute_string(loc, ".", name, v) < 0) wfail(w, name);
+}
+
+static void put_rng(writer *w, hid_t loc, const char *name, const qat_rng *r) {
+    hsize_t two = 2;
+    if (w->ok && H5LTmake_dataset(loc, name, 1, &two, H5T_NATIVE_ULLONG, r->s) < 0) wfail(w, name);
+}
+
+static hid_t group(writer *w, const char *name) {
+    hid_t g = w->ok ? H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    if (w->ok && g < 0) wfail(w, name);
+    return g;
+}
+
+static void put_optim(writer *w, const char *name, const qat_optim *o) {
+    if (!o || !o->n) return;
+    hid_t g = group(w, name);
+    if (g < 0) return;
+    put_str(w, g, "kind", qat_optim_kind_str(o->cfg.kind));
+    put_i64(w, g, "steps", o->steps);
+    put_i64(w, g, "n", o->n);
+    if (o->m) put_floats(w, g, "m", 1, &o->n, o->m);
+    if (o->v) put_floats(w, g, "v", 1, &o->n, o->v);
+    H5Gclose(g);
+}
+
+/* An activation quantizer: its observer's numbers and its current qparams. */
+static void put_act(writer *w, hid_t g, const char *name, const qat_act_quant *a) {
+    float v[OBS_FLOATS];
+    const qat_observer *o = &a->obs;
+    v[0] = o->min, v[1] = o->max, v[2] = o->state, v[3] = o->acc_min, v[4] = o->acc_max;
+    memcpy(v + 5, o->win_min, sizeof o->win_min);
+    memcpy(v + 5 + QAT_OBS_MAX_WINDOW, o->win_max, sizeof o->win_max);
+    int64_t n = OBS_FLOATS;
+    put_floats(w, g, name, 1, &n, v);
+    if (!w->ok) return;
+    long long updates = o->updates, zp = a->q.zero_point[0];
+    float scale = a->q.scale[0];
+    if (H5LTset_attribute_long_long(g, name, "updates", &updates, 1) < 0 ||
+        H5LTset_attribute_long_long(g, name, "zero_point", &zp, 1) < 0 ||
+        H5LTset_attribute_float(g, name, "scale", &scale, 1) < 0)
+        wfail(w, name);
+}
+
+static void write_all(writer *w, qat_model *m, const qat_optim *opt, const qat_optim *qopt,
+                      const qat_train_state *ts) {
+    put_str(w, w->file, "format", QAT_CHECKPOINT_FORMAT);
+    put_i64(w, w->file, "version", QAT_CHECKPOINT_VERSION);
+    put_str(w, w->file, "producer", "qat 0.1.0");
+    if (ts && ts->config) put_str(w, w->file, "config", ts->config);
+    hid_t g = group(w, "params");
+    for (int i = 0; g >= 0 && i < m->n_param_tensors; i++) {
+        const qat_tensor *t = m->param_list[i].tensor;
+        put_floats(w, g, m->param_list[i].name, t->rank, t->shape, t->data);
+    }
+    if (g >= 0) H5Gclose(g);
+    g = group(w, "buffers");
+    for (int i = 0; g >= 0 && i < m->n_buffer_tensors; i++) {
+        const qat_tensor *t = m->buffer_list[i].tensor;
+        put_floats(w, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
+    }
+    if (g >= 0) H5Gclose(g);
+    if (m->n_qparams) put_floats(w, w->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
+    put_optim(w, "optim", opt);
+    put_optim(w, "lsq_optim", qopt);
+    g = group(w, "state");
+    if (g >= 0) {
+        put_i64(w, g, "step", ts ? ts->step : 0);
+        put_i64(w, g, "epoch", ts ? ts->epoch : 0);
+        put_i64(w, g, "prepared", m->prepared);
+        put_i64(w, g, "training", m->training);
+        put_i64(w, g, "fake_quant_on", m->fake_quant_on);
+        put_i64(w, g, "observers_frozen", m->observers_frozen);
+        put_i64(w, g, "bn_frozen", m->bn_frozen);
+        put_rng(w, g, "model_rng", &m->rng);
+        if (ts) put_rng(w, g, "shuffle_rng", &ts->shuffle_rng);
+        if (ts && ts->order && ts->n_order > 0 && w->ok) {
+            hsize_t n = (hsize_t)ts->n_order;
+            if (H5LTmake_dataset_int(g, "order", 1, &n, ts->order) < 0) wfail(w, "order");
+        }
+        H5Gclose(g);
+    }
+    if (m->prepared) {
+        g = group(w, "observers");
+        if (g >= 0 && m->input_aq) put_act(w, g, "input", m->input_aq);
+        for (int i = 0; g >= 0 && i < m->n_layers; i++)
+            if (m->layers[i].aq) put_act(w, g, m->layers[i].name, m->layers[i].aq);
+        if (g >= 0) H5Gclose(g);
+    }
+}
+
+qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const qat_optim *qopt,
+                               const qat_train_state *ts, const char *path) {
+    if (!m) return QAT_ERR_ARG;
+    qat_ctx *ctx = m->ctx;
+    if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
+    char tmp[4096];
+    qat_status st = qat__temp_beside(ctx, path, tmp, sizeof tmp);
+    if (st != QAT_OK) return st;
+    writer w = {ctx, -1, true};
+    H5E_BEGIN_TRY { w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
+    H5E_END_TRY;
+    if (w.file < 0) {
+        qat__abandon_file(tmp);
+        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot create", tmp);
+    }
+    H5E_BEGIN_TRY { write_all(&w, m, opt, qopt, ts); }
+    H5E_END_TRY;
+    bool closed = H5Fclose(w.file) >= 0;
+    if (!w.ok || !closed) {
+        qat__abandon_file(tmp);
+        return w.ok ? qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot finish writing (disk full?)", path)
+                    : qat_ctx_status(ctx);
+    }
+    return qat__commit_file(ctx, tmp, path);
+}
+
+/* ---- reading -------------------------------------------------------------------- */
+
+typedef struct {
+    qat_ctx *ctx;
+    const char *path;
+    hid_t file;
+    bool ok;
+} reader;
+
+static bool rfail(reader *r, qat_status s, const char *fmt, const char *what) {
+    if (r->ok) {
+        char msg[256];
+        snprintf(msg, sizeof msg, fmt, what);
+        qat_ctx_fail(r->ctx, s, "%s: %s", r->path, msg);
+    }
+    r->ok = false;
+    return false;
+}
+
+/* Reads a float dataset that must have exactly `shape`. */
+static bool get_floats(reader *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out) {
+    if (!r->ok) return false;
+    if (H5LTfind_dataset(loc, name) <= 0) return rfail(r, QAT_ERR_FORMAT, "no dataset %s (a different model?)", name);
+    int have_rank = 0;
+    hsize_t dims[8];
+    if (H5LTget_dataset_ndims(loc, name, &have_rank) < 0 || have_rank > 8 ||
+        H5LTget_dataset_info(loc, name, dims, NULL, NULL) < 0)
+        return rfail(r, QAT_ERR_FORMAT, "cannot read %s", name);
+    int want = rank ? rank : 1;
+    bool same = have_rank == want;
+    for (int d = 0; same && d < want; d++) same = dims[d] == (hsize_t)(rank ? shape[d] : 1);
+    if (!same) return rfail(r, QAT_ERR_SHAPE, "%s has another shape than the model's (a different model?)", name);
+    if (H5LTread_dataset_float(loc, name, out) < 0) return rfail(r, QAT_ERR_FORMAT, "cannot read %s (damaged?)", name);
+    return true;
+}
+
+static long long get_i64(reader *r, hid_t loc, const char *name) {
+    long long v = 0;
+    if (r->ok && H5LTget_attribute_long_long(loc, ".", name, &v) < 0)
+        rfail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
+    return v;
+}
+
+static void get_rng(reader *r, hid_t loc, const char *name, qat_rng *out) {
+    if (r->ok && (H5LTfind_dataset(loc, name) <= 0 ||
+                  H5LTread_dataset(loc, name, H5T_NATIVE_ULLONG, out->s) < 0))
+        rfail(r, QAT_ERR_FORMAT, "missing or damaged %s", name);
+}
+
+static void get_optim(reader *r, const char *name, qat_optim *o) {
+    if (!o || !o->n || !r->ok) return;
+    if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0) {
+        rfail(r, QAT_ERR_FORMAT, "no %s state in the checkpoint", name);
+        return;
+    }
+    hid_t g = H5Gopen2(r->file, name, H5P_DEFAULT);
+    char kind[16] = "";
+    if (H5LTget_attribute_string(g, ".", "kind", kind) < 0 || strcmp(kind, qat_optim_kind_str(o->cfg.kind)))
+        rfail(r, QAT_ERR_STATE, "optimizer differs from the checkpoint's (%s)", kind);
+    if (get_i64(r, g, "n") != o->n) rfail(r, QAT_ERR_SHAPE, "%s has another size", name);
+    o->steps = get_i64(r, g, "steps");
+    if (o->m) get_floats(r, g, "m", 1, &o->n, o->m);
+    if (o->v) get_floats(r, g, "v", 1, &o->n, o->v);
+    H5Gclose(g);
+}
+
+static void get_act(reader *r, hid_t g, const char *name, qat_act_quant *a) {
+    float v[OBS_FLOATS];
+    int64_t n = OBS_FLOATS;
+    if (!get_floats(r, g, name, 1, &n, v)) return;
+    qat_observer *o = &a->obs;
+    o->min = v[0], o->max = v[1], o->state = v[2], o->acc_min = v[3], o->acc_max = v[4];
+    memcpy(o->win_min, v + 5, sizeof o->win_min);
+    memcpy(o->win_max, v + 5 + QAT_OBS_MAX_WINDOW, sizeof o->win_max);
+    long long updates = 0, zp = 0;
+    if (H5LTget_attribute_long_long(g, name, "updates", &updates) < 0 ||
+        H5LTget_attribute_long_long(g, name, "zero_point", &zp) < 0 ||
+        H5LTget_attribute_float(g, name, "scale", &a->q.scale[0]) < 0)
+        rfail(r, QAT_ERR_FORMAT, "damaged observer %s", name);
+    o->updates = updates;
+    a->q.zero_point[0] = (int32_t)zp;
+}
+
+static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
+    char format[64] = "";
+    if (H5LTget_attribute_string(r->file, ".", "format", format) < 0 || strcmp(format, QAT_CHECKPOINT_FORMAT)) {
+        rfail(r, QAT_ERR_FORMAT, "not a qat training checkpoint (format \"%s\")", format);
+        return;
+    }
+    long long version = get_i64(r, r->file, "version");
+    if (r->ok && version != QAT_CHECKPOINT_VERSION) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", version);
+        rfail(r, QAT_ERR_UNSUPPORTED, "checkpoint version %s; this build reads version 1", v);
+        return;
+    }
+    hid_t g = H5Gopen2(r->file, "params", H5P_DEFAULT);
+    if (g < 0) {
+        rfail(r, QAT_ERR_FORMAT, "%s", "no params group");
+        return;
+    }
+    H5G_info_t info;
+    if (H5Gget_info(g, &info) < 0 || info.nlinks != (hsize_t)m->n_param_tensors)
+        rfail(r, QAT_ERR_SHAPE, "%s", "the checkpoint has another number of parameter tensors (a different model?)");
+    for (int i = 0; r->ok && i < m->n_param_tensors; i++) {
+        qat_tensor *t = m->param_list[i].tensor;
+        get_floats(r, g, m->param_list[i].name, t->rank, t->shape, t->data);
+    }
+    H5Gclose(g);
+    if (m->n_buffer_tensors && r->ok) {
+        g = H5Gopen2(r->file, "buffers", H5P_DEFAULT);
+        for (int i = 0; g >= 0 && r->ok && i < m->n_buffer_tensors; i++) {
+            qat_tensor *t = m->buffer_list[i].tensor;
+            get_floats(r, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
+        }
+        if (g >= 0) H5Gclose(g);
+        else rfail(r, QAT_ERR_FORMAT, "%s", "no buffers group");
+    }
+    if (m->n_qparams) get_floats(r, r->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
+    get_optim(r, "optim", opt);
+    get_optim(r, "lsq_optim", qopt);
+    if (!r->ok) return;
+    g = H5Gopen2(r->file, "state", H5P_DEFAULT);
+    if (g < 0) {
+        rfail(r, QAT_ERR_FORMAT, "%s", "no state group");
+        return;
+    }
+    if (get_i64(r, g, "prepared") != m->prepared)
+        rfail(r, QAT_ERR_STATE, "%s", m->prepared ? "the checkpoint is of a float model, this model is prepared for QAT"
+                                                  : "the checkpoint is of a QAT model: call qat_prepare first");
+    m->training = get_i64(r, g, "training");
+    m->fake_quant_on = get_i64(r, g, "fake_quant_on");
+    m->observers_frozen = get_i64(r, g, "observers_frozen");
+    m->bn_frozen = get_i64(r, g, "bn_frozen");
+    get_rng(r, g, "model_rng", &m->rng);
+    if (ts) {
+        ts->step = get_i64(r, g, "step");
+        ts->epoch = get_i64(r, g, "epoch");
+        get_rng(r, g, "shuffle_rng", &ts->shuffle_rng);
+        int64_t cap = ts->n_order;
+        ts->n_order = 0;
+        if (r->ok && H5LTfind_dataset(g, "order") > 0) {
+            hsize_t n = 0;
+            H5LTget_dataset_info(g, "order", &n, NULL, NULL);
+            if (!ts->order || (int64_t)n > cap)
+                rfail(r, QAT_ERR_SHAPE, "%s", "the saved sample order does not fit (another data set size?)");
+            else if (H5LTread_dataset_int(g, "order", ts->order) < 0)
+                rfail(r, QAT_ERR_FORMAT, "%s", "damaged sample order");
+            else
+                ts->n_order = (int64_t)n;
+        }
+    }
+    H5Gclose(g);
+    if (m->prepared && r->ok) {
+        g = H5Gopen2(r->file, "observers", H5P_DEFAULT);
+        if (g < 0) {
+            rfail(r, QAT_ERR_FORMAT, "%s", "no observers group");
+            return;
+        }
+        if (m->input_aq) get_act(r, g, "input", m->input_aq);
+        for (int i = 0; r->ok && i < m->n_layers; i++)
+            if (m->layers[i].aq) get_act(r, g, m->layers[i].name, m->layers[i].aq);
+        H5Gclose(g);
+    }
+}
+
+qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts,
+                               const char *path) {
+    if (!m) return QAT_ERR_ARG;
+    qat_ctx *ctx = m->ctx;
+    if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
+    reader r = {ctx, path, -1, true};
+    H5E_BEGIN_TRY {
+        if (H5Fis_hdf5(path) <= 0) { /* HDF5 1.10 (Debian 12) */
+            FILE *f = fopen(path, "rb");
+            if (f) fclose(f);
+            rfail(&r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s", f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
+        } else {
+            r.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+            if (r.file < 0) rfail(&r, QAT_ERR_FORMAT, "%s", "cannot open as HDF5 (damaged or truncated?)");
+            else read_all(&r, m, opt, qopt, ts);
+        }
+        if (r.file >= 0) H5Fclose(r.file);
+    }
+    H5E_END_TRY;
+    return r.ok ? QAT_OK : qat_ctx_status(ctx);
+}

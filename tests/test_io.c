@@ -1,0 +1,198 @@
+/* Training checkpoints: resuming continues bit-identically; damaged,
+ * truncated, wrong-version and mismatched files are refused with a clear
+ * error; saving is atomic. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <hdf5.h>
+#include <hdf5_hl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qat/data.h"
+#include "qat/io.h"
+#include "test_util.h"
+
+enum { N = 48, IN = 20, B = 8 };
+static char dir[256];
+static float data_x[N * IN];
+static int32_t data_y[N];
+
+typedef struct {
+    qat_ctx *ctx;
+    qat_model *m;
+    qat_optim opt, qopt;
+    qat_train_state ts;
+    int32_t order[N];
+} run;
+
+static void run_init(run *r, int hidden) {
+    memset(r, 0, sizeof *r);
+    r->ctx = qat_ctx_new();
+    r->m = qat_model_new(r->ctx);
+    qat_model_add_linear(r->m, NULL, IN, hidden, true);
+    qat_model_add_relu(r->m);
+    qat_model_add_dropout(r->m, 0.2f);
+    qat_model_add_linear(r->m, NULL, hidden, 4, true);
+    qat_model_build(r->m, 11);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.lsq = true, c.wbits = 4;
+    qat_prepare(r->m, &c);
+    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
+    qat_optim_init(&r->opt, r->ctx, &oc, r->m->n_params);
+    qat_optim_init(&r->qopt, r->ctx, &oc, r->m->n_qparams);
+    for (int i = 0; i < N; i++) r->order[i] = i;
+    qat_rng_seed(&r->ts.shuffle_rng, 5);
+    r->ts.order = r->order;
+    r->ts.n_order = N;
+}
+
+/* One training step; a new epoch reshuffles the order. */
+static void step(run *r) {
+    int64_t s = (r->ts.step * B) % N;
+    if (s == 0) qat_shuffle(r->order, N, &r->ts.shuffle_rng);
+    int64_t shape[2] = {B, IN};
+    qat_tensor *x = qat_tensor_new(r->ctx, QAT_MEM_STEP, 2, shape, false);
+    int32_t y[B];
+    for (int i = 0; i < B; i++) {
+        memcpy(x->data + i * IN, data_x + r->order[s + i] * IN, IN * sizeof(float));
+        y[i] = data_y[r->order[s + i]];
+    }
+    CU_ASSERT_EQUAL(qat_backward(r->ctx, qat_cross_entropy(r->ctx, qat_model_forward(r->m, x), y)), QAT_OK);
+    qat_optim_step(&r->opt, r->m->params, r->m->grads, 0.01f);
+    qat_optim_step(&r->qopt, r->m->qparams, r->m->qgrads, 0.01f);
+    qat_model_zero_grad(r->m);
+    qat_ctx_step_reset(r->ctx);
+    r->ts.step++;
+}
+
+static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
+
+static void test_resume_is_bit_identical(void) {
+    char path[512];
+    path_of(path, sizeof path, "resume.h5");
+    run a, b;
+    run_init(&a, 16);
+    for (int i = 0; i < 8; i++) step(&a); /* crosses an epoch boundary (6 steps per epoch) */
+    a.ts.config = "{\"test\": true}";
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, path), QAT_OK);
+    for (int i = 0; i < 9; i++) step(&a);
+
+    run_init(&b, 16);
+    qat_status st = qat_checkpoint_load(b.m, &b.opt, &b.qopt, &b.ts, path);
+    if (st) printf("\n  %s\n", qat_ctx_error(b.ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(b.ts.step, 8);
+    CU_ASSERT_EQUAL(b.ts.n_order, N);
+    for (int i = 0; i < 9; i++) step(&b);
+    CU_ASSERT_EQUAL(memcmp(a.m->params, b.m->params, (size_t)a.m->n_params * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(a.m->qparams, b.m->qparams, (size_t)a.m->n_qparams * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(memcmp(a.opt.v, b.opt.v, (size_t)a.opt.n * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(a.m->layers[1].aq->obs.updates, b.m->layers[1].aq->obs.updates);
+    CU_ASSERT(a.m->layers[1].aq->obs.max == b.m->layers[1].aq->obs.max);
+    qat_ctx_free(a.ctx);
+    qat_ctx_free(b.ctx);
+}
+
+static qat_status load_into_fresh(const char *path, int hidden, char *err, size_t len) {
+    run r;
+    run_init(&r, hidden);
+    qat_status st = qat_checkpoint_load(r.m, &r.opt, &r.qopt, &r.ts, path);
+    snprintf(err, len, "%s", qat_ctx_error(r.ctx));
+    qat_ctx_free(r.ctx);
+    return st;
+}
+
+static void test_bad_files_are_refused(void) {
+    char good[512], bad[512], err[512];
+    path_of(good, sizeof good, "good.h5");
+    run a;
+    run_init(&a, 16);
+    step(&a);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, good), QAT_OK);
+    qat_ctx_free(a.ctx);
+    CU_ASSERT_EQUAL(load_into_fresh(good, 16, err, sizeof err), QAT_OK);
+    /* another architecture */
+    CU_ASSERT_EQUAL(load_into_fresh(good, 12, err, sizeof err), QAT_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fc1.weight"));
+    /* truncated to half */
+    FILE *f = fopen(good, "rb");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    rewind(f);
+    char *buf = malloc((size_t)size);
+    CU_ASSERT_EQUAL((long)fread(buf, 1, (size_t)size, f), size);
+    fclose(f);
+    path_of(bad, sizeof bad, "truncated.h5");
+    f = fopen(bad, "wb");
+    fwrite(buf, 1, (size_t)size / 2, f);
+    fclose(f);
+    CU_ASSERT_NOT_EQUAL(load_into_fresh(bad, 16, err, sizeof err), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "truncated.h5"));
+    /* not HDF5 at all */
+    path_of(bad, sizeof bad, "garbage.h5");
+    f = fopen(bad, "wb");
+    fputs("this is not a checkpoint", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(load_into_fresh(bad, 16, err, sizeof err), QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not an HDF5 file"));
+    free(buf);
+    /* another version */
+    path_of(bad, sizeof bad, "version.h5");
+    run c;
+    run_init(&c, 16);
+    qat_checkpoint_save(c.m, &c.opt, &c.qopt, &c.ts, bad);
+    qat_ctx_free(c.ctx);
+    hid_t h = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    long long v = 99;
+    H5LTset_attribute_long_long(h, ".", "version", &v, 1);
+    H5Fclose(h);
+    CU_ASSERT_EQUAL(load_into_fresh(bad, 16, err, sizeof err), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "version 99"));
+    path_of(bad, sizeof bad, "missing.h5");
+    CU_ASSERT_EQUAL(load_into_fresh(bad, 16, err, sizeof err), QAT_ERR_IO);
+}
+
+static int count_files(void) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_saving_is_atomic(void) {
+    char path[512];
+    path_of(path, sizeof path, "atomic.h5");
+    run a;
+    run_init(&a, 16);
+    int before = count_files();
+    CU_ASSERT_EQUAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, path), QAT_OK);
+    CU_ASSERT_EQUAL(count_files(), before + 1); /* no temporary file left */
+    step(&a);
+    CU_ASSERT_EQUAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, path), QAT_OK); /* replaces */
+    CU_ASSERT_EQUAL(count_files(), before + 1);
+    CU_ASSERT_EQUAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, "/nonexistent-dir/x.h5"), QAT_ERR_IO);
+    qat_ctx_free(a.ctx);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/qat-test-io-XXXXXX");
+    if (!mkdtemp(dir)) return 2;
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    for (int i = 0; i < N * IN; i++) data_x[i] = qat_rng_normal(&rng);
+    for (int i = 0; i < N; i++) data_y[i] = (int32_t)qat_rng_below(&rng, 4);
+    const qat_test_case cases[] = {
+        {"resume continues bit-identically (QAT, LSQ, dropout, shuffling)", test_resume_is_bit_identical},
+        {"damaged, truncated, wrong-version, other-model files are refused", test_bad_files_are_refused},
+        {"saving is atomic and leaves no temporary file", test_saving_is_atomic},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("io", cases);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) rc = rc ? rc : 2;
+    return rc;
+}
