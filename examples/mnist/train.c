@@ -8,6 +8,7 @@
 #include "progress.h"
 #include "qat/data.h"
 #include "qat/fakequant.h"
+#include "qat/io.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
 
@@ -44,6 +45,10 @@ static const char *const train_usage =
     "  --float-epochs N            train N float epochs before the QAT epochs (default 0)\n"
     "  --qat-warmup N              steps after prepare with observers on, fake quant off (default 0)\n"
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
+    "  --out CKPT                  write the final training checkpoint (HDF5) to CKPT\n"
+    "  --save-every N              also write it every N steps (needs --out)\n"
+    "  --resume CKPT               continue from a checkpoint (same options as the run that made it)\n"
+    "  --stop-after N              stop after N steps in all, writing --out (split a long run)\n"
     "  --json                      print a JSON summary as the last line of stdout\n"
     "  --help                      this text\n";
 
@@ -54,7 +59,8 @@ typedef struct {
     bool nesterov, json, lr_set, wd_set;
     bool qat, lsq;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
-    const char *granularity, *observer;
+    const char *granularity, *observer, *out, *resume;
+    long save_every, stop_after;
     qat_prepare_config qcfg;
 } train_opts;
 
@@ -91,6 +97,10 @@ static int parse(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--nesterov")) o->nesterov = true;
         else if (!strcmp(a, "--qat")) o->qat = true;
         else if (!strcmp(a, "--lsq")) o->lsq = true;
+        else if (!strcmp(a, "--out")) ok = VAL() && (o->out = v);
+        else if (!strcmp(a, "--resume")) ok = VAL() && (o->resume = v);
+        else if (!strcmp(a, "--stop-after")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->stop_after);
+        else if (!strcmp(a, "--save-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->save_every);
         else if (!strcmp(a, "--freeze-bn")) ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_bn);
         else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->wbits);
         else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->abits);
@@ -135,6 +145,10 @@ static int parse(int argc, char **argv, train_opts *o) {
     else if (!strcmp(o->observer, "minmax")) q->aobs = QAT_OBS_MINMAX;
     else if (!strcmp(o->observer, "ema-bc")) q->aobs = QAT_OBS_EMA_BIAS_CORRECTED;
     else if (!bad) bad = "--observer";
+    if (o->save_every && !o->out) {
+        fprintf(stderr, "%s: --save-every needs --out\n", P);
+        return EXIT_USAGE;
+    }
     if (bad) {
         fprintf(stderr, "%s: unknown value for %s\n%s", P, bad, train_usage);
         return EXIT_USAGE;
@@ -234,8 +248,58 @@ int cmd_train(int argc, char **argv) {
             o.batch, o.optimizer, o.lr, o.threads);
     double train_time = 0, acc = 0, loss_avg = 0;
     int64_t step = 0;
-    for (long epoch = 1; epoch <= all_epochs; epoch++) {
-        if (o.qat && epoch == o.float_epochs + 1) {
+    char config[512];
+    snprintf(config, sizeof config,
+             "{\"model\": \"%s\", \"optimizer\": \"%s\", \"lr\": %g, \"batch\": %ld, \"seed\": %ld, "
+             "\"epochs\": %ld, \"qat\": %s, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
+             "\"observer\": \"%s\", \"float_epochs\": %ld, \"lsq\": %s}",
+             o.model, o.optimizer, o.lr, o.batch, o.seed, o.epochs, o.qat ? "true" : "false", o.wbits,
+             o.abits, o.granularity, o.observer, o.float_epochs, o.lsq ? "true" : "false");
+    qat_train_state ts = {.shuffle_rng = shuffle_rng, .order = perm, .n_order = n, .config = config};
+    int64_t qat_step0 = o.qat ? o.float_epochs * steps_per_epoch : -1; /* where prepare happens */
+    int64_t start_s = 0;
+    long first_epoch = 1;
+    if (o.resume) {
+        int64_t rstep, repoch;
+        bool rprepared;
+        if (qat_checkpoint_info(ctx, o.resume, &rstep, &repoch, &rprepared) != QAT_OK) {
+            rc = fail(ctx);
+            goto done;
+        }
+        if (rprepared && !o.qat) {
+            fprintf(stderr, "qat-mnist: %s is a QAT checkpoint: resume with the --qat options that made it\n", o.resume);
+            goto done;
+        }
+        if (rstep >= total) {
+            fprintf(stderr, "qat-mnist: %s is at step %lld of %lld: nothing left to train (raise --epochs)\n",
+                    o.resume, (long long)rstep, (long long)total);
+            goto done;
+        }
+        if (rprepared && (qat_prepare(m, &o.qcfg) != QAT_OK ||
+                          (m->n_qparams > 0 && qat_optim_init(&qopt, ctx, &oc, m->n_qparams) != QAT_OK))) {
+            rc = fail(ctx);
+            goto done;
+        }
+        if (qat_checkpoint_load(m, &opt, qopt.n ? &qopt : NULL, &ts, o.resume) != QAT_OK) {
+            rc = fail(ctx);
+            goto done;
+        }
+        if (ts.n_order != n) {
+            fprintf(stderr, "qat-mnist: %s was made with %lld training samples, this run has %lld\n",
+                    o.resume, (long long)ts.n_order, (long long)n);
+            goto done;
+        }
+        if (rprepared) qat_start = qat_step0;
+        step = ts.step;
+        first_epoch = (long)(step / steps_per_epoch) + 1;
+        start_s = (step % steps_per_epoch) * o.batch;
+        fprintf(stderr, "qat-mnist: resumed from %s at step %lld (epoch %ld)\n", o.resume, (long long)step, first_epoch);
+    }
+    long epochs_run = 0;
+    int64_t samples_done = 0;
+    bool stopped = false;
+    for (long epoch = first_epoch; epoch <= all_epochs; epoch++, start_s = 0) {
+        if (o.qat && !m->prepared && step == qat_step0) {
             if (qat_prepare(m, &o.qcfg) != QAT_OK) {
                 rc = fail(ctx);
                 goto done;
@@ -248,14 +312,15 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n",
                     o.wbits, o.abits, o.granularity, o.observer);
         }
-        qat_shuffle(perm, n, &shuffle_rng);
+        if (start_s == 0) qat_shuffle(perm, n, &ts.shuffle_rng);
         qat_model_train(m, true);
         char label[64], extra[64] = "";
         snprintf(label, sizeof label, "epoch %ld/%ld", epoch, all_epochs);
         progress bar;
         progress_start(&bar, label, n);
         double t0 = cli_now(), loss_sum = 0;
-        for (int64_t s = 0; s < n; s += o.batch, step++) {
+        int64_t k = 0;
+        for (int64_t s = start_s; s < n; s += o.batch, step++) {
             int64_t b = n - s < o.batch ? n - s : o.batch;
             if (qat_start >= 0) {
                 m->fake_quant_on = step - qat_start >= o.qat_warmup;
@@ -280,12 +345,31 @@ int cmd_train(int argc, char **argv) {
             if (qopt.n) qat_optim_step(&qopt, m->qparams, m->qgrads, qat_lr_at(&sched, step));
             qat_model_zero_grad(m);
             qat_ctx_step_reset(ctx);
-            int64_t seen = s + b, k = s / o.batch + 1;
+            k++;
+            if (o.save_every && (step + 1) % o.save_every == 0) {
+                ts.step = step + 1, ts.epoch = epoch - 1;
+                if (qat_checkpoint_save(m, &opt, qopt.n ? &qopt : NULL, &ts, o.out) != QAT_OK) {
+                    rc = fail(ctx);
+                    goto done;
+                }
+            }
+            samples_done += b;
             snprintf(extra, sizeof extra, "loss %.4f", loss_sum / (double)k);
-            progress_update(&bar, seen, extra);
+            progress_update(&bar, s + b, extra);
+            if (o.stop_after && step + 1 == o.stop_after) {
+                step++;
+                ts.epoch = epoch - 1 + (s + b >= n); /* the epoch counts once finished */
+                train_time += cli_now() - t0;
+                progress_end(&bar, extra);
+                fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)step);
+                stopped = true;
+                break;
+            }
         }
+        if (stopped) break;
         train_time += cli_now() - t0;
-        loss_avg = loss_sum / (double)steps_per_epoch;
+        epochs_run++;
+        loss_avg = loss_sum / (double)k;
         progress_end(&bar, extra);
         acc = mnist_accuracy(m, &test, o.limit_test, NULL);
         if (acc < 0) {
@@ -294,7 +378,17 @@ int cmd_train(int argc, char **argv) {
         }
         fprintf(stderr, "epoch %ld: train loss %.4f, test accuracy %.2f %%\n", epoch, loss_avg, 100 * acc);
     }
-    double rate = (double)n * (double)all_epochs / train_time;
+    if (o.out) {
+        ts.step = step;
+        if (!stopped) ts.epoch = all_epochs;
+        if (qat_checkpoint_save(m, &opt, qopt.n ? &qopt : NULL, &ts, o.out) != QAT_OK) {
+            rc = fail(ctx);
+            goto done;
+        }
+        fprintf(stderr, "qat-mnist: wrote %s\n", o.out);
+    }
+    (void)epochs_run;
+    double rate = (double)samples_done / train_time;
     double acc_float = acc;
     if (m->prepared) { /* the same weights with fake quantization off */
         m->fake_quant_on = false;

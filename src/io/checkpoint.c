@@ -338,3 +338,35 @@ qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qa
     H5E_END_TRY;
     return r.ok ? QAT_OK : qat_ctx_status(ctx);
 }
+
+qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, int64_t *epoch, bool *prepared) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!path || !step || !epoch || !prepared) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL argument");
+    reader r = {ctx, path, -1, true};
+    H5E_BEGIN_TRY {
+        if (H5Fis_hdf5(path) <= 0) {
+            FILE *f = fopen(path, "rb");
+            if (f) fclose(f);
+            rfail(&r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s", f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
+        } else if ((r.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
+            rfail(&r, QAT_ERR_FORMAT, "%s", "cannot open as HDF5 (damaged or truncated?)");
+        } else {
+            char format[64] = "";
+            if (H5LTget_attribute_string(r.file, ".", "format", format) < 0 || strcmp(format, QAT_CHECKPOINT_FORMAT))
+                rfail(&r, QAT_ERR_FORMAT, "not a qat training checkpoint (format \"%s\")", format);
+            else if (get_i64(&r, r.file, "version") != QAT_CHECKPOINT_VERSION)
+                rfail(&r, QAT_ERR_UNSUPPORTED, "%s", "another checkpoint version; this build reads version 1");
+            hid_t g = r.ok ? H5Gopen2(r.file, "state", H5P_DEFAULT) : -1;
+            if (r.ok && g < 0) rfail(&r, QAT_ERR_FORMAT, "%s", "no state group");
+            if (g >= 0) {
+                *step = get_i64(&r, g, "step");
+                *epoch = get_i64(&r, g, "epoch");
+                *prepared = get_i64(&r, g, "prepared") != 0;
+                H5Gclose(g);
+            }
+        }
+        if (r.file >= 0) H5Fclose(r.file);
+    }
+    H5E_END_TRY;
+    return r.ok ? QAT_OK : qat_ctx_status(ctx);
+}

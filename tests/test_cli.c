@@ -1,0 +1,100 @@
+/* The qat-mnist program end to end: exit codes and messages for bad input,
+ * and a run stopped with --stop-after and resumed from its checkpoint ends
+ * bit-identical to a run that never stopped. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "qat/io.h"
+#include "test_util.h"
+
+static const char *bin, *data;
+static char dir[256];
+
+/* Runs the program with args; returns its exit status; stderr goes to out. */
+static int run(const char *args, char *out, size_t len) {
+    char cmd[2048], errf[300];
+    snprintf(errf, sizeof errf, "%s/stderr.txt", dir);
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 '%s' %s >/dev/null 2>'%s'", bin, args, errf);
+    int st = system(cmd);
+    if (out) {
+        FILE *f = fopen(errf, "r");
+        size_t n = f ? fread(out, 1, len - 1, f) : 0;
+        out[n] = '\0';
+        if (f) fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_bad_input(void) {
+    char err[4096], args[1024];
+    CU_ASSERT_EQUAL(run("--help", NULL, 0), 0);
+    CU_ASSERT_EQUAL(run("train --help", NULL, 0), 0);
+    CU_ASSERT_EQUAL(run("", err, sizeof err), 2);
+    CU_ASSERT_EQUAL(run("frobnicate", err, sizeof err), 2);
+    CU_ASSERT_EQUAL(run("train --epochs zero", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--epochs wants a whole number"));
+    CU_ASSERT_EQUAL(run("train --model resnet", err, sizeof err), 2);
+    CU_ASSERT_EQUAL(run("train --save-every 5", err, sizeof err), 2);
+    CU_ASSERT_EQUAL(run("train --data /nonexistent", err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fetch-mnist"));
+    snprintf(args, sizeof args, "train --data '%s' --resume /nonexistent.h5 --limit-train 64", data);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.h5: cannot open"));
+}
+
+static qat_status load(qat_ctx *ctx, const char *path, qat_model **out) {
+    qat_model *m = qat_model_new(ctx);
+    qat_model_lenet(m, false);
+    qat_model_build(m, 3);
+    qat_prepare(m, NULL);
+    *out = m;
+    return qat_checkpoint_load(m, NULL, NULL, NULL, path);
+}
+
+static void test_stop_and_resume_is_bit_identical(void) {
+    char args[2048], a[300], b[300], err[4096];
+    snprintf(a, sizeof a, "%s/straight.h5", dir);
+    snprintf(b, sizeof b, "%s/split.h5", dir);
+    const char *common = "--model lenet --limit-train 960 --limit-test 200 --qat --float-epochs 1 --epochs 1 --seed 3";
+    snprintf(args, sizeof args, "train --data '%s' %s --out '%s'", data, common, a);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "train --data '%s' %s --stop-after 22 --out '%s'", data, common, b);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --out '%s'", data, common, b, b);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "resumed from"));
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *ma, *mb;
+    CU_ASSERT_EQUAL_FATAL(load(ctx, a, &ma), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(load(ctx, b, &mb), QAT_OK);
+    CU_ASSERT_EQUAL(memcmp(ma->params, mb->params, (size_t)ma->n_params * sizeof(float)), 0);
+    CU_ASSERT_EQUAL(ma->layers[ma->n_layers - 1].aq->obs.updates, mb->layers[mb->n_layers - 1].aq->obs.updates);
+    qat_ctx_free(ctx);
+    /* a finished run cannot be resumed past its end */
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s'", data, common, a);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing left to train"));
+}
+
+int main(void) {
+    bin = getenv("QAT_MNIST_BIN");
+    data = getenv("QAT_MNIST_DATA");
+    if (!bin || !data) {
+        fprintf(stderr, "test_cli: set QAT_MNIST_BIN and QAT_MNIST_DATA (ctest does)\n");
+        return 2;
+    }
+    snprintf(dir, sizeof dir, "/tmp/qat-test-cli-XXXXXX");
+    if (!mkdtemp(dir)) return 2;
+    const qat_test_case cases[] = {
+        {"bad input: usage errors exit 2, data errors exit 1, with messages", test_bad_input},
+        {"--stop-after then --resume ends bit-identical to a straight run", test_stop_and_resume_is_bit_identical},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("cli", cases);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) rc = rc ? rc : 2;
+    return rc;
+}
