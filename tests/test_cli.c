@@ -85,16 +85,13 @@ int main(void) {
         fprintf(stderr, "test_cli: set QAT_MNIST_BIN and QAT_MNIST_DATA (ctest does)\n");
         return 2;
     }
-    snprintf(dir, sizeof dir, "/tmp/qat-test-cli-XXXXXX");
-    if (!mkdtemp(dir)) return 2;
+    if (!qat_test_tmpdir(dir, sizeof dir, "cli")) return 2;
     const qat_test_case cases[] = {
         {"bad input: usage errors exit 2, data errors exit 1, with messages", test_bad_input},
         {"--stop-after then --resume ends bit-identical to a straight run", test_stop_and_resume_is_bit_identical},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) rc = rc ? rc : 2;
+    if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }

@@ -174,8 +174,7 @@ static void test_real_mnist(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/qat-test-data-XXXXXX");
-    if (!mkdtemp(dir)) return 2;
+    if (!qat_test_tmpdir(dir, sizeof dir, "data")) return 2;
     const qat_test_case cases[] = {
         {"idx: gzip and plain files read the same", test_good_files},
         {"idx: bad files get errors naming file and fault", test_bad_files},
@@ -184,8 +183,6 @@ int main(void) {
         {NULL, NULL},
     };
     int rc = qat_test_main("data", cases);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) rc = rc ? rc : 2;
+    if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }

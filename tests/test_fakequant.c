@@ -132,14 +132,9 @@ static void check_golden(qat_qtype *q, int rank, const int64_t *shape, const flo
     qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, dy, rank, shape, false);
     qat_tensor *out = qat_fake_quant(ctx, tx, q, QAT_STE_CLIPPED);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    int bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += !same_bits(out->data[i], y[i]);
-    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(out->data, y, n, true), 0);
     CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, out, tdy))), QAT_OK);
-    bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += !same_bits(tx->grad[i] + 0.0f, dx[i] + 0.0f);
-    if (bad) printf("\n  %d gradients differ\n", bad);
-    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(tx->grad, dx, n, false), 0);
     qat_ctx_free(ctx);
 }
 
@@ -457,13 +452,9 @@ static void lsq_case(int rank, const int64_t *shape, int axis, int bits, const f
     qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, dy, rank, shape, false);
     qat_tensor *out = qat_fake_quant_lsq(ctx, tx, ts, tz, &q, gf);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
-    int bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += !same_bits(out->data[i], y[i]);
-    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(out->data, y, n, true), 0);
     CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, out, tdy))), QAT_OK);
-    bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += !same_bits(tx->grad[i] + 0.0f, dx[i] + 0.0f);
-    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(tx->grad, dx, n, false), 0);
     /* the scale and zero-point gradients are sums: torch's reduction order differs */
     for (int p = 0; p < np; p++) {
         if (fabs(ts->grad[p] - dsc[p]) > 1e-5 * (fabs(dsc[p]) + 1e-3) || fabs(tz->grad[p] - dzp[p]) > 1e-5 * (fabs(dzp[p]) + 1e-3))

@@ -178,8 +178,7 @@ static void test_saving_is_atomic(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/qat-test-io-XXXXXX");
-    if (!mkdtemp(dir)) return 2;
+    if (!qat_test_tmpdir(dir, sizeof dir, "io")) return 2;
     qat_rng rng;
     qat_rng_seed(&rng, 3);
     for (int i = 0; i < N * IN; i++) data_x[i] = qat_rng_normal(&rng);
@@ -191,8 +190,6 @@ int main(void) {
         {NULL, NULL},
     };
     int rc = qat_test_main("io", cases);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) rc = rc ? rc : 2;
+    if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }

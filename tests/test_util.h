@@ -5,6 +5,7 @@
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "qat/autograd.h"
 
@@ -45,6 +46,32 @@ static inline void t_away_from_zero(qat_tensor *t, float gap) {
         float v = t->data[i];
         if (fabsf(v) < gap) t->data[i] = v < 0 ? v - gap : v + gap;
     }
+}
+
+/* A fresh directory /tmp/qat-test-<name>-XXXXXX for a suite's files;
+ * qat_test_rmdir removes it and everything in it (returns 0 on success). */
+char *mkdtemp(char *template); /* POSIX; declared here for -std=c11 */
+static inline bool qat_test_tmpdir(char *dir, size_t len, const char *name) {
+    snprintf(dir, len, "/tmp/qat-test-%s-XXXXXX", name);
+    return mkdtemp(dir) != NULL;
+}
+int system(const char *command);
+static inline int qat_test_rmdir(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
+}
+
+/* Elements whose float bits differ. With signed_zeros false, -0 and +0
+ * count as equal: an accumulated gradient (0 + 0) cannot carry the sign of
+ * a reference's dy·0. */
+static inline int64_t qat_test_bit_diffs(const float *a, const float *b, int64_t n, bool signed_zeros) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float x = signed_zeros ? a[i] : a[i] + 0.0f, y = signed_zeros ? b[i] : b[i] + 0.0f;
+        bad += memcmp(&x, &y, sizeof(float)) != 0;
+    }
+    return bad;
 }
 
 #define ASSERT_CLOSE(a, b, tol) CU_ASSERT(fabs((double)(a) - (double)(b)) <= (tol))

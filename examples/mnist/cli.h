@@ -20,8 +20,5 @@ double cli_now(void);
 
 int cmd_train(int argc, char **argv);
 
-struct qat_model;
-struct qat_mnist_s;
-
 
 #endif

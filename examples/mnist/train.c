@@ -171,7 +171,9 @@ static qat_tensor *input_tensor(qat_model *m, const qat_mnist *d, int64_t n) {
     return qat_tensor_new(m->ctx, QAT_MEM_STEP, conv ? 4 : 2, conv ? s4 : s2, false);
 }
 
-double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, int32_t *predictions) {
+/* Test-set accuracy in eval mode with grad off; predictions (optional) gets
+ * the predicted class of every sample. Returns -1 on error. */
+static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, int32_t *predictions) {
     int64_t n = limit > 0 && limit < d->n ? limit : d->n, correct = 0, B = 100; /* small: the step arena keeps its high-water mark */
     bool was_training = m->training, grad = qat_ctx_grad_enabled(m->ctx);
     qat_model_train(m, false);
@@ -295,7 +297,6 @@ int cmd_train(int argc, char **argv) {
         start_s = (step % steps_per_epoch) * o.batch;
         fprintf(stderr, "qat-mnist: resumed from %s at step %lld (epoch %ld)\n", o.resume, (long long)step, first_epoch);
     }
-    long epochs_run = 0;
     int64_t samples_done = 0;
     bool stopped = false;
     for (long epoch = first_epoch; epoch <= all_epochs; epoch++, start_s = 0) {
@@ -368,7 +369,6 @@ int cmd_train(int argc, char **argv) {
         }
         if (stopped) break;
         train_time += cli_now() - t0;
-        epochs_run++;
         loss_avg = loss_sum / (double)k;
         progress_end(&bar, extra);
         acc = mnist_accuracy(m, &test, o.limit_test, NULL);
@@ -387,7 +387,6 @@ int cmd_train(int argc, char **argv) {
         }
         fprintf(stderr, "qat-mnist: wrote %s\n", o.out);
     }
-    (void)epochs_run;
     double rate = (double)samples_done / train_time;
     double acc_float = acc;
     if (m->prepared) { /* the same weights with fake quantization off */
