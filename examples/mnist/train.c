@@ -158,6 +158,13 @@ static int parse(int argc, char **argv, train_opts *o) {
     return 0;
 }
 
+/* qat_prepare, and the LSQ scales' optimizer when there are any. */
+static qat_status prepare(qat_model *m, const train_opts *o, qat_optim *qopt, const qat_optim_config *oc) {
+    qat_status st = qat_prepare(m, &o->qcfg);
+    if (st == QAT_OK && m->n_qparams > 0) st = qat_optim_init(qopt, m->ctx, oc, m->n_qparams);
+    return st;
+}
+
 static int fail(qat_ctx *ctx) {
     fprintf(stderr, "qat-mnist: %s\n", qat_ctx_error(ctx));
     return 1;
@@ -277,8 +284,7 @@ int cmd_train(int argc, char **argv) {
                     o.resume, (long long)rstep, (long long)total);
             goto done;
         }
-        if (rprepared && (qat_prepare(m, &o.qcfg) != QAT_OK ||
-                          (m->n_qparams > 0 && qat_optim_init(&qopt, ctx, &oc, m->n_qparams) != QAT_OK))) {
+        if (rprepared && prepare(m, &o, &qopt, &oc) != QAT_OK) {
             rc = fail(ctx);
             goto done;
         }
@@ -301,15 +307,11 @@ int cmd_train(int argc, char **argv) {
     bool stopped = false;
     for (long epoch = first_epoch; epoch <= all_epochs; epoch++, start_s = 0) {
         if (o.qat && !m->prepared && step == qat_step0) {
-            if (qat_prepare(m, &o.qcfg) != QAT_OK) {
+            if (prepare(m, &o, &qopt, &oc) != QAT_OK) {
                 rc = fail(ctx);
                 goto done;
             }
             qat_start = step;
-            if (m->n_qparams > 0 && qat_optim_init(&qopt, ctx, &oc, m->n_qparams) != QAT_OK) {
-                rc = fail(ctx);
-                goto done;
-            }
             fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n",
                     o.wbits, o.abits, o.granularity, o.observer);
         }

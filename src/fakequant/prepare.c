@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "internal.h"
 #include "qat/layers.h"
 
 qat_prepare_config qat_prepare_defaults(void) {
@@ -53,13 +54,14 @@ static qat_status lsq_scales(qat_model *m, qat_layer *l) {
     l->wscale = qat_tensor_wrap(ctx, QAT_MEM_PERSIST, p + old, g + old, 1, &np);
     l->wzero = qat_tensor_wrap(ctx, QAT_MEM_PERSIST, z, NULL, 1, &np);
     if (!l->wscale || !l->wzero) return qat_ctx_status(ctx);
-    int64_t run = l->weight->numel / np; /* blocks here are contiguous runs (block on dims 0-1) */
-    for (int64_t b = 0; b < np; b++) {
+    /* Weight blocks split dims 0 and 1 only, so each block is one run of
+     * consecutive elements: one pass, summed in double. */
+    int64_t run = qat__qtype_run(l->wq);
+    for (int64_t s0 = 0; s0 < l->weight->numel; s0 += run) {
         double a = 0;
-        for (int64_t j = 0; j < l->weight->numel; j++)
-            if (qat_qtype_param_index(l->wq, j) == b) a += fabsf(l->weight->data[j]);
-        float s = (float)(2.0 * a / (double)run / sqrt((double)l->wq->qmax));
-        p[old + b] = s > 1e-8f ? s : 1e-8f;
+        for (int64_t j = s0; j < s0 + run; j++) a += fabsf(l->weight->data[j]);
+        float s = (float)(2.0 * a / (double)run / sqrt((double)l->wq->qmax)); /* 2·mean|w|/sqrt(qmax) */
+        p[old + qat_qtype_param_index(l->wq, s0)] = s > 1e-8f ? s : 1e-8f;
     }
     return QAT_OK;
 }

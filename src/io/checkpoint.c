@@ -234,19 +234,30 @@ static void get_act(reader *r, hid_t g, const char *name, qat_act_quant *a) {
     a->q.zero_point[0] = (int32_t)zp;
 }
 
-static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
-    char format[64] = "";
-    if (H5LTget_attribute_string(r->file, ".", "format", format) < 0 || strcmp(format, QAT_CHECKPOINT_FORMAT)) {
-        rfail(r, QAT_ERR_FORMAT, "not a qat training checkpoint (format \"%s\")", format);
-        return;
+/* Opens r->path and checks that it is a checkpoint of this version. Call
+ * inside H5E_BEGIN_TRY; closes nothing on failure except what it opened. */
+static bool open_checked(reader *r) {
+    if (H5Fis_hdf5(r->path) <= 0) { /* H5Fis_hdf5: HDF5 1.10 (Debian 12) */
+        FILE *f = fopen(r->path, "rb");
+        if (f) fclose(f);
+        return rfail(r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s",
+                     f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
     }
+    if ((r->file = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
+        return rfail(r, QAT_ERR_FORMAT, "%s", "cannot open as HDF5 (damaged or truncated?)");
+    char format[64] = "";
+    if (H5LTget_attribute_string(r->file, ".", "format", format) < 0 || strcmp(format, QAT_CHECKPOINT_FORMAT))
+        return rfail(r, QAT_ERR_FORMAT, "not a qat training checkpoint (format \"%s\")", format);
     long long version = get_i64(r, r->file, "version");
     if (r->ok && version != QAT_CHECKPOINT_VERSION) {
         char v[32];
         snprintf(v, sizeof v, "%lld", version);
-        rfail(r, QAT_ERR_UNSUPPORTED, "checkpoint version %s; this build reads version 1", v);
-        return;
+        return rfail(r, QAT_ERR_UNSUPPORTED, "checkpoint version %s; this build reads version 1", v);
     }
+    return r->ok;
+}
+
+static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
     hid_t g = H5Gopen2(r->file, "params", H5P_DEFAULT);
     if (g < 0) {
         rfail(r, QAT_ERR_FORMAT, "%s", "no params group");
@@ -324,15 +335,7 @@ qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qa
     if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
     reader r = {ctx, path, -1, true};
     H5E_BEGIN_TRY {
-        if (H5Fis_hdf5(path) <= 0) { /* HDF5 1.10 (Debian 12) */
-            FILE *f = fopen(path, "rb");
-            if (f) fclose(f);
-            rfail(&r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s", f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
-        } else {
-            r.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-            if (r.file < 0) rfail(&r, QAT_ERR_FORMAT, "%s", "cannot open as HDF5 (damaged or truncated?)");
-            else read_all(&r, m, opt, qopt, ts);
-        }
+        if (open_checked(&r)) read_all(&r, m, opt, qopt, ts);
         if (r.file >= 0) H5Fclose(r.file);
     }
     H5E_END_TRY;
@@ -344,26 +347,13 @@ qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, in
     if (!path || !step || !epoch || !prepared) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL argument");
     reader r = {ctx, path, -1, true};
     H5E_BEGIN_TRY {
-        if (H5Fis_hdf5(path) <= 0) {
-            FILE *f = fopen(path, "rb");
-            if (f) fclose(f);
-            rfail(&r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s", f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
-        } else if ((r.file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) {
-            rfail(&r, QAT_ERR_FORMAT, "%s", "cannot open as HDF5 (damaged or truncated?)");
-        } else {
-            char format[64] = "";
-            if (H5LTget_attribute_string(r.file, ".", "format", format) < 0 || strcmp(format, QAT_CHECKPOINT_FORMAT))
-                rfail(&r, QAT_ERR_FORMAT, "not a qat training checkpoint (format \"%s\")", format);
-            else if (get_i64(&r, r.file, "version") != QAT_CHECKPOINT_VERSION)
-                rfail(&r, QAT_ERR_UNSUPPORTED, "%s", "another checkpoint version; this build reads version 1");
-            hid_t g = r.ok ? H5Gopen2(r.file, "state", H5P_DEFAULT) : -1;
-            if (r.ok && g < 0) rfail(&r, QAT_ERR_FORMAT, "%s", "no state group");
-            if (g >= 0) {
-                *step = get_i64(&r, g, "step");
-                *epoch = get_i64(&r, g, "epoch");
-                *prepared = get_i64(&r, g, "prepared") != 0;
-                H5Gclose(g);
-            }
+        hid_t g = open_checked(&r) ? H5Gopen2(r.file, "state", H5P_DEFAULT) : -1;
+        if (r.ok && g < 0) rfail(&r, QAT_ERR_FORMAT, "%s", "no state group");
+        if (g >= 0) {
+            *step = get_i64(&r, g, "step");
+            *epoch = get_i64(&r, g, "epoch");
+            *prepared = get_i64(&r, g, "prepared") != 0;
+            H5Gclose(g);
         }
         if (r.file >= 0) H5Fclose(r.file);
     }
