@@ -19,6 +19,8 @@ double cli_peak_rss_mib(void);
 double cli_now(void);
 
 int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 
 #endif

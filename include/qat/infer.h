@@ -1,13 +1,26 @@
-/* qat/infer.h — integer-only inference (issue "Core 4/4").
+/* qat/infer.h — running a quantized model (qat/export.h).
  *
- * First piece: the fixed-point requantization of contract §5, as gemmlowp
- * and TFLite's MultiplyByQuantizedMultiplier compute it. An int32
- * accumulator at scale s_in·s_w becomes an output at scale s_out through
- * M = s_in·s_w/s_out, represented as M0·2^(shift-31) with M0 in [2^30, 2^31). */
+ * Three engines over the same file:
+ *   QAT_ENGINE_INT     integer only: int8 x int8 products accumulated in
+ *                      int32, requantized with the fixed-point multiplier
+ *                      and shift (gemmlowp rounding), clamped; pooling and
+ *                      ReLU on the integers. Only the input quantization
+ *                      and the final logits are float.
+ *   QAT_ENGINE_HYBRID  weight-only (the hybrid seed): float activations,
+ *                      op(x, dequantize(w)), through sgemm.
+ *   QAT_ENGINE_FAKE    the fake-quantized float model the QAT run trained:
+ *                      dequantized weights, activations fake-quantized at
+ *                      every requantization point. The reference the
+ *                      integer engine must agree with.
+ *
+ * The requantization of contract §5, as gemmlowp and TFLite's
+ * MultiplyByQuantizedMultiplier compute it: an int32 accumulator at scale
+ * s_in·s_w becomes an output at scale s_out through M = s_in·s_w/s_out,
+ * represented as M0·2^(shift-31) with M0 in [2^30, 2^31). */
 #ifndef QAT_INFER_H
 #define QAT_INFER_H
 
-#include "qat/autograd.h"
+#include "qat/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +43,24 @@ QAT_API int32_t qat_rounding_divide_by_pot(int32_t x, int exponent);
 /* RoundingDivideByPOT(SRDHM(x·2^max(shift,0), m0), max(-shift,0)); the left
  * shift saturates to int32 instead of overflowing. */
 QAT_API int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift);
+
+typedef enum { QAT_ENGINE_INT, QAT_ENGINE_HYBRID, QAT_ENGINE_FAKE } qat_engine_mode;
+
+QAT_API const char *qat_engine_mode_str(qat_engine_mode mode); /* "int", "hybrid", "fake" */
+
+typedef struct qat_engine qat_engine;
+
+/* Prepares an engine for batches of up to max_batch samples: every buffer
+ * is allocated here, none while running. q must outlive the engine. NULL
+ * on error, with the message on ctx (the integer engine refuses types it
+ * cannot run exactly: storage wider than 8 bits, sub-channel weights). */
+QAT_API qat_engine *qat_engine_new(qat_ctx *ctx, const qat_qmodel *q, qat_engine_mode mode, int max_batch);
+QAT_API void qat_engine_free(qat_engine *e); /* accepts NULL */
+
+/* Runs n <= max_batch samples: x is [n, input_shape] (float, as the model
+ * was trained on). logits gets [n, n_outputs] floats; logits_q (int and
+ * fake engines; may be NULL) the output integers. */
+QAT_API qat_status qat_engine_run(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q);
 
 #ifdef __cplusplus
 }

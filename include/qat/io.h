@@ -1,4 +1,4 @@
-/* qat/io.h — training checkpoints in HDF5 (and, next, the quantized export).
+/* qat/io.h — training checkpoints in HDF5 (the quantized export is qat/export.h).
  *
  * A training checkpoint holds everything a run needs to continue
  * bit-identically: parameters, buffers, LSQ scales, optimizer state,
@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 #define QAT_CHECKPOINT_FORMAT "qat-training-checkpoint"
-#define QAT_CHECKPOINT_VERSION 1
+#define QAT_CHECKPOINT_VERSION 2 /* 2: records the architecture; 1 still resumes */
 
 /* The training loop's own state, saved and restored with the model. */
 typedef struct {
@@ -45,6 +45,15 @@ QAT_API qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *
  * so a caller can rebuild the model the same way before qat_checkpoint_load. */
 QAT_API qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, int64_t *epoch,
                                        bool *prepared);
+
+/* Rebuilds, in ctx, the model a (version 2) training checkpoint was made
+ * from: its layers from the recorded architecture, prepared for QAT as it
+ * was (global and per-layer settings), then its parameters, buffers, LSQ
+ * scales, observers and mode flags loaded. *out lives in ctx. For export
+ * and evaluation: no optimizer state is read. config (may be NULL) gets
+ * the checkpoint's configuration text ("" if none), cut to len bytes. */
+QAT_API qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config,
+                                        size_t len);
 
 #ifdef __cplusplus
 }

@@ -4,49 +4,30 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "atomic.h"
+#include "architecture.h"
+#include "h5util.h"
 #include "qat/io.h"
 
 #define OBS_FLOATS (5 + 2 * QAT_OBS_MAX_WINDOW)
 
 /* ---- writing -------------------------------------------------------------------- */
 
-typedef struct {
-    qat_ctx *ctx;
-    hid_t file;
-    bool ok;
-} writer;
-
-static void wfail(writer *w, const char *what) {
-    if (w->ok) qat_ctx_fail(w->ctx, QAT_ERR_IO, "checkpoint: cannot write %s", what);
-    w->ok = false;
-}
+typedef qat__h5w writer;
 
 static void put_floats(writer *w, hid_t loc, const char *name, int rank, const int64_t *shape,
                        const float *data) {
-    hsize_t dims[QAT_MAX_RANK] = {1};
-    for (int d = 0; d < rank; d++) dims[d] = (hsize_t)shape[d];
-    if (w->ok && H5LTmake_dataset_float(loc, name, rank ? rank : 1, dims, data) < 0) wfail(w, name);
+    qat__h5w_floats(w, loc, name, rank, shape, data);
 }
-
-static void put_i64(writer *w, hid_t loc, const char *name, long long v) {
-    if (w->ok && H5LTset_attribute_long_long(loc, ".", name, &v, 1) < 0) wfail(w, name);
-}
-
-static void put_str(writer *w, hid_t loc, const char *name, const char *v) {
-    if (w->ok && H5LTset_attribute_string(loc, ".", name, v) < 0) wfail(w, name);
-}
+static void put_i64(writer *w, hid_t loc, const char *name, long long v) { qat__h5w_i64(w, loc, name, v); }
+static void put_str(writer *w, hid_t loc, const char *name, const char *v) { qat__h5w_str(w, loc, name, v); }
+static void wfail(writer *w, const char *what) { qat__h5w_fail(w, what); }
 
 static void put_rng(writer *w, hid_t loc, const char *name, const qat_rng *r) {
     hsize_t two = 2;
     if (w->ok && H5LTmake_dataset(loc, name, 1, &two, H5T_NATIVE_ULLONG, r->s) < 0) wfail(w, name);
 }
 
-static hid_t group(writer *w, const char *name) {
-    hid_t g = w->ok ? H5Gcreate2(w->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
-    if (w->ok && g < 0) wfail(w, name);
-    return g;
-}
+static hid_t group(writer *w, const char *name) { return qat__h5w_group(w, w->file, name); }
 
 static void put_optim(writer *w, const char *name, const qat_optim *o) {
     if (!o || !o->n) return;
@@ -82,7 +63,8 @@ static void write_all(writer *w, qat_model *m, const qat_optim *opt, const qat_o
                       const qat_train_state *ts) {
     put_str(w, w->file, "format", QAT_CHECKPOINT_FORMAT);
     put_i64(w, w->file, "version", QAT_CHECKPOINT_VERSION);
-    put_str(w, w->file, "producer", "qat 0.1.0");
+    put_str(w, w->file, "producer", "qat " QAT_VERSION_STRING);
+    qat__arch_write(w, m);
     if (ts && ts->config) put_str(w, w->file, "config", ts->config);
     hid_t g = group(w, "params");
     for (int i = 0; g >= 0 && i < m->n_param_tensors; i++) {
@@ -125,66 +107,35 @@ static void write_all(writer *w, qat_model *m, const qat_optim *opt, const qat_o
     }
 }
 
+typedef struct {
+    qat_model *m;
+    const qat_optim *opt, *qopt;
+    const qat_train_state *ts;
+} save_args;
+
+static void write_cb(writer *w, void *user) {
+    save_args *a = user;
+    write_all(w, a->m, a->opt, a->qopt, a->ts);
+}
+
 qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const qat_optim *qopt,
                                const qat_train_state *ts, const char *path) {
     if (!m) return QAT_ERR_ARG;
-    qat_ctx *ctx = m->ctx;
-    if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
-    char tmp[4096];
-    qat_status st = qat__temp_beside(ctx, path, tmp, sizeof tmp);
-    if (st != QAT_OK) return st;
-    writer w = {ctx, -1, true};
-    H5E_BEGIN_TRY { w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
-    H5E_END_TRY;
-    if (w.file < 0) {
-        qat__abandon_file(tmp);
-        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot create", tmp);
-    }
-    H5E_BEGIN_TRY { write_all(&w, m, opt, qopt, ts); }
-    H5E_END_TRY;
-    bool closed = H5Fclose(w.file) >= 0;
-    if (!w.ok || !closed) {
-        qat__abandon_file(tmp);
-        return w.ok ? qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot finish writing (disk full?)", path)
-                    : qat_ctx_status(ctx);
-    }
-    return qat__commit_file(ctx, tmp, path);
+    if (!path || !m->built) return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
+    save_args a = {m, opt, qopt, ts};
+    return qat__h5_write_atomic(m->ctx, path, write_cb, &a);
 }
 
 /* ---- reading -------------------------------------------------------------------- */
 
-typedef struct {
-    qat_ctx *ctx;
-    const char *path;
-    hid_t file;
-    bool ok;
-} reader;
+typedef qat__h5r reader;
 
 static bool rfail(reader *r, qat_status s, const char *fmt, const char *what) {
-    if (r->ok) {
-        char msg[256];
-        snprintf(msg, sizeof msg, fmt, what);
-        qat_ctx_fail(r->ctx, s, "%s: %s", r->path, msg);
-    }
-    r->ok = false;
-    return false;
+    return qat__h5r_fail(r, s, fmt, what);
 }
 
-/* Reads a float dataset that must have exactly `shape`. */
 static bool get_floats(reader *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out) {
-    if (!r->ok) return false;
-    if (H5LTfind_dataset(loc, name) <= 0) return rfail(r, QAT_ERR_FORMAT, "no dataset %s (a different model?)", name);
-    int have_rank = 0;
-    hsize_t dims[8];
-    if (H5LTget_dataset_ndims(loc, name, &have_rank) < 0 || have_rank > 8 ||
-        H5LTget_dataset_info(loc, name, dims, NULL, NULL) < 0)
-        return rfail(r, QAT_ERR_FORMAT, "cannot read %s", name);
-    int want = rank ? rank : 1;
-    bool same = have_rank == want;
-    for (int d = 0; same && d < want; d++) same = dims[d] == (hsize_t)(rank ? shape[d] : 1);
-    if (!same) return rfail(r, QAT_ERR_SHAPE, "%s has another shape than the model's (a different model?)", name);
-    if (H5LTread_dataset_float(loc, name, out) < 0) return rfail(r, QAT_ERR_FORMAT, "cannot read %s (damaged?)", name);
-    return true;
+    return qat__h5r_floats(r, loc, name, rank, shape, out);
 }
 
 static long long get_i64(reader *r, hid_t loc, const char *name) {
@@ -234,27 +185,9 @@ static void get_act(reader *r, hid_t g, const char *name, qat_act_quant *a) {
     a->q.zero_point[0] = (int32_t)zp;
 }
 
-/* Opens r->path and checks that it is a checkpoint of this version. Call
- * inside H5E_BEGIN_TRY; closes nothing on failure except what it opened. */
+/* Opens r->path and checks that it is a training checkpoint this build reads. */
 static bool open_checked(reader *r) {
-    if (H5Fis_hdf5(r->path) <= 0) { /* H5Fis_hdf5: HDF5 1.10 (Debian 12) */
-        FILE *f = fopen(r->path, "rb");
-        if (f) fclose(f);
-        return rfail(r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s",
-                     f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
-    }
-    if ((r->file = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
-        return rfail(r, QAT_ERR_FORMAT, "%s", "cannot open as HDF5 (damaged or truncated?)");
-    char format[64] = "";
-    if (H5LTget_attribute_string(r->file, ".", "format", format) < 0 || strcmp(format, QAT_CHECKPOINT_FORMAT))
-        return rfail(r, QAT_ERR_FORMAT, "not a qat training checkpoint (format \"%s\")", format);
-    long long version = get_i64(r, r->file, "version");
-    if (r->ok && version != QAT_CHECKPOINT_VERSION) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", version);
-        return rfail(r, QAT_ERR_UNSUPPORTED, "checkpoint version %s; this build reads version 1", v);
-    }
-    return r->ok;
+    return qat__h5r_open(r, QAT_CHECKPOINT_FORMAT, "qat training checkpoint", QAT_CHECKPOINT_VERSION, NULL);
 }
 
 static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {

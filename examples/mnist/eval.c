@@ -1,0 +1,149 @@
+/* qat-mnist eval: runs a quantized checkpoint on the MNIST test set with
+ * the integer, hybrid or fake-quantized engine. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qat/data.h"
+#include "qat/infer.h"
+
+static const char *const eval_usage =
+    "usage: qat-mnist eval --model MODEL [options]\n"
+    "\n"
+    "Evaluates a quantized checkpoint (qat-mnist export) on the MNIST test set\n"
+    "and reports test accuracy and inference samples/s.\n"
+    "\n"
+    "  --model MODEL            quantized checkpoint (.qat.h5)\n"
+    "  --engine int|hybrid|fake int: integer only (default); hybrid: float\n"
+    "                           activations, dequantized weights; fake: the\n"
+    "                           fake-quantized float model the QAT run trained\n"
+    "  --compare ENGINE         also run ENGINE and report how often the two agree\n"
+    "  --data DIR               MNIST directory (default data/mnist)\n"
+    "  --batch B                samples per run (default 64)\n"
+    "  --limit-test N           use the first N test samples (default all)\n"
+    "  --threads T              OpenBLAS threads for the float engines (default 1)\n"
+    "  --json                   print a JSON summary as the last line of stdout\n"
+    "  --help                   this text\n";
+
+static bool parse_engine(const char *s, qat_engine_mode *m) {
+    if (!strcmp(s, "int")) *m = QAT_ENGINE_INT;
+    else if (!strcmp(s, "hybrid")) *m = QAT_ENGINE_HYBRID;
+    else if (!strcmp(s, "fake")) *m = QAT_ENGINE_FAKE;
+    else return false;
+    return true;
+}
+
+/* Predictions of engine e over the first n test samples; returns the
+ * seconds spent inside qat_engine_run (0 > on error). */
+static double predict(qat_engine *e, const qat_qmodel *q, const qat_mnist *d, int64_t n, int64_t B,
+                      float *x, float *logits, int32_t *idx, int32_t *y, int32_t *pred) {
+    double t = 0;
+    for (int64_t s = 0; s < n; s += B) {
+        int64_t b = n - s < B ? n - s : B;
+        for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
+        qat_mnist_batch(d, idx, b, x, y);
+        double t0 = cli_now();
+        if (qat_engine_run(e, x, b, logits, NULL) != QAT_OK) return -1;
+        t += cli_now() - t0;
+        for (int64_t i = 0; i < b; i++) {
+            const float *l = logits + i * q->n_outputs;
+            int best = 0;
+            for (int k = 1; k < q->n_outputs; k++) best = l[k] > l[best] ? k : best;
+            pred[s + i] = best;
+        }
+    }
+    return t;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *P = "qat-mnist eval", *path = NULL, *data = "data/mnist", *engine = "int", *compare = NULL;
+    long batch = 64, limit = 0, threads = 1;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        bool ok = true;
+#define VAL() (v = cli_value(P, argc, argv, &i))
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(eval_usage, stdout), 0;
+        else if (!strcmp(a, "--model")) ok = VAL() && (path = v);
+        else if (!strcmp(a, "--engine")) ok = VAL() && (engine = v);
+        else if (!strcmp(a, "--compare")) ok = VAL() && (compare = v);
+        else if (!strcmp(a, "--data")) ok = VAL() && (data = v);
+        else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(P, a, v, 1, 10000, &batch);
+        else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(P, a, v, 1, 10000, &limit);
+        else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(P, a, v, 1, 256, &threads);
+        else if (!strcmp(a, "--json")) json = true;
+        else fprintf(stderr, "%s: unknown option \"%s\"\n", P, a), ok = false;
+#undef VAL
+        if (!ok) return fputs(eval_usage, stderr), EXIT_USAGE;
+    }
+    qat_engine_mode mode, cmode = QAT_ENGINE_INT;
+    if (!path) return fprintf(stderr, "%s: --model is required\n%s", P, eval_usage), EXIT_USAGE;
+    if (!parse_engine(engine, &mode) || (compare && !parse_engine(compare, &cmode)))
+        return fprintf(stderr, "%s: unknown engine (int, hybrid or fake)\n%s", P, eval_usage), EXIT_USAGE;
+    qat_set_threads((int)threads);
+    qat_ctx *ctx = qat_ctx_new();
+    if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
+    qat_mnist test = {0};
+    qat_engine *e = NULL, *ce = NULL;
+    float *x = NULL, *logits = NULL;
+    int32_t *idx = NULL, *y = NULL, *pred = NULL, *cpred = NULL;
+    int rc = 1;
+    qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
+    if (!q || qat_qmodel_load(ctx, path, q) != QAT_OK || qat_mnist_load(ctx, data, "test", &test) != QAT_OK)
+        goto fail;
+    int64_t in_numel = 1;
+    for (int d = 0; d < q->in_rank; d++) in_numel *= q->in_shape[d];
+    if (in_numel != (int64_t)test.rows * test.cols) {
+        fprintf(stderr, "qat-mnist: %s takes %lld inputs per sample, MNIST has %d\n", path, (long long)in_numel,
+                test.rows * test.cols);
+        goto done;
+    }
+    int64_t n = limit > 0 && limit < test.n ? limit : test.n;
+    x = malloc((size_t)(batch * in_numel) * sizeof *x);
+    logits = malloc((size_t)(batch * q->n_outputs) * sizeof *logits);
+    idx = malloc((size_t)batch * sizeof *idx), y = malloc((size_t)batch * sizeof *y);
+    pred = malloc((size_t)n * sizeof *pred), cpred = malloc((size_t)n * sizeof *cpred);
+    if (!x || !logits || !idx || !y || !pred || !cpred) {
+        fprintf(stderr, "qat-mnist: out of memory\n");
+        goto done;
+    }
+    if (!(e = qat_engine_new(ctx, q, mode, (int)batch))) goto fail;
+    if (compare && !(ce = qat_engine_new(ctx, q, cmode, (int)batch))) goto fail;
+    double secs = predict(e, q, &test, n, batch, x, logits, idx, y, pred);
+    if (secs < 0 || (ce && predict(ce, q, &test, n, batch, x, logits, idx, y, cpred) < 0)) goto fail;
+    int64_t correct = 0, agree = 0;
+    for (int64_t i = 0; i < n; i++) {
+        correct += pred[i] == test.labels[i];
+        if (ce) agree += pred[i] == cpred[i];
+    }
+    double acc = (double)correct / (double)n, rate = (double)n / (secs > 0 ? secs : 1e-9);
+    fprintf(stderr, "qat-mnist: %s engine: test accuracy %.2f %% on %lld samples, %.0f samples/s (batch %ld)\n",
+            engine, 100 * acc, (long long)n, rate, batch);
+    if (ce) fprintf(stderr, "qat-mnist: %s and %s engines agree on %.2f %% of predictions\n", engine, compare,
+                    100.0 * (double)agree / (double)n);
+    if (json) {
+        const char *core = getenv("OPENBLAS_CORETYPE");
+        printf("{\"model\": \"%s\", \"engine\": \"%s\", \"test_samples\": %lld, \"test_accuracy\": %.6f, "
+               "\"infer_samples_per_s\": %.1f, \"batch\": %ld, \"peak_rss_mib\": %.1f, \"openblas_coretype\": \"%s\"",
+               path, engine, (long long)n, acc, rate, batch, cli_peak_rss_mib(), core ? core : "");
+        if (ce) {
+            int64_t ccorrect = 0;
+            for (int64_t i = 0; i < n; i++) ccorrect += cpred[i] == test.labels[i];
+            printf(", \"compare_engine\": \"%s\", \"compare_test_accuracy\": %.6f, \"agreement\": %.6f", compare,
+                   (double)ccorrect / (double)n, (double)agree / (double)n);
+        }
+        printf("}\n");
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "qat-mnist: %s\n", qat_ctx_error(ctx));
+done:
+    qat_engine_free(e);
+    qat_engine_free(ce);
+    free(x), free(logits), free(idx), free(y), free(pred), free(cpred);
+    qat_mnist_free(&test);
+    qat_ctx_free(ctx);
+    return rc;
+}

@@ -1,0 +1,77 @@
+/* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5). */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "qat/export.h"
+#include "qat/io.h"
+
+static const char *const export_usage =
+    "usage: qat-mnist export --checkpoint CKPT --out MODEL [--json]\n"
+    "\n"
+    "Turns a QAT training checkpoint (qat-mnist train --qat --out CKPT) into a\n"
+    "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
+    "requantization multipliers and shifts, activation parameters and the\n"
+    "layer graph (layout: docs/quantized-model-format.md). The file is written\n"
+    "atomically: MODEL is either the old file or the complete new one.\n"
+    "\n"
+    "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
+    "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
+    "  --json              print a JSON summary as the last line of stdout\n"
+    "  --help              this text\n";
+
+int cmd_export(int argc, char **argv) {
+    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(export_usage, stdout), 0;
+        else if (!strcmp(a, "--checkpoint")) { if (!(ckpt = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--out")) { if (!(out = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--json")) json = true;
+        else {
+            fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
+            goto usage;
+        }
+    }
+    if (!ckpt || !out) {
+        fprintf(stderr, "%s: --checkpoint and --out are required\n", P);
+        goto usage;
+    }
+    qat_ctx *ctx = qat_ctx_new();
+    if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
+    int rc = 1;
+    qat_model *m = NULL;
+    static char config[QAT_QMODEL_CONFIG_LEN];
+    if (qat_checkpoint_model(ctx, ckpt, &m, config, sizeof config) != QAT_OK) goto fail;
+    if (!m->prepared) {
+        fprintf(stderr, "qat-mnist: %s is a float checkpoint: train with --qat to get a model that can be "
+                "exported to integers\n", ckpt);
+        goto done;
+    }
+    /* MNIST: [1, 28, 28] for a conv net, [784] for an MLP */
+    bool conv = m->layers[0].kind == QAT_LAYER_CONV2D;
+    int64_t shape[3] = {1, 28, 28}, flat = 784;
+    if (qat_export(m, conv ? 3 : 1, conv ? shape : &flat, config, out) != QAT_OK) goto fail;
+    struct stat sb;
+    long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    int64_t n_weights = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i].wq) n_weights += m->layers[i].weight->numel;
+    fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits)\n", out, bytes,
+            (long long)n_weights, m->qcfg.wbits);
+    if (json)
+        printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, "
+               "\"abits\": %d}\n", ckpt, out, bytes, (long long)n_weights, m->qcfg.wbits, m->qcfg.abits);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "qat-mnist: %s\n", qat_ctx_error(ctx));
+done:
+    qat_ctx_free(ctx);
+    return rc;
+usage:
+    fputs(export_usage, stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,70 @@
+/* Small HDF5 helpers shared by the training checkpoint and the quantized
+ * export: a writer and a reader that carry the first error (on the
+ * context, with the file's path) so a whole file is written or read
+ * without a check after every call. Call them inside H5E_BEGIN_TRY so
+ * HDF5 prints nothing; the message on the context says what went wrong. */
+#ifndef QAT_IO_H5UTIL_H
+#define QAT_IO_H5UTIL_H
+
+#include <hdf5.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qat/autograd.h"
+
+typedef struct {
+    qat_ctx *ctx;
+    const char *path; /* the target path, for messages */
+    hid_t file;
+    bool ok;
+} qat__h5w;
+
+typedef struct {
+    qat_ctx *ctx;
+    const char *path;
+    hid_t file;
+    bool ok;
+} qat__h5r;
+
+/* ---- writing: each is a no-op once w->ok is false ---------------------------- */
+void qat__h5w_fail(qat__h5w *w, const char *what);
+hid_t qat__h5w_group(qat__h5w *w, hid_t loc, const char *name); /* close with H5Gclose if >= 0 */
+void qat__h5w_floats(qat__h5w *w, hid_t loc, const char *name, int rank, const int64_t *shape,
+                     const float *data);
+/* int32 values written as a dataset of `type` (H5T_NATIVE_INT8, _INT16, _INT32). */
+void qat__h5w_ints(qat__h5w *w, hid_t loc, const char *name, hid_t type, int rank,
+                   const int64_t *shape, const int32_t *data);
+void qat__h5w_i64(qat__h5w *w, hid_t loc, const char *name, long long v);      /* attribute */
+void qat__h5w_i64s(qat__h5w *w, hid_t loc, const char *name, const long long *v, int n);
+void qat__h5w_f32(qat__h5w *w, hid_t loc, const char *name, float v);          /* attribute */
+void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v);    /* attribute */
+
+/* Creates a temporary file beside path, runs write(w, user) into it, and
+ * commits it over path atomically (or removes it on any failure). */
+qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path,
+                                void (*write)(qat__h5w *w, void *user), void *user);
+
+/* ---- reading: each returns false (and records the error once) on failure ---- */
+bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Opens r->path read-only and checks its "format" attribute names `format`
+ * and its "version" is in [1, max_version]; *version gets it. */
+bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long max_version,
+                   long long *version);
+hid_t qat__h5r_group(qat__h5r *r, hid_t loc, const char *name); /* -1 + error if absent */
+/* Shape of dataset `name` (rank <= max_rank); false + error if absent. */
+bool qat__h5r_shape(qat__h5r *r, hid_t loc, const char *name, int max_rank, int *rank, int64_t *shape);
+/* Reads a dataset that must have exactly `shape` (rank 0 = one element). */
+bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out);
+bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out);
+long long qat__h5r_i64(qat__h5r *r, hid_t loc, const char *name);              /* attribute */
+bool qat__h5r_i64s(qat__h5r *r, hid_t loc, const char *name, long long *v, int n);
+float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name);
+/* String attribute into buf (len bytes); false + error if absent or too long. */
+bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t len);
+bool qat__h5r_has_attr(hid_t loc, const char *name);
+
+#endif
