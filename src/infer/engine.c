@@ -1,6 +1,7 @@
 /* The engines of qat/infer.h over a qat_qmodel: integer-only, hybrid
  * (weight-only) and fake-quantized float. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakequant/internal.h"
@@ -8,8 +9,8 @@
 #include "qat/infer.h"
 
 typedef struct {
-    int Kp;              /* int: the reduction length, padded (kernels.h) */
-    int16_t *w16;        /* int: [O][Kp] weight integers minus their zero point */
+    int Kp, Pp;          /* int: reduction length and positions (conv) padded (kernels.h) */
+    int16_t *w16;        /* int: [Op][Kp] weight integers minus their zero point */
     qat_tensor *wf, *bf; /* float engines: dequantized weight and bias */
     qat_qtype oq;        /* fake: the output's quantization */
 } engine_op;
@@ -22,7 +23,8 @@ struct qat_engine {
     int64_t max_batch, in_numel;
     qat_qtype inq;       /* fake: the input's quantization */
     int16_t *buf[2];     /* int: activations, ping-pong, [max_batch][largest activation] */
-    int16_t *col;        /* int: im2col / padded rows */
+    int16_t *col;        /* int: [Kp][Pp] im2col, or the transposed input of a linear op */
+    int16_t *xpad;       /* int: one sample, zero point subtracted and zero padded (conv) */
     engine_op ops[QAT_QMODEL_MAX_OPS];
 };
 
@@ -51,7 +53,7 @@ static qat_status setup_int(qat_engine *e) {
     if (!fits_int16_path(&q->input))
         return qat_ctx_fail(e->err, QAT_ERR_UNSUPPORTED, "int engine: the input is %d-bit; it runs 2..8-bit "
                             "types (use the hybrid engine)", q->input.bits);
-    int64_t act = e->in_numel, col = 0;
+    int64_t act = e->in_numel, col = 0, xpad = 0;
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
         engine_op *eo = &e->ops[i];
@@ -67,24 +69,34 @@ static qat_status setup_int(qat_engine *e) {
                                 "2..8-bit per-tensor or per-channel weights (use the hybrid engine)", op->name,
                                 wq->bits > 8 ? "wider than 8-bit" : "sub-channel");
         int64_t O = wq->shape[0], K = wq->shape[1] * (wq->rank == 4 ? wq->shape[2] * wq->shape[3] : 1);
-        /* |x - zp| <= 255 and |w - zp| <= 255: the int32 sum must not overflow */
-        if (K * 255 * 255 > INT32_MAX / 2)
+        /* |x - zp| <= 255 and |w - zp| <= 255: sum and bias must stay in int32 */
+        int64_t bias_max = 0;
+        for (int64_t o = 0; o < O; o++) bias_max = llabs(op->bias[o]) > bias_max ? llabs(op->bias[o]) : bias_max;
+        if (K * 255 * 255 + bias_max > INT32_MAX)
             return qat_ctx_fail(e->err, QAT_ERR_UNSUPPORTED, "int engine: op %s sums %lld products, too many "
                                 "for an int32 accumulator", op->name, (long long)K);
-        eo->Kp = qat__kpad(K);
-        if (!(eo->w16 = alloc(e, (size_t)(O * eo->Kp) * sizeof(int16_t)))) return QAT_ERR_NOMEM;
+        eo->Kp = (int)qat__round_up(K, QAT_KPAD);
+        int64_t Op = qat__round_up(O, QAT_WROWS);
+        if (!(eo->w16 = alloc(e, (size_t)(Op * eo->Kp) * sizeof(int16_t)))) return QAT_ERR_NOMEM;
         for (int64_t o = 0; o < O; o++)
             for (int64_t k = 0; k < K; k++) {
                 int64_t i_w = o * K + k;
                 eo->w16[o * eo->Kp + k] = (int16_t)(op->weight[i_w] - wq->zero_point[qat_qtype_param_index(wq, i_w)]);
             }
-        int64_t rows = op->kind == QAT_QOP_CONV2D ? op->out_shape[1] * op->out_shape[2] : e->max_batch;
-        col = rows * eo->Kp > col ? rows * eo->Kp : col;
+        eo->Pp = (int)qat__round_up(op->kind == QAT_QOP_CONV2D ? op->out_shape[1] * op->out_shape[2] : e->max_batch,
+                                    QAT_PPAD);
+        col = eo->Pp * (int64_t)eo->Kp > col ? eo->Pp * (int64_t)eo->Kp : col;
+        if (op->kind == QAT_QOP_CONV2D) {
+            int64_t padded = op->in_shape[0] * (op->in_shape[1] + 2 * op->pad) * (op->in_shape[2] + 2 * op->pad);
+            xpad = padded > xpad ? padded : xpad;
+        }
     }
     e->buf[0] = alloc(e, (size_t)(e->max_batch * act) * sizeof(int16_t));
     e->buf[1] = alloc(e, (size_t)(e->max_batch * act) * sizeof(int16_t));
-    e->col = alloc(e, (size_t)(col ? col : 1) * sizeof(int16_t));
-    return e->buf[0] && e->buf[1] && e->col ? QAT_OK : QAT_ERR_NOMEM;
+    /* slack for im2col's whole-chunk copies (kernels.h) */
+    e->col = alloc(e, (size_t)(col + QAT_IM2COL_CHUNK) * sizeof(int16_t));
+    e->xpad = alloc(e, (size_t)(xpad + QAT_IM2COL_CHUNK) * sizeof(int16_t));
+    return e->buf[0] && e->buf[1] && e->col && e->xpad ? QAT_OK : QAT_ERR_NOMEM;
 }
 
 /* One op over n samples, from x into y (flatten and relu work in place
@@ -98,22 +110,28 @@ static int16_t *run_int_op(qat_engine *e, int i, const int16_t *x, int16_t *y, i
     switch (op->kind) {
     case QAT_QOP_CONV2D: {
         int OH = (int)op->out_shape[1], OW = (int)op->out_shape[2], P = OH * OW;
+        qat__gemm_args g = {.w = eo->w16, .col = e->col, .O = (int)op->out_shape[0], .P = P, .Kp = eo->Kp,
+                            .Pp = eo->Pp, .bias = op->bias, .m0 = op->multiplier, .shift = op->shift, .zp = zp,
+                            .lo = op->act_min, .hi = op->act_max, .so = P, .sp = 1};
         for (int64_t s = 0; s < n; s++) {
-            qat__im2col_s16(x + s * in, C, H, W, op->kernel, op->stride, op->pad, zp_in, OH, OW, eo->Kp, e->col);
-            qat__gemm_requant_s16(eo->w16, e->col, (int)op->out_shape[0], P, eo->Kp, op->bias, op->multiplier,
-                                  op->shift, zp, op->act_min, op->act_max, y + s * out, P, 1);
+            qat__pad_s16(x + s * in, C, H, W, op->pad, zp_in, e->xpad);
+            qat__im2col_s16(e->xpad, C, H + 2 * op->pad, W + 2 * op->pad, op->kernel, op->stride, OH, OW, eo->Pp,
+                            e->col);
+            g.out = y + s * out;
+            qat__gemm_requant_s16(&g);
         }
         return y;
     }
-    case QAT_QOP_LINEAR:
-        for (int64_t s = 0; s < n; s++) {
-            int16_t *row = e->col + s * eo->Kp;
-            for (int64_t k = 0; k < in; k++) row[k] = (int16_t)(x[s * in + k] - zp_in);
-            memset(row + in, 0, (size_t)(eo->Kp - in) * sizeof *row);
-        }
-        qat__gemm_requant_s16(eo->w16, e->col, (int)out, (int)n, eo->Kp, op->bias, op->multiplier, op->shift,
-                              zp, op->act_min, op->act_max, y, 1, out);
+    case QAT_QOP_LINEAR: {
+        /* the input transposed: col[k][s] = x[s][k] - zp */
+        for (int64_t s = 0; s < n; s++)
+            for (int64_t k = 0; k < in; k++) e->col[k * eo->Pp + s] = (int16_t)(x[s * in + k] - zp_in);
+        qat__gemm_args g = {.w = eo->w16, .col = e->col, .O = (int)out, .P = (int)n, .Kp = eo->Kp, .Pp = eo->Pp,
+                            .bias = op->bias, .m0 = op->multiplier, .shift = op->shift, .zp = zp,
+                            .lo = op->act_min, .hi = op->act_max, .out = y, .so = 1, .sp = out};
+        qat__gemm_requant_s16(&g);
         return y;
+    }
     case QAT_QOP_MAXPOOL2D:
         for (int64_t s = 0; s < n; s++) qat__maxpool_s16(x + s * in, C, H, W, op->kernel, op->stride, y + s * out);
         return y;

@@ -1,73 +1,66 @@
-/* Integer kernels (kernels.h). The products are an integer GEMM written
- * here, not cblas_sgemm: BLAS has no integer GEMM, float32 cannot hold
- * every int32 sum exactly (2^24), and this engine exists for devices with
- * no float unit. The dot product is laid out so compilers turn it into
- * pmaddwd (16x16 -> 32-bit multiply-add); on x86-64 an AVX2 clone is
- * picked at load time when the CPU has it. */
+/* Integer kernels (kernels.h): im2col, pools, and the portable GEMM. The
+ * products are an integer GEMM written here, not cblas_sgemm: BLAS has no
+ * integer GEMM, float32 cannot hold every int32 sum exactly (2^24), and
+ * this engine exists for devices with no float unit. The AVX2 kernel is
+ * in kernels_avx2.c. */
 #include <string.h>
 
 #include "kernels.h"
 #include "requant.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
-#define QAT_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#else
-#define QAT_MULTIVERSION
-#endif
-
-void qat__im2col_s16(const int16_t *x, int C, int H, int W, int k, int stride, int pad, int32_t zp,
-                     int OH, int OW, int Kp, int16_t *colT) {
-    int K = C * k * k;
-    for (int oy = 0; oy < OH; oy++)
-        for (int ox = 0; ox < OW; ox++) {
-            int16_t *row = colT + (int64_t)(oy * OW + ox) * Kp;
-            int j = 0;
-            for (int c = 0; c < C; c++) {
-                const int16_t *xc = x + (int64_t)c * H * W;
-                for (int ky = 0; ky < k; ky++) {
-                    int iy = oy * stride + ky - pad;
-                    if (iy < 0 || iy >= H) {
-                        memset(row + j, 0, (size_t)k * sizeof *row);
-                        j += k;
-                        continue;
-                    }
-                    for (int kx = 0; kx < k; kx++, j++) {
-                        int ix = ox * stride + kx - pad;
-                        row[j] = ix < 0 || ix >= W ? 0 : (int16_t)(xc[iy * W + ix] - zp);
-                    }
-                }
-            }
-            memset(row + K, 0, (size_t)(Kp - K) * sizeof *row);
+void qat__pad_s16(const int16_t *restrict x, int C, int H, int W, int pad, int32_t zp, int16_t *restrict xp) {
+    int Hp = H + 2 * pad, Wp = W + 2 * pad;
+    memset(xp, 0, (size_t)C * (size_t)(Hp * Wp) * sizeof *xp);
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++) {
+            int16_t *restrict d = xp + ((int64_t)c * Hp + y + pad) * Wp + pad;
+            const int16_t *restrict s = x + ((int64_t)c * H + y) * W;
+            for (int i = 0; i < W; i++) d[i] = (int16_t)(s[i] - zp);
         }
 }
 
-QAT_MULTIVERSION
-void qat__gemm_requant_s16(const int16_t *w, const int16_t *col, int O, int P, int Kp,
-                           const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
-                           int32_t lo, int32_t hi, int16_t *out, int64_t so, int64_t sp) {
-    /* Four outputs per pass over a column: each column row is loaded once
-     * for four dot products, which stay in vector registers. */
-    for (int p = 0; p < P; p++) {
-        const int16_t *c = col + (int64_t)p * Kp;
-        int o = 0;
-        for (; o + 4 <= O; o += 4) {
-            const int16_t *w0 = w + (int64_t)o * Kp, *w1 = w0 + Kp, *w2 = w1 + Kp, *w3 = w2 + Kp;
-            int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            for (int k = 0; k < Kp; k++) {
-                int32_t v = c[k];
-                a0 += w0[k] * v, a1 += w1[k] * v, a2 += w2[k] * v, a3 += w3[k] * v;
+void qat__im2col_s16(const int16_t *xp, int C, int Hp, int Wp, int k, int stride, int OH, int OW, int Pp,
+                     int16_t *col) {
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                int16_t *row = col + (int64_t)((c * k + ky) * k + kx) * Pp;
+                const int16_t *src = xp + ((int64_t)c * Hp + ky) * Wp + kx;
+                for (int oy = 0; oy < OH; oy++) {
+                    int16_t *d = row + oy * OW;
+                    const int16_t *s = src + (int64_t)oy * stride * Wp;
+                    if (stride == 1) /* whole 16-element chunks: a chunk may run past the row */
+                        for (int ox = 0; ox < OW; ox += QAT_IM2COL_CHUNK)
+                            memcpy(d + ox, s + ox, QAT_IM2COL_CHUNK * sizeof *d);
+                    else
+                        for (int ox = 0; ox < OW; ox++) d[ox] = s[ox * stride];
+                }
             }
-            int32_t acc[4] = {a0, a1, a2, a3};
-            for (int j = 0; j < 4; j++)
-                out[(o + j) * so + p * sp] =
-                    (int16_t)qat__requant(acc[j] + bias[o + j], m0[o + j], shift[o + j], zp, lo, hi);
+}
+
+void qat__gemm_requant_s16_ref(const qat__gemm_args *a) {
+    for (int o = 0; o < a->O; o++) {
+        const int16_t *w = a->w + (int64_t)o * a->Kp;
+        for (int p0 = 0; p0 < a->P; p0 += QAT_PPAD) {
+            int32_t acc[QAT_PPAD] = {0};
+            for (int k = 0; k < a->Kp; k++) {
+                int32_t wk = w[k];
+                const int16_t *c = a->col + (int64_t)k * a->Pp + p0;
+                for (int j = 0; j < QAT_PPAD; j++) acc[j] += wk * c[j];
+            }
+            for (int j = 0; j < QAT_PPAD && p0 + j < a->P; j++)
+                a->out[o * a->so + (p0 + j) * a->sp] =
+                    (int16_t)qat__requant(acc[j] + a->bias[o], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
         }
-        for (; o < O; o++) {
-            const int16_t *wo = w + (int64_t)o * Kp;
-            int32_t a = 0;
-            for (int k = 0; k < Kp; k++) a += wo[k] * (int32_t)c[k];
-            out[o * so + p * sp] = (int16_t)qat__requant(a + bias[o], m0[o], shift[o], zp, lo, hi);
-        }
+    }
+}
+
+/* 2x2 windows, stride 2 (LeNet's): two input rows give one output row. */
+static void maxpool2_row(int16_t *restrict y, const int16_t *restrict a, const int16_t *restrict b, int OW) {
+    for (int ox = 0; ox < OW; ox++) {
+        int16_t m0 = a[2 * ox] > a[2 * ox + 1] ? a[2 * ox] : a[2 * ox + 1];
+        int16_t m1 = b[2 * ox] > b[2 * ox + 1] ? b[2 * ox] : b[2 * ox + 1];
+        y[ox] = m0 > m1 ? m0 : m1;
     }
 }
 
@@ -76,6 +69,10 @@ void qat__maxpool_s16(const int16_t *x, int C, int H, int W, int k, int s, int16
     for (int c = 0; c < C; c++) {
         const int16_t *xc = x + (int64_t)c * H * W;
         int16_t *yc = y + (int64_t)c * OH * OW;
+        if (k == 2 && s == 2) {
+            for (int oy = 0; oy < OH; oy++) maxpool2_row(yc + oy * OW, xc + 2 * oy * W, xc + (2 * oy + 1) * W, OW);
+            continue;
+        }
         for (int oy = 0; oy < OH; oy++)
             for (int ox = 0; ox < OW; ox++) {
                 const int16_t *win = xc + oy * s * W + ox * s;

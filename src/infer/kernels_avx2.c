@@ -1,0 +1,146 @@
+/* The x86-64 integer GEMMs with requantization (kernels.h), picked at
+ * run time: AVX-512 VNNI where the CPU has it, else AVX2, else the
+ * portable kernel.
+ *
+ * A block is 4 outputs x 16 positions. Per pair of reduction rows (k,
+ * k+1), the two col rows are interleaved by unpacklo/hi_epi16, and one
+ * vpmaddwd with the broadcast weight pair (w[o][k], w[o][k+1]) gives 8
+ * int32 partial sums c_k·w_k + c_k1·w_k1: no horizontal sums anywhere.
+ * Requantization is vectorised too: SRDHM(x, m) is exactly
+ * floor((x·m + 2^30) / 2^31) for both signs (the truncating division with
+ * its sign-dependent nudge reduces to it), i.e. bits 31..62 of x·m + 2^30. */
+#include <string.h>
+
+#include "kernels.h"
+#include "requant.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QAT_AVX2 __attribute__((target("avx2")))
+
+/* zp + RoundingDivideByPOT(SRDHM(x, m0), right), clamped; shift <= 0. */
+QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi) {
+    const __m256i half = _mm256_set1_epi64x(1LL << 30);
+    __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m0), half);
+    __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m0), half);
+    /* low 32 bits of each 64-bit >> 31: the logical shift gives the same bits */
+    even = _mm256_srli_epi64(even, 31);
+    odd = _mm256_slli_epi64(_mm256_srli_epi64(odd, 31), 32);
+    __m256i v = _mm256_blend_epi32(even, odd, 0xAA);
+    if (right > 0) {
+        __m128i cnt = _mm_cvtsi32_si128(right);
+        __m256i mask = _mm256_set1_epi32((int32_t)((1LL << right) - 1));
+        __m256i rem = _mm256_and_si256(v, mask);
+        /* threshold = mask/2 + (v < 0) */
+        __m256i thr = _mm256_sub_epi32(_mm256_srai_epi32(mask, 1), _mm256_srai_epi32(v, 31));
+        v = _mm256_sub_epi32(_mm256_sra_epi32(v, cnt), _mm256_cmpgt_epi32(rem, thr));
+    }
+    v = _mm256_add_epi32(v, zp);
+    return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+}
+
+/* Requantizes and stores one output's 16 positions from p0: lo holds
+ * positions 0-3 and 8-11, hi 4-7 and 12-15 (the unpack order). */
+QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m256i lo_acc, __m256i hi_acc) {
+    const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
+    int np = a->P - p0 < QAT_PPAD ? a->P - p0 : QAT_PPAD;
+    __m256i s0 = _mm256_permute2x128_si256(lo_acc, hi_acc, 0x20);
+    __m256i s1 = _mm256_permute2x128_si256(lo_acc, hi_acc, 0x31);
+    __m256i b = _mm256_set1_epi32(a->bias[o]);
+    s0 = _mm256_add_epi32(s0, b), s1 = _mm256_add_epi32(s1, b);
+    int32_t v[QAT_PPAD];
+    if (a->shift[o] <= 0) {
+        __m256i m0 = _mm256_set1_epi32(a->m0[o]);
+        _mm256_storeu_si256((__m256i *)v, requant8(s0, m0, -a->shift[o], zp, lo, hi));
+        _mm256_storeu_si256((__m256i *)(v + 8), requant8(s1, m0, -a->shift[o], zp, lo, hi));
+    } else { /* a multiplier >= 1: the saturating left shift, in scalar code */
+        _mm256_storeu_si256((__m256i *)v, s0);
+        _mm256_storeu_si256((__m256i *)(v + 8), s1);
+        for (int i = 0; i < np; i++) v[i] = qat__requant(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+    }
+    int16_t *out = a->out + o * a->so + p0 * a->sp;
+    if (a->sp == 1 && np == QAT_PPAD) {
+        __m256i packed = _mm256_packs_epi32(_mm256_loadu_si256((const __m256i *)v),
+                                            _mm256_loadu_si256((const __m256i *)(v + 8)));
+        /* packs works per 128-bit lane: restore the order 0-7, 8-15 */
+        _mm256_storeu_si256((__m256i *)out, _mm256_permute4x64_epi64(packed, 0xD8));
+    } else {
+        for (int i = 0; i < np; i++) out[i * a->sp] = (int16_t)v[i];
+    }
+}
+
+QAT_AVX2 static void gemm_avx2(const qat__gemm_args *a) {
+    const int Kp = a->Kp, Pp = a->Pp;
+    for (int o0 = 0; o0 < a->O; o0 += QAT_OPAD) {
+        const int16_t *w = a->w + (int64_t)o0 * Kp;
+        for (int p0 = 0; p0 < a->P; p0 += QAT_PPAD) {
+            __m256i acc[QAT_OPAD][2];
+            for (int j = 0; j < QAT_OPAD; j++) acc[j][0] = acc[j][1] = _mm256_setzero_si256();
+            const int16_t *c = a->col + p0;
+            for (int k = 0; k < Kp; k += 2, c += 2 * (int64_t)Pp) {
+                __m256i r0 = _mm256_loadu_si256((const __m256i *)c);
+                __m256i r1 = _mm256_loadu_si256((const __m256i *)(c + Pp));
+                __m256i il = _mm256_unpacklo_epi16(r0, r1), ih = _mm256_unpackhi_epi16(r0, r1);
+                for (int j = 0; j < QAT_OPAD; j++) {
+                    int32_t pair;
+                    memcpy(&pair, w + (int64_t)j * Kp + k, sizeof pair);
+                    __m256i wp = _mm256_set1_epi32(pair);
+                    acc[j][0] = _mm256_add_epi32(acc[j][0], _mm256_madd_epi16(il, wp));
+                    acc[j][1] = _mm256_add_epi32(acc[j][1], _mm256_madd_epi16(ih, wp));
+                }
+            }
+            for (int j = 0; j < QAT_OPAD && o0 + j < a->O; j++) store16(a, o0 + j, p0, acc[j][0], acc[j][1]);
+        }
+    }
+}
+
+/* AVX-512 VNNI on 256-bit vectors: vpdpwssd multiplies, pairs and
+ * accumulates in one instruction, and the 32 vector registers hold a block
+ * of 8 outputs x 16 positions. */
+#define QAT_VNNI __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
+#define VNNI_O 8
+QAT_VNNI static void gemm_vnni(const qat__gemm_args *a) {
+    const int Kp = a->Kp, Pp = a->Pp;
+    for (int o0 = 0; o0 < a->O; o0 += VNNI_O) {
+        const int16_t *w = a->w + (int64_t)o0 * Kp;
+        for (int p0 = 0; p0 < a->P; p0 += QAT_PPAD) {
+            __m256i acc[VNNI_O][2];
+            for (int j = 0; j < VNNI_O; j++) acc[j][0] = acc[j][1] = _mm256_setzero_si256();
+            const int16_t *c = a->col + p0;
+            for (int k = 0; k < Kp; k += 2, c += 2 * (int64_t)Pp) {
+                __m256i r0 = _mm256_loadu_si256((const __m256i *)c);
+                __m256i r1 = _mm256_loadu_si256((const __m256i *)(c + Pp));
+                __m256i il = _mm256_unpacklo_epi16(r0, r1), ih = _mm256_unpackhi_epi16(r0, r1);
+                for (int j = 0; j < VNNI_O; j++) {
+                    int32_t pair;
+                    memcpy(&pair, w + (int64_t)j * Kp + k, sizeof pair);
+                    __m256i wp = _mm256_set1_epi32(pair);
+                    acc[j][0] = _mm256_dpwssd_epi32(acc[j][0], il, wp);
+                    acc[j][1] = _mm256_dpwssd_epi32(acc[j][1], ih, wp);
+                }
+            }
+            for (int j = 0; j < VNNI_O && o0 + j < a->O; j++) store16(a, o0 + j, p0, acc[j][0], acc[j][1]);
+        }
+    }
+}
+
+static bool has_vnni(void) {
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+}
+
+const char *qat__gemm_kernel_name(void) {
+    return has_vnni() ? "AVX-512 VNNI" : __builtin_cpu_supports("avx2") ? "AVX2" : "portable C";
+}
+
+void qat__gemm_requant_s16(const qat__gemm_args *a) {
+    if (has_vnni()) gemm_vnni(a);
+    else if (__builtin_cpu_supports("avx2")) gemm_avx2(a);
+    else qat__gemm_requant_s16_ref(a);
+}
+
+#else
+
+const char *qat__gemm_kernel_name(void) { return "portable C"; }
+void qat__gemm_requant_s16(const qat__gemm_args *a) { qat__gemm_requant_s16_ref(a); }
+
+#endif
