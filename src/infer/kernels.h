@@ -49,7 +49,11 @@ typedef struct {
 } qat__gemm_args;
 void qat__gemm_requant_s16(const qat__gemm_args *a);
 void qat__gemm_requant_s16_ref(const qat__gemm_args *a);
-const char *qat__gemm_kernel_name(void); /* "AVX-512 VNNI", "AVX2" or "portable C" */
+const char *qat__gemm_kernel_name(void);
+/* Kernel i (0 portable, 1 AVX2, 2 AVX-512 VNNI), or NULL where this CPU
+ * lacks it: for tests that check every kernel against the portable one. */
+typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
+qat__gemm_fn qat__gemm_kernel(int i, const char **name); /* "AVX-512 VNNI", "AVX2" or "portable C" */
 
 /* x [C, H, W] -> y [C, OH, OW], windows k x k, stride s, no padding. */
 void qat__maxpool_s16(const int16_t *x, int C, int H, int W, int k, int s, int16_t *y);

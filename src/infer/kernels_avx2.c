@@ -69,7 +69,7 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     }
 }
 
-QAT_AVX2 static void gemm_avx2(const qat__gemm_args *a) {
+QAT_AVX2 static void gemm_avx2_kernel(const qat__gemm_args *a) {
     const int Kp = a->Kp, Pp = a->Pp;
     for (int o0 = 0; o0 < a->O; o0 += QAT_OPAD) {
         const int16_t *w = a->w + (int64_t)o0 * Kp;
@@ -99,7 +99,7 @@ QAT_AVX2 static void gemm_avx2(const qat__gemm_args *a) {
  * of 8 outputs x 16 positions. */
 #define QAT_VNNI __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
 #define VNNI_O 8
-QAT_VNNI static void gemm_vnni(const qat__gemm_args *a) {
+QAT_VNNI static void gemm_vnni_kernel(const qat__gemm_args *a) {
     const int Kp = a->Kp, Pp = a->Pp;
     for (int o0 = 0; o0 < a->O; o0 += VNNI_O) {
         const int16_t *w = a->w + (int64_t)o0 * Kp;
@@ -132,15 +132,30 @@ const char *qat__gemm_kernel_name(void) {
     return has_vnni() ? "AVX-512 VNNI" : __builtin_cpu_supports("avx2") ? "AVX2" : "portable C";
 }
 
+static bool has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
 void qat__gemm_requant_s16(const qat__gemm_args *a) {
-    if (has_vnni()) gemm_vnni(a);
-    else if (__builtin_cpu_supports("avx2")) gemm_avx2(a);
+    if (has_vnni()) gemm_vnni_kernel(a);
+    else if (has_avx2()) gemm_avx2_kernel(a);
     else qat__gemm_requant_s16_ref(a);
+}
+
+qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
+    static const char *const names[] = {"portable C", "AVX2", "AVX-512 VNNI"};
+    qat__gemm_fn fns[] = {qat__gemm_requant_s16_ref, has_avx2() ? gemm_avx2_kernel : NULL,
+                          has_vnni() ? gemm_vnni_kernel : NULL};
+    if (i < 0 || i > 2) return NULL;
+    if (name) *name = names[i];
+    return fns[i];
 }
 
 #else
 
 const char *qat__gemm_kernel_name(void) { return "portable C"; }
 void qat__gemm_requant_s16(const qat__gemm_args *a) { qat__gemm_requant_s16_ref(a); }
+qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
+    if (name) *name = "portable C";
+    return i == 0 ? qat__gemm_requant_s16_ref : NULL;
+}
 
 #endif

@@ -1,0 +1,554 @@
+/* The quantized export and the engines: a two-layer model computed by
+ * hand, the integer kernels against a plain reference, lowering against
+ * the fake-quantized model it comes from, file round trips, damaged files,
+ * what the integer engine refuses, and rebuilding a model from a training
+ * checkpoint. */
+#include <hdf5.h>
+#include <hdf5_hl.h>
+#include <stdlib.h>
+
+#include "infer/kernels.h"
+#include "qat/export.h"
+#include "qat/infer.h"
+#include "qat/io.h"
+#include "test_util.h"
+
+static char dir[256];
+
+static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
+
+/* ---- a model small enough to compute by hand ------------------------------------ */
+
+static qat_aparams ap(float s, int32_t zp) {
+    return (qat_aparams){.scale = s, .zero_point = zp, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127};
+}
+
+static void hand_linear(qat_ctx *ctx, qat_qop *op, const char *name, int in, int out, const int32_t *w,
+                        const float *sw, const int32_t *b, qat_aparams x, qat_aparams y, qat_act_kind act) {
+    memset(op, 0, sizeof *op);
+    op->kind = QAT_QOP_LINEAR;
+    snprintf(op->name, sizeof op->name, "%s", name);
+    op->act = act;
+    op->in_rank = op->out_rank = 1, op->in_shape[0] = in, op->out_shape[0] = out;
+    int64_t shape[2] = {out, in};
+    CU_ASSERT_EQUAL(qat_qtype_init_axis(ctx, &op->wq, 8, true, true, 2, shape, 0), QAT_OK);
+    op->weight = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(in * out) * sizeof(int32_t));
+    op->bias = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)out * sizeof(int32_t));
+    op->bias_scale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)out * sizeof(float));
+    op->multiplier = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)out * sizeof(int32_t));
+    op->shift = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)out * sizeof(int32_t));
+    memcpy(op->weight, w, (size_t)(in * out) * sizeof *w);
+    for (int o = 0; o < out; o++) {
+        int sh;
+        op->wq.scale[o] = sw[o];
+        op->bias[o] = b[o];
+        op->bias_scale[o] = x.scale * sw[o];
+        qat_quantize_multiplier((double)x.scale * sw[o] / y.scale, &op->multiplier[o], &sh);
+        op->shift[o] = sh;
+    }
+    op->output = y;
+    op->act_min = act == QAT_ACT_RELU ? y.zero_point : y.qmin, op->act_max = y.qmax;
+}
+
+/* input s 0.5 zp -1; fc1 2->2 relu, s_w (0.25, 0.5), out s 1 zp 0;
+ * fc2 2->1, s_w 0.1, out s 0.2 zp 10. */
+static void hand_model(qat_ctx *ctx, qat_qmodel *q) {
+    memset(q, 0, sizeof *q);
+    q->input = ap(0.5f, -1);
+    q->in_rank = 1, q->in_shape[0] = 2, q->n_ops = 2, q->n_outputs = 1;
+    snprintf(q->producer, sizeof q->producer, "test");
+    hand_linear(ctx, &q->ops[0], "fc1", 2, 2, (int32_t[]){2, -1, 1, 3}, (float[]){0.25f, 0.5f},
+                (int32_t[]){4, -2}, q->input, ap(1.0f, 0), QAT_ACT_RELU);
+    hand_linear(ctx, &q->ops[1], "fc2", 2, 1, (int32_t[]){3, -2}, (float[]){0.1f}, (int32_t[]){5},
+                ap(1.0f, 0), ap(0.2f, 10), QAT_ACT_NONE);
+}
+
+static void test_hand_computed_model(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qmodel q;
+    hand_model(ctx, &q);
+    char path[300];
+    path_of(path, sizeof path, "hand.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, l), QAT_OK);
+    qat_engine *e = qat_engine_new(ctx, l, QAT_ENGINE_INT, 4);
+    qat_engine *f = qat_engine_new(ctx, l, QAT_ENGINE_FAKE, 4);
+    CU_ASSERT_FATAL(e && f);
+    /* sample 1: x = (1, -0.5) -> q = (1, -2), x - zp = (2, -1).
+     *   fc1: acc = (2·2 + -1·-1 + 4, 1·2 + 3·-1 - 2) = (9, -3);
+     *        9·0.125 = 1.125 -> 1; -3·0.25 = -0.75 -> -1, ReLU -> 0.
+     *   fc2: acc = 3·1 - 2·0 + 5 = 8; 8·0.5 = 4; + zp 10 = 14 (0.8).
+     * sample 2: x = (-1, 3) -> q = (-3, 5), x - zp = (-2, 6).
+     *   fc1: acc = (-4 - 6 + 4, -2 + 18 - 2) = (-6, 14); -0.75 -> -1 -> ReLU 0;
+     *        14·0.25 = 3.5 -> 4 (ties away from zero).
+     *   fc2: acc = 0 - 8 + 5 = -3; -3·0.5 = -1.5: gemmlowp's SRDHM rounds the
+     *        tie up to -1 -> 9; the fake quantization's round-half-even
+     *        gives -2 -> 8: the one-step difference the contract expects. */
+    float x[4] = {1.0f, -0.5f, -1.0f, 3.0f}, logits[2], flog[2];
+    int32_t qi[2], qf[2];
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, 2, logits, qi), QAT_OK);
+    CU_ASSERT_EQUAL(qi[0], 14);
+    CU_ASSERT_EQUAL(qi[1], 9);
+    ASSERT_CLOSE(logits[0], 0.8, 1e-6);
+    ASSERT_CLOSE(logits[1], -0.2, 1e-6);
+    CU_ASSERT_EQUAL(qat_engine_run(f, x, 2, flog, qf), QAT_OK);
+    CU_ASSERT_EQUAL(qf[0], 14);
+    CU_ASSERT_EQUAL(qf[1], 8);
+    /* hybrid: float input, dequantized weights and bias, no activation grid:
+     * fc1 = relu(0.5 + 0.125 + 0.5, 0.5 - 0.75 - 0.5) = (1.125, 0),
+     * fc2 = 0.3·1.125 + 0.5 = 0.8375 */
+    qat_engine *h = qat_engine_new(ctx, l, QAT_ENGINE_HYBRID, 4);
+    CU_ASSERT_FATAL(h != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(h, x, 1, flog, NULL), QAT_OK);
+    ASSERT_CLOSE(flog[0], 0.8375, 1e-6);
+    CU_ASSERT_EQUAL(qat_engine_run(h, x, 1, flog, qi), QAT_ERR_ARG); /* no integer logits */
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, 5, logits, NULL), QAT_ERR_ARG); /* over max_batch */
+    qat_engine_free(e), qat_engine_free(f), qat_engine_free(h);
+    qat_ctx_free(ctx);
+}
+
+/* ---- kernels --------------------------------------------------------------------- */
+
+static void test_gemm_kernels_agree_with_reference(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 7);
+    int shapes[][3] = {{1, 1, 16}, {3, 17, 16}, {6, 784, 32}, {16, 100, 160}, {13, 40, 48}, {10, 64, 96}};
+    for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+        int O = shapes[t][0], P = shapes[t][1], Kp = shapes[t][2], Pp = (int)qat__round_up(P, QAT_PPAD);
+        int Op = (int)qat__round_up(O, QAT_WROWS);
+        int16_t *w = calloc((size_t)(Op * Kp), 2), *col = calloc((size_t)(Kp * Pp), 2);
+        int16_t *out = calloc((size_t)(O * P), 2), *ref = calloc((size_t)(O * P), 2);
+        int32_t *bias = malloc((size_t)O * 4), *m0 = malloc((size_t)O * 4), *sh = malloc((size_t)O * 4);
+        for (int i = 0; i < O * Kp; i++) w[i] = (int16_t)((int)qat_rng_below(&rng, 255) - 127);
+        for (int i = 0; i < Kp * Pp; i++) col[i] = (int16_t)((int)qat_rng_below(&rng, 511) - 255);
+        for (int o = 0; o < O; o++) {
+            bias[o] = (int32_t)qat_rng_below(&rng, 20001) - 10000;
+            m0[o] = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30));
+            sh[o] = (int)qat_rng_below(&rng, 14) - 11; /* -11..2: positive shifts too */
+        }
+        for (int layout = 0; layout < 2; layout++) { /* conv (out[o][p]) and linear (out[p][o]) */
+            qat__gemm_args a = {.w = w, .col = col, .O = O, .P = P, .Kp = Kp, .Pp = Pp, .bias = bias, .m0 = m0,
+                                .shift = sh, .zp = -7, .lo = -128, .hi = 127, .out = out,
+                                .so = layout ? 1 : P, .sp = layout ? O : 1};
+            a.out = ref;
+            qat__gemm_requant_s16_ref(&a);
+            for (int i = 1; i < 3; i++) { /* every SIMD kernel this CPU runs */
+                const char *name;
+                qat__gemm_fn fn = qat__gemm_kernel(i, &name);
+                if (!fn) continue;
+                memset(out, 0x55, (size_t)(O * P) * 2);
+                a.out = out;
+                fn(&a);
+                if (memcmp(out, ref, (size_t)(O * P) * 2)) printf("\n  %s kernel differs (shape %zu)\n", name, t);
+                CU_ASSERT_EQUAL(memcmp(out, ref, (size_t)(O * P) * 2), 0);
+            }
+        }
+        /* the reference against the public requantization, element by element */
+        int bad = 0;
+        for (int o = 0; o < O; o++)
+            for (int p = 0; p < P; p++) {
+                int32_t acc = bias[o];
+                for (int k = 0; k < Kp; k++) acc += w[o * Kp + k] * col[k * Pp + p];
+                int64_t v = (int64_t)qat_multiply_by_quantized_multiplier(acc, m0[o], sh[o]) - 7;
+                v = v < -128 ? -128 : v > 127 ? 127 : v;
+                bad += ref[p * O + o] != v; /* the last layout run was the linear one */
+            }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(w), free(col), free(out), free(ref), free(bias), free(m0), free(sh);
+    }
+}
+
+static void test_im2col_matches_direct_convolution(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    int cases[][6] = {{1, 8, 8, 3, 1, 1}, {2, 7, 9, 3, 2, 0}, {3, 6, 6, 5, 1, 2}, {1, 28, 28, 5, 1, 2}};
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int C = cases[t][0], H = cases[t][1], W = cases[t][2], k = cases[t][3], s = cases[t][4], pad = cases[t][5];
+        int OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1, P = OH * OW;
+        int K = C * k * k, Pp = (int)qat__round_up(P, QAT_PPAD), Hp = H + 2 * pad, Wp = W + 2 * pad;
+        int16_t *x = malloc((size_t)(C * H * W) * 2), *xp = malloc((size_t)(C * Hp * Wp + QAT_IM2COL_CHUNK) * 2);
+        int16_t *col = malloc((size_t)(K * Pp + QAT_IM2COL_CHUNK) * 2);
+        for (int i = 0; i < C * H * W; i++) x[i] = (int16_t)((int)qat_rng_below(&rng, 256) - 128);
+        int32_t zp = 5;
+        qat__pad_s16(x, C, H, W, pad, zp, xp);
+        qat__im2col_s16(xp, C, Hp, Wp, k, s, OH, OW, Pp, col);
+        int bad = 0;
+        for (int c = 0; c < C; c++)
+            for (int ky = 0; ky < k; ky++)
+                for (int kx = 0; kx < k; kx++)
+                    for (int oy = 0; oy < OH; oy++)
+                        for (int ox = 0; ox < OW; ox++) {
+                            int iy = oy * s + ky - pad, ix = ox * s + kx - pad;
+                            int want = iy < 0 || iy >= H || ix < 0 || ix >= W ? 0 : x[(c * H + iy) * W + ix] - zp;
+                            bad += col[((c * k + ky) * k + kx) * Pp + oy * OW + ox] != want;
+                        }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(x), free(xp), free(col);
+    }
+}
+
+/* ---- lowering a real prepared model ---------------------------------------------- */
+
+typedef struct {
+    qat_ctx *ctx;
+    qat_model *m;
+    qat_rng rng;
+} small;
+
+/* conv(1->3, 3x3, pad 1) [bn] relu maxpool2 flatten fc(48->5), 8x8 inputs,
+ * prepared and run over a few training batches so the observers and
+ * batchnorm statistics have moved. */
+static void small_init(small *s, bool bn, const qat_prepare_config *cfg) {
+    s->ctx = qat_ctx_new();
+    s->m = qat_model_new(s->ctx);
+    qat_rng_seed(&s->rng, 11);
+    qat_model_add_conv2d(s->m, NULL, 1, 3, 3, 1, 1, !bn);
+    if (bn) qat_model_add_batchnorm(s->m, NULL, 3, 0.1f, 1e-5f);
+    qat_model_add_relu(s->m);
+    qat_model_add_maxpool2d(s->m, 2, 2);
+    qat_model_add_flatten(s->m);
+    qat_model_add_linear(s->m, NULL, 48, 5, true);
+    CU_ASSERT_EQUAL(qat_model_build(s->m, 5), QAT_OK);
+    CU_ASSERT_EQUAL(qat_prepare(s->m, cfg), QAT_OK);
+    for (int step = 0; step < 5; step++) {
+        qat_tensor *x = qat_tensor_new(s->ctx, QAT_MEM_STEP, 4, (int64_t[]){16, 1, 8, 8}, false);
+        for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_normal(&s->rng);
+        CU_ASSERT(qat_model_forward(s->m, x) != NULL);
+        qat_ctx_step_reset(s->ctx);
+    }
+    qat_model_train(s->m, false);
+    qat_ctx_set_grad_enabled(s->ctx, false);
+}
+
+/* The model's own fake-quantized eval forward on n inputs. */
+static void model_logits(small *s, const float *x, int n, float *out) {
+    qat_tensor *t = qat_tensor_from(s->ctx, QAT_MEM_STEP, x, 4, (int64_t[]){n, 1, 8, 8}, false);
+    qat_tensor *y = qat_model_forward(s->m, t);
+    CU_ASSERT_FATAL(y != NULL);
+    memcpy(out, y->data, (size_t)(n * 5) * sizeof *out);
+    qat_ctx_step_reset(s->ctx);
+}
+
+static void check_lowering(bool bn) {
+    small s;
+    qat_prepare_config cfg = qat_prepare_defaults();
+    small_init(&s, bn, &cfg);
+    qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+    CU_ASSERT_EQUAL(q->n_ops, 4); /* conv(+bn+relu), maxpool, flatten, fc */
+    CU_ASSERT_EQUAL(q->ops[0].act, QAT_ACT_RELU);
+    enum { N = 64 };
+    float x[N * 64], ref[N * 5], fake[N * 5], ig[N * 5];
+    int32_t qi[N * 5], qf[N * 5];
+    for (int i = 0; i < N * 64; i++) x[i] = qat_rng_normal(&s.rng);
+    model_logits(&s, x, N, ref);
+    qat_engine *fe = qat_engine_new(s.ctx, q, QAT_ENGINE_FAKE, N), *ie = qat_engine_new(s.ctx, q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(fe && ie);
+    CU_ASSERT_EQUAL(qat_engine_run(fe, x, N, fake, qf), QAT_OK);
+    CU_ASSERT_EQUAL(qat_engine_run(ie, x, N, ig, qi), QAT_OK);
+    /* the file's fake model is the QAT model up to the int32 rounding of the
+     * bias: the logits agree on the grid, a step at most */
+    float step = q->ops[q->n_ops - 1].output.scale;
+    int same_fake = 0, same_int = 0, far = 0;
+    for (int i = 0; i < N * 5; i++) {
+        same_fake += ref[i] == fake[i];
+        far += fabsf(ref[i] - fake[i]) > 1.01f * step;
+        same_int += qi[i] == qf[i];
+        far += abs(qi[i] - qf[i]) > 2;
+    }
+    CU_ASSERT(same_fake >= N * 5 * 95 / 100);
+    CU_ASSERT(same_int >= N * 5 * 90 / 100);
+    CU_ASSERT_EQUAL(far, 0);
+    qat_engine_free(fe), qat_engine_free(ie);
+    qat_ctx_free(s.ctx);
+}
+
+static void test_lowering_agrees_with_the_fake_quantized_model(void) { check_lowering(false); }
+static void test_lowering_folds_batchnorm(void) { check_lowering(true); }
+
+static void test_lowering_refuses_what_has_no_integer_form(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_mlp(m);
+    qat_model_build(m, 1);
+    qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
+    int64_t in = 784;
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 1, &in, q), QAT_ERR_STATE); /* not prepared */
+    qat_ctx_clear_error(ctx);
+    qat_prepare(m, NULL);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 1, &in, q), QAT_ERR_STATE); /* never observed */
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "never observed") != NULL);
+    qat_ctx_free(ctx);
+    /* a BatchNorm left unfolded */
+    small s;
+    qat_prepare_config cfg = qat_prepare_defaults();
+    cfg.fold_bn = false;
+    small_init(&s, true, &cfg);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(s.ctx), "BatchNorm") != NULL);
+    qat_ctx_clear_error(s.ctx);
+    qat_ctx_free(s.ctx);
+    /* a shape that does not chain */
+    cfg.fold_bn = true;
+    small_init(&s, false, &cfg);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){2, 8, 8}, q), QAT_ERR_SHAPE);
+    CU_ASSERT(strstr(qat_ctx_error(s.ctx), "conv1") != NULL);
+    qat_ctx_free(s.ctx);
+}
+
+/* ---- files ------------------------------------------------------------------------ */
+
+static bool same_qtype(const qat_qtype *a, const qat_qtype *b) {
+    bool same = a->bits == b->bits && a->is_signed == b->is_signed && a->qmin == b->qmin && a->qmax == b->qmax &&
+                a->rank == b->rank && a->nparams == b->nparams;
+    for (int d = 0; same && d < a->rank; d++) same = a->shape[d] == b->shape[d] && a->block[d] == b->block[d];
+    return same && !memcmp(a->scale, b->scale, (size_t)a->nparams * 4) &&
+           !memcmp(a->zero_point, b->zero_point, (size_t)a->nparams * 4);
+}
+
+static bool same_qmodel(const qat_qmodel *a, const qat_qmodel *b) {
+    bool same = a->n_ops == b->n_ops && a->n_outputs == b->n_outputs && a->in_rank == b->in_rank &&
+                !memcmp(a->in_shape, b->in_shape, sizeof a->in_shape) && a->input.scale == b->input.scale &&
+                a->input.zero_point == b->input.zero_point;
+    for (int i = 0; same && i < a->n_ops; i++) {
+        const qat_qop *x = &a->ops[i], *y = &b->ops[i];
+        same = x->kind == y->kind && !strcmp(x->name, y->name) && x->act == y->act && x->kernel == y->kernel &&
+               x->stride == y->stride && x->act_min == y->act_min && x->act_max == y->act_max &&
+               x->output.scale == y->output.scale && x->output.zero_point == y->output.zero_point &&
+               x->output.qmin == y->output.qmin && x->output.qmax == y->output.qmax &&
+               !memcmp(x->out_shape, y->out_shape, sizeof x->out_shape) && !x->multiplier == !y->multiplier;
+        if (same && x->weight) {
+            int64_t O = x->wq.shape[0], n = 1;
+            for (int d = 0; d < x->wq.rank; d++) n *= x->wq.shape[d];
+            same = same_qtype(&x->wq, &y->wq) && !memcmp(x->weight, y->weight, (size_t)n * 4) &&
+                   !memcmp(x->bias, y->bias, (size_t)O * 4) && !memcmp(x->bias_scale, y->bias_scale, (size_t)O * 4);
+            if (same && x->multiplier)
+                same = !memcmp(x->multiplier, y->multiplier, (size_t)O * 4) && !memcmp(x->shift, y->shift, (size_t)O * 4);
+        }
+    }
+    return same;
+}
+
+static void test_export_load_round_trip(void) {
+    for (int gran = 0; gran < 3; gran++) { /* per-tensor, per-channel, sub-channel */
+        small s;
+        qat_prepare_config cfg = qat_prepare_defaults();
+        cfg.wgran = gran == 0 ? QAT_GRAN_TENSOR : gran == 1 ? QAT_GRAN_CHANNEL : QAT_GRAN_BLOCK;
+        cfg.block = 1; /* conv: 1 input channel; fc: blocks of 1 input */
+        cfg.wbits = 4;
+        small_init(&s, false, &cfg);
+        qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q), *l = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *l);
+        char path[300];
+        path_of(path, sizeof path, "round.qat.h5");
+        CU_ASSERT_EQUAL_FATAL(qat_export(s.m, 3, (int64_t[]){1, 8, 8}, "{\"k\": 1}", path), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(s.ctx, path, l), QAT_OK);
+        CU_ASSERT(same_qmodel(q, l));
+        CU_ASSERT_STRING_EQUAL(l->config, "{\"k\": 1}");
+        CU_ASSERT_EQUAL(l->ops[0].wq.bits, 4);
+        /* the file records the type for other readers: MLIR string and
+         * granularity (of fc1, op 3: the conv has one input channel, so
+         * blocks of 1 are per-axis there) */
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        char mlir[4096] = "", granularity[32] = "";
+        H5LTget_attribute_string(f, "ops/3/weight", "mlir", mlir);
+        H5LTget_attribute_string(f, "ops/3/weight", "granularity", granularity);
+        H5Fclose(f);
+        CU_ASSERT(strncmp(mlir, "!quant.uniform<i4<-7:7>:f32", 27) == 0);
+        CU_ASSERT_STRING_EQUAL(granularity, gran == 0 ? "per-tensor" : gran == 1 ? "per-axis" : "sub-channel");
+        /* sub-channel weights: the int engine refuses, the others run */
+        qat_engine *ie = qat_engine_new(s.ctx, l, QAT_ENGINE_INT, 4);
+        CU_ASSERT((ie != NULL) == (gran != 2));
+        if (gran == 2) CU_ASSERT(strstr(qat_ctx_error(s.ctx), "sub-channel") != NULL);
+        qat_ctx_clear_error(s.ctx);
+        qat_engine *he = qat_engine_new(s.ctx, l, QAT_ENGINE_HYBRID, 4);
+        CU_ASSERT(he != NULL);
+        qat_engine_free(ie), qat_engine_free(he);
+        qat_ctx_free(s.ctx);
+    }
+}
+
+static void test_int_engine_refuses_wide_types(void) {
+    small s;
+    qat_prepare_config cfg = qat_prepare_defaults();
+    cfg.abits = 12;
+    small_init(&s, false, &cfg);
+    qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+    CU_ASSERT(qat_engine_new(s.ctx, q, QAT_ENGINE_INT, 4) == NULL);
+    CU_ASSERT_EQUAL(qat_ctx_status(s.ctx), QAT_ERR_UNSUPPORTED);
+    qat_ctx_clear_error(s.ctx);
+    qat_engine *f = qat_engine_new(s.ctx, q, QAT_ENGINE_FAKE, 4);
+    CU_ASSERT(f != NULL);
+    qat_engine_free(f);
+    qat_ctx_free(s.ctx);
+}
+
+/* Copies src to dst, keeping the first `keep` bytes (all if < 0). */
+static void copy_file(const char *src, const char *dst, long keep) {
+    FILE *a = fopen(src, "rb"), *b = fopen(dst, "wb");
+    int ch;
+    for (long n = 0; a && b && (keep < 0 || n < keep) && (ch = fgetc(a)) != EOF; n++) fputc(ch, b);
+    if (a) fclose(a);
+    if (b) fclose(b);
+}
+
+/* Loads path and expects failure with `status` and `phrase` in the message. */
+static void expect_refused(const char *path, qat_status status, const char *phrase) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
+    qat_status st = qat_qmodel_load(ctx, path, q);
+    CU_ASSERT_EQUAL(st, status);
+    if (!strstr(qat_ctx_error(ctx), phrase)) printf("\n  message: %s (want \"%s\")\n", qat_ctx_error(ctx), phrase);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), phrase) != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), path) != NULL); /* names the file */
+    qat_ctx_free(ctx);
+}
+
+/* A copy of good with one attribute of object obj set to an integer v. */
+static void tampered(const char *good, const char *path, const char *obj, const char *attr, long long v) {
+    copy_file(good, path, -1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    H5LTset_attribute_long_long(f, obj, attr, &v, 1);
+    H5Fclose(f);
+}
+
+static void test_damaged_files_are_refused(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qmodel q;
+    hand_model(ctx, &q);
+    char good[300], bad[300];
+    path_of(good, sizeof good, "good.qat.h5");
+    path_of(bad, sizeof bad, "bad.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, good), QAT_OK);
+    path_of(bad, sizeof bad, "missing.qat.h5");
+    expect_refused(bad, QAT_ERR_IO, "cannot open");
+    path_of(bad, sizeof bad, "bad.qat.h5");
+    FILE *f = fopen(bad, "wb");
+    fputs("this is not HDF5", f);
+    fclose(f);
+    expect_refused(bad, QAT_ERR_FORMAT, "not an HDF5 file");
+    FILE *g = fopen(good, "rb");
+    fseek(g, 0, SEEK_END);
+    long size = ftell(g);
+    fclose(g);
+    copy_file(good, bad, size / 2);
+    qat_ctx *c2 = qat_ctx_new();
+    qat_qmodel *q2 = qat_ctx_alloc(c2, QAT_MEM_PERSIST, sizeof *q2);
+    CU_ASSERT_NOT_EQUAL(qat_qmodel_load(c2, bad, q2), QAT_OK); /* truncated */
+    qat_ctx_free(c2);
+    tampered(good, bad, "/", "version", 99);
+    expect_refused(bad, QAT_ERR_UNSUPPORTED, "version 99");
+    tampered(good, bad, "ops/0/weight", "qmax", 1);
+    expect_refused(bad, QAT_ERR_FORMAT, "weight integer");
+    tampered(good, bad, "ops/1", "output_zero_point", 500);
+    expect_refused(bad, QAT_ERR_FORMAT, "scale or zero point");
+    tampered(good, bad, "ops/1", "act_min", -1000);
+    expect_refused(bad, QAT_ERR_FORMAT, "act_min");
+    tampered(good, bad, "/", "n_ops", 7);
+    expect_refused(bad, QAT_ERR_FORMAT, "no group 2");
+    tampered(good, bad, "ops/1", "input_shape", 3);
+    expect_refused(bad, QAT_ERR_SHAPE, "do not follow");
+    copy_file(good, bad, -1);
+    hid_t h = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    int32_t m[1] = {5};
+    hid_t set = H5Dopen2(h, "ops/1/multiplier", H5P_DEFAULT);
+    H5Dwrite(set, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, m);
+    H5Dclose(set);
+    H5Fclose(h);
+    expect_refused(bad, QAT_ERR_FORMAT, "multiplier 5");
+    /* a training checkpoint is not a quantized model */
+    small s;
+    qat_prepare_config cfg = qat_prepare_defaults();
+    small_init(&s, false, &cfg);
+    CU_ASSERT_EQUAL(qat_checkpoint_save(s.m, NULL, NULL, NULL, bad), QAT_OK);
+    expect_refused(bad, QAT_ERR_FORMAT, "not a qat quantized model");
+    qat_ctx_free(s.ctx);
+    qat_ctx_free(ctx);
+}
+
+static void test_save_is_atomic(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qmodel q;
+    hand_model(ctx, &q);
+    char path[300];
+    path_of(path, sizeof path, "no-such-dir/model.qat.h5");
+    CU_ASSERT_EQUAL(qat_qmodel_save(ctx, &q, path), QAT_ERR_IO);
+    qat_ctx_clear_error(ctx);
+    /* an invalid model (0 ops) is refused before anything is written, and
+     * the file already at the path stays as it was */
+    path_of(path, sizeof path, "keep.qat.h5");
+    CU_ASSERT_EQUAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    q.n_ops = 0;
+    CU_ASSERT_EQUAL(qat_qmodel_save(ctx, &q, path), QAT_ERR_ARG);
+    qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL(qat_qmodel_load(ctx, path, l), QAT_OK);
+    CU_ASSERT_EQUAL(l->n_ops, 2);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c tmp- >/dev/null", dir);
+    CU_ASSERT_NOT_EQUAL(system(cmd), 0); /* no temporary file left behind */
+    qat_ctx_free(ctx);
+}
+
+/* ---- rebuilding from a training checkpoint ---------------------------------------- */
+
+static void test_checkpoint_rebuilds_the_model(void) {
+    small s;
+    qat_prepare_config cfg = qat_prepare_defaults();
+    small_init(&s, true, &cfg);
+    qat_prepare_config four = cfg;
+    four.wbits = 4, four.io_bits = 6; /* fc1 is last: its output keeps io_bits */
+    CU_ASSERT_EQUAL(qat_prepare_layer(s.m, "fc1", &four), QAT_OK); /* a per-layer override */
+    qat_model_train(s.m, true);
+    qat_ctx_set_grad_enabled(s.ctx, true);
+    qat_tensor *x = qat_tensor_new(s.ctx, QAT_MEM_STEP, 4, (int64_t[]){8, 1, 8, 8}, false);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_normal(&s.rng);
+    qat_model_forward(s.m, x); /* observe fc1's new activation point */
+    qat_ctx_step_reset(s.ctx);
+    qat_model_train(s.m, false);
+    char path[300];
+    path_of(path, sizeof path, "small.ckpt.h5");
+    qat_train_state ts = {.config = "{\"model\": \"small\"}"};
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(s.m, NULL, NULL, &ts, path), QAT_OK);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = NULL;
+    char config[64];
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, path, &m, config, sizeof config), QAT_OK);
+    CU_ASSERT_STRING_EQUAL(config, "{\"model\": \"small\"}");
+    CU_ASSERT_EQUAL(m->n_layers, s.m->n_layers);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(m->params, s.m->params, m->n_params, true), 0);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(m->buffers, s.m->buffers, m->n_buffers, true), 0);
+    CU_ASSERT_EQUAL(m->layers[m->n_layers - 1].wq->bits, 4);
+    CU_ASSERT_EQUAL(s.m->layers[m->n_layers - 1].aq->q.bits, 6);
+    CU_ASSERT_EQUAL(m->layers[m->n_layers - 1].aq->q.bits, 6);
+    CU_ASSERT_PTR_NOT_NULL(m->layers[0].fold_bn);
+    qat_qmodel *a = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *a), *b = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *b);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, a), QAT_OK);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 3, (int64_t[]){1, 8, 8}, b), QAT_OK);
+    CU_ASSERT(same_qmodel(a, b)); /* the same integers from the rebuilt model */
+    qat_ctx_free(ctx);
+    qat_ctx_free(s.ctx);
+}
+
+int main(void) {
+    if (!qat_test_tmpdir(dir, sizeof dir, "export")) return 2;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the tests' own HDF5 calls print nothing */
+    const qat_test_case cases[] = {
+        {"a two-layer model computed by hand (int, fake, hybrid)", test_hand_computed_model},
+        {"SIMD GEMM kernels equal the reference kernel", test_gemm_kernels_agree_with_reference},
+        {"im2col equals direct convolution indexing", test_im2col_matches_direct_convolution},
+        {"lowering agrees with the fake-quantized model", test_lowering_agrees_with_the_fake_quantized_model},
+        {"lowering folds BatchNorm", test_lowering_folds_batchnorm},
+        {"lowering refuses what has no integer form", test_lowering_refuses_what_has_no_integer_form},
+        {"export -> load round trip, every granularity", test_export_load_round_trip},
+        {"the int engine refuses types wider than 8 bits", test_int_engine_refuses_wide_types},
+        {"damaged, truncated, wrong-version files are refused", test_damaged_files_are_refused},
+        {"saving is atomic", test_save_is_atomic},
+        {"a training checkpoint rebuilds its model", test_checkpoint_rebuilds_the_model},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("export", cases);
+    qat_test_rmdir(dir);
+    return rc;
+}
