@@ -1,6 +1,7 @@
 /* The qat-mnist program end to end: exit codes and messages for bad input,
- * and a run stopped with --stop-after and resumed from its checkpoint ends
- * bit-identical to a run that never stopped. */
+ * a run stopped with --stop-after and resumed from its checkpoint ends
+ * bit-identical to a run that never stopped, and train -> export -> eval
+ * with every engine. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
@@ -12,20 +13,27 @@
 static const char *bin, *data;
 static char dir[256];
 
-/* Runs the program with args; returns its exit status; stderr goes to out. */
-static int run(const char *args, char *out, size_t len) {
-    char cmd[2048], errf[300];
+static void slurp(const char *path, char *out, size_t len) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, len - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+}
+
+/* Runs the program with args; returns its exit status; stderr goes to
+ * err, stdout to out (either may be NULL). */
+static int run2(const char *args, char *err, size_t elen, char *out, size_t olen) {
+    char cmd[2048], errf[300], outf[300];
     snprintf(errf, sizeof errf, "%s/stderr.txt", dir);
-    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 '%s' %s >/dev/null 2>'%s'", bin, args, errf);
+    snprintf(outf, sizeof outf, "%s/stdout.txt", dir);
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 '%s' %s >'%s' 2>'%s'", bin, args, outf, errf);
     int st = system(cmd);
-    if (out) {
-        FILE *f = fopen(errf, "r");
-        size_t n = f ? fread(out, 1, len - 1, f) : 0;
-        out[n] = '\0';
-        if (f) fclose(f);
-    }
+    if (err) slurp(errf, err, elen);
+    if (out) slurp(outf, out, olen);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int run(const char *args, char *err, size_t len) { return run2(args, err, len, NULL, 0); }
 
 static void test_bad_input(void) {
     char err[4096], args[1024];
@@ -78,6 +86,58 @@ static void test_stop_and_resume_is_bit_identical(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing left to train"));
 }
 
+static void test_export_and_eval(void) {
+    char args[2048], ckpt[300], model[300], err[4096], out[4096];
+    snprintf(ckpt, sizeof ckpt, "%s/mlp.ckpt.h5", dir);
+    snprintf(model, sizeof model, "%s/mlp.qat.h5", dir);
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 1280 --limit-test 200 --qat --out '%s'",
+             data, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(run("export --help", NULL, 0), 0);
+    CU_ASSERT_EQUAL(run("eval --help", NULL, 0), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --json", ckpt, model);
+    CU_ASSERT_EQUAL_FATAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"wbits\": 8"));
+    const char *engines[] = {"int", "hybrid", "fake"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "eval --model '%s' --data '%s' --engine %s --compare fake --limit-test 500 --json",
+                 model, data, engines[i]);
+        CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"engine\": \"%s\"", engines[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"test_accuracy\": 0."));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"infer_samples_per_s\": "));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"agreement\": "));
+        if (i == 2) CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"agreement\": 1.000000")); /* fake vs fake */
+    }
+    /* bad input */
+    CU_ASSERT_EQUAL(run("export --checkpoint x.h5", err, sizeof err), 2); /* no --out */
+    CU_ASSERT_EQUAL(run("eval", err, sizeof err), 2);
+    snprintf(args, sizeof args, "eval --model '%s' --engine gpu", model);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    snprintf(args, sizeof args, "eval --model '%s' --batch 0", model);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s'", ckpt, data); /* a training checkpoint */
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a qat quantized model"));
+    snprintf(args, sizeof args, "export --checkpoint /nonexistent.h5 --out '%s'", model);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.h5: cannot open"));
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out /nonexistent-dir/m.qat.h5", ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent-dir/m.qat.h5"));
+    /* a float checkpoint has no integer form */
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 128 --limit-test 100 --out '%s'", data, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", ckpt, model);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "float checkpoint"));
+    /* the model file that was there is untouched by the failed export */
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s' --limit-test 100", model, data);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
+}
+
 int main(void) {
     bin = getenv("QAT_MNIST_BIN");
     data = getenv("QAT_MNIST_DATA");
@@ -89,6 +149,7 @@ int main(void) {
     const qat_test_case cases[] = {
         {"bad input: usage errors exit 2, data errors exit 1, with messages", test_bad_input},
         {"--stop-after then --resume ends bit-identical to a straight run", test_stop_and_resume_is_bit_identical},
+        {"train --qat -> export -> eval with every engine; bad input", test_export_and_eval},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases);
