@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev zlib1g-dev)
 [ "${QAT_WITH_VALGRIND:-0}" = 1 ] && pkgs+=(valgrind)
+# the test suite runs examples/mnist/run_qat_h5.py (the format document, in numpy)
+[ "${QAT_WITH_PYTHON:-0}" = 1 ] && pkgs+=(python3-h5py python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -196,19 +196,32 @@ typedef struct {
     qat_rng rng;
 } small;
 
-/* conv(1->3, 3x3, pad 1) [bn] relu maxpool2 flatten fc(48->5), 8x8 inputs,
- * prepared and run over a few training batches so the observers and
- * batchnorm statistics have moved. */
-static void small_init(small *s, bool bn, const qat_prepare_config *cfg) {
+/* 8x8 inputs, 5 outputs, prepared and run over a few training batches so
+ * the observers and batchnorm statistics have moved:
+ *   bn false: conv(1->3, 3x3, pad 1) relu maxpool2 flatten fc(48->5)
+ *   bn true:  the same with a BatchNorm after the conv (no conv bias)
+ *   SMALL_POOLS: conv(1->2, 3x3, pad 1) relu6 avgpool2 relu flatten fc(32->5) */
+#define SMALL_POOLS 2
+static void small_init(small *s, int variant, const qat_prepare_config *cfg) {
+    bool bn = variant == 1;
     s->ctx = qat_ctx_new();
     s->m = qat_model_new(s->ctx);
     qat_rng_seed(&s->rng, 11);
-    qat_model_add_conv2d(s->m, NULL, 1, 3, 3, 1, 1, !bn);
-    if (bn) qat_model_add_batchnorm(s->m, NULL, 3, 0.1f, 1e-5f);
-    qat_model_add_relu(s->m);
-    qat_model_add_maxpool2d(s->m, 2, 2);
-    qat_model_add_flatten(s->m);
-    qat_model_add_linear(s->m, NULL, 48, 5, true);
+    if (variant == SMALL_POOLS) {
+        qat_model_add_conv2d(s->m, NULL, 1, 2, 3, 1, 1, true);
+        qat_model_add_relu6(s->m);
+        qat_model_add_avgpool2d(s->m, 2, 2);
+        qat_model_add_relu(s->m);
+        qat_model_add_flatten(s->m);
+        qat_model_add_linear(s->m, NULL, 32, 5, true);
+    } else {
+        qat_model_add_conv2d(s->m, NULL, 1, 3, 3, 1, 1, !bn);
+        if (bn) qat_model_add_batchnorm(s->m, NULL, 3, 0.1f, 1e-5f);
+        qat_model_add_relu(s->m);
+        qat_model_add_maxpool2d(s->m, 2, 2);
+        qat_model_add_flatten(s->m);
+        qat_model_add_linear(s->m, NULL, 48, 5, true);
+    }
     CU_ASSERT_EQUAL(qat_model_build(s->m, 5), QAT_OK);
     CU_ASSERT_EQUAL(qat_prepare(s->m, cfg), QAT_OK);
     for (int step = 0; step < 5; step++) {
@@ -230,14 +243,16 @@ static void model_logits(small *s, const float *x, int n, float *out) {
     qat_ctx_step_reset(s->ctx);
 }
 
-static void check_lowering(bool bn) {
+static void check_lowering(int variant) {
     small s;
     qat_prepare_config cfg = qat_prepare_defaults();
-    small_init(&s, bn, &cfg);
+    small_init(&s, variant, &cfg);
     qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
-    CU_ASSERT_EQUAL(q->n_ops, 4); /* conv(+bn+relu), maxpool, flatten, fc */
-    CU_ASSERT_EQUAL(q->ops[0].act, QAT_ACT_RELU);
+    bool pools = variant == SMALL_POOLS;
+    CU_ASSERT_EQUAL(q->n_ops, pools ? 5 : 4); /* conv(+bn)(+relu[6]), pool, [relu,] flatten, fc */
+    CU_ASSERT_EQUAL(q->ops[0].act, pools ? QAT_ACT_RELU6 : QAT_ACT_RELU);
+    if (pools) CU_ASSERT(q->ops[1].kind == QAT_QOP_AVGPOOL2D && q->ops[2].kind == QAT_QOP_RELU);
     enum { N = 64 };
     float x[N * 64], ref[N * 5], fake[N * 5], ig[N * 5];
     int32_t qi[N * 5], qf[N * 5];
@@ -267,27 +282,29 @@ static void check_lowering(bool bn) {
      * >= 0 (all of them, after the ReLU): int >= fake wherever they differ.
      * Any other difference would be a bug (contract §5). */
     qat_qmodel first = *q;
-    first.n_ops = 1, first.n_outputs = 3 * 8 * 8;
+    int64_t n1 = q->ops[0].out_shape[0] * 64;
+    first.n_ops = 1, first.n_outputs = n1;
     qat_engine *f1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_FAKE, N), *i1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_INT, N);
-    int32_t *a1 = malloc(sizeof(int32_t) * N * 192), *b1 = malloc(sizeof(int32_t) * N * 192);
+    int32_t *a1 = malloc(sizeof(int32_t) * N * 192), *b1 = malloc(sizeof(int32_t) * N * 192); /* 192 >= n1 */
     CU_ASSERT_EQUAL(qat_engine_run(i1, x, N, NULL, a1), QAT_OK);
     CU_ASSERT_EQUAL(qat_engine_run(f1, x, N, NULL, b1), QAT_OK);
     int differ = 0, down = 0;
-    for (int i = 0; i < N * 192; i++) {
+    for (int i = 0; i < N * n1; i++) {
         int d = a1[i] - b1[i];
         differ += d != 0, down += d < 0 || d > 1;
     }
-    printf(" [first layer: %d of %d differ, all by +1]", differ, N * 192);
+    printf(" [first layer: %d of %lld differ, all by +1]", differ, (long long)(N * n1));
     CU_ASSERT_EQUAL(down, 0);
-    CU_ASSERT(differ <= N * 192 / 100);
+    CU_ASSERT(differ <= N * n1 / 100);
     free(a1), free(b1);
     qat_engine_free(f1), qat_engine_free(i1);
     qat_engine_free(fe), qat_engine_free(ie);
     qat_ctx_free(s.ctx);
 }
 
-static void test_lowering_agrees_with_the_fake_quantized_model(void) { check_lowering(false); }
-static void test_lowering_folds_batchnorm(void) { check_lowering(true); }
+static void test_lowering_agrees_with_the_fake_quantized_model(void) { check_lowering(0); }
+static void test_lowering_folds_batchnorm(void) { check_lowering(1); }
+static void test_lowering_of_relu6_avgpool_relu(void) { check_lowering(SMALL_POOLS); }
 
 static void test_lowering_refuses_what_has_no_integer_form(void) {
     qat_ctx *ctx = qat_ctx_new();
@@ -306,14 +323,14 @@ static void test_lowering_refuses_what_has_no_integer_form(void) {
     small s;
     qat_prepare_config cfg = qat_prepare_defaults();
     cfg.fold_bn = false;
-    small_init(&s, true, &cfg);
+    small_init(&s, 1, &cfg);
     CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(s.ctx), "BatchNorm") != NULL);
     qat_ctx_clear_error(s.ctx);
     qat_ctx_free(s.ctx);
     /* a shape that does not chain */
     cfg.fold_bn = true;
-    small_init(&s, false, &cfg);
+    small_init(&s, 0, &cfg);
     CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){2, 8, 8}, q), QAT_ERR_SHAPE);
     CU_ASSERT(strstr(qat_ctx_error(s.ctx), "conv1") != NULL);
     qat_ctx_free(s.ctx);
@@ -359,7 +376,7 @@ static void test_export_load_round_trip(void) {
         cfg.wgran = gran == 0 ? QAT_GRAN_TENSOR : gran == 1 ? QAT_GRAN_CHANNEL : QAT_GRAN_BLOCK;
         cfg.block = 1; /* conv: 1 input channel; fc: blocks of 1 input */
         cfg.wbits = 4;
-        small_init(&s, false, &cfg);
+        small_init(&s, 0, &cfg);
         qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q), *l = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *l);
         char path[300];
         path_of(path, sizeof path, "round.qat.h5");
@@ -395,7 +412,7 @@ static void test_int_engine_refuses_wide_types(void) {
     small s;
     qat_prepare_config cfg = qat_prepare_defaults();
     cfg.abits = 12;
-    small_init(&s, false, &cfg);
+    small_init(&s, 0, &cfg);
     qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
     CU_ASSERT(qat_engine_new(s.ctx, q, QAT_ENGINE_INT, 4) == NULL);
@@ -483,11 +500,55 @@ static void test_damaged_files_are_refused(void) {
     /* a training checkpoint is not a quantized model */
     small s;
     qat_prepare_config cfg = qat_prepare_defaults();
-    small_init(&s, false, &cfg);
+    small_init(&s, 0, &cfg);
     CU_ASSERT_EQUAL(qat_checkpoint_save(s.m, NULL, NULL, NULL, bad), QAT_OK);
     expect_refused(bad, QAT_ERR_FORMAT, "not a qat quantized model");
     qat_ctx_free(s.ctx);
     qat_ctx_free(ctx);
+}
+
+/* examples/mnist/run_qat_h5.py runs a file with h5py and numpy from the
+ * format document alone: its integers must be the C engine's, for every
+ * op kind. */
+static void test_numpy_reader_gives_the_same_integers(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) {
+        printf("\n  python3-h5py and python3-numpy are needed (scripts/test.sh installs them)\n");
+        CU_FAIL("no h5py");
+        return;
+    }
+    for (int variant = 1; variant <= SMALL_POOLS; variant++) {
+        small s;
+        qat_prepare_config cfg = qat_prepare_defaults();
+        small_init(&s, variant, &cfg);
+        char model[300], in[300], out[300], cmd[2048];
+        path_of(model, sizeof model, "numpy.qat.h5");
+        path_of(in, sizeof in, "in.f32");
+        path_of(out, sizeof out, "out.i32");
+        qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(s.ctx, q, model), QAT_OK);
+        enum { N = 32 };
+        float x[N * 64];
+        int32_t c_out[N * 5], py_out[N * 5] = {0};
+        for (int i = 0; i < N * 64; i++) x[i] = 1.5f * qat_rng_normal(&s.rng);
+        qat_engine *e = qat_engine_new(s.ctx, q, QAT_ENGINE_INT, N);
+        CU_ASSERT_EQUAL_FATAL(qat_engine_run(e, x, N, NULL, c_out), QAT_OK);
+        FILE *f = fopen(in, "wb");
+        fwrite(x, sizeof x, 1, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null",
+                 src, model, in, N, out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        f = fopen(out, "rb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        CU_ASSERT_EQUAL(fread(py_out, sizeof py_out, 1, f), 1);
+        fclose(f);
+        CU_ASSERT_EQUAL(memcmp(c_out, py_out, sizeof c_out), 0);
+        qat_engine_free(e);
+        qat_ctx_free(s.ctx);
+    }
 }
 
 static void test_save_is_atomic(void) {
@@ -518,7 +579,7 @@ static void test_save_is_atomic(void) {
 static void test_checkpoint_rebuilds_the_model(void) {
     small s;
     qat_prepare_config cfg = qat_prepare_defaults();
-    small_init(&s, true, &cfg);
+    small_init(&s, 1, &cfg);
     qat_prepare_config four = cfg;
     four.wbits = 4, four.io_bits = 6; /* fc1 is last: its output keeps io_bits */
     CU_ASSERT_EQUAL(qat_prepare_layer(s.m, "fc1", &four), QAT_OK); /* a per-layer override */
@@ -562,11 +623,13 @@ int main(void) {
         {"im2col equals direct convolution indexing", test_im2col_matches_direct_convolution},
         {"lowering agrees with the fake-quantized model", test_lowering_agrees_with_the_fake_quantized_model},
         {"lowering folds BatchNorm", test_lowering_folds_batchnorm},
+        {"lowering of ReLU6, average pooling and a lone ReLU", test_lowering_of_relu6_avgpool_relu},
         {"lowering refuses what has no integer form", test_lowering_refuses_what_has_no_integer_form},
         {"export -> load round trip, every granularity", test_export_load_round_trip},
         {"the int engine refuses types wider than 8 bits", test_int_engine_refuses_wide_types},
         {"damaged, truncated, wrong-version files are refused", test_damaged_files_are_refused},
         {"saving is atomic", test_save_is_atomic},
+        {"the numpy reader of the format document gives the C engine's integers", test_numpy_reader_gives_the_same_integers},
         {"a training checkpoint rebuilds its model", test_checkpoint_rebuilds_the_model},
         {NULL, NULL},
     };
