@@ -324,6 +324,7 @@ static void test_lowering_refuses_what_has_no_integer_form(void) {
     qat_prepare_config cfg = qat_prepare_defaults();
     cfg.fold_bn = false;
     small_init(&s, 1, &cfg);
+    q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
     CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(s.ctx), "BatchNorm") != NULL);
     qat_ctx_clear_error(s.ctx);
@@ -331,6 +332,7 @@ static void test_lowering_refuses_what_has_no_integer_form(void) {
     /* a shape that does not chain */
     cfg.fold_bn = true;
     small_init(&s, 0, &cfg);
+    q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
     CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){2, 8, 8}, q), QAT_ERR_SHAPE);
     CU_ASSERT(strstr(qat_ctx_error(s.ctx), "conv1") != NULL);
     qat_ctx_free(s.ctx);
