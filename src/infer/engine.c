@@ -156,9 +156,7 @@ static qat_status run_int(qat_engine *e, const float *x, int64_t n, float *logit
     const qat_qmodel *q = e->q;
     const qat_aparams *a = &q->input;
     int16_t *cur = e->buf[0];
-    float inv = 1.0f / a->scale; /* x·(1/s), as the fake quantization */
-    for (int64_t j = 0; j < n * e->in_numel; j++)
-        cur[j] = (int16_t)qat__quant1(x[j], inv, a->zero_point, a->qmin, a->qmax, NULL);
+    qat__quantize_s16(x, n * e->in_numel, 1.0f / a->scale, a->zero_point, a->qmin, a->qmax, cur);
     int32_t zp = a->zero_point;
     for (int i = 0; i < q->n_ops; i++) {
         int16_t *next = cur == e->buf[0] ? e->buf[1] : e->buf[0];

@@ -6,7 +6,7 @@
  *   w   [Op][Kp]  output rows, Op = O rounded up to 8, zero rows past O;
  *   col [Kp][Pp]  one row per reduction index k (im2col row, or input
  *                 feature), Pp = positions (or samples) rounded up to 16;
- *   Kp = K rounded up to 16. Weights past K are 0; col's padding rows
+ *   Kp = K rounded up to 2. Weights past K are 0; col's padding rows
  *   and columns may hold anything (they meet zero weights, or give
  *   results that are not stored). */
 #ifndef QAT_INFER_KERNELS_H
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 static inline int64_t qat__round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-#define QAT_KPAD 16 /* K */
+#define QAT_KPAD 2  /* K: the kernels take k in pairs */
 #define QAT_PPAD 16 /* P */
 #define QAT_OPAD 4  /* O: the AVX2 block; w has rows up to a multiple of 8 (QAT_WROWS) */
 #define QAT_WROWS 8
@@ -57,6 +57,10 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name); /* "AVX-512 VNNI", "AVX
 
 /* x [C, H, W] -> y [C, OH, OW], windows k x k, stride s, no padding. */
 void qat__maxpool_s16(const int16_t *x, int C, int H, int W, int k, int s, int16_t *y);
+/* q[i] = clamp(round_half_even(x[i]·inv) + zp, qmin, qmax), exactly as
+ * the fake quantization rounds (x·(1/scale) in float32), branch-free. */
+void qat__quantize_s16(const float *x, int64_t n, float inv, int32_t zp, int32_t qmin, int32_t qmax, int16_t *q);
+
 /* Window sums of (x - zp_in), requantized: clamp(zp_out + requant(sum), lo, hi). */
 void qat__avgpool_s16(const int16_t *x, int C, int H, int W, int k, int s, int32_t zp_in, int32_t m0,
                       int shift, int32_t zp_out, int32_t lo, int32_t hi, int16_t *y);

@@ -5,6 +5,7 @@
  * in kernels_avx2.c. */
 #include <string.h>
 
+#include "fakequant/internal.h"
 #include "kernels.h"
 #include "requant.h"
 
@@ -61,6 +62,21 @@ static void maxpool2_row(int16_t *restrict y, const int16_t *restrict a, const i
         int16_t m0 = a[2 * ox] > a[2 * ox + 1] ? a[2 * ox] : a[2 * ox + 1];
         int16_t m1 = b[2 * ox] > b[2 * ox + 1] ? b[2 * ox] : b[2 * ox + 1];
         y[ox] = m0 > m1 ? m0 : m1;
+    }
+}
+
+void qat__quantize_s16(const float *restrict x, int64_t n, float inv, int32_t zp, int32_t qmin, int32_t qmax,
+                       int16_t *restrict q) {
+    /* clamp r = round(x/s) to [qmin - zp, qmax - zp] in float, as the fake
+     * quantization does, so no out-of-range float reaches the conversion;
+     * NaN becomes zp (real 0), as in qat__quant1 */
+    float lo = (float)(qmin - zp), hi = (float)(qmax - zp);
+    for (int64_t i = 0; i < n; i++) {
+        float r = qat__rint(x[i] * inv);
+        r = r == r ? r : 0.0f;
+        r = r < lo ? lo : r;
+        r = r > hi ? hi : r;
+        q[i] = (int16_t)((int32_t)r + zp);
     }
 }
 
