@@ -3,9 +3,9 @@
  * integer GEMM, float32 cannot hold every int32 sum exactly (2^24), and
  * this engine exists for devices with no float unit. The AVX2 kernel is
  * in kernels_avx2.c. */
+#include <math.h>
 #include <string.h>
 
-#include "fakequant/internal.h"
 #include "kernels.h"
 #include "requant.h"
 
@@ -27,15 +27,16 @@ void qat__im2col_s16(const int16_t *xp, int C, int Hp, int Wp, int k, int stride
             for (int kx = 0; kx < k; kx++) {
                 int16_t *row = col + (int64_t)((c * k + ky) * k + kx) * Pp;
                 const int16_t *src = xp + ((int64_t)c * Hp + ky) * Wp + kx;
-                for (int oy = 0; oy < OH; oy++) {
-                    int16_t *d = row + oy * OW;
-                    const int16_t *s = src + (int64_t)oy * stride * Wp;
-                    if (stride == 1) /* whole 16-element chunks: a chunk may run past the row */
+                int64_t step = (int64_t)stride * Wp;
+                if (stride == 1 && OW <= QAT_IM2COL_CHUNK) /* one chunk per run (LeNet's conv2) */
+                    for (int oy = 0; oy < OH; oy++) memcpy(row + oy * OW, src + oy * step, QAT_IM2COL_CHUNK * sizeof *row);
+                else if (stride == 1) /* whole chunks: a chunk may run past its run */
+                    for (int oy = 0; oy < OH; oy++)
                         for (int ox = 0; ox < OW; ox += QAT_IM2COL_CHUNK)
-                            memcpy(d + ox, s + ox, QAT_IM2COL_CHUNK * sizeof *d);
-                    else
-                        for (int ox = 0; ox < OW; ox++) d[ox] = s[ox * stride];
-                }
+                            memcpy(row + oy * OW + ox, src + oy * step + ox, QAT_IM2COL_CHUNK * sizeof *row);
+                else
+                    for (int oy = 0; oy < OH; oy++)
+                        for (int ox = 0; ox < OW; ox++) row[oy * OW + ox] = src[oy * step + ox * stride];
             }
 }
 
@@ -56,27 +57,30 @@ void qat__gemm_requant_s16_ref(const qat__gemm_args *a) {
     }
 }
 
+void qat__quantize_s16(const float *restrict x, int64_t n, float inv, int32_t zp, int32_t qmin, int32_t qmax,
+                       int16_t *restrict q) {
+    /* Rounding commutes with clamping to integer bounds, so clamp v = x/s
+     * to [qmin - zp, qmax - zp] first: then |v| < 2^23 and the 2^23 trick
+     * rounds half to even with no guard, and the loop has no branch (a
+     * guarded rint keeps GCC from vectorising it). NaN becomes zp (real 0),
+     * as in qat__quant1. */
+    float lo = (float)(qmin - zp), hi = (float)(qmax - zp);
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i] * inv;
+        v = v == v ? v : 0.0f;
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+        float t = copysignf(8388608.0f, v);
+        q[i] = (int16_t)((int32_t)((v + t) - t) + zp);
+    }
+}
+
 /* 2x2 windows, stride 2 (LeNet's): two input rows give one output row. */
 static void maxpool2_row(int16_t *restrict y, const int16_t *restrict a, const int16_t *restrict b, int OW) {
     for (int ox = 0; ox < OW; ox++) {
         int16_t m0 = a[2 * ox] > a[2 * ox + 1] ? a[2 * ox] : a[2 * ox + 1];
         int16_t m1 = b[2 * ox] > b[2 * ox + 1] ? b[2 * ox] : b[2 * ox + 1];
         y[ox] = m0 > m1 ? m0 : m1;
-    }
-}
-
-void qat__quantize_s16(const float *restrict x, int64_t n, float inv, int32_t zp, int32_t qmin, int32_t qmax,
-                       int16_t *restrict q) {
-    /* clamp r = round(x/s) to [qmin - zp, qmax - zp] in float, as the fake
-     * quantization does, so no out-of-range float reaches the conversion;
-     * NaN becomes zp (real 0), as in qat__quant1 */
-    float lo = (float)(qmin - zp), hi = (float)(qmax - zp);
-    for (int64_t i = 0; i < n; i++) {
-        float r = qat__rint(x[i] * inv);
-        r = r == r ? r : 0.0f;
-        r = r < lo ? lo : r;
-        r = r > hi ? hi : r;
-        q[i] = (int16_t)((int32_t)r + zp);
     }
 }
 
