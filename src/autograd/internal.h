@@ -7,6 +7,18 @@
 
 #define QAT__ALIGN 64
 
+/* For the few streaming loops that are bound by instructions, not memory
+ * (fake quantization): copies built for AVX-512 and AVX2 beside the
+ * baseline one, the CPU's best picked at load time. ISO C mode keeps
+ * floating-point contraction off, so every copy computes the same IEEE
+ * results. Off under AddressSanitizer, whose runtime does not take the
+ * ifunc resolvers this needs. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define QAT__SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define QAT__SIMD_CLONES
+#endif
+
 /* A chain of malloc'd chunks handed out by bumping an offset. */
 typedef struct qat__chunk {
     struct qat__chunk *next;

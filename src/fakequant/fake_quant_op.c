@@ -4,18 +4,40 @@
 #include "autograd/internal.h"
 #include "internal.h"
 
-static void fq_bw(qat_ctx *ctx, qat_node *n) {
-    float *restrict gx = qat__grad(ctx, n->in[0]);
-    const float *restrict gy = n->out->grad;
-    const uint8_t *restrict mask = n->saved; /* NULL: plain STE */
-    if (!gx) return;
+/* dx += dy where the mask is set (all of dy without a mask: plain STE). */
+QAT__SIMD_CLONES
+static void ste_accumulate(float *restrict gx, const float *restrict gy, const uint8_t *restrict mask, int64_t n) {
     if (!mask) {
-        for (int64_t i = 0; i < n->out->numel; i++) gx[i] += gy[i];
+        for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
         return;
     }
-    for (int64_t i = 0; i < n->out->numel; i++) {
+    for (int64_t i = 0; i < n; i++) {
         float g = gy[i];
         gx[i] += mask[i] ? g : 0.0f;
+    }
+}
+
+static void fq_bw(qat_ctx *ctx, qat_node *n) {
+    float *gx = qat__grad(ctx, n->in[0]);
+    if (gx) ste_accumulate(gx, n->out->grad, n->saved, n->out->numel);
+}
+
+/* One run of elements sharing (scale, zero point): y = clamp(rint(x·inv),
+ * lo, hi)·s, and the clipped-STE mask (where the unclamped integer is in
+ * [lo, hi]) if mask is given. lo, hi are qmin - zp, qmax - zp. */
+QAT__SIMD_CLONES
+static void fq_run(const float *restrict xs, float *restrict ys, uint8_t *restrict mask, int64_t n, float inv,
+                   float sc, float lo, float hi) {
+    if (mask) {
+        for (int64_t j = 0; j < n; j++) {
+            float r = qat__rint_clamped(xs[j] * inv, lo - 1.0f, hi + 1.0f);
+            mask[j] = (r >= lo) & (r <= hi);
+            float c = r < lo ? lo : r;
+            c = c > hi ? hi : c;
+            ys[j] = c * sc;
+        }
+    } else {
+        for (int64_t j = 0; j < n; j++) ys[j] = qat__rint_clamped(xs[j] * inv, lo, hi) * sc;
     }
 }
 
@@ -44,22 +66,7 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
          * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
          * passes through (no comparison holds) and is out of range. */
         float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
-        if (mask) {
-            for (int64_t j = s; j < s + run; j++) {
-                float r = qat__rint(xs[j] * inv);
-                mask[j] = (r >= lo) & (r <= hi);
-                float c = r < lo ? lo : r;
-                c = c > hi ? hi : c;
-                ys[j] = c * sc;
-            }
-        } else {
-            for (int64_t j = s; j < s + run; j++) {
-                float r = qat__rint(xs[j] * inv);
-                float c = r < lo ? lo : r;
-                c = c > hi ? hi : c;
-                ys[j] = c * sc;
-            }
-        }
+        fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
     }
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
     if (node) node->saved = mask;

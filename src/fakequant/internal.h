@@ -21,6 +21,19 @@ static inline float qat__rint(float v) {
     return fabsf(v) < 8388608.0f ? (v + t) - t : v;
 }
 
+/* round_half_even(clamp(v, lo, hi)) for integer-valued lo, hi with
+ * |lo|, |hi| < 2^23: clamping first makes the 2^23 trick exact with no
+ * guard, and the loop that calls it has no branch, so compilers vectorise
+ * it (the guard in qat__rint keeps GCC from doing so under its default
+ * -ftrapping-math). Equal to clamp(round(v), lo, hi), since rounding
+ * commutes with clamping to integers. NaN stays NaN. */
+static inline float qat__rint_clamped(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    float t = copysignf(8388608.0f, v);
+    return (v + t) - t;
+}
+
 /* One element: clamp(round_half_even(x * inv) + zp, qmin, qmax), computed so
  * that no out-of-range float is ever converted to an integer. *in_range
  * (if given) is the clipped-STE mask. NaN quantizes to zp and is out of range. */

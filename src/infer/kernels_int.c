@@ -3,9 +3,9 @@
  * integer GEMM, float32 cannot hold every int32 sum exactly (2^24), and
  * this engine exists for devices with no float unit. The AVX2 kernel is
  * in kernels_avx2.c. */
-#include <math.h>
 #include <string.h>
 
+#include "fakequant/internal.h"
 #include "kernels.h"
 #include "requant.h"
 
@@ -59,19 +59,12 @@ void qat__gemm_requant_s16_ref(const qat__gemm_args *a) {
 
 void qat__quantize_s16(const float *restrict x, int64_t n, float inv, int32_t zp, int32_t qmin, int32_t qmax,
                        int16_t *restrict q) {
-    /* Rounding commutes with clamping to integer bounds, so clamp v = x/s
-     * to [qmin - zp, qmax - zp] first: then |v| < 2^23 and the 2^23 trick
-     * rounds half to even with no guard, and the loop has no branch (a
-     * guarded rint keeps GCC from vectorising it). NaN becomes zp (real 0),
-     * as in qat__quant1. */
+    /* the fake quantization's rounding, branch-free; NaN becomes zp (real 0),
+     * as in qat__quant1 */
     float lo = (float)(qmin - zp), hi = (float)(qmax - zp);
     for (int64_t i = 0; i < n; i++) {
         float v = x[i] * inv;
-        v = v == v ? v : 0.0f;
-        v = v < lo ? lo : v;
-        v = v > hi ? hi : v;
-        float t = copysignf(8388608.0f, v);
-        q[i] = (int16_t)((int32_t)((v + t) - t) + zp);
+        q[i] = (int16_t)((int32_t)qat__rint_clamped(v == v ? v : 0.0f, lo, hi) + zp);
     }
 }
 
