@@ -113,7 +113,7 @@ static void test_hand_computed_model(void) {
 static void test_gemm_kernels_agree_with_reference(void) {
     qat_rng rng;
     qat_rng_seed(&rng, 7);
-    int shapes[][3] = {{1, 1, 16}, {3, 17, 16}, {6, 784, 32}, {16, 100, 160}, {13, 40, 48}, {10, 64, 96}};
+    int shapes[][3] = {{1, 1, 16}, {3, 17, 16}, {6, 784, 32}, {16, 100, 160}, {13, 40, 48}, {10, 64, 96}, {7, 20, 26}};
     for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
         int O = shapes[t][0], P = shapes[t][1], Kp = shapes[t][2], Pp = (int)qat__round_up(P, QAT_PPAD);
         int Op = (int)qat__round_up(O, QAT_WROWS);

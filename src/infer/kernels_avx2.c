@@ -96,32 +96,40 @@ QAT_AVX2 static void gemm_avx2_kernel(const qat__gemm_args *a) {
 
 /* AVX-512 VNNI on 256-bit vectors: vpdpwssd multiplies, pairs and
  * accumulates in one instruction, and the 32 vector registers hold a block
- * of 8 outputs x 16 positions. */
+ * of up to 8 outputs x 16 positions. R (the block's rows) is a constant in
+ * each instantiation, so the loops unroll: 8 rows while they last, then a
+ * 6- or 4-row block for the rest (LeNet's conv1 has 6 outputs). */
 #define QAT_VNNI __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
-#define VNNI_O 8
-QAT_VNNI static void gemm_vnni_kernel(const qat__gemm_args *a) {
+QAT_VNNI static inline __attribute__((always_inline)) void vnni_block(const qat__gemm_args *a, int o0, const int R) {
     const int Kp = a->Kp, Pp = a->Pp;
-    for (int o0 = 0; o0 < a->O; o0 += VNNI_O) {
-        const int16_t *w = a->w + (int64_t)o0 * Kp;
-        for (int p0 = 0; p0 < a->P; p0 += QAT_PPAD) {
-            __m256i acc[VNNI_O][2];
-            for (int j = 0; j < VNNI_O; j++) acc[j][0] = acc[j][1] = _mm256_setzero_si256();
-            const int16_t *c = a->col + p0;
-            for (int k = 0; k < Kp; k += 2, c += 2 * (int64_t)Pp) {
-                __m256i r0 = _mm256_loadu_si256((const __m256i *)c);
-                __m256i r1 = _mm256_loadu_si256((const __m256i *)(c + Pp));
-                __m256i il = _mm256_unpacklo_epi16(r0, r1), ih = _mm256_unpackhi_epi16(r0, r1);
-                for (int j = 0; j < VNNI_O; j++) {
-                    int32_t pair;
-                    memcpy(&pair, w + (int64_t)j * Kp + k, sizeof pair);
-                    __m256i wp = _mm256_set1_epi32(pair);
-                    acc[j][0] = _mm256_dpwssd_epi32(acc[j][0], il, wp);
-                    acc[j][1] = _mm256_dpwssd_epi32(acc[j][1], ih, wp);
-                }
+    const int16_t *w = a->w + (int64_t)o0 * Kp;
+    for (int p0 = 0; p0 < a->P; p0 += QAT_PPAD) {
+        __m256i acc[8][2];
+        for (int j = 0; j < R; j++) acc[j][0] = acc[j][1] = _mm256_setzero_si256();
+        const int16_t *c = a->col + p0;
+        for (int k = 0; k < Kp; k += 2, c += 2 * (int64_t)Pp) {
+            __m256i r0 = _mm256_loadu_si256((const __m256i *)c);
+            __m256i r1 = _mm256_loadu_si256((const __m256i *)(c + Pp));
+            __m256i il = _mm256_unpacklo_epi16(r0, r1), ih = _mm256_unpackhi_epi16(r0, r1);
+            for (int j = 0; j < R; j++) {
+                int32_t pair;
+                memcpy(&pair, w + (int64_t)j * Kp + k, sizeof pair);
+                __m256i wp = _mm256_set1_epi32(pair);
+                acc[j][0] = _mm256_dpwssd_epi32(acc[j][0], il, wp);
+                acc[j][1] = _mm256_dpwssd_epi32(acc[j][1], ih, wp);
             }
-            for (int j = 0; j < VNNI_O && o0 + j < a->O; j++) store16(a, o0 + j, p0, acc[j][0], acc[j][1]);
         }
+        for (int j = 0; j < R && o0 + j < a->O; j++) store16(a, o0 + j, p0, acc[j][0], acc[j][1]);
     }
+}
+
+QAT_VNNI static void gemm_vnni_kernel(const qat__gemm_args *a) {
+    int o0 = 0;
+    for (; o0 + 8 <= a->O; o0 += 8) vnni_block(a, o0, 8);
+    int rest = a->O - o0; /* w has rows up to a multiple of 8: reading past O is safe */
+    if (rest > 6) vnni_block(a, o0, 8);
+    else if (rest > 4) vnni_block(a, o0, 6);
+    else if (rest > 0) vnni_block(a, o0, 4);
 }
 
 static bool has_vnni(void) {
