@@ -573,6 +573,27 @@ static void test_gradcheck_catches_wrong_gradient(void) {
     qat_ctx_free(ctx);
 }
 
+/* The 2x2/stride-2 fast path: values, and on ties the gradient goes to the
+ * first maximum in (kh, kw) order, as the generic path and PyTorch do. */
+static void test_maxpool_2x2_ties(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    float x[16] = {1, 1, 0, 2, /* window (0,0): 1,1 / 1,0 -> first 1 at (0,0) */
+                   1, 0, 2, 2, /* window (0,1): 0,2 / 2,2 -> first 2 at (0,3) */
+                   -1, -3, 5, 4, /* window (1,0): -1,-3 / -2,-1 -> -1 at (2,0) first */
+                   -2, -1, 4, 5}; /* window (1,1): 5,4 / 4,5 -> 5 at (2,2) first */
+    int64_t sx[4] = {1, 1, 4, 4};
+    qat_tensor *tx = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, sx, true);
+    memcpy(tx->data, x, sizeof x);
+    qat_tensor *y = qat_maxpool2d(ctx, tx, 2, 2);
+    CU_ASSERT_FATAL(y != NULL);
+    float want[4] = {1, 2, -1, 5};
+    for (int i = 0; i < 4; i++) ASSERT_CLOSE(y->data[i], want[i], 0);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_OK);
+    float gwant[16] = {1, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0};
+    for (int i = 0; i < 16; i++) ASSERT_CLOSE(tx->grad[i], gwant[i], 0);
+    qat_ctx_free(ctx);
+}
+
 int main(void) {
     const qat_test_case cases[] = {
         {"ctx: errors are sticky and readable", test_ctx_errors_are_sticky_and_readable},
@@ -595,6 +616,7 @@ int main(void) {
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},
         {"grad: checker catches a wrong gradient", test_gradcheck_catches_wrong_gradient},
+        {"maxpool 2x2: values, and ties send the gradient to the first maximum", test_maxpool_2x2_ties},
         {NULL, NULL},
     };
     return qat_test_main("autograd", cases);

@@ -45,6 +45,20 @@ qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
     int64_t H = x->shape[2], W = x->shape[3], i = 0;
     for (int64_t p = 0; p < os[0] * os[1]; p++) {
         const float *xp = x->data + p * H * W;
+        if (k == 2 && stride == 2) { /* LeNet's: branch-free, same order of comparisons */
+            for (int64_t oh = 0; oh < os[2]; oh++)
+                for (int64_t ow = 0; ow < os[3]; ow++, i++) {
+                    int64_t at = 2 * oh * W + 2 * ow;
+                    float m = xp[at], v;
+                    int64_t best = at;
+                    v = xp[at + 1], best = v > m ? at + 1 : best, m = v > m ? v : m;
+                    v = xp[at + W], best = v > m ? at + W : best, m = v > m ? v : m;
+                    v = xp[at + W + 1], best = v > m ? at + W + 1 : best, m = v > m ? v : m;
+                    y->data[i] = m;
+                    arg[i] = (int32_t)(p * H * W + best);
+                }
+            continue;
+        }
         for (int64_t oh = 0; oh < os[2]; oh++)
             for (int64_t ow = 0; ow < os[3]; ow++, i++) {
                 int64_t best = (oh * stride) * W + ow * stride;

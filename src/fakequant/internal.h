@@ -21,6 +21,14 @@ static inline float qat__rint(float v) {
     return fabsf(v) < 8388608.0f ? (v + t) - t : v;
 }
 
+/* Folds the range of x[0..n) into *lo, *hi (NaNs ignored: they compare
+ * false). Sixteen independent lanes, so the loop vectorises: a single
+ * running min with this NaN rule is not a reduction compilers vectorise
+ * without finite-math flags. min and max are exact, so the result equals
+ * the one-lane loop's (up to the sign of a zero, which no range-to-qparams
+ * formula sees). */
+void qat__minmax(const float *x, int64_t n, float *lo, float *hi);
+
 /* round_half_even(clamp(v, lo, hi)) for integer-valued lo, hi with
  * |lo|, |hi| < 2^23: clamping first makes the 2^23 trick exact with no
  * guard, and the loop that calls it has no branch, so compilers vectorise

@@ -3,6 +3,7 @@
  * then folded into the estimate by the observer's rule. */
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "internal.h"
 
 const char *qat_observer_kind_str(qat_observer_kind kind) {
@@ -31,13 +32,29 @@ qat_status qat_observer_init(qat_ctx *ctx, qat_observer *o, qat_observer_kind ki
     return QAT_OK;
 }
 
+QAT__SIMD_CLONES
+void qat__minmax(const float *restrict x, int64_t n, float *lo, float *hi) {
+    enum { L = 16 };
+    float l[L], h[L];
+    for (int j = 0; j < L; j++) l[j] = *lo, h[j] = *hi;
+    int64_t i = 0;
+    for (; i + L <= n; i += L)
+        for (int j = 0; j < L; j++) {
+            float v = x[i + j];
+            l[j] = v < l[j] ? v : l[j]; /* NaN compares false: ignored */
+            h[j] = v > h[j] ? v : h[j];
+        }
+    for (; i < n; i++) {
+        float v = x[i];
+        l[0] = v < l[0] ? v : l[0];
+        h[0] = v > h[0] ? v : h[0];
+    }
+    for (int j = 0; j < L; j++) *lo = l[j] < *lo ? l[j] : *lo, *hi = h[j] > *hi ? h[j] : *hi;
+}
+
 void qat_observer_update(qat_observer *o, const float *x, int64_t n) {
     float lo = INFINITY, hi = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        lo = v < lo ? v : lo; /* NaN compares false: ignored */
-        hi = v > hi ? v : hi;
-    }
+    qat__minmax(x, n, &lo, &hi);
     if (lo > hi) return; /* empty or all NaN: nothing learned */
     if (o->symmetric) {
         float m = fmaxf(-lo, hi);
@@ -96,13 +113,7 @@ qat_status qat_observer_update_channels(qat_ctx *ctx, qat_observer *obs, const q
     for (int d = 0; d < axis; d++) outer *= x->shape[d];
     for (int64_t c = 0; c < C; c++) {
         float lo = INFINITY, hi = -INFINITY;
-        for (int64_t o = 0; o < outer; o++) {
-            const float *p = x->data + (o * C + c) * inner;
-            for (int64_t i = 0; i < inner; i++) {
-                lo = p[i] < lo ? p[i] : lo;
-                hi = p[i] > hi ? p[i] : hi;
-            }
-        }
+        for (int64_t o = 0; o < outer; o++) qat__minmax(x->data + (o * C + c) * inner, inner, &lo, &hi);
         float pair[2] = {lo, hi};
         if (lo <= hi) qat_observer_update(&obs[c], pair, 2);
     }

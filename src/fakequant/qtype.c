@@ -124,7 +124,7 @@ void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
         int64_t p = qat_qtype_param_index(q, s);
         float lo = q->scale[p], hi;
         memcpy(&hi, &q->zero_point[p], sizeof hi);
-        for (int64_t j = s; j < s + run; j++) lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+        qat__minmax(x + s, run, &lo, &hi);
         q->scale[p] = lo;
         memcpy(&q->zero_point[p], &hi, sizeof hi);
     }
