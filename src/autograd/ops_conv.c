@@ -15,6 +15,15 @@ typedef struct {
     int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
 } conv_dims;
 
+/* r[0..lo) = 0, r[lo..hi) = src[lo..hi), r[hi..n) = 0: one output row of
+ * a stride-1 im2col row. Inline (the runs are 10 to 28 floats: a libc
+ * memcpy call per run cost more than the copy). */
+static inline void shifted_run(float *restrict r, const float *restrict src, int64_t lo, int64_t hi, int64_t n) {
+    for (int64_t i = 0; i < lo; i++) r[i] = 0.0f;
+    for (int64_t i = lo; i < hi; i++) r[i] = src[i];
+    for (int64_t i = hi; i < n; i++) r[i] = 0.0f;
+}
+
 static void im2col(const conv_dims *d, const float *x, float *colT) {
     int64_t P = d->N * d->OH * d->OW;
     for (int64_t c = 0; c < d->C; c++)
@@ -35,9 +44,7 @@ static void im2col(const conv_dims *d, const float *x, float *colT) {
                             if (lo < 0) lo = 0;
                             if (hi > d->OW) hi = d->OW;
                             if (hi < lo) hi = lo;
-                            for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0.0f;
-                            memcpy(r + lo, xc + ih * d->W + lo - d->pad + kw, (size_t)(hi - lo) * sizeof(float));
-                            for (int64_t ow = hi; ow < d->OW; ow++) r[ow] = 0.0f;
+                            shifted_run(r, xc + ih * d->W - d->pad + kw, lo, hi, d->OW);
                             continue;
                         }
                         for (int64_t ow = 0; ow < d->OW; ow++) {
@@ -102,11 +109,14 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
         if (!gb) return;
         for (int64_t o = 0; o < d->O; o++) {
             double acc = 0.0;
-            for (int64_t n = 0; n < d->N; n++) { /* float within a row, double across */
+            for (int64_t n = 0; n < d->N; n++) { /* 8 float lanes within a row, double across */
                 const float *g = gy + (n * d->O + o) * OHW;
-                float row = 0.0f;
-                for (int64_t i = 0; i < OHW; i++) row += g[i];
-                acc += row;
+                float lane[8] = {0};
+                int64_t i = 0;
+                for (; i + 8 <= OHW; i += 8)
+                    for (int j = 0; j < 8; j++) lane[j] += g[i + j];
+                for (; i < OHW; i++) lane[0] += g[i];
+                for (int j = 0; j < 8; j++) acc += lane[j];
             }
             gb[o] += (float)acc;
         }
