@@ -7,22 +7,12 @@ Usage: torch_mnist_infer.py DATA_DIR BATCH SAMPLES MODELS BACKENDS
 Prints one JSON line per (model, backend): {"model", "backend",
 "infer_samples_per_s"}. The weights are untrained: speed does not depend
 on them."""
-import gzip, json, sys, time
+import json, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.ao.quantization as tq
-
-class Wrap(nn.Module):
-    def __init__(self, body):
-        super().__init__()
-        self.quant, self.body, self.dequant = tq.QuantStub(), body, tq.DeQuantStub()
-    def forward(self, x):
-        return self.dequant(self.body(self.quant(x)))
-
-def load(path, offset):
-    with gzip.open(path, "rb") as f:
-        return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
+from torch_common import Wrap, load
 
 def model(name):
     if name == "mlp":

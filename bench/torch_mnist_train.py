@@ -3,23 +3,12 @@
 LeNet-5 at the same batch size, one thread, on real MNIST, Adam. With a 5th
 argument "qat", eager-mode QAT: prepare_qat with the default QAT qconfig.
 Prints one JSON line per model: {"model", "train_samples_per_s", ...}."""
-import gzip, json, sys, time
+import json, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.ao.quantization as tq
-
-class Wrap(nn.Module):
-    """QuantStub -> model -> DeQuantStub, as eager-mode QAT requires."""
-    def __init__(self, body):
-        super().__init__()
-        self.quant, self.body, self.dequant = tq.QuantStub(), body, tq.DeQuantStub()
-    def forward(self, x):
-        return self.dequant(self.body(self.quant(x)))
-
-def load(path, offset):
-    with gzip.open(path, "rb") as f:
-        return np.frombuffer(f.read(), dtype=np.uint8, offset=offset)
+from torch_common import Wrap, load
 
 def models():
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
