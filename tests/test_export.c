@@ -188,6 +188,21 @@ static void test_im2col_matches_direct_convolution(void) {
     }
 }
 
+static void test_maxpool_simd_equals_scalar(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    int shapes[][3] = {{6, 28, 28}, {16, 10, 10}, {3, 7, 8}, {2, 9, 9}, {1, 2, 2}, {4, 6, 34}};
+    int16_t x[6 * 28 * 28], a[6 * 14 * 14], b[6 * 14 * 14], tmp[28 * 28];
+    for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+        int C = shapes[t][0], H = shapes[t][1], W = shapes[t][2], n = C * (H / 2) * (W / 2);
+        for (int i = 0; i < C * H * W; i++) x[i] = (int16_t)((int)qat_rng_below(&rng, 256) - 128);
+        qat__maxpool_s16(x, C, H, W, 2, 2, a);
+        memset(b, 0x55, sizeof b);
+        if (!qat__maxpool2_s16_simd(x, C, H, W, b, tmp)) memcpy(b, a, (size_t)n * sizeof *b); /* odd W, or no SIMD */
+        CU_ASSERT_EQUAL(memcmp(a, b, (size_t)n * sizeof *a), 0);
+    }
+}
+
 /* ---- lowering a real prepared model ---------------------------------------------- */
 
 typedef struct {
@@ -623,6 +638,7 @@ int main(void) {
         {"a two-layer model computed by hand (int, fake, hybrid)", test_hand_computed_model},
         {"SIMD GEMM kernels equal the reference kernel", test_gemm_kernels_agree_with_reference},
         {"im2col equals direct convolution indexing", test_im2col_matches_direct_convolution},
+        {"SIMD 2x2 max pooling equals the scalar one", test_maxpool_simd_equals_scalar},
         {"lowering agrees with the fake-quantized model", test_lowering_agrees_with_the_fake_quantized_model},
         {"lowering folds BatchNorm", test_lowering_folds_batchnorm},
         {"lowering of ReLU6, average pooling and a lone ReLU", test_lowering_of_relu6_avgpool_relu},

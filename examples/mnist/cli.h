@@ -16,6 +16,8 @@ bool cli_float(const char *prog, const char *opt, const char *text, double lo, d
 /* The value after argv[*i], advancing *i; NULL (with a message) if absent. */
 const char *cli_value(const char *prog, int argc, char **argv, int *i);
 double cli_peak_rss_mib(void);
+/* Prints s to stdout as a JSON string (quoted, escaped). */
+void cli_json_str(const char *s);
 double cli_now(void);
 
 int cmd_train(int argc, char **argv);

@@ -124,9 +124,12 @@ int cmd_eval(int argc, char **argv) {
                     100.0 * (double)agree / (double)n);
     if (json) {
         const char *core = getenv("OPENBLAS_CORETYPE");
-        printf("{\"model\": \"%s\", \"engine\": \"%s\", \"test_samples\": %lld, \"test_accuracy\": %.6f, "
-               "\"infer_samples_per_s\": %.1f, \"batch\": %ld, \"peak_rss_mib\": %.1f, \"openblas_coretype\": \"%s\"",
-               path, engine, (long long)n, acc, rate, batch, cli_peak_rss_mib(), core ? core : "");
+        printf("{\"model\": ");
+        cli_json_str(path);
+        printf(", \"engine\": \"%s\", \"test_samples\": %lld, \"test_accuracy\": %.6f, \"infer_samples_per_s\": %.1f, "
+               "\"batch\": %ld, \"peak_rss_mib\": %.1f, \"openblas_coretype\": ",
+               engine, (long long)n, acc, rate, batch, cli_peak_rss_mib());
+        cli_json_str(core ? core : "");
         if (ce) {
             int64_t ccorrect = 0;
             for (int64_t i = 0; i < n; i++) ccorrect += cpred[i] == test.labels[i];

@@ -61,9 +61,14 @@ int cmd_export(int argc, char **argv) {
         if (m->layers[i].wq) n_weights += m->layers[i].weight->numel;
     fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits)\n", out, bytes,
             (long long)n_weights, m->qcfg.wbits);
-    if (json)
-        printf("{\"checkpoint\": \"%s\", \"out\": \"%s\", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, "
-               "\"abits\": %d}\n", ckpt, out, bytes, (long long)n_weights, m->qcfg.wbits, m->qcfg.abits);
+    if (json) {
+        printf("{\"checkpoint\": ");
+        cli_json_str(ckpt);
+        printf(", \"out\": ");
+        cli_json_str(out);
+        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d}\n", bytes,
+               (long long)n_weights, m->qcfg.wbits, m->qcfg.abits);
+    }
     rc = 0;
     goto done;
 fail:

@@ -62,6 +62,10 @@ static qat_status setup_int(qat_engine *e) {
         if (!fits_int16_path(&op->output))
             return qat_ctx_fail(e->err, QAT_ERR_UNSUPPORTED, "int engine: op %s's output is %d-bit; it runs "
                                 "2..8-bit types (use the hybrid engine)", op->name, op->output.bits);
+        if (op->kind == QAT_QOP_MAXPOOL2D) { /* the SIMD 2x2 pool's scratch: (H/2)·W */
+            int64_t t = op->in_shape[1] / 2 * op->in_shape[2];
+            col = t > col ? t : col;
+        }
         if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
         const qat_qtype *wq = &op->wq;
         if (wq->bits > 8 || !op->multiplier)
@@ -133,7 +137,9 @@ static int16_t *run_int_op(qat_engine *e, int i, const int16_t *x, int16_t *y, i
         return y;
     }
     case QAT_QOP_MAXPOOL2D:
-        for (int64_t s = 0; s < n; s++) qat__maxpool_s16(x + s * in, C, H, W, op->kernel, op->stride, y + s * out);
+        for (int64_t s = 0; s < n; s++)
+            if (!(op->kernel == 2 && op->stride == 2 && qat__maxpool2_s16_simd(x + s * in, C, H, W, y + s * out, e->col)))
+                qat__maxpool_s16(x + s * in, C, H, W, op->kernel, op->stride, y + s * out);
         return y;
     case QAT_QOP_AVGPOOL2D:
         for (int64_t s = 0; s < n; s++)

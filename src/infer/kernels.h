@@ -57,6 +57,9 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name); /* "AVX-512 VNNI", "AVX
 
 /* x [C, H, W] -> y [C, OH, OW], windows k x k, stride s, no padding. */
 void qat__maxpool_s16(const int16_t *x, int C, int H, int W, int k, int s, int16_t *y);
+/* The 2x2, stride-2 case with SIMD where the CPU and the shape allow (even
+ * W; tmp holds (H/2)·W). false: not done, use qat__maxpool_s16. */
+bool qat__maxpool2_s16_simd(const int16_t *x, int C, int H, int W, int16_t *y, int16_t *tmp);
 /* q[i] = clamp(round_half_even(x[i]·inv) + zp, qmin, qmax), exactly as
  * the fake quantization rounds (x·(1/scale) in float32), branch-free. */
 void qat__quantize_s16(const float *x, int64_t n, float inv, int32_t zp, int32_t qmin, int32_t qmax, int16_t *q);
