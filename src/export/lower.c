@@ -116,7 +116,7 @@ static qat_status quantize_weight(lowering *L, const qat_layer *l, const float *
 }
 
 /* Bias in int32 at s_in·s_w[c]; multiplier and shift of s_in·s_w[c]/s_out. */
-static qat_status quantize_bias(lowering *L, const qat_layer *l, const double *b, qat_qop *op) {
+static qat_status quantize_bias(lowering *L, const qat_layer *l, float s_in, const double *b, qat_qop *op) {
     qat_ctx *ctx = L->m->ctx;
     int64_t O = op->wq.shape[0], per = l->weight->numel / O;
     int axis = qat_qtype_axis(&op->wq);
@@ -131,7 +131,7 @@ static qat_status quantize_bias(lowering *L, const qat_layer *l, const double *b
     if (!op->bias || !op->bias_scale) return qat_ctx_status(ctx);
     for (int64_t c = 0; c < O; c++) {
         double sw = op->wq.scale[qat_qtype_param_index(&op->wq, c * per)];
-        double bs = (double)L->cur.scale * sw, qb = nearbyint(b[c] / bs);
+        double bs = (double)s_in * sw, qb = nearbyint(b[c] / bs);
         if (!(fabs(qb) <= 2147483647.0))
             return fail(L, l, QAT_ERR_STATE, "a bias does not fit int32 at scale s_in·s_w (scales collapsed?)");
         op->bias[c] = (int32_t)qb;
@@ -177,7 +177,6 @@ static qat_status lower_product(lowering *L, int i, int *end) {
         float six = nearbyintf(6.0f * (1.0f / L->cur.scale)) + (float)L->cur.zero_point;
         if (six < (float)op->act_max) op->act_max = (int32_t)six;
     }
-    L->cur = in; /* the bias scale uses the input's */
     if (conv) {
         int64_t h, w;
         if ((st = window_shape(L, l, l->kernel, l->stride, l->pad, &h, &w)) != QAT_OK) return st;
@@ -191,7 +190,7 @@ static qat_status lower_product(lowering *L, int i, int *end) {
     if (!wf || !bf) return qat_ctx_status(ctx);
     effective_weight(l, wf, bf);
     if ((st = quantize_weight(L, l, wf, op)) != QAT_OK ||
-        (st = quantize_bias(L, l, bf, op)) != QAT_OK)
+        (st = quantize_bias(L, l, in.scale, bf, op)) != QAT_OK)
         return st;
     L->cur = op->output;
     *end = j;
