@@ -104,6 +104,13 @@ static void test_hand_computed_model(void) {
     ASSERT_CLOSE(flog[0], 0.8375, 1e-6);
     CU_ASSERT_EQUAL(qat_engine_run(h, x, 1, flog, qi), QAT_ERR_ARG); /* no integer logits */
     CU_ASSERT_EQUAL(qat_engine_run(e, x, 5, logits, NULL), QAT_ERR_ARG); /* over max_batch */
+    /* NaN input: the int engine quantizes it to the zero point (real 0), so
+     * x = (NaN, -0.5) runs with x - zp = (0, -1). fc1: acc = (1 + 4, -3 - 2)
+     * = (5, -5); 5·0.125 = 0.625 -> 1, -5·0.25 = -1.25 -> -1 -> ReLU 0.
+     * fc2: 3·1 + 5 = 8 -> 4 -> 14. */
+    float xn[2] = {NAN, -0.5f};
+    CU_ASSERT_EQUAL(qat_engine_run(e, xn, 1, logits, qi), QAT_OK);
+    CU_ASSERT_EQUAL(qi[0], 14);
     qat_engine_free(e), qat_engine_free(f), qat_engine_free(h);
     qat_ctx_free(ctx);
 }
