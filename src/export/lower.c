@@ -192,8 +192,7 @@ static qat_status lower_product(lowering *L, int i, int *end) {
     if ((st = quantize_weight(L, l, wf, op)) != QAT_OK ||
         (st = quantize_bias(L, l, in.scale, bf, op)) != QAT_OK)
         return st;
-    L->cur = op->output;
-    *end = j;
+    *end = j; /* L->cur already holds op->output (set by aparams_of above) */
     return QAT_OK;
 }
 

@@ -12,94 +12,83 @@
 
 /* ---- writing -------------------------------------------------------------------- */
 
-typedef qat__h5w writer;
 
-static void put_floats(writer *w, hid_t loc, const char *name, int rank, const int64_t *shape,
-                       const float *data) {
-    qat__h5w_floats(w, loc, name, rank, shape, data);
-}
-static void put_i64(writer *w, hid_t loc, const char *name, long long v) { qat__h5w_i64(w, loc, name, v); }
-static void put_str(writer *w, hid_t loc, const char *name, const char *v) { qat__h5w_str(w, loc, name, v); }
-static void wfail(writer *w, const char *what) { qat__h5w_fail(w, what); }
-
-static void put_rng(writer *w, hid_t loc, const char *name, const qat_rng *r) {
+static void put_rng(qat__h5w *w, hid_t loc, const char *name, const qat_rng *r) {
     hsize_t two = 2;
-    if (w->ok && H5LTmake_dataset(loc, name, 1, &two, H5T_NATIVE_ULLONG, r->s) < 0) wfail(w, name);
+    if (w->ok && H5LTmake_dataset(loc, name, 1, &two, H5T_NATIVE_ULLONG, r->s) < 0) qat__h5w_fail(w, name);
 }
 
-static hid_t group(writer *w, const char *name) { return qat__h5w_group(w, w->file, name); }
-
-static void put_optim(writer *w, const char *name, const qat_optim *o) {
+static void put_optim(qat__h5w *w, const char *name, const qat_optim *o) {
     if (!o || !o->n) return;
-    hid_t g = group(w, name);
+    hid_t g = qat__h5w_group(w, w->file, name);
     if (g < 0) return;
-    put_str(w, g, "kind", qat_optim_kind_str(o->cfg.kind));
-    put_i64(w, g, "steps", o->steps);
-    put_i64(w, g, "n", o->n);
-    if (o->m) put_floats(w, g, "m", 1, &o->n, o->m);
-    if (o->v) put_floats(w, g, "v", 1, &o->n, o->v);
+    qat__h5w_str(w, g, "kind", qat_optim_kind_str(o->cfg.kind));
+    qat__h5w_i64(w, g, "steps", o->steps);
+    qat__h5w_i64(w, g, "n", o->n);
+    if (o->m) qat__h5w_floats(w, g, "m", 1, &o->n, o->m);
+    if (o->v) qat__h5w_floats(w, g, "v", 1, &o->n, o->v);
     H5Gclose(g);
 }
 
 /* An activation quantizer: its observer's numbers and its current qparams. */
-static void put_act(writer *w, hid_t g, const char *name, const qat_act_quant *a) {
+static void put_act(qat__h5w *w, hid_t g, const char *name, const qat_act_quant *a) {
     float v[OBS_FLOATS];
     const qat_observer *o = &a->obs;
     v[0] = o->min, v[1] = o->max, v[2] = o->state, v[3] = o->acc_min, v[4] = o->acc_max;
     memcpy(v + 5, o->win_min, sizeof o->win_min);
     memcpy(v + 5 + QAT_OBS_MAX_WINDOW, o->win_max, sizeof o->win_max);
     int64_t n = OBS_FLOATS;
-    put_floats(w, g, name, 1, &n, v);
+    qat__h5w_floats(w, g, name, 1, &n, v);
     if (!w->ok) return;
     long long updates = o->updates, zp = a->q.zero_point[0];
     float scale = a->q.scale[0];
     if (H5LTset_attribute_long_long(g, name, "updates", &updates, 1) < 0 ||
         H5LTset_attribute_long_long(g, name, "zero_point", &zp, 1) < 0 ||
         H5LTset_attribute_float(g, name, "scale", &scale, 1) < 0)
-        wfail(w, name);
+        qat__h5w_fail(w, name);
 }
 
-static void write_all(writer *w, qat_model *m, const qat_optim *opt, const qat_optim *qopt,
+static void write_all(qat__h5w *w, qat_model *m, const qat_optim *opt, const qat_optim *qopt,
                       const qat_train_state *ts) {
-    put_str(w, w->file, "format", QAT_CHECKPOINT_FORMAT);
-    put_i64(w, w->file, "version", QAT_CHECKPOINT_VERSION);
-    put_str(w, w->file, "producer", "qat " QAT_VERSION_STRING);
+    qat__h5w_str(w, w->file, "format", QAT_CHECKPOINT_FORMAT);
+    qat__h5w_i64(w, w->file, "version", QAT_CHECKPOINT_VERSION);
+    qat__h5w_str(w, w->file, "producer", "qat " QAT_VERSION_STRING);
     qat__arch_write(w, m);
-    if (ts && ts->config) put_str(w, w->file, "config", ts->config);
-    hid_t g = group(w, "params");
+    if (ts && ts->config) qat__h5w_str(w, w->file, "config", ts->config);
+    hid_t g = qat__h5w_group(w, w->file, "params");
     for (int i = 0; g >= 0 && i < m->n_param_tensors; i++) {
         const qat_tensor *t = m->param_list[i].tensor;
-        put_floats(w, g, m->param_list[i].name, t->rank, t->shape, t->data);
+        qat__h5w_floats(w, g, m->param_list[i].name, t->rank, t->shape, t->data);
     }
     if (g >= 0) H5Gclose(g);
-    g = group(w, "buffers");
+    g = qat__h5w_group(w, w->file, "buffers");
     for (int i = 0; g >= 0 && i < m->n_buffer_tensors; i++) {
         const qat_tensor *t = m->buffer_list[i].tensor;
-        put_floats(w, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
+        qat__h5w_floats(w, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
     }
     if (g >= 0) H5Gclose(g);
-    if (m->n_qparams) put_floats(w, w->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
+    if (m->n_qparams) qat__h5w_floats(w, w->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
     put_optim(w, "optim", opt);
     put_optim(w, "lsq_optim", qopt);
-    g = group(w, "state");
+    g = qat__h5w_group(w, w->file, "state");
     if (g >= 0) {
-        put_i64(w, g, "step", ts ? ts->step : 0);
-        put_i64(w, g, "epoch", ts ? ts->epoch : 0);
-        put_i64(w, g, "prepared", m->prepared);
-        put_i64(w, g, "training", m->training);
-        put_i64(w, g, "fake_quant_on", m->fake_quant_on);
-        put_i64(w, g, "observers_frozen", m->observers_frozen);
-        put_i64(w, g, "bn_frozen", m->bn_frozen);
+        qat__h5w_i64(w, g, "step", ts ? ts->step : 0);
+        qat__h5w_i64(w, g, "epoch", ts ? ts->epoch : 0);
+        qat__h5w_i64(w, g, "prepared", m->prepared);
+        qat__h5w_i64(w, g, "training", m->training);
+        qat__h5w_i64(w, g, "fake_quant_on", m->fake_quant_on);
+        qat__h5w_i64(w, g, "observers_frozen", m->observers_frozen);
+        qat__h5w_i64(w, g, "bn_frozen", m->bn_frozen);
         put_rng(w, g, "model_rng", &m->rng);
         if (ts) put_rng(w, g, "shuffle_rng", &ts->shuffle_rng);
         if (ts && ts->order && ts->n_order > 0 && w->ok) {
             hsize_t n = (hsize_t)ts->n_order;
-            if (H5LTmake_dataset_int(g, "order", 1, &n, ts->order) < 0) wfail(w, "order");
+            if (H5LTmake_dataset_int(g, "order", 1, &n, ts->order) < 0) qat__h5w_fail(w, "order");
         }
         H5Gclose(g);
     }
     if (m->prepared) {
-        g = group(w, "observers");
+        g = qat__h5w_group(w, w->file, "observers");
         if (g >= 0 && m->input_aq) put_act(w, g, "input", m->input_aq);
         for (int i = 0; g >= 0 && i < m->n_layers; i++)
             if (m->layers[i].aq) put_act(w, g, m->layers[i].name, m->layers[i].aq);
@@ -113,7 +102,7 @@ typedef struct {
     const qat_train_state *ts;
 } save_args;
 
-static void write_cb(writer *w, void *user) {
+static void write_cb(qat__h5w *w, void *user) {
     save_args *a = user;
     write_all(w, a->m, a->opt, a->qopt, a->ts);
 }
@@ -128,50 +117,33 @@ qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const qat_opt
 
 /* ---- reading -------------------------------------------------------------------- */
 
-typedef qat__h5r reader;
-
-static bool rfail(reader *r, qat_status s, const char *fmt, const char *what) {
-    return qat__h5r_fail(r, s, fmt, what);
-}
-
-static bool get_floats(reader *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out) {
-    return qat__h5r_floats(r, loc, name, rank, shape, out);
-}
-
-static long long get_i64(reader *r, hid_t loc, const char *name) {
-    long long v = 0;
-    if (r->ok && H5LTget_attribute_long_long(loc, ".", name, &v) < 0)
-        rfail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
-    return v;
-}
-
-static void get_rng(reader *r, hid_t loc, const char *name, qat_rng *out) {
+static void get_rng(qat__h5r *r, hid_t loc, const char *name, qat_rng *out) {
     if (r->ok && (H5LTfind_dataset(loc, name) <= 0 ||
                   H5LTread_dataset(loc, name, H5T_NATIVE_ULLONG, out->s) < 0))
-        rfail(r, QAT_ERR_FORMAT, "missing or damaged %s", name);
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "missing or damaged %s", name);
 }
 
-static void get_optim(reader *r, const char *name, qat_optim *o) {
+static void get_optim(qat__h5r *r, const char *name, qat_optim *o) {
     if (!o || !o->n || !r->ok) return;
     if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0) {
-        rfail(r, QAT_ERR_FORMAT, "no %s state in the checkpoint", name);
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "no %s state in the checkpoint", name);
         return;
     }
     hid_t g = H5Gopen2(r->file, name, H5P_DEFAULT);
     char kind[16] = "";
     if (H5LTget_attribute_string(g, ".", "kind", kind) < 0 || strcmp(kind, qat_optim_kind_str(o->cfg.kind)))
-        rfail(r, QAT_ERR_STATE, "optimizer differs from the checkpoint's (%s)", kind);
-    if (get_i64(r, g, "n") != o->n) rfail(r, QAT_ERR_SHAPE, "%s has another size", name);
-    o->steps = get_i64(r, g, "steps");
-    if (o->m) get_floats(r, g, "m", 1, &o->n, o->m);
-    if (o->v) get_floats(r, g, "v", 1, &o->n, o->v);
+        qat__h5r_fail(r, QAT_ERR_STATE, "optimizer differs from the checkpoint's (%s)", kind);
+    if (qat__h5r_i64(r, g, "n") != o->n) qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has another size", name);
+    o->steps = qat__h5r_i64(r, g, "steps");
+    if (o->m) qat__h5r_floats(r, g, "m", 1, &o->n, o->m);
+    if (o->v) qat__h5r_floats(r, g, "v", 1, &o->n, o->v);
     H5Gclose(g);
 }
 
-static void get_act(reader *r, hid_t g, const char *name, qat_act_quant *a) {
+static void get_act(qat__h5r *r, hid_t g, const char *name, qat_act_quant *a) {
     float v[OBS_FLOATS];
     int64_t n = OBS_FLOATS;
-    if (!get_floats(r, g, name, 1, &n, v)) return;
+    if (!qat__h5r_floats(r, g, name, 1, &n, v)) return;
     qat_observer *o = &a->obs;
     o->min = v[0], o->max = v[1], o->state = v[2], o->acc_min = v[3], o->acc_max = v[4];
     memcpy(o->win_min, v + 5, sizeof o->win_min);
@@ -180,59 +152,59 @@ static void get_act(reader *r, hid_t g, const char *name, qat_act_quant *a) {
     if (H5LTget_attribute_long_long(g, name, "updates", &updates) < 0 ||
         H5LTget_attribute_long_long(g, name, "zero_point", &zp) < 0 ||
         H5LTget_attribute_float(g, name, "scale", &a->q.scale[0]) < 0)
-        rfail(r, QAT_ERR_FORMAT, "damaged observer %s", name);
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "damaged observer %s", name);
     o->updates = updates;
     a->q.zero_point[0] = (int32_t)zp;
 }
 
 /* Opens r->path and checks that it is a training checkpoint this build reads. */
-static bool open_checked(reader *r) {
+static bool open_checked(qat__h5r *r) {
     return qat__h5r_open(r, QAT_CHECKPOINT_FORMAT, "qat training checkpoint", QAT_CHECKPOINT_VERSION, NULL);
 }
 
-static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
+static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
     hid_t g = H5Gopen2(r->file, "params", H5P_DEFAULT);
     if (g < 0) {
-        rfail(r, QAT_ERR_FORMAT, "%s", "no params group");
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no params group");
         return;
     }
     H5G_info_t info;
     if (H5Gget_info(g, &info) < 0 || info.nlinks != (hsize_t)m->n_param_tensors)
-        rfail(r, QAT_ERR_SHAPE, "%s", "the checkpoint has another number of parameter tensors (a different model?)");
+        qat__h5r_fail(r, QAT_ERR_SHAPE, "%s", "the checkpoint has another number of parameter tensors (a different model?)");
     for (int i = 0; r->ok && i < m->n_param_tensors; i++) {
         qat_tensor *t = m->param_list[i].tensor;
-        get_floats(r, g, m->param_list[i].name, t->rank, t->shape, t->data);
+        qat__h5r_floats(r, g, m->param_list[i].name, t->rank, t->shape, t->data);
     }
     H5Gclose(g);
     if (m->n_buffer_tensors && r->ok) {
         g = H5Gopen2(r->file, "buffers", H5P_DEFAULT);
         for (int i = 0; g >= 0 && r->ok && i < m->n_buffer_tensors; i++) {
             qat_tensor *t = m->buffer_list[i].tensor;
-            get_floats(r, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
+            qat__h5r_floats(r, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
         }
         if (g >= 0) H5Gclose(g);
-        else rfail(r, QAT_ERR_FORMAT, "%s", "no buffers group");
+        else qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no buffers group");
     }
-    if (m->n_qparams) get_floats(r, r->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
+    if (m->n_qparams) qat__h5r_floats(r, r->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
     get_optim(r, "optim", opt);
     get_optim(r, "lsq_optim", qopt);
     if (!r->ok) return;
     g = H5Gopen2(r->file, "state", H5P_DEFAULT);
     if (g < 0) {
-        rfail(r, QAT_ERR_FORMAT, "%s", "no state group");
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no state group");
         return;
     }
-    if (get_i64(r, g, "prepared") != m->prepared)
-        rfail(r, QAT_ERR_STATE, "%s", m->prepared ? "the checkpoint is of a float model, this model is prepared for QAT"
+    if (qat__h5r_i64(r, g, "prepared") != m->prepared)
+        qat__h5r_fail(r, QAT_ERR_STATE, "%s", m->prepared ? "the checkpoint is of a float model, this model is prepared for QAT"
                                                   : "the checkpoint is of a QAT model: call qat_prepare first");
-    m->training = get_i64(r, g, "training");
-    m->fake_quant_on = get_i64(r, g, "fake_quant_on");
-    m->observers_frozen = get_i64(r, g, "observers_frozen");
-    m->bn_frozen = get_i64(r, g, "bn_frozen");
+    m->training = qat__h5r_i64(r, g, "training");
+    m->fake_quant_on = qat__h5r_i64(r, g, "fake_quant_on");
+    m->observers_frozen = qat__h5r_i64(r, g, "observers_frozen");
+    m->bn_frozen = qat__h5r_i64(r, g, "bn_frozen");
     get_rng(r, g, "model_rng", &m->rng);
     if (ts) {
-        ts->step = get_i64(r, g, "step");
-        ts->epoch = get_i64(r, g, "epoch");
+        ts->step = qat__h5r_i64(r, g, "step");
+        ts->epoch = qat__h5r_i64(r, g, "epoch");
         get_rng(r, g, "shuffle_rng", &ts->shuffle_rng);
         int64_t cap = ts->n_order;
         ts->n_order = 0;
@@ -240,9 +212,9 @@ static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, q
             hsize_t n = 0;
             H5LTget_dataset_info(g, "order", &n, NULL, NULL);
             if (!ts->order || (int64_t)n > cap)
-                rfail(r, QAT_ERR_SHAPE, "%s", "the saved sample order does not fit (another data set size?)");
+                qat__h5r_fail(r, QAT_ERR_SHAPE, "%s", "the saved sample order does not fit (another data set size?)");
             else if (H5LTread_dataset_int(g, "order", ts->order) < 0)
-                rfail(r, QAT_ERR_FORMAT, "%s", "damaged sample order");
+                qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "damaged sample order");
             else
                 ts->n_order = (int64_t)n;
         }
@@ -251,7 +223,7 @@ static void read_all(reader *r, qat_model *m, qat_optim *opt, qat_optim *qopt, q
     if (m->prepared && r->ok) {
         g = H5Gopen2(r->file, "observers", H5P_DEFAULT);
         if (g < 0) {
-            rfail(r, QAT_ERR_FORMAT, "%s", "no observers group");
+            qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no observers group");
             return;
         }
         if (m->input_aq) get_act(r, g, "input", m->input_aq);
@@ -266,7 +238,7 @@ qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qa
     if (!m) return QAT_ERR_ARG;
     qat_ctx *ctx = m->ctx;
     if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
-    reader r = {ctx, path, -1, true};
+    qat__h5r r = {ctx, path, -1, true};
     H5E_BEGIN_TRY {
         if (open_checked(&r)) read_all(&r, m, opt, qopt, ts);
         if (r.file >= 0) H5Fclose(r.file);
@@ -278,14 +250,14 @@ qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qa
 qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, int64_t *epoch, bool *prepared) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !step || !epoch || !prepared) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL argument");
-    reader r = {ctx, path, -1, true};
+    qat__h5r r = {ctx, path, -1, true};
     H5E_BEGIN_TRY {
         hid_t g = open_checked(&r) ? H5Gopen2(r.file, "state", H5P_DEFAULT) : -1;
-        if (r.ok && g < 0) rfail(&r, QAT_ERR_FORMAT, "%s", "no state group");
+        if (r.ok && g < 0) qat__h5r_fail(&r, QAT_ERR_FORMAT, "%s", "no state group");
         if (g >= 0) {
-            *step = get_i64(&r, g, "step");
-            *epoch = get_i64(&r, g, "epoch");
-            *prepared = get_i64(&r, g, "prepared") != 0;
+            *step = qat__h5r_i64(&r, g, "step");
+            *epoch = qat__h5r_i64(&r, g, "epoch");
+            *prepared = qat__h5r_i64(&r, g, "prepared") != 0;
             H5Gclose(g);
         }
         if (r.file >= 0) H5Fclose(r.file);

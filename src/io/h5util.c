@@ -151,7 +151,7 @@ hid_t qat__h5r_group(qat__h5r *r, hid_t loc, const char *name) {
 
 bool qat__h5r_shape(qat__h5r *r, hid_t loc, const char *name, int max_rank, int *rank, int64_t *shape) {
     if (!r->ok) return false;
-    if (H5LTfind_dataset(loc, name) <= 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "no dataset %s", name);
+    if (H5LTfind_dataset(loc, name) <= 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "no dataset %s (a different model?)", name);
     int rk = 0;
     hsize_t dims[32];
     if (H5LTget_dataset_ndims(loc, name, &rk) < 0 || rk > 32 ||
