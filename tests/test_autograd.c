@@ -9,7 +9,8 @@
 
 enum {
     G_ADD, G_SUB, G_MUL, G_SCALE, G_MATMUL, G_LINEAR, G_RELU, G_CLAMP, G_SUM, G_MEAN,
-    G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL, G_RECIP
+    G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL, G_RECIP,
+    G_SHARED
 };
 
 typedef struct {
@@ -42,6 +43,20 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     case G_MAXPOOL: y = qat_maxpool2d(ctx, in[0], u->k, u->stride); break;
     case G_AVGPOOL: y = qat_avgpool2d(ctx, in[0], u->k, u->stride); break;
     case G_DROPOUT: y = qat_dropout(ctx, in[0], 0.3f, &rng); break;
+    case G_SHARED: { /* an intermediate t with five consumers, recorded in either order */
+        qat_tensor *t = qat_scale(ctx, in[0], -0.3f), *c[5];
+        for (int j = 0; j < 5; j++) {
+            switch (u->k ? 4 - j : j) {
+            case 0: c[j] = qat_relu(ctx, t); break;
+            case 1: c[j] = qat_clamp(ctx, t, -0.5f, 0.5f); break;
+            case 2: c[j] = qat_dropout(ctx, t, 0.3f, &rng); break;
+            case 3: c[j] = qat_linear(ctx, t, in[1], NULL); break;
+            default: c[j] = qat_flatten(ctx, t); break;
+            }
+        }
+        y = qat_add(ctx, qat_add(ctx, qat_add(ctx, c[0], c[1]), qat_add(ctx, c[2], c[3])), c[4]);
+        break;
+    }
     case G_BN_TRAIN:
     case G_BN_EVAL: {
         float rm[8] = {0.1f, -0.2f, 0.3f, 0, 0, 0, 0, 0}, rv[8] = {1.5f, 0.5f, 2, 1, 1, 1, 1, 1};
@@ -463,6 +478,22 @@ static void test_grad_conv2d(void) {
     qat_ctx_free(ctx);
 }
 
+/* The first gradient an intermediate tensor receives is stored (or its
+ * consumer's buffer reused in place); the ones after it add. Both orders. */
+static void test_grad_shared_intermediate(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(16);
+    int64_t sx[2] = {3, 4}, sw[2] = {4, 4};
+    for (int order = 0; order < 2; order++) {
+        qat_tensor *in[2] = {t_rand(ctx, &rng, 2, sx, -1, 1, true), t_rand(ctx, &rng, 2, sw, -1, 1, true)};
+        /* t = -0.3·x in ±[0.06, 0.25]: clear of the ReLU and clamp kinks */
+        for (int64_t i = 0; i < in[0]->numel; i++) in[0]->data[i] = (i % 2 ? 1.0f : -1.0f) * (0.2f + 0.05f * (float)i);
+        gc_user u = {.kind = G_SHARED, .k = order, .rng0 = rng_for(17)};
+        check(ctx, &u, in, 2);
+    }
+    qat_ctx_free(ctx);
+}
+
 /* Distinct values spaced well beyond the finite-difference step, so no
  * window's maximum can change under ±eps. */
 static void fill_spaced(qat_tensor *t, qat_rng *rng) {
@@ -612,6 +643,7 @@ int main(void) {
         {"grad: relu/clamp/sum/mean", test_grad_activations_reductions},
         {"grad: cross-entropy", test_grad_cross_entropy},
         {"grad: conv2d", test_grad_conv2d},
+        {"grad: an intermediate with several consumers", test_grad_shared_intermediate},
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},

@@ -48,6 +48,19 @@ float *qat__grad(qat_ctx *ctx, qat_tensor *t) {
     return t->grad;
 }
 
+float *qat__grad_dst(qat_ctx *ctx, qat_tensor *t, bool *store) {
+    *store = !t->grad && t->mem == QAT_MEM_STEP;
+    if (*store) return t->grad = qat__step_scratch(ctx, (size_t)t->numel * sizeof(float));
+    return qat__grad(ctx, t);
+}
+
+float *qat__grad_reuse(qat_tensor *in, qat_tensor *out) {
+    if (in->grad || in->mem != QAT_MEM_STEP || in->numel != out->numel || !out->grad) return NULL;
+    in->grad = out->grad;
+    out->grad = NULL;
+    return in->grad;
+}
+
 qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss) {
     if (!ctx) return QAT_ERR_ARG;
     if (ctx->status != QAT_OK) return ctx->status; /* the forward pass failed */

@@ -84,6 +84,16 @@ qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_t
                       qat_tensor *a, qat_tensor *b, qat_tensor *c);
 /* The gradient buffer of t, allocated zeroed in the step arena if absent. */
 float *qat__grad(qat_ctx *ctx, qat_tensor *t);
+/* The gradient buffer of t for an op that can either store or add: when t
+ * is a step tensor with no gradient yet, the buffer comes unzeroed and
+ * *store is set (the op writes every element); otherwise the op adds. */
+float *qat__grad_dst(qat_ctx *ctx, qat_tensor *t, bool *store);
+/* For an elementwise op whose input gradient is its output gradient
+ * masked or scaled: when the input is a step tensor with no gradient yet,
+ * out's gradient buffer becomes in's (out's is cleared: its producer has
+ * used it) and is returned, for the op to finish in place. NULL otherwise:
+ * then the op adds into qat__grad(in). Saves a zeroed buffer and a pass. */
+float *qat__grad_reuse(qat_tensor *in, qat_tensor *out);
 /* True when t exists and wants a gradient. */
 static inline bool qat__wants_grad(const qat_tensor *t) { return t && t->requires_grad; }
 

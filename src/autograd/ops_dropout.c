@@ -3,8 +3,14 @@
 #include "internal.h"
 
 static void dropout_bw(qat_ctx *ctx, qat_node *n) {
+    const float *restrict mask = n->saved;
+    float *g = qat__grad_reuse(n->in[0], n->out);
+    if (g) { /* in place */
+        for (int64_t i = 0; i < n->in[0]->numel; i++) g[i] *= mask[i];
+        return;
+    }
     float *restrict gx = qat__grad(ctx, n->in[0]);
-    const float *restrict mask = n->saved, *restrict gy = n->out->grad;
+    const float *restrict gy = n->out->grad;
     if (!gx) return;
     for (int64_t i = 0; i < n->out->numel; i++) gx[i] += gy[i] * mask[i];
 }

@@ -137,12 +137,19 @@ qat_tensor *qat_scale(qat_ctx *ctx, qat_tensor *x, float c) {
 /* Gradient passes where lo < x < hi, as PyTorch's hardtanh/relu backward:
  * at exactly 0 a ReLU passes no gradient. */
 static void clamp_bw(qat_ctx *ctx, qat_node *n) {
-    float *restrict gx = qat__grad(ctx, n->in[0]), lo = n->f[0], hi = n->f[1];
-    const float *restrict gy = n->out->grad, *restrict x = n->in[0]->data;
+    float lo = n->f[0], hi = n->f[1];
+    const float *restrict x = n->in[0]->data;
+    float *g = qat__grad_reuse(n->in[0], n->out);
+    if (g) { /* in place */
+        for (int64_t i = 0; i < n->in[0]->numel; i++) g[i] = (x[i] > lo) & (x[i] < hi) ? g[i] : 0.0f;
+        return;
+    }
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict gy = n->out->grad;
     if (!gx) return;
     for (int64_t i = 0; i < n->out->numel; i++) {
-        float g = gy[i], v = x[i];
-        gx[i] += (v > lo) & (v < hi) ? g : 0.0f;
+        float v = x[i];
+        gx[i] += (v > lo) & (v < hi) ? gy[i] : 0.0f;
     }
 }
 
@@ -187,8 +194,14 @@ qat_tensor *qat_reciprocal(qat_ctx *ctx, qat_tensor *x) {
 }
 
 static void relu_bw(qat_ctx *ctx, qat_node *n) {
+    const float *restrict y = n->out->data;
+    float *g = qat__grad_reuse(n->in[0], n->out);
+    if (g) { /* in place */
+        for (int64_t i = 0; i < n->out->numel; i++) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
+        return;
+    }
     float *restrict gx = qat__grad(ctx, n->in[0]);
-    const float *restrict gy = n->out->grad, *restrict y = n->out->data;
+    const float *restrict gy = n->out->grad;
     if (!gx) return;
     /* load unconditionally, then select: lets the compiler vectorise */
     for (int64_t i = 0; i < n->out->numel; i++) {

@@ -7,14 +7,15 @@
 /* saved: softmax probabilities [N, K] then the labels. */
 static void xent_bw(qat_ctx *ctx, qat_node *n) {
     qat_tensor *x = n->in[0];
-    float *gx = qat__grad(ctx, x);
+    bool store;
+    float *gx = qat__grad_dst(ctx, x, &store);
     if (!gx) return;
     int64_t N = x->shape[0], K = x->shape[1];
     const float *p = n->saved;
     const int32_t *lab = (const int32_t *)(p + N * K);
     float g = n->out->grad[0] / (float)N;
     for (int64_t r = 0; r < N; r++) {
-        for (int64_t k = 0; k < K; k++) gx[r * K + k] += g * p[r * K + k];
+        for (int64_t k = 0; k < K; k++) gx[r * K + k] = (store ? 0.0f : gx[r * K + k]) + g * p[r * K + k];
         gx[r * K + lab[r]] -= g;
     }
 }

@@ -1,5 +1,6 @@
 /* Matrix products, all through cblas_sgemm: matmul with optional
- * transposes, and linear (x·wᵀ + b). Backward accumulates with beta = 1. */
+ * transposes, and linear (x·wᵀ + b). Backward adds into an existing
+ * gradient (beta = 1) and stores a first one (beta = 0). */
 #include <cblas.h>
 
 #include "internal.h"
@@ -29,24 +30,26 @@ static void matmul_bw(qat_ctx *ctx, qat_node *n) {
     int K = (int)(ta ? a->shape[0] : a->shape[1]);
     const float *dc = n->out->grad;
     if (qat__wants_grad(a)) {
-        float *ga = qat__grad(ctx, a);
+        bool store;
+        float *ga = qat__grad_dst(ctx, a, &store);
         if (!ga) return;
         if (!ta) /* dA [M,K] = dC · op(B)ᵀ */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasNoTrans : CblasTrans, M, K, N,
-                        1.0f, dc, N, b->data, (int)b->shape[1], 1.0f, ga, K);
+                        1.0f, dc, N, b->data, (int)b->shape[1], store ? 0.0f : 1.0f, ga, K);
         else /* dA [K,M] = op(B) · dCᵀ */
             cblas_sgemm(CblasRowMajor, tb ? CblasTrans : CblasNoTrans, CblasTrans, K, M, N,
-                        1.0f, b->data, (int)b->shape[1], dc, N, 1.0f, ga, M);
+                        1.0f, b->data, (int)b->shape[1], dc, N, store ? 0.0f : 1.0f, ga, M);
     }
     if (qat__wants_grad(b)) {
-        float *gb = qat__grad(ctx, b);
+        bool store;
+        float *gb = qat__grad_dst(ctx, b, &store);
         if (!gb) return;
         if (!tb) /* dB [K,N] = op(A)ᵀ · dC */
             cblas_sgemm(CblasRowMajor, ta ? CblasNoTrans : CblasTrans, CblasNoTrans, K, N, M,
-                        1.0f, a->data, (int)a->shape[1], dc, N, 1.0f, gb, N);
+                        1.0f, a->data, (int)a->shape[1], dc, N, store ? 0.0f : 1.0f, gb, N);
         else /* dB [N,K] = dCᵀ · op(A) */
             cblas_sgemm(CblasRowMajor, CblasTrans, ta ? CblasTrans : CblasNoTrans, N, K, M,
-                        1.0f, dc, N, a->data, (int)a->shape[1], 1.0f, gb, K);
+                        1.0f, dc, N, a->data, (int)a->shape[1], store ? 0.0f : 1.0f, gb, K);
     }
 }
 
@@ -83,11 +86,12 @@ static void linear_bw(qat_ctx *ctx, qat_node *n) {
     qat_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int N = (int)x->shape[0], IN = (int)x->shape[1], OUT = (int)w->shape[0];
     const float *dy = n->out->grad;
-    if (qat__wants_grad(x)) { /* dx [N,in] += dy [N,out] · w [out,in] */
-        float *gx = qat__grad(ctx, x);
+    if (qat__wants_grad(x)) { /* dx [N,in] (+)= dy [N,out] · w [out,in] */
+        bool store;
+        float *gx = qat__grad_dst(ctx, x, &store);
         if (!gx) return;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dy, OUT,
-                    w->data, IN, 1.0f, gx, IN);
+                    w->data, IN, store ? 0.0f : 1.0f, gx, IN);
     }
     if (qat__wants_grad(w)) { /* dw [out,in] += dyᵀ · x */
         float *gw = qat__grad(ctx, w);

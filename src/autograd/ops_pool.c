@@ -23,13 +23,50 @@ static bool pool_dims(qat_ctx *ctx, const char *op, const qat_tensor *x, int k, 
     return true;
 }
 
-/* saved: for each output, the flat input index of its maximum. */
+/* 2x2 windows at stride 2 (LeNet's): per output, which of the window's
+ * four inputs is the maximum (0..3, row-major) as one byte, in a loop the
+ * compiler vectorises. The first maximum wins, as PyTorch. */
+QAT__SIMD_CLONES
+static void maxpool2_row(const float *restrict r0, const float *restrict r1, float *restrict y,
+                         uint8_t *restrict code, int64_t OW) {
+    for (int64_t ow = 0; ow < OW; ow++) {
+        float m = r0[2 * ow], v;
+        uint8_t k = 0;
+        v = r0[2 * ow + 1], k = v > m ? 1 : k, m = v > m ? v : m;
+        v = r1[2 * ow], k = v > m ? 2 : k, m = v > m ? v : m;
+        v = r1[2 * ow + 1], k = v > m ? 3 : k, m = v > m ? v : m;
+        y[ow] = m;
+        code[ow] = k;
+    }
+}
+
+/* Routes each output's gradient to its window's maximum: one add per
+ * output (the vectorised four-way select was slower). */
+static void maxpool2_row_bw(float *restrict g0, int64_t W, const float *restrict gy,
+                            const uint8_t *restrict code, int64_t OW) {
+    for (int64_t ow = 0; ow < OW; ow++) g0[(code[ow] >> 1) * W + 2 * ow + (code[ow] & 1)] += gy[ow];
+}
+
+/* saved: the window codes (2x2 at stride 2, n->i[0] == 1), else for each
+ * output the flat input index of its maximum. */
 static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
-    float *gx = qat__grad(ctx, n->in[0]);
-    const int32_t *arg = n->saved;
-    const float *gy = n->out->grad;
+    qat_tensor *x = n->in[0], *y = n->out;
+    float *gx = qat__grad(ctx, x);
+    const float *gy = y->grad;
     if (!gx) return;
-    for (int64_t i = 0; i < n->out->numel; i++) gx[arg[i]] += gy[i];
+    if (n->i[0]) {
+        int64_t H = x->shape[2], W = x->shape[3], OH = y->shape[2], OW = y->shape[3];
+        const uint8_t *code = n->saved;
+        for (int64_t p = 0; p < y->shape[0] * y->shape[1]; p++)
+            for (int64_t oh = 0; oh < OH; oh++) {
+                float *g0 = gx + (p * H + 2 * oh) * W;
+                int64_t o = (p * OH + oh) * OW;
+                maxpool2_row_bw(g0, W, gy + o, code + o, OW);
+            }
+        return;
+    }
+    const int32_t *arg = n->saved;
+    for (int64_t i = 0; i < y->numel; i++) gx[arg[i]] += gy[i];
 }
 
 qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
@@ -39,26 +76,19 @@ qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
         return NULL;
     if (x->numel > INT32_MAX)
         return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "qat_maxpool2d: input too large"), NULL;
+    bool two = k == 2 && stride == 2;
     qat_tensor *y = qat__new_out(ctx, 4, os);
-    int32_t *arg = qat__step_scratch(ctx, (size_t)y->numel * sizeof(int32_t));
-    if (!y || !arg) return NULL;
+    void *saved = y ? qat__step_scratch(ctx, (size_t)y->numel * (two ? 1 : sizeof(int32_t))) : NULL;
+    if (!y || !saved) return NULL;
     int64_t H = x->shape[2], W = x->shape[3], i = 0;
     for (int64_t p = 0; p < os[0] * os[1]; p++) {
         const float *xp = x->data + p * H * W;
-        if (k == 2 && stride == 2) { /* LeNet's: branch-free, same order of comparisons */
-            for (int64_t oh = 0; oh < os[2]; oh++)
-                for (int64_t ow = 0; ow < os[3]; ow++, i++) {
-                    int64_t at = 2 * oh * W + 2 * ow;
-                    float m = xp[at], v;
-                    int64_t best = at;
-                    v = xp[at + 1], best = v > m ? at + 1 : best, m = v > m ? v : m;
-                    v = xp[at + W], best = v > m ? at + W : best, m = v > m ? v : m;
-                    v = xp[at + W + 1], best = v > m ? at + W + 1 : best, m = v > m ? v : m;
-                    y->data[i] = m;
-                    arg[i] = (int32_t)(p * H * W + best);
-                }
+        if (two) {
+            for (int64_t oh = 0; oh < os[2]; oh++, i += os[3])
+                maxpool2_row(xp + 2 * oh * W, xp + (2 * oh + 1) * W, y->data + i, (uint8_t *)saved + i, os[3]);
             continue;
         }
+        int32_t *arg = saved;
         for (int64_t oh = 0; oh < os[2]; oh++)
             for (int64_t ow = 0; ow < os[3]; ow++, i++) {
                 int64_t best = (oh * stride) * W + ow * stride;
@@ -72,7 +102,10 @@ qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
             }
     }
     qat_node *n = qat__record(ctx, "qat_maxpool2d", maxpool_bw, y, x, NULL, NULL);
-    if (n) n->saved = arg;
+    if (n) {
+        n->saved = saved;
+        n->i[0] = two;
+    }
     return y;
 }
 

@@ -39,9 +39,11 @@ static qat_tensor *reduce(qat_ctx *ctx, const char *name, qat_tensor *x, bool me
 qat_tensor *qat_sum(qat_ctx *ctx, qat_tensor *x) { return reduce(ctx, "qat_sum", x, false); }
 qat_tensor *qat_mean(qat_ctx *ctx, qat_tensor *x) { return reduce(ctx, "qat_mean", x, true); }
 
-/* The view shares data with x, but its gradient is its own buffer that
- * backward adds into x's: x may have other consumers. */
+/* The view shares data with x, but its gradient is its own buffer: it
+ * becomes x's when x has none yet, else backward adds it into x's (x may
+ * have other consumers). */
 static void reshape_bw(qat_ctx *ctx, qat_node *n) {
+    if (qat__grad_reuse(n->in[0], n->out)) return;
     float *restrict gx = qat__grad(ctx, n->in[0]);
     const float *restrict gy = n->out->grad;
     if (!gx) return;

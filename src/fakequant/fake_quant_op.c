@@ -17,7 +17,18 @@ static void ste_accumulate(float *restrict gx, const float *restrict gy, const u
     }
 }
 
+/* dy, zeroed where the mask is clear, in place (plain STE: as it is). */
+QAT__SIMD_CLONES
+static void ste_mask(float *restrict g, const uint8_t *restrict mask, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = mask[i] ? g[i] : 0.0f;
+}
+
 static void fq_bw(qat_ctx *ctx, qat_node *n) {
+    float *g = qat__grad_reuse(n->in[0], n->out);
+    if (g) {
+        if (n->saved) ste_mask(g, n->saved, n->in[0]->numel);
+        return;
+    }
     float *gx = qat__grad(ctx, n->in[0]);
     if (gx) ste_accumulate(gx, n->out->grad, n->saved, n->out->numel);
 }
