@@ -1,10 +1,14 @@
 /* Fake-quantize over 4 M floats, per-tensor and per-channel (256
  * channels), one thread. Reports G elements/s for
  *   - the forward op alone (output and STE mask);
- *   - the op's forward + backward with dy given (the op's own work:
- *     x, y, mask, dy and dx move, ~22 bytes/element);
- *   - forward + backward seeded through a sum, as a training step runs it:
- *     that also runs the sum and allocates and fills dy. */
+ *   - the op's forward + backward with dy given, two ways:
+ *       activation: x is a step tensor (another op's output), so its
+ *         gradient is dy masked in place (x, y, mask and dy move);
+ *       weight: x is a persistent leaf whose gradient accumulates
+ *         (dx is read and written too);
+ *   - forward + backward seeded through a sum, as a training step runs it
+ *     on a weight: that also runs the sum and allocates and fills dy.
+ *   bench/torch_fake_quant.py measures PyTorch's ops the same way. */
 #include "bench_util.h"
 
 #include <string.h>
@@ -12,31 +16,49 @@
 #include "autograd/internal.h"
 #include "qat/fakequant.h"
 
-static double run(qat_ctx *ctx, qat_tensor *x, qat_qtype *q, int iters, double *fwd_rate, double *op_rate,
-                  float *dy) {
-    double best = 1e30, best_fwd = 1e30, best_op = 1e30;
+typedef struct {
+    double fwd, act, weight, sum; /* G elements/s, best of the runs */
+} rates;
+
+static double best_of(double best, double t) { return t < best ? t : best; }
+
+static int run(qat_ctx *ctx, qat_tensor *x, qat_qtype *q, int iters, const float *ones, float *dy,
+               rates *r) {
+    double t_fwd = 1e30, t_act = 1e30, t_weight = 1e30, t_sum = 1e30;
     for (int it = 0; it < iters; it++) {
+        /* through a sum, as training does */
         qat_tensor_zero_grad(x);
         double t0 = bench_now();
         qat_tensor *y = qat_fake_quant(ctx, x, q, QAT_STE_CLIPPED);
         double t1 = bench_now();
         if (qat_backward(ctx, qat_sum(ctx, y)) != QAT_OK) return -1;
-        double t = bench_now() - t0;
-        best = t < best ? t : best;
-        best_fwd = t1 - t0 < best_fwd ? t1 - t0 : best_fwd;
+        t_sum = best_of(t_sum, bench_now() - t0);
+        t_fwd = best_of(t_fwd, t1 - t0);
         qat_ctx_step_reset(ctx);
-        /* the op alone: forward, then its backward node with a given dy */
-        double t2 = bench_now();
+        /* weight: the backward node with a given dy, adding into x's gradient */
+        memcpy(dy, ones, (size_t)x->numel * sizeof(float));
+        t0 = bench_now();
         y = qat_fake_quant(ctx, x, q, QAT_STE_CLIPPED);
         y->grad = dy;
         y->node->backward(ctx, y->node);
-        double t3 = bench_now() - t2;
-        best_op = t3 < best_op ? t3 : best_op;
+        t_weight = best_of(t_weight, bench_now() - t0);
+        qat_ctx_step_reset(ctx);
+        /* activation: the same data as a step tensor: dy becomes dx in place */
+        qat_tensor *a = qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape);
+        if (!a) return -1;
+        a->requires_grad = true;
+        memcpy(dy, ones, (size_t)x->numel * sizeof(float));
+        t0 = bench_now();
+        y = qat_fake_quant(ctx, a, q, QAT_STE_CLIPPED);
+        y->grad = dy;
+        y->node->backward(ctx, y->node);
+        t_act = best_of(t_act, bench_now() - t0);
+        if (a->grad != dy) return -1; /* the in-place path did not run */
         qat_ctx_step_reset(ctx);
     }
-    *fwd_rate = (double)x->numel / best_fwd / 1e9;
-    *op_rate = (double)x->numel / best_op / 1e9;
-    return (double)x->numel / best / 1e9;
+    double n = (double)x->numel / 1e9;
+    *r = (rates){n / t_fwd, n / t_act, n / t_weight, n / t_sum};
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -56,13 +78,19 @@ int main(int argc, char **argv) {
     qat_qtype_calibrate(&pt, x->data, false);
     qat_qtype_calibrate(&pc, x->data, true);
     float *dy = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)x->numel * sizeof(float));
-    for (int64_t i = 0; dy && i < x->numel; i++) dy[i] = 1.0f;
-    double fa, fb, oa, ob, a = run(ctx, x, &pt, 10, &fa, &oa, dy), b = run(ctx, x, &pc, 10, &fb, &ob, dy);
+    float *ones = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)x->numel * sizeof(float));
+    for (int64_t i = 0; ones && i < x->numel; i++) ones[i] = 1.0f;
+    rates a, b;
+    if (!dy || !ones || run(ctx, x, &pt, 10, ones, dy, &a) || run(ctx, x, &pc, 10, ones, dy, &b)) {
+        fprintf(stderr, "bench_fake_quant: %s\n", qat_ctx_error(ctx));
+        qat_ctx_free(ctx);
+        return 1;
+    }
     printf("fake quant over 4 M floats, 1 thread, OPENBLAS_CORETYPE=%s (G elements/s)\n", bench_coretype());
-    printf("               forward   op forward+backward   forward+backward through a sum\n");
-    printf("  per-tensor   %7.2f   %19.2f   %30.2f\n", fa, oa, a);
-    printf("  per-channel  %7.2f   %19.2f   %30.2f\n", fb, ob, b);
+    printf("               forward   fwd+bwd activation   fwd+bwd weight   fwd+bwd weight through a sum\n");
+    printf("  per-tensor   %7.2f   %18.2f   %14.2f   %28.2f\n", a.fwd, a.act, a.weight, a.sum);
+    printf("  per-channel  %7.2f   %18.2f   %14.2f   %28.2f\n", b.fwd, b.act, b.weight, b.sum);
     printf("  peak RSS %.1f MiB\n", bench_peak_rss_mib());
     qat_ctx_free(ctx);
-    return a > 0 && b > 0 ? 0 : 1;
+    return 0;
 }

@@ -1,12 +1,11 @@
 /* conv2d as im2col + cblas_sgemm, one sample at a time.
  *
- * Sample n's columns col [C*KH*KW, OH*OW] (caffe's layout: im2col writes
- * contiguous rows) go to a small buffer that stays in cache, and its NCHW
- * output is the contiguous [O, OH*OW] block y_n = w · col, written in
- * place by one sgemm. Backward builds the same columns again instead of
- * keeping the batch's (25x the input for LeNet's first layer): rebuilding
- * from cache is cheaper than a round trip through memory, and the step
- * holds megabytes less. */
+ * Sample n's columns col_n [C*KH*KW, OH*OW] (caffe's layout: im2col
+ * writes contiguous rows) are built just before its sgemm, while they are
+ * in cache, and its NCHW output is the contiguous [O, OH*OW] block
+ * y_n = w · col_n, written in place. Backward reads the same columns for
+ * dw (rebuilding them cost more than keeping them) and reads dy in place,
+ * so no transposition buffer is ever needed. */
 #include <cblas.h>
 #include <string.h>
 
