@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "autograd/internal.h" /* QAT__SIMD_CLONES */
 #include "qat/optim.h"
 
 qat_optim_config qat_optim_defaults(qat_optim_kind kind) {
@@ -45,36 +46,57 @@ qat_status qat_optim_init(qat_optim *o, qat_ctx *ctx, const qat_optim_config *cf
     return QAT_OK;
 }
 
-static void sgd_step(qat_optim *o, float *p, const float *g, float lr) {
-    const qat_optim_config *c = &o->cfg;
-    float wd = c->weight_decay, mu = c->momentum, damp = 1.0f - c->dampening;
-    bool first = o->steps == 1;
-    for (int64_t i = 0; i < o->n; i++) {
+QAT__SIMD_CLONES
+static void sgd_loop(float *restrict p, const float *restrict g, float *restrict m, int64_t n, float lr, float wd,
+                     float mu, float damp, bool first, bool nesterov) {
+    for (int64_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
-        if (o->m) {
+        if (m) {
             /* torch: the buffer starts as the first gradient, undamped */
-            o->m[i] = first ? d : mu * o->m[i] + damp * d;
-            d = c->nesterov ? d + mu * o->m[i] : o->m[i];
+            float mi = first ? d : mu * m[i] + damp * d;
+            m[i] = mi;
+            d = nesterov ? d + mu * mi : mi;
         }
         p[i] -= lr * d;
     }
 }
 
+static void sgd_step(qat_optim *o, float *p, const float *g, float lr) {
+    const qat_optim_config *c = &o->cfg;
+    sgd_loop(p, g, o->m, o->n, lr, c->weight_decay, c->momentum, 1.0f - c->dampening, o->steps == 1, c->nesterov);
+}
+
+typedef struct {
+    float b1, b2, wd, lr, eps, step_size, bc2_sqrt;
+    bool decoupled;
+} adam_consts;
+
+/* The flat loop over every parameter: restrict pointers and no errno let
+ * it vectorise; division and sqrt are correctly rounded in every ISA, so
+ * each copy gives the same bits. */
+QAT__SIMD_CLONES
+static void adam_loop(const adam_consts *k, float *restrict p, const float *restrict g, float *restrict m,
+                      float *restrict v, int64_t n) {
+    const adam_consts c = *k;
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i], pi = p[i];
+        if (c.decoupled) pi *= 1.0f - c.lr * c.wd;
+        else d += c.wd * pi;
+        float mi = c.b1 * m[i] + (1.0f - c.b1) * d;
+        float vi = c.b2 * v[i] + (1.0f - c.b2) * d * d;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / c.bc2_sqrt + c.eps;
+        p[i] = pi - c.step_size * (mi / denom);
+    }
+}
+
 static void adam_step(qat_optim *o, float *p, const float *g, float lr) {
     const qat_optim_config *c = &o->cfg;
-    float b1 = c->beta1, b2 = c->beta2, wd = c->weight_decay;
-    bool decoupled = c->kind == QAT_OPTIM_ADAMW;
-    float bc1 = 1.0f - powf(b1, (float)o->steps), bc2 = 1.0f - powf(b2, (float)o->steps);
-    float step_size = lr / bc1, bc2_sqrt = sqrtf(bc2);
-    for (int64_t i = 0; i < o->n; i++) {
-        float d = g[i];
-        if (decoupled) p[i] *= 1.0f - lr * wd;
-        else d += wd * p[i];
-        o->m[i] = b1 * o->m[i] + (1.0f - b1) * d;
-        o->v[i] = b2 * o->v[i] + (1.0f - b2) * d * d;
-        float denom = sqrtf(o->v[i]) / bc2_sqrt + c->eps;
-        p[i] -= step_size * (o->m[i] / denom);
-    }
+    float bc1 = 1.0f - powf(c->beta1, (float)o->steps), bc2 = 1.0f - powf(c->beta2, (float)o->steps);
+    adam_consts k = {.b1 = c->beta1, .b2 = c->beta2, .wd = c->weight_decay, .lr = lr, .eps = c->eps,
+                     .step_size = lr / bc1, .bc2_sqrt = sqrtf(bc2), .decoupled = c->kind == QAT_OPTIM_ADAMW};
+    adam_loop(&k, p, g, o->m, o->v, o->n);
 }
 
 void qat_optim_step(qat_optim *o, float *params, const float *grads, float lr) {
