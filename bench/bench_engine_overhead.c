@@ -112,8 +112,8 @@ int main(int argc, char **argv) {
         }
     }
     double se = per * B / best_engine, sb = per * B / best_bare;
-    printf("engine overhead benchmark: MLP 784-256-10, batch %d, %d threads, OPENBLAS_CORETYPE=%s\n",
-           B, threads, bench_coretype());
+    printf("engine overhead benchmark: MLP 784-256-10, batch %d, %d threads, OPENBLAS_CORETYPE=%s (OpenBLAS core %s)\n",
+           B, threads, bench_coretype(), qat_blas_core());
     printf("  engine    %9.0f samples/s  (loss %.4f)\n", se, le);
     printf("  bare sgemm%9.0f samples/s  (loss %.4f)\n", sb, lb);
     printf("  overhead  %+.1f %%\n", 100.0 * (best_engine / best_bare - 1.0));

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
         qat_ctx_free(ctx);
         return 1;
     }
-    printf("fake quant over 4 M floats, 1 thread, OPENBLAS_CORETYPE=%s (G elements/s)\n", bench_coretype());
+    printf("fake quant over 4 M floats, 1 thread, OPENBLAS_CORETYPE=%s (OpenBLAS core %s) (G elements/s)\n", bench_coretype(), qat_blas_core());
     printf("               forward   fwd+bwd activation   fwd+bwd weight   fwd+bwd weight through a sum\n");
     printf("  per-tensor   %7.2f   %18.2f   %14.2f   %28.2f\n", a.fwd, a.act, a.weight, a.sum);
     printf("  per-channel  %7.2f   %18.2f   %14.2f   %28.2f\n", b.fwd, b.act, b.weight, b.sum);

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.ao.quantization as tq
-from torch_common import Wrap, load
+from torch_common import Wrap, blas_core, load
 
 def models():
     mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
@@ -48,6 +48,7 @@ def main():
         epoch()
         dt = time.perf_counter() - t0
         print(json.dumps({"model": name, "framework": "torch " + torch.__version__ + (" eager QAT" if qat else ""),
-                          "train_samples_per_s": round((samples // batch) * batch / dt, 1)}))
+                          "train_samples_per_s": round((samples // batch) * batch / dt, 1),
+                          "blas_core": blas_core()}))
 
 main()

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -62,4 +63,15 @@ void cli_json_str(const char *s) {
         else putchar(*p);
     }
     putchar('"');
+}
+
+void cli_blas_note(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (strcmp(qat_blas_core(), "Prescott") != 0) return;
+    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+    if (better)
+        fprintf(stderr, "qat-mnist: note: OpenBLAS does not know this CPU and runs its generic Prescott (SSE3) "
+                        "kernels; the CPU has %s: export OPENBLAS_CORETYPE=%s for about twice the float speed\n",
+                strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
+#endif
 }

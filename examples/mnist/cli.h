@@ -19,6 +19,9 @@ double cli_peak_rss_mib(void);
 /* Prints s to stdout as a JSON string (quoted, escaped). */
 void cli_json_str(const char *s);
 double cli_now(void);
+/* Tells the user (stderr) when OpenBLAS runs its generic Prescott kernels
+ * on a CPU with AVX2 or AVX-512, and what to export instead. */
+void cli_blas_note(void);
 
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -82,6 +82,7 @@ int cmd_eval(int argc, char **argv) {
     if (!parse_engine(engine, &mode) || (compare && !parse_engine(compare, &cmode)))
         return fprintf(stderr, "%s: unknown engine (int, hybrid or fake)\n%s", P, eval_usage), EXIT_USAGE;
     qat_set_threads((int)threads);
+    if (mode != QAT_ENGINE_INT || (compare && cmode != QAT_ENGINE_INT)) cli_blas_note();
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
     qat_mnist test = {0};
@@ -130,6 +131,8 @@ int cmd_eval(int argc, char **argv) {
                "\"batch\": %ld, \"peak_rss_mib\": %.1f, \"openblas_coretype\": ",
                engine, (long long)n, acc, rate, batch, cli_peak_rss_mib());
         cli_json_str(core ? core : "");
+        printf(", \"blas_core\": ");
+        cli_json_str(qat_blas_core());
         if (ce) {
             int64_t ccorrect = 0;
             for (int64_t i = 0; i < n; i++) ccorrect += cpred[i] == test.labels[i];

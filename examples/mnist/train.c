@@ -213,6 +213,7 @@ int cmd_train(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     qat_set_threads((int)o.threads);
+    cli_blas_note();
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
     qat_mnist train = {0}, test = {0};
@@ -405,9 +406,9 @@ int cmd_train(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"epochs\": %ld, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
                "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
                "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
-               "\"openblas_coretype\": \"%s\"",
+               "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\"",
                o.model, all_epochs, o.batch, o.optimizer, o.lr, o.seed, o.threads, (long long)n, rate,
-               loss_avg, acc, cli_peak_rss_mib(), core ? core : "");
+               loss_avg, acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core());
         if (o.qat)
             printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
                    "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": %.6f, "

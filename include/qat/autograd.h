@@ -93,6 +93,11 @@ QAT_API void *qat_ctx_alloc(qat_ctx *ctx, qat_mem where, size_t bytes);
 /* Threads OpenBLAS may use for every sgemm (process-wide, OpenBLAS's own
  * setting). Returns the number in force. */
 QAT_API int qat_set_threads(int n);
+/* The name of the kernel family OpenBLAS chose for this CPU ("Haswell",
+ * "SkylakeX", "Prescott", ...): it decides most of the float speed, and
+ * OpenBLAS falls back to its generic "Prescott" on CPUs newer than it
+ * knows. A static string. */
+QAT_API const char *qat_blas_core(void);
 
 /* ---- random numbers: state passed in, never global -------------------------- */
 

@@ -10,6 +10,11 @@ int qat_set_threads(int n) {
     return openblas_get_num_threads();
 }
 
+const char *qat_blas_core(void) {
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
 static bool rank2_contig(qat_ctx *ctx, const char *op, const char *what, const qat_tensor *t) {
     if (t->rank != 2 || !qat_tensor_is_contiguous(t)) {
         char s[64];
