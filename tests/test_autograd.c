@@ -3,6 +3,7 @@
  * (batch 1 and non-square among them), and the error paths. */
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "test_util.h"
 
 /* ---- gradient-check harness --------------------------------------------------------- */
@@ -494,6 +495,33 @@ static void test_grad_shared_intermediate(void) {
     qat_ctx_free(ctx);
 }
 
+/* The AVX-512 max-pool rows give the portable rows' values, codes and
+ * gradients bit for bit: every width from 1 to 40 outputs (masked tails,
+ * more than one step), on data full of ties, signed zeros and NaNs. */
+static void test_maxpool2_rows_match_portable(void) {
+#if QAT__POOL_AVX512
+    if (!qat__have_avx512f() || !qat__have_avx512bw()) return;
+    qat_rng rng = rng_for(21);
+    const float pool[8] = {0.0f, -0.0f, 1.0f, 1.0f, -2.0f, 0.5f, NAN, 3.0f};
+    for (int64_t OW = 1; OW <= 40; OW++) {
+        int64_t W = 2 * OW;
+        float x[2 * 80 + 16], y0[40], y1[40], gy[40], g0[2 * 80 + 16], g1[2 * 80 + 16];
+        uint8_t c0[40], c1[40];
+        for (int64_t i = 0; i < 2 * W; i++) x[i] = pool[qat_rng_below(&rng, 8)];
+        for (int64_t i = 0; i < OW; i++) gy[i] = (float)(i + 1);
+        for (int64_t i = 0; i < 2 * W + 16; i++) g0[i] = g1[i] = -7.0f; /* beyond 2W: must stay */
+        qat__maxpool2_row(x, x + W, y0, c0, OW);
+        qat__maxpool2_row_avx512(x, x + W, y1, c1, OW);
+        CU_ASSERT_EQUAL(memcmp(y0, y1, (size_t)OW * sizeof(float)), 0);
+        CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)OW), 0);
+        qat__maxpool2_row_bw_store(g0, W, gy, c0, OW);
+        qat__maxpool2_row_bw_store_avx512(g1, W, gy, c0, OW);
+        CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)(2 * W + 16) * sizeof(float)), 0);
+        CU_ASSERT_EQUAL(g1[2 * W], -7.0f);
+    }
+#endif
+}
+
 /* Distinct values spaced well beyond the finite-difference step, so no
  * window's maximum can change under ±eps. */
 static void fill_spaced(qat_tensor *t, qat_rng *rng) {
@@ -644,6 +672,7 @@ int main(void) {
         {"grad: cross-entropy", test_grad_cross_entropy},
         {"grad: conv2d", test_grad_conv2d},
         {"grad: an intermediate with several consumers", test_grad_shared_intermediate},
+        {"maxpool 2x2 rows: AVX-512 equals portable", test_maxpool2_rows_match_portable},
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},

@@ -94,6 +94,23 @@ float *qat__grad_dst(qat_ctx *ctx, qat_tensor *t, bool *store);
  * used it) and is returned, for the op to finish in place. NULL otherwise:
  * then the op adds into qat__grad(in). Saves a zeroed buffer and a pass. */
 float *qat__grad_reuse(qat_tensor *in, qat_tensor *out);
+/* 2x2 / stride-2 max pooling of one output row from input rows r0, r1:
+ * values and window codes (0..3, row-major; the first maximum wins), and
+ * the backward that stores a row pair of a gradient not yet written. The
+ * portable versions live in ops_pool.c; on x86-64 with GCC or clang,
+ * AVX-512 ones (ops_pool_avx512.c) give the same bits. */
+void qat__maxpool2_row(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
+void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QAT__POOL_AVX512 1
+bool qat__have_avx512f(void);
+bool qat__have_avx512bw(void); /* and VL: the backward's byte loads */
+void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
+void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
+#else
+#define QAT__POOL_AVX512 0
+#endif
+
 /* True when t exists and wants a gradient. */
 static inline bool qat__wants_grad(const qat_tensor *t) { return t && t->requires_grad; }
 

@@ -29,7 +29,7 @@ static bool pool_dims(qat_ctx *ctx, const char *op, const qat_tensor *x, int k, 
  * maximum wins, as PyTorch. The rows are short (14 and 5 outputs in
  * LeNet): measured here, this plain loop beat every vectorised form of it
  * (branch-free selects ran 2.5x slower). */
-static void maxpool2_row(const float *restrict r0, const float *restrict r1, float *restrict y,
+void qat__maxpool2_row(const float *restrict r0, const float *restrict r1, float *restrict y,
                          uint8_t *restrict code, int64_t OW) {
     for (int64_t ow = 0; ow < OW; ow++) {
         float m = r0[2 * ow], v;
@@ -43,7 +43,7 @@ static void maxpool2_row(const float *restrict r0, const float *restrict r1, flo
 }
 
 /* Routes each output's gradient to its window's maximum: one add per
- * output (the vectorised four-way select was slower). */
+ * output (the compiler's vectorised four-way select was slower). */
 static void maxpool2_row_bw(float *restrict g0, int64_t W, const float *restrict gy,
                             const uint8_t *restrict code, int64_t OW) {
     for (int64_t ow = 0; ow < OW; ow++) g0[(code[ow] >> 1) * W + 2 * ow + (code[ow] & 1)] += gy[ow];
@@ -53,7 +53,7 @@ static void maxpool2_row_bw(float *restrict g0, int64_t W, const float *restrict
  * is stored (the windows tile it), so nothing needs zeroing first. Zero
  * both rows, then place each gradient: in cache, cheaper than a select
  * per input. */
-static void maxpool2_row_bw_store(float *restrict g0, int64_t W, const float *restrict gy,
+void qat__maxpool2_row_bw_store(float *restrict g0, int64_t W, const float *restrict gy,
                                   const uint8_t *restrict code, int64_t OW) {
     memset(g0, 0, (size_t)(2 * W) * sizeof(float));
     maxpool2_row_bw(g0, W, gy, code, OW);
@@ -70,12 +70,15 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
         float *gx = qat__grad_dst(ctx, x, &store);
         if (!gx) return;
         const uint8_t *code = n->saved;
+        void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t) =
+            store ? qat__maxpool2_row_bw_store : maxpool2_row_bw;
+#if QAT__POOL_AVX512
+        if (store && qat__have_avx512bw()) put = qat__maxpool2_row_bw_store_avx512;
+#endif
         for (int64_t p = 0; p < y->shape[0] * y->shape[1]; p++)
             for (int64_t oh = 0; oh < OH; oh++) {
-                float *g0 = gx + (p * H + 2 * oh) * W;
                 int64_t o = (p * OH + oh) * OW;
-                if (store) maxpool2_row_bw_store(g0, W, gy + o, code + o, OW);
-                else maxpool2_row_bw(g0, W, gy + o, code + o, OW);
+                put(gx + (p * H + 2 * oh) * W, W, gy + o, code + o, OW);
             }
         return;
     }
@@ -107,11 +110,15 @@ qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
     void *saved = y ? qat__step_scratch(ctx, (size_t)y->numel * (two ? 1 : sizeof(int32_t))) : NULL;
     if (!y || !saved) return NULL;
     int64_t H = x->shape[2], W = x->shape[3], i = 0;
+    void (*row)(const float *, const float *, float *, uint8_t *, int64_t) = qat__maxpool2_row;
+#if QAT__POOL_AVX512
+    if (qat__have_avx512f()) row = qat__maxpool2_row_avx512;
+#endif
     for (int64_t p = 0; p < os[0] * os[1]; p++) {
         const float *xp = x->data + p * H * W;
         if (two) {
             for (int64_t oh = 0; oh < os[2]; oh++, i += os[3])
-                maxpool2_row(xp + 2 * oh * W, xp + (2 * oh + 1) * W, y->data + i, (uint8_t *)saved + i, os[3]);
+                row(xp + 2 * oh * W, xp + (2 * oh + 1) * W, y->data + i, (uint8_t *)saved + i, os[3]);
             continue;
         }
         int32_t *arg = saved;

@@ -1,0 +1,77 @@
+/* 2x2 / stride-2 max pooling rows with AVX-512, picked at run time by
+ * ops_pool.c. LeNet's output rows are 14 and 5 wide: too short for the
+ * compiler's vector loops, and the scalar loop's data-dependent branches
+ * mispredict on quantized activations full of ties. Here one step does up
+ * to 16 outputs, the row ends are masked loads and stores (a masked lane
+ * never touches memory), and the comparisons are the portable loop's, in
+ * its order, ordered-greater (false on NaN): the same values and codes. */
+#include "internal.h"
+
+#if QAT__POOL_AVX512
+#include <immintrin.h>
+
+#define QAT_AVX512 __attribute__((target("avx512f")))
+
+#define QAT_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+bool qat__have_avx512f(void) { return __builtin_cpu_supports("avx512f"); }
+bool qat__have_avx512bw(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
+/* Masks for a step of n outputs (1..16): 2n inputs in two halves. */
+QAT_AVX512 __attribute__((always_inline)) static inline void step_masks(int64_t n, __mmask16 *out, __mmask16 *lo, __mmask16 *hi) {
+    *out = (__mmask16)((1u << n) - 1);
+    *lo = (__mmask16)(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
+    *hi = (__mmask16)(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
+}
+
+QAT_AVX512 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t o = 0; o < OW; o += 16) {
+        __mmask16 mo, mlo, mhi;
+        step_masks(OW - o < 16 ? OW - o : 16, &mo, &mlo, &mhi);
+        const float *p0 = r0 + 2 * o, *p1 = r1 + 2 * o;
+        __m512 t0 = _mm512_maskz_loadu_ps(mlo, p0), t1 = _mm512_maskz_loadu_ps(mhi, p0 + 16);
+        __m512 u0 = _mm512_maskz_loadu_ps(mlo, p1), u1 = _mm512_maskz_loadu_ps(mhi, p1 + 16);
+        __m512 m = _mm512_permutex2var_ps(t0, even, t1), v;
+        __m512i k = _mm512_setzero_si512();
+        __mmask16 g;
+        v = _mm512_permutex2var_ps(t0, odd, t1);
+        g = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ), m = _mm512_mask_mov_ps(m, g, v);
+        k = _mm512_mask_mov_epi32(k, g, _mm512_set1_epi32(1));
+        v = _mm512_permutex2var_ps(u0, even, u1);
+        g = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ), m = _mm512_mask_mov_ps(m, g, v);
+        k = _mm512_mask_mov_epi32(k, g, _mm512_set1_epi32(2));
+        v = _mm512_permutex2var_ps(u0, odd, u1);
+        g = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ), m = _mm512_mask_mov_ps(m, g, v);
+        k = _mm512_mask_mov_epi32(k, g, _mm512_set1_epi32(3));
+        _mm512_mask_storeu_ps(y + o, mo, m);
+        _mm512_mask_cvtepi32_storeu_epi8(code + o, mo, k);
+    }
+}
+
+QAT_AVX512BW void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code,
+                                                  int64_t OW) {
+    /* interleave two vectors of 16: lanes 0..7 of each, then 8..15 */
+    const __m512i il_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i il_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t o = 0; o < OW; o += 16) {
+        int64_t n = OW - o < 16 ? OW - o : 16;
+        __mmask16 mo, mlo, mhi;
+        step_masks(n, &mo, &mlo, &mhi);
+        __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mo, code + o));
+        __m512 g = _mm512_maskz_loadu_ps(mo, gy + o), e[4];
+        for (int j = 0; j < 4; j++)
+            e[j] = _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(j)), g);
+        float *p0 = g0 + 2 * o, *p1 = g0 + W + 2 * o;
+        _mm512_mask_storeu_ps(p0, mlo, _mm512_permutex2var_ps(e[0], il_lo, e[1]));
+        _mm512_mask_storeu_ps(p0 + 16, mhi, _mm512_permutex2var_ps(e[0], il_hi, e[1]));
+        _mm512_mask_storeu_ps(p1, mlo, _mm512_permutex2var_ps(e[2], il_lo, e[3]));
+        _mm512_mask_storeu_ps(p1 + 16, mhi, _mm512_permutex2var_ps(e[2], il_hi, e[3]));
+    }
+}
+#endif
