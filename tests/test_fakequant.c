@@ -3,12 +3,36 @@
  * bit, forward and gradient), observer qparams, and the MLIR spelling. */
 #include <string.h>
 
+#include "fakequant/internal.h"
 #include "golden/fakequant_golden.h"
 #include "qat/fakequant.h"
 #include "qat/layers.h"
 #include "test_util.h"
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* The batch range every observer starts from: the fast path (AVX-512
+ * where the CPU has it) equals a one-element-at-a-time loop for every
+ * length 0..100 (masked tails, both unrolled halves), with NaNs ignored
+ * and infinities kept. */
+static void test_minmax_matches_simple_loop(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 31);
+    float x[100];
+    for (int n = 0; n <= 100; n++) {
+        for (int i = 0; i < n; i++) x[i] = 8.0f * qat_rng_normal(&rng);
+        if (n > 3) x[qat_rng_below(&rng, (uint32_t)n)] = NAN;
+        if (n > 50) x[qat_rng_below(&rng, (uint32_t)n)] = -INFINITY;
+        float lo = INFINITY, hi = -INFINITY, rl = INFINITY, rh = -INFINITY;
+        for (int i = 0; i < n; i++) rl = x[i] < rl ? x[i] : rl, rh = x[i] > rh ? x[i] : rh;
+        qat__minmax(x, n, &lo, &hi);
+        CU_ASSERT(lo == rl && hi == rh);
+        /* folding into an existing range */
+        lo = -1.0f, hi = 1.0f;
+        qat__minmax(x, n, &lo, &hi);
+        CU_ASSERT(lo == (rl < -1.0f ? rl : -1.0f) && hi == (rh > 1.0f ? rh : 1.0f));
+    }
+}
 
 static void test_storage_ranges(void) {
     int32_t lo, hi;
@@ -557,6 +581,7 @@ static void test_bn_folding(void) {
 int main(void) {
     const qat_test_case cases[] = {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
+        {"batch range: fast path equals a simple loop", test_minmax_matches_simple_loop},
         {"granularities: tensor, axis, blocks; constraints", test_granularities},
         {"hand-computed: ties, clamping, STE masks, sub-channel", test_hand_values},
         {"every width 2..16 quantizes and clamps", test_all_widths},
