@@ -466,8 +466,9 @@ static void test_grad_conv2d(void) {
         {{1, 1, 5, 5}, {2, 1, 3, 3}, 1, 0}, /* batch 1 */
         {{2, 3, 6, 5}, {4, 3, 3, 2}, 1, 1}, /* non-square input and kernel, padding */
         {{3, 2, 7, 7}, {3, 2, 3, 3}, 2, 1}, /* stride 2 */
+        {{1, 2, 1, 3}, {2, 2, 5, 5}, 1, 2}, /* "same" width, input shorter than the kernel */
     };
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < 4; c++)
         for (int bias = 0; bias < 2; bias++) {
             int64_t sb[1] = {cases[c].w[0]};
             qat_tensor *in[3] = {t_rand(ctx, &rng, 4, cases[c].x, -1, 1, true),
@@ -493,6 +494,40 @@ static void test_grad_shared_intermediate(void) {
         check(ctx, &u, in, 2);
     }
     qat_ctx_free(ctx);
+}
+
+/* The AVX-512 im2col and col2im give the portable ones' bits: stride 1,
+ * paddings 0-2, kernels 1x1 to 5x5, widths up to 16, adding into a
+ * gradient that already holds values (signed zeros among them). */
+static void test_conv_rows_match_portable(void) {
+#if QAT__CONV_AVX512
+    qat_rng rng = rng_for(22);
+    enum { MAXF = 3 * 25 * 16 * 16 + 64 };
+    static float x[3 * 16 * 16], c0[MAXF], c1[MAXF], g0[3 * 16 * 16], g1[3 * 16 * 16];
+    int checked = 0;
+    for (int64_t H = 1; H <= 16; H += 3)
+        for (int64_t W = 1; W <= 16; W += 3)
+            for (int64_t K = 1; K <= 5; K += 2)
+                for (int64_t pad = 0; pad <= 2; pad++) {
+                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .stride = 1,
+                                        .pad = pad};
+                    d.OH = H + 2 * pad - K + 1, d.OW = W + 2 * pad - K + 1;
+                    if (d.OH < 1 || d.OW < 1 || !qat__conv_avx512_fits(&d)) continue;
+                    int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
+                    for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(&rng);
+                    for (int64_t i = 0; i < n_col; i++) c0[i] = c1[i] = 99.0f;
+                    qat__im2col(&d, x, c0);
+                    qat__im2col_avx512(&d, x, c1);
+                    CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)n_col * sizeof(float)), 0);
+                    for (int64_t i = 0; i < n_col; i++) c0[i] = qat_rng_normal(&rng);
+                    for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(&rng);
+                    qat__col2im_add(&d, c0, g0);
+                    qat__col2im_add_avx512(&d, c0, g1);
+                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+                    checked++;
+                }
+    CU_ASSERT(checked > 50 || !__builtin_cpu_supports("avx512f"));
+#endif
 }
 
 /* The AVX-512 max-pool rows give the portable rows' values, codes and
@@ -673,6 +708,7 @@ int main(void) {
         {"grad: conv2d", test_grad_conv2d},
         {"grad: an intermediate with several consumers", test_grad_shared_intermediate},
         {"maxpool 2x2 rows: AVX-512 equals portable", test_maxpool2_rows_match_portable},
+        {"conv im2col/col2im: AVX-512 equals portable", test_conv_rows_match_portable},
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},

@@ -94,6 +94,26 @@ float *qat__grad_dst(qat_ctx *ctx, qat_tensor *t, bool *store);
  * used it) and is returned, for the op to finish in place. NULL otherwise:
  * then the op adds into qat__grad(in). Saves a zeroed buffer and a pass. */
 float *qat__grad_reuse(qat_tensor *in, qat_tensor *out);
+/* A conv2d's sizes, and its im2col / col2im for one sample: col [C*KH*KW,
+ * OH*OW] of xn [C, H, W], and the adjoint that adds col into gxn. The
+ * portable versions live in ops_conv.c. At stride 1 with rows of at most
+ * 16 floats (LeNet's second layer), AVX-512 ones (ops_conv_avx512.c) do a
+ * row in one masked load and store, and col2im sums each input row in a
+ * register in the portable per-element order: the same bits. */
+typedef struct {
+    int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
+} qat__conv_dims;
+void qat__im2col(const qat__conv_dims *d, const float *xn, float *col);
+void qat__col2im_add(const qat__conv_dims *d, const float *col, float *gxn);
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QAT__CONV_AVX512 1
+bool qat__conv_avx512_fits(const qat__conv_dims *d); /* the CPU has it and the shapes suit */
+void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, float *col);
+void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn);
+#else
+#define QAT__CONV_AVX512 0
+#endif
+
 /* 2x2 / stride-2 max pooling of one output row from input rows r0, r1:
  * values and window codes (0..3, row-major; the first maximum wins), and
  * the backward that stores a row pair of a gradient not yet written. The

@@ -11,9 +11,7 @@
 
 #include "internal.h"
 
-typedef struct {
-    int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
-} conv_dims;
+typedef qat__conv_dims conv_dims;
 
 /* The valid output columns [lo, hi) of kernel column kw at stride 1. */
 static inline void valid_cols(const conv_dims *d, int64_t kw, int64_t *lo, int64_t *hi) {
@@ -43,6 +41,7 @@ static void im2col_row_same(const conv_dims *d, const float *xc, int64_t kh, int
     valid_cols(d, kw, &lo, &hi);
     int64_t oh0 = d->pad - kh > 0 ? d->pad - kh : 0;                   /* first valid output row */
     int64_t oh1 = d->H + d->pad - kh < d->OH ? d->H + d->pad - kh : d->OH; /* one past the last */
+    if (oh0 > d->OH) oh0 = d->OH; /* inputs shorter than the kernel's reach */
     if (oh1 < oh0) oh1 = oh0;
     memset(row, 0, (size_t)(oh0 * OW) * sizeof(float));
     memset(row + oh1 * OW, 0, (size_t)((d->OH - oh1) * OW) * sizeof(float));
@@ -58,7 +57,7 @@ static void im2col_row_same(const conv_dims *d, const float *xc, int64_t kh, int
 }
 
 /* col [CKK, OHW] of one sample xn [C, H, W]. */
-static void im2col(const conv_dims *d, const float *restrict xn, float *restrict col) {
+void qat__im2col(const conv_dims *d, const float *restrict xn, float *restrict col) {
     int64_t OHW = d->OH * d->OW;
     for (int64_t c = 0; c < d->C; c++)
         for (int64_t kh = 0; kh < d->KH; kh++)
@@ -91,7 +90,7 @@ static void im2col(const conv_dims *d, const float *restrict xn, float *restrict
 }
 
 /* The adjoint of im2col: scatter-add one sample's col into gxn [C, H, W]. */
-static void col2im_add(const conv_dims *d, const float *restrict col, float *restrict gxn) {
+void qat__col2im_add(const conv_dims *d, const float *restrict col, float *restrict gxn) {
     int64_t OHW = d->OH * d->OW;
     for (int64_t c = 0; c < d->C; c++)
         for (int64_t kh = 0; kh < d->KH; kh++)
@@ -151,6 +150,10 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     float *gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
     float *dcol = gx ? qat__step_scratch(ctx, (size_t)(CKK * OHW) * sizeof(float)) : NULL;
     if ((gx && !dcol) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(x) && !gx)) return;
+    void (*col2im)(const conv_dims *, const float *, float *) = qat__col2im_add;
+#if QAT__CONV_AVX512
+    if (qat__conv_avx512_fits(d)) col2im = qat__col2im_add_avx512;
+#endif
     for (int64_t n = 0; n < d->N; n++) {
         const float *gyn = gy + n * d->O * OHW;
         if (gw) { /* dw [O, CKK] += dy_n · col_nᵀ */
@@ -160,7 +163,7 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
         if (gx) { /* dcol_n [CKK, OHW] = wᵀ · dy_n, then col2im */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)OHW, (int)d->O, 1.0f, w->data,
                         (int)CKK, gyn, (int)OHW, 0.0f, dcol, (int)OHW);
-            col2im_add(d, dcol, gx + n * CHW);
+            col2im(d, dcol, gx + n * CHW);
         }
     }
     if (qat__wants_grad(b)) {
@@ -199,6 +202,10 @@ qat_tensor *qat_conv2d(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b
     conv_saved *s = qat__step_alloc(ctx, sizeof *s);
     float *cols = qat__step_scratch(ctx, (size_t)(d.N * CKK * OHW) * sizeof(float));
     if (!y || !s || !cols) return NULL;
+    void (*im2col)(const conv_dims *, const float *, float *) = qat__im2col;
+#if QAT__CONV_AVX512
+    if (qat__conv_avx512_fits(&d)) im2col = qat__im2col_avx512;
+#endif
     for (int64_t n = 0; n < d.N; n++) {
         float *yn = y->data + n * d.O * OHW;
         if (b) /* start from the bias, accumulate the product onto it */
