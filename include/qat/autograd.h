@@ -198,7 +198,12 @@ QAT_API qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma
 /* ---- backward --------------------------------------------------------------------- */
 
 /* Reverse-mode pass from a scalar loss through this step's tape. Gradients
- * accumulate (+=) into every tensor that requires them. Once per step. */
+ * accumulate (+=) into every persistent tensor that requires them (leaves:
+ * parameters). A step tensor's gradient is working memory: an op's
+ * backward may hand it on, masked in place, as its input's gradient (ReLU,
+ * clamp, dropout, reshape, fake quantization do), leaving the tensor's
+ * grad NULL; like PyTorch, which keeps no .grad on non-leaf tensors.
+ * Once per step. */
 QAT_API qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss);
 
 /* ---- gradient check (central differences), for tests ------------------------------- */
