@@ -14,6 +14,16 @@ bash scripts/fetch-mnist.sh "$root/data/mnist"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 bin=./build/examples/mnist/qat-mnist
+# OpenBLAS 0.3.21 falls back to its generic Prescott kernels on CPUs newer
+# than it knows, at half the float speed. Unless the caller chose a core
+# type, take the better one qat-mnist names (and say so).
+if [ -z "${OPENBLAS_CORETYPE+set}" ]; then
+  better=$($bin info --better-coretype)
+  if [ -n "$better" ]; then
+    echo "== OpenBLAS does not know this CPU: using OPENBLAS_CORETYPE=$better (set OPENBLAS_CORETYPE to override)"
+    export OPENBLAS_CORETYPE=$better
+  fi
+fi
 model=${MODEL:-lenet}
 name=out/$model-w8a8
 mkdir -p out

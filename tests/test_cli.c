@@ -41,6 +41,14 @@ static void test_bad_input(void) {
     CU_ASSERT_EQUAL(run("train --help", NULL, 0), 0);
     CU_ASSERT_EQUAL(run("", err, sizeof err), 2);
     CU_ASSERT_EQUAL(run("frobnicate", err, sizeof err), 2);
+    char out[512];
+    CU_ASSERT_EQUAL(run2("info", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "OpenBLAS core: "));
+    CU_ASSERT_EQUAL(run("info --help", NULL, 0), 0);
+    /* one line: nothing, or a core type OpenBLAS 0.3.21 has */
+    CU_ASSERT_EQUAL(run2("info --better-coretype", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT(strcmp(out, "\n") == 0 || strcmp(out, "SkylakeX\n") == 0 || strcmp(out, "Haswell\n") == 0);
+    CU_ASSERT_EQUAL(run("info --frobnicate", err, sizeof err), 2);
     CU_ASSERT_EQUAL(run("train --epochs zero", err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--epochs wants a whole number"));
     CU_ASSERT_EQUAL(run("train --model resnet", err, sizeof err), 2);

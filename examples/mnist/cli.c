@@ -65,13 +65,42 @@ void cli_json_str(const char *s) {
     putchar('"');
 }
 
-void cli_blas_note(void) {
+const char *cli_blas_better_core(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (strcmp(qat_blas_core(), "Prescott") != 0) return;
-    const char *better = __builtin_cpu_supports("avx512f") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+    if (strcmp(qat_blas_core(), "Prescott") != 0) return NULL;
+    if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+    if (__builtin_cpu_supports("avx2")) return "Haswell";
+#endif
+    return NULL;
+}
+
+void cli_blas_note(void) {
+    const char *better = cli_blas_better_core();
     if (better)
         fprintf(stderr, "qat-mnist: note: OpenBLAS does not know this CPU and runs its generic Prescott (SSE3) "
                         "kernels; the CPU has %s: export OPENBLAS_CORETYPE=%s for about twice the float speed\n",
                 strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
-#endif
+}
+
+static const char *const info_usage =
+    "usage: qat-mnist info [--better-coretype]\n"
+    "\n"
+    "Prints the kernel family OpenBLAS chose on this machine and the OPENBLAS_CORETYPE\n"
+    "environment it saw. With --better-coretype, prints only the OPENBLAS_CORETYPE to\n"
+    "export when OpenBLAS fell back to its generic Prescott kernels on a CPU with AVX2\n"
+    "or AVX-512 (an empty line when there is nothing better), for scripts.\n";
+
+int cmd_info(int argc, char **argv) {
+    bool better_only = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return fputs(info_usage, stdout), 0;
+        if (!strcmp(argv[i], "--better-coretype")) better_only = true;
+        else return fprintf(stderr, "qat-mnist info: unknown option \"%s\"\n%s", argv[i], info_usage), EXIT_USAGE;
+    }
+    const char *better = cli_blas_better_core(), *env = getenv("OPENBLAS_CORETYPE");
+    if (better_only) return printf("%s\n", better ? better : ""), 0;
+    printf("OpenBLAS core: %s\n", qat_blas_core());
+    printf("OPENBLAS_CORETYPE: %s\n", env ? (*env ? env : "(set, empty)") : "(unset)");
+    if (better) printf("suggestion: export OPENBLAS_CORETYPE=%s (OpenBLAS fell back to Prescott)\n", better);
+    return 0;
 }

@@ -22,10 +22,14 @@ double cli_now(void);
 /* Tells the user (stderr) when OpenBLAS runs its generic Prescott kernels
  * on a CPU with AVX2 or AVX-512, and what to export instead. */
 void cli_blas_note(void);
+/* The OPENBLAS_CORETYPE to suggest when OpenBLAS fell back to Prescott on
+ * a CPU with AVX2 or AVX-512; NULL when there is nothing better. */
+const char *cli_blas_better_core(void);
 
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 
 #endif

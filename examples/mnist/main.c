@@ -11,6 +11,7 @@ static const char *const usage =
     "  train    train a model on MNIST (float, or with --qat fake quantization)\n"
     "  export   turn a QAT training checkpoint into a quantized checkpoint (HDF5)\n"
     "  eval     run a quantized checkpoint on the test set (int, hybrid or fake engine)\n"
+    "  info     the BLAS kernels this machine runs, and a better choice if there is one\n"
     "\n"
     "`qat-mnist COMMAND --help` describes each command's options.\n";
 
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     fprintf(stderr, "qat-mnist: unknown command \"%s\"\n%s", argv[1], usage);
     return EXIT_USAGE;
 }
