@@ -22,6 +22,17 @@ typedef struct {
 
 static double best_of(double best, double t) { return t < best ? t : best; }
 
+/* Seconds for the op's forward and its backward node, dy given (ones). */
+static double op_pass(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, const float *ones, float *dy) {
+    memcpy(dy, ones, (size_t)x->numel * sizeof(float));
+    double t0 = bench_now();
+    qat_tensor *y = qat_fake_quant(ctx, x, q, QAT_STE_CLIPPED);
+    if (!y) return -1;
+    y->grad = dy;
+    y->node->backward(ctx, y->node);
+    return bench_now() - t0;
+}
+
 static int run(qat_ctx *ctx, qat_tensor *x, qat_qtype *q, int iters, const float *ones, float *dy,
                rates *r) {
     double t_fwd = 1e30, t_act = 1e30, t_weight = 1e30, t_sum = 1e30;
@@ -35,25 +46,18 @@ static int run(qat_ctx *ctx, qat_tensor *x, qat_qtype *q, int iters, const float
         t_sum = best_of(t_sum, bench_now() - t0);
         t_fwd = best_of(t_fwd, t1 - t0);
         qat_ctx_step_reset(ctx);
-        /* weight: the backward node with a given dy, adding into x's gradient */
-        memcpy(dy, ones, (size_t)x->numel * sizeof(float));
-        t0 = bench_now();
-        y = qat_fake_quant(ctx, x, q, QAT_STE_CLIPPED);
-        y->grad = dy;
-        y->node->backward(ctx, y->node);
-        t_weight = best_of(t_weight, bench_now() - t0);
+        /* weight: the backward node adds into x's gradient */
+        double t = op_pass(ctx, x, q, ones, dy);
+        if (t < 0) return -1;
+        t_weight = best_of(t_weight, t);
         qat_ctx_step_reset(ctx);
         /* activation: the same data as a step tensor: dy becomes dx in place */
         qat_tensor *a = qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape);
         if (!a) return -1;
         a->requires_grad = true;
-        memcpy(dy, ones, (size_t)x->numel * sizeof(float));
-        t0 = bench_now();
-        y = qat_fake_quant(ctx, a, q, QAT_STE_CLIPPED);
-        y->grad = dy;
-        y->node->backward(ctx, y->node);
-        t_act = best_of(t_act, bench_now() - t0);
-        if (a->grad != dy) return -1; /* the in-place path did not run */
+        t = op_pass(ctx, a, q, ones, dy);
+        if (t < 0 || a->grad != dy) return -1; /* failed, or the in-place path did not run */
+        t_act = best_of(t_act, t);
         qat_ctx_step_reset(ctx);
     }
     double n = (double)x->numel / 1e9;
