@@ -27,10 +27,11 @@ static bool pool_dims(qat_ctx *ctx, const char *op, const qat_tensor *x, int k, 
 /* 2x2 windows at stride 2 (LeNet's): per output, which of the window's
  * four inputs is the maximum (0..3, row-major) as one byte. The first
  * maximum wins, as PyTorch. The rows are short (14 and 5 outputs in
- * LeNet): measured here, this plain loop beat every vectorised form of it
- * (branch-free selects ran 2.5x slower). */
+ * LeNet): the compiler's vectorised forms of this loop ran slower than
+ * it; the AVX-512 version (ops_pool_avx512.c) does the same comparisons
+ * with masked row ends. */
 void qat__maxpool2_row(const float *restrict r0, const float *restrict r1, float *restrict y,
-                         uint8_t *restrict code, int64_t OW) {
+                       uint8_t *restrict code, int64_t OW) {
     for (int64_t ow = 0; ow < OW; ow++) {
         float m = r0[2 * ow], v;
         uint8_t k = 0;
@@ -54,7 +55,7 @@ static void maxpool2_row_bw(float *restrict g0, int64_t W, const float *restrict
  * both rows, then place each gradient: in cache, cheaper than a select
  * per input. */
 void qat__maxpool2_row_bw_store(float *restrict g0, int64_t W, const float *restrict gy,
-                                  const uint8_t *restrict code, int64_t OW) {
+                                const uint8_t *restrict code, int64_t OW) {
     memset(g0, 0, (size_t)(2 * W) * sizeof(float));
     maxpool2_row_bw(g0, W, gy, code, OW);
 }
