@@ -11,7 +11,7 @@
 enum {
     G_ADD, G_SUB, G_MUL, G_SCALE, G_MATMUL, G_LINEAR, G_RELU, G_CLAMP, G_SUM, G_MEAN,
     G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL, G_RECIP,
-    G_SHARED
+    G_SHARED, G_CONV_MID
 };
 
 typedef struct {
@@ -44,6 +44,9 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     case G_MAXPOOL: y = qat_maxpool2d(ctx, in[0], u->k, u->stride); break;
     case G_AVGPOOL: y = qat_avgpool2d(ctx, in[0], u->k, u->stride); break;
     case G_DROPOUT: y = qat_dropout(ctx, in[0], 0.3f, &rng); break;
+    case G_CONV_MID: /* the input is an intermediate: its gradient is written, not added */
+        y = qat_conv2d(ctx, qat_scale(ctx, in[0], 0.5f), in[1], NULL, u->stride, u->pad);
+        break;
     case G_SHARED: { /* an intermediate t with five consumers, recorded in either order */
         qat_tensor *t = qat_scale(ctx, in[0], -0.3f), *c[5];
         for (int j = 0; j < 5; j++) {
@@ -78,6 +81,20 @@ static void check(qat_ctx *ctx, gc_user *u, qat_tensor **in, int n) {
     for (int i = 0; i < n; i++) total += in[i]->numel;
     CU_ASSERT_EQUAL(r.n_checked, total);
     qat_ctx_clear_error(ctx);
+}
+
+/* Fills the step arena with NaN and resets it: the next steps' unzeroed
+ * scratch (new gradients an op must write in full) then starts as NaN, not
+ * as the zeros of fresh pages, so an element left unwritten shows. */
+static void dirty_step_arena(qat_ctx *ctx) {
+    /* twice: a reset merges a many-chunk arena into one new (zeroed) chunk;
+     * the second fill lands in that chunk, which the reset then keeps */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t n = 1 << 20;
+        qat_tensor *t = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &n, false);
+        for (int64_t i = 0; t && i < n; i++) t->data[i] = NAN;
+        qat_ctx_step_reset(ctx);
+    }
 }
 
 static qat_rng rng_for(uint64_t seed) {
@@ -468,6 +485,17 @@ static void test_grad_conv2d(void) {
         {{3, 2, 7, 7}, {3, 2, 3, 3}, 2, 1}, /* stride 2 */
         {{1, 2, 1, 3}, {2, 2, 5, 5}, 1, 2}, /* "same" width, input shorter than the kernel */
     };
+    /* an intermediate input, rows within AVX-512's 16 floats and beyond */
+    struct {
+        int64_t x[4], w[4];
+        int pad;
+    } mid[] = {{{2, 3, 6, 5}, {4, 3, 3, 2}, 1}, {{1, 2, 5, 18}, {2, 2, 3, 3}, 0}};
+    for (int c = 0; c < 2; c++) {
+        qat_tensor *in[2] = {t_rand(ctx, &rng, 4, mid[c].x, -1, 1, true), t_rand(ctx, &rng, 4, mid[c].w, -1, 1, true)};
+        dirty_step_arena(ctx);
+        gc_user u = {.kind = G_CONV_MID, .stride = 1, .pad = mid[c].pad};
+        check(ctx, &u, in, 2);
+    }
     for (int c = 0; c < 4; c++)
         for (int bias = 0; bias < 2; bias++) {
             int64_t sb[1] = {cases[c].w[0]};
@@ -491,6 +519,7 @@ static void test_grad_shared_intermediate(void) {
         /* t = -0.3·x in ±[0.06, 0.25]: clear of the ReLU and clamp kinks */
         for (int64_t i = 0; i < in[0]->numel; i++) in[0]->data[i] = (i % 2 ? 1.0f : -1.0f) * (0.2f + 0.05f * (float)i);
         gc_user u = {.kind = G_SHARED, .k = order, .rng0 = rng_for(17)};
+        dirty_step_arena(ctx);
         check(ctx, &u, in, 2);
     }
     qat_ctx_free(ctx);
@@ -522,7 +551,12 @@ static void test_conv_rows_match_portable(void) {
                     for (int64_t i = 0; i < n_col; i++) c0[i] = qat_rng_normal(&rng);
                     for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(&rng);
                     qat__col2im_add(&d, c0, g0);
-                    qat__col2im_add_avx512(&d, c0, g1);
+                    qat__col2im_add_avx512(&d, c0, g1, false);
+                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+                    /* overwriting garbage equals adding into zeros */
+                    for (int64_t i = 0; i < n_x; i++) g0[i] = 0.0f, g1[i] = NAN;
+                    qat__col2im_add(&d, c0, g0);
+                    qat__col2im_add_avx512(&d, c0, g1, true);
                     CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
                     checked++;
                 }
@@ -655,6 +689,16 @@ static qat_tensor *wrong_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     return y;
 }
 
+/* sum(x * c) with a NaN in c: every gradient and difference is NaN */
+static qat_tensor *nan_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
+    (void)user;
+    int64_t n = in[0]->numel;
+    qat_tensor *c = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &n, false);
+    if (!c) return NULL;
+    for (int64_t i = 0; i < n; i++) c->data[i] = i == 1 ? NAN : 1.0f;
+    return qat_sum(ctx, qat_mul(ctx, in[0], c));
+}
+
 static void test_gradcheck_catches_wrong_gradient(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng = rng_for(17);
@@ -664,6 +708,9 @@ static void test_gradcheck_catches_wrong_gradient(void) {
     CU_ASSERT_EQUAL(qat_gradcheck(ctx, wrong_fn, NULL, &x, 1, 1e-2f, 2e-3f, 1e-2f, &r),
                     QAT_ERR_STATE);
     CU_ASSERT(r.max_abs_err > 0.5);
+    /* a NaN gradient fails: it compares false with every tolerance */
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_gradcheck(ctx, nan_fn, NULL, &x, 1, 1e-2f, 2e-3f, 1e-2f, &r), QAT_ERR_STATE);
     qat_ctx_free(ctx);
 }
 

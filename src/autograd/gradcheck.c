@@ -75,7 +75,7 @@ qat_status qat_gradcheck(qat_ctx *ctx, qat_graph_fn fn, void *user, qat_tensor *
             }
             if (rel > r.max_rel_err && err > atol) r.max_rel_err = rel;
             r.n_checked++;
-            if (err > atol + rtol * fabs(num))
+            if (!(err <= atol + rtol * fabs(num))) /* a NaN on either side fails too */
                 st = qat_ctx_fail(ctx, QAT_ERR_STATE,
                                   "gradcheck: input %d element %lld: analytic %.6g, numeric %.6g",
                                   k, (long long)i, ana, num);

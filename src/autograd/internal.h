@@ -109,7 +109,9 @@ void qat__col2im_add(const qat__conv_dims *d, const float *col, float *gxn);
 #define QAT__CONV_AVX512 1
 bool qat__conv_avx512_fits(const qat__conv_dims *d); /* the CPU has it and the shapes suit */
 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, float *col);
-void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn);
+/* overwrite: gxn holds garbage and is written, not added to (as adding
+ * into zeros, bit for bit) */
+void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
 #else
 #define QAT__CONV_AVX512 0
 #endif

@@ -147,13 +147,14 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     int64_t OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW, CHW = d->C * d->H * d->W;
     const float *gy = node->out->grad; /* [N, O, OHW] */
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
-    float *gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
+    bool store = false, wide = false; /* store: gx is new, not zeroed */
+    float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     float *dcol = gx ? qat__step_scratch(ctx, (size_t)(CKK * OHW) * sizeof(float)) : NULL;
     if ((gx && !dcol) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(x) && !gx)) return;
-    void (*col2im)(const conv_dims *, const float *, float *) = qat__col2im_add;
 #if QAT__CONV_AVX512
-    if (qat__conv_avx512_fits(d)) col2im = qat__col2im_add_avx512;
+    wide = qat__conv_avx512_fits(d); /* it can write a new gradient row by row */
 #endif
+    if (store && !wide) memset(gx, 0, (size_t)(d->N * CHW) * sizeof(float));
     for (int64_t n = 0; n < d->N; n++) {
         const float *gyn = gy + n * d->O * OHW;
         if (gw) { /* dw [O, CKK] += dy_n · col_nᵀ */
@@ -163,7 +164,13 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
         if (gx) { /* dcol_n [CKK, OHW] = wᵀ · dy_n, then col2im */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)OHW, (int)d->O, 1.0f, w->data,
                         (int)CKK, gyn, (int)OHW, 0.0f, dcol, (int)OHW);
-            col2im(d, dcol, gx + n * CHW);
+#if QAT__CONV_AVX512
+            if (wide) {
+                qat__col2im_add_avx512(d, dcol, gx + n * CHW, store);
+                continue;
+            }
+#endif
+            qat__col2im_add(d, dcol, gx + n * CHW);
         }
     }
     if (qat__wants_grad(b)) {

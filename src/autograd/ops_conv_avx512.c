@@ -55,7 +55,7 @@ QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, flo
  * KH*KW dependent adds, so several channels' chains interleave. */
 #define QAT__COL2IM_LANES 4
 
-QAT_AVX512 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn) {
+QAT_AVX512 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite) {
     const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, pad = d->pad;
     const int64_t OHW = OH * OW, CS = KH * KW * OHW; /* col's stride from one channel to the next */
     const __mmask16 row_lanes = lanes(0, W);
@@ -64,7 +64,8 @@ QAT_AVX512 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col
         for (int64_t ih = 0; ih < H; ih++) {
             __m512 acc[QAT__COL2IM_LANES];
             for (int j = 0; j < QAT__COL2IM_LANES; j++)
-                acc[j] = j < nc ? _mm512_maskz_loadu_ps(row_lanes, gxn + ((c0 + j) * H + ih) * W) : _mm512_setzero_ps();
+                acc[j] = j < nc && !overwrite ? _mm512_maskz_loadu_ps(row_lanes, gxn + ((c0 + j) * H + ih) * W)
+                                              : _mm512_setzero_ps();
             for (int64_t kh = 0; kh < KH; kh++) {
                 int64_t oh = ih + pad - kh;
                 if (oh < 0 || oh >= OH) continue;
