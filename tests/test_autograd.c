@@ -41,7 +41,9 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     case G_FLATTEN_LINEAR: y = qat_linear(ctx, qat_flatten(ctx, in[0]), in[1], NULL); break;
     case G_XENT: return qat_cross_entropy(ctx, in[0], u->labels);
     case G_CONV: y = qat_conv2d(ctx, in[0], in[1], u->k ? in[2] : NULL, u->stride, u->pad); break;
-    case G_MAXPOOL: y = qat_maxpool2d(ctx, in[0], u->k, u->stride); break;
+    case G_MAXPOOL: /* u->ta: on an intermediate, whose gradient pooling writes */
+        y = qat_maxpool2d(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0], u->k, u->stride);
+        break;
     case G_AVGPOOL: y = qat_avgpool2d(ctx, in[0], u->k, u->stride); break;
     case G_DROPOUT: y = qat_dropout(ctx, in[0], 0.3f, &rng); break;
     case G_CONV_MID: /* the input is an intermediate: its gradient is written, not added */
@@ -657,7 +659,10 @@ static void test_grad_pool_dropout(void) {
         fill_spaced(x, &rng);
         gc_user u = {.kind = G_MAXPOOL, .k = cases[c].k, .stride = cases[c].stride};
         check(ctx, &u, &x, 1);
-        u.kind = G_AVGPOOL;
+        u.ta = true;
+        dirty_step_arena(ctx);
+        check(ctx, &u, &x, 1);
+        u = (gc_user){.kind = G_AVGPOOL, .k = cases[c].k, .stride = cases[c].stride};
         check(ctx, &u, &x, 1);
     }
     int64_t s[2] = {4, 6};
