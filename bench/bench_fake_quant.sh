@@ -3,6 +3,8 @@
 # one run (one thread, best of 10 each): forward, and forward + backward
 # for an activation and for a weight. Run twice in alternation (the
 # machine's speed drifts). Without python3-torch the comparison is skipped.
+# Ends with bench_fq_ceiling: the same memory traffic with no arithmetic,
+# the most any implementation of the op could do on this machine.
 #   bench/bench_fake_quant.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,3 +29,7 @@ for pass in 1 2; do
       printf "  torch %-11s forward %.3f, fwd+bwd activation %.3f, weight %.3f G/s; qat is %.1fx, %.1fx, %.1fx\n", $1, f, a, w, $2 / f, $3 / a, $4 / w
     }'
 done
+if [ -x "$build/bench/bench_fq_ceiling" ]; then
+  echo "== the memory ceiling"
+  "$build/bench/bench_fq_ceiling"
+fi
