@@ -103,6 +103,11 @@ float *qat__grad_reuse(qat_tensor *in, qat_tensor *out);
 typedef struct {
     int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
 } qat__conv_dims;
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The run-time checks every AVX-512 path asks (ops_pool_avx512.c). */
+bool qat__have_avx512f(void);
+bool qat__have_avx512bw(void); /* and VL */
+#endif
 void qat__im2col(const qat__conv_dims *d, const float *xn, float *col);
 void qat__col2im_add(const qat__conv_dims *d, const float *col, float *gxn);
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -125,8 +130,6 @@ void qat__maxpool2_row(const float *r0, const float *r1, float *y, uint8_t *code
 void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QAT__POOL_AVX512 1
-bool qat__have_avx512f(void);
-bool qat__have_avx512bw(void); /* and VL: the backward's byte loads */
 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
 void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
 #else

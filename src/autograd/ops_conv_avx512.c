@@ -19,7 +19,7 @@
 #define QAT_AVX512 __attribute__((target("avx512f")))
 
 bool qat__conv_avx512_fits(const qat__conv_dims *d) {
-    return d->stride == 1 && d->W <= 16 && d->OW <= 16 && __builtin_cpu_supports("avx512f");
+    return d->stride == 1 && d->W <= 16 && d->OW <= 16 && qat__have_avx512f();
 }
 
 /* Lanes [lo, hi) of 16, clipped to [0, 16). */

@@ -66,9 +66,11 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
     qat_tensor *x = n->in[0], *y = n->out;
     int64_t H = x->shape[2], W = x->shape[3], OH = y->shape[2], OW = y->shape[3];
     const float *gy = y->grad;
-    if (n->i[0] && H % 2 == 0 && W % 2 == 0) { /* the windows tile x */
-        bool store;
-        float *gx = qat__grad_dst(ctx, x, &store);
+    if (n->i[0]) {
+        /* a new gradient is stored row pair by row pair when the windows
+         * tile x; otherwise each output adds into its window's maximum */
+        bool store = false;
+        float *gx = H % 2 == 0 && W % 2 == 0 ? qat__grad_dst(ctx, x, &store) : qat__grad(ctx, x);
         if (!gx) return;
         const uint8_t *code = n->saved;
         void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t) =
@@ -85,16 +87,6 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
     }
     float *gx = qat__grad(ctx, x);
     if (!gx) return;
-    if (n->i[0]) {
-        const uint8_t *code = n->saved;
-        for (int64_t p = 0; p < y->shape[0] * y->shape[1]; p++)
-            for (int64_t oh = 0; oh < OH; oh++) {
-                float *g0 = gx + (p * H + 2 * oh) * W;
-                int64_t o = (p * OH + oh) * OW;
-                maxpool2_row_bw(g0, W, gy + o, code + o, OW);
-            }
-        return;
-    }
     const int32_t *arg = n->saved;
     for (int64_t i = 0; i < y->numel; i++) gx[arg[i]] += gy[i];
 }

@@ -82,7 +82,7 @@ static void minmax_portable(const float *restrict x, int64_t n, float *lo, float
 
 void qat__minmax(const float *x, int64_t n, float *lo, float *hi) {
 #if QAT__MINMAX_AVX512
-    if (__builtin_cpu_supports("avx512f")) {
+    if (qat__have_avx512f()) {
         minmax_avx512(x, n, lo, hi);
         return;
     }
