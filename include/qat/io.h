@@ -46,6 +46,11 @@ QAT_API qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *
 QAT_API qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, int64_t *epoch,
                                        bool *prepared);
 
+/* The configuration text the checkpoint was saved with (ts->config): ""
+ * when it has none. Fails (QAT_ERR_FORMAT) when the text does not fit in
+ * len bytes, or the file is not a training checkpoint. */
+QAT_API qat_status qat_checkpoint_config(qat_ctx *ctx, const char *path, char *buf, size_t len);
+
 /* Rebuilds, in ctx, the model a (version 2) training checkpoint was made
  * from: its layers from the recorded architecture, prepared for QAT as it
  * was (global and per-layer settings), then its parameters, buffers, LSQ

@@ -265,3 +265,16 @@ qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, in
     H5E_END_TRY;
     return r.ok ? QAT_OK : qat_ctx_status(ctx);
 }
+
+qat_status qat_checkpoint_config(qat_ctx *ctx, const char *path, char *buf, size_t len) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!path || !buf || !len) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL argument");
+    buf[0] = '\0';
+    qat__h5r r = {ctx, path, -1, true};
+    H5E_BEGIN_TRY {
+        if (open_checked(&r) && qat__h5r_has_attr(r.file, "config")) qat__h5r_str(&r, r.file, "config", buf, len);
+        if (r.file >= 0) H5Fclose(r.file);
+    }
+    H5E_END_TRY;
+    return r.ok ? QAT_OK : qat_ctx_status(ctx);
+}
