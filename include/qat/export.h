@@ -28,6 +28,8 @@ extern "C" {
 #define QAT_QMODEL_VERSION 1
 #define QAT_QMODEL_MAX_OPS QAT_MAX_LAYERS
 #define QAT_QMODEL_CONFIG_LEN 2048
+#define QAT_QMODEL_MAX_DIM (1 << 24) /* largest dimension, and element count, of a per-sample shape */
+#define QAT_QOP_MAX_WINDOW 64        /* largest kernel, stride and padding */
 
 typedef enum {
     QAT_QOP_LINEAR,    /* y = requant(W·(x - zp_in) + b) */
@@ -97,6 +99,14 @@ QAT_API qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char
  * shape, every integer in its storage range, multipliers in [2^30, 2^31),
  * shapes that chain from op to op. Arrays live in ctx. */
 QAT_API qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out);
+
+/* Checks every quantity of a lowered or loaded model: storage ranges
+ * inside their bit width, scales positive normal floats, zero points and
+ * integers inside their ranges, multipliers in [2^30, 2^31) (or 0) with
+ * shifts in [-31, 30], shapes that follow from op to op, a vector of
+ * logits at the end. qat_qmodel_load and qat_qmodel_save both run it.
+ * QAT_ERR_FORMAT with a message naming the op and the quantity. */
+QAT_API qat_status qat_qmodel_validate(qat_ctx *ctx, const qat_qmodel *q);
 
 /* Lower + save, with a training-configuration text (may be NULL). */
 QAT_API qat_status qat_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config,

@@ -189,6 +189,10 @@ static qat_status lower_product(lowering *L, int i, int *end) {
     double *bf = qat_ctx_alloc(ctx, QAT_MEM_STEP, (size_t)l->out * sizeof(double));
     if (!wf || !bf) return qat_ctx_status(ctx);
     effective_weight(l, wf, bf);
+    for (int64_t i = 0; i < l->weight->numel; i++)
+        if (!isfinite(wf[i])) return fail(L, l, QAT_ERR_STATE, "has a weight that is not a finite number (diverged training?)");
+    for (int64_t c = 0; c < l->out; c++)
+        if (!isfinite(bf[c])) return fail(L, l, QAT_ERR_STATE, "has a bias that is not a finite number (diverged training?)");
     if ((st = quantize_weight(L, l, wf, op)) != QAT_OK ||
         (st = quantize_bias(L, l, in.scale, bf, op)) != QAT_OK)
         return st;

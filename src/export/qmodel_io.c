@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "io/h5util.h"
 #include "qat/export.h"
 
@@ -131,6 +132,9 @@ qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) 
     if (!ctx) return QAT_ERR_ARG;
     if (!q || !path || q->n_ops < 1)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "export: need a lowered model and a path");
+    /* the loader's own check: never write a file qat would then refuse */
+    qat_status st = qat_qmodel_validate(ctx, q);
+    if (st != QAT_OK) return qat__error_prefix(ctx, "export: the model would not load back: "), st;
     return qat__h5_write_atomic(ctx, path, write_qmodel, (void *)q);
 }
 
@@ -146,60 +150,39 @@ qat_status qat_export(qat_model *m, int in_rank, const int64_t *in_shape, const 
     return st == QAT_OK ? qat_qmodel_save(m->ctx, q, path) : st;
 }
 
-/* ---- reading ---------------------------------------------------------------------- */
+/* ---- reading ----------------------------------------------------------------------
+ * The reader bounds what the file says (types, element counts, ranks,
+ * integer ranges that size arrays) as it reads; every quantity is then
+ * checked by qat_qmodel_validate, the same check export runs before it
+ * writes, so a file qat writes is a file qat loads. */
+
+#define MAX_DIM (1 << 24)
 
 static bool get_shape(qat__h5r *r, hid_t g, const char *name, int *rank, int64_t *shape) {
-    if (!r->ok) return false;
-    hsize_t n = 0;
-    H5T_class_t cls;
-    size_t size;
-    if (!qat__h5r_has_attr(g, name) || H5LTget_attribute_info(g, ".", name, &n, &cls, &size) < 0)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
+    int n = 0;
+    if (!qat__h5r_attr_count(r, g, name, H5T_INTEGER, 3, &n)) return false;
     if (n != 1 && n != 3) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s must have 1 or 3 dimensions", name);
     long long v[3];
-    if (!qat__h5r_i64s(r, g, name, v, (int)n)) return false;
-    for (int d = 0; d < (int)n; d++) {
-        if (v[d] < 1 || v[d] > (1 << 24)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s has a bad dimension", name);
-        shape[d] = v[d];
-    }
-    *rank = (int)n;
+    if (!qat__h5r_i64s(r, g, name, v, n, 1, MAX_DIM)) return false;
+    for (int d = 0; d < n; d++) shape[d] = v[d];
+    *rank = n;
     return true;
 }
 
-/* Reads and checks an activation's parameters (contract §1, §3). */
+/* Reads an activation's parameters; qat_qmodel_validate checks them. */
 static bool get_aparams(qat__h5r *r, hid_t g, const char *prefix, const char *where, qat_aparams *a) {
-    char name[64], st[16];
+    char name[64], st[16] = "";
 #define NAME(x) (snprintf(name, sizeof name, "%s%s", prefix, x), name)
     a->scale = qat__h5r_f32(r, g, NAME("scale"));
-    a->zero_point = (int32_t)qat__h5r_i64(r, g, NAME("zero_point"));
-    a->bits = (int)qat__h5r_i64(r, g, NAME("bits"));
-    a->qmin = (int32_t)qat__h5r_i64(r, g, NAME("qmin"));
-    a->qmax = (int32_t)qat__h5r_i64(r, g, NAME("qmax"));
+    a->zero_point = (int32_t)qat__h5r_i64(r, g, NAME("zero_point"), INT32_MIN, INT32_MAX);
+    a->bits = (int)qat__h5r_i64(r, g, NAME("bits"), 2, 16);
+    a->qmin = (int32_t)qat__h5r_i64(r, g, NAME("qmin"), INT32_MIN, INT32_MAX);
+    a->qmax = (int32_t)qat__h5r_i64(r, g, NAME("qmax"), INT32_MIN, INT32_MAX);
     if (!qat__h5r_str(r, g, NAME("storage_type"), st, sizeof st)) return false;
 #undef NAME
+    if (st[0] != 'i' && st[0] != 'u')
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: storage type \"%s\" is neither iN nor uN", where, st);
     a->is_signed = st[0] == 'i';
-    int32_t lo, hi;
-    if (qat_storage_range(a->bits, a->is_signed, false, &lo, &hi) != QAT_OK || (st[0] != 'i' && st[0] != 'u'))
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad storage type %s / %d bits", where, st, a->bits);
-    if (a->qmin < lo || a->qmax > hi || a->qmin >= a->qmax)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: storage range [%d, %d] outside %s", where, a->qmin, a->qmax, st);
-    if (a->zero_point < a->qmin || a->zero_point > a->qmax || !(a->scale > 0) || !isfinite(a->scale))
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad scale or zero point", where);
-    return true;
-}
-
-static bool same_aparams(const qat_aparams *a, const qat_aparams *b) {
-    return a->scale == b->scale && a->zero_point == b->zero_point && a->bits == b->bits &&
-           a->is_signed == b->is_signed && a->qmin == b->qmin && a->qmax == b->qmax;
-}
-
-static bool check_multipliers(qat__h5r *r, const char *where, const int32_t *m, const int32_t *s, int64_t n) {
-    for (int64_t c = 0; c < n; c++) {
-        bool zero = m[c] == 0 && s[c] == 0;
-        if (!zero && (m[c] < (1 << 30) || s[c] < -31 || s[c] > 30))
-            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: multiplier %d, shift %d outside [2^30, 2^31), [-31, 30]",
-                                 where, m[c], s[c]);
-    }
     return true;
 }
 
@@ -209,41 +192,40 @@ static void *alloc(qat__h5r *r, size_t bytes) {
     return p;
 }
 
-static bool get_multipliers(qat__h5r *r, hid_t g, const char *where, int64_t n, qat_qop *op) {
+static bool get_multipliers(qat__h5r *r, hid_t g, int64_t n, qat_qop *op) {
     op->multiplier = alloc(r, (size_t)n * sizeof(int32_t));
     op->shift = alloc(r, (size_t)n * sizeof(int32_t));
     return r->ok && qat__h5r_ints(r, g, "multiplier", 1, &n, op->multiplier) &&
-           qat__h5r_ints(r, g, "shift", 1, &n, op->shift) &&
-           check_multipliers(r, where, op->multiplier, op->shift, n);
+           qat__h5r_ints(r, g, "shift", 1, &n, op->shift);
 }
 
 static bool get_weight(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
     bool conv = op->kind == QAT_QOP_CONV2D;
     int rank = conv ? 4 : 2;
-    int64_t shape[QAT_MAX_RANK] = {0}, in = op->in_shape[0];
+    int64_t shape[QAT_MAX_RANK] = {0};
     int have = 0;
     if (!qat__h5r_shape(r, g, "weight", QAT_MAX_RANK, &have, shape)) return false;
-    if (have != rank || shape[0] != op->out_shape[0] || shape[1] != in ||
+    if (have != rank || shape[0] != op->out_shape[0] || shape[1] != op->in_shape[0] ||
         (conv && (shape[2] != op->kernel || shape[3] != op->kernel)))
         return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: the weight's shape does not fit the op", where);
     hid_t set = H5Dopen2(g, "weight", H5P_DEFAULT);
     if (set < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: cannot open the weight", where);
     char st[16] = "";
-    long long block[QAT_MAX_RANK];
-    int bits = (int)qat__h5r_i64(r, set, "bits");
-    int32_t qmin = (int32_t)qat__h5r_i64(r, set, "qmin"), qmax = (int32_t)qat__h5r_i64(r, set, "qmax");
+    long long block[QAT_MAX_RANK] = {0};
+    int bits = (int)qat__h5r_i64(r, set, "bits", 2, 16);
+    int32_t qmin = (int32_t)qat__h5r_i64(r, set, "qmin", INT32_MIN, INT32_MAX);
+    int32_t qmax = (int32_t)qat__h5r_i64(r, set, "qmax", INT32_MIN, INT32_MAX);
     qat__h5r_str(r, set, "storage_type", st, sizeof st);
-    qat__h5r_i64s(r, set, "block_sizes", block, rank);
+    qat__h5r_i64s(r, set, "block_sizes", block, rank, 1, MAX_DIM);
     H5Dclose(set);
     if (!r->ok) return false;
     int64_t b[QAT_MAX_RANK];
     for (int d = 0; d < rank; d++) b[d] = block[d];
     int32_t lo, hi;
-    if ((st[0] != 'i' && st[0] != 'u') || qat_storage_range(bits, st[0] == 'i', false, &lo, &hi) != QAT_OK ||
-        qmin < lo || qmax > hi || qmin >= qmax)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad weight storage (%s, %d bits, [%d, %d])", where, st, bits, qmin, qmax);
+    if ((st[0] != 'i' && st[0] != 'u') || qat_storage_range(bits, st[0] == 'i', false, &lo, &hi) != QAT_OK)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad weight storage (%s, %d bits)", where, st, bits);
     for (int d = 0; d < rank; d++)
-        if (b[d] < 1 || b[d] > shape[d] || shape[d] % b[d])
+        if (b[d] > shape[d] || shape[d] % b[d])
             return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: block_sizes do not divide the weight's shape", where);
     if (qat_qtype_init(r->ctx, &op->wq, bits, st[0] == 'i', false, rank, shape, b) != QAT_OK) return r->ok = false;
     op->wq.qmin = qmin, op->wq.qmax = qmax;
@@ -257,48 +239,10 @@ static bool get_weight(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
         !qat__h5r_ints(r, g, "weight_zero_point", rank, op->wq.pshape, op->wq.zero_point) ||
         !qat__h5r_ints(r, g, "bias", 1, &O, op->bias) || !qat__h5r_floats(r, g, "bias_scale", 1, &O, op->bias_scale))
         return false;
-    for (int64_t i = 0; i < n; i++)
-        if (op->weight[i] < qmin || op->weight[i] > qmax)
-            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: weight integer %d outside [%d, %d]", where, op->weight[i], qmin, qmax);
-    for (int64_t p = 0; p < op->wq.nparams; p++)
-        if (!(op->wq.scale[p] > 0) || !isfinite(op->wq.scale[p]) || op->wq.zero_point[p] < qmin ||
-            op->wq.zero_point[p] > qmax)
-            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad weight scale or zero point", where);
-    for (int64_t c = 0; c < O; c++)
-        if (!(op->bias_scale[c] > 0) || !isfinite(op->bias_scale[c]))
-            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad bias scale", where);
-    int axis = qat_qtype_axis(&op->wq);
-    bool has_mult = H5LTfind_dataset(g, "multiplier") > 0;
-    if (has_mult != (axis == -1 || axis == 0))
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: multipliers must be present exactly for per-tensor and "
-                             "per-output-channel weights", where);
-    return !has_mult || get_multipliers(r, g, where, O, op);
+    return !qat__h5r_has_dataset(g, "multiplier") || get_multipliers(r, g, O, op);
 }
 
-/* The output shape an op computes from its input (false: does not fit). */
-static bool expect_out(const qat_qop *op, int *rank, int64_t *s) {
-    const int64_t *in = op->in_shape;
-    int k = op->kernel, st = op->stride, p = op->kind == QAT_QOP_CONV2D ? op->pad : 0;
-    switch (op->kind) {
-    case QAT_QOP_LINEAR: *rank = 1, s[0] = op->out_shape[0]; return op->in_rank == 1;
-    case QAT_QOP_CONV2D:
-    case QAT_QOP_MAXPOOL2D:
-    case QAT_QOP_AVGPOOL2D:
-        if (op->in_rank != 3 || k < 1 || st < 1 || p < 0 || k > 64 || st > 64 || p > 64 ||
-            in[1] + 2 * p < k || in[2] + 2 * p < k)
-            return false;
-        *rank = 3;
-        s[0] = op->kind == QAT_QOP_CONV2D ? op->out_shape[0] : in[0];
-        s[1] = (in[1] + 2 * p - k) / st + 1, s[2] = (in[2] + 2 * p - k) / st + 1;
-        return true;
-    case QAT_QOP_FLATTEN: *rank = 1, s[0] = op->in_rank == 3 ? in[0] * in[1] * in[2] : in[0]; return true;
-    case QAT_QOP_RELU: *rank = op->in_rank, memcpy(s, in, 3 * sizeof *s); return true;
-    case QAT_QOP_KIND_COUNT: break;
-    }
-    return false;
-}
-
-static bool get_op(qat__h5r *r, hid_t ops, int i, qat_aparams *cur, int *rank, int64_t *shape, qat_qop *op) {
+static bool get_op(qat__h5r *r, hid_t ops, int i, qat_qop *op) {
     char gname[16], kind[32] = "", where[96];
     snprintf(gname, sizeof gname, "%d", i);
     hid_t g = qat__h5r_group(r, ops, gname);
@@ -314,34 +258,28 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, qat_aparams *cur, int *rank, i
     get_shape(r, g, "input_shape", &op->in_rank, op->in_shape);
     get_shape(r, g, "output_shape", &op->out_rank, op->out_shape);
     get_aparams(r, g, "output_", where, &op->output);
-    op->act_min = (int32_t)qat__h5r_i64(r, g, "act_min");
-    op->act_max = (int32_t)qat__h5r_i64(r, g, "act_max");
+    op->act_min = (int32_t)qat__h5r_i64(r, g, "act_min", INT32_MIN, INT32_MAX);
+    op->act_max = (int32_t)qat__h5r_i64(r, g, "act_max", INT32_MIN, INT32_MAX);
     bool windowed = op->kind == QAT_QOP_CONV2D || op->kind == QAT_QOP_MAXPOOL2D || op->kind == QAT_QOP_AVGPOOL2D;
-    if (windowed) op->kernel = (int)qat__h5r_i64(r, g, "kernel"), op->stride = (int)qat__h5r_i64(r, g, "stride");
-    if (op->kind == QAT_QOP_CONV2D) op->pad = (int)qat__h5r_i64(r, g, "padding");
-    int erank = 0;
-    int64_t es[3] = {0};
-    bool chains = op->in_rank == *rank && !memcmp(op->in_shape, shape, (size_t)*rank * sizeof *shape);
-    if (r->ok && (!chains || !expect_out(op, &erank, es) || erank != op->out_rank ||
-                  memcmp(es, op->out_shape, (size_t)erank * sizeof *es)))
-        qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: its shapes do not follow from the op before it", where);
-    if (r->ok && (op->act_min < op->output.qmin || op->act_max > op->output.qmax || op->act_min > op->act_max))
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: act_min/act_max outside the output's range", where);
-    bool requantizes = op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D || op->kind == QAT_QOP_AVGPOOL2D;
-    if (r->ok && !requantizes && !same_aparams(&op->output, cur))
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: does not requantize, so its output must keep its input's quantization", where);
+    if (windowed) {
+        op->kernel = (int)qat__h5r_i64(r, g, "kernel", 1, QAT_QOP_MAX_WINDOW);
+        op->stride = (int)qat__h5r_i64(r, g, "stride", 1, QAT_QOP_MAX_WINDOW);
+    }
+    if (op->kind == QAT_QOP_CONV2D) op->pad = (int)qat__h5r_i64(r, g, "padding", 0, QAT_QOP_MAX_WINDOW);
     if (r->ok && (op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D)) {
         char act[16] = "";
         qat__h5r_str(r, g, "activation", act, sizeof act);
         op->act = !strcmp(act, "relu") ? QAT_ACT_RELU : !strcmp(act, "relu6") ? QAT_ACT_RELU6 : QAT_ACT_NONE;
         if (r->ok && op->act == QAT_ACT_NONE && strcmp(act, "none"))
             qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown activation %s", where, act);
+        /* the weight's shape is checked against the op's, so its input
+         * shape must be sane first */
+        if (r->ok && ((op->kind == QAT_QOP_CONV2D) != (op->in_rank == 3) || op->out_rank != op->in_rank))
+            qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: its input and output shapes do not fit a %s", where, kind);
         get_weight(r, g, where, op);
     }
-    if (op->kind == QAT_QOP_AVGPOOL2D) get_multipliers(r, g, where, 1, op);
+    if (op->kind == QAT_QOP_AVGPOOL2D) get_multipliers(r, g, 1, op);
     H5Gclose(g);
-    *cur = op->output, *rank = op->out_rank;
-    memcpy(shape, op->out_shape, 3 * sizeof *shape);
     return r->ok;
 }
 
@@ -349,25 +287,16 @@ static void read_qmodel(qat__h5r *r, qat_qmodel *q) {
     hid_t f = r->file;
     qat__h5r_str(r, f, "producer", q->producer, sizeof q->producer);
     qat__h5r_str(r, f, "training_config", q->config, sizeof q->config);
-    long long n_ops = qat__h5r_i64(r, f, "n_ops");
-    if (r->ok && (n_ops < 1 || n_ops > QAT_QMODEL_MAX_OPS))
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "n_ops %lld outside 1..%d", n_ops, QAT_QMODEL_MAX_OPS);
+    long long n_ops = qat__h5r_i64(r, f, "n_ops", 1, QAT_QMODEL_MAX_OPS);
+    q->n_outputs = qat__h5r_i64(r, f, "n_outputs", 1, MAX_DIM);
     get_shape(r, f, "input_shape", &q->in_rank, q->in_shape);
     hid_t g = qat__h5r_group(r, f, "input");
     if (g >= 0) get_aparams(r, g, "", "input", &q->input), H5Gclose(g);
     hid_t ops = qat__h5r_group(r, f, "ops");
     if (ops < 0) return;
-    qat_aparams cur = q->input;
-    int rank = q->in_rank;
-    int64_t shape[3];
-    memcpy(shape, q->in_shape, sizeof shape);
-    for (int i = 0; r->ok && i < n_ops; i++) get_op(r, ops, i, &cur, &rank, shape, &q->ops[i]);
+    for (int i = 0; r->ok && i < n_ops; i++) get_op(r, ops, i, &q->ops[i]);
     H5Gclose(ops);
     q->n_ops = (int)n_ops;
-    if (r->ok && rank != 1) qat__h5r_fail(r, QAT_ERR_FORMAT, "the last op does not give a vector of logits");
-    q->n_outputs = shape[0];
-    if (r->ok && qat__h5r_i64(r, f, "n_outputs") != q->n_outputs)
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "n_outputs disagrees with the last op's shape");
 }
 
 qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
@@ -381,5 +310,8 @@ qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
         if (r.file >= 0) H5Fclose(r.file);
     }
     H5E_END_TRY;
-    return r.ok ? QAT_OK : qat_ctx_status(ctx);
+    if (!r.ok) return qat_ctx_status(ctx);
+    qat_status st = qat_qmodel_validate(ctx, out);
+    if (st != QAT_OK) qat__error_prefix(ctx, "%s: ", path);
+    return st;
 }

@@ -3,6 +3,7 @@
 #include "architecture.h"
 
 #include <hdf5_hl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,7 +53,9 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m) {
     long long hp[6] = {0};
     qat__h5r_str(r, g, "kind", kind, sizeof kind);
     qat__h5r_str(r, g, "name", name, sizeof name);
-    qat__h5r_i64s(r, g, "in_out_kernel_stride_pad_bias", hp, 6);
+    /* sizes far beyond any model that fits in memory are refused here, so
+     * the (int) conversions below are exact */
+    qat__h5r_i64s(r, g, "in_out_kernel_stride_pad_bias", hp, 6, 0, 1 << 24);
     float p = qat__h5r_f32(r, g, "p"), mom = qat__h5r_f32(r, g, "momentum"), eps = qat__h5r_f32(r, g, "eps");
     if (!r->ok) return qat_ctx_status(r->ctx);
     int in = (int)hp[0], out = (int)hp[1], k = (int)hp[2], s = (int)hp[3], pad = (int)hp[4];
@@ -80,14 +83,18 @@ static qat_status restore_layer_config(qat__h5r *r, hid_t arch, hid_t g, qat_mod
     qat_layer *l = &m->layers[i];
     if (!l->wq || !qat__h5r_has_attr(g, "weight_bits_qmin_block")) return QAT_OK;
     long long wt[2 + QAT_MAX_RANK] = {0};
-    if (!qat__h5r_i64s(r, g, "weight_bits_qmin_block", wt, 2 + l->wq->rank)) return qat_ctx_status(r->ctx);
+    if (!qat__h5r_i64s(r, g, "weight_bits_qmin_block", wt, 2 + l->wq->rank, -32768, 1 << 24))
+        return qat_ctx_status(r->ctx);
     bool same = wt[0] == l->wq->bits && wt[1] == l->wq->qmin;
     for (int d = 0; d < l->wq->rank; d++) same = same && wt[2 + d] == l->wq->block[d];
     if (same) return QAT_OK;
     qat_prepare_config c = m->qcfg;
     c.wbits = (int)wt[0];
     int32_t full_min, full_max;
-    qat_storage_range(c.wbits, true, false, &full_min, &full_max);
+    if (qat_storage_range(c.wbits, true, false, &full_min, &full_max) != QAT_OK ||
+        (wt[1] != full_min && wt[1] != full_min + 1))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: weight type %lld bits, qmin %lld is neither full nor "
+                             "narrow range", l->name, wt[0], wt[1]), QAT_ERR_FORMAT;
     c.w_narrow = wt[1] != full_min;
     c.wgran = wt[2] == l->wq->shape[0] && l->wq->shape[0] > 1 ? QAT_GRAN_TENSOR
               : wt[3] < l->wq->shape[1]                     ? QAT_GRAN_BLOCK
@@ -98,11 +105,27 @@ static qat_status restore_layer_config(qat__h5r *r, hid_t arch, hid_t g, qat_mod
         snprintf(name, sizeof name, "%d", j);
         if (!m->layers[j].aq) continue;
         hid_t lj = H5Gopen2(arch, name, H5P_DEFAULT);
-        if (lj >= 0 && qat__h5r_has_attr(lj, "act_bits")) c.abits = c.io_bits = (int)qat__h5r_i64(r, lj, "act_bits");
+        if (lj >= 0 && qat__h5r_has_attr(lj, "act_bits")) c.abits = c.io_bits = (int)qat__h5r_i64(r, lj, "act_bits", 2, 16);
         if (lj >= 0) H5Gclose(lj);
         break;
     }
     return qat_prepare_layer(m, l->name, &c);
+}
+
+/* The global QAT configuration, each entry in its own range (an enum
+ * outside its values is refused, not cast). */
+static bool read_qat_config(qat__h5r *r, hid_t a, long long *v) {
+    static const long long lo[12] = {2, 0, QAT_GRAN_TENSOR, 0, 2, 0, QAT_OBS_MINMAX, 0, QAT_STE_CLIPPED, 2, 0, 0};
+    static const long long hi[12] = {16, 1, QAT_GRAN_BLOCK, 1 << 24, 16, 1, QAT_OBS_EMA_BIAS_CORRECTED,
+                                     QAT_OBS_MAX_WINDOW, QAT_STE_PLAIN, 16, 1, 1};
+    static const char *const names[12] = {"wbits", "w_narrow", "granularity", "block", "abits", "a_symmetric",
+                                          "observer", "window", "ste", "io_bits", "lsq", "fold_bn"};
+    if (!qat__h5r_i64s(r, a, "qat_config", v, 12, LLONG_MIN, LLONG_MAX)) return false;
+    for (int i = 0; i < 12; i++)
+        if (v[i] < lo[i] || v[i] > hi[i])
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "qat_config: %s = %lld is outside [%lld, %lld]", names[i], v[i],
+                                 lo[i], hi[i]);
+    return true;
 }
 
 static qat_status rebuild(qat__h5r *r, qat_model *m) {
@@ -110,8 +133,7 @@ static qat_status rebuild(qat__h5r *r, qat_model *m) {
     if (a < 0) return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "no architecture recorded (a version 1 "
                                     "checkpoint: it can resume training but not rebuild a model)"),
                   QAT_ERR_UNSUPPORTED;
-    long long n = qat__h5r_i64(r, a, "n_layers"), prepared = qat__h5r_i64(r, a, "prepared");
-    if (r->ok && (n < 1 || n > QAT_MAX_LAYERS)) qat__h5r_fail(r, QAT_ERR_FORMAT, "bad n_layers %lld", n);
+    long long n = qat__h5r_i64(r, a, "n_layers", 1, QAT_MAX_LAYERS), prepared = qat__h5r_i64(r, a, "prepared", 0, 1);
     qat_status st = r->ok ? QAT_OK : qat_ctx_status(r->ctx);
     for (int i = 0; st == QAT_OK && i < n; i++) {
         char name[16];
@@ -122,9 +144,9 @@ static qat_status rebuild(qat__h5r *r, qat_model *m) {
     }
     if (st == QAT_OK) st = qat_model_build(m, 1);
     if (st == QAT_OK && prepared) {
-        long long v[12];
+        long long v[12] = {0};
         float k = qat__h5r_f32(r, a, "qat_config_k");
-        if (!qat__h5r_i64s(r, a, "qat_config", v, 12)) st = qat_ctx_status(r->ctx);
+        if (!read_qat_config(r, a, v)) st = qat_ctx_status(r->ctx);
         qat_prepare_config c = {.wbits = (int)v[0], .w_narrow = v[1], .wgran = (qat_granularity)v[2],
                                 .block = (int)v[3], .abits = (int)v[4], .a_symmetric = v[5],
                                 .aobs = (qat_observer_kind)v[6], .window = (int)v[7], .k = k,

@@ -1,7 +1,9 @@
 /* Training checkpoints in HDF5 (layout: docs/checkpoint-format.md). */
 #include <hdf5.h>
 #include <hdf5_hl.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "architecture.h"
@@ -115,12 +117,31 @@ qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const qat_opt
     return qat__h5_write_atomic(m->ctx, path, write_cb, &a);
 }
 
-/* ---- reading -------------------------------------------------------------------- */
+/* ---- reading --------------------------------------------------------------------
+ * Every number is checked before the model, optimizer or loop uses it:
+ * shapes exactly as the model has them, parameters and moments finite,
+ * flags 0 or 1, counters >= 0, the sample order a permutation, observer
+ * scales positive normal floats. A file that says otherwise is refused
+ * with a message naming what is wrong. */
+
+#define MAX_COUNT (1LL << 62) /* steps, epochs, observer updates: any sane run */
+
+static bool all_finite(qat__h5r *r, const char *what, const float *v, int64_t n, bool nonnegative) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) || (nonnegative && v[i] < 0))
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s[%lld] is %g (want a finite%s number)", what, (long long)i,
+                                 (double)v[i], nonnegative ? ", non-negative" : "");
+    return true;
+}
 
 static void get_rng(qat__h5r *r, hid_t loc, const char *name, qat_rng *out) {
-    if (r->ok && (H5LTfind_dataset(loc, name) <= 0 ||
-                  H5LTread_dataset(loc, name, H5T_NATIVE_ULLONG, out->s) < 0))
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "missing or damaged %s", name);
+    uint64_t s[2];
+    if (!qat__h5r_u64s(r, loc, name, 2, s)) return;
+    if (s[0] == 0 && s[1] == 0) {
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s is all zero (not a valid generator state)", name);
+        return;
+    }
+    out->s[0] = s[0], out->s[1] = s[1];
 }
 
 static void get_optim(qat__h5r *r, const char *name, qat_optim *o) {
@@ -129,31 +150,49 @@ static void get_optim(qat__h5r *r, const char *name, qat_optim *o) {
         qat__h5r_fail(r, QAT_ERR_FORMAT, "no %s state in the checkpoint", name);
         return;
     }
-    hid_t g = H5Gopen2(r->file, name, H5P_DEFAULT);
+    hid_t g = qat__h5r_group(r, r->file, name);
+    if (g < 0) return;
     char kind[16] = "";
-    if (H5LTget_attribute_string(g, ".", "kind", kind) < 0 || strcmp(kind, qat_optim_kind_str(o->cfg.kind)))
+    if (qat__h5r_str(r, g, "kind", kind, sizeof kind) && strcmp(kind, qat_optim_kind_str(o->cfg.kind)))
         qat__h5r_fail(r, QAT_ERR_STATE, "optimizer differs from the checkpoint's (%s)", kind);
-    if (qat__h5r_i64(r, g, "n") != o->n) qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has another size", name);
-    o->steps = qat__h5r_i64(r, g, "steps");
-    if (o->m) qat__h5r_floats(r, g, "m", 1, &o->n, o->m);
-    if (o->v) qat__h5r_floats(r, g, "v", 1, &o->n, o->v);
+    if (r->ok && qat__h5r_i64(r, g, "n", 0, MAX_COUNT) != o->n) qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has another size", name);
+    int64_t steps = qat__h5r_i64(r, g, "steps", 0, MAX_COUNT);
+    char what[64];
+    snprintf(what, sizeof what, "%s/m", name);
+    if (o->m && qat__h5r_floats(r, g, "m", 1, &o->n, o->m)) all_finite(r, what, o->m, o->n, false);
+    snprintf(what, sizeof what, "%s/v", name);
+    if (o->v && qat__h5r_floats(r, g, "v", 1, &o->n, o->v)) all_finite(r, what, o->v, o->n, true);
+    if (r->ok) o->steps = steps;
     H5Gclose(g);
 }
 
+/* An activation quantizer's observer and current parameters, checked
+ * against its type's storage range before they replace the model's. */
 static void get_act(qat__h5r *r, hid_t g, const char *name, qat_act_quant *a) {
     float v[OBS_FLOATS];
     int64_t n = OBS_FLOATS;
     if (!qat__h5r_floats(r, g, name, 1, &n, v)) return;
+    char what[96];
+    snprintf(what, sizeof what, "observer %s", name);
+    if (!all_finite(r, what, v, n, false)) return;
+    hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
+    if (d < 0) {
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot open observer %s", name);
+        return;
+    }
+    long long updates = qat__h5r_i64(r, d, "updates", 0, MAX_COUNT);
+    long long zp = qat__h5r_i64(r, d, "zero_point", a->q.qmin, a->q.qmax);
+    float scale = qat__h5r_f32(r, d, "scale");
+    H5Dclose(d);
+    if (r->ok && !(isnormal(scale) && scale > 0))
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "observer %s: scale %g is not a positive normal number", name, (double)scale);
+    if (!r->ok) return;
     qat_observer *o = &a->obs;
     o->min = v[0], o->max = v[1], o->state = v[2], o->acc_min = v[3], o->acc_max = v[4];
     memcpy(o->win_min, v + 5, sizeof o->win_min);
     memcpy(o->win_max, v + 5 + QAT_OBS_MAX_WINDOW, sizeof o->win_max);
-    long long updates = 0, zp = 0;
-    if (H5LTget_attribute_long_long(g, name, "updates", &updates) < 0 ||
-        H5LTget_attribute_long_long(g, name, "zero_point", &zp) < 0 ||
-        H5LTget_attribute_float(g, name, "scale", &a->q.scale[0]) < 0)
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "damaged observer %s", name);
     o->updates = updates;
+    a->q.scale[0] = scale;
     a->q.zero_point[0] = (int32_t)zp;
 }
 
@@ -162,75 +201,95 @@ static bool open_checked(qat__h5r *r) {
     return qat__h5r_open(r, QAT_CHECKPOINT_FORMAT, "qat training checkpoint", QAT_CHECKPOINT_VERSION, NULL);
 }
 
-static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
-    hid_t g = H5Gopen2(r->file, "params", H5P_DEFAULT);
-    if (g < 0) {
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no params group");
-        return;
-    }
+/* Each named tensor of `list` from group `name`, which must hold exactly
+ * those (no more, no fewer). */
+static void get_tensors(qat__h5r *r, const char *name, const qat_named_tensor *list, int n, bool nonnegative_var) {
+    hid_t g = qat__h5r_group(r, r->file, name);
+    if (g < 0) return;
     H5G_info_t info;
-    if (H5Gget_info(g, &info) < 0 || info.nlinks != (hsize_t)m->n_param_tensors)
-        qat__h5r_fail(r, QAT_ERR_SHAPE, "%s", "the checkpoint has another number of parameter tensors (a different model?)");
-    for (int i = 0; r->ok && i < m->n_param_tensors; i++) {
-        qat_tensor *t = m->param_list[i].tensor;
-        qat__h5r_floats(r, g, m->param_list[i].name, t->rank, t->shape, t->data);
+    if (H5Gget_info(g, &info) < 0 || info.nlinks != (hsize_t)n)
+        qat__h5r_fail(r, QAT_ERR_SHAPE, "the checkpoint has another number of %s tensors (a different model?)", name);
+    for (int i = 0; r->ok && i < n; i++) {
+        qat_tensor *t = list[i].tensor;
+        if (!qat__h5r_floats(r, g, list[i].name, t->rank, t->shape, t->data)) break;
+        size_t len = strlen(list[i].name);
+        bool var = nonnegative_var && len > 12 && !strcmp(list[i].name + len - 12, "running_var");
+        all_finite(r, list[i].name, t->data, t->numel, var);
     }
     H5Gclose(g);
-    if (m->n_buffer_tensors && r->ok) {
-        g = H5Gopen2(r->file, "buffers", H5P_DEFAULT);
-        for (int i = 0; g >= 0 && r->ok && i < m->n_buffer_tensors; i++) {
-            qat_tensor *t = m->buffer_list[i].tensor;
-            qat__h5r_floats(r, g, m->buffer_list[i].name, t->rank, t->shape, t->data);
-        }
-        if (g >= 0) H5Gclose(g);
-        else qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no buffers group");
-    }
-    if (m->n_qparams) qat__h5r_floats(r, r->file, "lsq_scales", 1, &m->n_qparams, m->qparams);
-    get_optim(r, "optim", opt);
-    get_optim(r, "lsq_optim", qopt);
-    if (!r->ok) return;
-    g = H5Gopen2(r->file, "state", H5P_DEFAULT);
-    if (g < 0) {
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no state group");
+}
+
+/* The saved sample order: a permutation of 0..n-1 that fits ts->order. */
+static void get_order(qat__h5r *r, hid_t g, qat_train_state *ts) {
+    int64_t cap = ts->n_order, n = 0;
+    ts->n_order = 0;
+    if (!r->ok || !qat__h5r_has_dataset(g, "order")) return;
+    if (!ts->order) {
+        qat__h5r_fail(r, QAT_ERR_SHAPE, "the checkpoint has a sample order and the caller gave no room for it");
         return;
     }
-    if (qat__h5r_i64(r, g, "prepared") != m->prepared)
+    if (!qat__h5r_i32s_upto(r, g, "order", cap, ts->order, &n)) {
+        qat_ctx_clear_error(r->ctx);
+        r->ok = true;
+        qat__h5r_fail(r, QAT_ERR_SHAPE, "the saved sample order does not fit (another data set size?)");
+        return;
+    }
+    uint8_t *seen = calloc((size_t)n + 1, 1);
+    if (!seen) {
+        qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory to check the sample order");
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = ts->order[i];
+        if (v < 0 || v >= n || seen[v]) {
+            qat__h5r_fail(r, QAT_ERR_FORMAT, "state/order is not a permutation of 0..%lld (element %lld is %d)",
+                          (long long)n - 1, (long long)i, v);
+            break;
+        }
+        seen[v] = 1;
+    }
+    free(seen);
+    if (r->ok) ts->n_order = n;
+}
+
+static bool flag(qat__h5r *r, hid_t g, const char *name) { return qat__h5r_i64(r, g, name, 0, 1) != 0; }
+
+static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts) {
+    get_tensors(r, "params", m->param_list, m->n_param_tensors, false);
+    if (m->n_buffer_tensors) get_tensors(r, "buffers", m->buffer_list, m->n_buffer_tensors, true);
+    if (m->n_qparams && qat__h5r_floats(r, r->file, "lsq_scales", 1, &m->n_qparams, m->qparams))
+        all_finite(r, "lsq_scales", m->qparams, m->n_qparams, false);
+    get_optim(r, "optim", opt);
+    get_optim(r, "lsq_optim", qopt);
+    hid_t g = qat__h5r_group(r, r->file, "state");
+    if (g < 0) return;
+    if (r->ok && flag(r, g, "prepared") != m->prepared)
         qat__h5r_fail(r, QAT_ERR_STATE, "%s", m->prepared ? "the checkpoint is of a float model, this model is prepared for QAT"
                                                   : "the checkpoint is of a QAT model: call qat_prepare first");
-    m->training = qat__h5r_i64(r, g, "training");
-    m->fake_quant_on = qat__h5r_i64(r, g, "fake_quant_on");
-    m->observers_frozen = qat__h5r_i64(r, g, "observers_frozen");
-    m->bn_frozen = qat__h5r_i64(r, g, "bn_frozen");
-    get_rng(r, g, "model_rng", &m->rng);
+    bool training = flag(r, g, "training"), fq = flag(r, g, "fake_quant_on");
+    bool obs_frozen = flag(r, g, "observers_frozen"), bn_frozen = flag(r, g, "bn_frozen");
+    qat_rng rng = m->rng;
+    get_rng(r, g, "model_rng", &rng);
     if (ts) {
-        ts->step = qat__h5r_i64(r, g, "step");
-        ts->epoch = qat__h5r_i64(r, g, "epoch");
-        get_rng(r, g, "shuffle_rng", &ts->shuffle_rng);
-        int64_t cap = ts->n_order;
-        ts->n_order = 0;
-        if (r->ok && H5LTfind_dataset(g, "order") > 0) {
-            hsize_t n = 0;
-            H5LTget_dataset_info(g, "order", &n, NULL, NULL);
-            if (!ts->order || (int64_t)n > cap)
-                qat__h5r_fail(r, QAT_ERR_SHAPE, "%s", "the saved sample order does not fit (another data set size?)");
-            else if (H5LTread_dataset_int(g, "order", ts->order) < 0)
-                qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "damaged sample order");
-            else
-                ts->n_order = (int64_t)n;
-        }
+        qat_train_state got = *ts;
+        got.step = qat__h5r_i64(r, g, "step", 0, MAX_COUNT);
+        got.epoch = qat__h5r_i64(r, g, "epoch", 0, MAX_COUNT);
+        get_rng(r, g, "shuffle_rng", &got.shuffle_rng);
+        get_order(r, g, &got);
+        if (r->ok) *ts = got;
     }
     H5Gclose(g);
     if (m->prepared && r->ok) {
-        g = H5Gopen2(r->file, "observers", H5P_DEFAULT);
-        if (g < 0) {
-            qat__h5r_fail(r, QAT_ERR_FORMAT, "%s", "no observers group");
-            return;
-        }
+        g = qat__h5r_group(r, r->file, "observers");
+        if (g < 0) return;
         if (m->input_aq) get_act(r, g, "input", m->input_aq);
         for (int i = 0; r->ok && i < m->n_layers; i++)
             if (m->layers[i].aq) get_act(r, g, m->layers[i].name, m->layers[i].aq);
         H5Gclose(g);
     }
+    if (!r->ok) return;
+    m->training = training, m->fake_quant_on = fq, m->observers_frozen = obs_frozen, m->bn_frozen = bn_frozen;
+    m->rng = rng;
 }
 
 qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qat_train_state *ts,
@@ -252,12 +311,11 @@ qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, in
     if (!path || !step || !epoch || !prepared) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL argument");
     qat__h5r r = {ctx, path, -1, true};
     H5E_BEGIN_TRY {
-        hid_t g = open_checked(&r) ? H5Gopen2(r.file, "state", H5P_DEFAULT) : -1;
-        if (r.ok && g < 0) qat__h5r_fail(&r, QAT_ERR_FORMAT, "%s", "no state group");
+        hid_t g = open_checked(&r) ? qat__h5r_group(&r, r.file, "state") : -1;
         if (g >= 0) {
-            *step = qat__h5r_i64(&r, g, "step");
-            *epoch = qat__h5r_i64(&r, g, "epoch");
-            *prepared = qat__h5r_i64(&r, g, "prepared") != 0;
+            *step = qat__h5r_i64(&r, g, "step", 0, MAX_COUNT);
+            *epoch = qat__h5r_i64(&r, g, "epoch", 0, MAX_COUNT);
+            *prepared = flag(&r, g, "prepared");
             H5Gclose(g);
         }
         if (r.file >= 0) H5Fclose(r.file);

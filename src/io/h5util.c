@@ -2,6 +2,8 @@
 #include "h5util.h"
 
 #include <hdf5_hl.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,7 +89,12 @@ qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path, void (*write)(qa
     return qat__commit_file(ctx, tmp, path);
 }
 
-/* ---- reading ---------------------------------------------------------------------- */
+/* ---- reading ----------------------------------------------------------------------
+ *
+ * Files are hostile input. Every reader below checks what the file says
+ * about an object (type class, rank, element count, byte length) against
+ * what the caller expects and has room for, before a single byte lands in
+ * the caller's memory. Errors are recorded once, with the file's path. */
 
 bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...) {
     if (r->ok) {
@@ -104,122 +111,285 @@ bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...) {
 
 bool qat__h5r_has_attr(hid_t loc, const char *name) { return H5Aexists(loc, name) > 0; }
 
-bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t len) {
-    if (!r->ok) return false;
-    if (!qat__h5r_has_attr(loc, name)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT), t = a < 0 ? -1 : H5Aget_type(a);
-    size_t size = t < 0 ? 0 : H5Tget_size(t);
-    bool is_str = t >= 0 && H5Tget_class(t) == H5T_STRING && H5Tis_variable_str(t) <= 0;
+bool qat__h5r_has_dataset(hid_t loc, const char *name) {
+    H5O_info_t info;
+    return H5Lexists(loc, name, H5P_DEFAULT) > 0 && H5Oget_info_by_name(loc, name, &info, H5P_DEFAULT) >= 0 &&
+           info.type == H5O_TYPE_DATASET;
+}
+
+static const char *class_name(H5T_class_t c) {
+    return c == H5T_INTEGER ? "integer" : c == H5T_FLOAT ? "float" : c == H5T_STRING ? "string" : "other";
+}
+
+/* Number of elements of a simple or scalar dataspace of rank <= max_rank
+ * (-1 if the space is null, has a higher rank, or cannot be read). */
+static hssize_t space_count(hid_t space, int max_rank, int *rank) {
+    if (space < 0) return -1;
+    H5S_class_t sc = H5Sget_simple_extent_type(space);
+    int rk = sc == H5S_SCALAR ? 0 : sc == H5S_SIMPLE ? H5Sget_simple_extent_ndims(space) : -1;
+    if (rk < 0 || rk > max_rank) return -1;
+    if (rank) *rank = rk;
+    return H5Sget_simple_extent_npoints(space);
+}
+
+/* Opens attribute `name` and checks its class and that it holds exactly n
+ * elements in a scalar or rank-1 space. Returns the attribute (close it)
+ * and its file type in *type (close it), or -1 with the error recorded. */
+static hid_t attr_open(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, hssize_t n, hid_t *type) {
+    *type = -1;
+    if (!r->ok) return -1;
+    if (!qat__h5r_has_attr(loc, name)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "missing attribute %s", name), -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t t = a < 0 ? -1 : H5Aget_type(a), space = a < 0 ? -1 : H5Aget_space(a);
+    H5T_class_t have = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    hssize_t count = space_count(space, 1, NULL);
+    if (space >= 0) H5Sclose(space);
+    if (have == cls && count == n) {
+        *type = t;
+        return a;
+    }
     if (t >= 0) H5Tclose(t);
     if (a >= 0) H5Aclose(a);
-    if (!is_str || size == 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s is not a string", name);
-    if (size >= len) return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s is too long (%zu bytes)", name, size);
-    if (H5LTget_attribute_string(loc, ".", name, buf) < 0)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read attribute %s", name);
-    buf[size] = '\0';
+    if (have != cls)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s: want %s, the file has %s", name, class_name(cls),
+                             class_name(have)), -1;
+    return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s: want %lld element(s) in a scalar or 1-d array, the "
+                         "file has %lld", name, (long long)n, (long long)count), -1;
+}
+
+bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t len) {
+    hid_t t, a = attr_open(r, loc, name, H5T_STRING, 1, &t);
+    if (a < 0) return false;
+    htri_t vlen = H5Tis_variable_str(t);
+    size_t size = H5Tget_size(t);
+    bool ok = false;
+    if (vlen > 0) { /* h5py writes these: HDF5 allocates the text, we copy it with a bound */
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        char *text = NULL;
+        if (mt >= 0 && H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &text) >= 0 && text) {
+            size = strlen(text);
+            if (size < len) memcpy(buf, text, size + 1), ok = true;
+            H5free_memory(text);
+        }
+        if (mt >= 0) H5Tclose(mt);
+        if (!ok && size >= len && text) goto too_long;
+    } else if (vlen == 0 && size > 0 && size < len) {
+        /* a fixed-length string of `size` bytes, NUL-terminated or padded */
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        if (mt >= 0 && H5Tset_size(mt, size + 1) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 &&
+            H5Aread(a, mt, buf) >= 0) {
+            buf[size] = '\0';
+            ok = true;
+        }
+        if (mt >= 0) H5Tclose(mt);
+    } else if (vlen == 0 && size >= len) {
+        goto too_long;
+    }
+    H5Tclose(t);
+    H5Aclose(a);
+    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read attribute %s as a string", name);
     return true;
+too_long:
+    H5Tclose(t);
+    H5Aclose(a);
+    return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s is too long (%zu bytes; at most %zu)", name, size,
+                         len - 1);
+}
+
+bool qat__h5r_i64s(qat__h5r *r, hid_t loc, const char *name, long long *v, int n, long long lo, long long hi) {
+    hid_t t, a = attr_open(r, loc, name, H5T_INTEGER, n, &t);
+    if (a < 0) return false;
+    /* HDF5 converts any integer width; values beyond long long clip to its
+     * ends, which the range check below then refuses. */
+    bool ok = H5Aread(a, H5T_NATIVE_LLONG, v) >= 0;
+    H5Tclose(t);
+    H5Aclose(a);
+    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read attribute %s", name);
+    for (int i = 0; i < n; i++)
+        if (v[i] < lo || v[i] > hi)
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s: %lld is outside [%lld, %lld]", name, v[i], lo, hi);
+    return true;
+}
+
+long long qat__h5r_i64(qat__h5r *r, hid_t loc, const char *name, long long lo, long long hi) {
+    long long v = 0;
+    return qat__h5r_i64s(r, loc, name, &v, 1, lo, hi) ? v : lo;
+}
+
+bool qat__h5r_attr_count(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, int max, int *n) {
+    if (!r->ok) return false;
+    if (!qat__h5r_has_attr(loc, name)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t t = a < 0 ? -1 : H5Aget_type(a), space = a < 0 ? -1 : H5Aget_space(a);
+    H5T_class_t have = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    hssize_t count = space_count(space, 1, NULL);
+    if (space >= 0) H5Sclose(space);
+    if (t >= 0) H5Tclose(t);
+    if (a >= 0) H5Aclose(a);
+    if (have != cls)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s: want %s, the file has %s", name, class_name(cls),
+                             class_name(have));
+    if (count < 0 || count > max)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s: %lld elements (at most %d in a 1-d array)", name,
+                             (long long)count, max);
+    *n = (int)count;
+    return true;
+}
+
+float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
+    float v = 0;
+    hid_t t, a = attr_open(r, loc, name, H5T_FLOAT, 1, &t);
+    if (a < 0) return 0;
+    bool ok = H5Aread(a, H5T_NATIVE_FLOAT, &v) >= 0;
+    H5Tclose(t);
+    H5Aclose(a);
+    if (!ok) qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read attribute %s", name);
+    return ok ? v : 0;
 }
 
 bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long max_version,
                    long long *version) {
     if (H5Fis_hdf5(r->path) <= 0) { /* H5Fis_hdf5: HDF5 1.10 (Debian 12) */
         FILE *f = fopen(r->path, "rb");
+        int err = errno;
         if (f) fclose(f);
-        return qat__h5r_fail(r, f ? QAT_ERR_FORMAT : QAT_ERR_IO, "%s",
-                             f ? "not an HDF5 file (damaged or truncated?)" : "cannot open");
+        return f ? qat__h5r_fail(r, QAT_ERR_FORMAT, "not an HDF5 file (damaged or truncated?)")
+                 : qat__h5r_fail(r, QAT_ERR_IO, "cannot open: %s", strerror(err));
     }
     if ((r->file = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot open as HDF5 (damaged or truncated?)");
     char have[64] = "";
-    if (!qat__h5r_has_attr(r->file, "format") ||
-        H5LTget_attribute_string(r->file, ".", "format", have) < 0 || strcmp(have, format))
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (format \"%s\", want \"%s\")", what, have, format);
-    long long v = qat__h5r_i64(r, r->file, "version");
-    if (r->ok && (v < 1 || v > max_version))
+    if (!qat__h5r_has_attr(r->file, "format"))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (no format attribute)", what);
+    if (!qat__h5r_str(r, r->file, "format", have, sizeof have)) {
+        qat_ctx_clear_error(r->ctx); /* say what the file is not, rather than how its attribute is wrong */
+        r->ok = true;
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (its format attribute is not a short string)", what);
+    }
+    if (strcmp(have, format)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (format \"%s\", want \"%s\")", what, have, format);
+    long long v = 0;
+    if (!qat__h5r_i64s(r, r->file, "version", &v, 1, LLONG_MIN, LLONG_MAX)) return false;
+    if (v < 1 || v > max_version)
         return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s version %lld; this build reads versions 1 to %lld",
                              what, v, max_version);
     if (version) *version = v;
-    return r->ok;
+    return true;
 }
 
 hid_t qat__h5r_group(qat__h5r *r, hid_t loc, const char *name) {
     if (!r->ok) return -1;
-    hid_t g = H5Lexists(loc, name, H5P_DEFAULT) > 0 ? H5Gopen2(loc, name, H5P_DEFAULT) : -1;
+    H5O_info_t info;
+    bool is_group = H5Lexists(loc, name, H5P_DEFAULT) > 0 && H5Oget_info_by_name(loc, name, &info, H5P_DEFAULT) >= 0 &&
+                    info.type == H5O_TYPE_GROUP;
+    hid_t g = is_group ? H5Gopen2(loc, name, H5P_DEFAULT) : -1;
     if (g < 0) qat__h5r_fail(r, QAT_ERR_FORMAT, "no group %s", name);
     return g;
 }
 
+/* Opens dataset `name`, checks its class and rank <= max_rank, and gives
+ * its shape. Returns the dataset (close it) or -1 with the error. */
+static hid_t dataset_open(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, int max_rank, int *rank,
+                          int64_t *shape) {
+    if (!r->ok) return -1;
+    if (!qat__h5r_has_dataset(loc, name))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "no dataset %s (a different model?)", name), -1;
+    hid_t set = H5Dopen2(loc, name, H5P_DEFAULT);
+    hid_t t = set < 0 ? -1 : H5Dget_type(set), space = set < 0 ? -1 : H5Dget_space(set);
+    H5T_class_t have = t < 0 ? H5T_NO_CLASS : H5Tget_class(t);
+    size_t size = t < 0 ? 0 : H5Tget_size(t);
+    int rk = -1;
+    hssize_t count = space_count(space, 32, &rk);
+    hsize_t dims[32] = {0};
+    if (count >= 0 && rk > 0) H5Sget_simple_extent_dims(space, dims, NULL);
+    if (space >= 0) H5Sclose(space);
+    if (t >= 0) H5Tclose(t);
+    const char *why = NULL;
+    if (set < 0 || count < 0) why = "cannot read its shape";
+    else if (have != cls) why = cls == H5T_FLOAT ? "is not a float dataset" : "is not an integer dataset";
+    else if (size > 8) why = "has elements wider than 8 bytes";
+    else if (rk > max_rank) why = "has too many dimensions";
+    if (why) {
+        if (set >= 0) H5Dclose(set);
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "dataset %s %s", name, why), -1;
+    }
+    for (int d = 0; d < rk; d++) shape[d] = (int64_t)dims[d];
+    *rank = rk;
+    return set;
+}
+
 bool qat__h5r_shape(qat__h5r *r, hid_t loc, const char *name, int max_rank, int *rank, int64_t *shape) {
     if (!r->ok) return false;
-    if (H5LTfind_dataset(loc, name) <= 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "no dataset %s (a different model?)", name);
-    int rk = 0;
-    hsize_t dims[32];
-    if (H5LTget_dataset_ndims(loc, name, &rk) < 0 || rk > 32 ||
-        H5LTget_dataset_info(loc, name, dims, NULL, NULL) < 0)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s", name);
+    if (!qat__h5r_has_dataset(loc, name))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "no dataset %s (a different model?)", name);
+    hid_t set = H5Dopen2(loc, name, H5P_DEFAULT), space = set < 0 ? -1 : H5Dget_space(set);
+    int rk = -1;
+    hssize_t count = space_count(space, 32, &rk);
+    hsize_t dims[32] = {0};
+    if (count >= 0 && rk > 0) H5Sget_simple_extent_dims(space, dims, NULL);
+    if (space >= 0) H5Sclose(space);
+    if (set >= 0) H5Dclose(set);
+    if (count < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read the shape of %s", name);
     if (rk > max_rank) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has rank %d (at most %d)", name, rk, max_rank);
     for (int d = 0; d < rk; d++) shape[d] = (int64_t)dims[d];
     *rank = rk;
     return true;
 }
 
-/* Checks that dataset `name` has exactly `shape`. */
-static bool check_shape(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape) {
+/* Opens dataset `name` of class cls that must have exactly `shape` (rank 0:
+ * one element, stored as scalar or [1]). */
+static hid_t dataset_exact(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, int rank,
+                           const int64_t *shape) {
     int have = 0;
-    int64_t dims[8];
-    if (!qat__h5r_shape(r, loc, name, 8, &have, dims)) return false;
-    int want = rank ? rank : 1;
-    bool same = have == want;
-    for (int d = 0; same && d < want; d++) same = dims[d] == (rank ? shape[d] : 1);
-    if (!same) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has another shape than expected (a different model?)", name);
+    int64_t dims[QAT__H5R_MAX_RANK];
+    hid_t set = dataset_open(r, loc, name, cls, QAT__H5R_MAX_RANK, &have, dims);
+    if (set < 0) return -1;
+    bool same = rank == 0 ? have == 0 || (have == 1 && dims[0] == 1) : have == rank;
+    for (int d = 0; same && d < rank; d++) same = dims[d] == shape[d];
+    if (!same) {
+        H5Dclose(set);
+        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has another shape than expected (a different model?)", name), -1;
+    }
+    return set;
+}
+
+static bool read_exact(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, hid_t mem, int rank,
+                       const int64_t *shape, void *out) {
+    hid_t set = dataset_exact(r, loc, name, cls, rank, shape);
+    if (set < 0) return false;
+    bool ok = H5Dread(set, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    H5Dclose(set);
+    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s (damaged, or values out of range?)", name);
     return true;
 }
 
 bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out) {
-    if (!check_shape(r, loc, name, rank, shape)) return false;
-    if (H5LTread_dataset_float(loc, name, out) < 0)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s (damaged?)", name);
-    return true;
+    return read_exact(r, loc, name, H5T_FLOAT, H5T_NATIVE_FLOAT, rank, shape, out);
 }
 
 bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out) {
-    if (!check_shape(r, loc, name, rank, shape)) return false;
-    hid_t set = H5Dopen2(loc, name, H5P_DEFAULT), type = set < 0 ? -1 : H5Dget_type(set);
-    bool is_int = type >= 0 && H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) <= 4;
-    bool ok = is_int && H5Dread(set, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
-    if (type >= 0) H5Tclose(type);
-    if (set >= 0) H5Dclose(set);
-    if (!is_int) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s is not an integer dataset of at most 32 bits", name);
-    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s (damaged?)", name);
-    return true;
+    /* wider integers convert with clipping: a value that does not fit int32
+     * arrives as INT32_MIN/MAX, which every caller's range check refuses */
+    return read_exact(r, loc, name, H5T_INTEGER, H5T_NATIVE_INT32, rank, shape, out);
 }
 
-long long qat__h5r_i64(qat__h5r *r, hid_t loc, const char *name) {
-    long long v = 0;
-    qat__h5r_i64s(r, loc, name, &v, 1);
-    return v;
+bool qat__h5r_u64s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint64_t *out) {
+    return read_exact(r, loc, name, H5T_INTEGER, H5T_NATIVE_UINT64, 1, &n, out);
 }
 
-bool qat__h5r_i64s(qat__h5r *r, hid_t loc, const char *name, long long *v, int n) {
-    if (!r->ok) return false;
-    hsize_t dims = 0;
-    H5T_class_t cls;
-    size_t size;
+bool qat__h5r_i32s_upto(qat__h5r *r, hid_t loc, const char *name, int64_t cap, int32_t *out, int64_t *n) {
     int rank = 0;
-    if (!qat__h5r_has_attr(loc, name) || H5LTget_attribute_ndims(loc, ".", name, &rank) < 0 || rank > 1 ||
-        H5LTget_attribute_info(loc, ".", name, &dims, &cls, &size) < 0)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
-    if (rank == 0) dims = 1;
-    if (cls != H5T_INTEGER || dims != (hsize_t)n)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute %s: want %d integer(s)", name, n);
-    if (H5LTget_attribute_long_long(loc, ".", name, v) < 0)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read attribute %s", name);
+    int64_t dims[1] = {0};
+    hid_t set = dataset_open(r, loc, name, H5T_INTEGER, 1, &rank, dims);
+    if (set < 0) return false;
+    int64_t count = rank == 0 ? 1 : dims[0];
+    if (count > cap) {
+        H5Dclose(set);
+        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has %lld elements, at most %lld fit", name, (long long)count,
+                             (long long)cap);
+    }
+    bool ok = H5Dread(set, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    H5Dclose(set);
+    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s", name);
+    *n = count;
     return true;
-}
-
-float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
-    float v = 0;
-    if (r->ok && (!qat__h5r_has_attr(loc, name) || H5LTget_attribute_float(loc, ".", name, &v) < 0))
-        qat__h5r_fail(r, QAT_ERR_FORMAT, "missing attribute %s", name);
-    return v;
 }

@@ -44,27 +44,51 @@ void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v);    /
 qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path,
                                 void (*write)(qat__h5w *w, void *user), void *user);
 
-/* ---- reading: each returns false (and records the error once) on failure ---- */
+/* ---- reading ----------------------------------------------------------------------
+ * Files are hostile input: each reader checks the object's type class,
+ * rank, element count and (strings) byte length against what the caller
+ * expects and has room for, before anything lands in the caller's memory.
+ * Each returns false (or a fallback value) and records the error once;
+ * after a failure every later call is a no-op, so a loader reads a whole
+ * file and checks r->ok once. */
+#define QAT__H5R_MAX_RANK 8 /* the largest rank a dataset of ours has */
+
 bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Opens r->path read-only and checks its "format" attribute names `format`
- * and its "version" is in [1, max_version]; *version gets it. */
+ * and its "version" is in [1, max_version]; *version gets it. The reason
+ * an open fails (errno) is in the message. */
 bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long max_version,
                    long long *version);
-hid_t qat__h5r_group(qat__h5r *r, hid_t loc, const char *name); /* -1 + error if absent */
-/* Shape of dataset `name` (rank <= max_rank); false + error if absent. */
+hid_t qat__h5r_group(qat__h5r *r, hid_t loc, const char *name); /* -1 + error if absent or not a group */
+bool qat__h5r_has_attr(hid_t loc, const char *name);
+bool qat__h5r_has_dataset(hid_t loc, const char *name);
+
+/* Attributes (scalar or 1-d). */
+/* One string (fixed or variable length) of fewer than len bytes, into buf. */
+bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t len);
+/* Exactly n integers, each in [lo, hi]. */
+bool qat__h5r_i64s(qat__h5r *r, hid_t loc, const char *name, long long *v, int n, long long lo, long long hi);
+/* One integer in [lo, hi] (lo on failure). */
+long long qat__h5r_i64(qat__h5r *r, hid_t loc, const char *name, long long lo, long long hi);
+/* One float, any value: the caller checks it (0 on failure). */
+float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name);
+/* The element count of an attribute of class cls, at most max. */
+bool qat__h5r_attr_count(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, int max, int *n);
+
+/* Datasets. */
+/* Shape of dataset `name` (rank <= max_rank). */
 bool qat__h5r_shape(qat__h5r *r, hid_t loc, const char *name, int max_rank, int *rank, int64_t *shape);
-/* Reads a dataset that must have exactly `shape` (rank 0 = one element). */
+/* A float / integer dataset that must have exactly `shape` (rank 0 = one
+ * element). Integers wider than int32 arrive clipped to its range. */
 bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out);
 bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out);
-long long qat__h5r_i64(qat__h5r *r, hid_t loc, const char *name);              /* attribute */
-bool qat__h5r_i64s(qat__h5r *r, hid_t loc, const char *name, long long *v, int n);
-float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name);
-/* String attribute into buf (len bytes); false + error if absent or too long. */
-bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t len);
-bool qat__h5r_has_attr(hid_t loc, const char *name);
+/* n unsigned 64-bit integers, shape exactly [n]. */
+bool qat__h5r_u64s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint64_t *out);
+/* A 1-d integer dataset of at most cap elements; *n gets its length. */
+bool qat__h5r_i32s_upto(qat__h5r *r, hid_t loc, const char *name, int64_t cap, int32_t *out, int64_t *n);
 
 #endif
