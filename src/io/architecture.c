@@ -57,6 +57,7 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m) {
      * the (int) conversions below are exact */
     qat__h5r_i64s(r, g, "in_out_kernel_stride_pad_bias", hp, 6, 0, 1 << 24);
     float p = qat__h5r_f32(r, g, "p"), mom = qat__h5r_f32(r, g, "momentum"), eps = qat__h5r_f32(r, g, "eps");
+    if (qat__h5r_has_attr(g, "act_bits")) qat__h5r_i64(r, g, "act_bits", 2, 16); /* used later, checked now */
     if (!r->ok) return qat_ctx_status(r->ctx);
     int in = (int)hp[0], out = (int)hp[1], k = (int)hp[2], s = (int)hp[3], pad = (int)hp[4];
     bool bias = hp[5] != 0;
@@ -71,7 +72,11 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m) {
     else if (!strcmp(kind, "flatten")) st = qat_model_add_flatten(m);
     else if (!strcmp(kind, "dropout")) st = qat_model_add_dropout(m, p);
     if (st == QAT_ERR_FORMAT) return qat__h5r_fail(r, st, "unknown layer kind \"%s\"", kind), st;
-    if (st != QAT_OK) return qat__h5r_fail(r, st, "layer %s: %s", name, qat_ctx_error(r->ctx)), st;
+    if (st != QAT_OK) {
+        char what[QAT_NAME_LEN + 16];
+        snprintf(what, sizeof what, "layer %s: ", name);
+        return qat__h5r_adopt(r, what), st;
+    }
     /* the parameterless kinds take default names: keep the recorded one */
     snprintf(m->layers[m->n_layers - 1].name, QAT_NAME_LEN, "%s", name);
     return QAT_OK;
@@ -161,7 +166,7 @@ static qat_status rebuild(qat__h5r *r, qat_model *m) {
         }
     }
     H5Gclose(a);
-    if (st != QAT_OK && r->ok) qat__h5r_fail(r, st, "cannot rebuild the model: %s", qat_ctx_error(r->ctx));
+    if (st != QAT_OK) qat__h5r_adopt(r, "cannot rebuild the model: ");
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "autograd/internal.h"
 
 /* ---- writing ---------------------------------------------------------------------- */
 
@@ -105,6 +106,12 @@ bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...) {
         va_end(ap);
         qat_ctx_fail(r->ctx, s, "%s: %s", r->path, msg);
     }
+    r->ok = false;
+    return false;
+}
+
+bool qat__h5r_adopt(qat__h5r *r, const char *what) {
+    if (r->ok) qat__error_prefix(r->ctx, "%s: %s", r->path, what);
     r->ok = false;
     return false;
 }
@@ -352,10 +359,23 @@ static hid_t dataset_exact(qat__h5r *r, hid_t loc, const char *name, H5T_class_t
     return set;
 }
 
+/* Integers go into int32 only from types that always fit it: signed of at
+ * most 32 bits, unsigned of fewer. HDF5 would clip the rest silently. */
+static bool fits_int32(qat__h5r *r, hid_t set, const char *name) {
+    hid_t t = H5Dget_type(set);
+    size_t size = t < 0 ? 0 : H5Tget_size(t);
+    H5T_sign_t sign = t < 0 ? H5T_SGN_ERROR : H5Tget_sign(t);
+    if (t >= 0) H5Tclose(t);
+    if (size >= 1 && (size < 4 || (size == 4 && sign == H5T_SGN_2))) return true;
+    return qat__h5r_fail(r, QAT_ERR_FORMAT, "dataset %s: want integers of at most 32 bits (signed), the file has "
+                         "%zu-byte %s ones", name, size, sign == H5T_SGN_2 ? "signed" : "unsigned");
+}
+
 static bool read_exact(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, hid_t mem, int rank,
                        const int64_t *shape, void *out) {
     hid_t set = dataset_exact(r, loc, name, cls, rank, shape);
     if (set < 0) return false;
+    if (mem == H5T_NATIVE_INT32 && !fits_int32(r, set, name)) return H5Dclose(set), false;
     bool ok = H5Dread(set, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
     H5Dclose(set);
     if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s (damaged, or values out of range?)", name);
@@ -367,13 +387,19 @@ bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const i
 }
 
 bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out) {
-    /* wider integers convert with clipping: a value that does not fit int32
-     * arrives as INT32_MIN/MAX, which every caller's range check refuses */
     return read_exact(r, loc, name, H5T_INTEGER, H5T_NATIVE_INT32, rank, shape, out);
 }
 
 bool qat__h5r_u64s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint64_t *out) {
-    return read_exact(r, loc, name, H5T_INTEGER, H5T_NATIVE_UINT64, 1, &n, out);
+    hid_t set = dataset_exact(r, loc, name, H5T_INTEGER, 1, &n);
+    if (set < 0) return false;
+    hid_t t = H5Dget_type(set);
+    bool wide = t >= 0 && H5Tget_size(t) == 8;
+    if (t >= 0) H5Tclose(t);
+    bool ok = wide && H5Dread(set, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    H5Dclose(set);
+    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "dataset %s: want %lld 64-bit integers", name, (long long)n);
+    return true;
 }
 
 bool qat__h5r_i32s_upto(qat__h5r *r, hid_t loc, const char *name, int64_t cap, int32_t *out, int64_t *n) {
@@ -382,9 +408,10 @@ bool qat__h5r_i32s_upto(qat__h5r *r, hid_t loc, const char *name, int64_t cap, i
     hid_t set = dataset_open(r, loc, name, H5T_INTEGER, 1, &rank, dims);
     if (set < 0) return false;
     int64_t count = rank == 0 ? 1 : dims[0];
-    if (count > cap) {
+    if (count > cap || !fits_int32(r, set, name)) {
         H5Dclose(set);
-        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has %lld elements, at most %lld fit", name, (long long)count,
+        if (!r->ok) return false;
+        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has %lld elements, at most %lld fit (another data set size?)", name, (long long)count,
                              (long long)cap);
     }
     bool ok = H5Dread(set, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;

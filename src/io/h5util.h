@@ -58,6 +58,10 @@ bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+/* The context holds an error from a library call made on what the file
+ * said (a layer it describes was refused, say): puts the path and `what`
+ * in front of that message and fails the reader. */
+bool qat__h5r_adopt(qat__h5r *r, const char *what);
 /* Opens r->path read-only and checks its "format" attribute names `format`
  * and its "version" is in [1, max_version]; *version gets it. The reason
  * an open fails (errno) is in the message. */
@@ -83,7 +87,8 @@ bool qat__h5r_attr_count(qat__h5r *r, hid_t loc, const char *name, H5T_class_t c
 /* Shape of dataset `name` (rank <= max_rank). */
 bool qat__h5r_shape(qat__h5r *r, hid_t loc, const char *name, int max_rank, int *rank, int64_t *shape);
 /* A float / integer dataset that must have exactly `shape` (rank 0 = one
- * element). Integers wider than int32 arrive clipped to its range. */
+ * element). Integers must be of a type that int32 holds (signed <= 32
+ * bits, unsigned < 32): HDF5 would clip wider ones silently. */
 bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out);
 bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out);
 /* n unsigned 64-bit integers, shape exactly [n]. */

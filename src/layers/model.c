@@ -98,7 +98,7 @@ qat_status qat_model_add_conv2d(qat_model *m, const char *name, int in_ch, int o
 qat_status qat_model_add_batchnorm(qat_model *m, const char *name, int channels, float momentum,
                                    float eps) {
     ADD_OR_FAIL(l, m, QAT_LAYER_BATCHNORM, name);
-    if (channels < 1 || !(momentum >= 0 && momentum <= 1) || !(eps > 0))
+    if (channels < 1 || !(momentum >= 0 && momentum <= 1) || !(eps > 0 && eps < INFINITY))
         return bad(m, "batchnorm needs channels >= 1, momentum in [0, 1], eps > 0");
     l->in = l->out = channels, l->momentum = momentum, l->eps = eps, l->has_bias = true;
     return QAT_OK;
