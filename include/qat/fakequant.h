@@ -1,6 +1,6 @@
 /* qat/fakequant.h — uniform quantized types and the fake-quantize op.
  *
- * Follows ../shared/docs/quantization-contract.md (§1-3). One type
+ * Follows docs/contract.md (§1-3). One type
  * describes per-tensor, per-axis and sub-channel (blockwise) quantization:
  * every granularity is a block size per dimension, and the element at index
  * i uses the scale and zero point of block i / block_sizes. Per-tensor =
