@@ -184,6 +184,71 @@ QAT_API qat_tensor *qat_conv2d(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_t
 QAT_API qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride);
 QAT_API qat_tensor *qat_avgpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride);
 
+/* The general 2-d convolution: separate height/width stride and zero
+ * padding, and groups (PyTorch's Conv2d). x [N, C, H, W], w [O, C/groups,
+ * KH, KW], b [O] or NULL; C and O divisible by groups; output [N, O, OH,
+ * OW] with OH = (H + 2·pad_h - KH) / stride_h + 1 (floor). Group g maps
+ * input channels [g·C/groups, (g+1)·C/groups) to outputs [g·O/groups, ...).
+ * groups == C == O is a depthwise convolution, which has its own direct
+ * kernels; qat_conv2d(x, w, b, s, p) is this with s, s, p, p, 1. */
+typedef struct {
+    int stride_h, stride_w, pad_h, pad_w, groups;
+} qat_conv2d_params;
+QAT_API qat_tensor *qat_conv2d_ex(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b,
+                                  const qat_conv2d_params *p);
+
+/* Pooling with KH x KW windows, separate strides and padding (PyTorch's
+ * MaxPool2d / AvgPool2d with ceil_mode off): max pooling pads with -inf
+ * (padding at most half the window, as PyTorch requires), average pooling
+ * with zeros that count in the divisor (count_include_pad, PyTorch's
+ * default), so every window divides by KH·KW. */
+typedef struct {
+    int kh, kw, stride_h, stride_w, pad_h, pad_w;
+} qat_pool2d_params;
+QAT_API qat_tensor *qat_maxpool2d_ex(qat_ctx *ctx, qat_tensor *x, const qat_pool2d_params *p);
+QAT_API qat_tensor *qat_avgpool2d_ex(qat_ctx *ctx, qat_tensor *x, const qat_pool2d_params *p);
+/* Mean over H and W: [N, C, H, W] -> [N, C] (PyTorch's AdaptiveAvgPool2d(1)
+ * then flatten). Sums in double. */
+QAT_API qat_tensor *qat_global_avgpool2d(qat_ctx *ctx, qat_tensor *x);
+
+/* Concatenation of n >= 1 contiguous tensors along `axis`; every other
+ * dimension equal. */
+QAT_API qat_tensor *qat_concat(qat_ctx *ctx, int n, qat_tensor *const *xs, int axis);
+
+/* Element-wise functions, float32 as PyTorch computes them:
+ * sigmoid 1/(1 + exp(-x)), tanh, hard-swish x·min(max(x + 3, 0), 6)/6.
+ * qat_eval_sigmoid/tanh/hardswish compute one value exactly as the op's
+ * forward does (the integer program's tables are built with them). */
+QAT_API qat_tensor *qat_sigmoid(qat_ctx *ctx, qat_tensor *x);
+QAT_API qat_tensor *qat_tanh(qat_ctx *ctx, qat_tensor *x);
+QAT_API qat_tensor *qat_hardswish(qat_ctx *ctx, qat_tensor *x);
+QAT_API float qat_eval_sigmoid(float x);
+QAT_API float qat_eval_tanh(float x);
+QAT_API float qat_eval_hardswish(float x);
+
+/* ---- custom ops ------------------------------------------------------------------- */
+
+/* A differentiable op written outside the library, with n >= 1 inputs and
+ * one output. The library calls shape() to size the output (a step
+ * tensor), forward() to fill it, and, in qat_backward, backward() once
+ * with y->grad set; backward adds into gx[i] (which is NULL for an input
+ * that needs no gradient; otherwise zeroed or holding earlier gradients:
+ * always add). user is passed through. Every callback returns QAT_OK or an
+ * error status, with a message set by qat_ctx_fail(ctx, ...). */
+typedef struct {
+    const char *name; /* for messages and graph records: "my_op" */
+    qat_status (*shape)(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, int *rank,
+                        int64_t *shape);
+    qat_status (*forward)(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, qat_tensor *y);
+    qat_status (*backward)(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x,
+                           const qat_tensor *y, float *const *gx);
+} qat_custom_op;
+/* Runs op on xs (contiguous tensors; at most QAT_CUSTOM_MAX_INPUTS) and
+ * records its backward. NULL on error. */
+#define QAT_CUSTOM_MAX_INPUTS 16
+QAT_API qat_tensor *qat_custom(qat_ctx *ctx, const qat_custom_op *op, void *user, int n,
+                               qat_tensor *const *xs);
+
 /* Inverted dropout: zero with probability p, scale survivors by 1/(1-p). */
 QAT_API qat_tensor *qat_dropout(qat_ctx *ctx, qat_tensor *x, float p, qat_rng *rng);
 
