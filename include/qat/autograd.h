@@ -19,36 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qat/core.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#if defined(QAT_BUILDING) && defined(__GNUC__)
-#define QAT_API __attribute__((visibility("default")))
-#else
-#define QAT_API
-#endif
-
-#define QAT_MAX_RANK 4
-
-/* X-macro: one list makes both the enum and qat_status_str. */
-#define QAT_STATUS_LIST(X)                                   \
-    X(QAT_OK, 0, "ok")                                       \
-    X(QAT_ERR_ARG, -1, "invalid argument")                   \
-    X(QAT_ERR_SHAPE, -2, "shape mismatch")                   \
-    X(QAT_ERR_NOMEM, -3, "out of memory")                    \
-    X(QAT_ERR_STATE, -4, "invalid state")                    \
-    X(QAT_ERR_IO, -5, "input/output error")                  \
-    X(QAT_ERR_FORMAT, -6, "bad file format")                 \
-    X(QAT_ERR_UNSUPPORTED, -7, "unsupported")
-
-typedef enum {
-#define QAT_X_ENUM(name, value, text) name = value,
-    QAT_STATUS_LIST(QAT_X_ENUM)
-#undef QAT_X_ENUM
-} qat_status;
-
-QAT_API const char *qat_status_str(qat_status s);
 
 /* ---- context ---------------------------------------------------------------- */
 

@@ -19,23 +19,8 @@
 extern "C" {
 #endif
 
-typedef struct {
-    int bits;            /* 2..16 */
-    bool is_signed;      /* i<bits> or u<bits> storage */
-    int32_t qmin, qmax;  /* storage range (full or narrow) */
-    int rank;            /* of the quantized tensor, 0..4 */
-    int64_t shape[QAT_MAX_RANK];
-    int64_t block[QAT_MAX_RANK];  /* block size per dimension; whole = shape */
-    int64_t pshape[QAT_MAX_RANK]; /* shape of scale and zero_point: shape / block */
-    int64_t nparams;              /* number of (scale, zero point) pairs */
-    float *scale;                 /* [pshape], context-owned */
-    int32_t *zero_point;          /* [pshape] */
-} qat_qtype;
-
-/* The storage range of a b-bit type; narrow drops the most negative value
- * of a signed type ([-127, 127] for int8). */
-QAT_API qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin,
-                                     int32_t *qmax);
+/* qat_qtype, qat_storage_range, qat_qtype_axis and qat_qtype_param_index
+ * are in qat/core.h (the device side uses them too). */
 
 /* Makes a type for a tensor of `shape`. block == NULL means per-tensor; a
  * block entry <= 0 means whole. Checks the sub-channel constraints
@@ -46,13 +31,6 @@ QAT_API qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_
 /* Per-axis on `axis`: block 1 there, whole elsewhere. */
 QAT_API qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed,
                                        bool narrow, int rank, const int64_t *shape, int axis);
-
-/* -1 for per-tensor, the quantized dimension for per-axis, -2 for
- * sub-channel (more than one dimension split, or blocks larger than 1). */
-QAT_API int qat_qtype_axis(const qat_qtype *q);
-
-/* Index of the (scale, zero point) pair of flat element `i`. */
-QAT_API int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i);
 
 /* §3: scale and zero point from a range [min, max] (widened to hold 0),
  * PyTorch MinMaxObserver's formulas in float32, scale >= FLT_EPSILON. */

@@ -64,17 +64,6 @@ void qat__arena_free(qat__arena *a) {
     a->in_use = 0;
 }
 
-const char *qat_status_str(qat_status s) {
-    switch (s) {
-#define QAT_X_STR(name, value, text) \
-    case name:                       \
-        return text;
-        QAT_STATUS_LIST(QAT_X_STR)
-#undef QAT_X_STR
-    }
-    return "unknown status";
-}
-
 qat_ctx *qat_ctx_new(void) {
     qat_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;

@@ -6,19 +6,6 @@
 
 #include "internal.h"
 
-qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin, int32_t *qmax) {
-    if (bits < 2 || bits > 16 || !qmin || !qmax) return QAT_ERR_ARG;
-    if (is_signed) {
-        *qmax = (1 << (bits - 1)) - 1;
-        *qmin = narrow ? -*qmax : -*qmax - 1;
-    } else {
-        if (narrow) return QAT_ERR_ARG; /* narrow range is a signed notion */
-        *qmin = 0;
-        *qmax = (1 << bits) - 1;
-    }
-    return QAT_OK;
-}
-
 qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,
                           const int64_t *shape, const int64_t *block) {
     if (!ctx) return QAT_ERR_ARG;
@@ -53,27 +40,6 @@ qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_sig
     int64_t block[QAT_MAX_RANK] = {0};
     block[axis] = 1;
     return qat_qtype_init(ctx, q, bits, is_signed, narrow, rank, shape, block);
-}
-
-int qat_qtype_axis(const qat_qtype *q) {
-    int axis = -1;
-    for (int d = 0; d < q->rank; d++) {
-        if (q->block[d] == q->shape[d]) continue;
-        if (q->block[d] != 1 || axis != -1) return -2;
-        axis = d;
-    }
-    return axis;
-}
-
-int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i) {
-    int64_t p = 0, pstride = 1;
-    for (int d = q->rank - 1; d >= 0; d--) {
-        int64_t c = i % q->shape[d];
-        i /= q->shape[d];
-        p += (c / q->block[d]) * pstride;
-        pstride *= q->pshape[d];
-    }
-    return p;
 }
 
 int64_t qat__qtype_run(const qat_qtype *q) {

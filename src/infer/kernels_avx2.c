@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "requant.h"
+#include "core/requant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

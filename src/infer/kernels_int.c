@@ -7,7 +7,7 @@
 
 #include "fakequant/internal.h"
 #include "kernels.h"
-#include "requant.h"
+#include "core/requant.h"
 
 void qat__pad_s16(const int16_t *restrict x, int C, int H, int W, int pad, int32_t zp, int16_t *restrict xp) {
     int Hp = H + 2 * pad, Wp = W + 2 * pad;

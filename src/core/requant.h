@@ -1,7 +1,7 @@
 /* Inline forms of the fixed-point requantization (contract §5) for the
- * integer kernels; src/infer/fixedpoint.c exposes the same functions. */
-#ifndef QAT_INFER_REQUANT_H
-#define QAT_INFER_REQUANT_H
+ * integer kernels; src/core/core.c exposes the same functions. */
+#ifndef QAT_CORE_REQUANT_H
+#define QAT_CORE_REQUANT_H
 
 #include <stdint.h>
 

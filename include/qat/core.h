@@ -1,0 +1,105 @@
+/* qat/core.h — the bottom of the house: status codes, the description of
+ * a uniform quantized type, and the fixed-point arithmetic of
+ * requantization (contract §1, §5).
+ *
+ * It depends on nothing — no other qat module, no libm, no allocation —
+ * so the training side (lowering) and the device runtime (the integer
+ * engine, generated microcontroller code) share one definition of every
+ * integer formula. The functions that compute on integers use no float. */
+#ifndef QAT_CORE_H
+#define QAT_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(QAT_BUILDING) && defined(__GNUC__)
+#define QAT_API __attribute__((visibility("default")))
+#else
+#define QAT_API
+#endif
+
+#define QAT_MAX_RANK 4
+#define QAT_NAME_LEN 32 /* names of layers, ops and tensors, with the NUL */
+
+/* X-macro: one list makes both the enum and qat_status_str. */
+#define QAT_STATUS_LIST(X)                                   \
+    X(QAT_OK, 0, "ok")                                       \
+    X(QAT_ERR_ARG, -1, "invalid argument")                   \
+    X(QAT_ERR_SHAPE, -2, "shape mismatch")                   \
+    X(QAT_ERR_NOMEM, -3, "out of memory")                    \
+    X(QAT_ERR_STATE, -4, "invalid state")                    \
+    X(QAT_ERR_IO, -5, "input/output error")                  \
+    X(QAT_ERR_FORMAT, -6, "bad file format")                 \
+    X(QAT_ERR_UNSUPPORTED, -7, "unsupported")
+
+typedef enum {
+#define QAT_X_ENUM(name, value, text) name = value,
+    QAT_STATUS_LIST(QAT_X_ENUM)
+#undef QAT_X_ENUM
+} qat_status;
+
+QAT_API const char *qat_status_str(qat_status s);
+
+/* ---- the quantized type (contract §1) ------------------------------------------
+ * One struct describes per-tensor, per-axis and sub-channel quantization:
+ * every granularity is a block size per dimension, and the element at
+ * index i uses the scale and zero point of block i / block. Per-tensor =
+ * every block whole; per-axis on d = block 1 on d, whole elsewhere.
+ * real = scale · (q - zero_point). The functions that make and use types
+ * (allocation, calibration, MLIR spelling) are in qat/fakequant.h. */
+typedef struct {
+    int bits;            /* 2..16 */
+    bool is_signed;      /* i<bits> or u<bits> storage */
+    int32_t qmin, qmax;  /* storage range (full or narrow) */
+    int rank;            /* of the quantized tensor, 0..4 */
+    int64_t shape[QAT_MAX_RANK];
+    int64_t block[QAT_MAX_RANK];  /* block size per dimension; whole = shape */
+    int64_t pshape[QAT_MAX_RANK]; /* shape of scale and zero_point: shape / block */
+    int64_t nparams;              /* number of (scale, zero point) pairs */
+    float *scale;                 /* [pshape] */
+    int32_t *zero_point;          /* [pshape] */
+} qat_qtype;
+
+/* The storage range of a b-bit type; narrow drops the most negative value
+ * of a signed type ([-127, 127] for int8). QAT_ERR_ARG for 2 > b > 16, or
+ * narrow unsigned. */
+QAT_API qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin, int32_t *qmax);
+/* -1 for per-tensor, the quantized dimension for per-axis, -2 for
+ * sub-channel (more than one dimension split, or blocks larger than 1). */
+QAT_API int qat_qtype_axis(const qat_qtype *q);
+/* Index of the (scale, zero point) pair of flat element `i`. */
+QAT_API int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i);
+
+/* ---- fixed-point requantization (contract §5) ---------------------------------
+ * An int32 accumulator at scale s_in·s_w becomes an output at scale s_out
+ * through M = s_in·s_w/s_out, represented as M0·2^(shift-31) with M0 in
+ * [2^30, 2^31): gemmlowp's and TFLite's MultiplyByQuantizedMultiplier. */
+
+/* q = frexp(M, &shift); M0 = round(q·2^31) half away from zero; M0 == 2^31
+ * becomes 2^30 with shift + 1; shift < -31 gives M0 = 0, shift = 0 (the
+ * multiplier rounds to nothing); shift > 30 saturates to M0 = 2^31 - 1,
+ * shift = 30. M must be finite and >= 0: QAT_ERR_ARG otherwise. Computed
+ * from the bits of the double (no libm). */
+QAT_API qat_status qat_quantize_multiplier(double M, int32_t *m0, int *shift);
+
+/* Saturating rounding doubling high multiply: (a·b + nudge) / 2^31 in 64
+ * bits with truncating division, nudge = 2^30 or 1 - 2^30 by the sign of
+ * a·b; INT32_MIN·INT32_MIN saturates to INT32_MAX. */
+QAT_API int32_t qat_srdhm(int32_t a, int32_t b);
+
+/* x / 2^exponent rounded half away from zero (0 <= exponent <= 31). */
+QAT_API int32_t qat_rounding_divide_by_pot(int32_t x, int exponent);
+
+/* RoundingDivideByPOT(SRDHM(x·2^max(shift,0), m0), max(-shift,0)); the left
+ * shift saturates to int32 instead of overflowing. */
+QAT_API int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

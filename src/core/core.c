@@ -1,0 +1,90 @@
+/* The bottom module: status strings, the quantized type's index
+ * arithmetic, and the fixed-point requantization (contract §5; gemmlowp's
+ * SaturatingRoundingDoublingHighMul and RoundingDivideByPOT). No libm: the
+ * multiplier is taken from the bits of the double. */
+#include <string.h>
+
+#include "qat/core.h"
+#include "requant.h"
+
+const char *qat_status_str(qat_status s) {
+    switch (s) {
+#define QAT_X_STR(name, value, text) \
+    case name:                       \
+        return text;
+        QAT_STATUS_LIST(QAT_X_STR)
+#undef QAT_X_STR
+    }
+    return "unknown status";
+}
+
+qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin, int32_t *qmax) {
+    if (bits < 2 || bits > 16 || !qmin || !qmax) return QAT_ERR_ARG;
+    if (is_signed) {
+        *qmax = (1 << (bits - 1)) - 1;
+        *qmin = narrow ? -*qmax : -*qmax - 1;
+    } else {
+        if (narrow) return QAT_ERR_ARG; /* narrow range is a signed notion */
+        *qmin = 0;
+        *qmax = (1 << bits) - 1;
+    }
+    return QAT_OK;
+}
+
+int qat_qtype_axis(const qat_qtype *q) {
+    int axis = -1;
+    for (int d = 0; d < q->rank; d++) {
+        if (q->block[d] == q->shape[d]) continue;
+        if (q->block[d] != 1 || axis != -1) return -2;
+        axis = d;
+    }
+    return axis;
+}
+
+int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i) {
+    int64_t p = 0, pstride = 1;
+    for (int d = q->rank - 1; d >= 0; d--) {
+        int64_t c = i % q->shape[d];
+        i /= q->shape[d];
+        p += (c / q->block[d]) * pstride;
+        pstride *= q->pshape[d];
+    }
+    return p;
+}
+
+qat_status qat_quantize_multiplier(double M, int32_t *m0, int *shift) {
+    if (!m0 || !shift) return QAT_ERR_ARG;
+    uint64_t bits;
+    memcpy(&bits, &M, sizeof bits);
+    int biased = (int)((bits >> 52) & 0x7FF);
+    uint64_t mant = bits & ((1ULL << 52) - 1);
+    if (biased == 0x7FF || (bits >> 63 && (biased || mant))) return QAT_ERR_ARG; /* Inf, NaN, < 0 */
+    if (biased == 0 && mant == 0) { /* +0 and -0 */
+        *m0 = 0, *shift = 0;
+        return QAT_OK;
+    }
+    /* M = mant · 2^(e - 1075) with mant in [2^52, 2^53): normalise subnormals */
+    int e = biased ? biased : 1;
+    if (biased) mant |= 1ULL << 52;
+    while (!(mant >> 52)) mant <<= 1, e--;
+    /* frexp's q = mant / 2^53 in [0.5, 1), exponent e - 1022; q·2^31 =
+     * mant / 2^22, rounded half away from zero (mant > 0: half up) */
+    int exponent = e - 1022;
+    int64_t fixed = (int64_t)((mant + (1ULL << 21)) >> 22);
+    if (fixed == (1LL << 31)) fixed /= 2, exponent++;
+    if (exponent < -31) fixed = 0, exponent = 0;
+    if (exponent > 30) fixed = INT32_MAX, exponent = 30;
+    *m0 = (int32_t)fixed;
+    *shift = exponent;
+    return QAT_OK;
+}
+
+int32_t qat_srdhm(int32_t a, int32_t b) { return qat__srdhm(a, b); }
+
+int32_t qat_rounding_divide_by_pot(int32_t x, int exponent) {
+    return qat__rdivpot(x, exponent > 31 ? 31 : exponent < 0 ? 0 : exponent);
+}
+
+int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift) {
+    return qat__mbqm(x, m0, shift);
+}
