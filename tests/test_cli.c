@@ -146,7 +146,7 @@ static void test_export_and_eval(void) {
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     bin = getenv("QAT_MNIST_BIN");
     data = getenv("QAT_MNIST_DATA");
     if (!bin || !data) {
@@ -160,7 +160,7 @@ int main(void) {
         {"train --qat -> export -> eval with every engine; bad input", test_export_and_eval},
         {NULL, NULL},
     };
-    int rc = qat_test_main("cli", cases);
+    int rc = qat_test_main("cli", cases, argc, argv);
     if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }
