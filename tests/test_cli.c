@@ -254,7 +254,7 @@ static void test_resume_refuses_other_options(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fputs(cfg, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "python3 -c 'import json, sys; json.load(open(sys.argv[1]))' '%s'", path);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' '%s'", path);
     CU_ASSERT_EQUAL(system(cmd), 0);
     /* --limit-train is the checkpoint's: a different one is refused before the sample count differs */
     snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 320 --epochs 2 --resume '%s' --json", data,
@@ -328,10 +328,32 @@ static void test_export_and_eval(void) {
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
 }
 
+/* scripts/fetch-mnist.sh on a machine with neither curl nor wget says so
+ * (and what to do) instead of failing on every mirror. PATH holds only
+ * the tools the script needs before it downloads. */
+static void test_fetch_without_downloader(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    char bindir[300], cmd[2048], err[4096];
+    snprintf(bindir, sizeof bindir, "%s/bin", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && for t in dirname mkdir md5sum cut rm mv cp; do "
+             "ln -sf \"$(command -v $t)\" '%s/'$t; done", bindir, bindir);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "env -u QAT_MNIST_DIR PATH='%s' /bin/bash '%s/scripts/fetch-mnist.sh' '%s/mnist' "
+             "2>'%s/stderr.txt'", bindir, src, dir, dir);
+    int st = system(cmd);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof cmd, "%s/stderr.txt", dir);
+    slurp(cmd, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fetch-mnist: neither curl nor wget is installed"));
+    CU_ASSERT_PTR_NULL(strstr(err, "downloading"));
+}
+
 int main(int argc, char **argv) {
     bin = getenv("QAT_MNIST_BIN");
     data = getenv("QAT_MNIST_DATA");
-    if (!bin || !data) {
+    bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
+    if (!listing && (!bin || !data)) {
         fprintf(stderr, "test_cli: set QAT_MNIST_BIN and QAT_MNIST_DATA (ctest does)\n");
         return 2;
     }
@@ -345,6 +367,7 @@ int main(int argc, char **argv) {
         {"--stop-after part way: the accuracies printed are the model's", test_stop_after_reports_real_figures},
         {"--resume refuses options other than the free ones, and checkpoints it cannot check",
          test_resume_refuses_other_options},
+        {"fetch-mnist.sh without curl or wget says so", test_fetch_without_downloader},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases, argc, argv);
