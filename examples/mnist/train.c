@@ -237,11 +237,12 @@ static void num(text_buf *t, const char *k, double x) {
 }
 
 static void str(text_buf *t, const char *k, const char *v) { key(t, k), append(t, "\"%s\"", v); }
-static void boolean(text_buf *t, const char *k, bool v) { key(t, k), append(t, v ? "true" : "false"); }
+static void boolean(text_buf *t, const char *k, bool v) { key(t, k), append(t, "%s", v ? "true" : "false"); }
+static void null(text_buf *t, const char *k) { key(t, k), append(t, "null"); }
 static void whole(text_buf *t, const char *k, long v) { key(t, k), append(t, "%ld", v); }
 static void whole_or_null(text_buf *t, const char *k, long v, bool given) {
     if (given) whole(t, k, v);
-    else key(t, k), append(t, "null");
+    else null(t, k);
 }
 
 static void config_text(const train_opts *o, char *buf, size_t len) {
@@ -259,7 +260,7 @@ static void config_text(const train_opts *o, char *buf, size_t len) {
     str(&t, "schedule", o->schedule);
     whole(&t, "warmup", o->warmup);
     if (o->clip > 0) num(&t, "clip", o->clip);
-    else whole_or_null(&t, "clip", 0, false);
+    else null(&t, "clip");
     whole(&t, "seed", o->seed);
     whole(&t, "batch", o->batch);
     whole_or_null(&t, "limit_train", o->limit_train, o->limit_train > 0);
