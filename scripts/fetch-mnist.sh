@@ -14,6 +14,8 @@ declare -A md5=(
 mirrors=(https://ossci-datasets.s3.amazonaws.com/mnist https://storage.googleapis.com/cvdf-datasets/mnist)
 # ok FILE NAME: FILE exists and has the MD5 sum MNIST publishes for NAME
 ok() { [ -f "$1" ] && [ "$(md5sum "$1" | cut -d' ' -f1)" = "${md5[$2]}" ]; }
+# have_downloader: curl or wget is installed
+have_downloader() { command -v curl >/dev/null 2>&1 || command -v wget >/dev/null 2>&1; }
 mkdir -p "$dest"
 for f in "${files[@]}"; do
   ok "$dest/$f" "$f" && continue
@@ -22,6 +24,7 @@ for f in "${files[@]}"; do
     [ -f "$QAT_MNIST_DIR/$f" ] || { echo "fetch-mnist: $QAT_MNIST_DIR/$f not found (QAT_MNIST_DIR)" >&2; exit 1; }
     cp "$QAT_MNIST_DIR/$f" "$tmp"
   else
+    have_downloader || { echo "fetch-mnist: neither curl nor wget is installed: install one (scripts/setup-deps.sh installs curl, or apt-get install curl ca-certificates), or set QAT_MNIST_DIR to a directory that holds the four MNIST .gz files" >&2; exit 1; }
     got=0
     for m in "${mirrors[@]}"; do
       echo "fetch-mnist: downloading $m/$f" >&2

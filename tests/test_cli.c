@@ -35,6 +35,37 @@ static int run2(const char *args, char *err, size_t elen, char *out, size_t olen
 
 static int run(const char *args, char *err, size_t len) { return run2(args, err, len, NULL, 0); }
 
+/* The last line of text (without its newline), into line. */
+static void last_line(const char *text, char *line, size_t len) {
+    size_t n = strlen(text);
+    while (n > 0 && text[n - 1] == '\n') n--;
+    size_t start = n;
+    while (start > 0 && text[start - 1] != '\n') start--;
+    snprintf(line, len, "%.*s", (int)(n - start), text + start);
+}
+
+/* The number after "key": in a one-line JSON object; -1 if absent, -2 if null. */
+static double json_number(const char *json, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    if (!p) return -1;
+    p += strlen(pat);
+    return strncmp(p, "null", 4) ? strtod(p, NULL) : -2;
+}
+
+/* With --json, a failure's last line of stdout is {"error": ..., "status": want}. */
+static void expect_json_error(const char *out, int want, const char *words) {
+    char line[2048], status[32];
+    last_line(out, line, sizeof line);
+    snprintf(status, sizeof status, ", \"status\": %d}", want);
+    CU_ASSERT(strncmp(line, "{\"error\": \"", 11) == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, words));
+    size_t n = strlen(line), m = strlen(status);
+    CU_ASSERT(n > m && strcmp(line + n - m, status) == 0);
+    if (strncmp(line, "{\"error\": \"", 11) || !strstr(line, words)) printf("\n  last line: %s\n", line);
+}
+
 static void test_bad_input(void) {
     char err[4096], args[1024];
     CU_ASSERT_EQUAL(run("--help", NULL, 0), 0);
@@ -55,9 +86,76 @@ static void test_bad_input(void) {
     CU_ASSERT_EQUAL(run("train --save-every 5", err, sizeof err), 2);
     CU_ASSERT_EQUAL(run("train --data /nonexistent", err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "fetch-mnist"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent: cannot read the MNIST directory: No such file or directory"));
     snprintf(args, sizeof args, "train --data '%s' --resume /nonexistent.h5 --limit-train 64", data);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.h5: cannot open"));
+}
+
+/* Every enumerated option's error names the values it allows. */
+static void test_enumerated_options_name_their_values(void) {
+    static const char *const cases[][2] = {
+        {"train --model resnet", "unknown value \"resnet\" for --model (one of mlp, lenet or lenet-bn)"},
+        {"train --optimizer rmsprop", "for --optimizer (one of sgd, adam or adamw)"},
+        {"train --schedule linear", "for --schedule (one of cosine, step or constant)"},
+        {"train --granularity row", "for --granularity (one of tensor, channel or block:N)"},
+        {"train --granularity block:0", "--granularity block:N wants a whole number N from 1 to 100000, got \"0\""},
+        {"train --observer kl", "for --observer (one of ema, window-mean, window-max, minmax or ema-bc)"},
+        {"eval --model m.qat.h5 --engine gpu", "unknown value \"gpu\" for --engine (one of int, hybrid or fake)"},
+        {"eval --model m.qat.h5 --compare tpu", "unknown value \"tpu\" for --compare (one of int, hybrid or fake)"},
+    };
+    char err[8192];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CU_ASSERT_EQUAL(run(cases[i][0], err, sizeof err), 2);
+        if (!strstr(err, cases[i][1])) printf("\n  %s: %.200s\n", cases[i][0], err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i][1]));
+    }
+}
+
+/* With --json, every failure after the options are read ends stdout with
+ * {"error": ..., "status": ...}: usage errors (2) and run-time ones (1). */
+static void test_json_failures(void) {
+    char args[1024], err[8192], out[8192];
+    CU_ASSERT_EQUAL(run2("train --model resnet --json", err, sizeof err, out, sizeof out), 2);
+    expect_json_error(out, 2, "unknown value \\\"resnet\\\" for --model");
+    CU_ASSERT_EQUAL(run2("train --json --save-every 5", err, sizeof err, out, sizeof out), 2);
+    expect_json_error(out, 2, "--save-every needs --out");
+    CU_ASSERT_EQUAL(run2("train --data /nonexistent --json", err, sizeof err, out, sizeof out), 1);
+    expect_json_error(out, 1, "/nonexistent: cannot read the MNIST directory");
+    snprintf(args, sizeof args, "train --data '%s' --limit-train 64 --resume /nonexistent.h5 --json", data);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 1);
+    expect_json_error(out, 1, "/nonexistent.h5: cannot open");
+    CU_ASSERT_EQUAL(run2("eval --json", err, sizeof err, out, sizeof out), 2);
+    expect_json_error(out, 2, "--model is required");
+    CU_ASSERT_EQUAL(run2("eval --model m.qat.h5 --engine gpu --json", err, sizeof err, out, sizeof out), 2);
+    expect_json_error(out, 2, "for --engine");
+    snprintf(args, sizeof args, "eval --model /nonexistent.qat.h5 --data '%s' --json", data);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 1);
+    expect_json_error(out, 1, "/nonexistent.qat.h5");
+}
+
+/* --stop-after part way through an epoch reports the model as it stands:
+ * real accuracies, the float-weights one too with --qat, and no
+ * fake-quantized one before fake quantization starts. */
+static void test_stop_after_reports_real_figures(void) {
+    char args[1024], err[8192], out[8192], line[4096];
+    const char *common = "--model mlp --limit-train 640 --limit-test 200 --stop-after 6 --json";
+    snprintf(args, sizeof args, "train --data '%s' %s --qat", data, common);
+    CU_ASSERT_EQUAL_FATAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    last_line(out, line, sizeof line);
+    CU_ASSERT(json_number(line, "test_accuracy") > 0.3);
+    CU_ASSERT(json_number(line, "test_accuracy_fake_quant") > 0.3);
+    CU_ASSERT(json_number(line, "test_accuracy_float_weights") > 0.3);
+    CU_ASSERT(json_number(line, "train_loss") > 0);
+    CU_ASSERT_PTR_NULL(strstr(err, "test accuracy 0.00 %"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "epoch 1 (stopped part way): train loss "));
+    /* stopped in the float epochs: not quantized yet */
+    snprintf(args, sizeof args, "train --data '%s' %s --qat --float-epochs 1", data, common);
+    CU_ASSERT_EQUAL_FATAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    last_line(out, line, sizeof line);
+    CU_ASSERT(json_number(line, "test_accuracy") > 0.3);
+    CU_ASSERT_EQUAL(json_number(line, "test_accuracy_fake_quant"), -2); /* null */
+    CU_ASSERT(json_number(line, "test_accuracy_float_weights") > 0.3);
 }
 
 static qat_status load(qat_ctx *ctx, const char *path, qat_model **out) {
@@ -92,6 +190,90 @@ static void test_stop_and_resume_is_bit_identical(void) {
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s'", data, common, a);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing left to train"));
+}
+
+/* A small float checkpoint written by the library with config as its
+ * configuration text (NULL: none). */
+static void library_checkpoint(const char *path, const char *config) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_mlp(m);
+    qat_model_build(m, 1);
+    qat_train_state ts = {.config = config};
+    CU_ASSERT_EQUAL(qat_checkpoint_save(m, NULL, NULL, config ? &ts : NULL, path), QAT_OK);
+    qat_ctx_free(ctx);
+}
+
+/* A resume may change only --epochs, --out, --save-every, --stop-after,
+ * --threads, --json, --data and --limit-test: anything else is refused
+ * (exit 2), naming the option and both values; a checkpoint whose options
+ * cannot be read is refused too (exit 1). */
+static void test_resume_refuses_other_options(void) {
+    char args[2048], ckpt[300], other[300], err[8192], out[8192];
+    snprintf(ckpt, sizeof ckpt, "%s/float.ckpt.h5", dir);
+    snprintf(other, sizeof other, "%s/other.ckpt.h5", dir);
+    const char *common = "--model mlp --limit-train 640 --limit-test 100 --epochs 2";
+    snprintf(args, sizeof args, "train --data '%s' %s --stop-after 3 --out '%s'", data, common, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    static const char *const refused[][2] = {
+        {"--qat", "made without --qat, this run asks for --qat"},
+        {"--wbits 4", "made with --wbits 8, this run asks for --wbits 4"},
+        {"--granularity tensor", "made with --granularity channel, this run asks for --granularity tensor"},
+        {"--batch 32", "made with --batch 64, this run asks for --batch 32"},
+        {"--lr 0.002", "made with --lr 0.001, this run asks for --lr 0.002"},
+        {"--optimizer sgd", "made with --optimizer adam, this run asks for --optimizer sgd"},
+        {"--seed 2", "made with --seed 1, this run asks for --seed 2"},
+        {"--clip 1", "made without --clip, this run asks for --clip 1"},
+        {"--freeze-bn 5", "made without --freeze-bn, this run asks for --freeze-bn 5"},
+        {"--observer minmax", "made with --observer ema, this run asks for --observer minmax"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' %s", data, common, ckpt, refused[i][0]);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+        if (!strstr(err, refused[i][1])) printf("\n  %s: %.300s\n", refused[i][0], err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, refused[i][1]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "a resume may change only --epochs, --out"));
+    }
+    /* the record is one JSON object (export copies it into the quantized file) holding every
+     * option a resume keeps */
+    char cfg[4096], path[300], cmd[700];
+    qat_ctx *ctx = qat_ctx_new();
+    CU_ASSERT_EQUAL(qat_checkpoint_config(ctx, ckpt, cfg, sizeof cfg), QAT_OK);
+    qat_ctx_free(ctx);
+    static const char *const keys[] = {"model", "optimizer", "lr", "momentum", "nesterov", "weight_decay", "schedule",
+                                       "warmup", "clip", "seed", "batch", "limit_train", "qat", "wbits", "abits",
+                                       "granularity", "observer", "window", "io_bits", "lsq", "float_epochs",
+                                       "qat_warmup", "freeze_observers", "freeze_bn"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        char k[40];
+        snprintf(k, sizeof k, "\"%s\": ", keys[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(cfg, k));
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(cfg, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' '%s'", path);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    /* --limit-train is the checkpoint's: a different one is refused before the sample count differs */
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 320 --epochs 2 --resume '%s' --json", data,
+             ckpt);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 2);
+    expect_json_error(out, 2, "made with --limit-train 640, this run asks for --limit-train 320");
+    /* what a resume may change */
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --epochs 3 --limit-test 50 --stop-after 12 "
+             "--save-every 4 --out '%s' --json", data, common, ckpt, other);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "resumed from"));
+    /* the options of a checkpoint this program did not write cannot be checked */
+    library_checkpoint(other, "{\"model\": \"mlp\", \"optimizer\": \"adam\", \"lr\": 0.001, \"batch\": 64}");
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s'", data, common, other);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not in the form this qat-mnist writes"));
+    library_checkpoint(other, NULL);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "records no training options"));
 }
 
 static void test_export_and_eval(void) {
@@ -146,10 +328,32 @@ static void test_export_and_eval(void) {
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
 }
 
-int main(void) {
+/* scripts/fetch-mnist.sh on a machine with neither curl nor wget says so
+ * (and what to do) instead of failing on every mirror. PATH holds only
+ * the tools the script needs before it downloads. */
+static void test_fetch_without_downloader(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    char bindir[300], cmd[2048], err[4096];
+    snprintf(bindir, sizeof bindir, "%s/bin", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && for t in dirname mkdir md5sum cut rm mv cp; do "
+             "ln -sf \"$(command -v $t)\" '%s/'$t; done", bindir, bindir);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "env -u QAT_MNIST_DIR PATH='%s' /bin/bash '%s/scripts/fetch-mnist.sh' '%s/mnist' "
+             "2>'%s/stderr.txt'", bindir, src, dir, dir);
+    int st = system(cmd);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof cmd, "%s/stderr.txt", dir);
+    slurp(cmd, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fetch-mnist: neither curl nor wget is installed"));
+    CU_ASSERT_PTR_NULL(strstr(err, "downloading"));
+}
+
+int main(int argc, char **argv) {
     bin = getenv("QAT_MNIST_BIN");
     data = getenv("QAT_MNIST_DATA");
-    if (!bin || !data) {
+    bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
+    if (!listing && (!bin || !data)) {
         fprintf(stderr, "test_cli: set QAT_MNIST_BIN and QAT_MNIST_DATA (ctest does)\n");
         return 2;
     }
@@ -158,9 +362,15 @@ int main(void) {
         {"bad input: usage errors exit 2, data errors exit 1, with messages", test_bad_input},
         {"--stop-after then --resume ends bit-identical to a straight run", test_stop_and_resume_is_bit_identical},
         {"train --qat -> export -> eval with every engine; bad input", test_export_and_eval},
+        {"enumerated options: errors name the allowed values", test_enumerated_options_name_their_values},
+        {"--json: a failure ends stdout with {\"error\": ..., \"status\": ...}", test_json_failures},
+        {"--stop-after part way: the accuracies printed are the model's", test_stop_after_reports_real_figures},
+        {"--resume refuses options other than the free ones, and checkpoints it cannot check",
+         test_resume_refuses_other_options},
+        {"fetch-mnist.sh without curl or wget says so", test_fetch_without_downloader},
         {NULL, NULL},
     };
-    int rc = qat_test_main("cli", cases);
+    int rc = qat_test_main("cli", cases, argc, argv);
     if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }

@@ -59,10 +59,10 @@ static void test_status_strings(void) {
     CU_ASSERT_STRING_EQUAL(qat_status_str((qat_status)42), "unknown status");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     static const qat_test_case cases[] = {
         {"the multiplier from a double's bits equals frexp/llround", test_multiplier_matches_frexp},
         {"status strings", test_status_strings},
         {NULL, NULL}};
-    return qat_test_main("core", cases);
+    return qat_test_main("core", cases, argc, argv);
 }

@@ -173,7 +173,7 @@ static void test_real_mnist(void) {
     qat_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "data")) return 2;
     const qat_test_case cases[] = {
         {"idx: gzip and plain files read the same", test_good_files},
@@ -182,7 +182,7 @@ int main(void) {
         {"mnist: the genuine files", test_real_mnist},
         {NULL, NULL},
     };
-    int rc = qat_test_main("data", cases);
+    int rc = qat_test_main("data", cases, argc, argv);
     if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }

@@ -138,7 +138,7 @@ static void test_w8a8_int_export_agrees(void) {
     CU_ASSERT(fabs(ex[0] - acc) <= 0.005);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"mlp learns a slice of MNIST, reproducibly", test_mlp_learns},
         {"lenet learns a slice of MNIST", test_lenet_learns},
@@ -146,5 +146,5 @@ int main(void) {
         {"W8A8 QAT of lenet: the int engine agrees on >= 99.5 % of predictions", test_w8a8_int_export_agrees},
         {NULL, NULL},
     };
-    return qat_test_main("e2e", cases);
+    return qat_test_main("e2e", cases, argc, argv);
 }

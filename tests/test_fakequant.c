@@ -578,7 +578,7 @@ static void test_bn_folding(void) {
     qat_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
         {"batch range: fast path equals a simple loop", test_minmax_matches_simple_loop},
@@ -600,5 +600,5 @@ int main(void) {
         {"prepare: Conv+BatchNorm folding (Jacob et al.)", test_bn_folding},
         {NULL, NULL},
     };
-    return qat_test_main("fakequant", cases);
+    return qat_test_main("fakequant", cases, argc, argv);
 }

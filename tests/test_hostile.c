@@ -708,7 +708,7 @@ static int setup(void) {
     return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     static const qat_test_case cases[] = {
         {"make the valid files", make_valid_files},
         {"checkpoint: every mutant refused clearly or usable", test_checkpoint_mutants},
@@ -721,7 +721,7 @@ int main(void) {
         {NULL, NULL}};
     if (setup()) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    int rc = qat_test_main("hostile files", cases);
+    int rc = qat_test_main("hostile files", cases, argc, argv);
     qat_test_rmdir(dir);
     return rc;
 }

@@ -92,7 +92,7 @@ static void test_against_double(void) {
     CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier(INT32_MAX, 1073741824, 4), INT32_MAX / 2 + 1);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"QuantizeMultiplier: hand values and edge cases", test_quantize_multiplier},
         {"SRDHM: saturation, ties, signs", test_srdhm},
@@ -100,5 +100,5 @@ int main(void) {
         {"requantization against a double reference", test_against_double},
         {NULL, NULL},
     };
-    return qat_test_main("infer", cases);
+    return qat_test_main("infer", cases, argc, argv);
 }

@@ -177,7 +177,7 @@ static void test_saving_is_atomic(void) {
     qat_ctx_free(a.ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "io")) return 2;
     qat_rng rng;
     qat_rng_seed(&rng, 3);
@@ -189,7 +189,7 @@ int main(void) {
         {"saving is atomic and leaves no temporary file", test_saving_is_atomic},
         {NULL, NULL},
     };
-    int rc = qat_test_main("io", cases);
+    int rc = qat_test_main("io", cases, argc, argv);
     if (qat_test_rmdir(dir) != 0) rc = rc ? rc : 2;
     return rc;
 }

@@ -180,7 +180,7 @@ static void test_model_misuse(void) {
     qat_ctx_free(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"names, shapes and parameter counts", test_lenet_names_and_counts},
         {"same seed, same parameters; PyTorch bounds", test_seeded_init},
@@ -190,5 +190,5 @@ int main(void) {
         {"misuse is reported", test_model_misuse},
         {NULL, NULL},
     };
-    return qat_test_main("layers", cases);
+    return qat_test_main("layers", cases, argc, argv);
 }

@@ -93,7 +93,7 @@ static void test_schedules(void) {
     ASSERT_CLOSE(qat_lr_at(&s, 4), 0.2f, 1e-7);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"sgd: plain, momentum+decay+dampening, nesterov vs torch", test_sgd},
         {"adam: plain and L2 vs torch", test_adam},
@@ -103,5 +103,5 @@ int main(void) {
         {"lr schedules: step, cosine, warm-up", test_schedules},
         {NULL, NULL},
     };
-    return qat_test_main("optim", cases);
+    return qat_test_main("optim", cases, argc, argv);
 }

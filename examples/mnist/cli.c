@@ -4,22 +4,28 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
-bool cli_int(const char *prog, const char *opt, const char *text, long lo, long hi, long *out) {
+bool cli_parse_long(const char *text, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi) {
+    if (errno || end == text || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_int(const char *prog, const char *opt, const char *text, long lo, long hi, long *out) {
+    if (!cli_parse_long(text, lo, hi, out)) {
         fprintf(stderr, "%s: %s wants a whole number from %ld to %ld, got \"%s\"\n", prog, opt, lo,
                 hi, text);
         return false;
     }
-    *out = v;
     return true;
 }
 
@@ -63,6 +69,54 @@ void cli_json_str(const char *s) {
         else putchar(*p);
     }
     putchar('"');
+}
+
+void cli_json_error(const char *message, int status) {
+    printf("{\"error\": ");
+    cli_json_str(message);
+    printf(", \"status\": %d}\n", status);
+}
+
+/* The shared body of cli_fail and cli_usage_fail. */
+static void report(const char *prog, bool json, int status, const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "%s: %s\n", prog, msg);
+    if (json) cli_json_error(msg, status);
+}
+
+int cli_fail(const char *prog, bool json, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    report(prog, json, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int cli_usage_fail(const char *prog, bool json, const char *usage, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    report(prog, json, EXIT_USAGE, fmt, ap);
+    va_end(ap);
+    fputs(usage, stderr);
+    return EXIT_USAGE;
+}
+
+int cli_choice(const char *value, const char *const *allowed) {
+    for (int i = 0; allowed[i]; i++)
+        if (!strcmp(value, allowed[i])) return i;
+    return -1;
+}
+
+const char *cli_choice_list(const char *const *allowed, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; allowed[i] && used < len; i++) {
+        const char *sep = i == 0 ? "" : allowed[i + 1] ? ", " : " or ";
+        int w = snprintf(buf + used, len - used, "%s%s", sep, allowed[i]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 const char *cli_blas_better_core(void) {

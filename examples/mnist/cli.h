@@ -3,12 +3,44 @@
 #define QAT_MNIST_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "qat/autograd.h"
 
 #define EXIT_USAGE 2
 
+#if defined(__GNUC__)
+#define CLI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CLI_PRINTF(f, a)
+#endif
+
+/* Failures. Every failure a command meets once its options are read goes
+ * through one of these, so that with --json the last line of stdout is
+ * still one JSON object, {"error": "<message>", "status": <status>}, as
+ * scripts that read that line expect. (A command line that cannot be read
+ * at all prints only the usage: --json may not have been seen yet.)
+ *
+ * cli_fail prints "<prog>: <message>" on stderr, the JSON line when json
+ * is set, and returns status; cli_usage_fail does the same followed by
+ * the usage text on stderr, and returns EXIT_USAGE. The JSON line's
+ * message has no "<prog>: " prefix. Return right after: nothing may
+ * follow the JSON line on stdout. */
+int cli_fail(const char *prog, bool json, int status, const char *fmt, ...) CLI_PRINTF(4, 5);
+int cli_usage_fail(const char *prog, bool json, const char *usage, const char *fmt, ...) CLI_PRINTF(4, 5);
+/* Prints {"error": message, "status": status} and a newline on stdout. */
+void cli_json_error(const char *message, int status);
+
+/* Enumerated option values: the index of value in allowed (a NULL-ended
+ * list), or -1. cli_choice_list writes the list as "a, b or c" into buf
+ * (for messages that name what is allowed) and returns buf. */
+int cli_choice(const char *value, const char *const *allowed);
+const char *cli_choice_list(const char *const *allowed, char *buf, size_t len);
+
+/* strtol over the whole text, in [lo, hi]; false (and nothing printed)
+ * on garbage, overflow or a value out of range. */
+bool cli_parse_long(const char *text, long lo, long hi, long *out);
 /* Parses a whole-number option; prints a usage error and returns false on
  * garbage, overflow or a value outside [lo, hi]. */
 bool cli_int(const char *prog, const char *opt, const char *text, long lo, long hi, long *out);

@@ -24,14 +24,22 @@ static const char *const eval_usage =
     "  --limit-test N           use the first N test samples (default all)\n"
     "  --threads T              OpenBLAS threads for the float engines (default 1)\n"
     "  --json                   print a JSON summary as the last line of stdout\n"
+    "                           ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help                   this text\n";
 
-static bool parse_engine(const char *s, qat_engine_mode *m) {
-    if (!strcmp(s, "int")) *m = QAT_ENGINE_INT;
-    else if (!strcmp(s, "hybrid")) *m = QAT_ENGINE_HYBRID;
-    else if (!strcmp(s, "fake")) *m = QAT_ENGINE_FAKE;
-    else return false;
-    return true;
+static const char *const engines[] = {"int", "hybrid", "fake", NULL};
+static const qat_engine_mode engine_modes[] = {QAT_ENGINE_INT, QAT_ENGINE_HYBRID, QAT_ENGINE_FAKE};
+
+/* --engine or --compare into *m; a message (naming the engines) and
+ * EXIT_USAGE when it names none. */
+static int parse_engine(const char *opt, const char *s, bool json, qat_engine_mode *m) {
+    char list[64];
+    int i = cli_choice(s, engines);
+    if (i < 0)
+        return cli_usage_fail("qat-mnist eval", json, eval_usage, "unknown value \"%s\" for %s (one of %s)", s, opt,
+                              cli_choice_list(engines, list, sizeof list));
+    *m = engine_modes[i];
+    return 0;
 }
 
 /* Predictions of engine e over the first n test samples; returns the
@@ -77,27 +85,28 @@ int cmd_eval(int argc, char **argv) {
 #undef VAL
         if (!ok) return fputs(eval_usage, stderr), EXIT_USAGE;
     }
-    qat_engine_mode mode, cmode = QAT_ENGINE_INT;
-    if (!path) return fprintf(stderr, "%s: --model is required\n%s", P, eval_usage), EXIT_USAGE;
-    if (!parse_engine(engine, &mode) || (compare && !parse_engine(compare, &cmode)))
-        return fprintf(stderr, "%s: unknown engine (int, hybrid or fake)\n%s", P, eval_usage), EXIT_USAGE;
+    qat_engine_mode mode = QAT_ENGINE_INT, cmode = QAT_ENGINE_INT;
+    if (!path) return cli_usage_fail(P, json, eval_usage, "--model is required");
+    int rc = parse_engine("--engine", engine, json, &mode);
+    if (!rc && compare) rc = parse_engine("--compare", compare, json, &cmode);
+    if (rc) return rc;
     qat_set_threads((int)threads);
     if (mode != QAT_ENGINE_INT || (compare && cmode != QAT_ENGINE_INT)) cli_blas_note();
     qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
+    if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
     qat_mnist test = {0};
     qat_engine *e = NULL, *ce = NULL;
     float *x = NULL, *logits = NULL;
     int32_t *idx = NULL, *y = NULL, *pred = NULL, *cpred = NULL;
-    int rc = 1;
+    rc = 1;
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
     if (!q || qat_qmodel_load(ctx, path, q) != QAT_OK || qat_mnist_load(ctx, data, "test", &test) != QAT_OK)
         goto fail;
     int64_t in_numel = 1;
     for (int d = 0; d < q->in_rank; d++) in_numel *= q->in_shape[d];
     if (in_numel != (int64_t)test.rows * test.cols) {
-        fprintf(stderr, "qat-mnist: %s takes %lld inputs per sample, MNIST has %d\n", path, (long long)in_numel,
-                test.rows * test.cols);
+        cli_fail("qat-mnist", json, 1, "%s takes %lld inputs per sample, MNIST has %d", path, (long long)in_numel,
+                 test.rows * test.cols);
         goto done;
     }
     int64_t n = limit > 0 && limit < test.n ? limit : test.n;
@@ -106,7 +115,7 @@ int cmd_eval(int argc, char **argv) {
     idx = malloc((size_t)batch * sizeof *idx), y = malloc((size_t)batch * sizeof *y);
     pred = malloc((size_t)n * sizeof *pred), cpred = malloc((size_t)n * sizeof *cpred);
     if (!x || !logits || !idx || !y || !pred || !cpred) {
-        fprintf(stderr, "qat-mnist: out of memory\n");
+        cli_fail("qat-mnist", json, 1, "out of memory");
         goto done;
     }
     if (!(e = qat_engine_new(ctx, q, mode, (int)batch))) goto fail;
@@ -144,7 +153,7 @@ int cmd_eval(int argc, char **argv) {
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, "qat-mnist: %s\n", qat_ctx_error(ctx));
+    cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
 done:
     qat_engine_free(e);
     qat_engine_free(ce);

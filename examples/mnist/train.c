@@ -1,5 +1,7 @@
-/* qat-mnist train: float training of the MLP or LeNet-5 on MNIST. */
+/* qat-mnist train: float training of the MLP or LeNet-5 on MNIST, or
+ * quantization-aware training with --qat. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,10 @@
 #include "qat/io.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
+
+#define PROG "qat-mnist"
+/* What a resume may change; every other option must be the checkpoint's. */
+#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test"
 
 static const char *const train_usage =
     "usage: qat-mnist train [options]\n"
@@ -47,9 +53,15 @@ static const char *const train_usage =
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
     "  --out CKPT                  write the final training checkpoint (HDF5) to CKPT\n"
     "  --save-every N              also write it every N steps (needs --out)\n"
-    "  --resume CKPT               continue from a checkpoint (same options as the run that made it)\n"
+    "  --resume CKPT               continue from a checkpoint of this program, with the options that\n"
+    "                              made it: a resume may change only --epochs, --out, --save-every,\n"
+    "                              --stop-after, --threads, --json, --data and --limit-test; any other\n"
+    "                              option that differs is refused (exit 2). With the same --epochs\n"
+    "                              the run ends bit-identical to one that never stopped; another\n"
+    "                              --epochs also changes the length of the cosine schedule\n"
     "  --stop-after N              stop after N steps in all, writing --out (split a long run)\n"
-    "  --json                      print a JSON summary as the last line of stdout\n"
+    "  --json                      print a JSON summary as the last line of stdout ({\"error\": ...,\n"
+    "                              \"status\": ...} when the run fails)\n"
     "  --help                      this text\n";
 
 typedef struct {
@@ -64,13 +76,18 @@ typedef struct {
     qat_prepare_config qcfg;
 } train_opts;
 
-static int parse(int argc, char **argv, train_opts *o) {
+static const char *const models[] = {"mlp", "lenet", "lenet-bn", NULL};
+static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
+static const char *const schedules[] = {"cosine", "step", "constant", NULL};
+static const char *const granularities[] = {"tensor", "channel", "block:N", NULL};
+static const char *const observers[] = {"ema", "window-mean", "window-max", "minmax", "ema-bc", NULL};
+static const qat_observer_kind observer_kinds[] = {QAT_OBS_EMA, QAT_OBS_WINDOW_MEAN, QAT_OBS_WINDOW_MAX,
+                                                   QAT_OBS_MINMAX, QAT_OBS_EMA_BIAS_CORRECTED};
+
+/* The option loop; -1 after --help, EXIT_USAGE (reported) on an option
+ * or value that cannot be read. */
+static int parse_args(int argc, char **argv, train_opts *o) {
     const char *P = "qat-mnist train";
-    *o = (train_opts){.model = "lenet", .optimizer = "adam", .schedule = "cosine",
-                      .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
-                      .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8, .window = 16,
-                      .granularity = "channel", .observer = "ema", .freeze_observers = -1,
-                      .freeze_bn = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -123,51 +140,259 @@ static int parse(int argc, char **argv, train_opts *o) {
             return EXIT_USAGE;
         }
     }
-    const char *bad = NULL;
-    if (strcmp(o->model, "mlp") && strcmp(o->model, "lenet") && strcmp(o->model, "lenet-bn")) bad = "--model";
-    else if (strcmp(o->optimizer, "sgd") && strcmp(o->optimizer, "adam") && strcmp(o->optimizer, "adamw"))
-        bad = "--optimizer";
-    else if (strcmp(o->schedule, "cosine") && strcmp(o->schedule, "step") && strcmp(o->schedule, "constant"))
-        bad = "--schedule";
+    return 0;
+}
+
+/* An enumerated option's value is one of allowed; otherwise reported
+ * (naming the allowed values), and EXIT_USAGE. */
+static int check_choice(const train_opts *o, const char *opt, const char *value, const char *const *allowed) {
+    char list[160];
+    if (cli_choice(value, allowed) >= 0) return 0;
+    return cli_usage_fail("qat-mnist train", o->json, train_usage, "unknown value \"%s\" for %s (one of %s)", value,
+                          opt, cli_choice_list(allowed, list, sizeof list));
+}
+
+/* --granularity into q: tensor, channel or block:N. */
+static int parse_granularity(const train_opts *o, qat_prepare_config *q) {
+    const char *g = o->granularity;
+    long block;
+    if (!strcmp(g, "tensor")) q->wgran = QAT_GRAN_TENSOR;
+    else if (!strcmp(g, "channel")) q->wgran = QAT_GRAN_CHANNEL;
+    else if (!strncmp(g, "block:", 6) && cli_parse_long(g + 6, 1, 100000, &block))
+        q->wgran = QAT_GRAN_BLOCK, q->block = (int)block;
+    else if (!strncmp(g, "block:", 6))
+        return cli_usage_fail("qat-mnist train", o->json, train_usage,
+                              "--granularity block:N wants a whole number N from 1 to 100000, got \"%s\"", g + 6);
+    else return check_choice(o, "--granularity", g, granularities);
+    return 0;
+}
+
+/* Options, checked, with the defaults that depend on others filled in;
+ * 0, -1 after --help, or EXIT_USAGE (reported). */
+static int parse(int argc, char **argv, train_opts *o) {
+    *o = (train_opts){.model = "lenet", .optimizer = "adam", .schedule = "cosine",
+                      .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
+                      .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8, .window = 16,
+                      .granularity = "channel", .observer = "ema", .freeze_observers = -1,
+                      .freeze_bn = -1};
+    int rc = parse_args(argc, argv, o);
+    if (rc) return rc;
     qat_prepare_config *q = &o->qcfg;
     *q = qat_prepare_defaults();
     q->wbits = (int)o->wbits, q->abits = (int)o->abits, q->window = (int)o->window;
     q->io_bits = (int)o->io_bits;
     q->lsq = o->lsq;
-    if (!strcmp(o->granularity, "tensor")) q->wgran = QAT_GRAN_TENSOR;
-    else if (!strcmp(o->granularity, "channel")) q->wgran = QAT_GRAN_CHANNEL;
-    else if (!strncmp(o->granularity, "block:", 6) && cli_int(P, "--granularity block:N", o->granularity + 6, 1, 100000, &o->window))
-        q->wgran = QAT_GRAN_BLOCK, q->block = (int)o->window, o->window = q->window;
-    else if (!bad) bad = "--granularity";
-    if (!strcmp(o->observer, "ema")) q->aobs = QAT_OBS_EMA;
-    else if (!strcmp(o->observer, "window-mean")) q->aobs = QAT_OBS_WINDOW_MEAN;
-    else if (!strcmp(o->observer, "window-max")) q->aobs = QAT_OBS_WINDOW_MAX;
-    else if (!strcmp(o->observer, "minmax")) q->aobs = QAT_OBS_MINMAX;
-    else if (!strcmp(o->observer, "ema-bc")) q->aobs = QAT_OBS_EMA_BIAS_CORRECTED;
-    else if (!bad) bad = "--observer";
-    if (o->save_every && !o->out) {
-        fprintf(stderr, "%s: --save-every needs --out\n", P);
-        return EXIT_USAGE;
-    }
-    if (bad) {
-        fprintf(stderr, "%s: unknown value for %s\n%s", P, bad, train_usage);
-        return EXIT_USAGE;
-    }
+    if ((rc = check_choice(o, "--model", o->model, models)) ||
+        (rc = check_choice(o, "--optimizer", o->optimizer, optimizers)) ||
+        (rc = check_choice(o, "--schedule", o->schedule, schedules)) || (rc = parse_granularity(o, q)) ||
+        (rc = check_choice(o, "--observer", o->observer, observers)))
+        return rc;
+    q->aobs = observer_kinds[cli_choice(o->observer, observers)];
+    if (o->save_every && !o->out)
+        return cli_usage_fail("qat-mnist train", o->json, train_usage, "--save-every needs --out");
     if (!o->lr_set) o->lr = strcmp(o->optimizer, "sgd") ? 0.001 : 0.05;
     if (!o->wd_set && !strcmp(o->optimizer, "adamw")) o->weight_decay = 0.01;
     return 0;
 }
 
-/* qat_prepare, and the LSQ scales' optimizer when there are any. */
-static qat_status prepare(qat_model *m, const train_opts *o, qat_optim *qopt, const qat_optim_config *oc) {
-    qat_status st = qat_prepare(m, &o->qcfg);
-    if (st == QAT_OK && m->n_qparams > 0) st = qat_optim_init(qopt, m->ctx, oc, m->n_qparams);
-    return st;
+/* ---- the configuration a checkpoint records -------------------------------------
+ *
+ * config_text writes every option that shapes the training (all but the
+ * ones a resume may change, and --epochs for the record) as one JSON
+ * object, in a fixed key order. Each key is its option's name without the
+ * dashes ("weight_decay" is --weight-decay); an option not given that has
+ * no default value (--clip, --limit-train, --freeze-*) is null. The text
+ * goes into every checkpoint; a resume compares it with the text of its
+ * own options, key by key, which needs no JSON parser: both texts come
+ * from this one function. */
+
+typedef struct {
+    char *buf;
+    size_t len, used;
+} text_buf;
+
+static void append(text_buf *t, const char *fmt, ...) CLI_PRINTF(2, 3);
+static void append(text_buf *t, const char *fmt, ...) {
+    if (t->used >= t->len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(t->buf + t->used, t->len - t->used, fmt, ap);
+    va_end(ap);
+    t->used += w > 0 ? (size_t)w : 0;
 }
 
-static int fail(qat_ctx *ctx) {
-    fprintf(stderr, "qat-mnist: %s\n", qat_ctx_error(ctx));
-    return 1;
+/* A key and the separator before it. */
+static void key(text_buf *t, const char *k) { append(t, "%s\"%s\": ", t->used ? ", " : "{", k); }
+
+/* x in the fewest significant digits that read back as x: 0.001, not
+ * 0.0010000000000000000208, yet two different values never print alike. */
+static void num(text_buf *t, const char *k, double x) {
+    char s[32];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(s, sizeof s, "%.*g", digits, x);
+        if (strtod(s, NULL) == x) break;
+    }
+    key(t, k);
+    append(t, "%s", s);
+}
+
+static void str(text_buf *t, const char *k, const char *v) { key(t, k), append(t, "\"%s\"", v); }
+static void boolean(text_buf *t, const char *k, bool v) { key(t, k), append(t, "%s", v ? "true" : "false"); }
+static void null(text_buf *t, const char *k) { key(t, k), append(t, "null"); }
+static void whole(text_buf *t, const char *k, long v) { key(t, k), append(t, "%ld", v); }
+static void whole_or_null(text_buf *t, const char *k, long v, bool given) {
+    if (given) whole(t, k, v);
+    else null(t, k);
+}
+
+static void config_text(const train_opts *o, char *buf, size_t len) {
+    text_buf t = {buf, len, 0};
+    const qat_prepare_config *q = &o->qcfg;
+    char gran[32]; /* block:08 is block:8 */
+    if (q->wgran == QAT_GRAN_BLOCK) snprintf(gran, sizeof gran, "block:%d", q->block);
+    else snprintf(gran, sizeof gran, "%s", o->granularity);
+    str(&t, "model", o->model);
+    str(&t, "optimizer", o->optimizer);
+    num(&t, "lr", o->lr);
+    num(&t, "momentum", o->momentum);
+    boolean(&t, "nesterov", o->nesterov);
+    num(&t, "weight_decay", o->weight_decay);
+    str(&t, "schedule", o->schedule);
+    whole(&t, "warmup", o->warmup);
+    if (o->clip > 0) num(&t, "clip", o->clip);
+    else null(&t, "clip");
+    whole(&t, "seed", o->seed);
+    whole(&t, "batch", o->batch);
+    whole_or_null(&t, "limit_train", o->limit_train, o->limit_train > 0);
+    whole(&t, "epochs", o->epochs);
+    boolean(&t, "qat", o->qat);
+    whole(&t, "wbits", o->wbits);
+    whole(&t, "abits", o->abits);
+    str(&t, "granularity", gran);
+    str(&t, "observer", o->observer);
+    whole(&t, "window", o->window);
+    whole(&t, "io_bits", o->io_bits);
+    boolean(&t, "lsq", o->lsq);
+    whole(&t, "float_epochs", o->float_epochs);
+    whole(&t, "qat_warmup", o->qat_warmup);
+    whole_or_null(&t, "freeze_observers", o->freeze_observers, o->freeze_observers >= 0);
+    whole_or_null(&t, "freeze_bn", o->freeze_bn, o->freeze_bn >= 0);
+    append(&t, "}");
+}
+
+/* The keys config_text writes that a resume may change. */
+static const char *const resume_free_keys[] = {"epochs", NULL};
+
+typedef struct {
+    char key[32], value[64];
+} config_pair;
+enum { MAX_PAIRS = 64 };
+
+/* Copies [from, to) into dst (size len); false if it is empty or too long. */
+static bool copy_span(char *dst, size_t len, const char *from, const char *to) {
+    if (to <= from || (size_t)(to - from) >= len) return false;
+    memcpy(dst, from, (size_t)(to - from));
+    dst[to - from] = '\0';
+    return true;
+}
+
+/* Splits a text in config_text's form ({"key": value, ...}, string values
+ * without escapes) into pairs; the number of pairs, or -1 when the text
+ * has another form. */
+static int config_split(const char *s, config_pair *pairs) {
+    int n = 0;
+    if (*s++ != '{') return -1;
+    for (;;) {
+        if (n == MAX_PAIRS || *s != '"') return -1;
+        const char *k = ++s;
+        while (*s && *s != '"') s++;
+        if (!*s || !copy_span(pairs[n].key, sizeof pairs[n].key, k, s) || strncmp(s, "\": ", 3)) return -1;
+        const char *v = s += 3;
+        if (*s == '"') {
+            for (s++; *s && *s != '"'; s++) {}
+            if (*s++ != '"') return -1;
+        } else {
+            while (*s && *s != ',' && *s != '}') s++;
+        }
+        if (!copy_span(pairs[n].value, sizeof pairs[n].value, v, s)) return -1;
+        n++;
+        if (*s == '}') return s[1] ? -1 : n;
+        if (strncmp(s, ", ", 2)) return -1;
+        s += 2;
+    }
+}
+
+/* An option as the checkpoint had it (asked false: "with --wbits 8",
+ * "with --qat", "without --clip") or as this run asks for it (asked true:
+ * "asks for --wbits 4", "does not ask for --clip"). */
+static const char *describe(const config_pair *p, bool asked, char *buf, size_t len) {
+    char opt[40] = "--";
+    for (size_t i = 0; p->key[i] && i + 3 < sizeof opt; i++) opt[i + 2] = p->key[i] == '_' ? '-' : p->key[i];
+    const char *v = p->value;
+    int vlen = (int)strlen(v);
+    if (v[0] == '"') v++, vlen -= 2; /* a string: without its quotes */
+    if (!strcmp(p->value, "false") || !strcmp(p->value, "null"))
+        snprintf(buf, len, "%s %s", asked ? "does not ask for" : "without", opt);
+    else if (!strcmp(p->value, "true")) snprintf(buf, len, "%s %s", asked ? "asks for" : "with", opt);
+    else snprintf(buf, len, "%s %s %.*s", asked ? "asks for" : "with", opt, vlen, v);
+    return buf;
+}
+
+/* A resume keeps every option but the free ones: 0, or the exit status
+ * after saying which option differs (2), or that the checkpoint's options
+ * cannot be checked (1: no record, or not in this program's form). */
+static int check_resume_options(const train_opts *o, qat_ctx *ctx, const char *mine) {
+    char theirs[4096], was[128], now[128];
+    if (qat_checkpoint_config(ctx, o->resume, theirs, sizeof theirs) != QAT_OK)
+        return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(ctx));
+    if (!theirs[0])
+        return cli_fail(PROG, o->json, 1, "--resume %s: the checkpoint records no training options (it was not written "
+                        "by qat-mnist train), so this run's options cannot be checked against it: resume refused",
+                        o->resume);
+    config_pair a[MAX_PAIRS], b[MAX_PAIRS];
+    int na = config_split(theirs, a), nb = config_split(mine, b), same_keys = na == nb;
+    for (int i = 0; same_keys && i < na; i++) same_keys = !strcmp(a[i].key, b[i].key);
+    if (!same_keys)
+        return cli_fail(PROG, o->json, 1, "--resume %s: the checkpoint's training options are not in the form this "
+                        "qat-mnist writes (another program or another version made it), so this run's options "
+                        "cannot be checked against them: resume refused", o->resume);
+    for (int i = 0; i < na; i++)
+        if (strcmp(a[i].value, b[i].value) && cli_choice(a[i].key, resume_free_keys) < 0) {
+            describe(&a[i], false, was, sizeof was), describe(&b[i], true, now, sizeof now);
+            return cli_fail(PROG, o->json, EXIT_USAGE, "--resume %s: the checkpoint was made %s, this run %s (a "
+                            "resume may change only " RESUME_MAY_CHANGE ")", o->resume, was, now);
+        }
+    return 0;
+}
+
+/* ---- training ---------------------------------------------------------------------- */
+
+typedef struct {
+    const train_opts *o;
+    qat_ctx *ctx;
+    qat_mnist train, test;
+    qat_model *m;
+    qat_optim opt, qopt; /* qopt: LSQ scales, same optimizer settings, no decay */
+    qat_optim_config oc;
+    qat_lr_schedule sched;
+    int32_t *perm, *labels;
+    int64_t n, steps_per_epoch, step, samples_done;
+    int64_t qat_step0; /* the step at which qat_prepare runs; -1 without --qat */
+    int64_t qat_start; /* the step at which it ran; -1 before */
+    long all_epochs;
+    qat_train_state ts;
+    char config[1024];
+    double train_time, acc, loss_avg;
+    bool stopped;
+} trainer;
+
+static int fail(const trainer *t) { return cli_fail(PROG, t->o->json, 1, "%s", qat_ctx_error(t->ctx)); }
+
+/* qat_prepare, and the LSQ scales' optimizer when there are any. */
+static qat_status prepare(trainer *t) {
+    qat_status st = qat_prepare(t->m, &t->o->qcfg);
+    if (st == QAT_OK && t->m->n_qparams > 0) st = qat_optim_init(&t->qopt, t->ctx, &t->oc, t->m->n_qparams);
+    return st;
 }
 
 /* A step tensor shaped for the model's first layer: [n, 1, 28, 28] for a
@@ -208,220 +433,234 @@ static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, in
     return (double)correct / (double)n;
 }
 
+/* Data, model, optimizer, schedule, sample order and the configuration
+ * text: 0, or the exit status (reported). */
+static int setup(trainer *t) {
+    const train_opts *o = t->o;
+    if (qat_mnist_load(t->ctx, o->data, "train", &t->train) || qat_mnist_load(t->ctx, o->data, "test", &t->test))
+        return fail(t);
+    int64_t n = t->n = o->limit_train > 0 && o->limit_train < t->train.n ? o->limit_train : t->train.n;
+    qat_model *m = t->m = qat_model_new(t->ctx);
+    qat_status st = !m ? qat_ctx_status(t->ctx)
+                       : !strcmp(o->model, "mlp") ? qat_model_mlp(m)
+                                                   : qat_model_lenet(m, !strcmp(o->model, "lenet-bn"));
+    if (st == QAT_OK) st = qat_model_build(m, (uint64_t)o->seed);
+    t->oc = qat_optim_defaults(!strcmp(o->optimizer, "sgd") ? QAT_OPTIM_SGD
+                               : !strcmp(o->optimizer, "adam") ? QAT_OPTIM_ADAM
+                                                               : QAT_OPTIM_ADAMW);
+    t->oc.lr = (float)o->lr, t->oc.weight_decay = (float)o->weight_decay, t->oc.nesterov = o->nesterov;
+    if (t->oc.kind == QAT_OPTIM_SGD) t->oc.momentum = (float)o->momentum;
+    if (st == QAT_OK) st = qat_optim_init(&t->opt, t->ctx, &t->oc, m->n_params);
+    if (st != QAT_OK) return fail(t);
+    t->perm = malloc((size_t)n * sizeof *t->perm);
+    t->labels = malloc((size_t)o->batch * sizeof *t->labels);
+    if (!t->perm || !t->labels) return cli_fail(PROG, o->json, 1, "out of memory");
+    t->all_epochs = o->epochs + (o->qat ? o->float_epochs : 0);
+    t->steps_per_epoch = (n + o->batch - 1) / o->batch;
+    t->sched = (qat_lr_schedule){.kind = !strcmp(o->schedule, "cosine") ? QAT_LR_COSINE
+                                         : !strcmp(o->schedule, "step") ? QAT_LR_STEP : QAT_LR_CONSTANT,
+                                 .base_lr = (float)o->lr, .total_steps = t->steps_per_epoch * t->all_epochs,
+                                 .step_size = t->steps_per_epoch * 2, .gamma = 0.5f,
+                                 .warmup_steps = o->warmup, .warmup_start = 0.0f};
+    for (int64_t i = 0; i < n; i++) t->perm[i] = (int32_t)i;
+    qat_rng shuffle_rng;
+    qat_rng_seed(&shuffle_rng, (uint64_t)o->seed * 0x9E3779B97F4A7C15ull + 7);
+    config_text(o, t->config, sizeof t->config);
+    t->ts = (qat_train_state){.shuffle_rng = shuffle_rng, .order = t->perm, .n_order = n, .config = t->config};
+    t->qat_step0 = o->qat ? o->float_epochs * t->steps_per_epoch : -1;
+    t->qat_start = -1;
+    fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
+            "%s lr %g, %ld thread(s)\n", o->model, (long long)m->n_params, (long long)n, o->epochs,
+            o->batch, o->optimizer, o->lr, o->threads);
+    return 0;
+}
+
+/* Continues from o->resume, whose options must be this run's (but the
+ * free ones): the first epoch to run and the sample it starts at, or the
+ * exit status (reported). */
+static int resume(trainer *t, long *first_epoch, int64_t *start_s) {
+    const train_opts *o = t->o;
+    int rc = check_resume_options(o, t->ctx, t->config);
+    if (rc) return rc;
+    int64_t rstep, repoch, total = t->steps_per_epoch * t->all_epochs;
+    bool rprepared;
+    if (qat_checkpoint_info(t->ctx, o->resume, &rstep, &repoch, &rprepared) != QAT_OK) return fail(t);
+    if (rprepared && !o->qat)
+        return cli_fail(PROG, o->json, 1, "%s is a QAT checkpoint: resume with the --qat options that made it",
+                        o->resume);
+    if (rstep >= total)
+        return cli_fail(PROG, o->json, 1, "%s is at step %lld of %lld: nothing left to train (raise --epochs)",
+                        o->resume, (long long)rstep, (long long)total);
+    if (rprepared && prepare(t) != QAT_OK) return fail(t);
+    if (qat_checkpoint_load(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, o->resume) != QAT_OK) return fail(t);
+    if (t->ts.n_order != t->n)
+        return cli_fail(PROG, o->json, 1, "%s was made with %lld training samples, this run has %lld", o->resume,
+                        (long long)t->ts.n_order, (long long)t->n);
+    if (rprepared) t->qat_start = t->qat_step0;
+    t->step = t->ts.step;
+    *first_epoch = (long)(t->step / t->steps_per_epoch) + 1;
+    *start_s = (t->step % t->steps_per_epoch) * o->batch;
+    fprintf(stderr, "qat-mnist: resumed from %s at step %lld (epoch %ld)\n", o->resume, (long long)t->step,
+            *first_epoch);
+    return 0;
+}
+
+/* One training step on the batch at perm[s], b samples: its loss, or NAN
+ * after an error (reported through the context). */
+static double train_step(trainer *t, int64_t s, int64_t b) {
+    const train_opts *o = t->o;
+    qat_model *m = t->m;
+    if (t->qat_start >= 0) {
+        m->fake_quant_on = t->step - t->qat_start >= o->qat_warmup;
+        m->observers_frozen = o->freeze_observers >= 0 && t->step - t->qat_start >= o->freeze_observers;
+        m->bn_frozen = o->freeze_bn >= 0 && t->step - t->qat_start >= o->freeze_bn;
+    }
+    qat_tensor *x = input_tensor(m, &t->train, b);
+    if (x) qat_mnist_batch(&t->train, t->perm + s, b, x->data, t->labels);
+    qat_tensor *loss = qat_cross_entropy(t->ctx, qat_model_forward(m, x), t->labels);
+    if (qat_backward(t->ctx, loss) != QAT_OK) return NAN;
+    double l = loss->data[0];
+    if (!isfinite(l)) return l;
+    if (o->clip > 0) qat_clip_grad_norm(m->grads, m->n_params, (float)o->clip);
+    float lr = qat_lr_at(&t->sched, t->step);
+    qat_optim_step(&t->opt, m->params, m->grads, lr);
+    if (t->qopt.n) qat_optim_step(&t->qopt, m->qparams, m->qgrads, lr);
+    qat_model_zero_grad(m);
+    qat_ctx_step_reset(t->ctx);
+    return l;
+}
+
+/* Writes the training checkpoint --out: 0, or the exit status (reported). */
+static int save(trainer *t) {
+    if (qat_checkpoint_save(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, t->o->out) != QAT_OK) return fail(t);
+    return 0;
+}
+
+/* Epoch `epoch` (1-based) from sample start_s, or up to --stop-after, then
+ * the test accuracy of the model as it stands: 0, or the exit status
+ * (reported). */
+static int run_epoch(trainer *t, long epoch, int64_t start_s) {
+    const train_opts *o = t->o;
+    int64_t n = t->n;
+    if (o->qat && !t->m->prepared && t->step == t->qat_step0) {
+        if (prepare(t) != QAT_OK) return fail(t);
+        t->qat_start = t->step;
+        fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n", o->wbits, o->abits,
+                o->granularity, o->observer);
+    }
+    if (start_s == 0) qat_shuffle(t->perm, n, &t->ts.shuffle_rng);
+    qat_model_train(t->m, true);
+    char label[64], extra[64] = "";
+    snprintf(label, sizeof label, "epoch %ld/%ld", epoch, t->all_epochs);
+    progress bar;
+    progress_start(&bar, label, n);
+    double t0 = cli_now(), loss_sum = 0;
+    int64_t k = 0;
+    for (int64_t s = start_s; s < n; s += o->batch) {
+        int64_t b = n - s < o->batch ? n - s : o->batch;
+        double loss = train_step(t, s, b);
+        if (isnan(loss) && qat_ctx_status(t->ctx) != QAT_OK) return fail(t);
+        if (!isfinite(loss))
+            return cli_fail(PROG, o->json, 1, "the loss diverged (%g) at step %lld; try a lower --lr", loss,
+                            (long long)t->step);
+        t->step++, k++;
+        loss_sum += loss;
+        if (o->save_every && t->step % o->save_every == 0) {
+            t->ts.step = t->step, t->ts.epoch = epoch - 1;
+            int rc = save(t);
+            if (rc) return rc;
+        }
+        t->samples_done += b;
+        snprintf(extra, sizeof extra, "loss %.4f", loss_sum / (double)k);
+        progress_update(&bar, s + b, extra);
+        if (o->stop_after && t->step == o->stop_after) {
+            t->ts.epoch = epoch - 1 + (s + b >= n); /* the epoch counts once finished */
+            t->stopped = true;
+            break;
+        }
+    }
+    t->train_time += cli_now() - t0;
+    t->loss_avg = loss_sum / (double)k;
+    progress_end(&bar, extra);
+    if (t->stopped) fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)t->step);
+    /* at a stop too: every figure the run prints is the model's as it stands */
+    if ((t->acc = mnist_accuracy(t->m, &t->test, o->limit_test, NULL)) < 0) return fail(t);
+    fprintf(stderr, "epoch %ld%s: train loss %.4f, test accuracy %.2f %%\n", epoch,
+            t->stopped ? " (stopped part way)" : "", t->loss_avg, 100 * t->acc);
+    return 0;
+}
+
+/* The JSON summary: the last line of stdout. fake_quant < 0: the model
+ * is not quantized yet (a --qat run stopped in its float epochs). */
+static void print_json(const trainer *t, double rate, double fake_quant, double float_weights) {
+    const train_opts *o = t->o;
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    printf("{\"model\": \"%s\", \"epochs\": %ld, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
+           "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
+           "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
+           "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\"",
+           o->model, t->all_epochs, o->batch, o->optimizer, o->lr, o->seed, o->threads, (long long)t->n, rate,
+           t->loss_avg, t->acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core());
+    if (o->qat) {
+        printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
+               "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": ",
+               o->wbits, o->abits, o->granularity, o->observer, o->float_epochs);
+        printf(fake_quant < 0 ? "null" : "%.6f", fake_quant);
+        printf(", \"test_accuracy_float_weights\": %.6f", float_weights);
+    }
+    printf("}\n");
+}
+
+/* The final checkpoint, the closing figures and the JSON summary. */
+static int finish(trainer *t) {
+    const train_opts *o = t->o;
+    qat_model *m = t->m;
+    if (o->out) {
+        t->ts.step = t->step;
+        if (!t->stopped) t->ts.epoch = t->all_epochs;
+        int rc = save(t);
+        if (rc) return rc;
+        fprintf(stderr, "qat-mnist: wrote %s\n", o->out);
+    }
+    double rate = (double)t->samples_done / t->train_time, acc_float = t->acc;
+    if (m->prepared) { /* the same weights with fake quantization off */
+        bool on = m->fake_quant_on;
+        m->fake_quant_on = false;
+        acc_float = mnist_accuracy(m, &t->test, o->limit_test, NULL);
+        m->fake_quant_on = on;
+        if (acc_float < 0) return fail(t);
+        fprintf(stderr, "qat-mnist: fake-quant accuracy %.2f %%, same weights in float %.2f %%\n", 100 * t->acc,
+                100 * acc_float);
+    }
+    fprintf(stderr, "qat-mnist: test accuracy %.2f %%, %.0f training samples/s, peak RSS %.1f MiB\n", 100 * t->acc,
+            rate, cli_peak_rss_mib());
+    if (o->json) print_json(t, rate, m->prepared ? t->acc : -1, acc_float);
+    return 0;
+}
+
+static int train(trainer *t) {
+    int rc = setup(t);
+    long first_epoch = 1;
+    int64_t start_s = 0;
+    if (!rc && t->o->resume) rc = resume(t, &first_epoch, &start_s);
+    for (long epoch = first_epoch; !rc && !t->stopped && epoch <= t->all_epochs; epoch++, start_s = 0)
+        rc = run_epoch(t, epoch, start_s);
+    return rc ? rc : finish(t);
+}
+
 int cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     qat_set_threads((int)o.threads);
     cli_blas_note();
-    qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
-    qat_mnist train = {0}, test = {0};
-    int32_t *perm = NULL, *labels = NULL;
-    rc = 1;
-    if (qat_mnist_load(ctx, o.data, "train", &train) || qat_mnist_load(ctx, o.data, "test", &test)) {
-        rc = fail(ctx);
-        goto done;
-    }
-    int64_t n = o.limit_train > 0 && o.limit_train < train.n ? o.limit_train : train.n;
-    qat_model *m = qat_model_new(ctx);
-    qat_status st = !m ? qat_ctx_status(ctx)
-                       : !strcmp(o.model, "mlp") ? qat_model_mlp(m)
-                                                  : qat_model_lenet(m, !strcmp(o.model, "lenet-bn"));
-    if (st == QAT_OK) st = qat_model_build(m, (uint64_t)o.seed);
-    qat_optim opt, qopt = {0}; /* qopt: LSQ scales, same optimizer settings, no decay */
-    qat_optim_config oc = qat_optim_defaults(!strcmp(o.optimizer, "sgd") ? QAT_OPTIM_SGD
-                                             : !strcmp(o.optimizer, "adam") ? QAT_OPTIM_ADAM
-                                                                            : QAT_OPTIM_ADAMW);
-    oc.lr = (float)o.lr, oc.weight_decay = (float)o.weight_decay, oc.nesterov = o.nesterov;
-    if (oc.kind == QAT_OPTIM_SGD) oc.momentum = (float)o.momentum;
-    if (st == QAT_OK) st = qat_optim_init(&opt, ctx, &oc, m->n_params);
-    perm = malloc((size_t)n * sizeof *perm);
-    labels = malloc((size_t)o.batch * sizeof *labels);
-    if (st != QAT_OK || !perm || !labels) {
-        rc = st != QAT_OK ? fail(ctx) : (fprintf(stderr, "qat-mnist: out of memory\n"), 1);
-        goto done;
-    }
-    long all_epochs = o.epochs + (o.qat ? o.float_epochs : 0);
-    int64_t steps_per_epoch = (n + o.batch - 1) / o.batch, total = steps_per_epoch * all_epochs;
-    int64_t qat_start = -1; /* step at which qat_prepare ran */
-    qat_lr_schedule sched = {.kind = !strcmp(o.schedule, "cosine") ? QAT_LR_COSINE
-                                     : !strcmp(o.schedule, "step") ? QAT_LR_STEP : QAT_LR_CONSTANT,
-                             .base_lr = (float)o.lr, .total_steps = total,
-                             .step_size = steps_per_epoch * 2, .gamma = 0.5f,
-                             .warmup_steps = o.warmup, .warmup_start = 0.0f};
-    for (int64_t i = 0; i < n; i++) perm[i] = (int32_t)i;
-    qat_rng shuffle_rng;
-    qat_rng_seed(&shuffle_rng, (uint64_t)o.seed * 0x9E3779B97F4A7C15ull + 7);
-    fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
-            "%s lr %g, %ld thread(s)\n", o.model, (long long)m->n_params, (long long)n, o.epochs,
-            o.batch, o.optimizer, o.lr, o.threads);
-    double train_time = 0, acc = 0, loss_avg = 0;
-    int64_t step = 0;
-    char config[512];
-    snprintf(config, sizeof config,
-             "{\"model\": \"%s\", \"optimizer\": \"%s\", \"lr\": %g, \"batch\": %ld, \"seed\": %ld, "
-             "\"epochs\": %ld, \"qat\": %s, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
-             "\"observer\": \"%s\", \"float_epochs\": %ld, \"lsq\": %s}",
-             o.model, o.optimizer, o.lr, o.batch, o.seed, o.epochs, o.qat ? "true" : "false", o.wbits,
-             o.abits, o.granularity, o.observer, o.float_epochs, o.lsq ? "true" : "false");
-    qat_train_state ts = {.shuffle_rng = shuffle_rng, .order = perm, .n_order = n, .config = config};
-    int64_t qat_step0 = o.qat ? o.float_epochs * steps_per_epoch : -1; /* where prepare happens */
-    int64_t start_s = 0;
-    long first_epoch = 1;
-    if (o.resume) {
-        int64_t rstep, repoch;
-        bool rprepared;
-        if (qat_checkpoint_info(ctx, o.resume, &rstep, &repoch, &rprepared) != QAT_OK) {
-            rc = fail(ctx);
-            goto done;
-        }
-        if (rprepared && !o.qat) {
-            fprintf(stderr, "qat-mnist: %s is a QAT checkpoint: resume with the --qat options that made it\n", o.resume);
-            goto done;
-        }
-        if (rstep >= total) {
-            fprintf(stderr, "qat-mnist: %s is at step %lld of %lld: nothing left to train (raise --epochs)\n",
-                    o.resume, (long long)rstep, (long long)total);
-            goto done;
-        }
-        if (rprepared && prepare(m, &o, &qopt, &oc) != QAT_OK) {
-            rc = fail(ctx);
-            goto done;
-        }
-        if (qat_checkpoint_load(m, &opt, qopt.n ? &qopt : NULL, &ts, o.resume) != QAT_OK) {
-            rc = fail(ctx);
-            goto done;
-        }
-        if (ts.n_order != n) {
-            fprintf(stderr, "qat-mnist: %s was made with %lld training samples, this run has %lld\n",
-                    o.resume, (long long)ts.n_order, (long long)n);
-            goto done;
-        }
-        if (rprepared) qat_start = qat_step0;
-        step = ts.step;
-        first_epoch = (long)(step / steps_per_epoch) + 1;
-        start_s = (step % steps_per_epoch) * o.batch;
-        fprintf(stderr, "qat-mnist: resumed from %s at step %lld (epoch %ld)\n", o.resume, (long long)step, first_epoch);
-    }
-    int64_t samples_done = 0;
-    bool stopped = false;
-    for (long epoch = first_epoch; epoch <= all_epochs; epoch++, start_s = 0) {
-        if (o.qat && !m->prepared && step == qat_step0) {
-            if (prepare(m, &o, &qopt, &oc) != QAT_OK) {
-                rc = fail(ctx);
-                goto done;
-            }
-            qat_start = step;
-            fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n",
-                    o.wbits, o.abits, o.granularity, o.observer);
-        }
-        if (start_s == 0) qat_shuffle(perm, n, &ts.shuffle_rng);
-        qat_model_train(m, true);
-        char label[64], extra[64] = "";
-        snprintf(label, sizeof label, "epoch %ld/%ld", epoch, all_epochs);
-        progress bar;
-        progress_start(&bar, label, n);
-        double t0 = cli_now(), loss_sum = 0;
-        int64_t k = 0;
-        for (int64_t s = start_s; s < n; s += o.batch, step++) {
-            int64_t b = n - s < o.batch ? n - s : o.batch;
-            if (qat_start >= 0) {
-                m->fake_quant_on = step - qat_start >= o.qat_warmup;
-                m->observers_frozen = o.freeze_observers >= 0 && step - qat_start >= o.freeze_observers;
-                m->bn_frozen = o.freeze_bn >= 0 && step - qat_start >= o.freeze_bn;
-            }
-            qat_tensor *x = input_tensor(m, &train, b);
-            if (x) qat_mnist_batch(&train, perm + s, b, x->data, labels);
-            qat_tensor *loss = qat_cross_entropy(ctx, qat_model_forward(m, x), labels);
-            if (qat_backward(ctx, loss) != QAT_OK) {
-                rc = fail(ctx);
-                goto done;
-            }
-            if (!isfinite(loss->data[0])) {
-                fprintf(stderr, "qat-mnist: the loss diverged (%g) at step %lld; try a lower --lr\n",
-                        (double)loss->data[0], (long long)step);
-                goto done;
-            }
-            loss_sum += loss->data[0];
-            if (o.clip > 0) qat_clip_grad_norm(m->grads, m->n_params, (float)o.clip);
-            qat_optim_step(&opt, m->params, m->grads, qat_lr_at(&sched, step));
-            if (qopt.n) qat_optim_step(&qopt, m->qparams, m->qgrads, qat_lr_at(&sched, step));
-            qat_model_zero_grad(m);
-            qat_ctx_step_reset(ctx);
-            k++;
-            if (o.save_every && (step + 1) % o.save_every == 0) {
-                ts.step = step + 1, ts.epoch = epoch - 1;
-                if (qat_checkpoint_save(m, &opt, qopt.n ? &qopt : NULL, &ts, o.out) != QAT_OK) {
-                    rc = fail(ctx);
-                    goto done;
-                }
-            }
-            samples_done += b;
-            snprintf(extra, sizeof extra, "loss %.4f", loss_sum / (double)k);
-            progress_update(&bar, s + b, extra);
-            if (o.stop_after && step + 1 == o.stop_after) {
-                step++;
-                ts.epoch = epoch - 1 + (s + b >= n); /* the epoch counts once finished */
-                train_time += cli_now() - t0;
-                progress_end(&bar, extra);
-                fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)step);
-                stopped = true;
-                break;
-            }
-        }
-        if (stopped) break;
-        train_time += cli_now() - t0;
-        loss_avg = loss_sum / (double)k;
-        progress_end(&bar, extra);
-        acc = mnist_accuracy(m, &test, o.limit_test, NULL);
-        if (acc < 0) {
-            rc = fail(ctx);
-            goto done;
-        }
-        fprintf(stderr, "epoch %ld: train loss %.4f, test accuracy %.2f %%\n", epoch, loss_avg, 100 * acc);
-    }
-    if (o.out) {
-        ts.step = step;
-        if (!stopped) ts.epoch = all_epochs;
-        if (qat_checkpoint_save(m, &opt, qopt.n ? &qopt : NULL, &ts, o.out) != QAT_OK) {
-            rc = fail(ctx);
-            goto done;
-        }
-        fprintf(stderr, "qat-mnist: wrote %s\n", o.out);
-    }
-    double rate = (double)samples_done / train_time;
-    double acc_float = acc;
-    if (m->prepared) { /* the same weights with fake quantization off */
-        m->fake_quant_on = false;
-        acc_float = mnist_accuracy(m, &test, o.limit_test, NULL);
-        m->fake_quant_on = true;
-        fprintf(stderr, "qat-mnist: fake-quant accuracy %.2f %%, same weights in float %.2f %%\n",
-                100 * acc, 100 * acc_float);
-    }
-    fprintf(stderr, "qat-mnist: test accuracy %.2f %%, %.0f training samples/s, peak RSS %.1f MiB\n",
-            100 * acc, rate, cli_peak_rss_mib());
-    if (o.json) {
-        const char *core = getenv("OPENBLAS_CORETYPE");
-        printf("{\"model\": \"%s\", \"epochs\": %ld, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
-               "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
-               "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
-               "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\"",
-               o.model, all_epochs, o.batch, o.optimizer, o.lr, o.seed, o.threads, (long long)n, rate,
-               loss_avg, acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core());
-        if (o.qat)
-            printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
-                   "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": %.6f, "
-                   "\"test_accuracy_float_weights\": %.6f",
-                   o.wbits, o.abits, o.granularity, o.observer, o.float_epochs, acc, acc_float);
-        printf("}\n");
-    }
-    rc = 0;
-done:
-    free(perm);
-    free(labels);
-    qat_mnist_free(&train);
-    qat_mnist_free(&test);
-    qat_ctx_free(ctx);
+    trainer t = {.o = &o, .ctx = qat_ctx_new()};
+    if (!t.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
+    rc = train(&t);
+    free(t.perm);
+    free(t.labels);
+    qat_mnist_free(&t.train);
+    qat_mnist_free(&t.test);
+    qat_ctx_free(t.ctx);
     return rc;
 }

@@ -1,4 +1,5 @@
 /* MNIST: the four IDX files, checked against each other; batching. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +31,10 @@ qat_status qat_mnist_load(qat_ctx *ctx, const char *dir, const char *split, qat_
     if (!strcmp(split, "train")) prefix = "train";
     else if (!strcmp(split, "test")) prefix = "t10k";
     else return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_mnist_load: split \"%s\" (want train or test)", split);
-    if (access(dir, R_OK) != 0)
-        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: MNIST directory not found (run scripts/fetch-mnist.sh "
-                            "DIR, or set QAT_MNIST_DIR to a local copy)", dir);
+    if (access(dir, R_OK) != 0) /* the OS's reason: missing and unreadable need different fixes */
+        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot read the MNIST directory: %s (scripts/fetch-mnist.sh "
+                            "DIR fetches it; with QAT_MNIST_DIR naming a local copy, it copies from there)", dir,
+                            strerror(errno));
     char ipath[4096], lpath[4096], stem[64];
     snprintf(stem, sizeof stem, "%s-images-idx3-ubyte", prefix);
     find_file(ipath, sizeof ipath, dir, stem);
