@@ -39,6 +39,13 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "%s: --checkpoint and --out are required\n", P);
         goto usage;
     }
+    /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
+    struct stat cs, os;
+    if (!strcmp(ckpt, out) || (stat(ckpt, &cs) == 0 && stat(out, &os) == 0 && cs.st_dev == os.st_dev &&
+                               cs.st_ino == os.st_ino)) {
+        fprintf(stderr, "%s: --out %s is the checkpoint itself: exporting would overwrite it\n", P, out);
+        goto usage;
+    }
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
     int rc = 1;
