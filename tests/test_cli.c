@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "qat/io.h"
 #include "test_util.h"
@@ -349,6 +350,39 @@ static void test_fetch_without_downloader(void) {
     CU_ASSERT_PTR_NULL(strstr(err, "downloading"));
 }
 
+/* export --out naming the checkpoint itself (same path, another spelling,
+ * a hard or symbolic link) is refused before anything is written. */
+static void test_export_refuses_its_checkpoint(void) {
+    char args[2048], ckpt[300], other[300], hard[300], sym[300], err[4096];
+    snprintf(ckpt, sizeof ckpt, "%s/self.ckpt.h5", dir);
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 128 --limit-test 100 --qat --out '%s'",
+             data, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    FILE *f = fopen(ckpt, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static char before[1 << 23], after[1 << 23]; /* the MLP's checkpoint: 2.9 MB */
+    size_t n = fread(before, 1, sizeof before, f);
+    fclose(f);
+    CU_ASSERT_FATAL(n > 0 && n < sizeof before);
+    snprintf(other, sizeof other, "%s/./self.ckpt.h5", dir);
+    snprintf(hard, sizeof hard, "%s/hard-link.h5", dir);
+    snprintf(sym, sizeof sym, "%s/sym-link.h5", dir);
+    CU_ASSERT_EQUAL_FATAL(link(ckpt, hard), 0);
+    CU_ASSERT_EQUAL_FATAL(symlink(ckpt, sym), 0);
+    const char *outs[] = {ckpt, other, hard, sym};
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", ckpt, outs[i]);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "is the checkpoint itself"));
+    }
+    f = fopen(ckpt, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT(fread(after, 1, sizeof after, f) == n && memcmp(before, after, n) == 0); /* untouched */
+    fclose(f);
+    remove(hard);
+    remove(sym);
+}
+
 int main(int argc, char **argv) {
     bin = getenv("QAT_MNIST_BIN");
     data = getenv("QAT_MNIST_DATA");
@@ -368,6 +402,7 @@ int main(int argc, char **argv) {
         {"--resume refuses options other than the free ones, and checkpoints it cannot check",
          test_resume_refuses_other_options},
         {"fetch-mnist.sh without curl or wget says so", test_fetch_without_downloader},
+        {"export refuses to write over its own checkpoint", test_export_refuses_its_checkpoint},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases, argc, argv);

@@ -644,7 +644,7 @@ static void test_save_is_atomic(void) {
     CU_ASSERT_EQUAL(qat_qmodel_load(ctx, path, l), QAT_OK);
     CU_ASSERT_EQUAL(l->n_ops, 2);
     char cmd[400];
-    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c tmp- >/dev/null", dir);
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c qat-tmp >/dev/null", dir);
     CU_ASSERT_NOT_EQUAL(system(cmd), 0); /* no temporary file left behind */
     qat_ctx_free(ctx);
 }

@@ -19,6 +19,7 @@ static const char *const export_usage =
     "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
     "  --json              print a JSON summary as the last line of stdout\n"
+    "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
 
 int cmd_export(int argc, char **argv) {
@@ -35,19 +36,22 @@ int cmd_export(int argc, char **argv) {
             goto usage;
         }
     }
-    if (!ckpt || !out) {
-        fprintf(stderr, "%s: --checkpoint and --out are required\n", P);
-        goto usage;
+    if (!ckpt || !out) return cli_usage_fail(P, json, export_usage, "--checkpoint and --out are required");
+    /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
+    struct stat cs, os;
+    if (!strcmp(ckpt, out) || (stat(ckpt, &cs) == 0 && stat(out, &os) == 0 && cs.st_dev == os.st_dev &&
+                               cs.st_ino == os.st_ino)) {
+        return cli_usage_fail(P, json, export_usage, "--out %s is the checkpoint itself: exporting would overwrite it", out);
     }
     qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return fprintf(stderr, "qat-mnist: out of memory\n"), 1;
+    if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
     int rc = 1;
     qat_model *m = NULL;
     static char config[QAT_QMODEL_CONFIG_LEN];
     if (qat_checkpoint_model(ctx, ckpt, &m, config, sizeof config) != QAT_OK) goto fail;
     if (!m->prepared) {
-        fprintf(stderr, "qat-mnist: %s is a float checkpoint: train with --qat to get a model that can be "
-                "exported to integers\n", ckpt);
+        cli_fail("qat-mnist", json, 1, "%s is a float checkpoint: train with --qat to get a model that can be "
+                 "exported to integers", ckpt);
         goto done;
     }
     /* MNIST: [1, 28, 28] for a conv net, [784] for an MLP */
@@ -72,7 +76,7 @@ int cmd_export(int argc, char **argv) {
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, "qat-mnist: %s\n", qat_ctx_error(ctx));
+    cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
 done:
     qat_ctx_free(ctx);
     return rc;

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "atomic.h"
@@ -67,27 +68,65 @@ void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v) {
     if (w->ok && H5LTset_attribute_string(loc, ".", name, v) < 0) qat__h5w_fail(w, name);
 }
 
+/* The file is built in memory (HDF5's core driver, no backing store) and
+ * only its finished bytes go to disk, through qat__replace_file's own
+ * write() calls. Why: HDF5 writes from many places, H5Fclose included.
+ * A write that failed there (disk full) printed HDF5's whole error stack
+ * outside any H5E_BEGIN_TRY, and left a half-closed file that the
+ * library's atexit handler tried to flush again, crashing the program at
+ * exit. In memory, no HDF5 call touches the disk; every HDF5 call here is
+ * silenced, and a full disk is one error from our code with errno's
+ * reason. The cost is memory: HDF5's buffer and our copy of the image
+ * coexist for a moment (about twice the file size, 0.1-3 MB for the
+ * checkpoints here), then the copy alone while it is written. */
+#define CORE_INCREMENT ((size_t)1 << 20) /* the in-memory file grows 1 MiB at a time */
+
+/* Runs write(w, user) into an in-memory HDF5 file and returns its bytes
+ * in *image (malloc'ed; the caller frees) and *size. The file is labelled
+ * with the target path (HDF5 never opens it with no backing store). */
+static qat_status build_image(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user),
+                              void *user, void **image, size_t *size) {
+    qat__h5w w = {ctx, path, -1, true};
+    void *buf = NULL;
+    ssize_t n = -1;
+    bool closed = true;
+    H5E_BEGIN_TRY {
+        hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+        if (fapl >= 0 && H5Pset_fapl_core(fapl, CORE_INCREMENT, 0) >= 0)
+            w.file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        if (fapl >= 0) H5Pclose(fapl);
+        if (w.file >= 0) {
+            write(&w, user);
+            /* H5Fget_file_image (1.10.8) does not flush the metadata cache:
+             * without this flush the image's object headers are stale */
+            if (w.ok && H5Fflush(w.file, H5F_SCOPE_LOCAL) >= 0) n = H5Fget_file_image(w.file, NULL, 0);
+            if (n > 0 && !(buf = malloc((size_t)n))) n = -2;
+            if (buf && H5Fget_file_image(w.file, buf, (size_t)n) != n) n = -1;
+            closed = H5Fclose(w.file) >= 0;
+        }
+    }
+    H5E_END_TRY;
+    qat_status st = QAT_OK;
+    if (w.file < 0) st = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot create an HDF5 file in memory", path);
+    else if (!w.ok) st = qat_ctx_status(ctx);
+    else if (n == -2) st = qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: no memory for the file's image", path);
+    else if (n <= 0 || !closed) st = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot finish the HDF5 file", path);
+    if (st != QAT_OK) {
+        free(buf);
+        return st;
+    }
+    *image = buf, *size = (size_t)n;
+    return QAT_OK;
+}
+
 qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user),
                                 void *user) {
-    char tmp[4096];
-    qat_status st = qat__temp_beside(ctx, path, tmp, sizeof tmp);
-    if (st != QAT_OK) return st;
-    qat__h5w w = {ctx, path, -1, true};
-    H5E_BEGIN_TRY { w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
-    H5E_END_TRY;
-    if (w.file < 0) {
-        qat__abandon_file(tmp);
-        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot create", tmp);
-    }
-    H5E_BEGIN_TRY { write(&w, user); }
-    H5E_END_TRY;
-    bool closed = H5Fclose(w.file) >= 0;
-    if (!w.ok || !closed) {
-        qat__abandon_file(tmp);
-        return w.ok ? qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot finish writing (disk full?)", path)
-                    : qat_ctx_status(ctx);
-    }
-    return qat__commit_file(ctx, tmp, path);
+    void *image = NULL;
+    size_t size = 0;
+    qat_status st = build_image(ctx, path, write, user, &image, &size);
+    if (st == QAT_OK) st = qat__replace_file(ctx, path, image, size);
+    free(image);
+    return st;
 }
 
 /* ---- reading ----------------------------------------------------------------------

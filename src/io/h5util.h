@@ -39,8 +39,10 @@ void qat__h5w_i64s(qat__h5w *w, hid_t loc, const char *name, const long long *v,
 void qat__h5w_f32(qat__h5w *w, hid_t loc, const char *name, float v);          /* attribute */
 void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v);    /* attribute */
 
-/* Creates a temporary file beside path, runs write(w, user) into it, and
- * commits it over path atomically (or removes it on any failure). */
+/* Runs write(w, user) into an HDF5 file built in memory, then writes its
+ * bytes to a temporary file beside path and renames it over path
+ * (docs/saving.md): the target is the old file or the whole new one, and
+ * a full disk is one clean error. */
 qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path,
                                 void (*write)(qat__h5w *w, void *user), void *user);
 
