@@ -112,4 +112,8 @@ for t in idx checkpoint qmodel; do
     where "$log"
   fi
 done
+# a crashed target skips its atexit: remove the input files of processes that are gone
+for f in /dev/shm/qat-fuzz-* "${TMPDIR:-/tmp}"/qat-fuzz-*; do
+  [ -f "$f" ] && [ ! -d "/proc/${f##*-}" ] && rm -f "$f"
+done
 exit $failed
