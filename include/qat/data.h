@@ -19,9 +19,19 @@ typedef struct {
     uint8_t *data; /* malloc'd; qat_idx_free releases it */
 } qat_idx;
 
-/* Reads path (gzip or plain: zlib decides). Checks the magic number, the
- * type code, the dimensions and that the payload has exactly the bytes they
- * promise. Errors name the file and the fault. */
+/* The most payload qat_idx_read accepts (4 GiB; EMNIST's largest file is
+ * 0.55 GB), and each dimension is at most 2^28. */
+#define QAT_IDX_MAX_BYTES ((int64_t)1 << 32)
+
+/* Reads path: through zlib's inflate when it starts with the gzip magic
+ * (one or more gzip members), as it is otherwise. Checks the magic number,
+ * the type code, the dimensions (within the limits above) and that the
+ * payload has exactly the bytes they promise, with nothing after it: no
+ * trailing data, no bytes after the last gzip member. Safe on hostile
+ * files: memory grows with the data actually read (at most about twice
+ * that, plus 1 MiB), never to a size the header merely claims. Errors name
+ * the file and the fault (and the system's reason when it cannot be
+ * opened or read). */
 QAT_API qat_status qat_idx_read(qat_ctx *ctx, const char *path, qat_idx *out);
 QAT_API void qat_idx_free(qat_idx *idx); /* accepts NULL */
 

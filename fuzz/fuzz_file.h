@@ -1,0 +1,67 @@
+/* Shared by the fuzz targets: the loaders take a path, so each input is
+ * written to one temporary file per process, named once (in memory-backed
+ * /dev/shm when it exists, else $TMPDIR or /tmp) and rewritten for every
+ * input. The file is removed at exit; a process a sanitizer or libFuzzer
+ * stops leaves its file (the sanitizers' one death callback is
+ * libFuzzer's: it writes the reproducer), and the next fuzzing process of
+ * the same target removes it. Harness state may be static: it is not the
+ * library's. */
+#ifndef QAT_FUZZ_FILE_H
+#define QAT_FUZZ_FILE_H
+
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char fuzz_path[512];
+
+static void fuzz_file_remove(void) {
+    if (fuzz_path[0]) unlink(fuzz_path);
+}
+
+/* Removes dir/qat-fuzz-<tag>-<pid> files whose process is gone: checkpoint
+ * inputs are up to 1 MiB each, and /dev/shm is memory. */
+static void fuzz_file_sweep(const char *dir, const char *tag) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "qat-fuzz-%s-", tag);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix))) continue;
+        long pid = strtol(e->d_name + strlen(prefix), NULL, 10);
+        if (pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* Picks the path: <dir>/qat-fuzz-<tag>-<pid> (several fuzzing processes
+ * may run at once, -jobs or -fork). */
+static void fuzz_file_init(const char *tag) {
+    const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    fuzz_file_sweep(dir, tag);
+    snprintf(fuzz_path, sizeof fuzz_path, "%s/qat-fuzz-%s-%ld", dir, tag, (long)getpid());
+    atexit(fuzz_file_remove);
+}
+
+/* The input as the file's whole content. A harness that cannot write its
+ * file tests nothing: stop loudly rather than report clean runs. */
+static const char *fuzz_file_write(const uint8_t *data, size_t size) {
+    FILE *f = fopen(fuzz_path, "wb");
+    if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
+        perror(fuzz_path);
+        abort();
+    }
+    return fuzz_path;
+}
+
+#endif

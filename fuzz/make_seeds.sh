@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Writes the fuzz targets' seed corpora into OUT/<target>/ (default
+# fuzz/seeds, the committed ones):
+#   idx         tiny IDX files written byte by byte: valid ones of 1 to 4
+#               dimensions, plain and gzipped, and edge cases (two gzip
+#               members, cut, trailing bytes, a header promising 2 GiB...)
+#   checkpoint  training checkpoints from qat-mnist: LeNet W8A8 QAT, LeNet
+#               float, the MLP W8A8 QAT, LeNet-BN QAT (one epoch over 256 samples)
+#   qmodel      their quantized exports (qat-mnist export)
+# Files over 200 KB are written only with --all: every checkpoint is (the
+# LeNet parameters alone are 247 KB), so the committed corpus has none and
+# scripts/fuzz.sh makes them in build-fuzz/ with --all before fuzzing.
+# Files over 1 MiB (the MLP checkpoint, 2.8 MB) are never kept: libFuzzer
+# cuts its inputs to 1 MiB unless told otherwise, and a cut HDF5 file is
+# just a damaged one.
+#   fuzz/make_seeds.sh [--all] [OUT]
+#   QAT_MNIST_BIN  qat-mnist (default build/examples/mnist/qat-mnist, made by scripts/test.sh)
+#   QAT_MNIST_DIR  the MNIST .gz files (default data/mnist)
+# Seeds are named *.h5, not *.ckpt.h5 / *.qat.h5, which .gitignore hides.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+all=0
+[ "${1:-}" = --all ] && { all=1; shift; }
+out=${1:-$root/fuzz/seeds}
+bin=${QAT_MNIST_BIN:-$root/build/examples/mnist/qat-mnist}
+data=${QAT_MNIST_DIR:-$root/data/mnist}
+limit=$((200 * 1024))
+mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel"
+
+# ---- IDX: bytes by hand (printf's \ooo octal escapes) --------------------------
+idx() { printf "$2" > "$out/idx/$1"; }
+gz() { gzip -n -9 -c "$out/idx/$1" > "$out/idx/$2"; }   # -n: no name or time, same bytes every run
+idx u8-1d      '\0\0\010\001\0\0\0\003\001\002\003'
+idx u8-2d      '\0\0\010\002\0\0\0\002\0\0\0\003abcdef'
+idx u8-3d      '\0\0\010\003\0\0\0\002\0\0\0\002\0\0\0\002\000\001\002\003\004\005\006\007'
+idx u8-4d      '\0\0\010\004\0\0\0\001\0\0\0\002\0\0\0\001\0\0\0\002\011\011\012\012'
+idx labels-1d  '\0\0\010\001\0\0\0\012\000\001\002\003\004\005\006\007\010\011'
+gz u8-1d u8-1d.gz
+gz u8-3d u8-3d.gz
+gz u8-4d u8-4d.gz
+# one file in two gzip members (the header, then the payload): valid
+{ head -c 12 "$out/idx/u8-2d" | gzip -n -c; tail -c +13 "$out/idx/u8-2d" | gzip -n -c; } > "$out/idx/two-members.gz"
+idx cut-payload     '\0\0\010\002\0\0\0\002\0\0\0\003abc'
+idx trailing-byte   '\0\0\010\001\0\0\0\001xy'
+idx promise-2gib    '\0\0\010\003\0\0\100\0\0\0\100\0\0\0\0\010'
+idx dim-zero        '\0\0\010\001\0\0\0\0'
+idx float-type      '\0\0\015\001\0\0\0\001\0\0\0\0'
+idx five-dims       '\0\0\010\005\0\0\0\001\0\0\0\001\0\0\0\001\0\0\0\001\0\0\0\001a'
+idx empty           ''
+cp "$out/idx/u8-3d.gz" "$out/idx/gz-trailing-garbage.gz"; printf 'junk' >> "$out/idx/gz-trailing-garbage.gz"
+head -c 20 "$out/idx/u8-3d.gz" > "$out/idx/gz-cut.gz"
+
+# ---- checkpoints and quantized models, from qat-mnist --------------------------
+if [ ! -x "$bin" ] || [ ! -d "$data" ]; then
+  echo "make_seeds: $bin or $data missing (scripts/test.sh builds and fetches them): IDX seeds only" >&2
+  exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# keep FILE TARGET NAME: copy a seed in if it is small enough (or --all)
+keep() {
+  local size; size=$(stat -c %s "$1")
+  if [ "$size" -gt $((1024 * 1024)) ]; then echo "make_seeds: $2/$3 is $size bytes, over 1 MiB: not kept" >&2
+  elif [ "$all" = 1 ] || [ "$size" -le "$limit" ]; then cat "$1" > "$out/$2/$3"   # not cp: the export is 0600
+  else echo "make_seeds: $2/$3 is $size bytes, over 200 KB: not kept (--all keeps it)" >&2; fi
+}
+train() {  # NAME ARGS...: 256 samples, one epoch, then the quantized export when --qat
+  local name=$1; shift
+  "$bin" train --data "$data" --limit-train 256 --limit-test 100 --epochs 1 --seed 1 \
+    --out "$tmp/$name.ckpt.h5" "$@" > "$tmp/$name.log" 2>&1 || { cat "$tmp/$name.log" >&2; exit 1; }
+  keep "$tmp/$name.ckpt.h5" checkpoint "$name.h5"
+  case " $* " in *" --qat "*)
+    "$bin" export --checkpoint "$tmp/$name.ckpt.h5" --out "$tmp/$name.qat.h5" > "$tmp/$name.log" 2>&1 \
+      || { cat "$tmp/$name.log" >&2; exit 1; }
+    keep "$tmp/$name.qat.h5" qmodel "$name.h5" ;;
+  esac
+}
+train lenet-w8a8 --model lenet --qat
+train lenet-w4a4-tensor --model lenet --qat --wbits 4 --abits 4 --granularity tensor
+train lenet-float --model lenet
+if [ "$all" = 1 ]; then  # over 200 KB whatever happens: only for --all
+  train mlp-w8a8 --model mlp --qat
+  train lenet-bn-w8a8 --model lenet-bn --qat --freeze-bn 2
+fi
+echo "make_seeds: seeds in $out" >&2
