@@ -8,8 +8,8 @@
 
 #include <string.h>
 
-#include "infer/kernels.h"
 #include "qat/data.h"
+#include "qat/export.h"
 #include "qat/infer.h"
 
 int main(int argc, char **argv) {
@@ -25,9 +25,8 @@ int main(int argc, char **argv) {
     qat_qmodel *q = ctx ? qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q) : NULL;
     if (!q || qat_qmodel_load(ctx, argv[1], q) != QAT_OK)
         return fprintf(stderr, "bench_infer: %s\n", ctx ? qat_ctx_error(ctx) : "out of memory"), 1;
-    int64_t in = 1;
-    for (int d = 0; d < q->in_rank; d++) in *= q->in_shape[d];
-    float *x = malloc((size_t)(samples * in) * sizeof *x), *logits = malloc((size_t)(batch * q->n_outputs) * sizeof *logits);
+    int64_t in = qat_qtensor_numel(&q->tensors[q->input]), out = qat_qtensor_numel(&q->tensors[q->output]);
+    float *x = malloc((size_t)(samples * in) * sizeof *x), *logits = malloc((size_t)(batch * out) * sizeof *logits);
     if (!x || !logits) return fprintf(stderr, "bench_infer: out of memory\n"), 1;
     qat_mnist test = {0};
     if (argc > 4 && qat_mnist_load(ctx, argv[4], "test", &test) == QAT_OK && in == test.rows * test.cols) {
@@ -41,7 +40,7 @@ int main(int argc, char **argv) {
         for (long i = 0; i < samples * in; i++) x[i] = 2.0f * qat_rng_normal(&rng);
     }
     printf("bench_infer: %s, batch %d, %ld samples, 1 thread, int kernel %s, OPENBLAS_CORETYPE=%s (OpenBLAS core %s)\n", argv[1],
-           batch, samples, qat__gemm_kernel_name(), bench_coretype(), qat_blas_core());
+           batch, samples, qat_runtime_kernel(), bench_coretype(), qat_blas_core());
     const char *engines = argc > 5 ? argv[5] : "int,hybrid,fake";
     for (int mode = QAT_ENGINE_INT; mode <= QAT_ENGINE_FAKE; mode++) {
         if (!strstr(engines, qat_engine_mode_str((qat_engine_mode)mode))) continue;

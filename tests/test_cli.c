@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "qat/io.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 static const char *bin, *data;

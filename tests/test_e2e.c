@@ -6,9 +6,11 @@
 
 #include "qat/data.h"
 #include "qat/fakequant.h"
+#include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 /* Trains `model` for one pass over the first n samples; returns accuracy
@@ -64,7 +66,7 @@ static double train_slice(const char *model, int64_t n, uint64_t seed, double *c
     qat_qmodel *q = exported ? qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q) : NULL;
     qat_engine *e = NULL;
     float int_logits[100 * 10];
-    if (q && qat_qmodel_lower(m, conv ? 3 : 1, conv ? (int64_t[]){1, 28, 28} : (int64_t[]){784}, q) == QAT_OK)
+    if (q && qat_qmodel_lower(m, conv ? 3 : 1, conv ? (int64_t[]){1, 28, 28} : (int64_t[]){784}, ctx, q) == QAT_OK)
         e = qat_engine_new(ctx, q, QAT_ENGINE_INT, 100);
     if (exported) CU_ASSERT_PTR_NOT_NULL(e);
     for (int b = 0; b < 10; b++) {

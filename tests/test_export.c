@@ -7,10 +7,11 @@
 #include <hdf5_hl.h>
 #include <stdlib.h>
 
-#include "infer/kernels.h"
+#include "runtime/kernels.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/io.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 static char dir[256];
@@ -23,13 +24,14 @@ static qat_aparams ap(float s, int32_t zp) {
     return (qat_aparams){.scale = s, .zero_point = zp, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127};
 }
 
-static void hand_linear(qat_ctx *ctx, qat_qop *op, const char *name, int in, int out, const int32_t *w,
+/* A linear op from tensor t_in to tensor t_in + 1. */
+static void hand_linear(qat_ctx *ctx, qat_qop *op, const char *name, int t_in, int in, int out, const int32_t *w,
                         const float *sw, const int32_t *b, qat_aparams x, qat_aparams y, qat_act_kind act) {
     memset(op, 0, sizeof *op);
     op->kind = QAT_QOP_LINEAR;
     snprintf(op->name, sizeof op->name, "%s", name);
-    op->act = act;
-    op->in_rank = op->out_rank = 1, op->in_shape[0] = in, op->out_shape[0] = out;
+    op->act = act, op->groups = 1;
+    op->n_inputs = 1, op->inputs[0] = t_in, op->output = t_in + 1, op->n_mult = out;
     int64_t shape[2] = {out, in};
     CU_ASSERT_EQUAL(qat_qtype_init_axis(ctx, &op->wq, 8, true, true, 2, shape, 0), QAT_OK);
     op->weight = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(in * out) * sizeof(int32_t));
@@ -46,20 +48,29 @@ static void hand_linear(qat_ctx *ctx, qat_qop *op, const char *name, int in, int
         qat_quantize_multiplier((double)x.scale * sw[o] / y.scale, &op->multiplier[o], &sh);
         op->shift[o] = sh;
     }
-    op->output = y;
     op->act_min = act == QAT_ACT_RELU ? y.zero_point : y.qmin, op->act_max = y.qmax;
+}
+
+static qat_qtensor vector(const char *name, int64_t n, qat_aparams q) {
+    qat_qtensor t = {.rank = 1, .shape = {n}, .q = q};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
 }
 
 /* input s 0.5 zp -1; fc1 2->2 relu, s_w (0.25, 0.5), out s 1 zp 0;
  * fc2 2->1, s_w 0.1, out s 0.2 zp 10. */
 static void hand_model(qat_ctx *ctx, qat_qmodel *q) {
     memset(q, 0, sizeof *q);
-    q->input = ap(0.5f, -1);
-    q->in_rank = 1, q->in_shape[0] = 2, q->n_ops = 2, q->n_outputs = 1;
+    q->tensors = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 3 * sizeof *q->tensors);
+    q->ops = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 2 * sizeof *q->ops);
+    q->n_tensors = 3, q->n_ops = 2, q->input = 0, q->output = 2, q->config = "{}";
+    q->tensors[0] = vector("input", 2, ap(0.5f, -1));
+    q->tensors[1] = vector("fc1", 2, ap(1.0f, 0));
+    q->tensors[2] = vector("fc2", 1, ap(0.2f, 10));
     snprintf(q->producer, sizeof q->producer, "test");
-    hand_linear(ctx, &q->ops[0], "fc1", 2, 2, (int32_t[]){2, -1, 1, 3}, (float[]){0.25f, 0.5f},
-                (int32_t[]){4, -2}, q->input, ap(1.0f, 0), QAT_ACT_RELU);
-    hand_linear(ctx, &q->ops[1], "fc2", 2, 1, (int32_t[]){3, -2}, (float[]){0.1f}, (int32_t[]){5},
+    hand_linear(ctx, &q->ops[0], "fc1", 0, 2, 2, (int32_t[]){2, -1, 1, 3}, (float[]){0.25f, 0.5f},
+                (int32_t[]){4, -2}, q->tensors[0].q, ap(1.0f, 0), QAT_ACT_RELU);
+    hand_linear(ctx, &q->ops[1], "fc2", 1, 2, 1, (int32_t[]){3, -2}, (float[]){0.1f}, (int32_t[]){5},
                 ap(1.0f, 0), ap(0.2f, 10), QAT_ACT_NONE);
 }
 
@@ -121,7 +132,8 @@ static void test_hand_computed_model(void) {
  * out/ref have room for O·P results. */
 typedef struct {
     int O, P, Kp, Pp;
-    int16_t *w, *col, *out, *ref;
+    int16_t *w, *col;
+    int8_t *out, *ref;
     int32_t *bias, *m0, *sh;
 } gemm_case;
 
@@ -134,7 +146,7 @@ static void gemm_case_init(gemm_case *g, const int shape[3], qat_rng *rng) {
     int Op = (int)qat__round_up(O, QAT_WROWS);
     *g = (gemm_case){.O = O, .P = P, .Kp = Kp, .Pp = Pp};
     g->w = calloc((size_t)(Op * Kp), 2), g->col = calloc((size_t)(Kp * Pp), 2);
-    g->out = calloc((size_t)(O * P), 2), g->ref = calloc((size_t)(O * P), 2);
+    g->out = calloc((size_t)(O * P), 1), g->ref = calloc((size_t)(O * P), 1);
     g->bias = malloc((size_t)O * 4), g->m0 = malloc((size_t)O * 4), g->sh = malloc((size_t)O * 4);
     for (int i = 0; i < O * Kp; i++) g->w[i] = (int16_t)((int)qat_rng_below(rng, 255) - 127);
     for (int i = 0; i < Kp * Pp; i++) g->col[i] = (int16_t)((int)qat_rng_below(rng, 511) - 255);
@@ -150,7 +162,7 @@ static void gemm_case_free(gemm_case *g) {
 }
 
 /* Arguments writing to out; layout 0: conv (out[o][p]), 1: linear (out[p][o]). */
-static qat__gemm_args gemm_args(const gemm_case *g, int layout, int16_t *out) {
+static qat__gemm_args gemm_args(const gemm_case *g, int layout, int8_t *out) {
     return (qat__gemm_args){.w = g->w, .col = g->col, .O = g->O, .P = g->P, .Kp = g->Kp, .Pp = g->Pp,
                             .bias = g->bias, .m0 = g->m0, .shift = g->sh, .zp = -7, .lo = -128, .hi = 127,
                             .out = out, .so = layout ? 1 : g->P, .sp = layout ? g->O : 1};
@@ -164,7 +176,7 @@ static void test_gemm_reference_kernel(void) {
         gemm_case g;
         gemm_case_init(&g, gemm_shapes[t], &rng);
         qat__gemm_args a = gemm_args(&g, 1, g.ref); /* linear: ref[p·O + o] */
-        qat__gemm_requant_s16_ref(&a);
+        qat__gemm_requant_ref(&a);
         int bad = 0;
         for (int o = 0; o < g.O; o++)
             for (int p = 0; p < g.P; p++) {
@@ -198,16 +210,16 @@ static void test_gemm_kernels_agree_with_reference(void) {
         int elems = g.O * g.P;
         for (int layout = 0; layout < 2; layout++) {
             qat__gemm_args r = gemm_args(&g, layout, g.ref);
-            qat__gemm_requant_s16_ref(&r);
+            qat__gemm_requant_ref(&r);
             for (int i = 1; i < 3; i++) {
                 const char *name;
                 qat__gemm_fn fn = qat__gemm_kernel(i, &name);
                 if (!fn) continue;
-                memset(g.out, 0x55, (size_t)elems * 2);
+                memset(g.out, 0x55, (size_t)elems);
                 qat__gemm_args a = gemm_args(&g, layout, g.out);
                 fn(&a);
-                if (memcmp(g.out, g.ref, (size_t)elems * 2)) printf("\n  %s kernel differs (shape %d)\n", name, t);
-                CU_ASSERT_EQUAL(memcmp(g.out, g.ref, (size_t)elems * 2), 0);
+                if (memcmp(g.out, g.ref, (size_t)elems)) printf("\n  %s kernel differs (shape %d)\n", name, t);
+                CU_ASSERT_EQUAL(memcmp(g.out, g.ref, (size_t)elems), 0);
             }
         }
         gemm_case_free(&g);
@@ -217,26 +229,30 @@ static void test_gemm_kernels_agree_with_reference(void) {
 static void test_im2col_matches_direct_convolution(void) {
     qat_rng rng;
     qat_rng_seed(&rng, 3);
-    int cases[][6] = {{1, 8, 8, 3, 1, 1}, {2, 7, 9, 3, 2, 0}, {3, 6, 6, 5, 1, 2}, {1, 28, 28, 5, 1, 2}};
+    /* C, H, W, kh, kw, sh, sw, ph, pw: square and not, strided, padded */
+    int cases[][9] = {{1, 8, 8, 3, 3, 1, 1, 1, 1}, {2, 7, 9, 3, 3, 2, 2, 0, 0}, {3, 6, 6, 5, 5, 1, 1, 2, 2},
+                      {1, 28, 28, 5, 5, 1, 1, 2, 2}, {1, 28, 28, 10, 4, 2, 2, 4, 1}, {2, 9, 11, 1, 3, 1, 2, 0, 1}};
     for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
-        int C = cases[t][0], H = cases[t][1], W = cases[t][2], k = cases[t][3], s = cases[t][4], pad = cases[t][5];
-        int OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1, P = OH * OW;
-        int K = C * k * k, Pp = (int)qat__round_up(P, QAT_PPAD), Hp = H + 2 * pad, Wp = W + 2 * pad;
-        int16_t *x = malloc((size_t)(C * H * W) * 2), *xp = malloc((size_t)(C * Hp * Wp + QAT_IM2COL_CHUNK) * 2);
+        int C = cases[t][0], H = cases[t][1], W = cases[t][2], kh = cases[t][3], kw = cases[t][4];
+        int sh = cases[t][5], sw = cases[t][6], ph = cases[t][7], pw = cases[t][8];
+        int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1, P = OH * OW;
+        int K = C * kh * kw, Pp = (int)qat__round_up(P, QAT_PPAD), Hp = H + 2 * ph, Wp = W + 2 * pw;
+        int8_t *x = malloc((size_t)(C * H * W));
+        int16_t *xp = malloc((size_t)(C * Hp * Wp + QAT_IM2COL_CHUNK) * 2);
         int16_t *col = malloc((size_t)(K * Pp + QAT_IM2COL_CHUNK) * 2);
-        for (int i = 0; i < C * H * W; i++) x[i] = (int16_t)((int)qat_rng_below(&rng, 256) - 128);
+        for (int i = 0; i < C * H * W; i++) x[i] = (int8_t)((int)qat_rng_below(&rng, 256) - 128);
         int32_t zp = 5;
-        qat__pad_s16(x, C, H, W, pad, zp, xp);
-        qat__im2col_s16(xp, C, Hp, Wp, k, s, OH, OW, Pp, col);
+        qat__pad_s8(x, C, H, W, ph, pw, zp, xp);
+        qat__im2col_s16(xp, C, Hp, Wp, kh, kw, sh, sw, OH, OW, Pp, col);
         int bad = 0;
         for (int c = 0; c < C; c++)
-            for (int ky = 0; ky < k; ky++)
-                for (int kx = 0; kx < k; kx++)
+            for (int ky = 0; ky < kh; ky++)
+                for (int kx = 0; kx < kw; kx++)
                     for (int oy = 0; oy < OH; oy++)
                         for (int ox = 0; ox < OW; ox++) {
-                            int iy = oy * s + ky - pad, ix = ox * s + kx - pad;
+                            int iy = oy * sh + ky - ph, ix = ox * sw + kx - pw;
                             int want = iy < 0 || iy >= H || ix < 0 || ix >= W ? 0 : x[(c * H + iy) * W + ix] - zp;
-                            bad += col[((c * k + ky) * k + kx) * Pp + oy * OW + ox] != want;
+                            bad += col[((c * kh + ky) * kw + kx) * Pp + oy * OW + ox] != want;
                         }
         CU_ASSERT_EQUAL(bad, 0);
         free(x), free(xp), free(col);
@@ -246,15 +262,15 @@ static void test_im2col_matches_direct_convolution(void) {
 static void test_maxpool_simd_equals_scalar(void) {
     qat_rng rng;
     qat_rng_seed(&rng, 5);
-    int shapes[][3] = {{6, 28, 28}, {16, 10, 10}, {3, 7, 8}, {2, 9, 9}, {1, 2, 2}, {4, 6, 34}};
-    int16_t x[6 * 28 * 28] = {0}, a[6 * 14 * 14], b[6 * 14 * 14], tmp[28 * 28];
-    if (!qat__maxpool2_s16_simd(x, 1, 2, 2, b, tmp)) QAT_TEST_SKIP("this CPU has no AVX2: the SIMD pooling never runs");
+    int shapes[][3] = {{6, 28, 28}, {16, 10, 10}, {3, 7, 8}, {2, 9, 9}, {1, 2, 2}, {4, 6, 34}, {3, 64, 66}};
+    static int8_t x[3 * 64 * 66], a[3 * 32 * 33], b[3 * 32 * 33], tmp[64 * 66];
+    if (!qat__maxpool2_s8_simd(x, 1, 2, 2, b, tmp)) QAT_TEST_SKIP("this CPU has no AVX2: the SIMD pooling never runs");
     for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
         int C = shapes[t][0], H = shapes[t][1], W = shapes[t][2], n = C * (H / 2) * (W / 2);
-        for (int i = 0; i < C * H * W; i++) x[i] = (int16_t)((int)qat_rng_below(&rng, 256) - 128);
-        qat__maxpool_s16(x, C, H, W, 2, 2, a);
+        for (int i = 0; i < C * H * W; i++) x[i] = (int8_t)((int)qat_rng_below(&rng, 256) - 128);
+        qat__maxpool_s8(x, C, H, W, 2, 2, 2, 2, 0, 0, a);
         memset(b, 0x55, sizeof b);
-        bool simd = qat__maxpool2_s16_simd(x, C, H, W, b, tmp);
+        bool simd = qat__maxpool2_s8_simd(x, C, H, W, b, tmp);
         CU_ASSERT_EQUAL(simd, W % 2 == 0); /* it takes every even width */
         if (!simd) memcpy(b, a, (size_t)n * sizeof *b);
         CU_ASSERT_EQUAL(memcmp(a, b, (size_t)n * sizeof *a), 0);
@@ -321,7 +337,7 @@ static void check_lowering(int variant) {
     qat_prepare_config cfg = qat_prepare_defaults();
     small_init(&s, variant, &cfg);
     qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, s.ctx, q), QAT_OK);
     bool pools = variant == SMALL_POOLS;
     CU_ASSERT_EQUAL(q->n_ops, pools ? 5 : 4); /* conv(+bn)(+relu[6]), pool, [relu,] flatten, fc */
     CU_ASSERT_EQUAL(q->ops[0].act, pools ? QAT_ACT_RELU6 : QAT_ACT_RELU);
@@ -337,7 +353,7 @@ static void check_lowering(int variant) {
     CU_ASSERT_EQUAL(qat_engine_run(ie, x, N, ig, qi), QAT_OK);
     /* the file's fake model is the QAT model up to the int32 rounding of the
      * bias: the logits agree on the grid, a step at most */
-    float step = q->ops[q->n_ops - 1].output.scale;
+    float step = q->tensors[q->output].q.scale;
     int same_fake = 0, same_int = 0, far = 0;
     for (int i = 0; i < N * 5; i++) {
         same_fake += ref[i] == fake[i];
@@ -354,9 +370,15 @@ static void check_lowering(int variant) {
      * value just below k + 1/2 up to k + 1, never the other way for outputs
      * >= 0 (all of them, after the ReLU): int >= fake wherever they differ.
      * Any other difference would be a bug (contract §5). */
-    qat_qmodel first = *q;
-    int64_t n1 = q->ops[0].out_shape[0] * 64;
-    first.n_ops = 1, first.n_outputs = n1;
+    qat_qmodel first = *q; /* the first op, then a flatten (a program ends in a vector) */
+    qat_qtensor ts[3] = {q->tensors[q->ops[0].inputs[0]], q->tensors[q->ops[0].output]};
+    qat_qop ops[2] = {q->ops[0]};
+    int64_t n1 = qat_qtensor_numel(&ts[1]);
+    ts[2] = ts[1], ts[2].rank = 1, ts[2].shape[0] = n1;
+    ops[0].inputs[0] = 0, ops[0].output = 1;
+    ops[1] = (qat_qop){.kind = QAT_QOP_FLATTEN, .n_inputs = 1, .inputs = {1}, .output = 2, .groups = 1,
+                       .act_min = ts[1].q.qmin, .act_max = ts[1].q.qmax};
+    first.tensors = ts, first.ops = ops, first.n_tensors = 3, first.n_ops = 2, first.input = 0, first.output = 2;
     qat_engine *f1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_FAKE, N), *i1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_INT, N);
     int32_t *a1 = malloc(sizeof(int32_t) * N * 192), *b1 = malloc(sizeof(int32_t) * N * 192); /* 192 >= n1 */
     CU_ASSERT_EQUAL(qat_engine_run(i1, x, N, NULL, a1), QAT_OK);
@@ -386,10 +408,10 @@ static void test_lowering_refuses_what_has_no_integer_form(void) {
     qat_model_build(m, 1);
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
     int64_t in = 784;
-    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 1, &in, q), QAT_ERR_STATE); /* not prepared */
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 1, &in, ctx, q), QAT_ERR_STATE); /* not prepared */
     qat_ctx_clear_error(ctx);
     qat_prepare(m, NULL);
-    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 1, &in, q), QAT_ERR_STATE); /* never observed */
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 1, &in, ctx, q), QAT_ERR_STATE); /* never observed */
     CU_ASSERT(strstr(qat_ctx_error(ctx), "never observed") != NULL);
     qat_ctx_free(ctx);
     /* a BatchNorm left unfolded */
@@ -398,7 +420,7 @@ static void test_lowering_refuses_what_has_no_integer_form(void) {
     cfg.fold_bn = false;
     small_init(&s, 1, &cfg);
     q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
-    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, s.ctx, q), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(s.ctx), "BatchNorm") != NULL);
     qat_ctx_clear_error(s.ctx);
     qat_ctx_free(s.ctx);
@@ -406,7 +428,7 @@ static void test_lowering_refuses_what_has_no_integer_form(void) {
     cfg.fold_bn = true;
     small_init(&s, 0, &cfg);
     q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
-    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){2, 8, 8}, q), QAT_ERR_SHAPE);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){2, 8, 8}, s.ctx, q), QAT_ERR_SHAPE);
     CU_ASSERT(strstr(qat_ctx_error(s.ctx), "conv1") != NULL);
     qat_ctx_free(s.ctx);
 }
@@ -421,24 +443,32 @@ static bool same_qtype(const qat_qtype *a, const qat_qtype *b) {
            !memcmp(a->zero_point, b->zero_point, (size_t)a->nparams * 4);
 }
 
+static bool same_aparams(const qat_aparams *a, const qat_aparams *b) {
+    return a->scale == b->scale && a->zero_point == b->zero_point && a->bits == b->bits && a->qmin == b->qmin &&
+           a->qmax == b->qmax && a->is_signed == b->is_signed;
+}
+
 static bool same_qmodel(const qat_qmodel *a, const qat_qmodel *b) {
-    bool same = a->n_ops == b->n_ops && a->n_outputs == b->n_outputs && a->in_rank == b->in_rank &&
-                !memcmp(a->in_shape, b->in_shape, sizeof a->in_shape) && a->input.scale == b->input.scale &&
-                a->input.zero_point == b->input.zero_point;
+    bool same = a->n_ops == b->n_ops && a->n_tensors == b->n_tensors && a->input == b->input && a->output == b->output;
+    for (int t = 0; same && t < a->n_tensors; t++) {
+        const qat_qtensor *x = &a->tensors[t], *y = &b->tensors[t];
+        same = !strcmp(x->name, y->name) && x->rank == y->rank && !memcmp(x->shape, y->shape, sizeof x->shape) &&
+               same_aparams(&x->q, &y->q);
+    }
     for (int i = 0; same && i < a->n_ops; i++) {
         const qat_qop *x = &a->ops[i], *y = &b->ops[i];
-        same = x->kind == y->kind && !strcmp(x->name, y->name) && x->act == y->act && x->kernel == y->kernel &&
-               x->stride == y->stride && x->act_min == y->act_min && x->act_max == y->act_max &&
-               x->output.scale == y->output.scale && x->output.zero_point == y->output.zero_point &&
-               x->output.qmin == y->output.qmin && x->output.qmax == y->output.qmax &&
-               !memcmp(x->out_shape, y->out_shape, sizeof x->out_shape) && !x->multiplier == !y->multiplier;
+        same = x->kind == y->kind && !strcmp(x->name, y->name) && x->act == y->act && x->kh == y->kh &&
+               x->kw == y->kw && x->stride_h == y->stride_h && x->stride_w == y->stride_w && x->pad_h == y->pad_h &&
+               x->pad_w == y->pad_w && x->groups == y->groups && x->act_min == y->act_min && x->act_max == y->act_max &&
+               x->n_inputs == y->n_inputs && !memcmp(x->inputs, y->inputs, sizeof x->inputs) && x->output == y->output &&
+               x->n_mult == y->n_mult && !x->multiplier == !y->multiplier;
+        if (same && x->multiplier)
+            same = !memcmp(x->multiplier, y->multiplier, (size_t)x->n_mult * 4) && !memcmp(x->shift, y->shift, (size_t)x->n_mult * 4);
         if (same && x->weight) {
             int64_t O = x->wq.shape[0], n = 1;
             for (int d = 0; d < x->wq.rank; d++) n *= x->wq.shape[d];
             same = same_qtype(&x->wq, &y->wq) && !memcmp(x->weight, y->weight, (size_t)n * 4) &&
                    !memcmp(x->bias, y->bias, (size_t)O * 4) && !memcmp(x->bias_scale, y->bias_scale, (size_t)O * 4);
-            if (same && x->multiplier)
-                same = !memcmp(x->multiplier, y->multiplier, (size_t)O * 4) && !memcmp(x->shift, y->shift, (size_t)O * 4);
         }
     }
     return same;
@@ -455,8 +485,8 @@ static void test_export_load_round_trip(void) {
         qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q), *l = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *l);
         char path[300];
         path_of(path, sizeof path, "round.qat.h5");
-        CU_ASSERT_EQUAL_FATAL(qat_export(s.m, 3, (int64_t[]){1, 8, 8}, "{\"k\": 1}", path), QAT_OK);
-        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_export(s.m, 3, (int64_t[]){1, 8, 8}, "{\"k\": 1}", path, NULL), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, s.ctx, q), QAT_OK);
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(s.ctx, path, l), QAT_OK);
         CU_ASSERT(same_qmodel(q, l));
         CU_ASSERT_STRING_EQUAL(l->config, "{\"k\": 1}");
@@ -466,7 +496,9 @@ static void test_export_load_round_trip(void) {
          * blocks of 1 are per-axis there) */
         hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
         char mlir[4096] = "", granularity[32] = "";
-        H5LTget_attribute_string(f, "ops/3/weight", "mlir", mlir);
+        hid_t ms = H5Dopen2(f, "ops/3/weight_mlir", H5P_DEFAULT), mt = H5Dget_type(ms);
+        H5Dread(ms, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, mlir);
+        H5Tclose(mt), H5Dclose(ms);
         H5LTget_attribute_string(f, "ops/3/weight", "granularity", granularity);
         H5Fclose(f);
         CU_ASSERT(strncmp(mlir, "!quant.uniform<i4<-7:7>:f32", 27) == 0);
@@ -489,7 +521,7 @@ static void test_int_engine_refuses_wide_types(void) {
     cfg.abits = 12;
     small_init(&s, 0, &cfg);
     qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, s.ctx, q), QAT_OK);
     CU_ASSERT(qat_engine_new(s.ctx, q, QAT_ENGINE_INT, 4) == NULL);
     CU_ASSERT_EQUAL(qat_ctx_status(s.ctx), QAT_ERR_UNSUPPORTED);
     qat_ctx_clear_error(s.ctx);
@@ -556,14 +588,18 @@ static void test_damaged_files_are_refused(void) {
     expect_refused(bad, QAT_ERR_UNSUPPORTED, "version 99");
     tampered(good, bad, "ops/0/weight", "qmax", 1);
     expect_refused(bad, QAT_ERR_FORMAT, "weight integer");
-    tampered(good, bad, "ops/1", "output_zero_point", 500);
+    tampered(good, bad, "tensors/2", "zero_point", 500);
     expect_refused(bad, QAT_ERR_FORMAT, "zero point 500 outside [-128, 127]");
     tampered(good, bad, "ops/1", "act_min", -1000);
     expect_refused(bad, QAT_ERR_FORMAT, "act_min");
     tampered(good, bad, "/", "n_ops", 7);
-    expect_refused(bad, QAT_ERR_FORMAT, "no group 2");
-    tampered(good, bad, "ops/1", "input_shape", 3); /* the weight [O, in] is read against it first */
-    expect_refused(bad, QAT_ERR_SHAPE, "the weight's shape does not fit the op");
+    expect_refused(bad, QAT_ERR_FORMAT, "each op makes one"); /* 3 tensors hold 2 ops */
+    tampered(good, bad, "tensors/1", "shape", 3); /* fc1's output is [2], not [3] */
+    expect_refused(bad, QAT_ERR_SHAPE, "op 0 (linear fc1): its output tensor's shape does not follow");
+    tampered(good, bad, "ops/1", "inputs", 2); /* fc2 reads its own output: a cycle */
+    expect_refused(bad, QAT_ERR_FORMAT, "before any op makes it");
+    tampered(good, bad, "ops/1", "output", 1); /* two ops write tensor 1, tensor 2 dangles */
+    expect_refused(bad, QAT_ERR_FORMAT, "another op (or the input) already made");
     copy_file(good, bad, -1);
     hid_t h = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
     int32_t m[1] = {5};
@@ -602,7 +638,7 @@ static void test_numpy_reader_gives_the_same_integers(void) {
         path_of(in, sizeof in, "in.f32");
         path_of(out, sizeof out, "out.i32");
         qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
-        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, q), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, s.ctx, q), QAT_OK);
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(s.ctx, q, model), QAT_OK);
         enum { N = 32 };
         float x[N * 64];
@@ -680,10 +716,10 @@ static void test_checkpoint_rebuilds_the_model(void) {
     CU_ASSERT_EQUAL(m->layers[m->n_layers - 1].wq->bits, 4);
     CU_ASSERT_EQUAL(s.m->layers[m->n_layers - 1].aq->q.bits, 6);
     CU_ASSERT_EQUAL(m->layers[m->n_layers - 1].aq->q.bits, 6);
-    CU_ASSERT_PTR_NOT_NULL(m->layers[0].fold_bn);
+    CU_ASSERT_EQUAL(m->layers[1].fold_bn, 2);
     qat_qmodel *a = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *a), *b = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *b);
-    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, a), QAT_OK);
-    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 3, (int64_t[]){1, 8, 8}, b), QAT_OK);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, ctx, a), QAT_OK);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 3, (int64_t[]){1, 8, 8}, ctx, b), QAT_OK);
     CU_ASSERT(same_qmodel(a, b)); /* the same integers from the rebuilt model */
     qat_ctx_free(ctx);
     qat_ctx_free(s.ctx);

@@ -7,6 +7,7 @@
 #include "golden/fakequant_golden.h"
 #include "qat/fakequant.h"
 #include "qat/layers.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -373,10 +374,10 @@ static void test_prepare_quantizes_every_layer(void) {
     qat_model_lenet(m, false);
     qat_model_build(m, 1);
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
-    CU_ASSERT_PTR_NOT_NULL(m->input_aq);
+    CU_ASSERT_PTR_NOT_NULL(m->layers[0].aq); /* the input */
     int quantized_outputs = 0;
-    for (int i = 0; i < m->n_layers; i++) {
-        qat_layer *l = &m->layers[i];
+    for (int i = 1; i < m->n_layers; i++) {
+        qat__layer *l = &m->layers[i];
         if (l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D) {
             CU_ASSERT_PTR_NOT_NULL(l->wq);
             CU_ASSERT_EQUAL(qat_qtype_axis(l->wq), 0); /* per output channel */
@@ -385,8 +386,8 @@ static void test_prepare_quantizes_every_layer(void) {
         quantized_outputs += l->aq != NULL;
     }
     CU_ASSERT_EQUAL(quantized_outputs, 5); /* after conv1+relu, conv2+relu, fc1+relu, fc2+relu, fc3 */
-    CU_ASSERT_PTR_NOT_NULL(m->layers[1].aq); /* relu after conv1, not conv1 itself */
-    CU_ASSERT_PTR_NULL(m->layers[0].aq);
+    CU_ASSERT_PTR_NOT_NULL(m->layers[2].aq); /* relu after conv1, not conv1 itself */
+    CU_ASSERT_PTR_NULL(m->layers[1].aq);
     CU_ASSERT_PTR_NOT_NULL(m->layers[m->n_layers - 1].aq);
     CU_ASSERT_EQUAL(qat_prepare(m, NULL), QAT_ERR_STATE);
     qat_ctx_clear_error(ctx);
@@ -398,7 +399,7 @@ static void test_prepare_quantizes_every_layer(void) {
     qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 2, false);
     qat_tensor *y = qat_model_forward(m, x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);
-    qat_act_quant *out = m->layers[m->n_layers - 1].aq;
+    qat__act_quant *out = m->layers[m->n_layers - 1].aq;
     CU_ASSERT_EQUAL(out->obs.updates, 1);
     for (int64_t i = 0; i < y->numel; i++) {
         float k = y->data[i] / out->q.scale[0] + (float)out->q.zero_point[0];
@@ -437,15 +438,15 @@ static void test_prepare_block_and_errors(void) {
     qat_model_build(m2, 1);
     c.block = 16, c.wbits = 4;
     CU_ASSERT_EQUAL(qat_prepare(m2, &c), QAT_OK);
-    CU_ASSERT_EQUAL(m2->layers[0].wq->nparams, 256 * (784 / 16));
+    CU_ASSERT_EQUAL(m2->layers[1].wq->nparams, 256 * (784 / 16));
     c.wbits = 1;
     CU_ASSERT_EQUAL(qat_prepare_layer(m2, "fc3", &c), QAT_ERR_ARG);
     qat_ctx_clear_error(ctx);
     c = qat_prepare_defaults();
     c.wgran = QAT_GRAN_TENSOR, c.wbits = 2;
     CU_ASSERT_EQUAL(qat_prepare_layer(m2, "fc3", &c), QAT_OK); /* per-layer override */
-    CU_ASSERT_EQUAL(m2->layers[4].wq->nparams, 1);
-    CU_ASSERT_EQUAL(m2->layers[4].wq->qmax, 1);
+    CU_ASSERT_EQUAL(m2->layers[5].wq->nparams, 1);
+    CU_ASSERT_EQUAL(m2->layers[5].wq->qmax, 1);
     CU_ASSERT_EQUAL(qat_prepare_layer(m2, "relu1", &c), QAT_ERR_ARG);
     /* low-bit activations keep the input and the logits at io_bits */
     qat_ctx_clear_error(ctx);
@@ -455,9 +456,9 @@ static void test_prepare_block_and_errors(void) {
     c = qat_prepare_defaults();
     c.abits = 2;
     CU_ASSERT_EQUAL(qat_prepare(m3, &c), QAT_OK);
-    CU_ASSERT_EQUAL(m3->input_aq->q.qmax, 127);
-    CU_ASSERT_EQUAL(m3->layers[1].aq->q.qmax, 1);  /* relu1: 2 bits */
-    CU_ASSERT_EQUAL(m3->layers[4].aq->q.qmax, 127); /* fc3 logits: 8 bits */
+    CU_ASSERT_EQUAL(m3->layers[0].aq->q.qmax, 127); /* the input */
+    CU_ASSERT_EQUAL(m3->layers[2].aq->q.qmax, 1);  /* relu1: 2 bits */
+    CU_ASSERT_EQUAL(m3->layers[5].aq->q.qmax, 127); /* fc3 logits: 8 bits */
     qat_ctx_free(ctx);
 }
 
@@ -508,7 +509,7 @@ static void test_prepare_lsq(void) {
     c.lsq = true, c.wbits = 2;
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
     CU_ASSERT_EQUAL(m->n_qparams, 256 + 128 + 10); /* one learned scale per output channel */
-    qat_layer *fc2 = qat_model_find_layer(m, "fc2");
+    qat__layer *fc2 = &m->layers[qat_model_find_layer(m, "fc2")];
     CU_ASSERT_PTR_EQUAL(fc2->wscale->data, m->qparams + 256);
     double a = 0; /* LSQ init: 2 mean|w| / sqrt(qmax), qmax = 1 */
     for (int j = 0; j < 256; j++) a += fabsf(fc2->weight->data[j]);
@@ -533,11 +534,11 @@ static void test_bn_folding(void) {
     qat_model_add_conv2d(m, NULL, 1, 2, 3, 1, 0, false);
     qat_model_add_batchnorm(m, NULL, 2, 0.1f, 1e-5f);
     CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
-    qat_layer *conv = &m->layers[0], *bn = &m->layers[1];
+    qat__layer *conv = &m->layers[1], *bn = &m->layers[2];
     bn->gamma->data[0] = 1.5f, bn->gamma->data[1] = -0.7f, bn->beta->data[0] = 0.2f, bn->beta->data[1] = -0.1f;
     bn->running_mean[0] = 0.3f, bn->running_mean[1] = -0.4f, bn->running_var[0] = 2.0f, bn->running_var[1] = 0.5f;
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
-    CU_ASSERT_PTR_EQUAL(conv->fold_bn, bn);
+    CU_ASSERT_EQUAL(conv->fold_bn, 2);
     CU_ASSERT(bn->folded);
     qat_rng rng;
     qat_rng_seed(&rng, 5);
@@ -551,7 +552,7 @@ static void test_bn_folding(void) {
     /* eval, frozen: equals conv(x, fq(w·sf)) + beta - mean·sf */
     qat_model_train(m, false);
     m->bn_frozen = true;
-    m->input_aq = NULL; /* compare before input and output quantization */
+    m->layers[0].aq = NULL; /* compare before input and output quantization */
     bn->aq = NULL;
     y = qat_model_forward(m, x);
     CU_ASSERT_PTR_NOT_NULL_FATAL(y);

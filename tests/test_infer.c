@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "qat/infer.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 static void test_quantize_multiplier(void) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "qat/layers.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 static void test_lenet_names_and_counts(void) {
@@ -70,7 +71,7 @@ static void test_batchnorm_train_vs_eval(void) {
     double mean = 0;
     for (int i = 0; i < 4; i++) mean += y->data[2 * i + 1];
     ASSERT_CLOSE(mean, 0, 1e-5); /* normalised with batch statistics */
-    qat_layer *bn = qat_model_find_layer(m, "bn1");
+    qat__layer *bn = &m->layers[qat_model_find_layer(m, "bn1")];
     ASSERT_CLOSE(bn->running_mean[0], 0.25f, 1e-6);  /* 0.9*0 + 0.1*2.5 */
     ASSERT_CLOSE(bn->running_var[1], 0.9f + 0.1f * (500.0f / 3.0f), 1e-4); /* unbiased 166.7 */
     qat_ctx_step_reset(ctx);
@@ -171,7 +172,7 @@ static void test_model_misuse(void) {
     CU_ASSERT_EQUAL(qat_model_add_linear(m, "fc", 4, 3, true), QAT_OK);
     CU_ASSERT_EQUAL(qat_model_add_linear(m, "fc", 3, 3, true), QAT_ERR_ARG); /* duplicate */
     qat_ctx_clear_error(ctx);
-    CU_ASSERT_EQUAL(m->n_layers, 1);
+    CU_ASSERT_EQUAL(m->n_layers, 2); /* the input and fc */
     CU_ASSERT_EQUAL(qat_model_build(m, 1), QAT_OK);
     CU_ASSERT_EQUAL(qat_model_add_relu(m), QAT_ERR_STATE);
     qat_ctx_clear_error(ctx);

@@ -18,6 +18,7 @@
 
 #include "qat/export.h"
 #include "qat/io.h"
+#include "layers/internal.h"
 #include "test_util.h"
 
 enum { IN = 12 };
@@ -51,7 +52,7 @@ static void fixture_init(fixture *f) {
     CU_ASSERT_EQUAL(qat_prepare(f->m, NULL), QAT_OK);
     forward_once(f);
     qat_model_train(f->m, false);
-    CU_ASSERT_EQUAL(qat_qmodel_lower(f->m, 1, (int64_t[]){IN}, &f->q), QAT_OK);
+    CU_ASSERT_EQUAL(qat_qmodel_lower(f->m, 1, (int64_t[]){IN}, f->ctx, &f->q), QAT_OK);
     ASSERT_OK(f->ctx);
 }
 

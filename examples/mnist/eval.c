@@ -1,11 +1,13 @@
 /* qat-mnist eval: runs a quantized checkpoint on the MNIST test set with
  * the integer, hybrid or fake-quantized engine. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "qat/data.h"
+#include "qat/export.h"
 #include "qat/infer.h"
 
 static const char *const eval_usage =
@@ -23,9 +25,28 @@ static const char *const eval_usage =
     "  --batch B                samples per run (default 64)\n"
     "  --limit-test N           use the first N test samples (default all)\n"
     "  --threads T              OpenBLAS threads for the float engines (default 1)\n"
+    "  --predictions FILE       write each test image's predicted label, one a line\n"
     "  --json                   print a JSON summary as the last line of stdout\n"
     "                           ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help                   this text\n";
+
+/* One predicted label a line, written to a temporary file and renamed:
+ * a comparison never reads half a file. 0, or -1 with errno set. */
+static int write_predictions(const char *path, const int32_t *pred, int64_t n) {
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) return errno = ENAMETOOLONG, -1;
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%d\n", pred[i]);
+    int e = ferror(f) ? EIO : 0;
+    if (fclose(f) != 0 && !e) e = errno;
+    if (e || rename(tmp, path) != 0) {
+        if (!e) e = errno;
+        remove(tmp);
+        return errno = e, -1;
+    }
+    return 0;
+}
 
 static const char *const engines[] = {"int", "hybrid", "fake", NULL};
 static const qat_engine_mode engine_modes[] = {QAT_ENGINE_INT, QAT_ENGINE_HYBRID, QAT_ENGINE_FAKE};
@@ -55,9 +76,10 @@ static double predict(qat_engine *e, const qat_qmodel *q, const qat_mnist *d, in
         if (qat_engine_run(e, x, b, logits, NULL) != QAT_OK) return -1;
         t += cli_now() - t0;
         for (int64_t i = 0; i < b; i++) {
-            const float *l = logits + i * q->n_outputs;
+            int64_t K = qat_qtensor_numel(&q->tensors[q->output]);
+            const float *l = logits + i * K;
             int best = 0;
-            for (int k = 1; k < q->n_outputs; k++) best = l[k] > l[best] ? k : best;
+            for (int k = 1; k < K; k++) best = l[k] > l[best] ? k : best;
             pred[s + i] = best;
         }
     }
@@ -68,6 +90,7 @@ int cmd_eval(int argc, char **argv) {
     const char *P = "qat-mnist eval", *path = NULL, *data = "data/mnist", *engine = "int", *compare = NULL;
     long batch = 64, limit = 0, threads = 1;
     bool json = false;
+    const char *predictions = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -80,6 +103,7 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(P, a, v, 1, 10000, &batch);
         else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(P, a, v, 1, 10000, &limit);
         else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(P, a, v, 1, 256, &threads);
+        else if (!strcmp(a, "--predictions")) ok = VAL() && (predictions = v);
         else if (!strcmp(a, "--json")) json = true;
         else fprintf(stderr, "%s: unknown option \"%s\"\n", P, a), ok = false;
 #undef VAL
@@ -102,8 +126,7 @@ int cmd_eval(int argc, char **argv) {
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
     if (!q || qat_qmodel_load(ctx, path, q) != QAT_OK || qat_mnist_load(ctx, data, "test", &test) != QAT_OK)
         goto fail;
-    int64_t in_numel = 1;
-    for (int d = 0; d < q->in_rank; d++) in_numel *= q->in_shape[d];
+    int64_t in_numel = qat_qtensor_numel(&q->tensors[q->input]), n_out = qat_qtensor_numel(&q->tensors[q->output]);
     if (in_numel != (int64_t)test.rows * test.cols) {
         cli_fail("qat-mnist", json, 1, "%s takes %lld inputs per sample, MNIST has %d", path, (long long)in_numel,
                  test.rows * test.cols);
@@ -111,7 +134,7 @@ int cmd_eval(int argc, char **argv) {
     }
     int64_t n = limit > 0 && limit < test.n ? limit : test.n;
     x = malloc((size_t)(batch * in_numel) * sizeof *x);
-    logits = malloc((size_t)(batch * q->n_outputs) * sizeof *logits);
+    logits = malloc((size_t)(batch * n_out) * sizeof *logits);
     idx = malloc((size_t)batch * sizeof *idx), y = malloc((size_t)batch * sizeof *y);
     pred = malloc((size_t)n * sizeof *pred), cpred = malloc((size_t)n * sizeof *cpred);
     if (!x || !logits || !idx || !y || !pred || !cpred) {
@@ -128,8 +151,16 @@ int cmd_eval(int argc, char **argv) {
         if (ce) agree += pred[i] == cpred[i];
     }
     double acc = (double)correct / (double)n, rate = (double)n / (secs > 0 ? secs : 1e-9);
+    if (predictions && write_predictions(predictions, pred, n) != 0) {
+        cli_fail("qat-mnist", json, 1, "%s: cannot write: %s", predictions, strerror(errno));
+        goto done;
+    }
+    int64_t peak = qat_engine_peak_activation_bytes(e);
     fprintf(stderr, "qat-mnist: %s engine: test accuracy %.2f %% on %lld samples, %.0f samples/s (batch %ld)\n",
             engine, 100 * acc, (long long)n, rate, batch);
+    if (peak >= 0)
+        fprintf(stderr, "qat-mnist: integer runtime: %lld bytes of activations per sample (lifetime plan), %s kernel\n",
+                (long long)peak, qat_runtime_kernel());
     if (ce) fprintf(stderr, "qat-mnist: %s and %s engines agree on %.2f %% of predictions\n", engine, compare,
                     100.0 * (double)agree / (double)n);
     if (json) {
@@ -137,8 +168,8 @@ int cmd_eval(int argc, char **argv) {
         printf("{\"model\": ");
         cli_json_str(path);
         printf(", \"engine\": \"%s\", \"test_samples\": %lld, \"test_accuracy\": %.6f, \"infer_samples_per_s\": %.1f, "
-               "\"batch\": %ld, \"peak_rss_mib\": %.1f, \"openblas_coretype\": ",
-               engine, (long long)n, acc, rate, batch, cli_peak_rss_mib());
+               "\"batch\": %ld, \"peak_rss_mib\": %.1f, \"peak_activation_bytes\": %lld, \"openblas_coretype\": ",
+               engine, (long long)n, acc, rate, batch, cli_peak_rss_mib(), (long long)peak);
         cli_json_str(core ? core : "");
         printf(", \"blas_core\": ");
         cli_json_str(qat_blas_core());

@@ -47,31 +47,35 @@ int cmd_export(int argc, char **argv) {
     if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
     int rc = 1;
     qat_model *m = NULL;
-    static char config[QAT_QMODEL_CONFIG_LEN];
+    static char config[1 << 16];
     if (qat_checkpoint_model(ctx, ckpt, &m, config, sizeof config) != QAT_OK) goto fail;
-    if (!m->prepared) {
+    if (!qat_model_prepared(m)) {
         cli_fail("qat-mnist", json, 1, "%s is a float checkpoint: train with --qat to get a model that can be "
                  "exported to integers", ckpt);
         goto done;
     }
-    /* MNIST: [1, 28, 28] for a conv net, [784] for an MLP */
-    bool conv = m->layers[0].kind == QAT_LAYER_CONV2D;
-    int64_t shape[3] = {1, 28, 28}, flat = 784;
-    if (qat_export(m, conv ? 3 : 1, conv ? shape : &flat, config, out) != QAT_OK) goto fail;
+    /* the model's declared input; a version-2 checkpoint declares none:
+     * MNIST's [1, 28, 28] for a conv net, [784] otherwise */
+    int64_t shape[3] = {1, 28, 28}, declared[3];
+    int rank = qat_model_input_shape(m, declared);
+    if (rank) memcpy(shape, declared, sizeof shape);
+    else if (qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D) rank = 3;
+    else rank = 1, shape[0] = 784;
+    int64_t peak = -1;
+    if (qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
     struct stat sb;
     long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
-    int64_t n_weights = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        if (m->layers[i].wq) n_weights += m->layers[i].weight->numel;
-    fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits)\n", out, bytes,
-            (long long)n_weights, m->qcfg.wbits);
+    int64_t n_weights = qat_model_n_quantized_weights(m);
+    const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
+    fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
+            "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
     if (json) {
         printf("{\"checkpoint\": ");
         cli_json_str(ckpt);
         printf(", \"out\": ");
         cli_json_str(out);
-        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d}\n", bytes,
-               (long long)n_weights, m->qcfg.wbits, m->qcfg.abits);
+        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld}\n",
+               bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
     }
     rc = 0;
     goto done;

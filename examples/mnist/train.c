@@ -1,10 +1,12 @@
 /* qat-mnist train: float training of the MLP or LeNet-5 on MNIST, or
  * quantization-aware training with --qat. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "cli.h"
 #include "progress.h"
@@ -23,7 +25,8 @@ static const char *const train_usage =
     "\n"
     "Trains a model on MNIST and reports test accuracy after every epoch.\n"
     "\n"
-    "  --model mlp|lenet|lenet-bn  model (default lenet)\n"
+    "  --model mlp|lenet|lenet-bn  a built-in model (default lenet)\n"
+    "  --model-file F              a model file instead (docs/model-format.md; models/*.qnet)\n"
     "  --epochs N                  passes over the training set (default 5)\n"
     "  --batch B                   batch size (default 64)\n"
     "  --lr X                      peak learning rate (default 0.001 adam/adamw, 0.05 sgd)\n"
@@ -65,7 +68,7 @@ static const char *const train_usage =
     "  --help                      this text\n";
 
 typedef struct {
-    const char *model, *optimizer, *schedule, *data;
+    const char *model, *model_file, *optimizer, *schedule, *data;
     long epochs, batch, seed, threads, limit_train, limit_test, warmup;
     double lr, momentum, weight_decay, clip;
     bool nesterov, json, lr_set, wd_set;
@@ -96,6 +99,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
             fputs(train_usage, stdout);
             return -1;
         } else if (!strcmp(a, "--model")) ok = VAL() && (o->model = v);
+        else if (!strcmp(a, "--model-file")) ok = VAL() && (o->model_file = v);
         else if (!strcmp(a, "--optimizer")) ok = VAL() && (o->optimizer = v);
         else if (!strcmp(a, "--schedule")) ok = VAL() && (o->schedule = v);
         else if (!strcmp(a, "--data")) ok = VAL() && (o->data = v);
@@ -182,7 +186,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     q->wbits = (int)o->wbits, q->abits = (int)o->abits, q->window = (int)o->window;
     q->io_bits = (int)o->io_bits;
     q->lsq = o->lsq;
-    if ((rc = check_choice(o, "--model", o->model, models)) ||
+    if ((rc = o->model_file ? 0 : check_choice(o, "--model", o->model, models)) ||
         (rc = check_choice(o, "--optimizer", o->optimizer, optimizers)) ||
         (rc = check_choice(o, "--schedule", o->schedule, schedules)) || (rc = parse_granularity(o, q)) ||
         (rc = check_choice(o, "--observer", o->observer, observers)))
@@ -245,13 +249,20 @@ static void whole_or_null(text_buf *t, const char *k, long v, bool given) {
     else null(t, k);
 }
 
-static void config_text(const train_opts *o, char *buf, size_t len) {
+static void config_text(const train_opts *o, const char *model, uint32_t model_crc, char *buf, size_t len) {
     text_buf t = {buf, len, 0};
     const qat_prepare_config *q = &o->qcfg;
     char gran[32]; /* block:08 is block:8 */
     if (q->wgran == QAT_GRAN_BLOCK) snprintf(gran, sizeof gran, "block:%d", q->block);
     else snprintf(gran, sizeof gran, "%s", o->granularity);
-    str(&t, "model", o->model);
+    str(&t, "model", model);
+    if (o->model_file) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", (unsigned)model_crc);
+        str(&t, "model_file_crc32", crc);
+    } else {
+        null(&t, "model_file_crc32");
+    }
     str(&t, "optimizer", o->optimizer);
     num(&t, "lr", o->lr);
     num(&t, "momentum", o->momentum);
@@ -382,6 +393,8 @@ typedef struct {
     long all_epochs;
     qat_train_state ts;
     char config[1024];
+    char model_name[64];   /* the built-in model, or the model file's name */
+    uint32_t model_crc;    /* of the model file's text (0: a built-in model) */
     double train_time, acc, loss_avg;
     bool stopped;
 } trainer;
@@ -391,25 +404,26 @@ static int fail(const trainer *t) { return cli_fail(PROG, t->o->json, 1, "%s", q
 /* qat_prepare, and the LSQ scales' optimizer when there are any. */
 static qat_status prepare(trainer *t) {
     qat_status st = qat_prepare(t->m, &t->o->qcfg);
-    if (st == QAT_OK && t->m->n_qparams > 0) st = qat_optim_init(&t->qopt, t->ctx, &t->oc, t->m->n_qparams);
+    int64_t nq = qat_model_n_qparams(t->m);
+    if (st == QAT_OK && nq > 0) st = qat_optim_init(&t->qopt, t->ctx, &t->oc, nq);
     return st;
 }
 
-/* A step tensor shaped for the model's first layer: [n, 1, 28, 28] for a
- * conv net, [n, 784] otherwise. */
+/* A step tensor of the model's input shape: [n, 1, 28, 28] or [n, 784]. */
 static qat_tensor *input_tensor(qat_model *m, const qat_mnist *d, int64_t n) {
-    int64_t s4[4] = {n, 1, d->rows, d->cols}, s2[2] = {n, (int64_t)d->rows * d->cols};
-    bool conv = m->layers[0].kind == QAT_LAYER_CONV2D;
-    return qat_tensor_new(m->ctx, QAT_MEM_STEP, conv ? 4 : 2, conv ? s4 : s2, false);
+    int64_t s[3], s4[4] = {n, 1, d->rows, d->cols}, s2[2] = {n, (int64_t)d->rows * d->cols};
+    bool conv = qat_model_input_shape(m, s) == 3;
+    return qat_tensor_new(qat_model_ctx(m), QAT_MEM_STEP, conv ? 4 : 2, conv ? s4 : s2, false);
 }
 
 /* Test-set accuracy in eval mode with grad off; predictions (optional) gets
  * the predicted class of every sample. Returns -1 on error. */
 static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, int32_t *predictions) {
     int64_t n = limit > 0 && limit < d->n ? limit : d->n, correct = 0, B = 100; /* small: the step arena keeps its high-water mark */
-    bool was_training = m->training, grad = qat_ctx_grad_enabled(m->ctx);
+    qat_ctx *ctx = qat_model_ctx(m);
+    bool was_training = qat_model_training(m), grad = qat_ctx_grad_enabled(ctx);
     qat_model_train(m, false);
-    qat_ctx_set_grad_enabled(m->ctx, false);
+    qat_ctx_set_grad_enabled(ctx, false);
     int32_t idx[100], y[100];
     for (int64_t s = 0; s < n; s += B) {
         int64_t b = n - s < B ? n - s : B;
@@ -426,11 +440,50 @@ static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, in
             correct += best == y[i];
             if (predictions) predictions[s + i] = best;
         }
-        qat_ctx_step_reset(m->ctx);
+        qat_ctx_step_reset(ctx);
     }
     qat_model_train(m, was_training);
-    qat_ctx_set_grad_enabled(m->ctx, grad);
+    qat_ctx_set_grad_enabled(ctx, grad);
     return (double)correct / (double)n;
+}
+
+/* The model: a built-in one, or a model file (read here once, so that its
+ * text's CRC goes into the configuration a resume compares). */
+static qat_status make_model(trainer *t, qat_model *m) {
+    const train_opts *o = t->o;
+    if (!o->model_file) {
+        snprintf(t->model_name, sizeof t->model_name, "%s", o->model);
+        return !strcmp(o->model, "mlp") ? qat_model_mlp(m) : qat_model_lenet(m, !strcmp(o->model, "lenet-bn"));
+    }
+    const char *base = strrchr(o->model_file, '/');
+    snprintf(t->model_name, sizeof t->model_name, "%.48s", base ? base + 1 : o->model_file);
+    for (char *c = t->model_name; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_'; /* it goes into JSON text */
+    enum { MAX = 1 << 20 };
+    FILE *f = fopen(o->model_file, "rb");
+    if (!f) return qat_ctx_fail(t->ctx, QAT_ERR_IO, "%s: cannot open: %s", o->model_file, strerror(errno));
+    char *text = malloc(MAX + 1);
+    size_t n = text ? fread(text, 1, MAX + 1, f) : 0;
+    fclose(f);
+    qat_status st;
+    if (!text) st = qat_ctx_fail(t->ctx, QAT_ERR_NOMEM, "out of memory");
+    else if (n > MAX || memchr(text, '\0', n)) st = qat_ctx_fail(t->ctx, QAT_ERR_FORMAT, "%s: not a model file (binary, or over 1 MiB)", o->model_file);
+    else {
+        text[n] = '\0';
+        t->model_crc = (uint32_t)crc32(0L, (const Bytef *)text, (uInt)n);
+        st = qat_model_from_text(m, text, o->model_file);
+    }
+    free(text);
+    return st;
+}
+
+/* MNIST gives [1, 28, 28] images (or their 784 pixels): the model must take that. */
+static qat_status check_mnist_input(trainer *t, qat_model *m) {
+    int64_t s[3];
+    int rank = qat_model_input_shape(m, s);
+    bool ok = (rank == 3 && s[0] == 1 && s[1] == 28 && s[2] == 28) || (rank == 1 && s[0] == 784);
+    return ok ? QAT_OK : qat_ctx_fail(t->ctx, QAT_ERR_SHAPE, "%s: MNIST needs a model whose input is shape=1,28,28 "
+                                      "or shape=784", t->model_name);
 }
 
 /* Data, model, optimizer, schedule, sample order and the configuration
@@ -441,16 +494,15 @@ static int setup(trainer *t) {
         return fail(t);
     int64_t n = t->n = o->limit_train > 0 && o->limit_train < t->train.n ? o->limit_train : t->train.n;
     qat_model *m = t->m = qat_model_new(t->ctx);
-    qat_status st = !m ? qat_ctx_status(t->ctx)
-                       : !strcmp(o->model, "mlp") ? qat_model_mlp(m)
-                                                   : qat_model_lenet(m, !strcmp(o->model, "lenet-bn"));
+    qat_status st = !m ? qat_ctx_status(t->ctx) : make_model(t, m);
+    if (st == QAT_OK) st = check_mnist_input(t, m);
     if (st == QAT_OK) st = qat_model_build(m, (uint64_t)o->seed);
     t->oc = qat_optim_defaults(!strcmp(o->optimizer, "sgd") ? QAT_OPTIM_SGD
                                : !strcmp(o->optimizer, "adam") ? QAT_OPTIM_ADAM
                                                                : QAT_OPTIM_ADAMW);
     t->oc.lr = (float)o->lr, t->oc.weight_decay = (float)o->weight_decay, t->oc.nesterov = o->nesterov;
     if (t->oc.kind == QAT_OPTIM_SGD) t->oc.momentum = (float)o->momentum;
-    if (st == QAT_OK) st = qat_optim_init(&t->opt, t->ctx, &t->oc, m->n_params);
+    if (st == QAT_OK) st = qat_optim_init(&t->opt, t->ctx, &t->oc, qat_model_n_params(m));
     if (st != QAT_OK) return fail(t);
     t->perm = malloc((size_t)n * sizeof *t->perm);
     t->labels = malloc((size_t)o->batch * sizeof *t->labels);
@@ -465,12 +517,12 @@ static int setup(trainer *t) {
     for (int64_t i = 0; i < n; i++) t->perm[i] = (int32_t)i;
     qat_rng shuffle_rng;
     qat_rng_seed(&shuffle_rng, (uint64_t)o->seed * 0x9E3779B97F4A7C15ull + 7);
-    config_text(o, t->config, sizeof t->config);
+    config_text(o, t->model_name, t->model_crc, t->config, sizeof t->config);
     t->ts = (qat_train_state){.shuffle_rng = shuffle_rng, .order = t->perm, .n_order = n, .config = t->config};
     t->qat_step0 = o->qat ? o->float_epochs * t->steps_per_epoch : -1;
     t->qat_start = -1;
     fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
-            "%s lr %g, %ld thread(s)\n", o->model, (long long)m->n_params, (long long)n, o->epochs,
+            "%s lr %g, %ld thread(s)\n", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
             o->batch, o->optimizer, o->lr, o->threads);
     return 0;
 }
@@ -511,9 +563,9 @@ static double train_step(trainer *t, int64_t s, int64_t b) {
     const train_opts *o = t->o;
     qat_model *m = t->m;
     if (t->qat_start >= 0) {
-        m->fake_quant_on = t->step - t->qat_start >= o->qat_warmup;
-        m->observers_frozen = o->freeze_observers >= 0 && t->step - t->qat_start >= o->freeze_observers;
-        m->bn_frozen = o->freeze_bn >= 0 && t->step - t->qat_start >= o->freeze_bn;
+        qat_model_set_fake_quant(m, t->step - t->qat_start >= o->qat_warmup);
+        qat_model_freeze_observers(m, o->freeze_observers >= 0 && t->step - t->qat_start >= o->freeze_observers);
+        qat_model_freeze_bn(m, o->freeze_bn >= 0 && t->step - t->qat_start >= o->freeze_bn);
     }
     qat_tensor *x = input_tensor(m, &t->train, b);
     if (x) qat_mnist_batch(&t->train, t->perm + s, b, x->data, t->labels);
@@ -521,10 +573,10 @@ static double train_step(trainer *t, int64_t s, int64_t b) {
     if (qat_backward(t->ctx, loss) != QAT_OK) return NAN;
     double l = loss->data[0];
     if (!isfinite(l)) return l;
-    if (o->clip > 0) qat_clip_grad_norm(m->grads, m->n_params, (float)o->clip);
+    if (o->clip > 0) qat_clip_grad_norm(qat_model_grads(m), qat_model_n_params(m), (float)o->clip);
     float lr = qat_lr_at(&t->sched, t->step);
-    qat_optim_step(&t->opt, m->params, m->grads, lr);
-    if (t->qopt.n) qat_optim_step(&t->qopt, m->qparams, m->qgrads, lr);
+    qat_optim_step(&t->opt, qat_model_params(m), qat_model_grads(m), lr);
+    if (t->qopt.n) qat_optim_step(&t->qopt, qat_model_qparams(m), qat_model_qgrads(m), lr);
     qat_model_zero_grad(m);
     qat_ctx_step_reset(t->ctx);
     return l;
@@ -542,7 +594,7 @@ static int save(trainer *t) {
 static int run_epoch(trainer *t, long epoch, int64_t start_s) {
     const train_opts *o = t->o;
     int64_t n = t->n;
-    if (o->qat && !t->m->prepared && t->step == t->qat_step0) {
+    if (o->qat && !qat_model_prepared(t->m) && t->step == t->qat_step0) {
         if (prepare(t) != QAT_OK) return fail(t);
         t->qat_start = t->step;
         fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n", o->wbits, o->abits,
@@ -599,7 +651,7 @@ static void print_json(const trainer *t, double rate, double fake_quant, double 
            "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
            "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
            "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\"",
-           o->model, t->all_epochs, o->batch, o->optimizer, o->lr, o->seed, o->threads, (long long)t->n, rate,
+           t->model_name, t->all_epochs, o->batch, o->optimizer, o->lr, o->seed, o->threads, (long long)t->n, rate,
            t->loss_avg, t->acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core());
     if (o->qat) {
         printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
@@ -623,18 +675,18 @@ static int finish(trainer *t) {
         fprintf(stderr, "qat-mnist: wrote %s\n", o->out);
     }
     double rate = (double)t->samples_done / t->train_time, acc_float = t->acc;
-    if (m->prepared) { /* the same weights with fake quantization off */
-        bool on = m->fake_quant_on;
-        m->fake_quant_on = false;
+    if (qat_model_prepared(m)) { /* the same weights with fake quantization off */
+        bool on = qat_model_fake_quant_on(m);
+        qat_model_set_fake_quant(m, false);
         acc_float = mnist_accuracy(m, &t->test, o->limit_test, NULL);
-        m->fake_quant_on = on;
+        qat_model_set_fake_quant(m, on);
         if (acc_float < 0) return fail(t);
         fprintf(stderr, "qat-mnist: fake-quant accuracy %.2f %%, same weights in float %.2f %%\n", 100 * t->acc,
                 100 * acc_float);
     }
     fprintf(stderr, "qat-mnist: test accuracy %.2f %%, %.0f training samples/s, peak RSS %.1f MiB\n", 100 * t->acc,
             rate, cli_peak_rss_mib());
-    if (o->json) print_json(t, rate, m->prepared ? t->acc : -1, acc_float);
+    if (o->json) print_json(t, rate, qat_model_prepared(m) ? t->acc : -1, acc_float);
     return 0;
 }
 

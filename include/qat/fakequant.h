@@ -123,39 +123,7 @@ QAT_API void qat_observer_qparams_channels(const qat_observer *obs, qat_qtype *q
 /* Writes the per-tensor qparams of the estimate into q (nparams must be 1). */
 QAT_API void qat_observer_qparams(const qat_observer *o, qat_qtype *q);
 
-/* ---- the QAT pass ------------------------------------------------------------------ */
-
-typedef enum { QAT_GRAN_TENSOR, QAT_GRAN_CHANNEL, QAT_GRAN_BLOCK } qat_granularity;
-
-typedef struct {
-    int wbits;                 /* weights: signed, symmetric (default 8) */
-    bool w_narrow;             /* [-(2^(b-1)-1), 2^(b-1)-1] (default, LiteRT) */
-    qat_granularity wgran;     /* default per output channel */
-    int block;                 /* QAT_GRAN_BLOCK: block size along the input dimension */
-    int abits;                 /* activations: signed, asymmetric by default (default 8) */
-    bool a_symmetric;
-    qat_observer_kind aobs;    /* default EMA */
-    int window;                /* window observers (default 16) */
-    float k;                   /* EMA factor (default 0.9) */
-    qat_ste ste;
-    int io_bits;               /* the model input and the final output (logits): default 8 */
-    bool lsq;                  /* learn the weight scales (LSQ) instead of min-max per step */
-    bool fold_bn;              /* fold a following BatchNorm into Linear/Conv (default on) */
-} qat_prepare_config;
-
-QAT_API qat_prepare_config qat_prepare_defaults(void);
-
-struct qat_model;
-/* Inserts fake quantization into the model's forward graph: on the input,
- * on every Linear/Conv weight (recomputed from the current weights at every
- * forward: the dynamic strategy), and on the activation where a deployed
- * integer model requantizes: after each Linear/Conv, or after the ReLU/ReLU6
- * (and BatchNorm) fused to it, and after average pooling. Works on a
- * freshly built model and on a float-trained one. */
-QAT_API qat_status qat_prepare(struct qat_model *m, const qat_prepare_config *cfg);
-/* Re-configures the quantizers of one Linear/Conv layer (and of the
- * activation point that belongs to it): per-layer configuration. */
-QAT_API qat_status qat_prepare_layer(struct qat_model *m, const char *layer, const qat_prepare_config *cfg);
+/* The QAT pass that places these quantizers in a model is in qat/layers.h. */
 
 #ifdef __cplusplus
 }

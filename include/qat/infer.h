@@ -1,11 +1,9 @@
-/* qat/infer.h — running a quantized model (qat/export.h).
+/* qat/infer.h — running an integer program (qat/runtime.h) on the host.
  *
- * Three engines over the same file:
- *   QAT_ENGINE_INT     integer only: int8 x int8 products accumulated in
- *                      int32, requantized with the fixed-point multiplier
- *                      and shift (gemmlowp rounding), clamped; pooling and
- *                      ReLU on the integers. Only the input quantization
- *                      and the final logits are float.
+ * Three engines over the same program:
+ *   QAT_ENGINE_INT     integer only: the device runtime (qat/runtime.h),
+ *                      with the float input quantized on the way in and
+ *                      the logits dequantized on the way out.
  *   QAT_ENGINE_HYBRID  weight-only (the hybrid seed): float activations,
  *                      op(x, dequantize(w)), through sgemm.
  *   QAT_ENGINE_FAKE    the fake-quantized float model the QAT run trained:
@@ -20,7 +18,8 @@
 #ifndef QAT_INFER_H
 #define QAT_INFER_H
 
-#include "qat/export.h"
+#include "qat/fakequant.h"
+#include "qat/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +39,9 @@ typedef struct qat_engine qat_engine;
  * cannot run exactly: storage wider than 8 bits, sub-channel weights). */
 QAT_API qat_engine *qat_engine_new(qat_ctx *ctx, const qat_qmodel *q, qat_engine_mode mode, int max_batch);
 QAT_API void qat_engine_free(qat_engine *e); /* accepts NULL */
+/* The int engine's activation arena for one sample, from the runtime's
+ * lifetime-based plan (-1 for the float engines). */
+QAT_API int64_t qat_engine_peak_activation_bytes(const qat_engine *e);
 
 /* Runs n <= max_batch samples: x is [n, input_shape] (float, as the model
  * was trained on). logits gets [n, n_outputs] floats; logits_q (int and

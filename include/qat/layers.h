@@ -1,19 +1,30 @@
-/* qat/layers.h — layers and the sequential model that holds them.
+/* qat/layers.h — the model: a graph of named layers, and the QAT pass.
  *
- * A model lives in a context's persistent memory. Add layers in order,
- * then qat_model_build allocates every parameter in one flat block (and
- * every gradient in a mirrored block, every buffer in a third), and
- * initialises them as PyTorch does from the seed given:
+ * A model is a directed acyclic graph. Layer 0 is the model's input; every
+ * other layer has a kind, hyperparameters, its parameters (views into the
+ * model's flat blocks) and the ids of the layers whose outputs it takes.
+ * Build it with the qat_layer_* functions, which take input ids and return
+ * the new layer's id (-1 on error, the message on the context):
  *
  *     qat_model *m = qat_model_new(ctx);
- *     qat_model_add_conv2d(m, NULL, 1, 6, 5, 1, 2, true);   // "conv1"
- *     ...
- *     qat_model_build(m, seed);
- *     qat_tensor *logits = qat_model_forward(m, x);         // a step's graph
+ *     int x = qat_model_input(m);
+ *     int c = qat_layer_conv2d(m, "conv1", x, &(qat_conv2d_spec){.in = 1, .out = 16,
+ *                              .kh = 3, .kw = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1});
+ *     int r = qat_layer_relu(m, NULL, c);
+ *     int a = qat_layer_add(m, NULL, r, c2);                   // a residual
+ *     qat_model_build(m, seed);                                // one flat block of parameters
+ *     qat_tensor *logits = qat_model_forward(m, x_batch);      // a step's graph
  *
- * Names are PyTorch's: a layer is "<kind><k>" (conv1, fc2, bn1, ...) unless
+ * or with the sequential sugar (qat_model_add_*), which feeds each new
+ * layer the previous layer's output, or from a model file
+ * (qat_model_from_file; the format is docs/model-format.md). The output is
+ * the last layer added unless qat_model_set_output says otherwise.
+ *
+ * Names are PyTorch's: a layer is "<stem><k>" (conv1, fc2, bn1, ...) unless
  * given one, and its tensors are "<layer>.weight", ".bias",
- * ".running_mean", ".running_var". */
+ * ".running_mean", ".running_var". Parameters, their gradients and LSQ's
+ * learned scales are flat blocks (llm.c's layout), so the optimizer step
+ * and zero_grad are one loop each. */
 #ifndef QAT_LAYERS_H
 #define QAT_LAYERS_H
 
@@ -24,85 +35,91 @@
 extern "C" {
 #endif
 
-#define QAT_MAX_LAYERS 64
-#define QAT_NAME_LEN 32
-
 typedef enum {
+    QAT_LAYER_INPUT,
     QAT_LAYER_LINEAR,
-    QAT_LAYER_CONV2D,
-    QAT_LAYER_BATCHNORM, /* 1d on [N, C], 2d on [N, C, H, W] */
+    QAT_LAYER_CONV2D,         /* groups, non-square kernels, strides, padding */
+    QAT_LAYER_BATCHNORM,      /* 1d on [N, C], 2d on [N, C, H, W] */
     QAT_LAYER_RELU,
     QAT_LAYER_RELU6,
     QAT_LAYER_MAXPOOL2D,
     QAT_LAYER_AVGPOOL2D,
+    QAT_LAYER_GLOBAL_AVGPOOL, /* [N, C, H, W] -> [N, C] */
     QAT_LAYER_FLATTEN,
     QAT_LAYER_DROPOUT,
+    QAT_LAYER_ADD,            /* two inputs of one shape */
+    QAT_LAYER_CONCAT,         /* along channels */
+    QAT_LAYER_SIGMOID,
+    QAT_LAYER_TANH,
+    QAT_LAYER_HARDSWISH,
+    QAT_LAYER_CUSTOM,         /* a qat_custom_op: trains; has no integer form */
     QAT_LAYER_KIND_COUNT
 } qat_layer_kind;
 
 QAT_API const char *qat_layer_kind_str(qat_layer_kind kind); /* "linear", "conv2d", ... */
+/* The kind named `name` (as qat_layer_kind_str spells it); KIND_COUNT if none. */
+QAT_API qat_layer_kind qat_layer_kind_from_str(const char *name);
 
-/* An activation quantization point: per-tensor type + its observer. */
+typedef struct qat_model qat_model; /* opaque: use the functions below */
+
+/* A convolution: channels, kernel, strides, zero padding, groups (1 or 0:
+ * dense; in: depthwise). The weight is [out, in/groups, kh, kw]. */
 typedef struct {
-    qat_qtype q; /* rank 0: applies to any activation shape */
-    qat_observer obs;
-} qat_act_quant;
+    int in, out;
+    int kh, kw;
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    int groups;
+    bool bias;
+} qat_conv2d_spec;
+/* A square convolution: k x k, the same stride and padding on both axes. */
+QAT_API qat_conv2d_spec qat_conv2d_square(int in, int out, int k, int stride, int pad, bool bias);
 
-typedef struct qat_layer {
-    qat_layer_kind kind;
-    char name[QAT_NAME_LEN];
-    int in, out;            /* features (linear) or channels (conv, batchnorm) */
-    int kernel, stride, pad; /* conv; pools use kernel and stride */
-    bool has_bias;
-    float p;                /* dropout probability */
-    float momentum, eps;    /* batchnorm */
-    /* Views into the model's flat blocks (NULL where the kind has none). */
-    qat_tensor *weight, *bias;       /* linear [out, in], conv [out, in, k, k] */
-    qat_tensor *gamma, *beta;        /* batchnorm [C], named weight and bias */
-    float *running_mean, *running_var; /* batchnorm buffers [C] */
-    /* Set by qat_prepare (NULL in a float model): */
-    qat_qtype *wq;          /* weight fake quantization (symmetric) */
-    qat_tensor *wscale, *wzero; /* LSQ: learned scales [nparams] (views into the
-                                 * model's qparams block) and fixed zero points */
-    struct qat_layer *fold_bn;  /* Linear/Conv: the BatchNorm folded into it */
-    bool folded;                /* BatchNorm: applied by the layer before it */
-    qat_act_quant *aq;      /* fake quantization of this layer's output */
-} qat_layer;
-
+/* A pooling window; stride 0 means the window's size, as PyTorch. */
 typedef struct {
-    const char *name; /* "conv1.weight" */
-    qat_tensor *tensor;
-} qat_named_tensor;
+    int kh, kw;
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+} qat_pool2d_spec;
 
-typedef struct qat_model {
-    qat_ctx *ctx;
-    int n_layers;
-    qat_layer layers[QAT_MAX_LAYERS];
-    bool built;
-    bool training; /* train mode: batch statistics, dropout on */
-    /* Flat blocks: parameters, their gradients (same layout), buffers. */
-    int64_t n_params, n_buffers;
-    float *params, *grads, *buffers;
-    int n_param_tensors, n_buffer_tensors;
-    qat_named_tensor *param_list, *buffer_list;
-    qat_rng rng; /* dropout masks; part of the training state */
-    /* Quantization-aware training (qat_prepare): */
-    bool prepared;
-    qat_prepare_config qcfg;
-    qat_act_quant *input_aq;
-    bool fake_quant_on;    /* off: a float forward (warm-up, or float accuracy) */
-    bool observers_frozen; /* on: activation ranges stop moving */
-    bool bn_frozen;        /* on: folded BatchNorms use running statistics, stop updating */
-    /* LSQ's learned scales: a second flat block (and its gradients) that
-     * the training loop steps like the parameters. */
-    int64_t n_qparams;
-    float *qparams, *qgrads;
-} qat_model;
+/* ---- building ------------------------------------------------------------------ */
 
-QAT_API qat_model *qat_model_new(qat_ctx *ctx); /* in ctx's persistent memory */
+QAT_API qat_model *qat_model_new(qat_ctx *ctx); /* in ctx's persistent memory; holds layer 0, the input */
+QAT_API int qat_model_input(const qat_model *m); /* 0 */
+/* The per-sample input shape ([C, H, W] or [F]): model files declare it;
+ * the export and the shape checks use it. */
+QAT_API qat_status qat_model_set_input_shape(qat_model *m, int rank, const int64_t *shape);
+/* Its rank (0: not declared) and shape. */
+QAT_API int qat_model_input_shape(const qat_model *m, int64_t *shape);
 
-/* Each add returns QAT_OK or an error (bad sizes, too many layers, name
- * clash, already built). name may be NULL for the default. */
+/* Each returns the new layer's id, or -1 (bad sizes, an input id that does
+ * not exist, a name clash, the model already built). name may be NULL for
+ * the default. */
+QAT_API int qat_layer_linear(qat_model *m, const char *name, int x, int in, int out, bool bias);
+QAT_API int qat_layer_conv2d(qat_model *m, const char *name, int x, const qat_conv2d_spec *spec);
+QAT_API int qat_layer_batchnorm(qat_model *m, const char *name, int x, int channels, float momentum, float eps);
+QAT_API int qat_layer_relu(qat_model *m, const char *name, int x);
+QAT_API int qat_layer_relu6(qat_model *m, const char *name, int x);
+QAT_API int qat_layer_maxpool2d(qat_model *m, const char *name, int x, const qat_pool2d_spec *spec);
+QAT_API int qat_layer_avgpool2d(qat_model *m, const char *name, int x, const qat_pool2d_spec *spec);
+QAT_API int qat_layer_global_avgpool(qat_model *m, const char *name, int x);
+QAT_API int qat_layer_flatten(qat_model *m, const char *name, int x);
+QAT_API int qat_layer_dropout(qat_model *m, const char *name, int x, float p);
+QAT_API int qat_layer_add(qat_model *m, const char *name, int a, int b);
+QAT_API int qat_layer_concat(qat_model *m, const char *name, int n, const int *xs);
+QAT_API int qat_layer_sigmoid(qat_model *m, const char *name, int x);
+QAT_API int qat_layer_tanh(qat_model *m, const char *name, int x);
+QAT_API int qat_layer_hardswish(qat_model *m, const char *name, int x);
+/* A custom differentiable op (qat/autograd.h) as a layer: it trains and
+ * checkpoints like the others (rebuilding it from a file needs the same op:
+ * qat_checkpoint_model refuses it), and lowering to integers refuses it,
+ * naming it. op and user must outlive the model. */
+QAT_API int qat_layer_custom(qat_model *m, const char *name, const qat_custom_op *op, void *user, int n,
+                             const int *xs);
+/* The layer whose output the model returns (default: the last one added). */
+QAT_API qat_status qat_model_set_output(qat_model *m, int id);
+
+/* Sequential sugar: each adds a layer fed by the last one added. */
 QAT_API qat_status qat_model_add_linear(qat_model *m, const char *name, int in, int out, bool bias);
 QAT_API qat_status qat_model_add_conv2d(qat_model *m, const char *name, int in_ch, int out_ch,
                                         int kernel, int stride, int pad, bool bias);
@@ -115,25 +132,117 @@ QAT_API qat_status qat_model_add_avgpool2d(qat_model *m, int kernel, int stride)
 QAT_API qat_status qat_model_add_flatten(qat_model *m);
 QAT_API qat_status qat_model_add_dropout(qat_model *m, float p);
 
+/* Adds the layers described by a model file (docs/model-format.md) to a
+ * model that has only its input; errors name the file, line and field.
+ * qat_model_from_text does the same for text in memory (origin names it
+ * in messages). */
+QAT_API qat_status qat_model_from_file(qat_model *m, const char *path);
+QAT_API qat_status qat_model_from_text(qat_model *m, const char *text, const char *origin);
+
 /* Allocates the flat blocks and initialises: weights Kaiming-uniform with
  * a = sqrt(5) (bound 1/sqrt(fan_in)), biases U(-1/sqrt(fan_in), +), batchnorm
- * weight 1, bias 0, running mean 0, var 1 — PyTorch's defaults. The same
- * seed gives bit-identical parameters. */
+ * weight 1, bias 0, running mean 0, var 1 — PyTorch's defaults, layer by
+ * layer in id order. The same seed gives bit-identical parameters. Checks
+ * that the graph's shapes fit when the input shape is declared. */
 QAT_API qat_status qat_model_build(qat_model *m, uint64_t seed);
 
-QAT_API void qat_model_train(qat_model *m, bool training);
+/* ---- running -------------------------------------------------------------------- */
+
+QAT_API void qat_model_train(qat_model *m, bool training); /* batch statistics, dropout on */
+QAT_API bool qat_model_training(const qat_model *m);
 QAT_API void qat_model_zero_grad(qat_model *m); /* parameters and LSQ scales */
 
-/* Runs the layers in order on x (a step tensor). NULL on error. */
+/* Runs the graph on x (a step tensor: [N, C, H, W] or [N, F]) and returns
+ * the output layer's value. NULL on error; the message names the layer. */
 QAT_API qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x);
 
-QAT_API qat_layer *qat_model_find_layer(qat_model *m, const char *name);
-QAT_API qat_tensor *qat_model_find_param(qat_model *m, const char *name);
+/* ---- looking inside ------------------------------------------------------------------ */
 
-/* Ready-made models.
- * MLP 784-256-128-10 with ReLU: fc1 relu fc2 relu fc3.
+QAT_API qat_ctx *qat_model_ctx(const qat_model *m);
+QAT_API int qat_model_n_layers(const qat_model *m);
+QAT_API int qat_model_output(const qat_model *m);
+QAT_API int qat_model_find_layer(const qat_model *m, const char *name); /* id or -1 */
+QAT_API const char *qat_model_layer_name(const qat_model *m, int id);
+QAT_API qat_layer_kind qat_model_layer_kind(const qat_model *m, int id);
+/* The ids of layer id's inputs (*ids valid while the model lives). */
+QAT_API int qat_model_layer_inputs(const qat_model *m, int id, const int **ids);
+/* A parameter or buffer by name ("conv1.weight", "bn1.running_var"). */
+QAT_API qat_tensor *qat_model_find_param(qat_model *m, const char *name);
+/* The flat blocks: parameters and their gradients [n_params]; LSQ's learned
+ * scales and their gradients [n_qparams] (0 without LSQ). */
+QAT_API int64_t qat_model_n_params(const qat_model *m);
+QAT_API float *qat_model_params(qat_model *m);
+QAT_API float *qat_model_grads(qat_model *m);
+QAT_API int64_t qat_model_n_qparams(const qat_model *m);
+QAT_API float *qat_model_qparams(qat_model *m);
+QAT_API float *qat_model_qgrads(qat_model *m);
+/* Per-sample output shapes of every layer for an input of the given
+ * shape: ranks[id] (1 or 3) and shapes[id][0..2]. Errors name the layer
+ * whose shapes do not fit. */
+QAT_API qat_status qat_model_shapes(const qat_model *m, int in_rank, const int64_t *in_shape, int *ranks,
+                                    int64_t (*shapes)[3]);
+
+/* ---- quantization-aware training ------------------------------------------------------- */
+
+typedef enum { QAT_GRAN_TENSOR, QAT_GRAN_CHANNEL, QAT_GRAN_BLOCK } qat_granularity;
+
+typedef struct {
+    int wbits;                 /* weights: signed, symmetric (default 8) */
+    bool w_narrow;             /* [-(2^(b-1)-1), 2^(b-1)-1] (default, LiteRT) */
+    qat_granularity wgran;     /* default per output channel */
+    int block;                 /* QAT_GRAN_BLOCK: block size along the input dimension */
+    int abits;                 /* activations: signed, asymmetric by default (default 8) */
+    bool a_symmetric;
+    qat_observer_kind aobs;    /* default EMA */
+    int window;                /* window observers (default 16) */
+    float k;                   /* EMA factor (default 0.9) */
+    qat_ste ste;
+    int io_bits;               /* the model input and the final output (logits): default 8 */
+    bool lsq;                  /* learn the weight scales (LSQ) instead of min-max per step */
+    bool fold_bn;              /* fold a following BatchNorm into Linear/Conv (default on) */
+} qat_prepare_config;
+
+QAT_API qat_prepare_config qat_prepare_defaults(void);
+
+/* Inserts fake quantization into the model's forward pass: on the input,
+ * on every Linear/Conv weight (recomputed from the current weights at every
+ * forward: the dynamic strategy, or learned with LSQ), and on the
+ * activation wherever the integer program requantizes — after each fusion
+ * group (Linear/Conv [+ BatchNorm folded in] [+ ReLU/ReLU6], Add [+
+ * ReLU/ReLU6]), after average and global average pooling, concatenation,
+ * sigmoid, tanh, hard-swish and custom layers. The groups are found by one
+ * matcher, which lowering uses too; a layer whose output feeds two
+ * consumers is never fused with either. Works on a freshly built model and
+ * on a float-trained one. */
+QAT_API qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg);
+/* Re-configures one layer's quantizers — its weights' and its group's
+ * activation point's — with its own configuration (every field honoured,
+ * fold_bn and ste included). All or nothing: on error the model is as it
+ * was. The activation observer starts afresh. */
+QAT_API qat_status qat_prepare_layer(qat_model *m, const char *layer, const qat_prepare_config *cfg);
+QAT_API bool qat_model_prepared(const qat_model *m);
+/* The configuration a layer was prepared with (layer NULL: the global
+ * one); NULL for a float model or a layer without quantizers. */
+QAT_API const qat_prepare_config *qat_model_qat_config(const qat_model *m, const char *layer);
+/* Bits of the weights of every quantized Linear/Conv and their count. */
+QAT_API int64_t qat_model_n_quantized_weights(const qat_model *m);
+
+/* The phases of a QAT run. Fake quantization off: a float forward
+ * (warm-up, or the float accuracy of the same weights). Observers frozen:
+ * activation ranges stop moving. BatchNorm frozen: folded BatchNorms use
+ * their running statistics and stop updating them. */
+QAT_API void qat_model_set_fake_quant(qat_model *m, bool on);
+QAT_API void qat_model_freeze_observers(qat_model *m, bool frozen);
+QAT_API void qat_model_freeze_bn(qat_model *m, bool frozen);
+QAT_API bool qat_model_fake_quant_on(const qat_model *m);
+QAT_API bool qat_model_observers_frozen(const qat_model *m);
+QAT_API bool qat_model_bn_frozen(const qat_model *m);
+
+/* ---- ready-made models -------------------------------------------------------------------- */
+
+/* MLP 784-256-128-10 with ReLU: fc1 relu fc2 relu fc3; input [784].
  * LeNet-5: conv1(1→6, 5x5, pad 2) relu maxpool2 conv2(6→16, 5x5) relu maxpool2
- *          flatten fc1(400→120) relu fc2(120→84) relu fc3(84→10);
+ *          flatten fc1(400→120) relu fc2(120→84) relu fc3(84→10); input [1, 28, 28];
  * with batchnorm, bn1/bn2 follow conv1/conv2 (convs then have no bias). */
 QAT_API qat_status qat_model_mlp(qat_model *m);
 QAT_API qat_status qat_model_lenet(qat_model *m, bool batchnorm);

@@ -1,5 +1,10 @@
 /* Architecture records and rebuilding a model from a training checkpoint.
- * Layout: docs/checkpoint-format.md, group "architecture". */
+ * Layout: docs/checkpoint-format.md, group "architecture".
+ *
+ * Version 3 records the graph: every layer (layer 0 is the input) with its
+ * kind, name, input ids, hyperparameters and, once prepared, its own QAT
+ * configuration. Version 2 recorded a chain without the input layer; it
+ * still rebuilds (each layer reads the one before it). */
 #include "architecture.h"
 
 #include <hdf5_hl.h>
@@ -7,97 +12,170 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/internal.h"
 #include "qat/io.h"
 
-static const qat_act_quant *act_of(const qat_model *m, int i) { return m->layers[i].aq; }
+#define N_QCFG 12
+
+static void qcfg_values(const qat_prepare_config *c, long long *v) {
+    long long x[N_QCFG] = {c->wbits, c->w_narrow, c->wgran, c->block, c->abits, c->a_symmetric, c->aobs,
+                           c->window, c->ste, c->io_bits, c->lsq, c->fold_bn};
+    memcpy(v, x, sizeof x);
+}
+
+static bool same_qcfg(const qat_prepare_config *a, const qat_prepare_config *b) {
+    long long x[N_QCFG], y[N_QCFG];
+    qcfg_values(a, x), qcfg_values(b, y);
+    return !memcmp(x, y, sizeof x) && a->k == b->k;
+}
+
+static void put_qcfg(qat__h5w *w, hid_t g, const qat_prepare_config *c) {
+    long long v[N_QCFG];
+    qcfg_values(c, v);
+    qat__h5w_i64s(w, g, "qat_config", v, N_QCFG);
+    qat__h5w_f32(w, g, "qat_config_k", c->k);
+}
 
 void qat__arch_write(qat__h5w *w, const qat_model *m) {
     hid_t a = qat__h5w_group(w, w->file, "architecture");
     if (a < 0) return;
     qat__h5w_i64(w, a, "n_layers", m->n_layers);
+    qat__h5w_i64(w, a, "output", qat__model_output(m));
     qat__h5w_i64(w, a, "prepared", m->prepared);
-    if (m->prepared) { /* the global configuration qat_prepare ran with */
-        const qat_prepare_config *c = &m->qcfg;
-        long long v[] = {c->wbits, c->w_narrow, c->wgran, c->block, c->abits, c->a_symmetric, c->aobs,
-                         c->window, c->ste, c->io_bits, c->lsq, c->fold_bn};
-        qat__h5w_i64s(w, a, "qat_config", v, (int)(sizeof v / sizeof *v));
-        qat__h5w_f32(w, a, "qat_config_k", c->k);
+    if (m->in_rank) {
+        long long s[3] = {m->in_shape[0], m->in_shape[1], m->in_shape[2]};
+        qat__h5w_i64s(w, a, "input_shape", s, m->in_rank);
     }
+    if (m->prepared) put_qcfg(w, a, &m->qcfg); /* the global configuration qat_prepare ran with */
     for (int i = 0; w->ok && i < m->n_layers; i++) {
-        const qat_layer *l = &m->layers[i];
+        const qat__layer *l = &m->layers[i];
         char name[16];
         snprintf(name, sizeof name, "%d", i);
         hid_t g = qat__h5w_group(w, a, name);
         if (g < 0) break;
         qat__h5w_str(w, g, "kind", qat_layer_kind_str(l->kind));
         qat__h5w_str(w, g, "name", l->name);
-        long long hp[] = {l->in, l->out, l->kernel, l->stride, l->pad, l->has_bias};
-        qat__h5w_i64s(w, g, "in_out_kernel_stride_pad_bias", hp, 6);
+        long long in[QAT_CUSTOM_MAX_INPUTS];
+        for (int j = 0; j < l->n_in; j++) in[j] = l->in[j];
+        if (l->n_in) qat__h5w_i64s(w, g, "inputs", in, l->n_in);
+        long long hp[] = {l->cin, l->cout, l->kh, l->kw, l->sh, l->sw, l->ph, l->pw, l->groups, l->has_bias};
+        qat__h5w_i64s(w, g, "in_out_kh_kw_sh_sw_ph_pw_groups_bias", hp, 10);
         qat__h5w_f32(w, g, "p", l->p);
         qat__h5w_f32(w, g, "momentum", l->momentum);
         qat__h5w_f32(w, g, "eps", l->eps);
-        if (l->wq) { /* per-layer weight type (qat_prepare_layer may have changed it) */
-            long long wt[2 + QAT_MAX_RANK] = {l->wq->bits, l->wq->qmin};
-            for (int d = 0; d < l->wq->rank; d++) wt[2 + d] = l->wq->block[d];
-            qat__h5w_i64s(w, g, "weight_bits_qmin_block", wt, 2 + l->wq->rank);
-        }
-        if (act_of(m, i)) qat__h5w_i64(w, g, "act_bits", act_of(m, i)->q.bits);
+        if (l->custom) qat__h5w_str(w, g, "custom_op", l->custom->name);
+        if (l->qcfg) put_qcfg(w, g, l->qcfg);
         H5Gclose(g);
     }
     H5Gclose(a);
 }
 
-/* Adds layer g (of the architecture group) to m. */
-static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m) {
-    char kind[32] = "", name[QAT_NAME_LEN] = "";
-    long long hp[6] = {0};
-    qat__h5r_str(r, g, "kind", kind, sizeof kind);
+/* ---- reading ------------------------------------------------------------------------ */
+
+/* A QAT configuration, each entry in its own range (an enum outside its
+ * values is refused, not cast). */
+static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
+    static const long long lo[N_QCFG] = {2, 0, QAT_GRAN_TENSOR, 0, 2, 0, QAT_OBS_MINMAX, 0, QAT_STE_CLIPPED, 2, 0, 0};
+    static const long long hi[N_QCFG] = {16, 1, QAT_GRAN_BLOCK, 1 << 24, 16, 1, QAT_OBS_EMA_BIAS_CORRECTED,
+                                         QAT_OBS_MAX_WINDOW, QAT_STE_PLAIN, 16, 1, 1};
+    static const char *const names[N_QCFG] = {"wbits", "w_narrow", "granularity", "block", "abits", "a_symmetric",
+                                              "observer", "window", "ste", "io_bits", "lsq", "fold_bn"};
+    long long v[N_QCFG] = {0};
+    if (!qat__h5r_i64s(r, g, "qat_config", v, N_QCFG, LLONG_MIN, LLONG_MAX)) return false;
+    for (int i = 0; i < N_QCFG; i++)
+        if (v[i] < lo[i] || v[i] > hi[i])
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "qat_config: %s = %lld is outside [%lld, %lld]", names[i], v[i],
+                                 lo[i], hi[i]);
+    float k = qat__h5r_f32(r, g, "qat_config_k");
+    *c = (qat_prepare_config){.wbits = (int)v[0], .w_narrow = v[1], .wgran = (qat_granularity)v[2], .block = (int)v[3],
+                              .abits = (int)v[4], .a_symmetric = v[5], .aobs = (qat_observer_kind)v[6],
+                              .window = (int)v[7], .k = k, .ste = (qat_ste)v[8], .io_bits = (int)v[9], .lsq = v[10],
+                              .fold_bn = v[11]};
+    return r->ok;
+}
+
+/* The layer-adding call for a recorded kind and hyperparameters; the id
+ * of the new layer or -1. */
+static int add_kind(qat_model *m, qat_layer_kind kind, const char *name, int n, const int *in, const long long *hp,
+                    float p, float mom, float eps) {
+    int x = in[0];
+    qat_conv2d_spec cs = {.in = (int)hp[0], .out = (int)hp[1], .kh = (int)hp[2], .kw = (int)hp[3],
+                          .stride_h = (int)hp[4], .stride_w = (int)hp[5], .pad_h = (int)hp[6], .pad_w = (int)hp[7],
+                          .groups = (int)hp[8], .bias = hp[9] != 0};
+    qat_pool2d_spec ps = {(int)hp[2], (int)hp[3], (int)hp[4], (int)hp[5], (int)hp[6], (int)hp[7]};
+    switch (kind) {
+    case QAT_LAYER_LINEAR: return qat_layer_linear(m, name, x, (int)hp[0], (int)hp[1], hp[9] != 0);
+    case QAT_LAYER_CONV2D: return qat_layer_conv2d(m, name, x, &cs);
+    case QAT_LAYER_BATCHNORM: return qat_layer_batchnorm(m, name, x, (int)hp[1], mom, eps);
+    case QAT_LAYER_RELU: return qat_layer_relu(m, name, x);
+    case QAT_LAYER_RELU6: return qat_layer_relu6(m, name, x);
+    case QAT_LAYER_MAXPOOL2D: return qat_layer_maxpool2d(m, name, x, &ps);
+    case QAT_LAYER_AVGPOOL2D: return qat_layer_avgpool2d(m, name, x, &ps);
+    case QAT_LAYER_GLOBAL_AVGPOOL: return qat_layer_global_avgpool(m, name, x);
+    case QAT_LAYER_FLATTEN: return qat_layer_flatten(m, name, x);
+    case QAT_LAYER_DROPOUT: return qat_layer_dropout(m, name, x, p);
+    case QAT_LAYER_ADD: return n == 2 ? qat_layer_add(m, name, in[0], in[1]) : -2;
+    case QAT_LAYER_CONCAT: return qat_layer_concat(m, name, n, in);
+    case QAT_LAYER_SIGMOID: return qat_layer_sigmoid(m, name, x);
+    case QAT_LAYER_TANH: return qat_layer_tanh(m, name, x);
+    case QAT_LAYER_HARDSWISH: return qat_layer_hardswish(m, name, x);
+    default: return -2;
+    }
+}
+
+/* Adds layer i (group g of the architecture) to m. version 2: a chain,
+ * with the old six hyperparameters (square windows). */
+static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int version) {
+    char kind_s[32] = "", name[QAT_NAME_LEN] = "";
+    long long hp[10] = {0};
+    qat__h5r_str(r, g, "kind", kind_s, sizeof kind_s);
     qat__h5r_str(r, g, "name", name, sizeof name);
+    int in[QAT_CUSTOM_MAX_INPUTS] = {i - 1}, n = 1;
     /* sizes far beyond any model that fits in memory are refused here, so
-     * the (int) conversions below are exact */
-    qat__h5r_i64s(r, g, "in_out_kernel_stride_pad_bias", hp, 6, 0, 1 << 24);
+     * the (int) conversions are exact */
+    if (version == 2) {
+        long long old[6] = {0}; /* in, out, kernel, stride, pad, bias */
+        qat__h5r_i64s(r, g, "in_out_kernel_stride_pad_bias", old, 6, 0, 1 << 24);
+        long long v[10] = {old[0], old[1], old[2], old[2], old[3], old[3], old[4], old[4], 1, old[5]};
+        memcpy(hp, v, sizeof hp);
+    } else {
+        long long ids[QAT_CUSTOM_MAX_INPUTS];
+        if (qat__h5r_attr_count(r, g, "inputs", H5T_INTEGER, QAT_CUSTOM_MAX_INPUTS, &n) &&
+            qat__h5r_i64s(r, g, "inputs", ids, n, 0, i - 1))
+            for (int j = 0; j < n; j++) in[j] = (int)ids[j];
+        qat__h5r_i64s(r, g, "in_out_kh_kw_sh_sw_ph_pw_groups_bias", hp, 10, 0, 1 << 24);
+    }
     float p = qat__h5r_f32(r, g, "p"), mom = qat__h5r_f32(r, g, "momentum"), eps = qat__h5r_f32(r, g, "eps");
-    if (qat__h5r_has_attr(g, "act_bits")) qat__h5r_i64(r, g, "act_bits", 2, 16); /* used later, checked now */
     if (!r->ok) return qat_ctx_status(r->ctx);
-    int in = (int)hp[0], out = (int)hp[1], k = (int)hp[2], s = (int)hp[3], pad = (int)hp[4];
-    bool bias = hp[5] != 0;
-    qat_status st = QAT_ERR_FORMAT;
-    if (!strcmp(kind, "linear")) st = qat_model_add_linear(m, name, in, out, bias);
-    else if (!strcmp(kind, "conv2d")) st = qat_model_add_conv2d(m, name, in, out, k, s, pad, bias);
-    else if (!strcmp(kind, "batchnorm")) st = qat_model_add_batchnorm(m, name, out, mom, eps);
-    else if (!strcmp(kind, "relu")) st = qat_model_add_relu(m);
-    else if (!strcmp(kind, "relu6")) st = qat_model_add_relu6(m);
-    else if (!strcmp(kind, "maxpool2d")) st = qat_model_add_maxpool2d(m, k, s);
-    else if (!strcmp(kind, "avgpool2d")) st = qat_model_add_avgpool2d(m, k, s);
-    else if (!strcmp(kind, "flatten")) st = qat_model_add_flatten(m);
-    else if (!strcmp(kind, "dropout")) st = qat_model_add_dropout(m, p);
-    if (st == QAT_ERR_FORMAT) return qat__h5r_fail(r, st, "unknown layer kind \"%s\"", kind), st;
-    if (st != QAT_OK) {
+    qat_layer_kind kind = qat_layer_kind_from_str(kind_s);
+    if (kind == QAT_LAYER_CUSTOM)
+        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "layer %s is a custom op: it cannot be rebuilt from the file alone "
+                             "(build the model in code and use qat_checkpoint_load)", name), QAT_ERR_UNSUPPORTED;
+    if (n < 1) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s has no input", name), QAT_ERR_FORMAT;
+    int id = kind == QAT_LAYER_KIND_COUNT || kind == QAT_LAYER_INPUT ? -2 : add_kind(m, kind, name, n, in, hp, p, mom, eps);
+    if (id == -2) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: unknown kind \"%s\" (or wrong inputs)", name, kind_s), QAT_ERR_FORMAT;
+    if (id < 0) {
         char what[QAT_NAME_LEN + 16];
         snprintf(what, sizeof what, "layer %s: ", name);
-        return qat__h5r_adopt(r, what), st;
+        return qat__h5r_adopt(r, what), qat_ctx_status(r->ctx);
     }
-    /* the parameterless kinds take default names: keep the recorded one */
-    snprintf(m->layers[m->n_layers - 1].name, QAT_NAME_LEN, "%s", name);
     return QAT_OK;
 }
 
-/* Re-applies a layer's own weight type and activation bits where they
- * differ from what the global qat_prepare gave it. */
-static qat_status restore_layer_config(qat__h5r *r, hid_t arch, hid_t g, qat_model *m, int i) {
-    qat_layer *l = &m->layers[i];
+/* Version 2's per-layer override: a weight type (bits, qmin, blocks)
+ * different from the global one, and its group's activation bits. */
+static qat_status restore_v2_layer(qat__h5r *r, hid_t arch, hid_t g, qat_model *m, int id) {
+    qat__layer *l = &m->layers[id];
     if (!l->wq || !qat__h5r_has_attr(g, "weight_bits_qmin_block")) return QAT_OK;
     long long wt[2 + QAT_MAX_RANK] = {0};
-    if (!qat__h5r_i64s(r, g, "weight_bits_qmin_block", wt, 2 + l->wq->rank, -32768, 1 << 24))
-        return qat_ctx_status(r->ctx);
+    if (!qat__h5r_i64s(r, g, "weight_bits_qmin_block", wt, 2 + l->wq->rank, -32768, 1 << 24)) return qat_ctx_status(r->ctx);
     bool same = wt[0] == l->wq->bits && wt[1] == l->wq->qmin;
     for (int d = 0; d < l->wq->rank; d++) same = same && wt[2 + d] == l->wq->block[d];
     if (same) return QAT_OK;
     qat_prepare_config c = m->qcfg;
     c.wbits = (int)wt[0];
     int32_t full_min, full_max;
-    if (qat_storage_range(c.wbits, true, false, &full_min, &full_max) != QAT_OK ||
-        (wt[1] != full_min && wt[1] != full_min + 1))
+    if (qat_storage_range(c.wbits, true, false, &full_min, &full_max) != QAT_OK || (wt[1] != full_min && wt[1] != full_min + 1))
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: weight type %lld bits, qmin %lld is neither full nor "
                              "narrow range", l->name, wt[0], wt[1]), QAT_ERR_FORMAT;
     c.w_narrow = wt[1] != full_min;
@@ -105,10 +183,10 @@ static qat_status restore_layer_config(qat__h5r *r, hid_t arch, hid_t g, qat_mod
               : wt[3] < l->wq->shape[1]                     ? QAT_GRAN_BLOCK
                                                             : QAT_GRAN_CHANNEL;
     c.block = (int)wt[3];
-    for (int j = i; j < m->n_layers; j++) { /* the activation point of this layer's group */
-        char name[16];
-        snprintf(name, sizeof name, "%d", j);
+    for (int j = id; j < m->n_layers; j++) { /* the activation point of this layer's group */
         if (!m->layers[j].aq) continue;
+        char name[16];
+        snprintf(name, sizeof name, "%d", j - 1); /* version 2 numbered layers without the input */
         hid_t lj = H5Gopen2(arch, name, H5P_DEFAULT);
         if (lj >= 0 && qat__h5r_has_attr(lj, "act_bits")) c.abits = c.io_bits = (int)qat__h5r_i64(r, lj, "act_bits", 2, 16);
         if (lj >= 0) H5Gclose(lj);
@@ -117,53 +195,60 @@ static qat_status restore_layer_config(qat__h5r *r, hid_t arch, hid_t g, qat_mod
     return qat_prepare_layer(m, l->name, &c);
 }
 
-/* The global QAT configuration, each entry in its own range (an enum
- * outside its values is refused, not cast). */
-static bool read_qat_config(qat__h5r *r, hid_t a, long long *v) {
-    static const long long lo[12] = {2, 0, QAT_GRAN_TENSOR, 0, 2, 0, QAT_OBS_MINMAX, 0, QAT_STE_CLIPPED, 2, 0, 0};
-    static const long long hi[12] = {16, 1, QAT_GRAN_BLOCK, 1 << 24, 16, 1, QAT_OBS_EMA_BIAS_CORRECTED,
-                                     QAT_OBS_MAX_WINDOW, QAT_STE_PLAIN, 16, 1, 1};
-    static const char *const names[12] = {"wbits", "w_narrow", "granularity", "block", "abits", "a_symmetric",
-                                          "observer", "window", "ste", "io_bits", "lsq", "fold_bn"};
-    if (!qat__h5r_i64s(r, a, "qat_config", v, 12, LLONG_MIN, LLONG_MAX)) return false;
-    for (int i = 0; i < 12; i++)
-        if (v[i] < lo[i] || v[i] > hi[i])
-            return qat__h5r_fail(r, QAT_ERR_FORMAT, "qat_config: %s = %lld is outside [%lld, %lld]", names[i], v[i],
-                                 lo[i], hi[i]);
-    return true;
+/* Each layer's own configuration where it differs from the global one. */
+static qat_status restore_configs(qat__h5r *r, hid_t a, qat_model *m, int version) {
+    for (int i = 1; i < m->n_layers; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%d", version == 2 ? i - 1 : i);
+        hid_t g = qat__h5r_group(r, a, name);
+        if (g < 0) return qat_ctx_status(r->ctx);
+        qat_status st = QAT_OK;
+        if (version == 2) {
+            st = restore_v2_layer(r, a, g, m, i);
+        } else if (qat__h5r_has_attr(g, "qat_config")) {
+            qat_prepare_config c;
+            if (!read_qcfg(r, g, &c)) st = qat_ctx_status(r->ctx);
+            else if (!same_qcfg(&c, m->layers[i].qcfg ? m->layers[i].qcfg : &m->qcfg))
+                st = qat_prepare_layer(m, m->layers[i].name, &c);
+        }
+        H5Gclose(g);
+        if (st != QAT_OK) return st;
+    }
+    return QAT_OK;
 }
 
-static qat_status rebuild(qat__h5r *r, qat_model *m) {
+static qat_status rebuild(qat__h5r *r, qat_model *m, int version) {
     hid_t a = qat__h5r_group(r, r->file, "architecture");
-    if (a < 0) return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "no architecture recorded (a version 1 "
-                                    "checkpoint: it can resume training but not rebuild a model)"),
-                  QAT_ERR_UNSUPPORTED;
-    long long n = qat__h5r_i64(r, a, "n_layers", 1, QAT_MAX_LAYERS), prepared = qat__h5r_i64(r, a, "prepared", 0, 1);
+    if (a < 0)
+        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "no architecture recorded (a version 1 checkpoint: it can "
+                             "resume training but not rebuild a model)"), QAT_ERR_UNSUPPORTED;
+    long long n = qat__h5r_i64(r, a, "n_layers", 1, 1 << 16), prepared = qat__h5r_i64(r, a, "prepared", 0, 1);
+    int first = version == 2 ? 0 : 1, count = version == 2 ? (int)n + 1 : (int)n;
+    if (version > 2 && qat__h5r_has_attr(a, "input_shape")) {
+        int rank = 0;
+        long long s[3];
+        if (qat__h5r_attr_count(r, a, "input_shape", H5T_INTEGER, 3, &rank) && qat__h5r_i64s(r, a, "input_shape", s, rank, 1, 1 << 24)) {
+            int64_t shape[3] = {s[0], rank > 1 ? s[1] : 0, rank > 2 ? s[2] : 0};
+            if (qat_model_set_input_shape(m, rank, shape) != QAT_OK) qat__h5r_adopt(r, "");
+        }
+    }
     qat_status st = r->ok ? QAT_OK : qat_ctx_status(r->ctx);
-    for (int i = 0; st == QAT_OK && i < n; i++) {
+    for (int i = 1; st == QAT_OK && i < count; i++) {
         char name[16];
-        snprintf(name, sizeof name, "%d", i);
+        snprintf(name, sizeof name, "%d", i - 1 + first);
         hid_t g = qat__h5r_group(r, a, name);
-        st = g < 0 ? qat_ctx_status(r->ctx) : add_layer(r, g, m);
+        st = g < 0 ? qat_ctx_status(r->ctx) : add_layer(r, g, m, i, version);
         if (g >= 0) H5Gclose(g);
+    }
+    if (st == QAT_OK && version > 2) {
+        long long out = qat__h5r_i64(r, a, "output", 1, count - 1);
+        st = r->ok ? qat_model_set_output(m, (int)out) : qat_ctx_status(r->ctx);
     }
     if (st == QAT_OK) st = qat_model_build(m, 1);
     if (st == QAT_OK && prepared) {
-        long long v[12] = {0};
-        float k = qat__h5r_f32(r, a, "qat_config_k");
-        if (!read_qat_config(r, a, v)) st = qat_ctx_status(r->ctx);
-        qat_prepare_config c = {.wbits = (int)v[0], .w_narrow = v[1], .wgran = (qat_granularity)v[2],
-                                .block = (int)v[3], .abits = (int)v[4], .a_symmetric = v[5],
-                                .aobs = (qat_observer_kind)v[6], .window = (int)v[7], .k = k,
-                                .ste = (qat_ste)v[8], .io_bits = (int)v[9], .lsq = v[10], .fold_bn = v[11]};
-        if (st == QAT_OK) st = qat_prepare(m, &c);
-        for (int i = 0; st == QAT_OK && i < n; i++) {
-            char name[16];
-            snprintf(name, sizeof name, "%d", i);
-            hid_t g = qat__h5r_group(r, a, name);
-            st = g < 0 ? qat_ctx_status(r->ctx) : restore_layer_config(r, a, g, m, i);
-            if (g >= 0) H5Gclose(g);
-        }
+        qat_prepare_config c;
+        st = read_qcfg(r, a, &c) ? qat_prepare(m, &c) : qat_ctx_status(r->ctx);
+        if (st == QAT_OK) st = restore_configs(r, a, m, version);
     }
     H5Gclose(a);
     if (st != QAT_OK) qat__h5r_adopt(r, "cannot rebuild the model: ");
@@ -177,9 +262,10 @@ qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out,
     if (!m) return qat_ctx_status(ctx);
     qat__h5r r = {ctx, path, -1, true};
     qat_status st = QAT_OK;
+    long long version = 0;
     H5E_BEGIN_TRY {
-        if (qat__h5r_open(&r, QAT_CHECKPOINT_FORMAT, "qat training checkpoint", QAT_CHECKPOINT_VERSION, NULL))
-            st = rebuild(&r, m);
+        if (qat__h5r_open(&r, QAT_CHECKPOINT_FORMAT, "qat training checkpoint", QAT_CHECKPOINT_VERSION, &version))
+            st = rebuild(&r, m, (int)version);
         if (r.ok && config && len) { /* optional: a missing text is "" */
             config[0] = '\0';
             if (qat__h5r_has_attr(r.file, "config")) qat__h5r_str(&r, r.file, "config", config, len);

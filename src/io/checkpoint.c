@@ -8,6 +8,7 @@
 
 #include "architecture.h"
 #include "h5util.h"
+#include "layers/internal.h"
 #include "qat/io.h"
 
 #define OBS_FLOATS (5 + 2 * QAT_OBS_MAX_WINDOW)
@@ -33,7 +34,7 @@ static void put_optim(qat__h5w *w, const char *name, const qat_optim *o) {
 }
 
 /* An activation quantizer: its observer's numbers and its current qparams. */
-static void put_act(qat__h5w *w, hid_t g, const char *name, const qat_act_quant *a) {
+static void put_act(qat__h5w *w, hid_t g, const char *name, const qat__act_quant *a) {
     float v[OBS_FLOATS];
     const qat_observer *o = &a->obs;
     v[0] = o->min, v[1] = o->max, v[2] = o->state, v[3] = o->acc_min, v[4] = o->acc_max;
@@ -91,8 +92,7 @@ static void write_all(qat__h5w *w, qat_model *m, const qat_optim *opt, const qat
     }
     if (m->prepared) {
         g = qat__h5w_group(w, w->file, "observers");
-        if (g >= 0 && m->input_aq) put_act(w, g, "input", m->input_aq);
-        for (int i = 0; g >= 0 && i < m->n_layers; i++)
+        for (int i = 0; g >= 0 && i < m->n_layers; i++) /* layer 0 is the input, named "input" */
             if (m->layers[i].aq) put_act(w, g, m->layers[i].name, m->layers[i].aq);
         if (g >= 0) H5Gclose(g);
     }
@@ -168,7 +168,7 @@ static void get_optim(qat__h5r *r, const char *name, qat_optim *o) {
 
 /* An activation quantizer's observer and current parameters, checked
  * against its type's storage range before they replace the model's. */
-static void get_act(qat__h5r *r, hid_t g, const char *name, qat_act_quant *a) {
+static void get_act(qat__h5r *r, hid_t g, const char *name, qat__act_quant *a) {
     float v[OBS_FLOATS];
     int64_t n = OBS_FLOATS;
     if (!qat__h5r_floats(r, g, name, 1, &n, v)) return;
@@ -203,7 +203,7 @@ static bool open_checked(qat__h5r *r) {
 
 /* Each named tensor of `list` from group `name`, which must hold exactly
  * those (no more, no fewer). */
-static void get_tensors(qat__h5r *r, const char *name, const qat_named_tensor *list, int n, bool nonnegative_var) {
+static void get_tensors(qat__h5r *r, const char *name, const qat__named_tensor *list, int n, bool nonnegative_var) {
     hid_t g = qat__h5r_group(r, r->file, name);
     if (g < 0) return;
     H5G_info_t info;
@@ -277,8 +277,7 @@ static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt,
     if (m->prepared && r->ok) {
         g = qat__h5r_group(r, r->file, "observers");
         if (g < 0) return;
-        if (m->input_aq) get_act(r, g, "input", m->input_aq);
-        for (int i = 0; r->ok && i < m->n_layers; i++)
+        for (int i = 0; r->ok && i < m->n_layers; i++) /* layer 0 is the input, named "input" */
             if (m->layers[i].aq) get_act(r, g, m->layers[i].name, m->layers[i].aq);
         H5Gclose(g);
     }

@@ -1,21 +1,32 @@
-/* The sequential model: adding layers, naming, the flat parameter blocks
- * and PyTorch's default initialisation. */
+/* The model graph: adding layers, naming, the sequential sugar, the flat
+ * parameter blocks and PyTorch's default initialisation. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "qat/layers.h"
+#include "internal.h"
 
 static const char *const kind_names[QAT_LAYER_KIND_COUNT] = {
-    "linear", "conv2d", "batchnorm", "relu", "relu6", "maxpool2d", "avgpool2d", "flatten", "dropout",
-};
+    "input", "linear", "conv2d", "batchnorm", "relu", "relu6", "maxpool2d", "avgpool2d", "global_avgpool",
+    "flatten", "dropout", "add", "concat", "sigmoid", "tanh", "hardswish", "custom"};
 /* Default layer-name stems, PyTorch-example style. */
 static const char *const kind_stems[QAT_LAYER_KIND_COUNT] = {
-    "fc", "conv", "bn", "relu", "relu6_", "pool", "avgpool", "flatten", "dropout",
-};
+    "input", "fc", "conv", "bn", "relu", "relu6_", "pool", "avgpool", "gap",
+    "flatten", "dropout", "add", "concat", "sigmoid", "tanh", "hardswish", "custom"};
 
 const char *qat_layer_kind_str(qat_layer_kind kind) {
     return (unsigned)kind < QAT_LAYER_KIND_COUNT ? kind_names[kind] : "unknown";
+}
+
+qat_layer_kind qat_layer_kind_from_str(const char *name) {
+    for (int k = 0; name && k < QAT_LAYER_KIND_COUNT; k++)
+        if (!strcmp(name, kind_names[k])) return (qat_layer_kind)k;
+    return QAT_LAYER_KIND_COUNT;
+}
+
+qat_conv2d_spec qat_conv2d_square(int in, int out, int k, int stride, int pad, bool bias) {
+    return (qat_conv2d_spec){.in = in, .out = out, .kh = k, .kw = k, .stride_h = stride, .stride_w = stride,
+                             .pad_h = pad, .pad_w = pad, .groups = 1, .bias = bias};
 }
 
 qat_model *qat_model_new(qat_ctx *ctx) {
@@ -23,29 +34,50 @@ qat_model *qat_model_new(qat_ctx *ctx) {
     if (!m) return NULL;
     m->ctx = ctx;
     m->training = true;
+    m->output = -1;
+    if (!qat__append(m, QAT_LAYER_INPUT, "input", 0, NULL)) return NULL;
     return m;
 }
 
-qat_layer *qat_model_find_layer(qat_model *m, const char *name) {
-    if (!m || !name) return NULL;
-    for (int i = 0; i < m->n_layers; i++)
-        if (!strcmp(m->layers[i].name, name)) return &m->layers[i];
-    return NULL;
+int qat_model_input(const qat_model *m) { return m ? 0 : -1; }
+
+qat_status qat_model_set_input_shape(qat_model *m, int rank, const int64_t *shape) {
+    if (!m) return QAT_ERR_ARG;
+    if ((rank != 1 && rank != 3) || !shape)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: the input shape is [C, H, W] or [F]");
+    for (int d = 0; d < rank; d++)
+        if (shape[d] < 1 || shape[d] > (1 << 24))
+            return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: input dimension %lld", (long long)shape[d]);
+    m->in_rank = rank;
+    memcpy(m->in_shape, shape, (size_t)rank * sizeof *shape);
+    return QAT_OK;
 }
 
-/* Appends a layer of `kind`, named `name` or "<stem><k>". */
-static qat_layer *append(qat_model *m, qat_layer_kind kind, const char *name) {
+int qat_model_input_shape(const qat_model *m, int64_t *shape) {
+    if (!m) return 0;
+    if (shape) memcpy(shape, m->in_shape, sizeof m->in_shape);
+    return m->in_rank;
+}
+
+static bool name_taken(const qat_model *m, const char *name) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (!strcmp(m->layers[i].name, name)) return true;
+    return false;
+}
+
+qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int n_in, const int *in) {
     if (!m) return NULL;
     qat_ctx *ctx = m->ctx;
     if (m->built) {
-        qat_ctx_fail(ctx, QAT_ERR_STATE, "model: cannot add a %s layer after qat_model_build",
-                     kind_names[kind]);
+        qat_ctx_fail(ctx, QAT_ERR_STATE, "model: cannot add a %s layer after qat_model_build", kind_names[kind]);
         return NULL;
     }
-    if (m->n_layers == QAT_MAX_LAYERS) {
-        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: more than %d layers", QAT_MAX_LAYERS);
-        return NULL;
-    }
+    for (int j = 0; j < n_in; j++)
+        if (in[j] < 0 || in[j] >= m->n_layers) {
+            qat_ctx_fail(ctx, QAT_ERR_ARG, "model: %s layer %s: input %d is not a layer of the model (0..%d)",
+                         kind_names[kind], name ? name : "", in[j], m->n_layers - 1);
+            return NULL;
+        }
     char buf[QAT_NAME_LEN];
     if (!name) {
         int k = 1;
@@ -53,84 +85,176 @@ static qat_layer *append(qat_model *m, qat_layer_kind kind, const char *name) {
         snprintf(buf, sizeof buf, "%s%d", kind_stems[kind], k);
         name = buf;
     }
-    if (!*name || strlen(name) >= QAT_NAME_LEN || strchr(name, '.') || strchr(name, '/')) {
-        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: bad layer name \"%s\" (1-%d characters, no '.' or '/')",
-                     name, QAT_NAME_LEN - 1);
+    if (!*name || strlen(name) >= QAT_NAME_LEN || strchr(name, '.') || strchr(name, '/') || strchr(name, ' ') ||
+        strchr(name, ',')) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: bad layer name \"%s\" (1-%d characters, none of '.', '/', ',' or "
+                     "space)", name, QAT_NAME_LEN - 1);
         return NULL;
     }
-    if (qat_model_find_layer(m, name)) {
+    if (name_taken(m, name)) {
         qat_ctx_fail(ctx, QAT_ERR_ARG, "model: two layers named \"%s\"", name);
         return NULL;
     }
-    qat_layer *l = &m->layers[m->n_layers++];
+    if (m->n_layers == m->cap) { /* grows by copying: building happens once, not per step */
+        int cap = m->cap ? 2 * m->cap : 16;
+        qat__layer *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)cap * sizeof *l);
+        if (!l) return NULL;
+        if (m->n_layers) memcpy(l, m->layers, (size_t)m->n_layers * sizeof *l);
+        m->layers = l, m->cap = cap;
+    }
+    int *ids = n_in ? qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)n_in * sizeof *ids) : NULL;
+    if (n_in && !ids) return NULL;
+    if (n_in) memcpy(ids, in, (size_t)n_in * sizeof *ids);
+    qat__layer *l = &m->layers[m->n_layers++];
     memset(l, 0, sizeof *l);
     l->kind = kind;
-    strcpy(l->name, name);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->n_in = n_in, l->in = ids, l->fold_bn = -1;
     return l;
 }
 
-#define ADD_OR_FAIL(l, m, kind, name) \
-    qat_layer *l = append(m, kind, name); \
-    if (!l) return m ? qat_ctx_status(m->ctx) : QAT_ERR_ARG
-
-static qat_status bad(qat_model *m, const char *what) {
-    m->n_layers--;
-    return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s", what);
+/* A layer whose hyperparameters were refused: undo the append. */
+static int refuse(qat_model *m, const char *what) {
+    qat__layer *l = &m->layers[--m->n_layers];
+    qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s %s: %s", kind_names[l->kind], l->name, what);
+    return -1;
 }
+
+int qat_layer_linear(qat_model *m, const char *name, int x, int in, int out, bool bias) {
+    qat__layer *l = qat__append(m, QAT_LAYER_LINEAR, name, 1, &x);
+    if (!l) return -1;
+    if (in < 1 || out < 1) return refuse(m, "sizes must be positive");
+    l->cin = in, l->cout = out, l->has_bias = bias;
+    return m->n_layers - 1;
+}
+
+int qat_layer_conv2d(qat_model *m, const char *name, int x, const qat_conv2d_spec *s) {
+    qat__layer *l = qat__append(m, QAT_LAYER_CONV2D, name, 1, &x);
+    if (!l) return -1;
+    if (!s) return refuse(m, "no spec");
+    int g = s->groups ? s->groups : 1;
+    if (s->in < 1 || s->out < 1 || s->kh < 1 || s->kw < 1 || s->stride_h < 1 || s->stride_w < 1 || s->pad_h < 0 ||
+        s->pad_w < 0 || s->kh > 64 || s->kw > 64 || s->stride_h > 64 || s->stride_w > 64 || s->pad_h > 64 ||
+        s->pad_w > 64)
+        return refuse(m, "channels, kernel (1..64) and strides (1..64) must be positive, padding 0..64");
+    if (g < 1 || s->in % g || s->out % g) return refuse(m, "groups must divide the input and output channels");
+    l->cin = s->in, l->cout = s->out, l->kh = s->kh, l->kw = s->kw, l->sh = s->stride_h, l->sw = s->stride_w;
+    l->ph = s->pad_h, l->pw = s->pad_w, l->groups = g, l->has_bias = s->bias;
+    return m->n_layers - 1;
+}
+
+int qat_layer_batchnorm(qat_model *m, const char *name, int x, int channels, float momentum, float eps) {
+    qat__layer *l = qat__append(m, QAT_LAYER_BATCHNORM, name, 1, &x);
+    if (!l) return -1;
+    if (channels < 1 || !(momentum >= 0 && momentum <= 1) || !(eps > 0 && eps < INFINITY))
+        return refuse(m, "needs channels >= 1, momentum in [0, 1], eps > 0");
+    l->cin = l->cout = channels, l->momentum = momentum, l->eps = eps, l->has_bias = true;
+    return m->n_layers - 1;
+}
+
+static int plain(qat_model *m, qat_layer_kind kind, const char *name, int x) {
+    return qat__append(m, kind, name, 1, &x) ? m->n_layers - 1 : -1;
+}
+int qat_layer_relu(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_RELU, name, x); }
+int qat_layer_relu6(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_RELU6, name, x); }
+int qat_layer_global_avgpool(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_GLOBAL_AVGPOOL, name, x); }
+int qat_layer_flatten(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_FLATTEN, name, x); }
+int qat_layer_sigmoid(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_SIGMOID, name, x); }
+int qat_layer_tanh(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_TANH, name, x); }
+int qat_layer_hardswish(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_HARDSWISH, name, x); }
+
+static int pool(qat_model *m, qat_layer_kind kind, const char *name, int x, const qat_pool2d_spec *s) {
+    qat__layer *l = qat__append(m, kind, name, 1, &x);
+    if (!l) return -1;
+    if (!s) return refuse(m, "no spec");
+    int sh = s->stride_h ? s->stride_h : s->kh, sw = s->stride_w ? s->stride_w : s->kw;
+    if (s->kh < 1 || s->kw < 1 || sh < 1 || sw < 1 || s->pad_h < 0 || s->pad_w < 0 || s->kh > 64 || s->kw > 64 ||
+        sh > 64 || sw > 64)
+        return refuse(m, "window (1..64) and strides (1..64) must be positive, padding >= 0");
+    if (2 * s->pad_h > s->kh || 2 * s->pad_w > s->kw) return refuse(m, "padding is at most half the window");
+    l->kh = s->kh, l->kw = s->kw, l->sh = sh, l->sw = sw, l->ph = s->pad_h, l->pw = s->pad_w;
+    return m->n_layers - 1;
+}
+int qat_layer_maxpool2d(qat_model *m, const char *name, int x, const qat_pool2d_spec *s) {
+    return pool(m, QAT_LAYER_MAXPOOL2D, name, x, s);
+}
+int qat_layer_avgpool2d(qat_model *m, const char *name, int x, const qat_pool2d_spec *s) {
+    return pool(m, QAT_LAYER_AVGPOOL2D, name, x, s);
+}
+
+int qat_layer_dropout(qat_model *m, const char *name, int x, float p) {
+    qat__layer *l = qat__append(m, QAT_LAYER_DROPOUT, name, 1, &x);
+    if (!l) return -1;
+    if (!(p >= 0 && p < 1)) return refuse(m, "p must be in [0, 1)");
+    l->p = p;
+    return m->n_layers - 1;
+}
+
+int qat_layer_add(qat_model *m, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return qat__append(m, QAT_LAYER_ADD, name, 2, in) ? m->n_layers - 1 : -1;
+}
+
+int qat_layer_concat(qat_model *m, const char *name, int n, const int *xs) {
+    if (m && (n < 1 || n > QAT_CUSTOM_MAX_INPUTS || !xs)) {
+        qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: concat takes 1..%d inputs", QAT_CUSTOM_MAX_INPUTS);
+        return -1;
+    }
+    return qat__append(m, QAT_LAYER_CONCAT, name, n, xs) ? m->n_layers - 1 : -1;
+}
+
+int qat_layer_custom(qat_model *m, const char *name, const qat_custom_op *op, void *user, int n, const int *xs) {
+    if (m && (!op || !op->name || !op->shape || !op->forward || !op->backward || n < 1 ||
+              n > QAT_CUSTOM_MAX_INPUTS || !xs)) {
+        qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: a custom layer needs a named op with shape, forward and backward, "
+                     "and 1..%d inputs", QAT_CUSTOM_MAX_INPUTS);
+        return -1;
+    }
+    qat__layer *l = qat__append(m, QAT_LAYER_CUSTOM, name, n, xs);
+    if (!l) return -1;
+    l->custom = op, l->custom_user = user;
+    return m->n_layers - 1;
+}
+
+qat_status qat_model_set_output(qat_model *m, int id) {
+    if (!m) return QAT_ERR_ARG;
+    if (m->built) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: set the output before qat_model_build");
+    if (id < 0 || id >= m->n_layers)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: output %d is not a layer of the model", id);
+    m->output = id;
+    return QAT_OK;
+}
+
+/* ---- sequential sugar ---------------------------------------------------------------- */
+
+static qat_status seq(qat_model *m, int id) { return m ? (id >= 0 ? QAT_OK : qat_ctx_status(m->ctx)) : QAT_ERR_ARG; }
+static int last(const qat_model *m) { return m ? m->n_layers - 1 : 0; }
 
 qat_status qat_model_add_linear(qat_model *m, const char *name, int in, int out, bool bias) {
-    ADD_OR_FAIL(l, m, QAT_LAYER_LINEAR, name);
-    if (in < 1 || out < 1) return bad(m, "linear sizes must be positive");
-    l->in = in, l->out = out, l->has_bias = bias;
-    return QAT_OK;
+    return seq(m, qat_layer_linear(m, name, last(m), in, out, bias));
 }
-
-qat_status qat_model_add_conv2d(qat_model *m, const char *name, int in_ch, int out_ch, int kernel,
-                                int stride, int pad, bool bias) {
-    ADD_OR_FAIL(l, m, QAT_LAYER_CONV2D, name);
-    if (in_ch < 1 || out_ch < 1 || kernel < 1 || stride < 1 || pad < 0)
-        return bad(m, "conv2d channels, kernel and stride must be positive, padding >= 0");
-    l->in = in_ch, l->out = out_ch, l->kernel = kernel, l->stride = stride, l->pad = pad;
-    l->has_bias = bias;
-    return QAT_OK;
+qat_status qat_model_add_conv2d(qat_model *m, const char *name, int in_ch, int out_ch, int kernel, int stride,
+                                int pad, bool bias) {
+    qat_conv2d_spec s = qat_conv2d_square(in_ch, out_ch, kernel, stride, pad, bias);
+    return seq(m, qat_layer_conv2d(m, name, last(m), &s));
 }
-
-qat_status qat_model_add_batchnorm(qat_model *m, const char *name, int channels, float momentum,
-                                   float eps) {
-    ADD_OR_FAIL(l, m, QAT_LAYER_BATCHNORM, name);
-    if (channels < 1 || !(momentum >= 0 && momentum <= 1) || !(eps > 0 && eps < INFINITY))
-        return bad(m, "batchnorm needs channels >= 1, momentum in [0, 1], eps > 0");
-    l->in = l->out = channels, l->momentum = momentum, l->eps = eps, l->has_bias = true;
-    return QAT_OK;
+qat_status qat_model_add_batchnorm(qat_model *m, const char *name, int channels, float momentum, float eps) {
+    return seq(m, qat_layer_batchnorm(m, name, last(m), channels, momentum, eps));
 }
-
-static qat_status add_pool(qat_model *m, qat_layer_kind kind, int kernel, int stride) {
-    ADD_OR_FAIL(l, m, kind, NULL);
-    if (kernel < 1 || stride < 1) return bad(m, "pool window and stride must be positive");
-    l->kernel = kernel, l->stride = stride;
-    return QAT_OK;
+qat_status qat_model_add_relu(qat_model *m) { return seq(m, qat_layer_relu(m, NULL, last(m))); }
+qat_status qat_model_add_relu6(qat_model *m) { return seq(m, qat_layer_relu6(m, NULL, last(m))); }
+qat_status qat_model_add_maxpool2d(qat_model *m, int k, int s) {
+    qat_pool2d_spec p = {k, k, s, s, 0, 0};
+    return seq(m, qat_layer_maxpool2d(m, NULL, last(m), &p));
 }
-
-qat_status qat_model_add_maxpool2d(qat_model *m, int k, int s) { return add_pool(m, QAT_LAYER_MAXPOOL2D, k, s); }
-qat_status qat_model_add_avgpool2d(qat_model *m, int k, int s) { return add_pool(m, QAT_LAYER_AVGPOOL2D, k, s); }
-
-static qat_status add_plain(qat_model *m, qat_layer_kind kind) {
-    ADD_OR_FAIL(l, m, kind, NULL);
-    (void)l;
-    return QAT_OK;
+qat_status qat_model_add_avgpool2d(qat_model *m, int k, int s) {
+    qat_pool2d_spec p = {k, k, s, s, 0, 0};
+    return seq(m, qat_layer_avgpool2d(m, NULL, last(m), &p));
 }
-qat_status qat_model_add_relu(qat_model *m) { return add_plain(m, QAT_LAYER_RELU); }
-qat_status qat_model_add_relu6(qat_model *m) { return add_plain(m, QAT_LAYER_RELU6); }
-qat_status qat_model_add_flatten(qat_model *m) { return add_plain(m, QAT_LAYER_FLATTEN); }
+qat_status qat_model_add_flatten(qat_model *m) { return seq(m, qat_layer_flatten(m, NULL, last(m))); }
+qat_status qat_model_add_dropout(qat_model *m, float p) { return seq(m, qat_layer_dropout(m, NULL, last(m), p)); }
 
-qat_status qat_model_add_dropout(qat_model *m, float p) {
-    ADD_OR_FAIL(l, m, QAT_LAYER_DROPOUT, NULL);
-    if (!(p >= 0 && p < 1)) return bad(m, "dropout p must be in [0, 1)");
-    l->p = p;
-    return QAT_OK;
-}
-
-/* ---- build: flat blocks, names, initialisation -------------------------------------- */
+/* ---- build: flat blocks, names, initialisation ------------------------------------------ */
 
 typedef struct {
     qat_model *m;
@@ -139,8 +263,16 @@ typedef struct {
     bool count_only;
 } builder;
 
-static qat_tensor *param(builder *b, qat_layer *l, const char *suffix, int rank,
-                         const int64_t *shape) {
+static qat__named_tensor *named(builder *b, qat__named_tensor *list, int idx, const qat__layer *l, const char *suffix,
+                                qat_tensor *t) {
+    char *name = qat_ctx_alloc(b->m->ctx, QAT_MEM_PERSIST, 2 * QAT_NAME_LEN);
+    if (!t || !name) return NULL;
+    snprintf(name, 2 * QAT_NAME_LEN, "%s.%s", l->name, suffix);
+    list[idx] = (qat__named_tensor){name, t};
+    return &list[idx];
+}
+
+static qat_tensor *param(builder *b, const qat__layer *l, const char *suffix, int rank, const int64_t *shape) {
     int64_t n = 1;
     for (int d = 0; d < rank; d++) n *= shape[d];
     int64_t off = b->param_off;
@@ -148,43 +280,34 @@ static qat_tensor *param(builder *b, qat_layer *l, const char *suffix, int rank,
     int idx = b->np++;
     if (b->count_only) return NULL;
     qat_model *m = b->m;
-    qat_tensor *t = qat_tensor_wrap(m->ctx, QAT_MEM_PERSIST, m->params + off, m->grads + off, rank,
-                                    shape);
-    char *name = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, 2 * QAT_NAME_LEN);
-    if (!t || !name) return NULL;
-    snprintf(name, 2 * QAT_NAME_LEN, "%s.%s", l->name, suffix);
-    m->param_list[idx] = (qat_named_tensor){name, t};
-    return t;
+    qat_tensor *t = qat_tensor_wrap(m->ctx, QAT_MEM_PERSIST, m->params + off, m->grads + off, rank, shape);
+    return named(b, m->param_list, idx, l, suffix, t) ? t : NULL;
 }
 
-static float *buffer(builder *b, qat_layer *l, const char *suffix, int64_t n) {
+static float *buffer(builder *b, const qat__layer *l, const char *suffix, int64_t n) {
     int64_t off = b->buffer_off;
     b->buffer_off += n;
     int idx = b->nb++;
     if (b->count_only) return NULL;
     qat_model *m = b->m;
     qat_tensor *t = qat_tensor_wrap(m->ctx, QAT_MEM_PERSIST, m->buffers + off, NULL, 1, &n);
-    char *name = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, 2 * QAT_NAME_LEN);
-    if (!t || !name) return NULL;
-    snprintf(name, 2 * QAT_NAME_LEN, "%s.%s", l->name, suffix);
-    m->buffer_list[idx] = (qat_named_tensor){name, t};
-    return m->buffers + off;
+    return named(b, m->buffer_list, idx, l, suffix, t) ? m->buffers + off : NULL;
 }
 
 static void lay_out(builder *b) {
     qat_model *m = b->m;
     for (int i = 0; i < m->n_layers; i++) {
-        qat_layer *l = &m->layers[i];
-        int64_t o = l->out, in = l->in, k = l->kernel;
+        qat__layer *l = &m->layers[i];
+        int64_t o = l->cout;
         switch (l->kind) {
         case QAT_LAYER_LINEAR: {
-            int64_t sw[2] = {o, in};
+            int64_t sw[2] = {o, l->cin};
             l->weight = param(b, l, "weight", 2, sw);
             l->bias = l->has_bias ? param(b, l, "bias", 1, &o) : NULL;
             break;
         }
         case QAT_LAYER_CONV2D: {
-            int64_t sw[4] = {o, in, k, k};
+            int64_t sw[4] = {o, l->cin / l->groups, l->kh, l->kw};
             l->weight = param(b, l, "weight", 4, sw);
             l->bias = l->has_bias ? param(b, l, "bias", 1, &o) : NULL;
             break;
@@ -195,8 +318,7 @@ static void lay_out(builder *b) {
             l->running_mean = buffer(b, l, "running_mean", o);
             l->running_var = buffer(b, l, "running_var", o);
             break;
-        default:
-            break;
+        default: break;
         }
     }
 }
@@ -207,20 +329,26 @@ static void uniform(qat_rng *rng, float *p, int64_t n, float bound) {
 
 qat_status qat_model_build(qat_model *m, uint64_t seed) {
     if (!m) return QAT_ERR_ARG;
-    if (m->built) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: already built");
-    if (m->n_layers == 0) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: no layers");
+    qat_ctx *ctx = m->ctx;
+    if (m->built) return qat_ctx_fail(ctx, QAT_ERR_STATE, "model: already built");
+    if (m->n_layers < 2) return qat_ctx_fail(ctx, QAT_ERR_STATE, "model: no layers");
+    if (m->in_rank) { /* a declared input shape: check that every layer fits */
+        int *ranks = qat_ctx_alloc(ctx, QAT_MEM_STEP, (size_t)m->n_layers * sizeof *ranks);
+        int64_t(*shapes)[3] = qat_ctx_alloc(ctx, QAT_MEM_STEP, (size_t)m->n_layers * sizeof *shapes);
+        if (!ranks || !shapes) return qat_ctx_status(ctx);
+        qat_status st = qat_model_shapes(m, m->in_rank, m->in_shape, ranks, shapes);
+        if (st != QAT_OK) return st;
+    }
     builder b = {.m = m, .count_only = true};
     lay_out(&b);
     m->n_params = b.param_off, m->n_buffers = b.buffer_off;
     m->n_param_tensors = b.np, m->n_buffer_tensors = b.nb;
-    qat_ctx *ctx = m->ctx;
     m->params = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(m->n_params + 1) * sizeof(float));
     m->grads = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(m->n_params + 1) * sizeof(float));
     m->buffers = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(m->n_buffers + 1) * sizeof(float));
-    m->param_list = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(b.np + 1) * sizeof(qat_named_tensor));
-    m->buffer_list = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(b.nb + 1) * sizeof(qat_named_tensor));
-    if (!m->params || !m->grads || !m->buffers || !m->param_list || !m->buffer_list)
-        return qat_ctx_status(ctx);
+    m->param_list = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(b.np + 1) * sizeof(qat__named_tensor));
+    m->buffer_list = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(b.nb + 1) * sizeof(qat__named_tensor));
+    if (!m->params || !m->grads || !m->buffers || !m->param_list || !m->buffer_list) return qat_ctx_status(ctx);
     b = (builder){.m = m};
     lay_out(&b);
     if (qat_ctx_status(ctx) != QAT_OK) return qat_ctx_status(ctx);
@@ -229,29 +357,57 @@ qat_status qat_model_build(qat_model *m, uint64_t seed) {
     qat_rng init;
     qat_rng_seed(&init, seed ^ 0x5eedf00dull); /* init stream apart from the dropout stream */
     for (int i = 0; i < m->n_layers; i++) {
-        qat_layer *l = &m->layers[i];
+        qat__layer *l = &m->layers[i];
         if (l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D) {
-            float bound = 1.0f / sqrtf((float)(l->weight->numel / l->out)); /* 1/sqrt(fan_in) */
+            float bound = 1.0f / sqrtf((float)(l->weight->numel / l->cout)); /* 1/sqrt(fan_in) */
             uniform(&init, l->weight->data, l->weight->numel, bound);
             if (l->bias) uniform(&init, l->bias->data, l->bias->numel, bound);
         } else if (l->kind == QAT_LAYER_BATCHNORM) {
-            for (int c = 0; c < l->out; c++) {
+            for (int c = 0; c < l->cout; c++) {
                 l->gamma->data[c] = 1.0f, l->beta->data[c] = 0.0f;
                 l->running_mean[c] = 0.0f, l->running_var[c] = 1.0f;
             }
         }
     }
+    qat__count_consumers(m);
     m->built = true;
     return QAT_OK;
 }
 
+/* ---- looking inside -------------------------------------------------------------------- */
+
 void qat_model_train(qat_model *m, bool training) {
     if (m) m->training = training;
 }
+bool qat_model_training(const qat_model *m) { return m && m->training; }
 
 void qat_model_zero_grad(qat_model *m) {
     if (m && m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
     if (m && m->qgrads) memset(m->qgrads, 0, (size_t)m->n_qparams * sizeof(float));
+}
+
+qat_ctx *qat_model_ctx(const qat_model *m) { return m ? m->ctx : NULL; }
+int qat_model_n_layers(const qat_model *m) { return m ? m->n_layers : 0; }
+int qat_model_output(const qat_model *m) { return m ? qat__model_output(m) : -1; }
+
+int qat_model_find_layer(const qat_model *m, const char *name) {
+    for (int i = 0; m && name && i < m->n_layers; i++)
+        if (!strcmp(m->layers[i].name, name)) return i;
+    return -1;
+}
+
+const char *qat_model_layer_name(const qat_model *m, int id) {
+    return m && id >= 0 && id < m->n_layers ? m->layers[id].name : NULL;
+}
+
+qat_layer_kind qat_model_layer_kind(const qat_model *m, int id) {
+    return m && id >= 0 && id < m->n_layers ? m->layers[id].kind : QAT_LAYER_KIND_COUNT;
+}
+
+int qat_model_layer_inputs(const qat_model *m, int id, const int **ids) {
+    if (!m || id < 0 || id >= m->n_layers) return 0;
+    if (ids) *ids = m->layers[id].in;
+    return m->layers[id].n_in;
 }
 
 qat_tensor *qat_model_find_param(qat_model *m, const char *name) {
@@ -262,3 +418,10 @@ qat_tensor *qat_model_find_param(qat_model *m, const char *name) {
         if (!strcmp(m->buffer_list[i].name, name)) return m->buffer_list[i].tensor;
     return NULL;
 }
+
+int64_t qat_model_n_params(const qat_model *m) { return m ? m->n_params : 0; }
+float *qat_model_params(qat_model *m) { return m ? m->params : NULL; }
+float *qat_model_grads(qat_model *m) { return m ? m->grads : NULL; }
+int64_t qat_model_n_qparams(const qat_model *m) { return m ? m->n_qparams : 0; }
+float *qat_model_qparams(qat_model *m) { return m ? m->qparams : NULL; }
+float *qat_model_qgrads(qat_model *m) { return m ? m->qgrads : NULL; }

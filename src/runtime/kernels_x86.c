@@ -1,4 +1,4 @@
-/* The x86-64 integer GEMMs with requantization (kernels.h), picked at
+/* The x86-64 integer kernels with requantization (kernels.h), picked at
  * run time: AVX-512 VNNI where the CPU has it, else AVX2, else the
  * portable kernel.
  *
@@ -48,14 +48,16 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     __m256i s1 = _mm256_permute2x128_si256(lo_acc, hi_acc, 0x31);
     __m256i b = _mm256_set1_epi32(a->bias[o]);
     s0 = _mm256_add_epi32(s0, b), s1 = _mm256_add_epi32(s1, b);
-    int16_t *out = a->out + o * a->so + p0 * a->sp;
+    int8_t *out = a->out + o * a->so + p0 * a->sp;
     if (a->shift[o] <= 0) {
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
         __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi);
         if (a->sp == 1 && np == QAT_PPAD) { /* the common case: straight from registers */
-            /* packs works per 128-bit lane: restore the order 0-7, 8-15 */
-            __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
-            _mm256_storeu_si256((__m256i *)out, packed);
+            /* packs works per 128-bit lane: restore the order 0-7, 8-15;
+             * the values are clamped to 8 bits, so the packs never saturate */
+            __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
+            __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+            _mm_storeu_si128((__m128i *)out, b8);
             return;
         }
         s0 = r0, s1 = r1;
@@ -65,7 +67,7 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     _mm256_storeu_si256((__m256i *)(v + 8), s1);
     if (a->shift[o] > 0) /* a multiplier >= 1: the saturating left shift, in scalar code */
         for (int i = 0; i < np; i++) v[i] = qat__requant(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
-    for (int i = 0; i < np; i++) out[i * a->sp] = (int16_t)v[i];
+    for (int i = 0; i < np; i++) out[i * a->sp] = (int8_t)v[i];
 }
 
 QAT_AVX2 static void gemm_avx2_kernel(const qat__gemm_args *a) {
@@ -143,49 +145,49 @@ static bool has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 
 /* 2x2 max pooling, stride 2, even W: the vertical max of each row pair
  * into tmp (OH rows of W, contiguous), then the horizontal pairs over all
- * of tmp at once: max(v, v >> 16) puts each pair's max in the low half of
- * a 32-bit lane, and a sign-extending pack gathers the low halves. */
-QAT_AVX2 static void maxpool2_avx2(const int16_t *x, int C, int H, int W, int16_t *y, int16_t *tmp) {
+ * of tmp at once: max(v, v >> 8) puts each pair's max in the low byte of
+ * a 16-bit lane, and a sign-extending pack gathers the low bytes. */
+QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
     int OH = H / 2, OW = W / 2, n = OH * W;
     for (int c = 0; c < C; c++) {
-        const int16_t *xc = x + (int64_t)c * H * W;
+        const int8_t *xc = x + (int64_t)c * H * W;
         for (int oy = 0; oy < OH; oy++) {
-            const int16_t *a = xc + 2 * oy * W, *b = a + W;
-            int16_t *t = tmp + oy * W;
+            const int8_t *a = xc + 2 * oy * W, *b = a + W;
+            int8_t *t = tmp + oy * W;
             int i = 0;
-            for (; i + 16 <= W; i += 16)
-                _mm256_storeu_si256((__m256i *)(t + i), _mm256_max_epi16(_mm256_loadu_si256((const __m256i *)(a + i)),
-                                                                         _mm256_loadu_si256((const __m256i *)(b + i))));
+            for (; i + 32 <= W; i += 32)
+                _mm256_storeu_si256((__m256i *)(t + i), _mm256_max_epi8(_mm256_loadu_si256((const __m256i *)(a + i)),
+                                                                        _mm256_loadu_si256((const __m256i *)(b + i))));
             for (; i < W; i++) t[i] = a[i] > b[i] ? a[i] : b[i];
         }
-        int16_t *yc = y + (int64_t)c * OH * OW;
+        int8_t *yc = y + (int64_t)c * OH * OW;
         int i = 0; /* output i is the max of tmp[2i], tmp[2i + 1] */
-        for (; 2 * i + 16 <= n; i += 8) {
+        for (; 2 * i + 32 <= n; i += 16) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(tmp + 2 * i));
-            __m256i m = _mm256_max_epi16(v, _mm256_srli_epi32(v, 16));
-            m = _mm256_srai_epi32(_mm256_slli_epi32(m, 16), 16);
-            __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(m, m), 0xD8);
+            __m256i m = _mm256_max_epi8(v, _mm256_srli_epi16(v, 8));
+            m = _mm256_srai_epi16(_mm256_slli_epi16(m, 8), 8);
+            __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi16(m, m), 0xD8);
             _mm_storeu_si128((__m128i *)(yc + i), _mm256_castsi256_si128(p));
         }
         for (; i < n / 2; i++) yc[i] = tmp[2 * i] > tmp[2 * i + 1] ? tmp[2 * i] : tmp[2 * i + 1];
     }
 }
 
-bool qat__maxpool2_s16_simd(const int16_t *x, int C, int H, int W, int16_t *y, int16_t *tmp) {
+bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
     if (W % 2 || !has_avx2()) return false;
     maxpool2_avx2(x, C, H, W, y, tmp);
     return true;
 }
 
-void qat__gemm_requant_s16(const qat__gemm_args *a) {
+void qat__gemm_requant(const qat__gemm_args *a) {
     if (has_vnni()) gemm_vnni_kernel(a);
     else if (has_avx2()) gemm_avx2_kernel(a);
-    else qat__gemm_requant_s16_ref(a);
+    else qat__gemm_requant_ref(a);
 }
 
 qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
     static const char *const names[] = {"portable C", "AVX2", "AVX-512 VNNI"};
-    qat__gemm_fn fns[] = {qat__gemm_requant_s16_ref, has_avx2() ? gemm_avx2_kernel : NULL,
+    qat__gemm_fn fns[] = {qat__gemm_requant_ref, has_avx2() ? gemm_avx2_kernel : NULL,
                           has_vnni() ? gemm_vnni_kernel : NULL};
     if (i < 0 || i > 2) return NULL;
     if (name) *name = names[i];
@@ -195,12 +197,12 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
 #else
 
 const char *qat__gemm_kernel_name(void) { return "portable C"; }
-void qat__gemm_requant_s16(const qat__gemm_args *a) { qat__gemm_requant_s16_ref(a); }
+void qat__gemm_requant(const qat__gemm_args *a) { qat__gemm_requant_ref(a); }
 qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
     if (name) *name = "portable C";
-    return i == 0 ? qat__gemm_requant_s16_ref : NULL;
+    return i == 0 ? qat__gemm_requant_ref : NULL;
 }
-bool qat__maxpool2_s16_simd(const int16_t *x, int C, int H, int W, int16_t *y, int16_t *tmp) {
+bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
     (void)x, (void)C, (void)H, (void)W, (void)y, (void)tmp;
     return false;
 }

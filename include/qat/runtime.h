@@ -1,0 +1,182 @@
+/* qat/runtime.h — the integer program, and the device runtime that runs it.
+ *
+ * The integer program is what lowering produces and every target consumes
+ * (the HDF5 quantized file, the engines, generated microcontroller code,
+ * ONNX): a table of activation tensors — per-sample shape and quantization
+ * — and a list of ops that name their input and output tensors by id and
+ * carry their integer weights, biases, fixed-point multipliers, shifts and
+ * lookup tables (TFLite's flatbuffer schema, in spirit). Ops run in order;
+ * every tensor but the input is the output of exactly one op.
+ *
+ * The runtime runs a program on storage integers, one byte per element
+ * (activations are signed 2..8-bit types), with every tensor at an offset
+ * in one arena planned from the tensors' lifetimes (qat_plan_program). It
+ * depends on qat/core.h alone: no HDF5, no BLAS, no allocation, no float
+ * in the integer path. Firmware and tests can link it alone (qat_runtime).
+ *
+ *     qat_plan plan;
+ *     qat_plan_program(q, 64, offsets, &plan, msg, sizeof msg); // offsets: n_tensors + n_ops
+ *     // consts, arena, scratch: the plan's sizes, 64-byte aligned
+ *     qat_runtime_prepare(q, &plan, consts);
+ *     memcpy(arena + plan.offset[q->input], input_integers, n * input_numel);
+ *     qat_runtime_run(q, &plan, consts, arena, scratch, n);
+ *     int8_t *logits = (int8_t *)arena + plan.offset[q->output];
+ */
+#ifndef QAT_RUNTIME_H
+#define QAT_RUNTIME_H
+
+#include "qat/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Per-tensor quantization of an activation: real = scale·(q - zero_point). */
+typedef struct {
+    float scale;
+    int32_t zero_point;
+    int bits;
+    bool is_signed;
+    int32_t qmin, qmax;
+} qat_aparams;
+
+/* An activation tensor of the program. */
+typedef struct {
+    char name[QAT_NAME_LEN]; /* the graph layer whose output it is; "input" for the model input */
+    int rank;                /* per sample: 1 ([F]) or 3 ([C, H, W]) */
+    int64_t shape[3];
+    qat_aparams q;
+} qat_qtensor;
+
+typedef enum {
+    QAT_QOP_LINEAR,         /* y = requant(W·(x - zp_in) + b) per output channel */
+    QAT_QOP_CONV2D,         /* the same as a convolution (groups, strides, zero padding) */
+    QAT_QOP_MAXPOOL2D,      /* on the integers (the max commutes with the affine map) */
+    QAT_QOP_AVGPOOL2D,      /* int32 window sum, requantized by s_in / (s_out·kh·kw) */
+    QAT_QOP_FLATTEN,        /* [C, H, W] -> [C·H·W]: the same bytes */
+    QAT_QOP_RELU,           /* clamp(x, act_min, act_max): ReLU on the integers */
+    QAT_QOP_ADD,            /* TFLite's ADD: each input rescaled to a common scale, int32 add, requantized */
+    QAT_QOP_CONCAT,         /* along channels; each input requantized to the output's parameters */
+    QAT_QOP_GLOBAL_AVGPOOL, /* [C, H, W] -> [C]: int32 sum over H·W, requantized by s_in / (s_out·H·W) */
+    QAT_QOP_LUT,            /* an element-wise function as a table of output integers */
+    QAT_QOP_KIND_COUNT
+} qat_qop_kind;
+
+typedef enum { QAT_ACT_NONE, QAT_ACT_RELU, QAT_ACT_RELU6 } qat_act_kind;
+typedef enum { QAT_LUT_SIGMOID, QAT_LUT_TANH, QAT_LUT_HARDSWISH, QAT_LUT_FN_COUNT } qat_lut_fn;
+
+QAT_API const char *qat_qop_kind_str(qat_qop_kind k); /* "linear", "conv2d", ... */
+QAT_API const char *qat_act_kind_str(qat_act_kind k); /* "none", "relu", "relu6" */
+QAT_API const char *qat_lut_fn_str(qat_lut_fn f);     /* "sigmoid", "tanh", "hardswish" */
+
+#define QAT_QOP_MAX_INPUTS 16
+#define QAT_QOP_MAX_WINDOW 64        /* largest kernel, stride and padding */
+#define QAT_QMODEL_MAX_DIM (1 << 24) /* largest dimension, and element count, of a per-sample shape */
+#define QAT_QMODEL_MAX_OPS 4096
+#define QAT_ADD_LEFT_SHIFT 20        /* TFLite's, for 8-bit inputs: headroom before the input multipliers */
+
+typedef struct {
+    qat_qop_kind kind;
+    char name[QAT_NAME_LEN];         /* the layer it comes from ("conv1", "pool2") */
+    int n_inputs;
+    int inputs[QAT_QOP_MAX_INPUTS];  /* tensor ids */
+    int output;                      /* tensor id */
+    /* conv2d and the window pools: window, strides, zero padding; conv2d: groups */
+    int kh, kw, stride_h, stride_w, pad_h, pad_w, groups;
+    /* The final clamp of the output integers: the output's [qmin, qmax],
+     * narrowed by a fused ReLU (act_min = zero point) or ReLU6. */
+    qat_act_kind act;
+    int32_t act_min, act_max;
+    /* linear, conv2d: the weight [O, I] or [O, C/groups, kh, kw] and its type,
+     * the int32 bias at bias_scale[o] = s_in·s_w[o] */
+    qat_qtype wq;
+    int32_t *weight, *bias;
+    float *bias_scale;
+    /* Fixed-point multipliers and shifts: linear/conv2d one per output
+     * channel (NULL for sub-channel weights); avgpool, global avgpool [1];
+     * add [3] (input 0, input 1, output); concat one per input. */
+    int n_mult;
+    int32_t *multiplier, *shift;
+    int left_shift;                  /* add: QAT_ADD_LEFT_SHIFT */
+    /* lut: table[q - in.qmin] is the output integer for input integer q */
+    qat_lut_fn lut;
+    int32_t *table;
+    int table_len;
+} qat_qop;
+
+typedef struct {
+    int n_tensors, n_ops;
+    qat_qtensor *tensors;
+    qat_qop *ops;
+    int input, output;   /* tensor ids: the model input, the logits */
+    int version;         /* the file format version it was read from; 0 when lowered in memory */
+    char producer[64];
+    const char *config;  /* training configuration (free text, JSON from qat-mnist); never NULL once made */
+} qat_qmodel;
+
+/* Elements of a tensor per sample. */
+QAT_API int64_t qat_qtensor_numel(const qat_qtensor *t);
+
+/* The output shape an op computes from its inputs' shapes (rank and
+ * shape of the output tensor). QAT_ERR_SHAPE if the inputs do not fit the
+ * op; the message goes into msg (len bytes). */
+QAT_API qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, int *rank, int64_t *shape,
+                                        char *msg, size_t len);
+
+/* Checks every quantity of a program: storage ranges inside their bit
+ * width, scales positive normal floats, zero points and integers in their
+ * ranges, multipliers in [2^30, 2^31) (or 0) with shifts in [-31, 30],
+ * every tensor id in range and defined before it is read (no dangling id,
+ * no cycle), every shape following from its op, tables of the right
+ * length, the output a vector of logits. QAT_ERR_FORMAT (or _SHAPE) with a
+ * message naming the op and the quantity in msg. The loader runs it on
+ * what it read, and export before it writes. */
+QAT_API qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len);
+
+/* ---- the runtime ------------------------------------------------------------ */
+
+/* The memory plan: each tensor's byte offset in one arena, for batches
+ * of up to max_batch samples (a tensor of n elements per sample takes
+ * n·max_batch bytes, samples one after another). Tensors whose lifetimes
+ * do not overlap share bytes; flatten is a view of its input, and ReLU,
+ * lookup tables and add write over an input that dies there. Each op's
+ * constants in the layout its kernel reads (weights minus their zero
+ * points, padded for the GEMM; tables as bytes) go in a second buffer,
+ * filled once by qat_runtime_prepare. */
+typedef struct {
+    int max_batch;
+    int64_t *offset;               /* [n_tensors]: byte offset in the arena */
+    int64_t *const_offset;         /* [n_ops]: byte offset in the constants */
+    int64_t arena_bytes;           /* activations, for max_batch samples */
+    int64_t const_bytes;           /* the ops' prepared constants */
+    int64_t scratch_bytes;         /* working memory of the kernels (padding, im2col) */
+    int64_t peak_activation_bytes; /* the arena for one sample: the figure to quote */
+} qat_plan;
+
+/* Plans q for max_batch samples. offsets: the caller's array of
+ * n_tensors + n_ops entries (tensors first). The program must pass
+ * qat_qmodel_check; the runtime runs signed activations of 2..8 bits and
+ * weights of at most 8 bits with per-tensor or per-channel scales:
+ * QAT_ERR_UNSUPPORTED with the reason in msg otherwise. The planner itself
+ * allocates working memory (it runs once, at setup). */
+QAT_API qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets, qat_plan *plan,
+                                    char *msg, size_t len);
+
+/* Fills consts (plan->const_bytes, 64-byte aligned) from q's integers. */
+QAT_API void qat_runtime_prepare(const qat_qmodel *q, const qat_plan *plan, void *consts);
+
+/* Runs n <= plan->max_batch samples. The input integers must be at
+ * arena + offset[input] ([n][input numel] int8), the output integers are
+ * at arena + offset[output] afterwards. arena and scratch: the plan's
+ * sizes, 64-byte aligned. QAT_ERR_ARG for a bad n. */
+QAT_API qat_status qat_runtime_run(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                   void *scratch, int64_t n);
+
+/* The integer GEMM kernel the runtime picked for this CPU
+ * ("AVX-512 VNNI", "AVX2" or "portable C"). */
+QAT_API const char *qat_runtime_kernel(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,198 @@
+/* The QAT pass over the model graph: weight quantizers on Linear/Conv,
+ * activation quantizers after each fusion group that requantizes (the
+ * matcher in fusion.c decides the groups), BatchNorm folding, LSQ's
+ * learned scales. Per-layer configurations are whole: every field of a
+ * layer's own configuration is honoured. */
+#include <math.h>
+#include <string.h>
+
+#include "fakequant/internal.h"
+#include "internal.h"
+
+qat_prepare_config qat_prepare_defaults(void) {
+    return (qat_prepare_config){.wbits = 8, .w_narrow = true, .wgran = QAT_GRAN_CHANNEL, .block = 0,
+                                .abits = 8, .a_symmetric = false, .aobs = QAT_OBS_EMA,
+                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED, .io_bits = 8, .fold_bn = true};
+}
+
+qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c) {
+    if (c->wbits < 2 || c->wbits > 16 || c->abits < 2 || c->abits > 16 || c->io_bits < 2 || c->io_bits > 16)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: bit widths must be 2..16 (weights %d, "
+                            "activations %d, input/output %d)", c->wbits, c->abits, c->io_bits);
+    if ((unsigned)c->wgran > QAT_GRAN_BLOCK) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: unknown granularity %d", (int)c->wgran);
+    if (c->wgran == QAT_GRAN_BLOCK && c->block < 1)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: block granularity needs a block size >= 1");
+    if ((unsigned)c->ste > QAT_STE_PLAIN) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: unknown STE %d", (int)c->ste);
+    return QAT_OK;
+}
+
+/* A fresh activation quantizer for configuration c at `bits`. */
+static qat__act_quant *new_act_quant(qat_model *m, const qat_prepare_config *c, int bits) {
+    qat__act_quant *a = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, sizeof *a);
+    if (!a) return NULL;
+    if (qat_qtype_init(m->ctx, &a->q, bits, true, false, 0, NULL, NULL) != QAT_OK ||
+        qat_observer_init(m->ctx, &a->obs, c->aobs, c->a_symmetric, c->window, c->k) != QAT_OK)
+        return NULL;
+    a->ste = c->ste;
+    return a;
+}
+
+/* The weight type configuration c asks for layer l (not yet attached). */
+static qat_status weight_type(qat_model *m, const qat__layer *l, const qat_prepare_config *c, qat_qtype *out) {
+    int64_t block[QAT_MAX_RANK] = {0};
+    if (c->wgran != QAT_GRAN_TENSOR) block[0] = 1; /* per output channel */
+    if (c->wgran == QAT_GRAN_BLOCK) {
+        if (l->weight->shape[1] % c->block)
+            return qat_ctx_fail(m->ctx, QAT_ERR_SHAPE, "prepare: block size %d does not divide the %lld inputs of %s",
+                                c->block, (long long)l->weight->shape[1], l->name);
+        block[1] = c->block;
+    }
+    return qat_qtype_init(m->ctx, out, c->wbits, true, c->w_narrow, l->weight->rank, l->weight->shape, block);
+}
+
+/* LSQ's initial scales for layer l's type q: 2·mean|w| / sqrt(qmax) per
+ * block. Weight blocks split dims 0 and 1 only, so each block is one run
+ * of consecutive elements: one pass, summed in double. */
+static void lsq_init(const qat__layer *l, const qat_qtype *q, float *scales) {
+    int64_t run = qat__qtype_run(q);
+    for (int64_t s0 = 0; s0 < l->weight->numel; s0 += run) {
+        double a = 0;
+        for (int64_t j = s0; j < s0 + run; j++) a += fabsf(l->weight->data[j]);
+        float s = (float)(2.0 * a / (double)run / sqrt((double)q->qmax));
+        scales[qat_qtype_param_index(q, s0)] = s > 1e-8f ? s : 1e-8f;
+    }
+}
+
+/* The LSQ block laid out again in layer order, with layer `changed`
+ * taking type q (its scales initialised afresh) and LSQ on or off per
+ * `lsq`; the other layers keep their learned scales. All allocation comes
+ * first: on failure nothing has changed. */
+static qat_status relayout_lsq(qat_model *m, int changed, const qat_qtype *q, bool lsq) {
+    qat_ctx *ctx = m->ctx;
+    int64_t total = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const qat__layer *l = &m->layers[i];
+        if (i == changed) total += lsq ? q->nparams : 0;
+        else if (l->wscale) total += l->wscale->numel;
+    }
+    float *p = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(total + 1) * sizeof(float));
+    float *g = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(total + 1) * sizeof(float));
+    qat_tensor **views = qat_ctx_alloc(ctx, QAT_MEM_STEP, (size_t)m->n_layers * 2 * sizeof *views);
+    if (!p || !g || !views) return qat_ctx_status(ctx);
+    int64_t off = 0;
+    for (int i = 0; i < m->n_layers; i++) { /* new views first: they can fail */
+        const qat__layer *l = &m->layers[i];
+        views[2 * i] = views[2 * i + 1] = NULL;
+        int64_t np = i == changed ? (lsq ? q->nparams : 0) : l->wscale ? l->wscale->numel : 0;
+        if (!np) continue;
+        views[2 * i] = qat_tensor_wrap(ctx, QAT_MEM_PERSIST, p + off, g + off, 1, &np);
+        float *z = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)np * sizeof(float));
+        views[2 * i + 1] = z ? qat_tensor_wrap(ctx, QAT_MEM_PERSIST, z, NULL, 1, &np) : NULL;
+        if (!views[2 * i] || !views[2 * i + 1]) return qat_ctx_status(ctx);
+        if (i == changed) lsq_init(l, q, p + off);
+        else memcpy(p + off, l->wscale->data, (size_t)np * sizeof(float)), memcpy(z, l->wzero->data, (size_t)np * sizeof(float));
+        off += np;
+    }
+    for (int i = 0; i < m->n_layers; i++) m->layers[i].wscale = views[2 * i], m->layers[i].wzero = views[2 * i + 1];
+    m->qparams = p, m->qgrads = g, m->n_qparams = total;
+    return QAT_OK;
+}
+
+/* Is `id` the model's output, or does its group end there? Its activation
+ * quantizer then keeps io_bits: with 2-bit logits cross-entropy can only
+ * lower the loss by inflating their range. */
+static int act_bits(const qat_model *m, int end, const qat_prepare_config *c) {
+    return end == qat__model_output(m) ? c->io_bits : c->abits;
+}
+
+/* Quantizers for layer id (an anchor of a requantizing group) under
+ * configuration c: its weight type (Linear/Conv), its BatchNorm folding,
+ * its group's activation quantizer. Everything that can fail happens
+ * before anything changes. */
+static qat_status quantize_layer(qat_model *m, int id, const qat_prepare_config *c) {
+    qat_ctx *ctx = m->ctx;
+    qat__layer *l = &m->layers[id];
+    bool product = l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D;
+    qat_prepare_config *cfg = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *cfg);
+    qat_qtype *wq = product ? qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *wq) : NULL;
+    if (!cfg || (product && !wq)) return qat_ctx_status(ctx);
+    *cfg = *c;
+    qat_status st = product ? weight_type(m, l, c, wq) : QAT_OK;
+    if (st != QAT_OK) return st;
+    qat__group old, g;
+    qat__match_group(m, id, l->fold_bn >= 0, &old);
+    qat__match_group(m, id, product && c->fold_bn, &g);
+    qat__act_quant *aq = new_act_quant(m, c, act_bits(m, g.end, c));
+    if (!aq) return qat_ctx_status(ctx);
+    bool had_lsq = l->wscale != NULL;
+    if (product && (c->lsq || had_lsq) && (st = relayout_lsq(m, id, wq, c->lsq)) != QAT_OK) return st;
+    /* commit */
+    if (old.bn >= 0) m->layers[old.bn].folded = false;
+    m->layers[old.end].aq = NULL;
+    l->qcfg = cfg;
+    if (product) l->wq = wq;
+    l->fold_bn = g.bn;
+    if (g.bn >= 0) m->layers[g.bn].folded = true;
+    m->layers[g.end].aq = aq;
+    return QAT_OK;
+}
+
+qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
+    if (!m) return QAT_ERR_ARG;
+    qat_prepare_config c = cfg ? *cfg : qat_prepare_defaults();
+    if (!m->built) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "prepare: build the model first");
+    if (m->prepared) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "prepare: model already prepared");
+    qat_status st = qat__check_qat_config(m->ctx, &c);
+    if (st != QAT_OK) return st;
+    m->qcfg = c;
+    qat__act_quant *in = new_act_quant(m, &c, c.io_bits);
+    if (!in) return qat_ctx_status(m->ctx);
+    m->layers[0].aq = in;
+    for (int i = 1; i < m->n_layers; i++) {
+        if (!qat__requantizes(m->layers[i].kind) || m->layers[i].folded) continue;
+        if ((st = quantize_layer(m, i, &c)) != QAT_OK) return st;
+    }
+    m->prepared = true;
+    m->fake_quant_on = true;
+    return QAT_OK;
+}
+
+qat_status qat_prepare_layer(qat_model *m, const char *name, const qat_prepare_config *cfg) {
+    if (!m || !cfg) return QAT_ERR_ARG;
+    if (!m->prepared) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "prepare_layer: call qat_prepare first");
+    int id = qat_model_find_layer(m, name);
+    if (id < 1 || !m->layers[id].qcfg)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "prepare_layer: no layer with quantizers named \"%s\" (Linear, "
+                            "Conv, Add, Concat, pooling, activations)", name ? name : "(null)");
+    qat_status st = qat__check_qat_config(m->ctx, cfg);
+    return st != QAT_OK ? st : quantize_layer(m, id, cfg);
+}
+
+bool qat_model_prepared(const qat_model *m) { return m && m->prepared; }
+
+const qat_prepare_config *qat_model_qat_config(const qat_model *m, const char *layer) {
+    if (!m || !m->prepared) return NULL;
+    if (!layer) return &m->qcfg;
+    int id = qat_model_find_layer(m, layer);
+    return id > 0 ? m->layers[id].qcfg : NULL;
+}
+
+int64_t qat_model_n_quantized_weights(const qat_model *m) {
+    int64_t n = 0;
+    for (int i = 0; m && i < m->n_layers; i++)
+        if (m->layers[i].wq) n += m->layers[i].weight->numel;
+    return n;
+}
+
+void qat_model_set_fake_quant(qat_model *m, bool on) {
+    if (m) m->fake_quant_on = on;
+}
+void qat_model_freeze_observers(qat_model *m, bool frozen) {
+    if (m) m->observers_frozen = frozen;
+}
+void qat_model_freeze_bn(qat_model *m, bool frozen) {
+    if (m) m->bn_frozen = frozen;
+}
+bool qat_model_fake_quant_on(const qat_model *m) { return m && m->fake_quant_on; }
+bool qat_model_observers_frozen(const qat_model *m) { return m && m->observers_frozen; }
+bool qat_model_bn_frozen(const qat_model *m) { return m && m->bn_frozen; }

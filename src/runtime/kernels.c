@@ -1,0 +1,154 @@
+/* The runtime's portable integer kernels (kernels.h). The products are an
+ * integer GEMM written here, not cblas_sgemm: BLAS has no integer GEMM,
+ * float32 cannot hold every int32 sum exactly (2^24), and this runtime
+ * exists for devices with no float unit. The x86 kernels are in
+ * kernels_x86.c and give the same integers. */
+#include <string.h>
+
+#include "core/requant.h"
+#include "kernels.h"
+
+void qat__pad_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *restrict xp) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw;
+    if (ph || pw) memset(xp, 0, (size_t)C * (size_t)(Hp * Wp) * sizeof *xp);
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++) {
+            int16_t *restrict d = xp + ((int64_t)c * Hp + y + ph) * Wp + pw;
+            const int8_t *restrict s = x + ((int64_t)c * H + y) * W;
+            for (int i = 0; i < W; i++) d[i] = (int16_t)(s[i] - zp);
+        }
+}
+
+void qat__im2col_s16(const int16_t *xp, int C, int Hp, int Wp, int kh, int kw, int sh, int sw, int OH, int OW,
+                     int Pp, int16_t *col) {
+    for (int c = 0; c < C; c++)
+        for (int ky = 0; ky < kh; ky++)
+            for (int kx = 0; kx < kw; kx++) {
+                int16_t *row = col + (int64_t)((c * kh + ky) * kw + kx) * Pp;
+                const int16_t *src = xp + ((int64_t)c * Hp + ky) * Wp + kx;
+                int64_t step = (int64_t)sh * Wp;
+                if (sw == 1 && OW <= QAT_IM2COL_CHUNK) /* one chunk per run (LeNet's conv2) */
+                    for (int oy = 0; oy < OH; oy++) memcpy(row + oy * OW, src + oy * step, QAT_IM2COL_CHUNK * sizeof *row);
+                else if (sw == 1) /* whole chunks: a chunk may run past its run */
+                    for (int oy = 0; oy < OH; oy++)
+                        for (int ox = 0; ox < OW; ox += QAT_IM2COL_CHUNK)
+                            memcpy(row + oy * OW + ox, src + oy * step + ox, QAT_IM2COL_CHUNK * sizeof *row);
+                else
+                    for (int oy = 0; oy < OH; oy++)
+                        for (int ox = 0; ox < OW; ox++) row[oy * OW + ox] = src[oy * step + ox * sw];
+            }
+}
+
+void qat__gemm_requant_ref(const qat__gemm_args *a) {
+    for (int o = 0; o < a->O; o++) {
+        const int16_t *w = a->w + (int64_t)o * a->Kp;
+        for (int p0 = 0; p0 < a->P; p0 += QAT_PPAD) {
+            int32_t acc[QAT_PPAD] = {0};
+            for (int k = 0; k < a->Kp; k++) {
+                int32_t wk = w[k];
+                const int16_t *c = a->col + (int64_t)k * a->Pp + p0;
+                for (int j = 0; j < QAT_PPAD; j++) acc[j] += wk * c[j];
+            }
+            for (int j = 0; j < QAT_PPAD && p0 + j < a->P; j++)
+                a->out[o * a->so + (p0 + j) * a->sp] =
+                    (int8_t)qat__requant(acc[j] + a->bias[o], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+        }
+    }
+}
+
+/* One output row of a depthwise channel: the window's taps in order,
+ * each a contiguous run of the padded input (stride 1) or a strided one. */
+void qat__depthwise(const qat__depthwise_args *a) {
+    int mult = a->O / a->C, taps = a->kh * a->kw;
+    int32_t acc[256];
+    for (int o = 0; o < a->O; o++) {
+        const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
+        const int16_t *w = a->w16 + (int64_t)o * taps;
+        int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
+        for (int oy = 0; oy < a->OH; oy++)
+            for (int ox0 = 0; ox0 < a->OW; ox0 += 256) {
+                int n = a->OW - ox0 < 256 ? a->OW - ox0 : 256;
+                for (int i = 0; i < n; i++) acc[i] = a->bias[o];
+                for (int ky = 0; ky < a->kh; ky++)
+                    for (int kx = 0; kx < a->kw; kx++) {
+                        int32_t wk = w[ky * a->kw + kx];
+                        const int16_t *src = xc + (int64_t)(oy * a->sh + ky) * a->Wp + ox0 * a->sw + kx;
+                        if (a->sw == 1)
+                            for (int i = 0; i < n; i++) acc[i] += wk * src[i];
+                        else
+                            for (int i = 0; i < n; i++) acc[i] += wk * src[i * a->sw];
+                    }
+                for (int i = 0; i < n; i++)
+                    yc[oy * a->OW + ox0 + i] = (int8_t)qat__requant(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            }
+    }
+}
+
+void qat__maxpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw, int8_t *y) {
+    int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1;
+    for (int c = 0; c < C; c++) {
+        const int8_t *xc = x + (int64_t)c * H * W;
+        int8_t *yc = y + (int64_t)c * OH * OW;
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                /* the window clipped to the input: padding never wins */
+                int y0 = oy * sh - ph, x0 = ox * sw - pw;
+                int ya = y0 < 0 ? 0 : y0, yb = y0 + kh > H ? H : y0 + kh;
+                int xa = x0 < 0 ? 0 : x0, xb = x0 + kw > W ? W : x0 + kw;
+                int8_t m = INT8_MIN;
+                for (int yy = ya; yy < yb; yy++)
+                    for (int xx = xa; xx < xb; xx++) m = xc[yy * W + xx] > m ? xc[yy * W + xx] : m;
+                yc[oy * OW + ox] = m;
+            }
+    }
+}
+
+void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
+                     const qat__requant_args *r, int8_t *y) {
+    int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1;
+    for (int c = 0; c < C; c++) {
+        const int8_t *xc = x + (int64_t)c * H * W;
+        int8_t *yc = y + (int64_t)c * OH * OW;
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++) {
+                int y0 = oy * sh - ph, x0 = ox * sw - pw;
+                int ya = y0 < 0 ? 0 : y0, yb = y0 + kh > H ? H : y0 + kh;
+                int xa = x0 < 0 ? 0 : x0, xb = x0 + kw > W ? W : x0 + kw;
+                int32_t sum = 0; /* a padded position is real 0: it adds nothing */
+                for (int yy = ya; yy < yb; yy++)
+                    for (int xx = xa; xx < xb; xx++) sum += xc[yy * W + xx] - r->zp_in;
+                yc[oy * OW + ox] = (int8_t)qat__requant(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+            }
+    }
+}
+
+void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
+    for (int c = 0; c < C; c++) {
+        const int8_t *xc = x + (int64_t)c * HW;
+        int32_t sum = 0;
+        for (int i = 0; i < HW; i++) sum += xc[i];
+        sum -= r->zp_in * HW;
+        y[c] = (int8_t)qat__requant(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+    }
+}
+
+void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = (int8_t)qat__requant(x[i] - r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+}
+
+void qat__add_s8(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t xa = (int32_t)((uint32_t)(a[i] - r->zp_a) << r->left_shift);
+        int32_t xb = (int32_t)((uint32_t)(b[i] - r->zp_b) << r->left_shift);
+        int32_t sum = qat__mbqm(xa, r->m_a, r->sh_a) + qat__mbqm(xb, r->m_b, r->sh_b);
+        y[i] = (int8_t)qat__requant(sum, r->m_out, r->sh_out, r->zp_out, r->lo, r->hi);
+    }
+}
+
+void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = table[x[i] - qmin];
+}
+
+void qat__clamp_s8(const int8_t *x, int64_t n, int32_t lo, int32_t hi, int8_t *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = (int8_t)(x[i] < lo ? lo : x[i] > hi ? hi : x[i]);
+}
