@@ -118,6 +118,12 @@ static const char *unsupported(const qat_qmodel *q, const qat_qop *op, char *why
                  out->q.is_signed ? 'i' : 'u', out->q.bits);
         return why;
     }
+    if (op->kind == QAT_QOP_GLOBAL_AVGPOOL) { /* the sum of |x - zp| <= 255 over H·W */
+        const qat_qtensor *in = &q->tensors[op->inputs[0]];
+        if (in->shape[1] * in->shape[2] * 255 > INT32_MAX)
+            return snprintf(why, len, "it sums %lld values, too many for an int32 accumulator",
+                            (long long)(in->shape[1] * in->shape[2])), why;
+    }
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return NULL;
     if (op->wq.bits > 8) return snprintf(why, len, "its weights are wider than 8 bits"), why;
     if (!op->multiplier) return snprintf(why, len, "its weights are sub-channel (no multiplier per channel)"), why;
