@@ -1,0 +1,554 @@
+/* The graph models: building, the fusion matcher on branches, the QAT
+ * pass's per-layer configurations, model files, lowering of every new op
+ * kind against hand-computed integers and through export -> load ->
+ * engine, the runtime's memory plan, and the numpy reader on every
+ * reference model. */
+#include <hdf5.h>
+#include <stdlib.h>
+
+#include "layers/internal.h"
+#include "qat/export.h"
+#include "qat/infer.h"
+#include "qat/io.h"
+#include "qat/optim.h"
+#include "test_util.h"
+
+static char dir[256];
+
+static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
+
+/* A few training steps on random data (observers and BatchNorm move),
+ * then eval mode. */
+static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
+    qat_ctx *ctx = qat_model_ctx(m);
+    qat_optim opt;
+    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
+    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
+    int64_t s[4] = {8, shape[0], shape[1], shape[2]};
+    for (int i = 0; i < steps; i++) {
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
+        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
+        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        qat_tensor *out = qat_model_forward(m, x);
+        int64_t K = out ? out->shape[1] : 1;
+        for (int k = 0; k < 8; k++) y[k] %= (int32_t)K;
+        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, out, y)), QAT_OK);
+        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
+        qat_model_zero_grad(m);
+        qat_ctx_step_reset(ctx);
+    }
+    ASSERT_OK(ctx);
+    qat_model_train(m, false);
+}
+
+/* ---- building and the matcher ----------------------------------------------------- */
+
+static void test_build_errors_name_the_layer(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL(qat_layer_relu(m, NULL, 5), -1); /* no layer 5 */
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "input 5 is not a layer") != NULL);
+    qat_ctx_clear_error(ctx);
+    qat_conv2d_spec bad = qat_conv2d_square(3, 4, 3, 1, 1, true);
+    bad.groups = 2; /* does not divide 3 */
+    CU_ASSERT_EQUAL(qat_layer_conv2d(m, "c", 0, &bad), -1);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "groups must divide") != NULL);
+    qat_ctx_clear_error(ctx);
+    /* a declared input shape: build checks every layer fits */
+    qat_model_set_input_shape(m, 3, (int64_t[]){3, 8, 8});
+    qat_conv2d_spec c = qat_conv2d_square(3, 4, 3, 1, 1, true);
+    int a = qat_layer_conv2d(m, "a", 0, &c);
+    c.in = 4, c.stride_h = c.stride_w = 2;
+    int b = qat_layer_conv2d(m, "b", a, &c);
+    qat_layer_add(m, "sum", a, b); /* [4, 8, 8] + [4, 4, 4] */
+    CU_ASSERT_EQUAL(qat_model_build(m, 1), QAT_ERR_SHAPE);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "add sum") != NULL);
+    qat_ctx_free(ctx);
+}
+
+/* A conv whose output feeds two consumers is not fused with the BatchNorm
+ * that is one of them; a BatchNorm that owns its conv is. */
+static void test_matcher_on_branches(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_set_input_shape(m, 3, (int64_t[]){2, 6, 6});
+    qat_conv2d_spec s = qat_conv2d_square(2, 4, 3, 1, 1, false);
+    int c1 = qat_layer_conv2d(m, "c1", 0, &s);
+    int bn1 = qat_layer_batchnorm(m, "bn1", c1, 4, 0.1f, 1e-5f);
+    int r1 = qat_layer_relu(m, "r1", bn1); /* c1 -> bn1 -> r1: one group */
+    s.in = 4;
+    int c2 = qat_layer_conv2d(m, "c2", r1, &s);
+    int bn2 = qat_layer_batchnorm(m, "bn2", c2, 4, 0.1f, 1e-5f);
+    int a = qat_layer_add(m, "a", bn2, c2); /* c2 feeds bn2 and the add */
+    qat_layer_relu(m, "r2", a);
+    int gap = qat_layer_global_avgpool(m, NULL, qat_model_find_layer(m, "r2"));
+    qat_layer_linear(m, "fc", gap, 4, 3, true);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat__group g;
+    qat__match_group(m, c1, true, &g);
+    CU_ASSERT(g.bn == bn1 && g.act == r1 && g.end == r1);
+    qat__match_group(m, c2, true, &g);
+    CU_ASSERT(g.bn == -1 && g.act == -1 && g.end == c2); /* not its BatchNorm's alone */
+    qat__match_group(m, a, true, &g);
+    CU_ASSERT(g.act == qat_model_find_layer(m, "r2"));
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    CU_ASSERT_EQUAL(m->layers[c1].fold_bn, bn1);
+    CU_ASSERT_EQUAL(m->layers[c2].fold_bn, -1);
+    CU_ASSERT(!m->layers[bn2].folded && m->layers[bn2].aq == NULL);
+    CU_ASSERT(m->layers[c2].aq != NULL && m->layers[r1].aq != NULL && m->layers[c1].aq == NULL);
+    CU_ASSERT(m->layers[qat_model_find_layer(m, "r2")].aq != NULL && m->layers[a].aq == NULL);
+    /* lowering refuses the unfolded BatchNorm, naming it */
+    qat_rng rng;
+    qat_rng_seed(&rng, 2);
+    qat_model_train(m, true);
+    warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
+    qat_qmodel q;
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "layer bn2") != NULL);
+    qat_ctx_free(ctx);
+}
+
+/* Per-layer configurations are whole (fold_bn, ste honoured) and
+ * qat_prepare_layer is all or nothing, LSQ included. */
+static void test_prepare_layer_whole_and_transactional(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_lenet(m, true);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.lsq = true;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    int conv2 = qat_model_find_layer(m, "conv2"), bn2 = qat_model_find_layer(m, "bn2");
+    int64_t nq = qat_model_n_qparams(m);
+    float before = m->layers[conv2].wscale->data[0];
+    CU_ASSERT(m->layers[conv2].fold_bn == bn2);
+    /* a block size that does not divide: refused, nothing changed */
+    qat_prepare_config bad = c;
+    bad.wgran = QAT_GRAN_BLOCK, bad.block = 7;
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "conv2", &bad), QAT_ERR_SHAPE);
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_model_n_qparams(m), nq);
+    CU_ASSERT(m->layers[conv2].wscale->data[0] == before && m->layers[conv2].fold_bn == bn2);
+    CU_ASSERT_EQUAL(m->layers[conv2].qcfg->wgran, QAT_GRAN_CHANNEL);
+    /* fold_bn off and the plain STE for conv2 alone: honoured */
+    qat_prepare_config own = c;
+    own.fold_bn = false, own.ste = QAT_STE_PLAIN, own.lsq = false;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv2", &own), QAT_OK);
+    CU_ASSERT_EQUAL(m->layers[conv2].fold_bn, -1);
+    CU_ASSERT(!m->layers[bn2].folded);
+    CU_ASSERT(m->layers[conv2].aq != NULL && m->layers[conv2].aq->ste == QAT_STE_PLAIN);
+    CU_ASSERT_PTR_NULL(m->layers[conv2].wscale);                 /* LSQ off for it */
+    CU_ASSERT_EQUAL(qat_model_n_qparams(m), nq - 16);           /* its 16 scales left the block */
+    CU_ASSERT(m->layers[qat_model_find_layer(m, "conv1")].wscale != NULL);
+    CU_ASSERT_EQUAL(m->layers[qat_model_find_layer(m, "fc1")].wscale->data - m->qparams, 6); /* in layer order */
+    qat_ctx_free(ctx);
+}
+
+/* Exporting every epoch does not grow the model's memory. */
+static void test_export_does_not_grow_memory(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_mlp(m);
+    qat_model_build(m, 1);
+    qat_prepare(m, NULL);
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    qat_model_train(m, true);
+    warm_up(m, 1, (int64_t[]){784}, 1, &rng);
+    char path[300];
+    path_of(path, sizeof path, "grow.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, NULL, path, NULL), QAT_OK);
+    size_t after_one = qat_ctx_persist_bytes(ctx);
+    for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL(qat_export(m, 0, NULL, NULL, path, NULL), QAT_OK);
+    CU_ASSERT_EQUAL(qat_ctx_persist_bytes(ctx), after_one);
+    qat_ctx_free(ctx);
+}
+
+/* ---- custom ops ----------------------------------------------------------------------- */
+
+/* y = a·b + c, element-wise, over three inputs of one shape. */
+static qat_status fma_shape(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, int *rank, int64_t *shape) {
+    (void)ctx, (void)user, (void)n;
+    *rank = x[0]->rank;
+    memcpy(shape, x[0]->shape, sizeof x[0]->shape);
+    return QAT_OK;
+}
+static qat_status fma_forward(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, qat_tensor *y) {
+    (void)ctx, (void)user, (void)n;
+    for (int64_t i = 0; i < y->numel; i++) y->data[i] = x[0]->data[i] * x[1]->data[i] + x[2]->data[i];
+    return QAT_OK;
+}
+static qat_status fma_backward(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, const qat_tensor *y,
+                               float *const *gx) {
+    (void)ctx, (void)user, (void)n;
+    for (int64_t i = 0; i < y->numel; i++) {
+        if (gx[0]) gx[0][i] += y->grad[i] * x[1]->data[i];
+        if (gx[1]) gx[1][i] += y->grad[i] * x[0]->data[i];
+        if (gx[2]) gx[2][i] += y->grad[i];
+    }
+    return QAT_OK;
+}
+static const qat_custom_op fma_op = {"fma", fma_shape, fma_forward, fma_backward};
+
+typedef struct {
+    qat_model *m;
+    qat_tensor *x;
+} model_user;
+
+static qat_tensor *model_loss(qat_ctx *ctx, qat_tensor *const *in, void *user) {
+    (void)in;
+    model_user *u = user;
+    qat_tensor *y = qat_model_forward(u->m, u->x);
+    return qat_sum(ctx, qat_mul(ctx, y, y));
+}
+
+static void test_custom_layer_trains_and_is_refused_by_lowering(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_set_input_shape(m, 1, (int64_t[]){4});
+    int a = qat_layer_linear(m, "a", 0, 4, 3, true), b = qat_layer_linear(m, "b", 0, 4, 3, true);
+    int c = qat_layer_linear(m, "c", 0, 4, 3, true);
+    int in[3] = {a, b, c};
+    qat_layer_custom(m, "mix", &fma_op, NULL, 3, in);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 4), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 8);
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, (int64_t[]){3, 4}, false);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_normal(&rng);
+    model_user u = {m, x};
+    qat_tensor *ins[6];
+    for (int i = 0; i < m->n_param_tensors; i++) ins[i] = m->param_list[i].tensor;
+    qat_gradcheck_result r;
+    qat_status st = qat_gradcheck(ctx, model_loss, &u, ins, m->n_param_tensors, 1e-2f, 2e-3f, 2e-2f, &r);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(qat_prepare(m, NULL), QAT_OK);
+    warm_up(m, 1, (int64_t[]){4}, 2, &rng);
+    qat_qmodel q;
+    CU_ASSERT_EQUAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "layer mix: custom op \"fma\" has no integer form") != NULL);
+    qat_ctx_clear_error(ctx);
+    /* its checkpoint cannot be rebuilt from the file alone */
+    char path[300];
+    path_of(path, sizeof path, "custom.ckpt.h5");
+    CU_ASSERT_EQUAL(qat_checkpoint_save(m, NULL, NULL, NULL, path), QAT_OK);
+    qat_model *back = NULL;
+    CU_ASSERT_EQUAL(qat_checkpoint_model(ctx, path, &back, NULL, 0), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "custom op") != NULL);
+    qat_ctx_free(ctx);
+}
+
+/* ---- model files -------------------------------------------------------------------- */
+
+static void expect_file_error(const char *text, const char *phrase) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_NOT_EQUAL(qat_model_from_text(m, text, "t.qnet"), QAT_OK);
+    if (!strstr(qat_ctx_error(ctx), phrase)) printf("\n  got \"%s\", want \"%s\"\n", qat_ctx_error(ctx), phrase);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), phrase) != NULL);
+    qat_ctx_free(ctx);
+}
+
+static void test_model_file_errors_name_line_and_field(void) {
+    expect_file_error("conv2d c input out=4 kernel=3\n", "t.qnet:1: the first line must be \"input shape=...\"");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernl=3\n", "t.qnet:2: conv2d c: kernel=K");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 strid=2\n", "t.qnet:2: conv2d: unknown key \"strid\"");
+    expect_file_error("input shape=1,8,8\nrelu r nothing\n", "t.qnet:2: input \"nothing\" is not a layer defined above");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3\nlinear f c out=10\n",
+                      "t.qnet:3: linear f: its input c is not a vector");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 in=2\n", "t.qnet:2: conv2d c: in=2, but its input has 1 channels");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=9\n", "t.qnet:2: model: conv2d c: its window is larger");
+    expect_file_error("input shape=1,8,8\nadd a input\n", "t.qnet:2: add a: takes 2 inputs, has 1");
+    expect_file_error("input shape=1,8,8\nmystery m input\n", "t.qnet:2: unknown layer kind \"mystery\"");
+    expect_file_error("input shape=1,8,8\nrelu r input\nrelu r input\n", "t.qnet:3: relu r: a layer of that name is defined above");
+    expect_file_error("input shape=0,8,8\n", "t.qnet:1: input: shape is 1 or 3 whole numbers");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 groups=3\n", "t.qnet:2: model: conv2d c: groups must divide");
+    expect_file_error("input shape=1,8,8\n", "t.qnet: no layers");
+    char path[300];
+    path_of(path, sizeof path, "missing.qnet");
+    qat_ctx *ctx = qat_ctx_new();
+    CU_ASSERT_EQUAL(qat_model_from_file(qat_model_new(ctx), path), QAT_ERR_IO);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "No such file") != NULL);
+    qat_ctx_free(ctx);
+}
+
+/* ---- the new ops through lowering, by hand ------------------------------------------ */
+
+static qat_aparams ap(float s, int32_t zp) {
+    return (qat_aparams){.scale = s, .zero_point = zp, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127};
+}
+
+static qat_qtensor vec(const char *name, int64_t n, qat_aparams q) {
+    qat_qtensor t = {.rank = 1, .shape = {n}, .q = q};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
+}
+
+/* A program of one op over vectors: inputs are tensors 0..n_in-1?  No: a
+ * program has one input, so two-input ops read the input and a relu of it. */
+static int32_t m0_of(double M, int *shift) {
+    int32_t m;
+    qat_quantize_multiplier(M, &m, shift);
+    return m;
+}
+
+/* TFLite's ADD by hand: a = input (s 0.5, zp -1), b = relu(a) (same
+ * quantization), out s 0.25 zp 3, relu fused. */
+static void test_add_hand_computed(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtensor ts[3] = {vec("input", 3, ap(0.5f, -1)), vec("r", 3, ap(0.5f, -1)), vec("sum", 3, ap(0.25f, 3))};
+    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -1, .act_max = 127},
+                      {.kind = QAT_QOP_ADD, .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1, .act = QAT_ACT_RELU,
+                       .act_min = 3, .act_max = 127, .left_shift = 20, .n_mult = 3}};
+    int32_t mult[3], shift[3];
+    int sh;
+    mult[0] = m0_of(0.5 / 1.0, &sh), shift[0] = sh; /* s_a / (2·max) = 0.5 / 1 */
+    mult[1] = m0_of(0.5 / 1.0, &sh), shift[1] = sh;
+    mult[2] = m0_of(1.0 / (1048576.0 * 0.25), &sh), shift[2] = sh; /* 2·max / (2^20 · s_out) */
+    ops[1].multiplier = mult, ops[1].shift = shift;
+    qat_qmodel q = {.n_tensors = 3, .n_ops = 2, .tensors = ts, .ops = ops, .input = 0, .output = 2, .config = ""};
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 1);
+    CU_ASSERT_FATAL(e != NULL);
+    /* x = (1.5, -2, 0.25): q = (2, -5, -1 + rint(0.5) = -1) -> x - zp = (3, -4, 0).
+     * relu: max(q, -1) = (2, -1, -1) -> b - zp = (3, 0, 0).
+     * a·2^20·0.5 = 3·2^19; b likewise; sum = 3·2^20 (first), -4·2^19 (second), 0.
+     * out = 3 + sum·(1/(2^20·0.25))·... : 3·2^20 / 2^20 / 0.25... M_out = 1/(2^20·0.25) = 2^-18:
+     * 3·2^20·2^-18 = 12 -> 15; -2^21·2^-18 = -8 -> -5 -> relu clamp at 3; 0 -> 3. */
+    float x[3] = {1.5f, -2.0f, 0.25f};
+    int32_t qi[3];
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, 1, NULL, qi), QAT_OK);
+    CU_ASSERT_EQUAL(qi[0], 15);
+    CU_ASSERT_EQUAL(qi[1], 3);
+    CU_ASSERT_EQUAL(qi[2], 3);
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* Concat by hand: the input (s 0.5, zp 0) and relu(input) requantized to
+ * s 1, zp 10. */
+static void test_concat_hand_computed(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtensor ts[3] = {vec("input", 2, ap(0.5f, 0)), vec("r", 2, ap(0.5f, 0)), vec("cat", 4, ap(1.0f, 10))};
+    int32_t mult[2], shift[2];
+    int sh;
+    mult[0] = m0_of(0.5, &sh), shift[0] = sh, mult[1] = mult[0], shift[1] = sh;
+    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = 0, .act_max = 127},
+                      {.kind = QAT_QOP_CONCAT, .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1,
+                       .act_min = -128, .act_max = 127, .n_mult = 2, .multiplier = mult, .shift = shift}};
+    qat_qmodel q = {.n_tensors = 3, .n_ops = 2, .tensors = ts, .ops = ops, .input = 0, .output = 2, .config = ""};
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 1);
+    CU_ASSERT_FATAL(e != NULL);
+    /* x = (3.5, -1.5): q = (7, -3) [rint(7), rint(-3)]; relu: (7, 0).
+     * requantized by M = 0.5 (m 2^30, shift 0): SRDHM(7, 2^30) =
+     * (7·2^30 + 2^30) / 2^31 = 4 -> 14; SRDHM(-3, 2^30) = (-3·2^30 + 1 -
+     * 2^30) / 2^31 truncated = -1 (gemmlowp's tie goes up) -> 9; 0 -> 10 */
+    float x[2] = {3.5f, -1.5f};
+    int32_t qi[4];
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, 1, NULL, qi), QAT_OK);
+    CU_ASSERT(qi[0] == 14 && qi[1] == 9 && qi[2] == 14 && qi[3] == 10);
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* ---- every op kind: the trained graph, its export, the engines --------------------- */
+
+/* A graph with every op kind, trained a little, exported, loaded: the int
+ * engine agrees with the fake-quantized model (within a step), with the
+ * loaded program (bit for bit), and with the numpy reader (bit for bit). */
+static void test_every_op_round_trip(void) {
+    const char *text =
+        "input shape=2,10,9\n"
+        "conv2d    stem  input out=8 kernel=3x2 stride=1x2 pad=1x0\n"
+        "batchnorm bn    stem\n"
+        "relu6     r6    bn\n"
+        "conv2d    dw    r6 out=8 kernel=3 pad=1 groups=depthwise\n"
+        "relu      r1    dw\n"
+        "conv2d    g2    r1 out=8 kernel=1 groups=2\n"
+        "add       sum   g2,r6\n"
+        "relu      r2    sum\n"
+        "maxpool2d mp    r2 kernel=3 stride=2 pad=1\n"
+        "avgpool2d ap    r2 kernel=2x3 stride=2x2 pad=0x1\n"
+        "concat    cat   mp,ap\n"
+        "sigmoid   sg    cat\n"
+        "tanh      th    cat\n"
+        "add       sum2  sg,th\n"
+        "hardswish hs    sum2\n"
+        "global_avgpool gap hs\n"
+        "dropout   d     gap p=0.1\n"
+        "linear    fc    d out=5\n";
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_status st = qat_model_from_text(m, text, "every-op");
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 9);
+    warm_up(m, 3, (int64_t[]){2, 10, 9}, 6, &rng);
+    char path[300];
+    path_of(path, sizeof path, "every.qat.h5");
+    int64_t peak = 0;
+    st = qat_export(m, 0, NULL, NULL, path, &peak);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT(peak > 0);
+    qat_qmodel q, l;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, &l), QAT_OK);
+    int kinds[QAT_QOP_KIND_COUNT] = {0};
+    for (int i = 0; i < l.n_ops; i++) kinds[l.ops[i].kind]++;
+    for (int k = 0; k < QAT_QOP_KIND_COUNT; k++) {
+        if (!kinds[k] && k != QAT_QOP_FLATTEN) printf("\n  no %s op\n", qat_qop_kind_str((qat_qop_kind)k));
+        CU_ASSERT(kinds[k] > 0 || k == QAT_QOP_FLATTEN);
+    }
+    enum { N = 16, IN = 2 * 10 * 9 };
+    float x[N * IN], ref[N * 5];
+    int32_t qi[N * 5], ql[N * 5], qf[N * 5];
+    for (int i = 0; i < N * IN; i++) x[i] = qat_rng_normal(&rng);
+    qat_tensor *t = qat_tensor_from(ctx, QAT_MEM_STEP, x, 4, (int64_t[]){N, 2, 10, 9}, false);
+    qat_ctx_set_grad_enabled(ctx, false);
+    qat_tensor *y = qat_model_forward(m, t);
+    CU_ASSERT_FATAL(y != NULL);
+    memcpy(ref, y->data, sizeof ref);
+    qat_ctx_step_reset(ctx);
+    qat_engine *ie = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N), *le = qat_engine_new(ctx, &l, QAT_ENGINE_INT, N);
+    qat_engine *fe = qat_engine_new(ctx, &l, QAT_ENGINE_FAKE, N);
+    CU_ASSERT_FATAL(ie && le && fe);
+    CU_ASSERT_EQUAL(qat_engine_run(ie, x, N, NULL, qi), QAT_OK);
+    CU_ASSERT_EQUAL(qat_engine_run(le, x, N, NULL, ql), QAT_OK);
+    CU_ASSERT_EQUAL(qat_engine_run(fe, x, N, NULL, qf), QAT_OK);
+    CU_ASSERT_EQUAL(memcmp(qi, ql, sizeof qi), 0); /* the file is the program */
+    const qat_aparams *o = &l.tensors[l.output].q;
+    int far = 0, same = 0;
+    for (int i = 0; i < N * 5; i++) {
+        int32_t want = (int32_t)lrintf(ref[i] / o->scale) + o->zero_point;
+        far += abs(qf[i] - want) > 1;  /* the file's fake engine is the QAT model */
+        far += abs(qi[i] - qf[i]) > 3; /* a few one-step differences can add up through 9 requantizations */
+        same += qi[i] == qf[i];
+    }
+    CU_ASSERT_EQUAL(far, 0);
+    CU_ASSERT(same >= N * 5 * 6 / 10);
+    printf(" [int = fake on %d of %d logits]", same, N * 5);
+    /* the numpy reader, from the format document alone */
+    const char *src = getenv("QAT_SOURCE_DIR");
+    if (src && system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") == 0) {
+        char in[300], out[300], cmd[2048];
+        path_of(in, sizeof in, "every.f32");
+        path_of(out, sizeof out, "every.i32");
+        FILE *f = fopen(in, "wb");
+        fwrite(x, sizeof x, 1, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null",
+                 src, path, in, N, out);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        int32_t py[N * 5] = {0};
+        f = fopen(out, "rb");
+        CU_ASSERT_FATAL(f != NULL);
+        CU_ASSERT_EQUAL(fread(py, sizeof py, 1, f), 1);
+        fclose(f);
+        CU_ASSERT_EQUAL(memcmp(py, qi, sizeof py), 0);
+    }
+    qat_engine_free(ie), qat_engine_free(le), qat_engine_free(fe);
+    qat_ctx_free(ctx);
+}
+
+/* ---- the memory plan ------------------------------------------------------------------ */
+
+/* No two tensors alive at the same time share a byte; flatten and the
+ * in-place ops share their input's bytes; the plan is smaller than one
+ * buffer per tensor. */
+static void test_plan_is_sound(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    if (!src) QAT_TEST_SKIP("QAT_SOURCE_DIR is not set (ctest sets it)");
+    const char *names[] = {"resnet8", "ds-cnn", "mobilenet-v1", "lenet", "mlp"};
+    for (int k = 0; k < 5; k++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/models/%s.qnet", src, names[k]);
+        qat_ctx *ctx = qat_ctx_new();
+        qat_model *m = qat_model_new(ctx);
+        CU_ASSERT_EQUAL_FATAL(qat_model_from_file(m, path), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+        qat_rng rng;
+        qat_rng_seed(&rng, 1);
+        int64_t s[3];
+        int rank = qat_model_input_shape(m, s);
+        warm_up(m, rank, s, 1, &rng);
+        qat_qmodel q;
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
+        int64_t *off = calloc((size_t)(q.n_tensors + q.n_ops), sizeof *off);
+        qat_plan p;
+        CU_ASSERT_EQUAL_FATAL(qat_plan_program(&q, 3, off, &p, NULL, 0), QAT_OK);
+        /* lifetimes: made by op i (input: -1), last read by op j (output: the end) */
+        int n = q.n_tensors, *first = malloc(sizeof(int) * n), *last = malloc(sizeof(int) * n), *grp = malloc(sizeof(int) * n);
+        for (int t = 0; t < n; t++) first[t] = t == q.input ? -1 : 0, last[t] = -1, grp[t] = t;
+        for (int i = 0; i < q.n_ops; i++) {
+            first[q.ops[i].output] = i;
+            for (int j = 0; j < q.ops[i].n_inputs; j++) last[q.ops[i].inputs[j]] = i;
+        }
+        last[q.output] = q.n_ops;
+        /* shared buffers: an op that writes over its input (flatten, and the
+         * in-place element-wise ops) -- and only where nothing reads the
+         * input after that op */
+        int clash = 0;
+        for (int i = 0; i < q.n_ops; i++) {
+            const qat_qop *op = &q.ops[i];
+            bool can = op->kind == QAT_QOP_FLATTEN || op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT ||
+                       op->kind == QAT_QOP_ADD;
+            for (int j = 0; can && j < op->n_inputs; j++) {
+                int a = op->inputs[j];
+                if (off[a] != off[op->output]) continue;
+                int r = a;
+                while (grp[r] != r) r = grp[r];
+                grp[op->output] = r;
+                clash += op->kind != QAT_QOP_FLATTEN && last[a] > i; /* overwritten, then read */
+            }
+        }
+        int64_t sum = 0;
+        for (int a = 0; a < n; a++) {
+            int64_t na = qat_qtensor_numel(&q.tensors[a]) * 3;
+            sum += na;
+            CU_ASSERT(off[a] >= 0 && off[a] + na <= p.arena_bytes);
+            int ra = a;
+            while (grp[ra] != ra) ra = grp[ra];
+            for (int b = a + 1; b < n; b++) {
+                int64_t nb = qat_qtensor_numel(&q.tensors[b]) * 3;
+                int rb = b;
+                while (grp[rb] != rb) rb = grp[rb];
+                bool live = first[a] <= last[b] && first[b] <= last[a];
+                bool overlap = off[a] < off[b] + nb && off[b] < off[a] + na;
+                clash += live && overlap && ra != rb;
+            }
+        }
+        CU_ASSERT_EQUAL(clash, 0);
+        CU_ASSERT(p.arena_bytes < sum);
+        printf(" [%s: %lld bytes/sample planned, %lld if every tensor had its own]", names[k],
+               (long long)p.peak_activation_bytes, (long long)(sum / 3));
+        free(first), free(last), free(grp), free(off);
+        qat_ctx_free(ctx);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (!qat_test_tmpdir(dir, sizeof dir, "graph")) return 2;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const qat_test_case cases[] = {
+        {"building: errors name the layer; a declared input shape is checked", test_build_errors_name_the_layer},
+        {"the fusion matcher on branches", test_matcher_on_branches},
+        {"prepare_layer: whole configurations, all or nothing (LSQ too)", test_prepare_layer_whole_and_transactional},
+        {"exporting every epoch does not grow memory", test_export_does_not_grow_memory},
+        {"a custom op trains, gradchecks, and lowering refuses it by name", test_custom_layer_trains_and_is_refused_by_lowering},
+        {"model files: errors name the line and the field", test_model_file_errors_name_line_and_field},
+        {"quantized add against hand-computed integers", test_add_hand_computed},
+        {"quantized concat against hand-computed integers", test_concat_hand_computed},
+        {"every op kind: train, export, load, int = file = numpy, ~ fake", test_every_op_round_trip},
+        {"the memory plan: no live tensors share bytes", test_plan_is_sound},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("graph", cases, argc, argv);
+    qat_test_rmdir(dir);
+    return rc;
+}
