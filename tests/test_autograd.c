@@ -540,8 +540,8 @@ static void test_conv_rows_match_portable(void) {
         for (int64_t W = 1; W <= 16; W += 3)
             for (int64_t K = 1; K <= 5; K += 2)
                 for (int64_t pad = 0; pad <= 2; pad++) {
-                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .stride = 1,
-                                        .pad = pad};
+                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .sh = 1, .sw = 1,
+                                        .ph = pad, .pw = pad, .G = 1};
                     d.OH = H + 2 * pad - K + 1, d.OW = W + 2 * pad - K + 1;
                     if (d.OH < 1 || d.OW < 1 || !qat__conv_avx512_fits(&d)) continue;
                     int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
