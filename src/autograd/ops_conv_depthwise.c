@@ -271,22 +271,21 @@ static void dw_input_grad_sample(const dw_plan *pl, const dw_terms *tm, const fl
 }
 
 /* lanes [C*M, KK, DW_LANES] += one sample's products: for output o and tap
- * t, lane j adds g[i] · (tap t's run)[i] for i = j mod DW_LANES, g the
- * output-gradient run of o. */
+ * t, lane j adds g[i] · (tap t's run)[i] for i = j mod DW_LANES, in
+ * increasing i, g the output-gradient run of o. A tap's lanes stay in
+ * registers across the run. */
 QAT__SIMD_CLONES DW_NO_JAM
 static void dw_weight_lanes_sample(const dw_plan *pl, const float *planes, const float *gyr, float *lanes) {
     int64_t KK = pl->d.KH * pl->d.KW, M = pl->d.O;
     for (int64_t o = 0; o < pl->d.G * M; o++) {
         const float *restrict g = gyr + o * pl->E + pl->max_off, *restrict base = planes + o / M * pl->CS;
-        float *restrict acc = lanes + o * KK * DW_LANES;
-        for (int64_t i = 0; i < pl->L; i += DW_LANES) {
-            float gv[DW_LANES];
-            for (int j = 0; j < DW_LANES; j++) gv[j] = g[i + j];
-            for (int64_t t = 0; t < KK; t++) {
-                float *restrict a = acc + t * DW_LANES;
-                const float *restrict s = base + pl->tap_at[t] + i;
-                for (int j = 0; j < DW_LANES; j++) a[j] += gv[j] * s[j];
-            }
+        for (int64_t t = 0; t < KK; t++) {
+            float *restrict lt = lanes + (o * KK + t) * DW_LANES, a[DW_LANES];
+            const float *restrict s = base + pl->tap_at[t];
+            for (int j = 0; j < DW_LANES; j++) a[j] = lt[j];
+            for (int64_t i = 0; i < pl->L; i += DW_LANES)
+                for (int j = 0; j < DW_LANES; j++) a[j] += g[i + j] * s[i + j];
+            for (int j = 0; j < DW_LANES; j++) lt[j] = a[j];
         }
     }
 }
