@@ -139,22 +139,21 @@ void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gx
 #endif
 
 /* Row copies of the depthwise convolution (ops_conv_depthwise.c): rows
- * of several planes, each side with its own plane stride and row pitch.
- * place: each destination row's first dwidth floats become zeros with the
- * source row's width floats at column at (at + width <= dwidth). add:
- * destination columns [at, at + width) += the source row; the rest stays.
- * The AVX-512 versions (ops_conv_depthwise_avx512.c) do a row of up to 16
- * floats in one masked load and store: the same bits. */
+ * of several planes, each side with its own plane stride and row pitch;
+ * dst row = src row (copy) or dst row += src row (add), width floats. The
+ * AVX-512 versions (ops_conv_depthwise_avx512.c) do up to 16 floats of a
+ * row in one masked load and store: the same bits. */
 typedef struct {
     int64_t planes, rows;
-    int64_t dplane, dpitch, dwidth;
-    int64_t splane, spitch, at, width;
+    int64_t dplane, dpitch;
+    int64_t splane, spitch;
+    int64_t width;
 } qat__rows;
 typedef void (*qat__rows_fn)(const qat__rows *g, float *dst, const float *src);
-void qat__rows_place(const qat__rows *g, float *dst, const float *src);
+void qat__rows_copy(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add(const qat__rows *g, float *dst, const float *src);
 #if QAT__CONV_AVX512
-void qat__rows_place_avx512(const qat__rows *g, float *dst, const float *src);
+void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
 #endif
 

@@ -4,40 +4,40 @@
  * y [N, C*M, OH, OW].
  *
  * Each output plane is a sum of KH*KW shifted copies of its input plane,
- * each scaled by one weight. To make every shifted copy one contiguous run
- * (the compiler vectorises a contiguous loop; the rows themselves are only
- * 7 to 28 floats), the zero-padded input plane [Hp, Wp] is split into
- * sh*sw "phase planes", phase (a, b) holding the padded elements (r*sh + a,
- * q*sw + b), all at one row pitch P = ceil(Wp / sw). Output (oh, ow) then
- * reads tap (kh, kw) from phase (kh % sh, kw % sw) at flat index
- * oh*P + ow + off(kh, kw), off = (kh / sh)*P + kw / sw: the same shift for
- * every output. So the output is computed at pitch P too, OH rows of P
- * floats flattened into one run (the columns past OW are thrown away), and
- * every loop runs over whole blocks of DW_LANES floats, with no tails
- * (the buffers are padded with zeros to fit). At stride 1 there is one
- * phase: the padded plane itself.
+ * each scaled by one weight, and every sample of a channel uses the same
+ * weights. So the zero-padded input planes of one channel, all samples,
+ * are laid out one after the other at one row pitch P, R rows per sample
+ * (a "stack"), and each tap becomes one contiguous shifted run over the
+ * whole stack: output (n, oh, ow) sits at n*R*P + oh*P + ow and reads tap
+ * (kh, kw) at that index plus off(kh, kw) = kh*P + kw. The compiler
+ * vectorises such runs (the rows themselves are only 7 to 28 floats, and
+ * the planes tiny); the positions past OW or past OH in a sample's block
+ * are computed and thrown away. At stride 1 the padding is shared: P =
+ * W + pw and R = H + ph, a row's right padding being the next row's left
+ * padding and a sample's bottom padding the next sample's top padding.
+ * At stride s > 1 the padded planes are split into sh*sw "phase planes",
+ * phase (a, b) holding the padded elements (r*sh + a, q*sw + b), with
+ * P = ceil(Wp / sw) and R = ceil(Hp / sh): tap (kh, kw) reads phase
+ * (kh % sh, kw % sw) at offset (kh / sh)*P + kw / sw.
  *
- * Backward rebuilds the phase planes (cheaper than the memory traffic of
- * keeping every sample's). dw[o, tap] correlates the output gradient (at
- * pitch P, zeros in the thrown-away columns) with the tap's shifted run;
- * dx is the adjoint, gathered per phase plane: each element sums w * dy
- * over the taps that read it, then lands in x's gradient. Every sum has a
- * fixed order, whatever the vector width: outputs add the bias then the
- * taps in (kh, kw) order; input gradients add over m then (kh, kw); each
- * weight gradient keeps DW_LANES float lanes (lane j sums the elements
- * j mod DW_LANES of each run, sample after sample), folded in halves at
- * the end.
+ * Backward builds the stack again (cheaper than keeping it) and the stack
+ * of output gradients (zeros at the thrown-away positions). dw[o, tap]
+ * correlates the two over the whole stack; dx is the adjoint, gathered per
+ * phase plane: each element sums w * dy over the taps that read it, then
+ * lands in x's gradient. Every sum has a fixed order, whatever the vector
+ * width: outputs add the bias then the taps in (kh, kw) order; input
+ * gradients add over m then (kh, kw); each weight gradient keeps DW_LANES
+ * float lanes, lane j summing the stack's elements j mod DW_LANES in
+ * order, folded in halves at the end.
  *
- * The work goes a whole sample at a time, each stage over all its
- * channels: fewer calls per (tiny) plane, and each stage's loads come well
- * after the previous stage stored their data (a load that spans several
- * recent stores waits for them). The row copies into and out of the
- * pitch-P layout are qat__rows_place / _add, with AVX-512 versions. */
+ * The row copies into and out of the stacks are qat__rows_copy / _add,
+ * with AVX-512 versions (one masked load and store per row). Buffers are
+ * zeroed once: the copies only ever write the positions that hold data. */
 #include <string.h>
 
 #include "internal.h"
 
-#define DW_LANES 32
+#define DW_LANES 64
 
 /* GCC's -O3 unroll-and-jam fuses the term loops below with the block
  * loops around them and turns the vector code into scalar code running
@@ -47,27 +47,21 @@
 #else
 #define DW_NO_JAM
 #endif
-#ifdef __GNUC__
-#define DW_INLINE static inline __attribute__((always_inline))
-#else
-#define DW_INLINE static inline
-#endif
 
 typedef struct {
     qat__conv_dims d; /* C == 1, O == M, G == channels */
-    int64_t P;        /* pitch of every phase plane and of the output runs */
-    int64_t PH;       /* rows of a phase plane: ceil(Hp / sh) */
-    int64_t L;        /* an output run: OH*P rounded up to DW_LANES */
-    int64_t LG;       /* a phase plane's real part PH*P rounded up to DW_LANES */
+    bool shared;      /* stride 1: padding shared between rows and samples */
+    int64_t P, R;     /* row pitch; rows per sample block */
+    int64_t B;        /* floats per sample block: R*P */
+    int64_t L;        /* a stack's run: N*B rounded up to DW_LANES */
     int64_t max_off;  /* the largest tap offset */
-    int64_t PL;       /* floats per phase plane: real part, then zeros */
-    int64_t CS;       /* floats per channel's planes: phases*PL */
-    int64_t E;        /* floats per output-gradient run: max_off zeros, the run, zeros */
+    int64_t PL;       /* floats per phase plane stack: the run, then zeros the taps read */
+    int64_t E;        /* floats per output-gradient stack: max_off zeros, the run */
     int64_t phases;   /* sh*sw */
     int64_t *tap_off; /* [KH*KW] offset of each tap in its phase plane */
     int64_t *tap_ph;  /* [KH*KW] its phase plane */
-    int64_t *tap_at;  /* [KH*KW] where its run starts in a channel's planes: tap_ph*PL + tap_off */
-    qat__rows_fn place, add;
+    int64_t *tap_at;  /* [KH*KW] where its run starts among the phase planes: tap_ph*PL + tap_off */
+    qat__rows_fn copy, add;
 } dw_plan;
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -75,20 +69,21 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 static bool dw_plan_init(qat_ctx *ctx, dw_plan *pl, const qat__conv_dims *d) {
     pl->d = *d;
     int64_t Hp = d->H + 2 * d->ph, Wp = d->W + 2 * d->pw, KK = d->KH * d->KW;
-    pl->P = (Wp + d->sw - 1) / d->sw;
-    pl->PH = (Hp + d->sh - 1) / d->sh;
-    pl->L = round_up(d->OH * pl->P, DW_LANES);
-    pl->LG = round_up(pl->PH * pl->P, DW_LANES);
+    pl->shared = d->sh == 1 && d->sw == 1;
+    pl->P = pl->shared ? d->W + d->pw : (Wp + d->sw - 1) / d->sw;
+    pl->R = pl->shared ? d->H + d->ph : (Hp + d->sh - 1) / d->sh;
+    pl->B = pl->R * pl->P;
+    pl->L = round_up(d->N * pl->B, DW_LANES);
     pl->max_off = (d->KH - 1) / d->sh * pl->P + (d->KW - 1) / d->sw;
-    int64_t need = pl->L + pl->max_off > pl->PH * pl->P ? pl->L + pl->max_off : pl->PH * pl->P;
-    pl->PL = round_up(need, 16); /* 64-byte aligned planes */
+    /* the run's reads end at L + max_off; with shared padding the stack's
+     * last sample also needs its bottom padding, ph rows after N*B */
+    pl->PL = round_up(pl->L + pl->max_off + d->ph * pl->P + d->pw, 16); /* 64-byte aligned stacks */
+    pl->E = round_up(pl->max_off + pl->L, 16);
     pl->phases = d->sh * d->sw;
-    pl->CS = pl->phases * pl->PL;
-    pl->E = round_up(pl->max_off + (pl->L > pl->LG ? pl->L : pl->LG), 16);
-    pl->place = qat__rows_place;
+    pl->copy = qat__rows_copy;
     pl->add = qat__rows_add;
 #if QAT__CONV_AVX512
-    if (qat__have_avx512f()) pl->place = qat__rows_place_avx512, pl->add = qat__rows_add_avx512;
+    if (qat__have_avx512f()) pl->copy = qat__rows_copy_avx512, pl->add = qat__rows_add_avx512;
 #endif
     pl->tap_off = qat__step_scratch(ctx, (size_t)(3 * KK) * sizeof(int64_t));
     if (!pl->tap_off) return false;
@@ -106,27 +101,25 @@ static bool dw_plan_init(qat_ctx *ctx, dw_plan *pl, const qat__conv_dims *d) {
 
 /* ---- rows: the portable copies (the AVX-512 ones do the same) --------------------- */
 
-void qat__rows_place(const qat__rows *g, float *dst, const float *src) {
+void qat__rows_copy(const qat__rows *g, float *dst, const float *src) {
     for (int64_t p = 0; p < g->planes; p++)
         for (int64_t r = 0; r < g->rows; r++) {
             float *restrict d = dst + p * g->dplane + r * g->dpitch;
             const float *restrict s = src + p * g->splane + r * g->spitch;
-            for (int64_t q = 0; q < g->at; q++) d[q] = 0.0f;
-            for (int64_t q = 0; q < g->width; q++) d[g->at + q] = s[q];
-            for (int64_t q = g->at + g->width; q < g->dwidth; q++) d[q] = 0.0f;
+            for (int64_t q = 0; q < g->width; q++) d[q] = s[q];
         }
 }
 
 void qat__rows_add(const qat__rows *g, float *dst, const float *src) {
     for (int64_t p = 0; p < g->planes; p++)
         for (int64_t r = 0; r < g->rows; r++) {
-            float *restrict d = dst + p * g->dplane + r * g->dpitch + g->at;
+            float *restrict d = dst + p * g->dplane + r * g->dpitch;
             const float *restrict s = src + p * g->splane + r * g->spitch;
             for (int64_t q = 0; q < g->width; q++) d[q] += s[q];
         }
 }
 
-/* ---- the phase planes ---------------------------------------------------------------- */
+/* ---- the stacks ---------------------------------------------------------------------- */
 
 /* [lo, hi): the rows r of phase a (padded row r*s + a) or the columns q of
  * phase b that fall on the input: 0 <= r*s + a - pad < n; count at most. */
@@ -139,65 +132,69 @@ static void phase_range(int64_t a, int64_t s, int64_t pad, int64_t n, int64_t co
     if (*hi < *lo) *hi = *lo;
 }
 
-/* The phase planes [C, phases, PL] of one sample xs [C, H, W]. Only the
- * rows that hold input are written: the rest (padding rows, the zero
- * tail) were zeroed once, when the buffer was allocated, and stay zero. */
-static void build_planes(const dw_plan *pl, const float *xs, float *planes) {
+/* The element of channel c's input (sample n) at phase plane row r,
+ * column q of phase (a, b), and whether the element is there: the padded
+ * element (r*sh + a, q*sw + b). */
+typedef struct {
+    int64_t r0, r1, q0, q1; /* the rows and columns that hold input */
+} phase_box;
+
+static phase_box phase_of(const dw_plan *pl, int64_t a, int64_t b) {
     const qat__conv_dims *d = &pl->d;
-    for (int64_t a = 0; a < d->sh; a++)
+    phase_box x;
+    phase_range(a, d->sh, d->ph, d->H, pl->R, &x.r0, &x.r1);
+    phase_range(b, d->sw, d->pw, d->W, pl->P, &x.q0, &x.q1);
+    return x;
+}
+
+/* Channel c's stack of phase planes [phases, PL] from x [N, C, H, W]. Only
+ * the positions that hold input are written. */
+static void stack_build(const dw_plan *pl, int64_t c, const float *x, float *planes) {
+    const qat__conv_dims *d = &pl->d;
+    int64_t HW = d->H * d->W, CHW = d->G * HW;
+    if (pl->shared) { /* one phase; input row ih at block row ph + ih, column pw */
+        qat__rows g = {.planes = d->N, .rows = d->H, .dplane = pl->B, .dpitch = pl->P, .splane = CHW, .spitch = d->W,
+                       .width = d->W};
+        pl->copy(&g, planes + d->ph * pl->P + d->pw, x + c * HW);
+        return;
+    }
+    for (int64_t a = 0; a < d->sh; a++) /* every sh-th row, every sw-th column */
         for (int64_t b = 0; b < d->sw; b++) {
+            phase_box bx = phase_of(pl, a, b);
             float *p = planes + (a * d->sw + b) * pl->PL;
-            int64_t r0, r1, q0, q1;
-            phase_range(a, d->sh, d->ph, d->H, pl->PH, &r0, &r1);
-            phase_range(b, d->sw, d->pw, d->W, pl->P, &q0, &q1);
-            if (r1 == r0) continue;
-            const float *x0 = xs + (r0 * d->sh + a - d->ph) * d->W; /* the input row of plane row r0 */
-            if (d->sw == 1) { /* each row: pw zeros, the input row, zeros */
-                qat__rows g = {.planes = d->G, .rows = r1 - r0, .dplane = pl->CS, .dpitch = pl->P, .dwidth = pl->P,
-                               .splane = d->H * d->W, .spitch = d->sh * d->W, .at = d->pw, .width = d->W};
-                pl->place(&g, p + r0 * pl->P, x0);
-                continue;
-            }
-            for (int64_t c = 0; c < d->G; c++) /* every sw-th input element */
-                for (int64_t r = r0; r < r1; r++) {
-                    float *restrict row = p + c * pl->CS + r * pl->P;
-                    const float *restrict xr = x0 + c * d->H * d->W + (r - r0) * d->sh * d->W;
-                    for (int64_t q = 0; q < q0; q++) row[q] = 0.0f;
-                    for (int64_t q = q0; q < q1; q++) row[q] = xr[q * d->sw + b - d->pw]; /* padded column q*sw + b */
-                    for (int64_t q = q1; q < pl->P; q++) row[q] = 0.0f;
+            for (int64_t n = 0; n < d->N; n++)
+                for (int64_t r = bx.r0; r < bx.r1; r++) {
+                    float *restrict row = p + n * pl->B + r * pl->P;
+                    const float *restrict xr = x + n * CHW + c * HW + (r * d->sh + a - d->ph) * d->W;
+                    for (int64_t q = bx.q0; q < bx.q1; q++) row[q] = xr[q * d->sw + b - d->pw];
                 }
         }
 }
 
-/* The inverse for a gradient: phase planes gplanes [C, phases, LG] back
- * into one sample's gxs [C, H, W], dropping the padding; stored or added.
- * Every input element sits in exactly one phase plane, so storing writes
- * all of gxs. */
-static void unphase_planes(const dw_plan *pl, const float *gplanes, float *gxs, bool store) {
+/* The inverse for a gradient: phase planes gplanes [phases, L] into
+ * channel c of gx, stored or added. Every input element sits in exactly
+ * one phase plane, so storing writes them all. */
+static void stack_unbuild(const dw_plan *pl, int64_t c, const float *gplanes, float *gx, bool store) {
     const qat__conv_dims *d = &pl->d;
+    int64_t HW = d->H * d->W, CHW = d->G * HW;
+    if (pl->shared) {
+        qat__rows g = {.planes = d->N, .rows = d->H, .dplane = CHW, .dpitch = d->W, .splane = pl->B, .spitch = pl->P,
+                       .width = d->W};
+        (store ? pl->copy : pl->add)(&g, gx + c * HW, gplanes + d->ph * pl->P + d->pw);
+        return;
+    }
     for (int64_t a = 0; a < d->sh; a++)
         for (int64_t b = 0; b < d->sw; b++) {
-            const float *p = gplanes + (a * d->sw + b) * pl->LG;
-            int64_t r0, r1, q0, q1;
-            phase_range(a, d->sh, d->ph, d->H, pl->PH, &r0, &r1);
-            phase_range(b, d->sw, d->pw, d->W, pl->P, &q0, &q1);
-            if (r1 == r0) continue;
-            float *g0 = gxs + (r0 * d->sh + a - d->ph) * d->W;
-            if (d->sw == 1) {
-                qat__rows g = {.planes = d->G, .rows = r1 - r0, .dplane = d->H * d->W, .dpitch = d->sh * d->W,
-                               .dwidth = d->W, .splane = pl->phases * pl->LG, .spitch = pl->P, .at = 0, .width = d->W};
-                (store ? pl->place : pl->add)(&g, g0, p + r0 * pl->P + d->pw);
-                continue;
-            }
-            for (int64_t c = 0; c < d->G; c++)
-                for (int64_t r = r0; r < r1; r++) {
-                    float *restrict gr = g0 + c * d->H * d->W + (r - r0) * d->sh * d->W;
-                    const float *restrict row = p + c * pl->phases * pl->LG + r * pl->P;
-                    int64_t off = b - d->pw;
+            phase_box bx = phase_of(pl, a, b);
+            const float *p = gplanes + (a * d->sw + b) * pl->L;
+            for (int64_t n = 0; n < d->N; n++)
+                for (int64_t r = bx.r0; r < bx.r1; r++) {
+                    const float *restrict row = p + n * pl->B + r * pl->P;
+                    float *restrict gr = gx + n * CHW + c * HW + (r * d->sh + a - d->ph) * d->W;
                     if (store)
-                        for (int64_t q = q0; q < q1; q++) gr[q * d->sw + off] = row[q];
+                        for (int64_t q = bx.q0; q < bx.q1; q++) gr[q * d->sw + b - d->pw] = row[q];
                     else
-                        for (int64_t q = q0; q < q1; q++) gr[q * d->sw + off] += row[q];
+                        for (int64_t q = bx.q0; q < bx.q1; q++) gr[q * d->sw + b - d->pw] += row[q];
                 }
         }
 }
@@ -206,8 +203,11 @@ static void unphase_planes(const dw_plan *pl, const float *gplanes, float *gxs, 
 
 /* out[0..len) = init + Σ_t wts[t] · base[offs[t] .. offs[t] + len), the
  * terms added in t order, in blocks of DW_LANES held in registers across
- * the terms. len is a multiple of DW_LANES. */
-DW_INLINE void weighted_run(const float *restrict base, const int64_t *restrict offs, const float *restrict wts,
+ * the terms. The forward (the taps of one output) and the input gradient
+ * (the taps that read one phase plane) are both this. len is a multiple
+ * of DW_LANES. */
+QAT__SIMD_CLONES DW_NO_JAM
+static void dw_weighted_run(const float *restrict base, const int64_t *restrict offs, const float *restrict wts,
                             int64_t n, float init, int64_t len, float *restrict out) {
     for (int64_t i = 0; i < len; i += DW_LANES) {
         float acc[DW_LANES];
@@ -221,80 +221,17 @@ DW_INLINE void weighted_run(const float *restrict base, const int64_t *restrict 
     }
 }
 
-/* One sample's output runs yr [C*M, L]: bias plus the taps, from its phase
- * planes [C, CS]. */
+/* Σ g[i]·s[i] over len (a multiple of DW_LANES): lane j sums i = j mod
+ * DW_LANES in increasing i; the lanes folded in halves. A fixed order,
+ * whatever the vector width. */
 QAT__SIMD_CLONES DW_NO_JAM
-static void dw_forward_sample(const dw_plan *pl, const float *planes, const float *w, const float *bias, float *yr) {
-    int64_t KK = pl->d.KH * pl->d.KW, M = pl->d.O;
-    for (int64_t o = 0; o < pl->d.G * M; o++)
-        weighted_run(planes + o / M * pl->CS, pl->tap_at, w + o * KK, KK, bias ? bias[o] : 0.0f, pl->L, yr + o * pl->L);
-}
-
-/* The input gradient's terms, grouped by the phase plane they land in:
- * phase q's are [start[q], start[q+1]), in (m, kh, kw) order; term k reads
- * a channel's output-gradient runs [M, E] from offset off[k]. wts [C, T]
- * holds each channel's weight for each term (T terms in all). */
-typedef struct {
-    int64_t *start, *off, T;
-    float *wts;
-} dw_terms;
-
-static bool dw_terms_init(qat_ctx *ctx, const dw_plan *pl, const float *w, dw_terms *tm) {
-    int64_t KK = pl->d.KH * pl->d.KW, M = pl->d.O, C = pl->d.G, k = 0;
-    tm->T = M * KK;
-    tm->start = qat__step_scratch(ctx, (size_t)(pl->phases + 1 + tm->T) * sizeof(int64_t));
-    tm->wts = qat__step_scratch(ctx, (size_t)(C * tm->T) * sizeof(float));
-    if (!tm->start || !tm->wts) return false;
-    tm->off = tm->start + pl->phases + 1;
-    for (int64_t q = 0; q < pl->phases; q++) {
-        tm->start[q] = k;
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t t = 0; t < KK; t++)
-                if (pl->tap_ph[t] == q) {
-                    tm->off[k] = m * pl->E + pl->max_off - pl->tap_off[t];
-                    for (int64_t c = 0; c < C; c++) tm->wts[c * tm->T + k] = w[(c * M + m) * KK + t];
-                    k++;
-                }
-    }
-    tm->start[pl->phases] = k;
-    return true;
-}
-
-/* One sample's input gradient, phase plane by phase plane: gplanes
- * [C, phases, LG] from its output-gradient runs gyr [C*M, E]. */
-QAT__SIMD_CLONES DW_NO_JAM
-static void dw_input_grad_sample(const dw_plan *pl, const dw_terms *tm, const float *gyr, float *gplanes) {
-    for (int64_t c = 0; c < pl->d.G; c++)
-        for (int64_t q = 0; q < pl->phases; q++)
-            weighted_run(gyr + c * pl->d.O * pl->E, tm->off + tm->start[q], tm->wts + c * tm->T + tm->start[q],
-                         tm->start[q + 1] - tm->start[q], 0.0f, pl->LG, gplanes + (c * pl->phases + q) * pl->LG);
-}
-
-/* lanes [C*M, KK, DW_LANES] += one sample's products: for output o and tap
- * t, lane j adds g[i] · (tap t's run)[i] for i = j mod DW_LANES, in
- * increasing i, g the output-gradient run of o. A tap's lanes stay in
- * registers across the run. */
-QAT__SIMD_CLONES DW_NO_JAM
-static void dw_weight_lanes_sample(const dw_plan *pl, const float *planes, const float *gyr, float *lanes) {
-    int64_t KK = pl->d.KH * pl->d.KW, M = pl->d.O;
-    for (int64_t o = 0; o < pl->d.G * M; o++) {
-        const float *restrict g = gyr + o * pl->E + pl->max_off, *restrict base = planes + o / M * pl->CS;
-        for (int64_t t = 0; t < KK; t++) {
-            float *restrict lt = lanes + (o * KK + t) * DW_LANES, a[DW_LANES];
-            const float *restrict s = base + pl->tap_at[t];
-            for (int j = 0; j < DW_LANES; j++) a[j] = lt[j];
-            for (int64_t i = 0; i < pl->L; i += DW_LANES)
-                for (int j = 0; j < DW_LANES; j++) a[j] += g[i + j] * s[i + j];
-            for (int j = 0; j < DW_LANES; j++) lt[j] = a[j];
-        }
-    }
-}
-
-/* Σ of DW_LANES lanes, folded in halves. */
-static float fold_lanes(float *lane) {
+static float dw_dot(const float *restrict g, const float *restrict s, int64_t len) {
+    float a[DW_LANES] = {0};
+    for (int64_t i = 0; i < len; i += DW_LANES)
+        for (int j = 0; j < DW_LANES; j++) a[j] += g[i + j] * s[i + j];
     for (int w = DW_LANES / 2; w > 0; w /= 2)
-        for (int j = 0; j < w; j++) lane[j] += lane[j + w];
-    return lane[0];
+        for (int j = 0; j < w; j++) a[j] += a[j + w];
+    return a[0];
 }
 
 /* ---- backward ---------------------------------------------------------------------------- */
@@ -303,57 +240,93 @@ typedef struct {
     dw_plan pl;
 } dw_saved;
 
-/* Working memory of the backward, for one sample at a time. */
+/* The input gradient's terms, grouped by the phase plane they land in:
+ * phase q's are [start[q], start[q+1]), in (m, kh, kw) order; term k reads
+ * the output-gradient stacks [M, E] from offset off[k], with weight
+ * w_c[widx[k]]. */
 typedef struct {
-    float *planes;  /* [C, CS] the sample's phase planes (for dw) */
-    float *gyr;     /* [C*M, E] its output-gradient runs: max_off zeros, the
-                     * rows at pitch P with zeros past OW, zeros */
-    float *gplanes; /* [C, phases, LG] its input gradient, phase by phase */
-    float *lanes;   /* [C*M, KK, DW_LANES] the weight-gradient lanes, over all samples */
+    int64_t *start, *off, *widx;
+    float *wts; /* [T] one channel's weights, in term order */
+} dw_terms;
+
+static bool dw_terms_init(qat_ctx *ctx, const dw_plan *pl, dw_terms *tm) {
+    int64_t KK = pl->d.KH * pl->d.KW, M = pl->d.O, k = 0;
+    tm->start = qat__step_scratch(ctx, (size_t)(pl->phases + 1 + 2 * M * KK) * sizeof(int64_t));
+    tm->wts = qat__step_scratch(ctx, (size_t)(M * KK) * sizeof(float));
+    if (!tm->start || !tm->wts) return false;
+    tm->off = tm->start + pl->phases + 1;
+    tm->widx = tm->off + M * KK;
+    for (int64_t q = 0; q < pl->phases; q++) {
+        tm->start[q] = k;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t t = 0; t < KK; t++)
+                if (pl->tap_ph[t] == q) {
+                    tm->off[k] = m * pl->E + pl->max_off - pl->tap_off[t];
+                    tm->widx[k++] = m * KK + t;
+                }
+    }
+    tm->start[pl->phases] = k;
+    return true;
+}
+
+/* Working memory of the backward, one channel at a time. */
+typedef struct {
+    float *planes;  /* [phases, PL] the channel's stack (for dw); zeroed once */
+    float *gyr;     /* [M, E] its output-gradient stacks: max_off zeros, then
+                     * dy at the stack's positions, zeros elsewhere; zeroed once */
+    float *gplanes; /* [phases, L] its input gradient, phase plane by phase plane */
     dw_terms tm;
 } dw_work;
 
-static bool dw_work_init(qat_ctx *ctx, const dw_plan *pl, const float *w, bool want_w, bool want_x, dw_work *wk) {
-    int64_t C = pl->d.G, CM = C * pl->d.O, KK = pl->d.KH * pl->d.KW;
-    /* zeroed once: the row copies only ever write the rows holding data */
-    wk->gyr = qat__step_alloc(ctx, (size_t)(CM * pl->E) * sizeof(float));
-    wk->planes = want_w ? qat__step_alloc(ctx, (size_t)(C * pl->CS) * sizeof(float)) : NULL;
-    wk->lanes = want_w ? qat__step_alloc(ctx, (size_t)(CM * KK * DW_LANES) * sizeof(float)) : NULL;
-    wk->gplanes = want_x ? qat__step_scratch(ctx, (size_t)(C * pl->phases * pl->LG) * sizeof(float)) : NULL;
-    if (!wk->gyr || (want_w && (!wk->planes || !wk->lanes)) || (want_x && !wk->gplanes)) return false;
-    return !want_x || dw_terms_init(ctx, pl, w, &wk->tm);
+static bool dw_work_init(qat_ctx *ctx, const dw_plan *pl, bool want_w, bool want_x, dw_work *wk) {
+    wk->gyr = qat__step_alloc(ctx, (size_t)(pl->d.O * pl->E) * sizeof(float));
+    wk->planes = want_w ? qat__step_alloc(ctx, (size_t)(pl->phases * pl->PL) * sizeof(float)) : NULL;
+    wk->gplanes = want_x ? qat__step_scratch(ctx, (size_t)(pl->phases * pl->L) * sizeof(float)) : NULL;
+    if (!wk->gyr || (want_w && !wk->planes) || (want_x && !wk->gplanes)) return false;
+    return !want_x || dw_terms_init(ctx, pl, &wk->tm);
+}
+
+/* Channel c: its output-gradient stacks from gy, then dw (when wanted)
+ * and dx (when wanted). */
+static void dw_bw_channel(const dw_plan *pl, dw_work *wk, int64_t c, const float *x, const float *gy, const float *w,
+                          float *gw, float *gx, bool store) {
+    const qat__conv_dims *d = &pl->d;
+    int64_t M = d->O, CM = d->G * M, KK = d->KH * d->KW, OHW = d->OH * d->OW;
+    for (int64_t m = 0; m < M; m++) {
+        qat__rows g = {.planes = d->N, .rows = d->OH, .dplane = pl->B, .dpitch = pl->P, .splane = CM * OHW,
+                       .spitch = d->OW, .width = d->OW};
+        pl->copy(&g, wk->gyr + m * pl->E + pl->max_off, gy + (c * M + m) * OHW);
+    }
+    if (gw) {
+        stack_build(pl, c, x, wk->planes);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t t = 0; t < KK; t++)
+                gw[(c * M + m) * KK + t] += dw_dot(wk->gyr + m * pl->E + pl->max_off, wk->planes + pl->tap_at[t], pl->L);
+    }
+    if (!gx) return;
+    const dw_terms *tm = &wk->tm;
+    for (int64_t k = 0; k < tm->start[pl->phases]; k++) tm->wts[k] = w[c * M * KK + tm->widx[k]];
+    for (int64_t q = 0; q < pl->phases; q++)
+        dw_weighted_run(wk->gyr, tm->off + tm->start[q], tm->wts + tm->start[q], tm->start[q + 1] - tm->start[q], 0.0f,
+                        pl->L, wk->gplanes + q * pl->L);
+    stack_unbuild(pl, c, wk->gplanes, gx, store);
 }
 
 static void dw_bw(qat_ctx *ctx, qat_node *node) {
     const dw_plan *pl = &((const dw_saved *)node->saved)->pl;
     const qat__conv_dims *d = &pl->d;
     qat_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    int64_t C = d->G, CM = C * d->O, KK = d->KH * d->KW, CHW = C * d->H * d->W, OHW = d->OH * d->OW;
     const float *gy = node->out->grad; /* [N, C*M, OH, OW] */
     bool store = false;
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
     dw_work wk;
-    if ((qat__wants_grad(x) && !gx) || (qat__wants_grad(w) && !gw) || !dw_work_init(ctx, pl, w->data, gw != NULL, gx != NULL, &wk))
+    if ((qat__wants_grad(x) && !gx) || (qat__wants_grad(w) && !gw) || !dw_work_init(ctx, pl, gw != NULL, gx != NULL, &wk))
         return;
-    qat__rows runs = {.planes = CM, .rows = d->OH, .dplane = pl->E, .dpitch = pl->P, .dwidth = pl->P,
-                      .splane = OHW, .spitch = d->OW, .at = 0, .width = d->OW};
-    for (int64_t n = 0; n < d->N; n++) {
-        pl->place(&runs, wk.gyr + pl->max_off, gy + n * CM * OHW);
-        if (gw) {
-            build_planes(pl, x->data + n * CHW, wk.planes);
-            dw_weight_lanes_sample(pl, wk.planes, wk.gyr, wk.lanes);
-        }
-        if (gx) {
-            dw_input_grad_sample(pl, &wk.tm, wk.gyr, wk.gplanes);
-            unphase_planes(pl, wk.gplanes, gx + n * CHW, store);
-        }
-    }
-    if (gw)
-        for (int64_t k = 0; k < CM * KK; k++) gw[k] += fold_lanes(wk.lanes + k * DW_LANES);
+    for (int64_t c = 0; c < d->G; c++) dw_bw_channel(pl, &wk, c, x->data, gy, w->data, gw, gx, store);
     if (qat__wants_grad(b)) {
         float *gb = qat__grad(ctx, b);
-        if (gb) qat__conv_bias_grad(d->N, CM, OHW, gy, gb);
+        if (gb) qat__conv_bias_grad(d->N, d->G * d->O, d->OH * d->OW, gy, gb);
     }
 }
 
@@ -361,21 +334,24 @@ static void dw_bw(qat_ctx *ctx, qat_node *node) {
 
 qat_tensor *qat__conv2d_depthwise(qat_ctx *ctx, const char *name, qat_tensor *x, qat_tensor *w, qat_tensor *b,
                                   const qat__conv_dims *d) {
-    int64_t C = d->G, CM = C * d->O, CHW = C * d->H * d->W, OHW = d->OH * d->OW;
+    int64_t M = d->O, CM = d->G * M, KK = d->KH * d->KW, OHW = d->OH * d->OW;
     int64_t shape[4] = {d->N, CM, d->OH, d->OW};
     dw_saved *s = qat__step_alloc(ctx, sizeof *s);
     if (!s || !dw_plan_init(ctx, &s->pl, d)) return NULL;
     const dw_plan *pl = &s->pl;
     qat_tensor *y = qat__new_out(ctx, 4, shape);
-    float *planes = qat__step_alloc(ctx, (size_t)(C * pl->CS) * sizeof(float)); /* one sample's; zeroed once */
-    float *yr = qat__step_scratch(ctx, (size_t)(CM * pl->L) * sizeof(float));   /* its output runs */
+    float *planes = qat__step_alloc(ctx, (size_t)(pl->phases * pl->PL) * sizeof(float)); /* one channel's; zeroed once */
+    float *yr = qat__step_scratch(ctx, (size_t)pl->L * sizeof(float));                   /* one output's run */
     if (!y || !planes || !yr) return NULL;
-    qat__rows out = {.planes = CM, .rows = d->OH, .dplane = OHW, .dpitch = d->OW, .dwidth = d->OW,
-                     .splane = pl->L, .spitch = pl->P, .at = 0, .width = d->OW};
-    for (int64_t n = 0; n < d->N; n++) {
-        build_planes(pl, x->data + n * CHW, planes);
-        dw_forward_sample(pl, planes, w->data, b ? b->data : NULL, yr);
-        pl->place(&out, y->data + n * CM * OHW, yr);
+    qat__rows out = {.planes = d->N, .rows = d->OH, .dplane = CM * OHW, .dpitch = d->OW, .splane = pl->B,
+                     .spitch = pl->P, .width = d->OW};
+    for (int64_t c = 0; c < d->G; c++) {
+        stack_build(pl, c, x->data, planes);
+        for (int64_t m = 0; m < M; m++) {
+            int64_t o = c * M + m;
+            dw_weighted_run(planes, pl->tap_at, w->data + o * KK, KK, b ? b->data[o] : 0.0f, pl->L, yr);
+            pl->copy(&out, y->data + o * OHW, yr);
+        }
     }
     qat_node *node = qat__record(ctx, name, dw_bw, y, x, w, b);
     if (node) node->saved = s;
