@@ -26,9 +26,9 @@
  * phase plane: each element sums w * dy over the taps that read it, then
  * lands in x's gradient. Every sum has a fixed order, whatever the vector
  * width: outputs add the bias then the taps in (kh, kw) order; input
- * gradients add over m then (kh, kw); each weight gradient keeps DW_LANES
- * float lanes, lane j summing the stack's elements j mod DW_LANES in
- * order, folded in halves at the end.
+ * gradients add over m then (kh, kw); each weight and bias gradient keeps
+ * DW_LANES float lanes, lane j summing the stack's elements j mod
+ * DW_LANES in order, folded in halves at the end.
  *
  * The row copies into and out of the stacks are qat__rows_copy / _add,
  * with AVX-512 versions (one masked load and store per row). Buffers are
@@ -234,6 +234,17 @@ static float dw_dot(const float *restrict g, const float *restrict s, int64_t le
     return a[0];
 }
 
+/* Σ g[i] over len (a multiple of DW_LANES), in lanes as dw_dot. */
+QAT__SIMD_CLONES DW_NO_JAM
+static float dw_sum(const float *restrict g, int64_t len) {
+    float a[DW_LANES] = {0};
+    for (int64_t i = 0; i < len; i += DW_LANES)
+        for (int j = 0; j < DW_LANES; j++) a[j] += g[i + j];
+    for (int w = DW_LANES / 2; w > 0; w /= 2)
+        for (int j = 0; j < w; j++) a[j] += a[j + w];
+    return a[0];
+}
+
 /* ---- backward ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -286,16 +297,17 @@ static bool dw_work_init(qat_ctx *ctx, const dw_plan *pl, bool want_w, bool want
     return !want_x || dw_terms_init(ctx, pl, &wk->tm);
 }
 
-/* Channel c: its output-gradient stacks from gy, then dw (when wanted)
- * and dx (when wanted). */
+/* Channel c: its output-gradient stacks from gy, then db, dw and dx
+ * (each when wanted; db from the stacks while they are in cache). */
 static void dw_bw_channel(const dw_plan *pl, dw_work *wk, int64_t c, const float *x, const float *gy, const float *w,
-                          float *gw, float *gx, bool store) {
+                          float *gw, float *gb, float *gx, bool store) {
     const qat__conv_dims *d = &pl->d;
     int64_t M = d->O, CM = d->G * M, KK = d->KH * d->KW, OHW = d->OH * d->OW;
     for (int64_t m = 0; m < M; m++) {
         qat__rows g = {.planes = d->N, .rows = d->OH, .dplane = pl->B, .dpitch = pl->P, .splane = CM * OHW,
                        .spitch = d->OW, .width = d->OW};
         pl->copy(&g, wk->gyr + m * pl->E + pl->max_off, gy + (c * M + m) * OHW);
+        if (gb) gb[c * M + m] += dw_sum(wk->gyr + m * pl->E + pl->max_off, pl->L);
     }
     if (gw) {
         stack_build(pl, c, x, wk->planes);
@@ -319,15 +331,12 @@ static void dw_bw(qat_ctx *ctx, qat_node *node) {
     const float *gy = node->out->grad; /* [N, C*M, OH, OW] */
     bool store = false;
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
-    float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
+    float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL, *gb = qat__wants_grad(b) ? qat__grad(ctx, b) : NULL;
     dw_work wk;
-    if ((qat__wants_grad(x) && !gx) || (qat__wants_grad(w) && !gw) || !dw_work_init(ctx, pl, gw != NULL, gx != NULL, &wk))
+    if ((qat__wants_grad(x) && !gx) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(b) && !gb) ||
+        !dw_work_init(ctx, pl, gw != NULL, gx != NULL, &wk))
         return;
-    for (int64_t c = 0; c < d->G; c++) dw_bw_channel(pl, &wk, c, x->data, gy, w->data, gw, gx, store);
-    if (qat__wants_grad(b)) {
-        float *gb = qat__grad(ctx, b);
-        if (gb) qat__conv_bias_grad(d->N, d->G * d->O, d->OH * d->OW, gy, gb);
-    }
+    for (int64_t c = 0; c < d->G; c++) dw_bw_channel(pl, &wk, c, x->data, gy, w->data, gw, gb, gx, store);
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
