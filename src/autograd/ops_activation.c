@@ -155,9 +155,18 @@ float qat_eval_hardswish(float x) { return hardswish1(x); }
 
 /* ---- the ops -------------------------------------------------------------------------- */
 
+/* As QAT__SIMD_CLONES, with an AVX2 copy that has FMA too (GCC's "avx2"
+ * target has none, and fmaf would be a libm call there). fmaf is exact
+ * everywhere: every copy gives the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ACT_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#else
+#define ACT_CLONES
+#endif
+
 enum { ACT_SIGMOID, ACT_TANH, ACT_HARDSWISH };
 
-QAT__SIMD_CLONES
+ACT_CLONES
 static void act_forward(int kind, const float *restrict x, float *restrict y, int64_t n) {
     switch (kind) {
     case ACT_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = sigmoid1(x[i]); break;
@@ -177,7 +186,7 @@ static inline float act_grad(int kind, float x, float y, float dy) {
 
 /* In place into dy's buffer when the input's gradient is new (dy is then
  * handed to it), else added. */
-QAT__SIMD_CLONES
+ACT_CLONES
 static void act_backward(int kind, const float *restrict x, const float *restrict y, const float *gy, float *gx,
                          int64_t n, bool add) {
     if (add)
