@@ -801,6 +801,8 @@ static void test_grad_conv_grouped(void) {
         {{2, 2, 6, 8}, {2, 1, 3, 5}, {1, 1, 1, 2, 2}},  /* non-square 3x5 kernel */
         {{1, 2, 14, 9}, {2, 1, 10, 4}, {2, 2, 1, 1, 2}}, /* a DS-CNN stem's 10x4 at stride 2x2 */
         {{2, 2, 5, 5}, {4, 2, 3, 3}, {1, 2, 2, 1, 1}},  /* dense, separate strides and padding */
+        {{2, 2, 4, 5}, {2, 1, 1, 1}, {1, 1, 1, 1, 2}},  /* depthwise 1x1 with padding: wider than the input */
+        {{1, 2, 4, 4}, {4, 1, 3, 2}, {1, 1, 3, 2, 2}},  /* padding as large as the kernel */
     };
     grad_conv_cases(ctx, &rng, cases, (int)(sizeof cases / sizeof cases[0]));
     qat_ctx_free(ctx);

@@ -12,13 +12,14 @@
  * (kh, kw) at that index plus off(kh, kw) = kh*P + kw. The compiler
  * vectorises such runs (the rows themselves are only 7 to 28 floats, and
  * the planes tiny); the positions past OW or past OH in a sample's block
- * are computed and thrown away. At stride 1 the padding is shared: P =
- * W + pw and R = H + ph, a row's right padding being the next row's left
- * padding and a sample's bottom padding the next sample's top padding.
- * At stride s > 1 the padded planes are split into sh*sw "phase planes",
- * phase (a, b) holding the padded elements (r*sh + a, q*sw + b), with
- * P = ceil(Wp / sw) and R = ceil(Hp / sh): tap (kh, kw) reads phase
- * (kh % sh, kw % sw) at offset (kh / sh)*P + kw / sw.
+ * are computed and thrown away. At stride 1 (with padding under the
+ * kernel's size) the padding is shared: P = W + pw and R = H + ph, a
+ * row's right padding being the next row's left padding and a sample's
+ * bottom padding the next sample's top padding. Otherwise the padded
+ * planes are split into sh*sw "phase planes", phase (a, b) holding the
+ * padded elements (r*sh + a, q*sw + b), with P = ceil(Wp / sw) and
+ * R = ceil(Hp / sh): tap (kh, kw) reads phase (kh % sh, kw % sw) at
+ * offset (kh / sh)*P + kw / sw (one phase at stride 1).
  *
  * Backward builds the stack again (cheaper than keeping it) and the stack
  * of output gradients (zeros at the thrown-away positions). dw[o, tap]
@@ -50,7 +51,7 @@
 
 typedef struct {
     qat__conv_dims d; /* C == 1, O == M, G == channels */
-    bool shared;      /* stride 1: padding shared between rows and samples */
+    bool shared;      /* padding shared between rows and samples (stride 1) */
     int64_t P, R;     /* row pitch; rows per sample block */
     int64_t B;        /* floats per sample block: R*P */
     int64_t L;        /* a stack's run: N*B rounded up to DW_LANES */
@@ -69,7 +70,9 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 static bool dw_plan_init(qat_ctx *ctx, dw_plan *pl, const qat__conv_dims *d) {
     pl->d = *d;
     int64_t Hp = d->H + 2 * d->ph, Wp = d->W + 2 * d->pw, KK = d->KH * d->KW;
-    pl->shared = d->sh == 1 && d->sw == 1;
+    /* sharing needs the output no wider than the pitch: padding under the
+     * kernel's size (always so for "same" padding) */
+    pl->shared = d->sh == 1 && d->sw == 1 && d->pw < d->KW && d->ph < d->KH;
     pl->P = pl->shared ? d->W + d->pw : (Wp + d->sw - 1) / d->sw;
     pl->R = pl->shared ? d->H + d->ph : (Hp + d->sh - 1) / d->sh;
     pl->B = pl->R * pl->P;
