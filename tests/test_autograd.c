@@ -803,6 +803,7 @@ static void test_grad_conv_grouped(void) {
         {{2, 2, 5, 5}, {4, 2, 3, 3}, {1, 2, 2, 1, 1}},  /* dense, separate strides and padding */
         {{2, 2, 4, 5}, {2, 1, 1, 1}, {1, 1, 1, 1, 2}},  /* depthwise 1x1 with padding: wider than the input */
         {{1, 2, 4, 4}, {4, 1, 3, 2}, {1, 1, 3, 2, 2}},  /* padding as large as the kernel */
+        {{1, 2, 5, 4}, {2, 1, 2, 3}, {2, 3, 2, 3, 2}},  /* the same at strides 2x3 */
     };
     grad_conv_cases(ctx, &rng, cases, (int)(sizeof cases / sizeof cases[0]));
     qat_ctx_free(ctx);
