@@ -1,9 +1,14 @@
 /* Autograd: contexts and errors, forward values against hand-computed
  * ones, a central-difference gradient check for every op on several shapes
- * (batch 1 and non-square among them), and the error paths. */
+ * (batch 1 and non-square among them), golden values from PyTorch 1.13 for
+ * the graph models' ops (tests/golden/make_conv_golden.py), and the error
+ * paths. */
+#include <float.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/internal.h"
+#include "golden/conv_golden.h"
 #include "test_util.h"
 
 /* ---- gradient-check harness --------------------------------------------------------- */
@@ -11,7 +16,8 @@
 enum {
     G_ADD, G_SUB, G_MUL, G_SCALE, G_MATMUL, G_LINEAR, G_RELU, G_CLAMP, G_SUM, G_MEAN,
     G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL, G_RECIP,
-    G_SHARED, G_CONV_MID
+    G_SHARED, G_CONV_MID, G_CONV_EX, G_MAXPOOL_EX, G_AVGPOOL_EX, G_GAP, G_CONCAT, G_SIGMOID, G_TANH,
+    G_HARDSWISH, G_CUSTOM
 };
 
 typedef struct {
@@ -20,7 +26,12 @@ typedef struct {
     int stride, pad, k;
     const int32_t *labels;
     qat_rng rng0;
+    qat_conv2d_params cp;
+    qat_pool2d_params pp;
+    qat_tensor *fixed; /* an input that wants no gradient (concat) */
 } gc_user;
+
+static qat_tensor *custom_fma(qat_ctx *ctx, qat_tensor *const *in); /* x*y + z as a custom op, below */
 
 static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     const gc_user *u = user;
@@ -63,6 +74,22 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
         y = qat_add(ctx, qat_add(ctx, qat_add(ctx, c[0], c[1]), qat_add(ctx, c[2], c[3])), c[4]);
         break;
     }
+    case G_CONV_EX: /* u->ta: on an intermediate, whose gradient the op writes */
+        y = qat_conv2d_ex(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0], in[1], u->k ? in[2] : NULL, &u->cp);
+        break;
+    case G_MAXPOOL_EX: y = qat_maxpool2d_ex(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0], &u->pp); break;
+    case G_AVGPOOL_EX: y = qat_avgpool2d_ex(ctx, in[0], &u->pp); break;
+    case G_GAP: y = qat_global_avgpool2d(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0]); break;
+    case G_CONCAT: { /* three inputs and a fixed one, along axis u->k; the
+                      * first through a scale (an intermediate: stored) */
+        qat_tensor *xs[4] = {qat_scale(ctx, in[0], 0.5f), in[1], u->fixed, in[2]};
+        y = qat_concat(ctx, 4, xs, u->k);
+        break;
+    }
+    case G_SIGMOID: y = qat_sigmoid(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0]); break;
+    case G_TANH: y = qat_tanh(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0]); break;
+    case G_HARDSWISH: y = qat_hardswish(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0]); break;
+    case G_CUSTOM: y = custom_fma(ctx, in); break;
     case G_BN_TRAIN:
     case G_BN_EVAL: {
         float rm[8] = {0.1f, -0.2f, 0.3f, 0, 0, 0, 0, 0}, rv[8] = {1.5f, 0.5f, 2, 1, 1, 1, 1, 1};
@@ -541,8 +568,8 @@ static void test_conv_rows_match_portable(void) {
         for (int64_t W = 1; W <= 16; W += 3)
             for (int64_t K = 1; K <= 5; K += 2)
                 for (int64_t pad = 0; pad <= 2; pad++) {
-                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .stride = 1,
-                                        .pad = pad};
+                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .sh = 1, .sw = 1,
+                                        .ph = pad, .pw = pad, .G = 1};
                     d.OH = H + 2 * pad - K + 1, d.OW = W + 2 * pad - K + 1;
                     if (d.OH < 1 || d.OW < 1 || !qat__conv_avx512_fits(&d)) continue;
                     int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
@@ -746,6 +773,583 @@ static void test_maxpool_2x2_ties(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- the graph models' ops: gradient checks ------------------------------------------ */
+
+/* One conv2d_ex case: shapes, parameters; with and without bias, and on an
+ * intermediate input (its gradient written, not added). */
+typedef struct {
+    int64_t x[4], w[4];
+    qat_conv2d_params p;
+} conv_case;
+
+static void grad_conv_cases(qat_ctx *ctx, qat_rng *rng, const conv_case *cases, int n) {
+    for (int c = 0; c < n; c++)
+        for (int variant = 0; variant < 3; variant++) {
+            int64_t sb[1] = {cases[c].w[0]};
+            qat_tensor *in[3] = {t_rand(ctx, rng, 4, cases[c].x, -1, 1, true),
+                                 t_rand(ctx, rng, 4, cases[c].w, -1, 1, true), t_rand(ctx, rng, 1, sb, -1, 1, true)};
+            gc_user u = {.kind = G_CONV_EX, .cp = cases[c].p, .k = variant != 1, .ta = variant == 2};
+            if (u.ta) dirty_step_arena(ctx);
+            check(ctx, &u, in, u.k ? 3 : 2);
+        }
+}
+
+static void test_grad_conv_grouped(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(31);
+    const conv_case cases[] = {
+        {{2, 4, 5, 6}, {6, 2, 3, 3}, {1, 1, 1, 1, 2}},  /* groups 2 */
+        {{1, 6, 6, 5}, {3, 2, 3, 2}, {2, 1, 1, 0, 3}},  /* groups 3, one output each, stride 2x1 */
+        {{2, 3, 7, 5}, {6, 1, 2, 3}, {1, 2, 0, 1, 3}},  /* groups 3 == C: depthwise, multiplier 2 */
+        {{1, 2, 9, 7}, {4, 1, 3, 3}, {2, 2, 1, 1, 2}},  /* depthwise, multiplier 2, stride 2 */
+        {{2, 3, 6, 6}, {3, 1, 3, 3}, {1, 1, 1, 1, 3}},  /* depthwise 3x3, stride 1, padding 1 */
+        {{1, 3, 7, 8}, {3, 1, 3, 3}, {2, 2, 0, 0, 3}},  /* stride 2, no padding */
+        {{2, 2, 6, 8}, {2, 1, 3, 5}, {1, 1, 1, 2, 2}},  /* non-square 3x5 kernel */
+        {{1, 2, 14, 9}, {2, 1, 10, 4}, {2, 2, 1, 1, 2}}, /* a DS-CNN stem's 10x4 at stride 2x2 */
+        {{2, 2, 5, 5}, {4, 2, 3, 3}, {1, 2, 2, 1, 1}},  /* dense, separate strides and padding */
+        {{2, 2, 4, 5}, {2, 1, 1, 1}, {1, 1, 1, 1, 2}},  /* depthwise 1x1 with padding: wider than the input */
+        {{1, 2, 4, 4}, {4, 1, 3, 2}, {1, 1, 3, 2, 2}},  /* padding as large as the kernel */
+        {{1, 2, 5, 4}, {2, 1, 2, 3}, {2, 3, 2, 3, 2}},  /* the same at strides 2x3 */
+    };
+    grad_conv_cases(ctx, &rng, cases, (int)(sizeof cases / sizeof cases[0]));
+    qat_ctx_free(ctx);
+}
+
+/* Pools with padding and non-square windows, on inputs spaced far beyond
+ * the finite-difference step (no ties, no kink within reach). */
+static void test_grad_pool_ex(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(32);
+    struct {
+        int64_t x[4];
+        qat_pool2d_params p;
+    } cases[] = {
+        {{1, 2, 5, 6}, {3, 2, 2, 1, 1, 1}}, {{2, 1, 7, 7}, {3, 3, 2, 2, 1, 1}}, {{1, 2, 4, 9}, {2, 4, 1, 3, 0, 2}},
+        {{1, 1, 6, 6}, {2, 2, 2, 2, 1, 1}}};
+    for (int c = 0; c < 4; c++) {
+        qat_tensor *x = t_rand(ctx, &rng, 4, cases[c].x, -1, 1, true);
+        fill_spaced(x, &rng);
+        gc_user u = {.kind = G_MAXPOOL_EX, .pp = cases[c].p};
+        check(ctx, &u, &x, 1);
+        u.ta = true;
+        dirty_step_arena(ctx);
+        check(ctx, &u, &x, 1);
+        u = (gc_user){.kind = G_AVGPOOL_EX, .pp = cases[c].p};
+        check(ctx, &u, &x, 1);
+    }
+    int64_t s[4] = {2, 3, 4, 5};
+    qat_tensor *x = t_rand(ctx, &rng, 4, s, -1, 1, true);
+    gc_user u = {.kind = G_GAP};
+    check(ctx, &u, &x, 1);
+    u.ta = true;
+    dirty_step_arena(ctx);
+    check(ctx, &u, &x, 1);
+    qat_ctx_free(ctx);
+}
+
+/* Concat of three checked inputs and a fixed one (no gradient), along
+ * axis 1 and axis 0. */
+static void test_grad_concat(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(33);
+    const int64_t a1[3][4] = {{2, 3, 2, 2}, {2, 1, 2, 2}, {2, 2, 2, 2}}, f1[4] = {2, 2, 2, 2};
+    const int64_t a0[3][2] = {{2, 5}, {1, 5}, {3, 5}}, f0[2] = {2, 5};
+    for (int axis = 0; axis < 2; axis++) {
+        int rank = axis ? 4 : 2;
+        qat_tensor *in[3];
+        for (int i = 0; i < 3; i++) in[i] = t_rand(ctx, &rng, rank, axis ? a1[i] : a0[i], -1, 1, true);
+        qat_tensor *fixed = t_rand(ctx, &rng, rank, axis ? f1 : f0, -1, 1, false);
+        gc_user u = {.kind = G_CONCAT, .k = axis, .fixed = fixed};
+        dirty_step_arena(ctx);
+        check(ctx, &u, in, 3);
+        CU_ASSERT_PTR_NULL(fixed->grad); /* it asked for none */
+    }
+    qat_ctx_free(ctx);
+}
+
+/* Sigmoid, tanh, hard-swish; hard-swish's inputs kept away from its kinks
+ * at -3 and 3 (its second derivative also jumps at... only there). */
+static void test_grad_activations_smooth(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(34);
+    int64_t s[3] = {2, 3, 7};
+    qat_tensor *x = t_rand(ctx, &rng, 3, s, -5, 5, true);
+    for (int64_t i = 0; i < x->numel; i++)
+        if (fabsf(fabsf(x->data[i]) - 3.0f) < 0.1f) x->data[i] += x->data[i] > 0 ? 0.25f : -0.25f;
+    for (int kind = G_SIGMOID; kind <= G_HARDSWISH; kind++)
+        for (int mid = 0; mid < 2; mid++) {
+            gc_user u = {.kind = kind, .ta = mid};
+            /* the intermediate is x/2: keep it off the kinks too */
+            if (mid && kind == G_HARDSWISH)
+                for (int64_t i = 0; i < x->numel; i++)
+                    if (fabsf(fabsf(0.5f * x->data[i]) - 3.0f) < 0.1f) x->data[i] *= 1.2f;
+            dirty_step_arena(ctx);
+            check(ctx, &u, &x, 1);
+        }
+    qat_ctx_free(ctx);
+}
+
+/* ---- custom ops ---------------------------------------------------------------------- */
+
+/* y = x·y + z elementwise, three inputs of one shape. */
+static qat_status fma_shape(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, int *rank, int64_t *shape) {
+    (void)user;
+    for (int i = 1; i < n; i++)
+        if (!qat_tensor_same_shape(x[0], x[i])) return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "inputs differ in shape");
+    *rank = x[0]->rank;
+    memcpy(shape, x[0]->shape, (size_t)x[0]->rank * sizeof(int64_t));
+    return QAT_OK;
+}
+static qat_status fma_forward(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, qat_tensor *y) {
+    (void)ctx, (void)user, (void)n;
+    for (int64_t i = 0; i < y->numel; i++) y->data[i] = x[0]->data[i] * x[1]->data[i] + x[2]->data[i];
+    return QAT_OK;
+}
+static qat_status fma_backward(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, const qat_tensor *y,
+                               float *const *gx) {
+    (void)ctx, (void)n;
+    if (user) (*(int *)user)++; /* counts the calls */
+    for (int64_t i = 0; i < y->numel; i++) {
+        float g = y->grad[i];
+        if (gx[0]) gx[0][i] += g * x[1]->data[i];
+        if (gx[1]) gx[1][i] += g * x[0]->data[i];
+        if (gx[2]) gx[2][i] += g;
+    }
+    return QAT_OK;
+}
+static const qat_custom_op fma_op = {"fma", fma_shape, fma_forward, fma_backward};
+
+static qat_tensor *custom_fma(qat_ctx *ctx, qat_tensor *const *in) {
+    qat_tensor *xs[3] = {in[0], in[1], in[2]};
+    return qat_custom(ctx, &fma_op, NULL, 3, xs);
+}
+
+static void test_custom_op_gradcheck(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(35);
+    int64_t s[2] = {3, 4};
+    qat_tensor *in[3] = {t_rand(ctx, &rng, 2, s, -1, 1, true), t_rand(ctx, &rng, 2, s, -1, 1, true),
+                         t_rand(ctx, &rng, 2, s, -1, 1, true)};
+    gc_user u = {.kind = G_CUSTOM};
+    check(ctx, &u, in, 3);
+    /* an input that wants no gradient gets a NULL gx, and the values are right */
+    qat_tensor *c = t_rand(ctx, &rng, 2, s, -1, 1, false);
+    int calls = 0;
+    qat_tensor *xs[3] = {in[0], c, in[2]};
+    qat_tensor *y = qat_custom(ctx, &fma_op, &calls, 3, xs);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    for (int64_t i = 0; i < y->numel; i++) ASSERT_CLOSE(y->data[i], in[0]->data[i] * c->data[i] + in[2]->data[i], 0);
+    qat_tensor_zero_grad(in[0]);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_OK);
+    CU_ASSERT_EQUAL(calls, 1);
+    CU_ASSERT_PTR_NULL(c->grad);
+    for (int64_t i = 0; i < y->numel; i++) ASSERT_CLOSE(in[0]->grad[i], c->data[i], 0);
+    qat_ctx_free(ctx);
+}
+
+/* Callbacks that fail: with a message of their own (kept, the op named in
+ * front), and without one (the library says which callback failed). */
+static qat_status fail_quiet(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, qat_tensor *y) {
+    (void)ctx, (void)user, (void)n, (void)x, (void)y;
+    return QAT_ERR_UNSUPPORTED;
+}
+static qat_status fail_loud(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, qat_tensor *y) {
+    (void)user, (void)n, (void)x, (void)y;
+    return qat_ctx_fail(ctx, QAT_ERR_ARG, "the moon is full");
+}
+static qat_status bw_fail(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, const qat_tensor *y,
+                          float *const *gx) {
+    (void)ctx, (void)user, (void)n, (void)x, (void)y, (void)gx;
+    return QAT_ERR_STATE;
+}
+static qat_status shape_rank9(qat_ctx *ctx, void *user, int n, const qat_tensor *const *x, int *rank, int64_t *shape) {
+    (void)ctx, (void)user, (void)n, (void)x, (void)shape;
+    *rank = 9;
+    return QAT_OK;
+}
+
+static void test_custom_op_errors(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(36);
+    int64_t s[1] = {5};
+    qat_tensor *a = t_rand(ctx, &rng, 1, s, -1, 1, true);
+    qat_tensor *xs[1] = {a};
+    qat_custom_op quiet = {"quiet", fma_shape, fail_quiet, fma_backward};
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &quiet, NULL, 1, xs));
+    CU_ASSERT_EQUAL(qat_ctx_status(ctx), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "custom op quiet: forward failed"));
+    qat_ctx_clear_error(ctx);
+    qat_custom_op loud = {"loud", fma_shape, fail_loud, fma_backward};
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &loud, NULL, 1, xs));
+    CU_ASSERT_EQUAL(qat_ctx_status(ctx), QAT_ERR_ARG);
+    CU_ASSERT_STRING_EQUAL(qat_ctx_error(ctx), "custom op loud: forward: the moon is full");
+    qat_ctx_clear_error(ctx);
+    /* a failing backward stops qat_backward with its status and a message */
+    qat_custom_op bw = {"bw", fma_shape, fma_forward, bw_fail};
+    qat_tensor *x3[3] = {a, a, a};
+    qat_tensor *y = qat_custom(ctx, &bw, NULL, 3, x3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_ERR_STATE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "custom op bw: backward failed"));
+    qat_ctx_clear_error(ctx);
+    qat_ctx_step_reset(ctx);
+    /* misuse: bad rank from shape(), no inputs, too many, a NULL callback, a NULL input */
+    qat_custom_op r9 = {"r9", shape_rank9, fma_forward, fma_backward};
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &r9, NULL, 1, xs));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "custom op r9: shape gave rank 9"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &fma_op, NULL, 0, xs));
+    CU_ASSERT_EQUAL(qat_ctx_status(ctx), QAT_ERR_ARG);
+    qat_ctx_clear_error(ctx);
+    qat_tensor *many[QAT_CUSTOM_MAX_INPUTS + 1];
+    for (int i = 0; i <= QAT_CUSTOM_MAX_INPUTS; i++) many[i] = a;
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &fma_op, NULL, QAT_CUSTOM_MAX_INPUTS + 1, many));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "17 inputs (want 1 to 16)"));
+    qat_ctx_clear_error(ctx);
+    qat_custom_op none = {"none", fma_shape, NULL, fma_backward};
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &none, NULL, 1, xs));
+    CU_ASSERT_EQUAL(qat_ctx_status(ctx), QAT_ERR_ARG);
+    qat_ctx_clear_error(ctx);
+    qat_tensor *withnull[2] = {a, NULL};
+    CU_ASSERT_PTR_NULL(qat_custom(ctx, &fma_op, NULL, 2, withnull));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "custom op fma: input 1 is NULL"));
+    qat_ctx_free(ctx);
+}
+
+/* ---- grouped convolution against the dense one ------------------------------------------ */
+
+/* A grouped convolution equals a dense one (groups 1) whose weight is
+ * block-diagonal: forward, dx, the weight gradient's blocks (the rest of
+ * the dense weight's gradient is what the zero blocks would get), db.
+ * Tolerance: 1e-5 of the tensor's largest magnitude. The two add the same
+ * nonzero products (the dense one adds exact zeros besides) in different
+ * orders: sgemm's blocking, or the depthwise kernel's tap order; each
+ * float32 sum of K <= 90 terms is within about K·2^-24 of the exact one,
+ * relative to its terms' magnitudes, about 5e-6 here. */
+static double max_abs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static void expect_close_scaled(const float *got, const float *want, int64_t n, double rel, const char *what) {
+    double tol = rel * (max_abs(want, n) + 1e-30), worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - want[i]));
+    if (!(worst <= tol)) printf("\n  %s: max diff %g > %g\n", what, worst, tol);
+    CU_ASSERT(worst <= tol);
+}
+
+static void grouped_vs_dense(const conv_case *cc, uint64_t seed) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(seed);
+    int64_t G = cc->p.groups, C = cc->x[1], O = cc->w[0], Cg = C / G, Og = O / G, KK = cc->w[2] * cc->w[3];
+    int64_t swd[4] = {O, C, cc->w[2], cc->w[3]}, sb[1] = {O};
+    qat_tensor *x = t_rand(ctx, &rng, 4, cc->x, -1, 1, true), *x2 = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, cc->x, true);
+    qat_tensor *w = t_rand(ctx, &rng, 4, cc->w, -1, 1, true), *wd = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, swd, true);
+    qat_tensor *b = t_rand(ctx, &rng, 1, sb, -1, 1, true), *b2 = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, sb, true);
+    memcpy(x2->data, x->data, (size_t)x->numel * sizeof(float));
+    memcpy(b2->data, b->data, (size_t)b->numel * sizeof(float));
+    for (int64_t o = 0; o < O; o++) /* output o reads group o / Og's channels */
+        memcpy(wd->data + (o * C + o / Og * Cg) * KK, w->data + o * Cg * KK, (size_t)(Cg * KK) * sizeof(float));
+    qat_conv2d_params dense = cc->p;
+    dense.groups = 1;
+    qat_tensor *y = qat_conv2d_ex(ctx, x, w, b, &cc->p), *y2 = qat_conv2d_ex(ctx, x2, wd, b2, &dense);
+    CU_ASSERT_FATAL(y && y2 && qat_tensor_same_shape(y, y2));
+    qat_tensor *dy = t_rand(ctx, &rng, 4, y->shape, -1, 1, false);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_add(ctx, qat_sum(ctx, qat_mul(ctx, y, dy)), qat_sum(ctx, qat_mul(ctx, y2, dy)))),
+                    QAT_OK);
+    expect_close_scaled(y->data, y2->data, y->numel, 1e-5, "y");
+    expect_close_scaled(x->grad, x2->grad, x->numel, 1e-5, "dx");
+    expect_close_scaled(b->grad, b2->grad, b->numel, 1e-5, "db");
+    float *blocks = calloc((size_t)w->numel, sizeof(float));
+    for (int64_t o = 0; o < O; o++)
+        memcpy(blocks + o * Cg * KK, wd->grad + (o * C + o / Og * Cg) * KK, (size_t)(Cg * KK) * sizeof(float));
+    expect_close_scaled(w->grad, blocks, w->numel, 1e-5, "dw");
+    free(blocks);
+    qat_ctx_free(ctx);
+}
+
+static void test_conv_grouped_equals_dense(void) {
+    const conv_case cases[] = {
+        {{2, 4, 6, 5}, {6, 2, 3, 3}, {1, 1, 1, 1, 2}},    /* groups 2 */
+        {{3, 6, 7, 6}, {9, 2, 3, 2}, {2, 1, 1, 0, 3}},    /* groups 3 */
+        {{4, 8, 14, 14}, {8, 1, 3, 3}, {1, 1, 1, 1, 8}},  /* depthwise, MobileNet's 3x3 */
+        {{4, 8, 7, 7}, {16, 1, 3, 3}, {2, 2, 1, 1, 8}},   /* depthwise, multiplier 2, stride 2 */
+        {{2, 3, 20, 12}, {3, 1, 10, 4}, {2, 2, 1, 1, 3}}, /* depthwise 10x4 at stride 2x2 */
+        {{2, 5, 9, 28}, {5, 1, 3, 5}, {1, 1, 1, 2, 5}},   /* rows wider than 16 floats */
+    };
+    for (int c = 0; c < 6; c++) grouped_vs_dense(&cases[c], 40 + (uint64_t)c);
+}
+
+/* ---- golden values from PyTorch 1.13 ------------------------------------------------------ */
+
+/* Worst |got - want| in units of the reference tensor's largest magnitude
+ * times FLT_EPSILON (ulps of the tensor's scale). */
+static double ulps_of_scale(const float *got, const float *want, int64_t n) {
+    double scale = max_abs(want, n) * FLT_EPSILON, worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)got[i] - want[i]) / scale);
+    return worst;
+}
+
+/* Tolerances, in ulps of each tensor's scale (FLT_EPSILON times its
+ * largest magnitude): outputs and input gradients are sums of at most 40
+ * products, added in a different order than oneDNN's; 4 ulps. Weight
+ * and bias gradients sum a whole batch's products (up to 150 here) in
+ * lanes where PyTorch blocks differently; 8 ulps. */
+#define GOLDEN_ULPS_Y 4.0
+#define GOLDEN_ULPS_W 8.0
+
+static void check_ulps(const char *case_name, const char *what, const float *got, const float *want, int64_t n,
+                       double limit) {
+    double u = ulps_of_scale(got, want, n);
+    if (!(u <= limit)) printf("\n  %s %s: %.2f ulps of scale (limit %.0f)\n", case_name, what, u, limit);
+    CU_ASSERT(u <= limit);
+}
+
+typedef struct {
+    const char *name;
+    const int *dims; /* N C H W O KH KW sh sw ph pw */
+    int groups;
+    const float *x, *w, *b, *dy, *y, *dx, *dw, *db;
+} conv_golden;
+#define CONV_GOLDEN(n) {#n, n##_dims, n##_groups, n##_x, n##_w, n##_b, n##_dy, n##_y, n##_dx, n##_dw, n##_db}
+
+/* Forward, then backward of sum(y ⊙ dy): y's gradient is dy exactly. */
+static void golden_conv_case(const conv_golden *g) {
+    qat_ctx *ctx = qat_ctx_new();
+    const int *d = g->dims;
+    int64_t sx[4] = {d[0], d[1], d[2], d[3]}, sw[4] = {d[4], d[1] / g->groups, d[5], d[6]}, sb[1] = {d[4]};
+    qat_tensor *x = qat_tensor_from(ctx, QAT_MEM_PERSIST, g->x, 4, sx, true);
+    qat_tensor *w = qat_tensor_from(ctx, QAT_MEM_PERSIST, g->w, 4, sw, true);
+    qat_tensor *b = qat_tensor_from(ctx, QAT_MEM_PERSIST, g->b, 1, sb, true);
+    qat_conv2d_params p = {d[7], d[8], d[9], d[10], g->groups};
+    qat_tensor *y = qat_conv2d_ex(ctx, x, w, b, &p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    qat_tensor *dy = qat_tensor_from(ctx, QAT_MEM_STEP, g->dy, 4, y->shape, false);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, dy))), QAT_OK);
+    check_ulps(g->name, "y", y->data, g->y, y->numel, GOLDEN_ULPS_Y);
+    check_ulps(g->name, "dx", x->grad, g->dx, x->numel, GOLDEN_ULPS_Y);
+    check_ulps(g->name, "dw", w->grad, g->dw, w->numel, GOLDEN_ULPS_W);
+    check_ulps(g->name, "db", b->grad, g->db, b->numel, GOLDEN_ULPS_W);
+    qat_ctx_free(ctx);
+}
+
+static void test_golden_conv(void) {
+    const conv_golden cases[] = {CONV_GOLDEN(dw_s1p1), CONV_GOLDEN(dw_m2s2), CONV_GOLDEN(dw_k35),
+                                 CONV_GOLDEN(dw_stem), CONV_GOLDEN(dw_s21), CONV_GOLDEN(grp2)};
+    for (int c = 0; c < 6; c++) golden_conv_case(&cases[c]);
+}
+
+typedef struct {
+    const char *name;
+    bool max;
+    const int *dims; /* N C H W kh kw sh sw ph pw */
+    const float *x, *dy, *y, *dx;
+} pool_golden;
+#define POOL_GOLDEN(n, m) {#n, m, n##_dims, n##_x, n##_dy, n##_y, n##_dx}
+
+/* Max pooling picks and routes exactly; average pooling sums in PyTorch's
+ * order and divides as it does: both bit for bit. */
+static void golden_pool_case(const pool_golden *g) {
+    qat_ctx *ctx = qat_ctx_new();
+    const int *d = g->dims;
+    int64_t sx[4] = {d[0], d[1], d[2], d[3]};
+    qat_tensor *x = qat_tensor_from(ctx, QAT_MEM_PERSIST, g->x, 4, sx, true);
+    qat_pool2d_params p = {d[4], d[5], d[6], d[7], d[8], d[9]};
+    qat_tensor *y = g->max ? qat_maxpool2d_ex(ctx, x, &p) : qat_avgpool2d_ex(ctx, x, &p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    qat_tensor *dy = qat_tensor_from(ctx, QAT_MEM_STEP, g->dy, 4, y->shape, false);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, dy))), QAT_OK);
+    int64_t bad_y = qat_test_bit_diffs(y->data, g->y, y->numel, false), bad_dx = qat_test_bit_diffs(x->grad, g->dx, x->numel, false);
+    if (bad_y || bad_dx) printf("\n  %s: %lld outputs, %lld gradients differ\n", g->name, (long long)bad_y, (long long)bad_dx);
+    CU_ASSERT_EQUAL(bad_y, 0);
+    CU_ASSERT_EQUAL(bad_dx, 0);
+    qat_ctx_free(ctx);
+}
+
+static void test_golden_pool(void) {
+    const pool_golden cases[] = {POOL_GOLDEN(mp_pad, true), POOL_GOLDEN(mp_33s2, true), POOL_GOLDEN(ap_pad, false),
+                                 POOL_GOLDEN(ap_33s2, false)};
+    for (int c = 0; c < 4; c++) golden_pool_case(&cases[c]);
+    /* global average pooling: a double sum against PyTorch's float one, 2 ulps */
+    qat_ctx *ctx = qat_ctx_new();
+    int64_t sx[4] = {2, 3, 4, 5}, sy[2] = {2, 3};
+    qat_tensor *x = qat_tensor_from(ctx, QAT_MEM_PERSIST, gap_x, 4, sx, true);
+    qat_tensor *y = qat_global_avgpool2d(ctx, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT(y->rank == 2 && y->shape[0] == 2 && y->shape[1] == 3);
+    qat_tensor *dy = qat_tensor_from(ctx, QAT_MEM_STEP, gap_dy, 2, sy, false);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, dy))), QAT_OK);
+    check_ulps("gap", "y", y->data, gap_y, 6, 2.0);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(x->grad, gap_dx, x->numel, false), 0); /* dy / 20, as PyTorch */
+    qat_ctx_free(ctx);
+}
+
+/* Sigmoid, tanh, hard-swish: forward and input gradient bit for bit with
+ * PyTorch on the sweep (signed zeros included), and qat_eval_* equal to
+ * the op's elements. */
+static void golden_activation(const char *name, qat_tensor *(*op)(qat_ctx *, qat_tensor *), float (*eval)(float),
+                              const uint32_t *want_y, const uint32_t *want_dx) {
+    qat_ctx *ctx = qat_ctx_new();
+    int64_t n = ACT_N;
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, &n, true);
+    qat_tensor *dy = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &n, false);
+    memcpy(x->data, act_x, sizeof act_x);
+    memcpy(dy->data, act_dy, sizeof act_dy);
+    qat_tensor *y = op(ctx, x);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, dy))), QAT_OK);
+    int64_t bad_y = qat_test_bit_diffs(y->data, (const float *)want_y, n, true);
+    int64_t bad_dx = qat_test_bit_diffs(x->grad, (const float *)want_dx, n, false), bad_eval = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float e = eval(x->data[i]);
+        bad_eval += memcmp(&e, &y->data[i], sizeof e) != 0;
+    }
+    if (bad_y || bad_dx || bad_eval)
+        printf("\n  %s: %lld outputs, %lld gradients, %lld eval values differ\n", name, (long long)bad_y,
+               (long long)bad_dx, (long long)bad_eval);
+    CU_ASSERT_EQUAL(bad_y, 0);
+    CU_ASSERT_EQUAL(bad_dx, 0);
+    CU_ASSERT_EQUAL(bad_eval, 0);
+    qat_ctx_free(ctx);
+}
+
+static void test_golden_activations(void) {
+    CU_ASSERT_EQUAL(sizeof act_x, ACT_N * sizeof(float)); /* uint32 bits read as floats */
+    golden_activation("sigmoid", qat_sigmoid, qat_eval_sigmoid, act_sigmoid_y, act_sigmoid_dx);
+    golden_activation("tanh", qat_tanh, qat_eval_tanh, act_tanh_y, act_tanh_dx);
+    golden_activation("hardswish", qat_hardswish, qat_eval_hardswish, act_hardswish_y, act_hardswish_dx);
+    /* PyTorch's boundary conventions, by hand: hard-swish's gradient is
+     * -1/2 at -3 (the middle piece) and 1 at 3; the functions at a few
+     * points */
+    ASSERT_CLOSE(qat_eval_hardswish(-3.0f), 0.0f, 0);
+    ASSERT_CLOSE(qat_eval_hardswish(3.0f), 3.0f, 0);
+    ASSERT_CLOSE(qat_eval_sigmoid(0.0f), 0.5f, 0);
+    ASSERT_CLOSE(qat_eval_tanh(0.0f), 0.0f, 0);
+    ASSERT_CLOSE(qat_eval_tanh(-20.0f), -1.0f, 0);
+    CU_ASSERT(isnan(qat_eval_sigmoid(NAN)) && isnan(qat_eval_tanh(NAN)) && isnan(qat_eval_hardswish(NAN)));
+    qat_ctx *ctx = qat_ctx_new();
+    float v[2] = {-3.0f, 3.0f};
+    int64_t s[1] = {2};
+    qat_tensor *x = qat_tensor_from(ctx, QAT_MEM_PERSIST, v, 1, s, true);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_hardswish(ctx, x))), QAT_OK);
+    ASSERT_CLOSE(x->grad[0], -0.5f, 0);
+    ASSERT_CLOSE(x->grad[1], 1.0f, 0);
+    qat_ctx_free(ctx);
+}
+
+/* ---- AVX-512 row copies against the portable ones -------------------------------------- */
+
+/* Every width 1..40, several pitches: the same bits, adding into signed
+ * zeros too, and nothing outside the rows touched. */
+static void test_rows_match_portable(void) {
+#if QAT__CONV_AVX512
+    if (!qat__have_avx512f()) return;
+    qat_rng rng = rng_for(37);
+    enum { PLANES = 2, ROWS = 3, PITCH = 48, PLANE = ROWS * PITCH + 8 };
+    static float src[PLANES * PLANE], d0[PLANES * PLANE], d1[PLANES * PLANE];
+    for (int i = 0; i < PLANES * PLANE; i++) src[i] = i % 7 == 0 ? -0.0f : qat_rng_normal(&rng);
+    int checked = 0;
+    /* source pitches: wide, and short (several rows to a vector: a 7x7
+     * plane's rows at pitch 7 or 8) */
+    for (int64_t width = 1; width <= 40; width++)
+        for (int64_t gap = 0; gap <= 8; gap += 4)
+            for (int64_t sgap = 0; sgap <= 2; sgap++) {
+            int64_t spitch = sgap == 2 ? PITCH - 1 : width + sgap;
+            if (width + gap > PITCH) continue;
+            qat__rows g = {.planes = PLANES, .rows = ROWS, .dplane = PLANE, .dpitch = width + gap,
+                           .splane = PLANE - 5, .spitch = spitch, .width = width};
+            for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
+            qat__rows_copy(&g, d0, src);
+            qat__rows_copy_avx512(&g, d1, src);
+            CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
+            for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
+            qat__rows_add(&g, d0, src);
+            qat__rows_add_avx512(&g, d1, src);
+            CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
+            checked++;
+            }
+    CU_ASSERT(checked > 300);
+#endif
+}
+
+/* ---- misuse, grad mode, errors ------------------------------------------------------------ */
+
+static void expect_error(qat_ctx *ctx, const qat_tensor *y, const char *want) {
+    CU_ASSERT_PTR_NULL(y);
+    if (!strstr(qat_ctx_error(ctx), want)) printf("\n  error \"%s\", want \"%s\"\n", qat_ctx_error(ctx), want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), want));
+    qat_ctx_clear_error(ctx);
+}
+
+static void test_new_ops_no_grad_and_errors(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(38);
+    int64_t sx[4] = {2, 4, 6, 6}, sw[4] = {4, 1, 3, 3}, sd[4] = {4, 2, 3, 3}, s2[2] = {2, 4};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 1, true), *w = t_rand(ctx, &rng, 4, sw, -1, 1, true);
+    qat_tensor *wd = t_rand(ctx, &rng, 4, sd, -1, 1, true), *v = t_rand(ctx, &rng, 2, s2, -1, 1, true);
+    qat_conv2d_params dw = {1, 1, 1, 1, 4}, g2 = {1, 1, 0, 0, 2};
+    qat_pool2d_params pp = {3, 3, 2, 2, 1, 1};
+    /* no grad: every new op computes and records nothing */
+    qat_ctx_set_grad_enabled(ctx, false);
+    qat_tensor *ys[9] = {qat_conv2d_ex(ctx, x, w, NULL, &dw), qat_conv2d_ex(ctx, x, wd, NULL, &g2),
+                         qat_maxpool2d_ex(ctx, x, &pp), qat_avgpool2d_ex(ctx, x, &pp),
+                         qat_global_avgpool2d(ctx, x), qat_concat(ctx, 2, (qat_tensor *[]){v, v}, 0),
+                         qat_sigmoid(ctx, v), qat_tanh(ctx, v), qat_hardswish(ctx, v)};
+    for (int i = 0; i < 9; i++) {
+        CU_ASSERT_PTR_NOT_NULL(ys[i]);
+        if (ys[i]) CU_ASSERT(!ys[i]->requires_grad && !ys[i]->node);
+    }
+    qat_tensor *xs3[3] = {v, v, v};
+    qat_tensor *yc = qat_custom(ctx, &fma_op, NULL, 3, xs3);
+    CU_ASSERT(yc && !yc->requires_grad && !yc->node);
+    CU_ASSERT_PTR_NULL(ctx->tape);
+    ASSERT_OK(ctx);
+    qat_ctx_set_grad_enabled(ctx, true);
+    /* a NULL input propagates without replacing the first error */
+    qat_ctx_fail(ctx, QAT_ERR_IO, "first");
+    CU_ASSERT_PTR_NULL(qat_conv2d_ex(ctx, NULL, w, NULL, &dw));
+    CU_ASSERT_PTR_NULL(qat_maxpool2d_ex(ctx, NULL, &pp));
+    CU_ASSERT_PTR_NULL(qat_avgpool2d_ex(ctx, NULL, &pp));
+    CU_ASSERT_PTR_NULL(qat_global_avgpool2d(ctx, NULL));
+    CU_ASSERT_PTR_NULL(qat_concat(ctx, 2, (qat_tensor *[]){v, NULL}, 0));
+    CU_ASSERT_PTR_NULL(qat_sigmoid(ctx, NULL));
+    CU_ASSERT_PTR_NULL(qat_tanh(ctx, NULL));
+    CU_ASSERT_PTR_NULL(qat_hardswish(ctx, NULL));
+    CU_ASSERT_STRING_EQUAL(qat_ctx_error(ctx), "first");
+    qat_ctx_clear_error(ctx);
+    /* shape and argument errors name the op and the shapes */
+    qat_conv2d_params g3 = {1, 1, 0, 0, 3}, s0 = {0, 1, 0, 0, 1};
+    expect_error(ctx, qat_conv2d_ex(ctx, x, wd, NULL, &g3),
+                 "qat_conv2d_ex: input [2, 4, 6, 6] and weight [4, 2, 3, 3] with groups 3: want");
+    expect_error(ctx, qat_conv2d_ex(ctx, x, w, NULL, &g2),
+                 "qat_conv2d_ex: input [2, 4, 6, 6] and weight [4, 1, 3, 3] with groups 2: want");
+    expect_error(ctx, qat_conv2d_ex(ctx, x, w, v, &dw), "qat_conv2d_ex: bias has 8 elements, want 4");
+    expect_error(ctx, qat_conv2d_ex(ctx, x, w, NULL, &s0), "qat_conv2d_ex: stride 0x1, padding 0x0, groups 1");
+    expect_error(ctx, qat_conv2d_ex(ctx, x, w, NULL, NULL), "qat_conv2d_ex: NULL parameters");
+    int64_t sbig[4] = {4, 1, 9, 3};
+    expect_error(ctx, qat_conv2d_ex(ctx, x, qat_tensor_new(ctx, QAT_MEM_STEP, 4, sbig, false), NULL, &dw),
+                 "qat_conv2d_ex: kernel [4, 1, 9, 3] larger than input [2, 4, 6, 6] with padding 1x1");
+    qat_pool2d_params big = {3, 3, 1, 1, 2, 0};
+    expect_error(ctx, qat_maxpool2d_ex(ctx, x, &big),
+                 "qat_maxpool2d_ex: window 3x3, stride 1x1, padding 2x0 do not fit input [2, 4, 6, 6]");
+    expect_error(ctx, qat_avgpool2d_ex(ctx, v, &pp), "qat_avgpool2d_ex: want contiguous [N, C, H, W], got [2, 4]");
+    int64_t s3[2] = {2, 3};
+    qat_tensor *u = t_rand(ctx, &rng, 2, s3, -1, 1, false);
+    expect_error(ctx, qat_concat(ctx, 2, (qat_tensor *[]){v, u}, 0),
+                 "qat_concat: input 1 [2, 3] does not match input 0 [2, 4] outside axis 0");
+    expect_error(ctx, qat_concat(ctx, 2, (qat_tensor *[]){v, u}, 2), "qat_concat: axis 2 outside a rank-2 tensor");
+    expect_error(ctx, qat_concat(ctx, 0, (qat_tensor *[]){v}, 0), "qat_concat: 0 inputs");
+    expect_error(ctx, qat_global_avgpool2d(ctx, v), "qat_global_avgpool2d: want contiguous [N, C, H, W], got [2, 4]");
+    qat_tensor *vu[2] = {v, u};
+    expect_error(ctx, qat_custom(ctx, &fma_op, NULL, 2, vu), "custom op fma: shape: inputs differ in shape");
+    /* concat along -1 is the last axis, as in PyTorch */
+    qat_tensor *cat = qat_concat(ctx, 2, (qat_tensor *[]){v, u}, -1);
+    CU_ASSERT(cat && cat->shape[0] == 2 && cat->shape[1] == 7);
+    if (cat) ASSERT_CLOSE(cat->data[4], u->data[0], 0);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"ctx: errors are sticky and readable", test_ctx_errors_are_sticky_and_readable},
@@ -772,6 +1376,18 @@ int main(int argc, char **argv) {
         {"grad: batchnorm train and eval", test_grad_batchnorm},
         {"grad: checker catches a wrong gradient", test_gradcheck_catches_wrong_gradient},
         {"maxpool 2x2: values, and ties send the gradient to the first maximum", test_maxpool_2x2_ties},
+        {"grad: grouped and depthwise conv2d_ex", test_grad_conv_grouped},
+        {"grad: padded, non-square max/avg pooling, global average pooling", test_grad_pool_ex},
+        {"grad: concat along axis 0 and 1", test_grad_concat},
+        {"grad: sigmoid, tanh, hard-swish", test_grad_activations_smooth},
+        {"custom op: gradcheck, values, NULL gradient for an input without one", test_custom_op_gradcheck},
+        {"custom op: failing callbacks and misuse give messages", test_custom_op_errors},
+        {"conv2d_ex: grouped and depthwise equal dense with block-diagonal weights", test_conv_grouped_equals_dense},
+        {"golden: depthwise and grouped conv2d against PyTorch", test_golden_conv},
+        {"golden: padded pools and global average pooling against PyTorch", test_golden_pool},
+        {"golden: sigmoid, tanh, hard-swish bits against PyTorch", test_golden_activations},
+        {"depthwise rows: AVX-512 equals portable", test_rows_match_portable},
+        {"new ops: no-grad mode, NULL inputs, error messages", test_new_ops_no_grad_and_errors},
         {NULL, NULL},
     };
     return qat_test_main("autograd", cases, argc, argv);

@@ -42,6 +42,17 @@ qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_t
     return n;
 }
 
+qat_node *qat__record_n(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_tensor *out, int n,
+                        qat_tensor *const *ins) {
+    qat_tensor *wanting = NULL;
+    for (int i = 0; i < n && !wanting; i++)
+        if (qat__wants_grad(ins[i])) wanting = ins[i];
+    qat_node *node = qat__record(ctx, name, fn, out, wanting, NULL, NULL);
+    if (node)
+        for (int i = 0; i < 3; i++) node->in[i] = i < n ? ins[i] : NULL;
+    return node;
+}
+
 float *qat__grad(qat_ctx *ctx, qat_tensor *t) {
     /* A persistent tensor's gradient must outlive the step. */
     if (!t->grad) t->grad = qat_ctx_alloc(ctx, t->mem, (size_t)t->numel * sizeof(float));

@@ -82,6 +82,11 @@ bool qat__inputs_ok(qat_ctx *ctx, const char *op, int n, qat_tensor *const *ts);
  * Returns the node (to fill saved state) or NULL when nothing is recorded. */
 qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_tensor *out,
                       qat_tensor *a, qat_tensor *b, qat_tensor *c);
+/* The same for an op with n inputs (concat, custom ops): recorded when any
+ * of them wants a gradient. in[0..2] hold the first three; the op keeps
+ * the whole list in its saved state. */
+qat_node *qat__record_n(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_tensor *out, int n,
+                        qat_tensor *const *ins);
 /* The gradient buffer of t, allocated zeroed in the step arena if absent. */
 float *qat__grad(qat_ctx *ctx, qat_tensor *t);
 /* The gradient buffer of t for an op that can either store or add: when t
@@ -94,15 +99,27 @@ float *qat__grad_dst(qat_ctx *ctx, qat_tensor *t, bool *store);
  * used it) and is returned, for the op to finish in place. NULL otherwise:
  * then the op adds into qat__grad(in). Saves a zeroed buffer and a pass. */
 float *qat__grad_reuse(qat_tensor *in, qat_tensor *out);
-/* A conv2d's sizes, and its im2col / col2im for one sample: col [C*KH*KW,
- * OH*OW] of xn [C, H, W], and the adjoint that adds col into gxn. The
- * portable versions live in ops_conv.c. At stride 1 with rows of at most
- * 16 floats (LeNet's second layer), AVX-512 ones (ops_conv_avx512.c) do a
- * row in one masked load and store, and col2im sums each input row in a
- * register in the portable per-element order: the same bits. */
+/* A conv2d's sizes, and its im2col / col2im for one sample and one group:
+ * col [C*KH*KW, OH*OW] of xn [C, H, W], and the adjoint that adds col into
+ * gxn. C and O count one group's channels (all of them when G == 1): the
+ * tensors have G*C input and G*O output channels. The portable versions
+ * live in ops_conv.c. At stride 1 with rows of at most 16 floats (LeNet's
+ * second layer), AVX-512 ones (ops_conv_avx512.c) do a row in one masked
+ * load and store, and col2im sums each input row in a register in the
+ * portable per-element order: the same bits. */
 typedef struct {
-    int64_t N, C, H, W, O, KH, KW, OH, OW, stride, pad;
+    int64_t N, C, H, W, O, KH, KW, OH, OW;
+    int64_t sh, sw, ph, pw; /* strides and zero padding, height and width */
+    int64_t G;              /* groups */
 } qat__conv_dims;
+/* db[o] += Σ over samples and pixels of gy [N, O, OHW]: 8 float lanes
+ * within a plane, double across planes (ops_conv.c). */
+void qat__conv_bias_grad(int64_t N, int64_t O, int64_t OHW, const float *gy, float *gb);
+/* The depthwise case (G == input channels > 1, any multiplier O): direct
+ * kernels, no im2col (ops_conv_depthwise.c). Inputs checked by the caller;
+ * records its own node. */
+qat_tensor *qat__conv2d_depthwise(qat_ctx *ctx, const char *name, qat_tensor *x, qat_tensor *w,
+                                  qat_tensor *b, const qat__conv_dims *d);
 #if defined(__x86_64__) && defined(__GNUC__)
 /* The run-time checks every AVX-512 path asks (ops_pool_avx512.c). */
 bool qat__have_avx512f(void);
@@ -119,6 +136,25 @@ void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, float *col);
 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
 #else
 #define QAT__CONV_AVX512 0
+#endif
+
+/* Row copies of the depthwise convolution (ops_conv_depthwise.c): rows
+ * of several planes, each side with its own plane stride and row pitch;
+ * dst row = src row (copy) or dst row += src row (add), width floats. The
+ * AVX-512 versions (ops_conv_depthwise_avx512.c) do up to 16 floats of a
+ * row in one masked load and store: the same bits. */
+typedef struct {
+    int64_t planes, rows;
+    int64_t dplane, dpitch;
+    int64_t splane, spitch;
+    int64_t width;
+} qat__rows;
+typedef void (*qat__rows_fn)(const qat__rows *g, float *dst, const float *src);
+void qat__rows_copy(const qat__rows *g, float *dst, const float *src);
+void qat__rows_add(const qat__rows *g, float *dst, const float *src);
+#if QAT__CONV_AVX512
+void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
+void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
 #endif
 
 /* 2x2 / stride-2 max pooling of one output row from input rows r0, r1:

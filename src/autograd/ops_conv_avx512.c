@@ -19,7 +19,7 @@
 #define QAT_AVX512 __attribute__((target("avx512f")))
 
 bool qat__conv_avx512_fits(const qat__conv_dims *d) {
-    return d->stride == 1 && d->W <= 16 && d->OW <= 16 && qat__have_avx512f();
+    return d->sh == 1 && d->sw == 1 && d->W <= 16 && d->OW <= 16 && qat__have_avx512f();
 }
 
 /* Lanes [lo, hi) of 16, clipped to [0, 16). */
@@ -33,18 +33,18 @@ static inline __mmask16 lanes(int64_t lo, int64_t hi) {
 QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, float *col) {
     /* the sizes in locals: the masked stores may alias anything, so the
      * compiler would reload every field after each one */
-    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, pad = d->pad;
+    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, ph = d->ph, pw = d->pw;
     const __mmask16 all = lanes(0, OW);
     const __m512 zero = _mm512_setzero_ps();
     float *row = col;
     for (int64_t c = 0; c < C; c++)
         for (int64_t kh = 0; kh < KH; kh++)
             for (int64_t kw = 0; kw < KW; kw++, row += OH * OW) {
-                int64_t shift = kw - pad; /* output column ow reads input column ow + shift */
+                int64_t shift = kw - pw; /* output column ow reads input column ow + shift */
                 __mmask16 valid = lanes(-shift, W - shift) & all;
                 const float *src = xn + c * H * W + shift;
                 for (int64_t oh = 0; oh < OH; oh++) {
-                    int64_t ih = oh - pad + kh;
+                    int64_t ih = oh - ph + kh;
                     __m512 v = ih >= 0 && ih < H ? _mm512_maskz_loadu_ps(valid, src + ih * W) : zero;
                     _mm512_mask_storeu_ps(row + oh * OW, all, v);
                 }
@@ -56,7 +56,7 @@ QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, flo
 #define QAT__COL2IM_LANES 4
 
 QAT_AVX512 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite) {
-    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, pad = d->pad;
+    const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, ph = d->ph, pw = d->pw;
     const int64_t OHW = OH * OW, CS = KH * KW * OHW; /* col's stride from one channel to the next */
     const __mmask16 row_lanes = lanes(0, W);
     for (int64_t c0 = 0; c0 < C; c0 += QAT__COL2IM_LANES) {
@@ -67,11 +67,11 @@ QAT_AVX512 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col
                 acc[j] = j < nc && !overwrite ? _mm512_maskz_loadu_ps(row_lanes, gxn + ((c0 + j) * H + ih) * W)
                                               : _mm512_setzero_ps();
             for (int64_t kh = 0; kh < KH; kh++) {
-                int64_t oh = ih + pad - kh;
+                int64_t oh = ih + ph - kh;
                 if (oh < 0 || oh >= OH) continue;
                 for (int64_t kw = 0; kw < KW; kw++) {
                     /* input column iw takes output column iw - shift */
-                    int64_t shift = kw - pad;
+                    int64_t shift = kw - pw;
                     __mmask16 m = lanes(shift, shift + OW) & row_lanes;
                     const float *r = col + c0 * CS + (kh * KW + kw) * OHW + oh * OW - shift;
                     for (int j = 0; j < QAT__COL2IM_LANES; j++)

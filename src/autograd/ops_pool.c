@@ -1,27 +1,55 @@
-/* 2-D pooling over k x k windows, no padding, floor output size. */
+/* 2-D pooling over KH x KW windows with separate strides and padding,
+ * floor output size (PyTorch's MaxPool2d / AvgPool2d, ceil_mode off):
+ * max pooling pads with -inf (a padded element never wins), average
+ * pooling with zeros that count in the divisor (count_include_pad), so
+ * every window divides by KH*KW. Padding is at most half the window, as
+ * PyTorch requires: every window then holds at least one input element.
+ * And the mean over H and W (global average pooling). */
 #include <float.h>
 #include <string.h>
 
 #include "internal.h"
 
-static bool pool_dims(qat_ctx *ctx, const char *op, const qat_tensor *x, int k, int stride,
-                      int64_t out_shape[4]) {
+typedef struct {
+    int64_t N, C, H, W, OH, OW;
+    int64_t kh, kw, sh, sw, ph, pw;
+} pool_dims;
+
+static bool pool_dims_of(qat_ctx *ctx, const char *op, const qat_tensor *x, const qat_pool2d_params *p,
+                         pool_dims *d) {
     char s[64];
+    if (!p) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: NULL parameters", op);
+        return false;
+    }
     if (x->rank != 4 || !qat_tensor_is_contiguous(x)) {
         qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: want contiguous [N, C, H, W], got %s", op,
                      qat_shape_str(x, s, sizeof s));
         return false;
     }
-    if (k < 1 || stride < 1 || x->shape[2] < k || x->shape[3] < k) {
-        qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: window %d, stride %d do not fit input %s", op, k,
-                     stride, qat_shape_str(x, s, sizeof s));
+    if (p->kh < 1 || p->kw < 1 || p->stride_h < 1 || p->stride_w < 1 || p->pad_h < 0 || p->pad_w < 0 ||
+        p->pad_h > p->kh / 2 || p->pad_w > p->kw / 2 || x->shape[2] + 2 * p->pad_h < p->kh ||
+        x->shape[3] + 2 * p->pad_w < p->kw) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: window %dx%d, stride %dx%d, padding %dx%d do not fit input %s (padding "
+                     "at most half the window)", op, p->kh, p->kw, p->stride_h, p->stride_w, p->pad_h, p->pad_w,
+                     qat_shape_str(x, s, sizeof s));
         return false;
     }
-    out_shape[0] = x->shape[0];
-    out_shape[1] = x->shape[1];
-    out_shape[2] = (x->shape[2] - k) / stride + 1;
-    out_shape[3] = (x->shape[3] - k) / stride + 1;
+    *d = (pool_dims){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .kh = p->kh,
+                     .kw = p->kw, .sh = p->stride_h, .sw = p->stride_w, .ph = p->pad_h, .pw = p->pad_w};
+    d->OH = (d->H + 2 * d->ph - d->kh) / d->sh + 1;
+    d->OW = (d->W + 2 * d->pw - d->kw) / d->sw + 1;
     return true;
+}
+
+/* The input rows [*h0, *h1) and columns [*w0, *w1) of output (oh, ow)'s
+ * window: the padded window clipped to the input. */
+static void window(const pool_dims *d, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1, int64_t *w0, int64_t *w1) {
+    int64_t hs = oh * d->sh - d->ph, ws = ow * d->sw - d->pw;
+    *h0 = hs > 0 ? hs : 0;
+    *w0 = ws > 0 ? ws : 0;
+    *h1 = hs + d->kh < d->H ? hs + d->kh : d->H;
+    *w1 = ws + d->kw < d->W ? ws + d->kw : d->W;
 }
 
 /* 2x2 windows at stride 2 (LeNet's): per output, which of the window's
@@ -91,43 +119,51 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
     for (int64_t i = 0; i < y->numel; i++) gx[arg[i]] += gy[i];
 }
 
-qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
-    int64_t os[4];
-    if (!qat__inputs_ok(ctx, "qat_maxpool2d", 1, &x) ||
-        !pool_dims(ctx, "qat_maxpool2d", x, k, stride, os))
-        return NULL;
-    if (x->numel > INT32_MAX)
-        return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "qat_maxpool2d: input too large"), NULL;
-    bool two = k == 2 && stride == 2;
+/* Any window: the first maximum in (kh, kw) order wins, as in PyTorch
+ * (which also lets a NaN win; here, as in the 2x2 rows, a NaN wins only
+ * as the window's first element). */
+static void maxpool_generic(const pool_dims *d, const float *x, float *y, int32_t *arg) {
+    int64_t i = 0;
+    for (int64_t p = 0; p < d->N * d->C; p++) {
+        const float *xp = x + p * d->H * d->W;
+        for (int64_t oh = 0; oh < d->OH; oh++)
+            for (int64_t ow = 0; ow < d->OW; ow++, i++) {
+                int64_t h0, h1, w0, w1;
+                window(d, oh, ow, &h0, &h1, &w0, &w1);
+                int64_t best = h0 * d->W + w0;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++)
+                        if (xp[ih * d->W + iw] > xp[best]) best = ih * d->W + iw;
+                y[i] = xp[best];
+                arg[i] = (int32_t)(p * d->H * d->W + best);
+            }
+    }
+}
+
+static qat_tensor *maxpool(qat_ctx *ctx, const char *op, qat_tensor *x, const qat_pool2d_params *p) {
+    pool_dims d;
+    if (!qat__inputs_ok(ctx, op, 1, &x) || !pool_dims_of(ctx, op, x, p, &d)) return NULL;
+    if (x->numel > INT32_MAX) return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s: input too large", op), NULL;
+    bool two = d.kh == 2 && d.kw == 2 && d.sh == 2 && d.sw == 2 && d.ph == 0 && d.pw == 0;
+    int64_t os[4] = {d.N, d.C, d.OH, d.OW};
     qat_tensor *y = qat__new_out(ctx, 4, os);
     void *saved = y ? qat__step_scratch(ctx, (size_t)y->numel * (two ? 1 : sizeof(int32_t))) : NULL;
     if (!y || !saved) return NULL;
-    int64_t H = x->shape[2], W = x->shape[3], i = 0;
-    void (*row)(const float *, const float *, float *, uint8_t *, int64_t) = qat__maxpool2_row;
+    if (two) { /* LeNet's 2x2 windows at stride 2: row by row */
+        void (*row)(const float *, const float *, float *, uint8_t *, int64_t) = qat__maxpool2_row;
 #if QAT__POOL_AVX512
-    if (qat__have_avx512f()) row = qat__maxpool2_row_avx512;
+        if (qat__have_avx512f()) row = qat__maxpool2_row_avx512;
 #endif
-    for (int64_t p = 0; p < os[0] * os[1]; p++) {
-        const float *xp = x->data + p * H * W;
-        if (two) {
-            for (int64_t oh = 0; oh < os[2]; oh++, i += os[3])
-                row(xp + 2 * oh * W, xp + (2 * oh + 1) * W, y->data + i, (uint8_t *)saved + i, os[3]);
-            continue;
+        int64_t i = 0;
+        for (int64_t pl = 0; pl < d.N * d.C; pl++) {
+            const float *xp = x->data + pl * d.H * d.W;
+            for (int64_t oh = 0; oh < d.OH; oh++, i += d.OW)
+                row(xp + 2 * oh * d.W, xp + (2 * oh + 1) * d.W, y->data + i, (uint8_t *)saved + i, d.OW);
         }
-        int32_t *arg = saved;
-        for (int64_t oh = 0; oh < os[2]; oh++)
-            for (int64_t ow = 0; ow < os[3]; ow++, i++) {
-                int64_t best = (oh * stride) * W + ow * stride;
-                for (int64_t kh = 0; kh < k; kh++)
-                    for (int64_t kw = 0; kw < k; kw++) {
-                        int64_t at = (oh * stride + kh) * W + ow * stride + kw;
-                        if (xp[at] > xp[best]) best = at; /* first maximum wins, as PyTorch */
-                    }
-                y->data[i] = xp[best];
-                arg[i] = (int32_t)(p * H * W + best);
-            }
+    } else {
+        maxpool_generic(&d, x->data, y->data, saved);
     }
-    qat_node *n = qat__record(ctx, "qat_maxpool2d", maxpool_bw, y, x, NULL, NULL);
+    qat_node *n = qat__record(ctx, op, maxpool_bw, y, x, NULL, NULL);
     if (n) {
         n->saved = saved;
         n->i[0] = two;
@@ -135,49 +171,110 @@ qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
     return y;
 }
 
+qat_tensor *qat_maxpool2d_ex(qat_ctx *ctx, qat_tensor *x, const qat_pool2d_params *p) {
+    return maxpool(ctx, "qat_maxpool2d_ex", x, p);
+}
+
+qat_tensor *qat_maxpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
+    qat_pool2d_params p = {k, k, stride, stride, 0, 0};
+    return maxpool(ctx, "qat_maxpool2d", x, &p);
+}
+
+/* Each output's gradient, divided by the window size, added to every
+ * input of its window (as PyTorch: dy / (KH*KW), in output order). */
 static void avgpool_bw(qat_ctx *ctx, qat_node *n) {
-    qat_tensor *x = n->in[0], *y = n->out;
-    float *gx = qat__grad(ctx, x);
+    const pool_dims *d = n->saved;
+    float *gx = qat__grad(ctx, n->in[0]);
     if (!gx) return;
-    int64_t k = n->i[0], stride = n->i[1], H = x->shape[2], W = x->shape[3];
-    int64_t OH = y->shape[2], OW = y->shape[3], i = 0;
-    float inv = 1.0f / (float)(k * k);
-    for (int64_t p = 0; p < y->shape[0] * y->shape[1]; p++) {
-        float *gp = gx + p * H * W;
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++, i++) {
-                float g = y->grad[i] * inv;
-                for (int64_t kh = 0; kh < k; kh++)
-                    for (int64_t kw = 0; kw < k; kw++)
-                        gp[(oh * stride + kh) * W + ow * stride + kw] += g;
+    const float *gy = n->out->grad, div = (float)(d->kh * d->kw);
+    int64_t i = 0;
+    for (int64_t p = 0; p < d->N * d->C; p++) {
+        float *gp = gx + p * d->H * d->W;
+        for (int64_t oh = 0; oh < d->OH; oh++)
+            for (int64_t ow = 0; ow < d->OW; ow++, i++) {
+                int64_t h0, h1, w0, w1;
+                window(d, oh, ow, &h0, &h1, &w0, &w1);
+                float g = gy[i] / div;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) gp[ih * d->W + iw] += g;
             }
     }
 }
 
-qat_tensor *qat_avgpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
-    int64_t os[4];
-    if (!qat__inputs_ok(ctx, "qat_avgpool2d", 1, &x) ||
-        !pool_dims(ctx, "qat_avgpool2d", x, k, stride, os))
-        return NULL;
+/* Window sums in (kh, kw) order, then divided by KH*KW: PyTorch's
+ * arithmetic, bit for bit (padding adds nothing to the sum). */
+static qat_tensor *avgpool(qat_ctx *ctx, const char *op, qat_tensor *x, const qat_pool2d_params *p) {
+    pool_dims d;
+    if (!qat__inputs_ok(ctx, op, 1, &x) || !pool_dims_of(ctx, op, x, p, &d)) return NULL;
+    int64_t os[4] = {d.N, d.C, d.OH, d.OW};
     qat_tensor *y = qat__new_out(ctx, 4, os);
-    if (!y) return NULL;
-    int64_t H = x->shape[2], W = x->shape[3], i = 0;
-    float inv = 1.0f / (float)(k * k);
-    for (int64_t p = 0; p < os[0] * os[1]; p++) {
-        const float *xp = x->data + p * H * W;
-        for (int64_t oh = 0; oh < os[2]; oh++)
-            for (int64_t ow = 0; ow < os[3]; ow++, i++) {
+    pool_dims *saved = qat__step_scratch(ctx, sizeof *saved);
+    if (!y || !saved) return NULL;
+    const float div = (float)(d.kh * d.kw);
+    int64_t i = 0;
+    for (int64_t pl = 0; pl < d.N * d.C; pl++) {
+        const float *xp = x->data + pl * d.H * d.W;
+        for (int64_t oh = 0; oh < d.OH; oh++)
+            for (int64_t ow = 0; ow < d.OW; ow++, i++) {
+                int64_t h0, h1, w0, w1;
+                window(&d, oh, ow, &h0, &h1, &w0, &w1);
                 float acc = 0.0f;
-                for (int64_t kh = 0; kh < k; kh++)
-                    for (int64_t kw = 0; kw < k; kw++)
-                        acc += xp[(oh * stride + kh) * W + ow * stride + kw];
-                y->data[i] = acc * inv;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) acc += xp[ih * d.W + iw];
+                y->data[i] = acc / div;
             }
     }
-    qat_node *n = qat__record(ctx, "qat_avgpool2d", avgpool_bw, y, x, NULL, NULL);
-    if (n) {
-        n->i[0] = k;
-        n->i[1] = stride;
+    *saved = d;
+    qat_node *n = qat__record(ctx, op, avgpool_bw, y, x, NULL, NULL);
+    if (n) n->saved = saved;
+    return y;
+}
+
+qat_tensor *qat_avgpool2d_ex(qat_ctx *ctx, qat_tensor *x, const qat_pool2d_params *p) {
+    return avgpool(ctx, "qat_avgpool2d_ex", x, p);
+}
+
+qat_tensor *qat_avgpool2d(qat_ctx *ctx, qat_tensor *x, int k, int stride) {
+    qat_pool2d_params p = {k, k, stride, stride, 0, 0};
+    return avgpool(ctx, "qat_avgpool2d", x, &p);
+}
+
+/* ---- global average pooling ----------------------------------------------------------- */
+
+/* dy / (H*W) spread over each plane; a new gradient is stored. */
+static void global_avgpool_bw(qat_ctx *ctx, qat_node *n) {
+    qat_tensor *x = n->in[0];
+    bool store = false;
+    float *gx = qat__grad_dst(ctx, x, &store);
+    if (!gx) return;
+    int64_t HW = x->shape[2] * x->shape[3];
+    const float div = (float)HW;
+    for (int64_t p = 0; p < x->shape[0] * x->shape[1]; p++) {
+        float g = n->out->grad[p] / div, *restrict gp = gx + p * HW;
+        if (store)
+            for (int64_t i = 0; i < HW; i++) gp[i] = g;
+        else
+            for (int64_t i = 0; i < HW; i++) gp[i] += g;
     }
+}
+
+qat_tensor *qat_global_avgpool2d(qat_ctx *ctx, qat_tensor *x) {
+    const char *op = "qat_global_avgpool2d";
+    if (!qat__inputs_ok(ctx, op, 1, &x)) return NULL;
+    if (x->rank != 4 || !qat_tensor_is_contiguous(x)) {
+        char s[64];
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: want contiguous [N, C, H, W], got %s", op,
+                            qat_shape_str(x, s, sizeof s)), NULL;
+    }
+    int64_t os[2] = {x->shape[0], x->shape[1]}, HW = x->shape[2] * x->shape[3];
+    qat_tensor *y = qat__new_out(ctx, 2, os);
+    if (!y) return NULL;
+    for (int64_t p = 0; p < os[0] * os[1]; p++) { /* each plane summed in double */
+        const float *xp = x->data + p * HW;
+        double acc = 0.0;
+        for (int64_t i = 0; i < HW; i++) acc += xp[i];
+        y->data[p] = (float)(acc / (double)HW);
+    }
+    qat__record(ctx, op, global_avgpool_bw, y, x, NULL, NULL);
     return y;
 }
