@@ -21,14 +21,15 @@ int main(int argc, char **argv) {
     int64_t n = argc > 3 ? atol(argv[3]) : train.n;
     n = n > 0 && n < train.n ? n : train.n;
 
-    /* stem (stride 2) -> relu -> [conv -> relu -> conv] + the stem -> relu -> global pool -> fc */
+    /* stem (stride 2) -> relu -> [conv -> relu -> conv] + the stem -> relu -> max pool -> fc */
     qat_model *m = qat_model_new(ctx);
     qat_model_set_input_shape(m, 3, (int64_t[]){1, 28, 28});
     qat_conv2d_spec stem = qat_conv2d_square(1, 16, 3, 2, 1, true), body = qat_conv2d_square(16, 16, 3, 1, 1, true);
     int x = qat_layer_relu(m, NULL, qat_layer_conv2d(m, "stem", qat_model_input(m), &stem));
     int y = qat_layer_conv2d(m, "conv_b", qat_layer_relu(m, NULL, qat_layer_conv2d(m, "conv_a", x, &body)), &body);
     int r = qat_layer_relu(m, NULL, qat_layer_add(m, "residual", y, x));
-    qat_layer_linear(m, "fc", qat_layer_global_avgpool(m, NULL, r), 16, 10, true);
+    qat_pool2d_spec pool = {.kh = 2, .kw = 2}; /* stride: the window */
+    qat_layer_linear(m, "fc", qat_layer_flatten(m, NULL, qat_layer_maxpool2d(m, NULL, r, &pool)), 16 * 7 * 7, 10, true);
     if (qat_model_build(m, 1) || qat_prepare(m, NULL)) goto fail; /* W8A8, per-channel weights */
 
     qat_optim opt;

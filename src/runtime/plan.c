@@ -40,7 +40,9 @@ static bool in_place(const qat_qmodel *q, const qat_qop *op, int i, int t, const
            qat_qtensor_numel(&q->tensors[t]) == qat_qtensor_numel(&q->tensors[op->output]);
 }
 
-/* Merges the tensors into buffers (views and in-place writes share one). */
+/* Merges the tensors into buffers (views and in-place writes share one).
+ * Each tensor's last reader is found first: an op may write over an input
+ * only when no later op reads that input's buffer. */
 static void merge(const qat_qmodel *q, int *parent, buffer *b) {
     int n = q->n_tensors;
     for (int t = 0; t < n; t++) {
@@ -49,34 +51,28 @@ static void merge(const qat_qmodel *q, int *parent, buffer *b) {
                         .size = qat__round_up(qat_qtensor_numel(&q->tensors[t]), ALIGN)};
     }
     for (int i = 0; i < q->n_ops; i++) {
+        b[q->ops[i].output].first = i;
+        for (int j = 0; j < q->ops[i].n_inputs; j++)
+            if (b[q->ops[i].inputs[j]].last < i) b[q->ops[i].inputs[j]].last = i;
+    }
+    b[q->output].last = q->n_ops; /* the caller reads the output after the last op */
+    for (int t = 0; t < n; t++)
+        if (b[t].last < b[t].first) b[t].last = b[t].first; /* made and never read: still written */
+    /* b[root] holds its buffer's whole lifetime as tensors join it */
+    for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
-        b[op->output].first = i;
-        for (int j = 0; j < op->n_inputs; j++) {
-            int r = root(parent, op->inputs[j]);
-            if (b[r].last < i) b[r].last = i;
-        }
         int into = -1;
         if (op->kind == QAT_QOP_FLATTEN) into = op->inputs[0];
         for (int j = 0; into < 0 && j < op->n_inputs; j++)
             if (in_place(q, op, i, op->inputs[j], parent, b)) into = op->inputs[j];
-        if (into >= 0) { /* the output joins its input's buffer */
-            int r = root(parent, into);
-            parent[op->output] = r;
-            if (b[r].size < b[op->output].size) b[r].size = b[op->output].size;
-        }
+        if (into < 0) continue;
+        int r = root(parent, into), out = op->output; /* the output joins its input's buffer */
+        parent[out] = r;
+        if (b[r].size < b[out].size) b[r].size = b[out].size;
+        if (b[r].last < b[out].last) b[r].last = b[out].last;
+        if (b[r].first > b[out].first) b[r].first = b[out].first;
     }
-    int out = root(parent, q->output);
-    b[out].last = q->n_ops; /* the caller reads the output after the last op */
-    for (int t = 0; t < n; t++) { /* a buffer lives as long as any of its tensors */
-        int r = root(parent, t);
-        if (r == t) continue;
-        if (b[t].first < b[r].first) b[r].first = b[t].first;
-        if (b[t].last > b[r].last) b[r].last = b[t].last;
-    }
-    for (int t = 0; t < n; t++)
-        if (b[t].last < b[t].first) b[t].last = b[t].first; /* made and never read: still written */
 }
-
 
 /* Greedy by size: largest first, lowest offset that fits beside every
  * placed buffer whose lifetime overlaps. Returns the bytes per sample. */
