@@ -24,7 +24,8 @@ static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat
     qat_optim opt;
     qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
     qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
-    int64_t s[4] = {8, shape[0], shape[1], shape[2]};
+    int64_t s[4] = {8, 0, 0, 0};
+    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
     for (int i = 0; i < steps; i++) {
         qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
         for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
