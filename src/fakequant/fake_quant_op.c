@@ -52,7 +52,19 @@ static void fq_run(const float *restrict xs, float *restrict ys, uint8_t *restri
     }
 }
 
-qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
+/* The same run over one buffer (in place): no restrict, one pointer. */
+QAT__SIMD_CLONES
+static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float inv, float sc, float lo, float hi) {
+    for (int64_t j = 0; j < n; j++) {
+        float r = qat__rint_clamped(v[j] * inv, lo - 1.0f, hi + 1.0f);
+        if (mask) mask[j] = (r >= lo) & (r <= hi);
+        float c = r < lo ? lo : r;
+        c = c > hi ? hi : c;
+        v[j] = c * sc;
+    }
+}
+
+static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste, bool in_place) {
     if (!qat__inputs_ok(ctx, "qat_fake_quant", 1, &x)) return NULL;
     if (!q || !q->scale) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_fake_quant: NULL type"), NULL;
     bool same = (x->rank == q->rank || q->rank == 0) && qat_tensor_is_contiguous(x);
@@ -62,9 +74,13 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_fake_quant: tensor %s does not have the type's "
                             "shape", qat_shape_str(x, s, sizeof s)), NULL;
     }
-    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
-    uint8_t *mask = NULL;
     bool record = ctx->grad_enabled && x->requires_grad;
+    /* over x itself only when the caller says nothing else reads x and, if
+     * the step is recorded, x's producer does not need it for its backward */
+    in_place = in_place && x->mem == QAT_MEM_STEP && (!record || (x->node && x->node->out_free));
+    qat_tensor *y = in_place ? qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape)
+                             : qat__new_out(ctx, x->rank, x->shape);
+    uint8_t *mask = NULL;
     if (record && ste == QAT_STE_CLIPPED) mask = qat__step_scratch(ctx, (size_t)x->numel);
     if (!y || (record && ste == QAT_STE_CLIPPED && !mask)) return NULL;
     int64_t n = x->numel, run = q->rank == 0 ? n : qat__qtype_run(q);
@@ -77,9 +93,18 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
          * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
          * passes through (no comparison holds) and is out of range. */
         float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
-        fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
+        if (in_place) fq_run_inplace(ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
+        else fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
     }
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
     if (node) node->saved = mask;
     return y;
+}
+
+qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
+    return fake_quant(ctx, x, q, ste, false);
+}
+
+qat_tensor *qat__fake_quant_over(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
+    return fake_quant(ctx, x, q, ste, true);
 }

@@ -4,17 +4,21 @@
 #include <math.h>
 
 #include "autograd/internal.h"
+#include "fakequant/internal.h"
 #include "internal.h"
 
 /* Observes (in training, unless frozen) and fake-quantizes an activation. */
-static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x) {
+static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, bool over) {
     if (!a || !x) return x;
     if (m->training && !m->observers_frozen) {
         qat_observer_update(&a->obs, x->data, x->numel);
         qat_observer_qparams(&a->obs, &a->q);
     }
     if (!m->fake_quant_on || a->obs.updates == 0) return x; /* nothing observed yet */
-    return qat_fake_quant(m->ctx, x, &a->q, a->ste);
+    /* a layer's value before quantization has no other reader: quantize
+     * over it where its producer allows (a tensor the size of the
+     * activation less). Never over the caller's input. */
+    return over ? qat__fake_quant_over(m->ctx, x, &a->q, a->ste) : qat_fake_quant(m->ctx, x, &a->q, a->ste);
 }
 
 /* Fake quantization of a weight tensor (the layer's own, or a folded one). */
@@ -66,10 +70,9 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
     qat_tensor *wf = qat_mul(ctx, l->weight, qat_reshape(ctx, sf, l->weight->rank, shape));
     if (!wf) return NULL;
     qat_tensor *y = product(m, l, x, fake_quant_weight(m, l, wf), NULL);
-    int out_rank = l->kind == QAT_LAYER_LINEAR ? 1 : 3; /* [C] or [C, 1, 1] against y */
-    y = qat_mul(ctx, y, qat_reshape(ctx, qat_reciprocal(ctx, sf), out_rank, shape));
-    if (l->bias) y = qat_add(ctx, y, qat_reshape(ctx, l->bias, out_rank, shape));
-    return y ? batchnorm(m, bn, y, bn_train) : NULL;
+    /* y / sf (+ bias), batch-normalised: one op (autograd's folded BatchNorm) */
+    return qat__batchnorm_scaled(ctx, y, qat_reciprocal(ctx, sf), l->bias, bn->gamma, bn->beta, bn->running_mean,
+                                 bn->running_var, bn->momentum, bn->eps, bn_train);
 }
 
 static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
@@ -111,14 +114,14 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
     }
     qat_tensor **vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals);
     if (!vals) return NULL;
-    vals[0] = act_quant(m, m->layers[0].aq, x);
+    vals[0] = act_quant(m, m->layers[0].aq, x, false);
     int out = qat__model_output(m);
     for (int i = 1; i <= out; i++) {
         qat__layer *l = &m->layers[i];
         qat_tensor *xs[QAT_CUSTOM_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++) xs[j] = vals[l->in[j]];
         bool had_error = qat_ctx_status(m->ctx) != QAT_OK;
-        vals[i] = act_quant(m, l->aq, layer_forward(m, l, xs));
+        vals[i] = act_quant(m, l->aq, layer_forward(m, l, xs), true);
         if (!vals[i]) {
             /* name the layer that failed: "layer conv2: qat_conv2d: ..." */
             if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", l->name);
