@@ -38,7 +38,7 @@ static void load_into_lenet(const char *path) {
     int32_t order[256];
     qat_train_state ts = {.order = order, .n_order = 256};
     if (m && qat_model_lenet(m, false) == QAT_OK && qat_model_build(m, 1) == QAT_OK &&
-        qat_prepare(m, &qc) == QAT_OK && qat_optim_init(&opt, ctx, &oc, m->n_params) == QAT_OK)
+        qat_prepare(m, &qc) == QAT_OK && qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m)) == QAT_OK)
         qat_checkpoint_load(m, &opt, NULL, &ts, path);
     qat_ctx_free(ctx);
 }

@@ -3,12 +3,13 @@
  * all-zero input (the loader's validation is what keeps the engine's
  * indexing in bounds, so the engine is part of what is tested). */
 #include "fuzz_file.h"
+#include "qat/export.h"
 #include "qat/infer.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static qat_qmodel q; /* ~50 KB: static, not on the stack */
+static qat_qmodel q; /* the tables live in ctx; the struct is small */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
@@ -19,11 +20,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 static void run_int(qat_ctx *ctx) {
     qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 1);
     if (!e) return; /* refused (e.g. wider than 8 bits): a message, not a crash */
-    int64_t n_in = 1;
-    for (int i = 0; i < q.in_rank; i++) n_in *= q.in_shape[i];
+    int64_t n_in = qat_qtensor_numel(&q.tensors[q.input]);
+    int64_t n_out = qat_qtensor_numel(&q.tensors[q.output]);
     float *x = calloc((size_t)n_in, sizeof *x);
-    float *logits = calloc((size_t)q.n_outputs, sizeof *logits);
-    int32_t *logits_q = calloc((size_t)q.n_outputs, sizeof *logits_q);
+    float *logits = calloc((size_t)n_out, sizeof *logits);
+    int32_t *logits_q = calloc((size_t)n_out, sizeof *logits_q);
     if (x && logits && logits_q) qat_engine_run(e, x, 1, logits, logits_q);
     free(x);
     free(logits);

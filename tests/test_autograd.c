@@ -656,6 +656,44 @@ static void test_grad_batchnorm(void) {
     qat_ctx_free(ctx);
 }
 
+/* The folded BatchNorm op: x·scale (+ shift), batch-normalised. */
+static qat_tensor *bn_scaled_loss(qat_ctx *ctx, qat_tensor *const *in, void *user) {
+    bool *training = user;
+    static float rm[3], rv[3] = {1, 1, 1};
+    qat_tensor *y = qat__batchnorm_scaled(ctx, in[0], in[1], in[2], in[3], in[4], rm, rv, 0.1f, 1e-5f, *training);
+    /* a weighted sum: a plain sum of a normalised output has no gradient */
+    qat_tensor *w = qat_tensor_new(ctx, QAT_MEM_STEP, y ? y->rank : 1, y ? y->shape : (int64_t[]){1}, false);
+    for (int64_t i = 0; w && i < w->numel; i++) w->data[i] = (float)((i * 7) % 5) - 2.0f;
+    return qat_sum(ctx, qat_mul(ctx, qat_mul(ctx, y, y), w));
+}
+
+static void test_grad_batchnorm_scaled(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(33);
+    int64_t sx[4] = {2, 3, 3, 2}, sc[1] = {3};
+    qat_tensor *in[5] = {t_rand(ctx, &rng, 4, sx, -1, 1, true), t_rand(ctx, &rng, 1, sc, 0.5f, 1.5f, true),
+                         t_rand(ctx, &rng, 1, sc, -0.5f, 0.5f, true), t_rand(ctx, &rng, 1, sc, 0.5f, 1.5f, true),
+                         t_rand(ctx, &rng, 1, sc, -0.5f, 0.5f, true)};
+    for (int t = 0; t < 2; t++) {
+        bool training = t == 0;
+        qat_gradcheck_result r;
+        qat_status st = qat_gradcheck(ctx, bn_scaled_loss, &training, in, 5, 1e-2f, 2e-3f, 2e-2f, &r);
+        if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+        CU_ASSERT_EQUAL(st, QAT_OK);
+        qat_ctx_clear_error(ctx);
+    }
+    /* its forward is qat_mul, qat_add and qat_batchnorm's, to the bit */
+    float rm1[3] = {0}, rv1[3] = {1, 1, 1}, rm2[3] = {0}, rv2[3] = {1, 1, 1};
+    qat_tensor *a = qat__batchnorm_scaled(ctx, in[0], in[1], in[2], in[3], in[4], rm1, rv1, 0.1f, 1e-5f, true);
+    int64_t c11[3] = {3, 1, 1};
+    qat_tensor *z = qat_add(ctx, qat_mul(ctx, in[0], qat_reshape(ctx, in[1], 3, c11)), qat_reshape(ctx, in[2], 3, c11));
+    qat_tensor *b = qat_batchnorm(ctx, z, in[3], in[4], rm2, rv2, 0.1f, 1e-5f, true);
+    CU_ASSERT_FATAL(a && b);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(a->data, b->data, a->numel, true), 0);
+    CU_ASSERT(!memcmp(rm1, rm2, sizeof rm1) && !memcmp(rv1, rv2, sizeof rv1));
+    qat_ctx_free(ctx);
+}
+
 static void test_forward_batchnorm(void) {
     qat_ctx *ctx = qat_ctx_new();
     /* one channel, values 1, 3: mean 2, biased var 1, unbiased var 2 */
@@ -810,6 +848,9 @@ static void test_grad_conv_grouped(void) {
         {{2, 2, 4, 5}, {2, 1, 1, 1}, {1, 1, 1, 1, 2}},  /* depthwise 1x1 with padding: wider than the input */
         {{1, 2, 4, 4}, {4, 1, 3, 2}, {1, 1, 3, 2, 2}},  /* padding as large as the kernel */
         {{1, 2, 5, 4}, {2, 1, 2, 3}, {2, 3, 2, 3, 2}},  /* the same at strides 2x3 */
+        {{2, 3, 4, 5}, {4, 3, 1, 1}, {1, 1, 0, 0, 1}},  /* pointwise: the input is its own column matrix */
+        {{2, 4, 3, 3}, {6, 2, 1, 1}, {1, 1, 0, 0, 2}},  /* pointwise, groups 2 */
+        {{1, 3, 5, 5}, {2, 3, 1, 1}, {2, 2, 0, 0, 1}},  /* 1x1 strided (a ResNet shortcut): im2col */
     };
     grad_conv_cases(ctx, &rng, cases, (int)(sizeof cases / sizeof cases[0]));
     qat_ctx_free(ctx);
@@ -1374,6 +1415,7 @@ int main(int argc, char **argv) {
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},
+        {"grad: the folded BatchNorm (x·scale + shift, normalised); its forward's bits", test_grad_batchnorm_scaled},
         {"grad: checker catches a wrong gradient", test_gradcheck_catches_wrong_gradient},
         {"maxpool 2x2: values, and ties send the gradient to the first maximum", test_maxpool_2x2_ties},
         {"grad: grouped and depthwise conv2d_ex", test_grad_conv_grouped},

@@ -528,6 +528,42 @@ static void test_prepare_lsq(void) {
     qat_ctx_free(ctx);
 }
 
+/* The activation quantizer with a ReLU/ReLU6 fused in, written over its
+ * input, equals qat_relu/qat_clamp then qat_fake_quant: values and input
+ * gradients, bit for bit (clipped and plain STE). */
+static void test_fused_relu_fake_quant(void) {
+    for (int k = 0; k < 4; k++) {
+        bool six = k & 1;
+        qat_ste ste = k & 2 ? QAT_STE_PLAIN : QAT_STE_CLIPPED;
+        float res[2][24], grad[2][24];
+        for (int fused = 0; fused < 2; fused++) {
+            qat_ctx *ctx = qat_ctx_new();
+            qat_rng rng;
+            qat_rng_seed(&rng, 4);
+            int64_t s[2] = {4, 6};
+            qat_tensor *w = t_rand(ctx, &rng, 2, s, -4, 9, true); /* a leaf; x = w·1 is a step tensor */
+            qat_tensor *one = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, (int64_t[]){6}, false);
+            for (int i = 0; i < 6; i++) one->data[i] = 1.0f;
+            qat_tensor *x = qat_mul(ctx, w, one); /* out_free: it may be written over */
+            qat_qtype q;
+            qat_qtype_init(ctx, &q, 4, true, false, 0, NULL, NULL);
+            q.scale[0] = 0.4f, q.zero_point[0] = -6;
+            qat_tensor *y = fused ? qat__fake_quant_over(ctx, x, &q, ste, 0.0f, six ? 6.0f : INFINITY)
+                                  : qat_fake_quant(ctx, six ? qat_clamp(ctx, x, 0.0f, 6.0f) : qat_relu(ctx, x), &q, ste);
+            CU_ASSERT_FATAL(y != NULL);
+            if (fused) CU_ASSERT_PTR_EQUAL(y->data, x->data); /* written over x */
+            memcpy(res[fused], y->data, sizeof res[fused]);
+            qat_tensor *wt = qat_tensor_new(ctx, QAT_MEM_STEP, 2, s, false);
+            for (int i = 0; i < 24; i++) wt->data[i] = (float)(i % 7) - 3.0f;
+            CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, wt))), QAT_OK);
+            memcpy(grad[fused], w->grad, sizeof grad[fused]);
+            qat_ctx_free(ctx);
+        }
+        CU_ASSERT_EQUAL(qat_test_bit_diffs(res[0], res[1], 24, true), 0);
+        CU_ASSERT_EQUAL(qat_test_bit_diffs(grad[0], grad[1], 24, false), 0);
+    }
+}
+
 static void test_bn_folding(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = qat_model_new(ctx);
@@ -598,6 +634,8 @@ int main(int argc, char **argv) {
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
         {"prepare: LSQ weight scales are learned", test_prepare_lsq},
+        {"a ReLU/ReLU6 fused into the quantizer, written over its input: the same values and gradients",
+         test_fused_relu_fake_quant},
         {"prepare: Conv+BatchNorm folding (Jacob et al.)", test_bn_folding},
         {NULL, NULL},
     };

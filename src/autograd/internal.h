@@ -47,6 +47,11 @@ struct qat_node {
     float f[4];
     int64_t i[4];
     qat_node *prev;
+    /* The backward never reads out->data, and out is no view of another
+     * tensor: an op with out as its only reader may write over it (the
+     * activation quantizers of the QAT pass do). Set by the ops that
+     * qualify; false, the safe default, elsewhere. */
+    bool out_free;
 };
 
 struct qat_ctx {
@@ -171,6 +176,13 @@ void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, co
 #else
 #define QAT__POOL_AVX512 0
 #endif
+
+/* Batch normalisation of x·scale[c] (+ shift[c], shift may be NULL): the
+ * folded BatchNorm of QAT as one op (ops_batchnorm_scaled.c); the forward
+ * values equal qat_mul, qat_add and qat_batchnorm's to the bit. */
+qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale, qat_tensor *shift, qat_tensor *gamma,
+                                  qat_tensor *beta, float *running_mean, float *running_var, float momentum, float eps,
+                                  bool training);
 
 /* True when t exists and wants a gradient. */
 static inline bool qat__wants_grad(const qat_tensor *t) { return t && t->requires_grad; }

@@ -8,9 +8,11 @@
 
 #include "internal.h"
 
+/* xhat is not kept: backward computes it again from x with the forward's
+ * float operations (the same bits), which saves a tensor the size of the
+ * activation for every BatchNorm of the step. */
 typedef struct {
-    float *xhat;   /* [numel] */
-    float *invstd; /* [C] */
+    float *mu, *invstd; /* [C] */
     bool training;
 } bn_saved;
 
@@ -25,11 +27,13 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     if (ctx->status != QAT_OK) return;
     for (int64_t c = 0; c < C; c++) {
         double sdy = 0, sdyx = 0;
+        float mu = s->mu[c], is = s->invstd[c];
         for (int64_t b = 0; b < N; b++) {
-            const float *d = dy + (b * C + c) * HW, *xh = s->xhat + (b * C + c) * HW;
+            const float *d = dy + (b * C + c) * HW, *p = x->data + (b * C + c) * HW;
             for (int64_t i = 0; i < HW; i++) {
+                float xh = (p[i] - mu) * is;
                 sdy += d[i];
-                sdyx += (double)d[i] * xh[i];
+                sdyx += (double)d[i] * xh;
             }
         }
         if (gg) gg[c] += (float)sdyx;
@@ -38,10 +42,10 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
         float k = gamma->data[c] * s->invstd[c];
         float mean_dy = (float)(sdy / (double)m), mean_dyx = (float)(sdyx / (double)m);
         for (int64_t b = 0; b < N; b++) {
-            const float *d = dy + (b * C + c) * HW, *xh = s->xhat + (b * C + c) * HW;
+            const float *d = dy + (b * C + c) * HW, *p = x->data + (b * C + c) * HW;
             float *g = gx + (b * C + c) * HW;
             for (int64_t i = 0; i < HW; i++)
-                g[i] += s->training ? k * (d[i] - mean_dy - xh[i] * mean_dyx) : k * d[i];
+                g[i] += s->training ? k * (d[i] - mean_dy - (p[i] - mu) * is * mean_dyx) : k * d[i];
         }
     }
 }
@@ -69,9 +73,9 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
                             (double)momentum), NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     bn_saved *s = qat__step_alloc(ctx, sizeof *s);
-    float *xhat = qat__step_scratch(ctx, (size_t)x->numel * sizeof(float));
+    float *mus = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
-    if (!y || !s || !xhat || !invstd) return NULL;
+    if (!y || !s || !mus || !invstd) return NULL;
     for (int64_t c = 0; c < C; c++) {
         float mu, var;
         if (training) {
@@ -95,20 +99,18 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
             var = running_var[c];
         }
         invstd[c] = 1.0f / sqrtf(var + eps);
+        mus[c] = mu;
         float g = gamma->data[c], bt = beta->data[c];
         for (int64_t b = 0; b < N; b++) {
             const float *p = x->data + (b * C + c) * HW;
-            float *xh = xhat + (b * C + c) * HW, *o = y->data + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++) {
-                xh[i] = (p[i] - mu) * invstd[c];
-                o[i] = g * xh[i] + bt;
-            }
+            float *o = y->data + (b * C + c) * HW;
+            for (int64_t i = 0; i < HW; i++) o[i] = g * ((p[i] - mu) * invstd[c]) + bt;
         }
     }
-    s->xhat = xhat;
+    s->mu = mus;
     s->invstd = invstd;
     s->training = training;
     qat_node *n = qat__record(ctx, "qat_batchnorm", bn_bw, y, x, gamma, beta);
-    if (n) n->saved = s;
+    if (n) n->saved = s, n->out_free = true;
     return y;
 }

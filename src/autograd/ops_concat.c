@@ -84,6 +84,6 @@ qat_tensor *qat_concat(qat_ctx *ctx, int n, qat_tensor *const *xs, int axis) {
     memcpy(keep, xs, (size_t)n * sizeof(qat_tensor *));
     *s = (concat_saved){.n = n, .outer = outer, .total = total, .len = len, .xs = keep};
     qat_node *node = qat__record_n(ctx, "qat_concat", concat_bw, y, n, xs);
-    if (node) node->saved = s;
+    if (node) node->saved = s, node->out_free = true;
     return y;
 }

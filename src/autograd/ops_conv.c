@@ -140,8 +140,32 @@ void qat__conv_bias_grad(int64_t N, int64_t O, int64_t OHW, const float *gy, flo
 
 typedef struct {
     conv_dims d;
-    float *cols; /* [N, G, CKK, OHW]: every sample's and group's columns, for dw */
+    /* [N, G, CKK, OHW]: every sample's and group's columns, for dw; NULL
+     * for a pointwise conv (its input is its columns) and when they would
+     * take more than QAT__KEEP_COLS bytes: then backward builds them again */
+    float *cols;
 } conv_saved;
+
+/* Keeping the columns from forward to backward saves an im2col per
+ * sample, but they are K·K times the input: ResNet-8's 16-channel 3x3
+ * convs at 28x28 would keep 29 MiB each at batch 64. Up to this size they
+ * are kept (LeNet's are 5 MiB); beyond, rebuilt (same bits: a copy). */
+#define QAT__KEEP_COLS ((size_t)8 << 20)
+
+static void (*im2col_for(const conv_dims *d))(const conv_dims *, const float *, float *) {
+#if QAT__CONV_AVX512
+    if (qat__conv_avx512_fits(d)) return qat__im2col_avx512;
+#endif
+    (void)d;
+    return qat__im2col;
+}
+
+/* A 1x1 convolution with stride 1 and no padding: each sample's input is
+ * already its column matrix [C, H·W], so there is no im2col to build or
+ * keep, and the input gradient is the column gradient itself. */
+static bool pointwise(const conv_dims *d) {
+    return d->KH == 1 && d->KW == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+}
 
 /* One sample's and group's share of the backward: gyg [O, OHW] is its
  * output gradient, colg its columns, wg [O, CKK] its weights; gwg and gxg
@@ -153,9 +177,16 @@ static void conv_bw_group(const conv_dims *d, const float *gyg, const float *col
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)CKK, (int)OHW, 1.0f, gyg, (int)OHW,
                     colg, (int)OHW, 1.0f, gwg, (int)CKK);
     if (!gxg) return;
-    /* dcol [CKK, OHW] = wᵀ · dy, then col2im */
+    /* dcol [CKK, OHW] = wᵀ · dy, then col2im; a pointwise conv's col2im
+     * is the identity: a new gradient is written in place */
+    bool direct = pointwise(d) && store;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)OHW, (int)d->O, 1.0f, wg, (int)CKK, gyg,
-                (int)OHW, 0.0f, dcol, (int)OHW);
+                (int)OHW, 0.0f, direct ? gxg : dcol, (int)OHW);
+    if (direct) return;
+    if (pointwise(d)) {
+        for (int64_t i = 0; i < CKK * OHW; i++) gxg[i] += dcol[i];
+        return;
+    }
 #if QAT__CONV_AVX512
     if (wide) {
         qat__col2im_add_avx512(d, dcol, gxg, store);
@@ -176,15 +207,20 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     bool store = false, wide = false; /* store: gx is new, not zeroed */
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     float *dcol = gx ? qat__step_scratch(ctx, (size_t)(CKK * OHW) * sizeof(float)) : NULL;
-    if ((gx && !dcol) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(x) && !gx)) return;
+    bool rebuild = !sv->cols && !pointwise(d);
+    float *col = rebuild ? qat__step_scratch(ctx, (size_t)(CKK * OHW) * sizeof(float)) : NULL;
+    if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(x) && !gx)) return;
+    void (*im2col)(const conv_dims *, const float *, float *) = im2col_for(d);
 #if QAT__CONV_AVX512
     wide = qat__conv_avx512_fits(d); /* it can write a new gradient row by row */
 #endif
-    if (store && !wide) memset(gx, 0, (size_t)(d->N * G * CHW) * sizeof(float));
+    if (store && !wide && !pointwise(d)) memset(gx, 0, (size_t)(d->N * G * CHW) * sizeof(float));
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t g = 0; g < G; g++) {
             int64_t ng = n * G + g;
-            conv_bw_group(d, gy + ng * d->O * OHW, sv->cols + ng * CKK * OHW, w->data + g * d->O * CKK,
+            const float *colg = sv->cols ? sv->cols + ng * CKK * OHW : x->data + ng * CHW;
+            if (rebuild) im2col(d, x->data + ng * CHW, col), colg = col;
+            conv_bw_group(d, gy + ng * d->O * OHW, colg, w->data + g * d->O * CKK,
                           gw ? gw + g * d->O * CKK : NULL, gx ? gx + ng * CHW : NULL, dcol, wide, store);
         }
     if (qat__wants_grad(b)) {
@@ -201,28 +237,31 @@ static qat_tensor *conv_im2col(qat_ctx *ctx, const char *name, qat_tensor *x, qa
     int64_t shape[4] = {d.N, G * d.O, d.OH, d.OW};
     qat_tensor *y = qat__new_out(ctx, 4, shape);
     conv_saved *s = qat__step_alloc(ctx, sizeof *s);
-    float *cols = qat__step_scratch(ctx, (size_t)(d.N * G * CKK * OHW) * sizeof(float));
-    if (!y || !s || !cols) return NULL;
-    void (*im2col)(const conv_dims *, const float *, float *) = qat__im2col;
-#if QAT__CONV_AVX512
-    if (qat__conv_avx512_fits(&d)) im2col = qat__im2col_avx512;
-#endif
+    bool pw = pointwise(&d), keep = !pw && (size_t)(d.N * G * CKK * OHW) * sizeof(float) <= QAT__KEEP_COLS;
+    /* kept: every sample's columns; not kept: one sample's, reused */
+    float *cols = pw ? NULL : qat__step_scratch(ctx, (size_t)((keep ? d.N * G : 1) * CKK * OHW) * sizeof(float));
+    if (!y || !s || (!pw && !cols)) return NULL;
+    void (*im2col)(const conv_dims *, const float *, float *) = im2col_for(&d);
     for (int64_t n = 0; n < d.N; n++) {
         if (b) /* start from the bias, accumulate the products onto it */
             for (int64_t o = 0; o < G * d.O; o++)
                 for (int64_t i = 0; i < OHW; i++) y->data[(n * G * d.O + o) * OHW + i] = b->data[o];
         for (int64_t g = 0; g < G; g++) {
-            float *col = cols + (n * G + g) * CKK * OHW;
-            im2col(&d, x->data + (n * G + g) * CHW, col);
+            const float *col = x->data + (n * G + g) * CHW;
+            if (!pw) {
+                float *c = cols + (keep ? (n * G + g) * CKK * OHW : 0);
+                im2col(&d, col, c);
+                col = c;
+            }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.O, (int)OHW, (int)CKK, 1.0f,
                         w->data + g * d.O * CKK, (int)CKK, col, (int)OHW, b ? 1.0f : 0.0f,
                         y->data + (n * G + g) * d.O * OHW, (int)OHW);
         }
     }
     s->d = d;
-    s->cols = cols;
+    s->cols = keep ? cols : NULL;
     qat_node *node = qat__record(ctx, name, conv_bw, y, x, w, b);
-    if (node) node->saved = s;
+    if (node) node->saved = s, node->out_free = true;
     return y;
 }
 

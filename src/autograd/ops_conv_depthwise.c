@@ -366,6 +366,6 @@ qat_tensor *qat__conv2d_depthwise(qat_ctx *ctx, const char *name, qat_tensor *x,
         }
     }
     qat_node *node = qat__record(ctx, name, dw_bw, y, x, w, b);
-    if (node) node->saved = s;
+    if (node) node->saved = s, node->out_free = true;
     return y;
 }

@@ -98,7 +98,7 @@ static qat_tensor *binary(qat_ctx *ctx, int op, const char *name, qat_tensor *a,
     if (!y) return NULL;
     binary_forward(op, &bc, a->data, b->data, y->data);
     qat_node *n = qat__record(ctx, name, binary_bw, y, a, b, NULL);
-    if (n) n->i[0] = op;
+    if (n) n->i[0] = op, n->out_free = true; /* its backward reads the inputs */
     return y;
 }
 
@@ -166,6 +166,7 @@ qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
         y->data[i] = v < lo ? lo : (v > hi ? hi : v);
     }
     qat_node *n = qat__record(ctx, "qat_clamp", clamp_bw, y, x, NULL, NULL);
+    if (n) n->out_free = true; /* its backward reads the input */
     if (n) {
         n->f[0] = lo;
         n->f[1] = hi;
@@ -193,8 +194,10 @@ qat_tensor *qat_reciprocal(qat_ctx *ctx, qat_tensor *x) {
     return y;
 }
 
+/* From the input (x > 0 where relu(x) > 0), so that the output is free
+ * for an op that writes over it (out_free). */
 static void relu_bw(qat_ctx *ctx, qat_node *n) {
-    const float *restrict y = n->out->data;
+    const float *restrict y = n->in[0]->data;
     float *g = qat__grad_reuse(n->in[0], n->out);
     if (g) { /* in place */
         for (int64_t i = 0; i < n->out->numel; i++) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
@@ -215,6 +218,7 @@ qat_tensor *qat_relu(qat_ctx *ctx, qat_tensor *x) {
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
     for (int64_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
-    qat__record(ctx, "qat_relu", relu_bw, y, x, NULL, NULL);
+    qat_node *n = qat__record(ctx, "qat_relu", relu_bw, y, x, NULL, NULL);
+    if (n) n->out_free = true;
     return y;
 }

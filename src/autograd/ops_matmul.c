@@ -138,6 +138,7 @@ qat_tensor *qat_linear(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b
             for (int64_t o = 0; o < OUT; o++) y->data[r * OUT + o] = b->data[o];
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)OUT, (int)IN, 1.0f, x->data,
                 (int)IN, w->data, (int)IN, b ? 1.0f : 0.0f, y->data, (int)OUT);
-    qat__record(ctx, "qat_linear", linear_bw, y, x, w, b);
+    qat_node *n = qat__record(ctx, "qat_linear", linear_bw, y, x, w, b);
+    if (n) n->out_free = true; /* its backward reads the inputs */
     return y;
 }

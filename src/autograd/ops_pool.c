@@ -226,7 +226,7 @@ static qat_tensor *avgpool(qat_ctx *ctx, const char *op, qat_tensor *x, const qa
     }
     *saved = d;
     qat_node *n = qat__record(ctx, op, avgpool_bw, y, x, NULL, NULL);
-    if (n) n->saved = saved;
+    if (n) n->saved = saved, n->out_free = true;
     return y;
 }
 
@@ -275,6 +275,7 @@ qat_tensor *qat_global_avgpool2d(qat_ctx *ctx, qat_tensor *x) {
         for (int64_t i = 0; i < HW; i++) acc += xp[i];
         y->data[p] = (float)(acc / (double)HW);
     }
-    qat__record(ctx, op, global_avgpool_bw, y, x, NULL, NULL);
+    qat_node *n = qat__record(ctx, op, global_avgpool_bw, y, x, NULL, NULL);
+    if (n) n->out_free = true;
     return y;
 }

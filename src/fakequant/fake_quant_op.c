@@ -1,6 +1,8 @@
 /* The fake-quantize op in the autograd graph, with straight-through
  * backward: clipped (gradient where the unclamped integer is in range, as
  * PyTorch) or plain. */
+#include <math.h>
+
 #include "autograd/internal.h"
 #include "internal.h"
 
@@ -52,7 +54,35 @@ static void fq_run(const float *restrict xs, float *restrict ys, uint8_t *restri
     }
 }
 
-qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
+/* The same run over one buffer (in place): no restrict, one pointer.
+ * With a pre-clamp (a fused ReLU/ReLU6: clo < chi), the value quantized is
+ * min(max(v, clo), chi) — relu's and clamp's forward — and the mask also
+ * holds their gradient rule, clo < v < chi (so no mask means plain STE and
+ * no pre-clamp). */
+QAT__SIMD_CLONES
+static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float inv, float sc, float lo, float hi,
+                           float clo, float chi, bool clipped) {
+    for (int64_t j = 0; j < n; j++) {
+        float x = v[j];
+        uint8_t pass = 1;
+        if (clo < chi) {
+            pass = (x > clo) & (x < chi);
+            /* relu's forward (x > 0 ? x : 0: NaN becomes 0), or clamp's (NaN stays) */
+            x = chi == INFINITY ? (x > clo ? x : clo) : (x < clo ? clo : (x > chi ? chi : x));
+        }
+        float r = qat__rint_clamped(x * inv, lo - 1.0f, hi + 1.0f);
+        uint8_t in = (r >= lo) & (r <= hi);
+        if (mask) mask[j] = clipped ? (uint8_t)(pass & in) : pass; /* plain STE: the clamp's rule alone */
+        float c = r < lo ? lo : r;
+        c = c > hi ? hi : c;
+        v[j] = c * sc;
+    }
+}
+
+/* in_place: write over x when allowed; clo < chi: quantize clamp(x, clo,
+ * chi) instead (a fused ReLU/ReLU6, only in place). */
+static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste, bool in_place, float clo,
+                              float chi) {
     if (!qat__inputs_ok(ctx, "qat_fake_quant", 1, &x)) return NULL;
     if (!q || !q->scale) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_fake_quant: NULL type"), NULL;
     bool same = (x->rank == q->rank || q->rank == 0) && qat_tensor_is_contiguous(x);
@@ -62,11 +92,21 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_fake_quant: tensor %s does not have the type's "
                             "shape", qat_shape_str(x, s, sizeof s)), NULL;
     }
-    qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
-    uint8_t *mask = NULL;
     bool record = ctx->grad_enabled && x->requires_grad;
-    if (record && ste == QAT_STE_CLIPPED) mask = qat__step_scratch(ctx, (size_t)x->numel);
-    if (!y || (record && ste == QAT_STE_CLIPPED && !mask)) return NULL;
+    /* over x itself only when the caller says nothing else reads x and, if
+     * the step is recorded, x's producer does not need it for its backward */
+    in_place = in_place && x->mem == QAT_MEM_STEP && (!record || (x->node && x->node->out_free));
+    bool clamp = clo < chi;
+    if (clamp && !in_place) { /* not allowed over x: the two ops, as they are */
+        qat_tensor *c = clo == 0.0f && chi == INFINITY ? qat_relu(ctx, x) : qat_clamp(ctx, x, clo, chi);
+        return c ? fake_quant(ctx, c, q, ste, true, 0.0f, 0.0f) : NULL;
+    }
+    qat_tensor *y = in_place ? qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape)
+                             : qat__new_out(ctx, x->rank, x->shape);
+    uint8_t *mask = NULL;
+    bool want_mask = record && (ste == QAT_STE_CLIPPED || clamp);
+    if (want_mask) mask = qat__step_scratch(ctx, (size_t)x->numel);
+    if (!y || (want_mask && !mask)) return NULL;
     int64_t n = x->numel, run = q->rank == 0 ? n : qat__qtype_run(q);
     const float *restrict xs = x->data;
     float *restrict ys = y->data;
@@ -77,9 +117,21 @@ qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_
          * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
          * passes through (no comparison holds) and is out of range. */
         float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
-        fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
+        if (in_place)
+            fq_run_inplace(ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi, clamp ? clo : 0.0f, clamp ? chi : 0.0f,
+                           ste == QAT_STE_CLIPPED);
+        else
+            fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
     }
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
     if (node) node->saved = mask;
     return y;
+}
+
+qat_tensor *qat_fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste) {
+    return fake_quant(ctx, x, q, ste, false, 0.0f, 0.0f);
+}
+
+qat_tensor *qat__fake_quant_over(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste, float clo, float chi) {
+    return fake_quant(ctx, x, q, ste, true, clo, chi);
 }

@@ -58,4 +58,14 @@ static inline int32_t qat__quant1(float x, float inv, int32_t zp, int32_t qmin, 
     return q;
 }
 
+/* qat_fake_quant writing over x when it may: x is a step tensor, and (if
+ * the step is recorded) its producer's backward does not read it (the
+ * node's out_free). The caller guarantees that nothing else reads x. The
+ * same values and gradients as qat_fake_quant, one tensor less. With
+ * clo < chi it quantizes clamp(x, clo, chi) — a ReLU (0, +inf) or ReLU6
+ * (0, 6) fused in, the same values and gradients as qat_relu/qat_clamp
+ * then qat_fake_quant, two tensors less; where x may not be written over,
+ * it runs those two ops. clo == chi: no clamp. */
+qat_tensor *qat__fake_quant_over(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste, float clo, float chi);
+
 #endif

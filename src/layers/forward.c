@@ -4,17 +4,34 @@
 #include <math.h>
 
 #include "autograd/internal.h"
+#include "fakequant/internal.h"
 #include "internal.h"
 
-/* Observes (in training, unless frozen) and fake-quantizes an activation. */
-static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x) {
+/* Observes (in training, unless frozen) and fake-quantizes an activation.
+ * clo < chi: the activation is clamp(x, clo, chi) — a ReLU/ReLU6 done here
+ * with the quantizer (its batch range is x's, clamped: the same numbers
+ * the observer would see). over: x has no other reader. */
+static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, bool over, float clo, float chi) {
     if (!a || !x) return x;
+    bool fused = clo < chi;
     if (m->training && !m->observers_frozen) {
-        qat_observer_update(&a->obs, x->data, x->numel);
+        if (fused) {
+            float lo = INFINITY, hi = -INFINITY;
+            qat__minmax(x->data, x->numel, &lo, &hi);
+            float pair[2] = {fminf(fmaxf(lo, clo), chi), fminf(fmaxf(hi, clo), chi)};
+            if (lo <= hi) qat_observer_update(&a->obs, pair, 2);
+        } else {
+            qat_observer_update(&a->obs, x->data, x->numel);
+        }
         qat_observer_qparams(&a->obs, &a->q);
     }
-    if (!m->fake_quant_on || a->obs.updates == 0) return x; /* nothing observed yet */
-    return qat_fake_quant(m->ctx, x, &a->q, a->ste);
+    if (!m->fake_quant_on || a->obs.updates == 0) /* nothing observed yet: the float value */
+        return !fused ? x : chi == INFINITY ? qat_relu(m->ctx, x) : qat_clamp(m->ctx, x, clo, chi);
+    /* a layer's value before quantization has no other reader: quantize
+     * over it where its producer allows (a tensor the size of the
+     * activation less, two with a ReLU fused in). Never over the caller's
+     * input. */
+    return over ? qat__fake_quant_over(m->ctx, x, &a->q, a->ste, clo, chi) : qat_fake_quant(m->ctx, x, &a->q, a->ste);
 }
 
 /* Fake quantization of a weight tensor (the layer's own, or a folded one). */
@@ -66,10 +83,9 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
     qat_tensor *wf = qat_mul(ctx, l->weight, qat_reshape(ctx, sf, l->weight->rank, shape));
     if (!wf) return NULL;
     qat_tensor *y = product(m, l, x, fake_quant_weight(m, l, wf), NULL);
-    int out_rank = l->kind == QAT_LAYER_LINEAR ? 1 : 3; /* [C] or [C, 1, 1] against y */
-    y = qat_mul(ctx, y, qat_reshape(ctx, qat_reciprocal(ctx, sf), out_rank, shape));
-    if (l->bias) y = qat_add(ctx, y, qat_reshape(ctx, l->bias, out_rank, shape));
-    return y ? batchnorm(m, bn, y, bn_train) : NULL;
+    /* y / sf (+ bias), batch-normalised: one op (autograd's folded BatchNorm) */
+    return qat__batchnorm_scaled(ctx, y, qat_reciprocal(ctx, sf), l->bias, bn->gamma, bn->beta, bn->running_mean,
+                                 bn->running_var, bn->momentum, bn->eps, bn_train);
 }
 
 static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
@@ -103,6 +119,15 @@ static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const 
     return NULL;
 }
 
+/* A layer and its activation quantizer. A ReLU/ReLU6 that ends a group
+ * with a quantizer is done by the quantizer itself (one op, two tensors
+ * less, the same values and gradients). */
+static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
+    if (l->aq && (l->kind == QAT_LAYER_RELU || l->kind == QAT_LAYER_RELU6))
+        return act_quant(m, l->aq, xs[0], true, 0.0f, l->kind == QAT_LAYER_RELU ? INFINITY : 6.0f);
+    return act_quant(m, l->aq, layer_forward(m, l, xs), true, 0.0f, 0.0f);
+}
+
 qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
     if (!m) return NULL;
     if (!m->built) {
@@ -111,14 +136,14 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
     }
     qat_tensor **vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals);
     if (!vals) return NULL;
-    vals[0] = act_quant(m, m->layers[0].aq, x);
+    vals[0] = act_quant(m, m->layers[0].aq, x, false, 0.0f, 0.0f);
     int out = qat__model_output(m);
     for (int i = 1; i <= out; i++) {
         qat__layer *l = &m->layers[i];
         qat_tensor *xs[QAT_CUSTOM_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++) xs[j] = vals[l->in[j]];
         bool had_error = qat_ctx_status(m->ctx) != QAT_OK;
-        vals[i] = act_quant(m, l->aq, layer_forward(m, l, xs));
+        vals[i] = quantized_layer(m, l, xs);
         if (!vals[i]) {
             /* name the layer that failed: "layer conv2: qat_conv2d: ..." */
             if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", l->name);

@@ -6,7 +6,7 @@ int main(void) {
     qat_model *m = qat_model_new(ctx);
     qat_model_lenet(m, false);
     if (qat_model_build(m, 1) != QAT_OK) return 1;
-    printf("lenet with %lld parameters\n", (long long)m->n_params);
+    printf("lenet with %lld parameters\n", (long long)qat_model_n_params(m));
     qat_ctx_free(ctx);
     return 0;
 }
