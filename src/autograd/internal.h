@@ -185,6 +185,16 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                                   bool training);
 
 /* True when t exists and wants a gradient. */
+/* The BatchNorms' row loops (bn_rows.c): sums in double with
+ * QAT__BN_LANES independent accumulators each, in a fixed order. */
+#define QAT__BN_LANES 8
+void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]);
+void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float is, float g, float bt);
+void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc, float sh, float mu, float is,
+                           double acc[6]);
+void qat__bn_grad_x_row(const float *x, const float *dy, float *gx, int64_t n, float sc, float sh, float mu, float is,
+                        float k, float a, float b, bool training, bool store);
+
 static inline bool qat__wants_grad(const qat_tensor *t) { return t && t->requires_grad; }
 
 #endif

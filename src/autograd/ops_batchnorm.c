@@ -26,27 +26,18 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     float *gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
     if (ctx->status != QAT_OK) return;
     for (int64_t c = 0; c < C; c++) {
-        double sdy = 0, sdyx = 0;
+        double acc[6] = {0}; /* Σdy, Σdy·xhat, ... (bn_rows.c) */
         float mu = s->mu[c], is = s->invstd[c];
-        for (int64_t b = 0; b < N; b++) {
-            const float *d = dy + (b * C + c) * HW, *p = x->data + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++) {
-                float xh = (p[i] - mu) * is;
-                sdy += d[i];
-                sdyx += (double)d[i] * xh;
-            }
-        }
-        if (gg) gg[c] += (float)sdyx;
-        if (gb) gb[c] += (float)sdy;
+        for (int64_t b = 0; b < N; b++)
+            qat__bn_grad_sums_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, HW, 1.0f, 0.0f, mu, is, acc);
+        if (gg) gg[c] += (float)acc[1];
+        if (gb) gb[c] += (float)acc[0];
         if (!gx) continue;
-        float k = gamma->data[c] * s->invstd[c];
-        float mean_dy = (float)(sdy / (double)m), mean_dyx = (float)(sdyx / (double)m);
-        for (int64_t b = 0; b < N; b++) {
-            const float *d = dy + (b * C + c) * HW, *p = x->data + (b * C + c) * HW;
-            float *g = gx + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++)
-                g[i] += s->training ? k * (d[i] - mean_dy - (p[i] - mu) * is * mean_dyx) : k * d[i];
-        }
+        float k = gamma->data[c] * is;
+        float a = (float)(acc[0] / (double)m), bb = (float)(acc[1] / (double)m);
+        for (int64_t b = 0; b < N; b++)
+            qat__bn_grad_x_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, gx + (b * C + c) * HW, HW, 1.0f,
+                               0.0f, mu, is, k, a, bb, s->training, false);
     }
 }
 
@@ -79,33 +70,23 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
     for (int64_t c = 0; c < C; c++) {
         float mu, var;
         if (training) {
-            double sum = 0, sq = 0;
-            for (int64_t b = 0; b < N; b++) {
-                const float *p = x->data + (b * C + c) * HW;
-                for (int64_t i = 0; i < HW; i++) sum += p[i];
-            }
-            double mean = sum / (double)m;
-            for (int64_t b = 0; b < N; b++) {
-                const float *p = x->data + (b * C + c) * HW;
-                for (int64_t i = 0; i < HW; i++) sq += (p[i] - mean) * (p[i] - mean);
-            }
+            double acc[2] = {0}; /* Σx, Σx² */
+            for (int64_t b = 0; b < N; b++) qat__bn_moments_row(x->data + (b * C + c) * HW, NULL, HW, 1.0f, 0.0f, acc);
+            double mean = acc[0] / (double)m, sq = acc[1] - acc[0] * mean; /* Σ(x - mean)² */
+            if (sq < 0) sq = 0;
             mu = (float)mean;
             var = (float)(sq / (double)m);
             running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
-            running_var[c] = (1.0f - momentum) * running_var[c] +
-                             momentum * (float)(sq / (double)(m - 1));
+            running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (float)(sq / (double)(m - 1));
         } else {
             mu = running_mean[c];
             var = running_var[c];
         }
         invstd[c] = 1.0f / sqrtf(var + eps);
         mus[c] = mu;
-        float g = gamma->data[c], bt = beta->data[c];
-        for (int64_t b = 0; b < N; b++) {
-            const float *p = x->data + (b * C + c) * HW;
-            float *o = y->data + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++) o[i] = g * ((p[i] - mu) * invstd[c]) + bt;
-        }
+        for (int64_t b = 0; b < N; b++)
+            qat__bn_normalize_row(x->data + (b * C + c) * HW, y->data + (b * C + c) * HW, HW, mu, invstd[c],
+                                  gamma->data[c], beta->data[c]);
     }
     s->mu = mus;
     s->invstd = invstd;

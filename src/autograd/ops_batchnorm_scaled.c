@@ -5,9 +5,9 @@
  * two extra gradient tensors, one pass less over the activations.
  *
  * The forward computes z as the separate ops did (x·scale, then + shift,
- * in float), so its values are theirs to the bit. The backward is the
- * BatchNorm's closed form for dz, then dx = dz·scale[c],
- * dscale[c] = Σ dz·x, dshift[c] = Σ dz (sums in double). */
+ * in float). The backward is the BatchNorm's closed form for dz, then
+ * dx = dz·scale[c], dscale[c] = Σ dz·x, dshift[c] = Σ dz (sums in double,
+ * the row loops in bn_rows.c). */
 #include <math.h>
 
 #include "internal.h"
@@ -34,36 +34,25 @@ static void bns_bw(qat_ctx *ctx, qat_node *n) {
     float *gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
     if (ctx->status != QAT_OK) return;
     for (int64_t c = 0; c < C; c++) {
-        double sdy = 0, sdyx = 0;
+        double acc[6] = {0}; /* Σdy, Σdy·xhat, Σxhat, Σdy·x, Σx, Σxhat·x */
         float mu = s->mu[c], is = s->invstd[c], sc = scale->data[c], sh = shift ? shift->data[c] : 0.0f;
-#define XHAT(v) (((shift ? (v) * sc + sh : (v) * sc) - mu) * is) /* the forward's z, then xhat */
-        for (int64_t b = 0; b < N; b++) {
-            const float *d = dy + (b * C + c) * HW, *xv = x->data + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++) {
-                float xh = XHAT(xv[i]);
-                sdy += d[i];
-                sdyx += (double)d[i] * xh;
-            }
-        }
-        if (gg) gg[c] += (float)sdyx;
-        if (gb) gb[c] += (float)sdy;
-        if (!gx && !gs && !gsh) continue;
+        for (int64_t b = 0; b < N; b++)
+            qat__bn_grad_sums_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, HW, sc, sh, mu, is, acc);
+        if (gg) gg[c] += (float)acc[1];
+        if (gb) gb[c] += (float)acc[0];
         float k = gamma->data[c] * is;
-        float mean_dy = (float)(sdy / (double)m), mean_dyx = (float)(sdyx / (double)m);
-        double sdz = 0, sdzx = 0;
-        for (int64_t b = 0; b < N; b++) {
-            const float *d = dy + (b * C + c) * HW, *xv = x->data + (b * C + c) * HW;
-            float *g = gx ? gx + (b * C + c) * HW : NULL;
-            for (int64_t i = 0; i < HW; i++) {
-                float dz = s->training ? k * (d[i] - mean_dy - XHAT(xv[i]) * mean_dyx) : k * d[i];
-                sdz += dz;
-                sdzx += (double)dz * xv[i];
-                if (g) g[i] = store ? dz * sc : g[i] + dz * sc;
-            }
-        }
+        float a = (float)(acc[0] / (double)m), bb = (float)(acc[1] / (double)m);
+        /* Σdz and Σdz·x in closed form from the sums (dz = k·(dy - a - xhat·b)
+         * in training, k·dy with frozen statistics): the scale's and the
+         * shift's gradients without a second reduction. */
+        double sdz = s->training ? k * (acc[0] - (double)a * (double)m - (double)bb * acc[2]) : k * acc[0];
+        double sdzx = s->training ? k * (acc[3] - (double)a * acc[4] - (double)bb * acc[5]) : k * acc[3];
         if (gs) gs[c] += (float)sdzx;
         if (gsh) gsh[c] += (float)sdz;
-#undef XHAT
+        if (gx)
+            for (int64_t b = 0; b < N; b++)
+                qat__bn_grad_x_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, gx + (b * C + c) * HW, HW, sc,
+                                   sh, mu, is, k, a, bb, s->training, store);
     }
 }
 
@@ -90,23 +79,13 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
     if (!y || !s || !mus || !invstd) return NULL;
     for (int64_t c = 0; c < C; c++) {
         float sc = scale->data[c], sh = shift ? shift->data[c] : 0.0f;
-        double sum = 0;
-        for (int64_t b = 0; b < N; b++) { /* z into y first: the multiply and add of the separate ops */
-            const float *p = x->data + (b * C + c) * HW;
-            float *z = y->data + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++) {
-                float v = p[i] * sc;
-                z[i] = shift ? v + sh : v;
-                sum += z[i];
-            }
-        }
+        double acc[2] = {0}; /* Σz, Σz²; z (x·scale + shift) goes into y first */
+        for (int64_t b = 0; b < N; b++)
+            qat__bn_moments_row(x->data + (b * C + c) * HW, y->data + (b * C + c) * HW, HW, sc, sh, acc);
         float mu, var;
         if (training) {
-            double mean = sum / (double)m, sq = 0;
-            for (int64_t b = 0; b < N; b++) {
-                const float *z = y->data + (b * C + c) * HW;
-                for (int64_t i = 0; i < HW; i++) sq += (z[i] - mean) * (z[i] - mean);
-            }
+            double mean = acc[0] / (double)m, sq = acc[1] - acc[0] * mean; /* Σ(z - mean)² */
+            if (sq < 0) sq = 0;
             mu = (float)mean;
             var = (float)(sq / (double)m);
             running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
@@ -117,10 +96,9 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
         }
         invstd[c] = 1.0f / sqrtf(var + eps);
         mus[c] = mu;
-        float g = gamma->data[c], bt = beta->data[c];
         for (int64_t b = 0; b < N; b++) {
             float *o = y->data + (b * C + c) * HW;
-            for (int64_t i = 0; i < HW; i++) o[i] = g * ((o[i] - mu) * invstd[c]) + bt;
+            qat__bn_normalize_row(o, o, HW, mu, invstd[c], gamma->data[c], beta->data[c]);
         }
     }
     *s = (bns_saved){.mu = mus, .invstd = invstd, .training = training, .in = {x, scale, shift, gamma, beta}};
