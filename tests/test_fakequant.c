@@ -528,6 +528,44 @@ static void test_prepare_lsq(void) {
     qat_ctx_free(ctx);
 }
 
+/* The clipped-STE mask is kept as packed bits: at lengths around and
+ * between multiples of 8 (tails of 1..7 bits), with a per-channel type
+ * whose channel runs start inside a byte, both backward paths (added into
+ * a leaf's gradient; masked in place for a step tensor) pass the gradient
+ * exactly where the unclamped integer is in range, computed here apart. */
+static void test_ste_mask_bits(void) {
+    for (int64_t n = 1; n <= 41; n += 4)
+        for (int via_step = 0; via_step < 2; via_step++) {
+            qat_ctx *ctx = qat_ctx_new();
+            qat_rng rng;
+            qat_rng_seed(&rng, (uint64_t)(n * 2 + via_step));
+            int64_t s[2] = {3, n};
+            qat_qtype q;
+            CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &q, 4, true, false, 2, s, 0), QAT_OK); /* per row */
+            CU_ASSERT_EQUAL_FATAL(q.nparams, 3);
+            for (int c = 0; c < 3; c++) q.scale[c] = 0.25f * (float)(1 << c), q.zero_point[c] = 0; /* exact 1/s */
+            qat_tensor *w = t_rand(ctx, &rng, 2, s, -4, 4, true);
+            qat_tensor *x = w;
+            if (via_step) { /* a step tensor: fake quant's backward masks the gradient in place */
+                qat_tensor *one = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, &s[1], false);
+                for (int64_t i = 0; i < n; i++) one->data[i] = 1.0f;
+                x = qat_mul(ctx, w, one);
+            }
+            qat_tensor *y = qat_fake_quant(ctx, x, &q, QAT_STE_CLIPPED);
+            CU_ASSERT_FATAL(y != NULL);
+            CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_OK);
+            int wrong = 0;
+            for (int c = 0; c < 3; c++)
+                for (int64_t i = 0; i < n; i++) {
+                    float v = w->data[c * n + i], r = rintf(v / q.scale[c]);
+                    float want = r >= (float)q.qmin && r <= (float)q.qmax ? 1.0f : 0.0f;
+                    wrong += w->grad[c * n + i] != want;
+                }
+            CU_ASSERT_EQUAL(wrong, 0);
+            qat_ctx_free(ctx);
+        }
+}
+
 /* The activation quantizer with a ReLU/ReLU6 fused in, written over its
  * input, equals qat_relu/qat_clamp then qat_fake_quant: values and input
  * gradients, bit for bit (clipped and plain STE). */
@@ -621,6 +659,7 @@ int main(int argc, char **argv) {
         {"batch range: fast path equals a simple loop", test_minmax_matches_simple_loop},
         {"granularities: tensor, axis, blocks; constraints", test_granularities},
         {"hand-computed: ties, clamping, STE masks, sub-channel", test_hand_values},
+        {"the STE mask as packed bits: odd lengths, channel runs inside a byte, both backward paths", test_ste_mask_bits},
         {"every width 2..16 quantizes and clamps", test_all_widths},
         {"golden: fake_quantize_per_tensor_affine (torch 1.13)", test_golden_per_tensor},
         {"golden: fake_quantize_per_channel_affine (torch 1.13)", test_golden_per_channel},

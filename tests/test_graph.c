@@ -547,6 +547,58 @@ static void test_plan_is_sound(void) {
     }
 }
 
+/* With grad off, the forward pass gives each layer's dead value back to
+ * the step (aliases included: a folded BatchNorm, flatten and dropout
+ * return their input's memory): the logits are the grad-on logits bit for
+ * bit, in float and with fake quantization, and a batch of 64 needs less
+ * than half the step memory it needs with grad on
+ * (the step arena's high-water mark, measured grad off first). Every
+ * reference model, and the every-op graph (branches, concat, in-place
+ * activations). */
+static void test_eval_recycles_dead_values(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    if (!src) QAT_TEST_SKIP("QAT_SOURCE_DIR is not set (ctest sets it)");
+    const char *names[] = {"resnet8", "ds-cnn", "mobilenet-v1", "lenet", "mlp", NULL};
+    for (int k = 0; k <= 5; k++)
+        for (int fq = 0; fq < 2; fq++) {
+            qat_ctx *ctx = qat_ctx_new();
+            qat_model *m = qat_model_new(ctx);
+            char path[600];
+            if (names[k]) snprintf(path, sizeof path, "%s/models/%s.qnet", src, names[k]);
+            CU_ASSERT_EQUAL_FATAL(names[k] ? qat_model_from_file(m, path)
+                                           : qat_model_from_text(m, every_op_text, "every"), QAT_OK);
+            CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+            CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+            int64_t in[3];
+            int rank = qat_model_input_shape(m, in);
+            qat_rng rng;
+            qat_rng_seed(&rng, 5);
+            warm_up(m, rank, in, 2, &rng); /* batch 8; leaves the model in eval mode */
+            qat_model_set_fake_quant(m, fq);
+            int64_t s[4] = {64, in[0], in[1], in[2]};
+            float *logits[2] = {NULL, NULL};
+            size_t peak[2];
+            for (int grad = 0; grad < 2; grad++) {
+                qat_ctx_set_grad_enabled(ctx, grad);
+                qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
+                qat_rng_seed(&rng, 11);
+                for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(&rng);
+                qat_tensor *y = qat_model_forward(m, x);
+                CU_ASSERT_FATAL(y != NULL);
+                logits[grad] = malloc((size_t)y->numel * sizeof(float));
+                memcpy(logits[grad], y->data, (size_t)y->numel * sizeof(float));
+                if (grad) CU_ASSERT_EQUAL(qat_test_bit_diffs(logits[0], logits[1], y->numel, true), 0);
+                peak[grad] = qat_ctx_step_peak_bytes(ctx);
+                qat_ctx_step_reset(ctx);
+            }
+            /* (the MLP's values are smaller than the arena's first chunk) */
+            if (!names[k] || strcmp(names[k], "mlp") != 0) CU_ASSERT(2 * peak[0] < peak[1]);
+            free(logits[0]);
+            free(logits[1]);
+            qat_ctx_free(ctx);
+        }
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "graph")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -561,6 +613,7 @@ int main(int argc, char **argv) {
         {"quantized concat against hand-computed integers", test_concat_hand_computed},
         {"every op kind: train, export, load, int = file = numpy, ~ fake", test_every_op_round_trip},
         {"the memory plan: no live tensors share bytes", test_plan_is_sound},
+        {"grad off: dead values recycled, the same logits, a fraction of the memory", test_eval_recycles_dead_values},
         {NULL, NULL},
     };
     int rc = qat_test_main("graph", cases, argc, argv);

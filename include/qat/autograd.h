@@ -241,9 +241,11 @@ QAT_API qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma
  * accumulate (+=) into every persistent tensor that requires them (leaves:
  * parameters). A step tensor's gradient is working memory: an op's
  * backward may hand it on, masked in place, as its input's gradient (ReLU,
- * clamp, dropout, reshape, fake quantization do), leaving the tensor's
- * grad NULL; like PyTorch, which keeps no .grad on non-leaf tensors.
- * Once per step. */
+ * clamp, dropout, reshape, fake quantization do), and once an op's
+ * backward has run, its output's gradient is released (grad NULL) and its
+ * memory serves the gradients still to come: like PyTorch, which keeps no
+ * .grad on non-leaf tensors. Step tensors made by the caller (leaves, such
+ * as an input with requires_grad) keep theirs. Once per step. */
 QAT_API qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss);
 
 /* ---- gradient check (central differences), for tests ------------------------------- */

@@ -5,18 +5,32 @@
  * written as one accumulator is a chain of dependent adds the compiler
  * may not reorder (ISO C keeps floating-point order), so it ran at one
  * add per 4 cycles and the BatchNorms took a fifth of a ResNet's training
- * step. Here every sum has QAT__BN_LANES independent accumulators, which
- * the vectoriser turns into one register of doubles, and the row's total
- * is their sum. The order of the additions is fixed (lane j takes the
- * elements j, j + LANES, ...; the tail goes to lane 0; lanes are added in
- * order), so results are deterministic on every CPU and in every clone. */
+ * step. Here every sum has 8 independent accumulators, one vector of
+ * doubles, and the row's total is their sum. The order of the additions
+ * is fixed (lane j takes the elements j, j + 8, ...; the tail has its own
+ * accumulator; lanes are added in order), so results are the same on
+ * every CPU and in every clone. */
+#include <string.h>
+
 #include "internal.h"
 
-#define LANES QAT__BN_LANES
+/* Eight floats and eight doubles as GCC/Clang vector types: the compiler
+ * maps them onto whatever registers the clone targets (one zmm, two ymm,
+ * four xmm). Written out because the auto-vectoriser built the lanes of
+ * plain arrays one element at a time. ISO C mode keeps contraction off,
+ * so v·a + b is a multiply then an add, as the scalar tail computes it. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
 
-static double lanes_total(const double *l) {
+/* (Macros, not functions: a vector argument or result of a function
+ * built for the baseline ABI is what GCC warns about.) */
+#define LOAD8(v, p) memcpy(&(v), (p), sizeof(v))
+#define STORE8(p, v) memcpy((p), &(v), sizeof(v))
+#define WIDEN(v) __builtin_convertvector((v), v8d)
+
+static inline double total(const v8d *v) {
     double t = 0;
-    for (int j = 0; j < LANES; j++) t += l[j];
+    for (int j = 0; j < 8; j++) t += (*v)[j];
     return t;
 }
 
@@ -27,23 +41,26 @@ static double lanes_total(const double *l) {
  * deviation by ~10^4 (no activation of a trained network comes near). */
 QAT__SIMD_CLONES
 void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]) {
-    double s[LANES] = {0}, q[LANES] = {0};
+    v8d s = {0}, q = {0};
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float v = x[i + j] * sc + sh;
-            if (z) z[i + j] = v;
-            s[j] += v;
-            q[j] += (double)v * v;
-        }
+    for (; i + 8 <= n; i += 8) {
+        v8f v;
+        LOAD8(v, x + i);
+        v = v * sc + sh;
+        if (z) STORE8(z + i, v);
+        v8d w = WIDEN(v);
+        s += w;
+        q += w * w;
+    }
+    double ts = 0, tq = 0; /* the tail */
     for (; i < n; i++) {
         float v = x[i] * sc + sh;
         if (z) z[i] = v;
-        s[0] += v;
-        q[0] += (double)v * v;
+        ts += v;
+        tq += (double)v * v;
     }
-    acc[0] += lanes_total(s);
-    acc[1] += lanes_total(q);
+    acc[0] += total(&s) + ts;
+    acc[1] += total(&q) + tq;
 }
 
 /* y = g·((z - mu)·is) + bt, the BatchNorm's output from z (y may be z). */
@@ -60,28 +77,37 @@ void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float 
 QAT__SIMD_CLONES
 void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc, float sh, float mu, float is,
                            double acc[6]) {
-    double l[6][LANES] = {{0}};
+    v8d l0 = {0}, l1 = {0}, l2 = {0}, l3 = {0}, l4 = {0}, l5 = {0};
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            float xv = x[i + j], d = dy[i + j], xh = ((xv * sc + sh) - mu) * is;
-            l[0][j] += d;
-            l[1][j] += (double)d * xh;
-            l[2][j] += xh;
-            l[3][j] += (double)d * xv;
-            l[4][j] += xv;
-            l[5][j] += (double)xh * xv;
-        }
+    for (; i + 8 <= n; i += 8) {
+        v8f xv, dv;
+        LOAD8(xv, x + i);
+        LOAD8(dv, dy + i);
+        v8f xhv = ((xv * sc + sh) - mu) * is;
+        v8d xd = WIDEN(xv), d = WIDEN(dv), xh = WIDEN(xhv);
+        l0 += d;
+        l1 += d * xh;
+        l2 += xh;
+        l3 += d * xd;
+        l4 += xd;
+        l5 += xh * xd;
+    }
+    double t[6] = {0}; /* the tail */
     for (; i < n; i++) {
         float xv = x[i], d = dy[i], xh = ((xv * sc + sh) - mu) * is;
-        l[0][0] += d;
-        l[1][0] += (double)d * xh;
-        l[2][0] += xh;
-        l[3][0] += (double)d * xv;
-        l[4][0] += xv;
-        l[5][0] += (double)xh * xv;
+        t[0] += d;
+        t[1] += (double)d * xh;
+        t[2] += xh;
+        t[3] += (double)d * xv;
+        t[4] += xv;
+        t[5] += (double)xh * xv;
     }
-    for (int k = 0; k < 6; k++) acc[k] += lanes_total(l[k]);
+    acc[0] += total(&l0) + t[0];
+    acc[1] += total(&l1) + t[1];
+    acc[2] += total(&l2) + t[2];
+    acc[3] += total(&l3) + t[3];
+    acc[4] += total(&l4) + t[4];
+    acc[5] += total(&l5) + t[5];
 }
 
 /* dx of one row: dz = k·(dy - a - xhat·b) in training (a = mean dy,

@@ -117,6 +117,7 @@ void qat__error_prefix(qat_ctx *ctx, const char *fmt, ...) {
 void qat_ctx_step_reset(qat_ctx *ctx) {
     if (!ctx) return;
     qat__arena_reset(&ctx->step);
+    ctx->n_pool = 0;
     ctx->tape = NULL;
     ctx->backward_done = false;
 }
@@ -143,4 +144,34 @@ void *qat__step_scratch(qat_ctx *ctx, size_t bytes) {
     void *p = qat__arena_alloc(&ctx->step, bytes);
     if (!p) qat_ctx_fail(ctx, QAT_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
     return p;
+}
+
+/* The pool: the smallest released block of at least `bytes` is taken,
+ * unless it is more than twice too large (a per-channel vector would
+ * otherwise take an activation's block, and the next activation would
+ * find none). */
+float *qat__step_recycled(qat_ctx *ctx, size_t bytes) {
+    int best = -1;
+    for (int i = 0; i < ctx->n_pool; i++)
+        if (ctx->pool[i].bytes >= bytes && ctx->pool[i].bytes / 2 <= bytes &&
+            (best < 0 || ctx->pool[i].bytes < ctx->pool[best].bytes))
+            best = i;
+    if (best < 0) return qat__step_scratch(ctx, bytes);
+    float *p = ctx->pool[best].p;
+    ctx->pool[best] = ctx->pool[--ctx->n_pool];
+    return p;
+}
+
+/* A full pool drops its smallest block (it stays in the arena, unused,
+ * until the step ends). */
+void qat__step_release(qat_ctx *ctx, float *p, size_t bytes) {
+    if (!p) return;
+    if (ctx->n_pool < QAT__GRAD_POOL) {
+        ctx->pool[ctx->n_pool++] = (qat__block){p, bytes};
+        return;
+    }
+    int small = 0;
+    for (int i = 1; i < QAT__GRAD_POOL; i++)
+        if (ctx->pool[i].bytes < ctx->pool[small].bytes) small = i;
+    if (ctx->pool[small].bytes < bytes) ctx->pool[small] = (qat__block){p, bytes};
 }

@@ -53,15 +53,24 @@ qat_node *qat__record_n(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat
     return node;
 }
 
+/* A step tensor's new gradient buffer: a recycled one if one fits, else
+ * fresh step memory. Not zeroed. */
+static float *step_grad(qat_ctx *ctx, const qat_tensor *t) {
+    return qat__step_recycled(ctx, (size_t)t->numel * sizeof(float));
+}
+
 float *qat__grad(qat_ctx *ctx, qat_tensor *t) {
-    /* A persistent tensor's gradient must outlive the step. */
-    if (!t->grad) t->grad = qat_ctx_alloc(ctx, t->mem, (size_t)t->numel * sizeof(float));
+    if (t->grad) return t->grad;
+    if (t->mem != QAT_MEM_STEP) /* a persistent tensor's gradient must outlive the step */
+        return t->grad = qat_ctx_alloc(ctx, t->mem, (size_t)t->numel * sizeof(float));
+    t->grad = step_grad(ctx, t);
+    if (t->grad) memset(t->grad, 0, (size_t)t->numel * sizeof(float));
     return t->grad;
 }
 
 float *qat__grad_dst(qat_ctx *ctx, qat_tensor *t, bool *store) {
     *store = !t->grad && t->mem == QAT_MEM_STEP;
-    if (*store) return t->grad = qat__step_scratch(ctx, (size_t)t->numel * sizeof(float));
+    if (*store) return t->grad = step_grad(ctx, t);
     return qat__grad(ctx, t);
 }
 
@@ -94,6 +103,12 @@ qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss) {
         if (!n->out->grad) continue; /* not on a path to the loss */
         n->backward(ctx, n);
         if (ctx->status != QAT_OK) return ctx->status;
+        /* Every op that reads out has added its share (they ran before
+         * this one), and this op has passed it on: the gradient of an
+         * op's output is dead, its memory free for the next ones. (As in
+         * PyTorch, only leaves keep their gradients after backward.) */
+        if (n->out->grad) qat__step_release(ctx, n->out->grad, (size_t)n->out->numel * sizeof(float));
+        n->out->grad = NULL;
     }
     ctx->backward_done = true;
     return QAT_OK;

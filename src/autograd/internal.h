@@ -54,8 +54,22 @@ struct qat_node {
     bool out_free;
 };
 
+/* A block of step memory given back before the step ends. */
+typedef struct {
+    float *p;
+    size_t bytes;
+} qat__block;
+
+/* Step memory recycled within a step: the gradient of an op's output once
+ * its op's backward has run, and (grad off) a model layer's value once
+ * its last reader has run. 16 blocks hold the widest frontier of the
+ * models we know (a residual stage keeps three or four tensors alive). */
+#define QAT__GRAD_POOL 16
+
 struct qat_ctx {
     qat__arena persist, step;
+    qat__block pool[QAT__GRAD_POOL]; /* step memory free for gradients */
+    int n_pool;
     qat_node *tape;           /* most recent node; walk ->prev */
     bool grad_enabled;
     bool backward_done;       /* this step's tape has been consumed */
@@ -78,6 +92,11 @@ void qat__arena_free(qat__arena *a);
 void *qat__step_alloc(qat_ctx *ctx, size_t bytes);
 /* Step-arena memory the caller overwrites completely: not zeroed. */
 void *qat__step_scratch(qat_ctx *ctx, size_t bytes);
+/* Float step memory from the recycled blocks when one is large enough,
+ * else new (not zeroed either way); and the giving back of a block no one
+ * reads any more (NULL is ignored). */
+float *qat__step_recycled(qat_ctx *ctx, size_t bytes);
+void qat__step_release(qat_ctx *ctx, float *p, size_t bytes);
 /* A new contiguous step tensor (no grad yet) whose data the op overwrites:
  * not zeroed. */
 qat_tensor *qat__new_out(qat_ctx *ctx, int rank, const int64_t *shape);
@@ -185,9 +204,8 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                                   bool training);
 
 /* True when t exists and wants a gradient. */
-/* The BatchNorms' row loops (bn_rows.c): sums in double with
- * QAT__BN_LANES independent accumulators each, in a fixed order. */
-#define QAT__BN_LANES 8
+/* The BatchNorms' row loops (bn_rows.c): sums in double with 8
+ * independent accumulators each, in a fixed order. */
 void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]);
 void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float is, float g, float bt);
 void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc, float sh, float mu, float is,

@@ -86,7 +86,7 @@ qat_tensor *qat_tensor_from(qat_ctx *ctx, qat_mem where, const float *values, in
 qat_tensor *qat__new_out(qat_ctx *ctx, int rank, const int64_t *shape) {
     int64_t numel;
     if (!ctx || !valid_shape(ctx, rank, shape, &numel)) return NULL;
-    float *data = qat__step_scratch(ctx, (size_t)numel * sizeof(float));
+    float *data = qat__step_recycled(ctx, (size_t)numel * sizeof(float));
     return data ? qat_tensor_wrap(ctx, QAT_MEM_STEP, data, NULL, rank, shape) : NULL;
 }
 

@@ -2,27 +2,82 @@
  * backward: clipped (gradient where the unclamped integer is in range, as
  * PyTorch) or plain. */
 #include <math.h>
+#include <string.h>
 
 #include "autograd/internal.h"
 #include "internal.h"
 
+/* The clipped-STE mask is kept from forward to backward as bits (bit i
+ * of byte i/8 for element i): an eighth of the memory of a byte per
+ * element, for a tensor that lives through the whole forward pass. The
+ * forward writes bytes into a transient buffer, packs them, and gives the
+ * buffer back. */
+static void pack_bits(const uint8_t *restrict bytes, uint8_t *restrict bits, int64_t n) {
+    int64_t k = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* eight 0/1 bytes in one word: the multiply moves byte j's bit to bit
+     * 56 + j, and no two partial products meet */
+    for (; 8 * k + 8 <= n; k++) {
+        uint64_t v;
+        memcpy(&v, bytes + 8 * k, sizeof v);
+        bits[k] = (uint8_t)((v * 0x0102040810204080ULL) >> 56);
+    }
+#endif
+    for (; 8 * k < n; k++) {
+        uint8_t b = 0;
+        for (int64_t j = 0; j < 8 && 8 * k + j < n; j++) b |= (uint8_t)(bytes[8 * k + j] << j);
+        bits[k] = b;
+    }
+}
+
+static inline bool bit(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
+
+/* Sixteen elements at a time as GCC/Clang vectors: two mask bytes
+ * broadcast, each lane tests its own bit, and the gradient is ANDed with
+ * the all-ones/all-zeros lane (+0 where the mask is clear, as before).
+ * Written out because the compiler made a scalar loop of the bit tests.
+ * (Macros: a vector argument or result of a function built for the
+ * baseline ABI is what GCC warns about.) */
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+#define LANE_BITS ((v16i){1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768})
+#define MASKED16(out, g, bits, i)                                                         \
+    do {                                                                                  \
+        v16f g_;                                                                          \
+        memcpy(&g_, (g) + (i), sizeof g_);                                                \
+        int32_t b_ = (int32_t)(bits)[(i) >> 3] | (int32_t)(bits)[((i) >> 3) + 1] << 8;    \
+        v16i on_ = (((v16i){0} + b_) & LANE_BITS) != 0;                                   \
+        (out) = (v16f)((v16i)g_ & on_);                                                   \
+    } while (0)
+
 /* dx += dy where the mask is set (all of dy without a mask: plain STE). */
 QAT__SIMD_CLONES
-static void ste_accumulate(float *restrict gx, const float *restrict gy, const uint8_t *restrict mask, int64_t n) {
-    if (!mask) {
+static void ste_accumulate(float *restrict gx, const float *restrict gy, const uint8_t *restrict bits, int64_t n) {
+    if (!bits) {
         for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        float g = gy[i];
-        gx[i] += mask[i] ? g : 0.0f;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16f d, x;
+        MASKED16(d, gy, bits, i);
+        memcpy(&x, gx + i, sizeof x);
+        x += d;
+        memcpy(gx + i, &x, sizeof x);
     }
+    for (; i < n; i++) gx[i] += bit(bits, i) ? gy[i] : 0.0f;
 }
 
 /* dy, zeroed where the mask is clear, in place (plain STE: as it is). */
 QAT__SIMD_CLONES
-static void ste_mask(float *restrict g, const uint8_t *restrict mask, int64_t n) {
-    for (int64_t i = 0; i < n; i++) g[i] = mask[i] ? g[i] : 0.0f;
+static void ste_mask(float *restrict g, const uint8_t *restrict bits, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16f d;
+        MASKED16(d, g, bits, i);
+        memcpy(g + i, &d, sizeof d);
+    }
+    for (; i < n; i++) g[i] = bit(bits, i) ? g[i] : 0.0f;
 }
 
 static void fq_bw(qat_ctx *ctx, qat_node *n) {
@@ -103,10 +158,13 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
     }
     qat_tensor *y = in_place ? qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape)
                              : qat__new_out(ctx, x->rank, x->shape);
-    uint8_t *mask = NULL;
+    uint8_t *mask = NULL, *bits = NULL;
     bool want_mask = record && (ste == QAT_STE_CLIPPED || clamp);
-    if (want_mask) mask = qat__step_scratch(ctx, (size_t)x->numel);
-    if (!y || (want_mask && !mask)) return NULL;
+    if (want_mask) {
+        mask = (uint8_t *)qat__step_recycled(ctx, (size_t)x->numel);
+        bits = qat__step_scratch(ctx, (size_t)(x->numel + 7) / 8);
+    }
+    if (!y || (want_mask && (!mask || !bits))) return NULL;
     int64_t n = x->numel, run = q->rank == 0 ? n : qat__qtype_run(q);
     const float *restrict xs = x->data;
     float *restrict ys = y->data;
@@ -123,8 +181,12 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
         else
             fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
     }
+    if (mask) {
+        pack_bits(mask, bits, n);
+        qat__step_release(ctx, (float *)(void *)mask, (size_t)n);
+    }
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
-    if (node) node->saved = mask;
+    if (node) node->saved = bits;
     return y;
 }
 

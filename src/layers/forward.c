@@ -64,6 +64,15 @@ static qat_tensor *batchnorm(qat_model *m, const qat__layer *bn, qat_tensor *x, 
                          training);
 }
 
+/* With grad off, the product inside a folded layer is dead once its
+ * BatchNorm (which writes a new tensor) has read it: its memory goes back
+ * to the step, as the layers' dead values do (qat_model_forward). */
+static qat_tensor *product_read(qat_model *m, qat_tensor *product, qat_tensor *bn_out) {
+    if (product && bn_out && !qat_ctx_grad_enabled(m->ctx))
+        qat__step_release(m->ctx, product->data, (size_t)product->numel * sizeof(float));
+    return bn_out;
+}
+
 /* Linear/Conv with its BatchNorm folded in (Jacob et al. 2018, as PyTorch's
  * ConvBn2d): sf = gamma / sqrt(running_var + eps); the product uses
  * fake_quant(w · sf), is divided by sf again, and then batch-normalised:
@@ -74,7 +83,10 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
     qat_ctx *ctx = m->ctx;
     const qat__layer *bn = &m->layers[l->fold_bn];
     bool bn_train = m->training && !m->bn_frozen;
-    if (!m->fake_quant_on) return batchnorm(m, bn, product(m, l, x, l->weight, l->bias), bn_train);
+    if (!m->fake_quant_on) {
+        qat_tensor *y = product(m, l, x, l->weight, l->bias);
+        return product_read(m, y, batchnorm(m, bn, y, bn_train));
+    }
     int64_t C = bn->cout, shape[4] = {C, 1, 1, 1};
     qat_tensor *inv_std = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &C, false);
     if (!inv_std) return NULL;
@@ -84,8 +96,9 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
     if (!wf) return NULL;
     qat_tensor *y = product(m, l, x, fake_quant_weight(m, l, wf), NULL);
     /* y / sf (+ bias), batch-normalised: one op (autograd's folded BatchNorm) */
-    return qat__batchnorm_scaled(ctx, y, qat_reciprocal(ctx, sf), l->bias, bn->gamma, bn->beta, bn->running_mean,
-                                 bn->running_var, bn->momentum, bn->eps, bn_train);
+    return product_read(m, y, qat__batchnorm_scaled(ctx, y, qat_reciprocal(ctx, sf), l->bias, bn->gamma, bn->beta,
+                                                    bn->running_mean, bn->running_var, bn->momentum, bn->eps,
+                                                    bn_train));
 }
 
 static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
@@ -128,16 +141,41 @@ static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *cons
     return act_quant(m, l->aq, layer_forward(m, l, xs), true, 0.0f, 0.0f);
 }
 
+/* With grad off nothing is kept for a backward pass, so a layer's value
+ * is dead once its last reader has run, and its memory goes back to the
+ * step for the layers after it: an evaluation pass then holds the widest
+ * frontier of the graph, not every value of it. Some layers return their
+ * input's memory (flatten, a folded BatchNorm, dropout in evaluation), so
+ * a buffer goes back only when no live value shares it; the caller's input
+ * and the output never do. left[j]: readers of layer j still to run. */
+static void release_dead(qat_model *m, qat_tensor **vals, const int *left, int j, int upto, const qat_tensor *x) {
+    qat_tensor *t = vals[j];
+    if (!t || t->data == x->data) return;
+    for (int k = 0; k <= upto; k++)
+        if (k != j && vals[k] && vals[k]->data == t->data && (left[k] > 0 || k == upto)) return;
+    qat__step_release(m->ctx, t->data, (size_t)t->numel * sizeof(float));
+    for (int k = 0; k <= upto; k++) /* every dead alias of the buffer */
+        if (k != upto && vals[k] && vals[k]->data == t->data) vals[k] = NULL;
+}
+
 qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
     if (!m) return NULL;
     if (!m->built) {
         qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: call qat_model_build before forward");
         return NULL;
     }
-    qat_tensor **vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals);
-    if (!vals) return NULL;
-    vals[0] = act_quant(m, m->layers[0].aq, x, false, 0.0f, 0.0f);
+    if (!x) return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: NULL input"), NULL;
     int out = qat__model_output(m);
+    bool recycle = !qat_ctx_grad_enabled(m->ctx);
+    qat_tensor **vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals);
+    int *left = recycle ? qat__step_alloc(m->ctx, (size_t)m->n_layers * sizeof *left) : NULL;
+    if (!vals || (recycle && !left)) return NULL;
+    if (recycle) {
+        for (int i = 1; i <= out; i++)
+            for (int j = 0; j < m->layers[i].n_in; j++) left[m->layers[i].in[j]]++;
+        left[out] = 1; /* the caller reads it */
+    }
+    vals[0] = act_quant(m, m->layers[0].aq, x, false, 0.0f, 0.0f);
     for (int i = 1; i <= out; i++) {
         qat__layer *l = &m->layers[i];
         qat_tensor *xs[QAT_CUSTOM_MAX_INPUTS];
@@ -149,6 +187,9 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
             if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", l->name);
             return NULL;
         }
+        if (recycle)
+            for (int j = 0; j < l->n_in; j++)
+                if (--left[l->in[j]] == 0) release_dead(m, vals, left, l->in[j], i, x);
     }
     return vals[out];
 }
