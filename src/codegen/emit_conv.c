@@ -1,0 +1,119 @@
+/* The convolution's emitter: dense, grouped and depthwise (one group per
+ * input channel) are one kernel, y[o] = requant(b[o] + Σ w·(x - zp)) over
+ * the taps inside the input, with the op's shapes as literals.
+ *
+ * No scratch memory and no padded copy: each output row clips its kernel
+ * rows to the input; the columns split into the interior, where every tap
+ * of a kernel row lies inside the input, and the border, where each tap
+ * is tested. In the interior a kernel row is KW contiguous inputs: with
+ * the DSP extension four at a time (LDR, two SXTAB16 giving (x0 - zp,
+ * x2 - zp) and (x1 - zp, x3 - zp), the weights likewise by SXTB16, two
+ * SMLAD), the rest one by one. Several output channels share each
+ * unpacked input (qat__cg_block). The int32 sums are exact in any order
+ * (|x - zp| <= 255, |w| <= 128, and the plan checks K·255·255 + |b| <
+ * 2^31), so both paths compute the runtime's integers. */
+#include "internal.h"
+
+/* The taps of one kernel row in the interior, for B output channels:
+ * xr points at the row's first input, wr at channel o's weights for it,
+ * channel o + j's at wr + j·KK. */
+static void interior_row(qat__cg *g, int KW, int KK, int B, int32_t zp, int32_t nzp, const char *ind) {
+    int k = 0;
+    if (KW >= 4) {
+        qat__cg_printf(g, "#if Q_DSP\n");
+        for (; k + 4 <= KW; k += 4) {
+            qat__cg_printf(g, "%s{\n%s    uint32_t xv = q_ld32(xr + %d), wv;\n"
+                           "%s    int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = __sxtab16(%ld, q_ror8(xv));\n",
+                           ind, ind, k, ind, (long)nzp, (long)nzp);
+            for (int j = 0; j < B; j++)
+                qat__cg_printf(g, "%s    wv = q_ld32(wr + %d);\n"
+                               "%s    acc%d = __smlad(__sxtb16((int32_t)wv), xa, acc%d);\n"
+                               "%s    acc%d = __smlad(__sxtb16(q_ror8(wv)), xb, acc%d);\n",
+                               ind, j * KK + k, ind, j, j, ind, j, j);
+            qat__cg_printf(g, "%s}\n", ind);
+        }
+        qat__cg_printf(g, "#else\n");
+        for (int t = 0; t < k; t++) {
+            qat__cg_printf(g, "%s{\n%s    int32_t xv = xr[%d] - (%d);\n", ind, ind, t, zp);
+            for (int j = 0; j < B; j++) qat__cg_printf(g, "%s    acc%d += wr[%d] * xv;\n", ind, j, j * KK + t);
+            qat__cg_printf(g, "%s}\n", ind);
+        }
+        qat__cg_printf(g, "#endif\n");
+    }
+    for (; k < KW; k++) {
+        qat__cg_printf(g, "%s{\n%s    int32_t xv = xr[%d] - (%d);\n", ind, ind, k, zp);
+        for (int j = 0; j < B; j++) qat__cg_printf(g, "%s    acc%d += wr[%d] * xv;\n", ind, j, j * KK + k);
+        qat__cg_printf(g, "%s}\n", ind);
+    }
+}
+
+static int32_t neg_zp_pair(int32_t zp) {
+    uint32_t h = (uint32_t)(uint16_t)(int16_t)-zp;
+    uint32_t v = h | (h << 16);
+    return v > INT32_MAX ? -(int32_t)(~v) - 1 : (int32_t)v;
+}
+
+void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
+    const qat_qop *op = &g->q->ops[i];
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
+    int O = (int)out->shape[0], OH = (int)out->shape[1], OW = (int)out->shape[2];
+    int KH = op->kh, KW = op->kw, SH = op->stride_h, SW = op->stride_w, PH = op->pad_h, PW = op->pad_w;
+    int G = op->groups, CG = C / G, OG = O / G, KK = CG * KH * KW, B = qat__cg_block(OG);
+    int32_t zp = g->q->tensors[op->inputs[0]].q.zero_point, zpo = out->q.zero_point, nzp = neg_zp_pair(zp);
+    /* interior columns: ox·SW - PW >= 0 and ox·SW - PW + KW <= W */
+    int oxa = (PW + SW - 1) / SW, oxb = W + PW - KW >= 0 ? (W + PW - KW) / SW + 1 : 0;
+    if (oxb > OW) oxb = OW;
+    if (oxb < oxa) oxb = oxa;
+    bool border = oxa > 0 || oxb < OW;
+    char id[32], detail[160];
+    snprintf(id, sizeof id, "op%d_w", i);
+    qat__cg_array_i8(g, id, w, (int64_t)O * KK);
+    qat__cg_channel_params(g, i);
+    snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s", KH, KW, SH,
+             SW, PH, PW, G, qat_act_kind_str(op->act));
+    qat__cg_begin(g, i, detail);
+    qat__cg_printf(g, "    int o, oy, ox, c, ky;\n    for (o = 0; o < %d; o += %d) {\n"
+                   "        const int8_t *xg = x0 + (o / %d) * %d; /* the group's input channels */\n"
+                   "        const int8_t *w = op%d_w + o * %d;\n"
+                   "        for (oy = 0; oy < %d; oy++) {\n            const int iy = oy * %d - %d;\n",
+                   O, B, OG, CG * H * W, i, KK, OH, SH, PH);
+    if (PH)
+        qat__cg_printf(g, "            const int ky0 = iy < 0 ? -iy : 0, ky1 = iy + %d > %d ? %d - iy : %d;\n", KH, H, H, KH);
+    else
+        qat__cg_printf(g, "            const int ky0 = 0, ky1 = %d;\n", KH);
+    /* the interior */
+    qat__cg_printf(g, "            for (ox = %d; ox < %d; ox++) {\n                const int ix = ox * %d - %d;\n", oxa, oxb,
+                   SW, PW);
+    for (int j = 0; j < B; j++) qat__cg_printf(g, "                int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
+    qat__cg_printf(g, "                for (c = 0; c < %d; c++)\n                    for (ky = ky0; ky < ky1; ky++) {\n"
+                   "                        const int8_t *xr = xg + (c * %d + iy + ky) * %d + ix;\n"
+                   "                        const int8_t *wr = w + (c * %d + ky) * %d;\n",
+                   CG, H, W, KH, KW);
+    interior_row(g, KW, KK, B, zp, nzp, "                        ");
+    qat__cg_printf(g, "                    }\n");
+    for (int j = 0; j < B; j++)
+        qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d], "
+                       "%d, %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
+    qat__cg_printf(g, "            }\n");
+    if (border) { /* the border: each tap tested against the input's columns */
+        qat__cg_printf(g, "            for (ox = 0; ox < %d; ox++) {\n                int ix, kx0, kx1, kx;\n", OW);
+        for (int j = 0; j < B; j++) qat__cg_printf(g, "                int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
+        qat__cg_printf(g, "                if (ox == %d) ox = %d; /* skip the interior */\n"
+                       "                if (ox >= %d) break;\n"
+                       "                ix = ox * %d - %d;\n"
+                       "                kx0 = ix < 0 ? -ix : 0;\n                kx1 = ix + %d > %d ? %d - ix : %d;\n"
+                       "                for (c = 0; c < %d; c++)\n                    for (ky = ky0; ky < ky1; ky++)\n"
+                       "                        for (kx = kx0; kx < kx1; kx++) {\n"
+                       "                            int32_t xv = xg[(c * %d + iy + ky) * %d + ix + kx] - (%d);\n"
+                       "                            const int8_t *wr = w + (c * %d + ky) * %d + kx;\n",
+                       oxa, oxb, OW, SW, PW, KW, W, W, KW, CG, H, W, zp, KH, KW);
+        for (int j = 0; j < B; j++) qat__cg_printf(g, "                            acc%d += wr[%d] * xv;\n", j, j * KK);
+        qat__cg_printf(g, "                        }\n");
+        for (int j = 0; j < B; j++)
+            qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_requant(acc%d, op%d_m[o + %d], "
+                           "op%d_s[o + %d], %d, %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
+        qat__cg_printf(g, "            }\n");
+    }
+    qat__cg_printf(g, "        }\n    }\n}\n");
+}
