@@ -176,49 +176,47 @@ static void io_file(qat__cg *g, const char *name, const char *up) {
 }
 
 /* The fixed-point helpers every op shares: src/core/requant.h's formulas
- * in C99 on int32/int64 (an int64 division by 2^31 written as shifts, so
- * that no target needs a division routine). */
+ * in C99 on int32/int64, rewritten for fewer instructions with the same
+ * results under what qat_qmodel_check guarantees (m0 in [2^30, 2^31) or 0,
+ * shift in [-31, 30]); docs/codegen.md derives each step. */
 static const char *const prelude =
     "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(QAT_NO_DSP)\n"
     "#include <arm_acle.h>\n#define Q_DSP 1 /* SMLAD on pairs of int16 unpacked from int8 by SXTB16/SXTAB16 */\n"
     "#else\n#define Q_DSP 0\n#endif\n"
-    "#if defined(__GNUC__)\n#define Q_NOINLINE __attribute__((noinline)) /* one frame at a time: a small stack */\n"
+    "#if defined(__GNUC__)\n#define Q_NOINLINE __attribute__((noinline)) /* one copy, one frame at a time */\n"
     "#else\n#define Q_NOINLINE\n#endif\n\n"
-    "/* gemmlowp's saturating rounding doubling high multiply */\n"
-    "static inline int32_t q_srdhm(int32_t a, int32_t b) {\n"
-    "    int64_t ab, t;\n"
-    "    if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;\n"
-    "    ab = (int64_t)a * b;\n"
-    "    t = ab + (ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30)));\n"
-    "    return (int32_t)(t >= 0 ? t >> 31 : -((-t) >> 31)); /* t / 2^31, truncated */\n"
-    "}\n\n"
-    "/* x / 2^e rounded half away from zero */\n"
-    "static inline int32_t q_rdivpot(int32_t x, int e) {\n"
-    "    int32_t mask, rem, thr;\n"
-    "    if (e <= 0) return x;\n"
-    "    mask = (int32_t)(((int64_t)1 << e) - 1);\n"
-    "    rem = x & mask;\n"
-    "    thr = (mask >> 1) + (x < 0 ? 1 : 0);\n"
-    "    return (x >> e) + (rem > thr ? 1 : 0);\n"
-    "}\n\n"
-    "/* MultiplyByQuantizedMultiplier: the left shift saturates to int32 */\n"
+    "/* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31\n"
+    " * truncated, nudge 2^30 or 1 - 2^30 by the product's sign, is floor((x·m0 + 2^30)\n"
+    " * / 2^31) for both signs (m0 >= 0 rules out INT32_MIN·INT32_MIN); the rounding\n"
+    " * right shift by e (half away from zero) is floor((v + 2^(e-1) - [v < 0]) / 2^e). */\n"
     "static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {\n"
-    "    if (shift > 0) {\n"
-    "        int64_t s = (int64_t)x * ((int64_t)1 << (shift < 32 ? shift : 31));\n"
+    "    int32_t v;\n"
+    "    if (shift > 0) { /* the left shift saturates to int32 */\n"
+    "        int64_t s = (int64_t)x * ((int64_t)1 << shift);\n"
     "        x = s > INT32_MAX ? INT32_MAX : s < INT32_MIN ? INT32_MIN : (int32_t)s;\n"
-    "        return q_srdhm(x, m0);\n"
     "    }\n"
-    "    return q_rdivpot(q_srdhm(x, m0), -shift > 31 ? 31 : -shift);\n"
+    "    v = (int32_t)(((int64_t)x * m0 + ((int64_t)1 << 30)) >> 31);\n"
+    "    if (shift < 0)\n"
+    "        v = (int32_t)(((int64_t)v + ((int64_t)1 << (-shift - 1)) - (v < 0)) >> -shift);\n"
+    "    return v;\n"
     "}\n\n"
     "/* zp + requant(acc), clamped to [lo, hi] (lo - zp and hi - zp cannot overflow) */\n"
-    "static inline int8_t q_requant(int32_t acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi) {\n"
+    "static Q_NOINLINE int8_t q_requant(int32_t acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi) {\n"
     "    int32_t v = q_mbqm(acc, m0, shift);\n"
     "    return (int8_t)(v < lo - zp ? lo : v > hi - zp ? hi : v + zp);\n"
     "}\n\n"
     "#if Q_DSP\n"
     "static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }\n"
+    "#if defined(__GNUC__) /* the rotation folded into the instruction (the intrinsics cannot say it) */\n"
+    "static inline int32_t q_sxtb16_ror8(uint32_t v) {\n"
+    "    int32_t r;\n    __asm__(\"sxtb16 %0, %1, ror #8\" : \"=r\"(r) : \"r\"(v));\n    return r;\n}\n"
+    "static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) {\n"
+    "    int32_t r;\n    __asm__(\"sxtab16 %0, %1, %2, ror #8\" : \"=r\"(r) : \"r\"(a), \"r\"(v));\n    return r;\n}\n"
+    "#else\n"
     "static inline int32_t q_ror8(uint32_t v) { return (int32_t)((v >> 8) | (v << 24)); }\n"
-    "#endif\n\n";
+    "static inline int32_t q_sxtb16_ror8(uint32_t v) { return __sxtb16(q_ror8(v)); }\n"
+    "static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) { return __sxtab16(a, q_ror8(v)); }\n"
+    "#endif\n#endif\n\n";
 
 /* A tensor's bytes in NAME_run: the caller's input, or the arena. */
 static void tensor_expr(const qat__cg *g, int t, char *buf, size_t len) {

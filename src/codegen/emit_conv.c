@@ -23,12 +23,12 @@ static void interior_row(qat__cg *g, int KW, int KK, int B, int32_t zp, int32_t 
         qat__cg_printf(g, "#if Q_DSP\n");
         for (; k + 4 <= KW; k += 4) {
             qat__cg_printf(g, "%s{\n%s    uint32_t xv = q_ld32(xr + %d), wv;\n"
-                           "%s    int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = __sxtab16(%ld, q_ror8(xv));\n",
+                           "%s    int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = q_sxtab16_ror8(%ld, xv);\n",
                            ind, ind, k, ind, (long)nzp, (long)nzp);
             for (int j = 0; j < B; j++)
                 qat__cg_printf(g, "%s    wv = q_ld32(wr + %d);\n"
                                "%s    acc%d = __smlad(__sxtb16((int32_t)wv), xa, acc%d);\n"
-                               "%s    acc%d = __smlad(__sxtb16(q_ror8(wv)), xb, acc%d);\n",
+                               "%s    acc%d = __smlad(q_sxtb16_ror8(wv), xb, acc%d);\n",
                                ind, j * KK + k, ind, j, j, ind, j, j);
             qat__cg_printf(g, "%s}\n", ind);
         }

@@ -54,12 +54,12 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     for (int j = 0; j < B; j++) qat__cg_printf(g, "        int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
     qat__cg_printf(g, "#if Q_DSP\n        for (k = 0; k + 4 <= %d; k += 4) {\n"
                    "            uint32_t xv = q_ld32(x0 + k), wv;\n"
-                   "            int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = __sxtab16(%ld, q_ror8(xv));\n",
+                   "            int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = q_sxtab16_ror8(%ld, xv);\n",
                    K, (long)neg_zp_pair(zp), (long)neg_zp_pair(zp));
     for (int j = 0; j < B; j++)
         qat__cg_printf(g, "            wv = q_ld32(w + %d + k);\n"
                        "            acc%d = __smlad(__sxtb16((int32_t)wv), xa, acc%d);\n"
-                       "            acc%d = __smlad(__sxtb16(q_ror8(wv)), xb, acc%d);\n", j * K, j, j, j, j);
+                       "            acc%d = __smlad(q_sxtb16_ror8(wv), xb, acc%d);\n", j * K, j, j, j, j);
     qat__cg_printf(g, "        }\n#else\n        k = 0;\n#endif\n        for (; k < %d; k++) {\n"
                    "            int32_t xv = x0[k] - (%d);\n", K, zp);
     for (int j = 0; j < B; j++) qat__cg_printf(g, "            acc%d += w[%d + k] * xv;\n", j, j * K);
