@@ -12,7 +12,8 @@
 #   and prints each model's flash (code, constants), RAM (arena, stack) and
 #   instructions per inference on the Cortex-M4.
 # usage: run.sh QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL...
-# (MODEL: a name in models/, e.g. lenet). Exit 77 (skipped) without
+# (MODEL: a name in models/, e.g. lenet, or NAME:wNaM for N-bit weights and
+# M-bit activations, e.g. lenet:w4a4; default W8A8). Exit 77 (skipped) without
 # arm-none-eabi-gcc or qemu-system-arm (scripts/setup-mcu.sh installs them).
 # MCU_OPT (default -O2) is the optimization of the generated code.
 set -euo pipefail
@@ -37,16 +38,22 @@ run_qemu() { # machine cpu elf out
     -semihosting-config enable=on,target=native -icount shift=0 -kernel "$3" > "$4" 2>&1
 }
 
-for model in "$@"; do
-  name=${model//-/_}
+for spec in "$@"; do
+  model=${spec%%:*} bits=()
+  if [[ $spec == *:w*a* ]]; then
+    b=${spec##*:w}
+    bits=(--wbits "${b%%a*}" --abits "${b##*a}")
+  fi
+  tag=${spec//:/-}
+  name=${tag//-/_}
   up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
-  w="$work/$model"
+  w="$work/$tag"
   rm -rf "$w" && mkdir -p "$w/gen"
   case $model in lenet | mlp) limit=2048 ;; *) limit=512 ;; esac
-  "$bin" train --model-file "$src/models/$model.qnet" --qat --limit-train $limit --limit-test 100 --epochs 1 \
-    --data "$data" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $model: training"; tail "$w/train.log"; fail=1; continue; }
+  "$bin" train --model-file "$src/models/$model.qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
+    --data "$data" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
   "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" 2> "$w/export.log" \
-    || { echo "FAIL $model: export"; cat "$w/export.log"; fail=1; continue; }
+    || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
   "$ref" "$w/model.qat.h5" "$data" "$n" "$w/images.f32" "$w/expected.txt"
   defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$w/gen" -I"$here")
 
@@ -54,16 +61,16 @@ for model in "$@"; do
   cc "${strict[@]}" -O2 -c "$w/gen/$name.c" -o "$w/host_model.o"
   cc "${strict[@]}" -O2 "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" "$w/host_model.o" -o "$w/host"
   "$w/host" "$w/images.f32" "$n" "$w/host.txt" "$w/inputs.inc"
-  if cmp -s "$w/host.txt" "$w/expected.txt"; then host="$n/$n"; else host="DIFFERS"; fail=1; echo "FAIL $model: host"; fi
+  if cmp -s "$w/host.txt" "$w/expected.txt"; then host="$n/$n"; else host="DIFFERS"; fail=1; echo "FAIL $tag: host"; fi
 
   # no float in the integer path: a Cortex-M0 has no FPU, so any float
   # operation becomes a call to an __aeabi_f*/__aeabi_d* routine
   m0=(-mcpu=cortex-m0 -mthumb -mfloat-abi=soft "$opt" "${strict[@]}")
   arm-none-eabi-gcc "${m0[@]}" -c "$w/gen/$name.c" -o "$w/m0.o"
   arm-none-eabi-gcc "${m0[@]}" -c "$w/gen/${name}_io.c" -o "$w/m0_io.o"
-  if arm-none-eabi-nm -u "$w/m0.o" | grep -E '__aeabi_[fd]'; then echo "FAIL $model: float in $name.c"; fail=1; fi
+  if arm-none-eabi-nm -u "$w/m0.o" | grep -E '__aeabi_[fd]'; then echo "FAIL $tag: float in $name.c"; fail=1; fi
   if ! arm-none-eabi-nm -u "$w/m0_io.o" | grep -qE '__aeabi_f'; then
-    echo "FAIL $model: the float check sees no float even in ${name}_io.c"; fail=1
+    echo "FAIL $tag: the float check sees no float even in ${name}_io.c"; fail=1
   fi
 
   # Cortex-M4 (DSP) and Cortex-M3 under qemu
@@ -75,8 +82,8 @@ for model in "$@"; do
     arm-none-eabi-gcc "${flags[@]}" -O2 -std=gnu99 -Wall -Wextra -Werror "${defs[@]}" -I"$w" \
       "$here/device_main.c" "$here/startup.c" "$w/$cpu.o" -nostartfiles --specs=nano.specs --specs=nosys.specs \
       -T "$here/mps2.ld" -Wl,--gc-sections -o "$w/$cpu.elf"
-    if ! run_qemu "$mach" "$cpu" "$w/$cpu.elf" "$w/$cpu.txt"; then echo "FAIL $model: $cpu run"; tail -3 "$w/$cpu.txt"; fail=1; fi
-    if grep '^[0-9]*:' "$w/$cpu.txt" | cmp -s - "$w/expected.txt"; then res+=("$n/$n"); else res+=("DIFFERS"); fail=1; echo "FAIL $model: $cpu"; fi
+    if ! run_qemu "$mach" "$cpu" "$w/$cpu.elf" "$w/$cpu.txt"; then echo "FAIL $tag: $cpu run"; tail -3 "$w/$cpu.txt"; fail=1; fi
+    if grep '^[0-9]*:' "$w/$cpu.txt" | cmp -s - "$w/expected.txt"; then res+=("$n/$n"); else res+=("DIFFERS"); fail=1; echo "FAIL $tag: $cpu"; fi
   done
 
   # the figures, on the Cortex-M4 build
@@ -89,7 +96,7 @@ for model in "$@"; do
   read -r c3_i c3_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m3.txt")
   m3ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m3.txt")
   m3insn=$(( m3ticks * c3_i / c3_t / n ))
-  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10d  %s %s %s' "$model" "$consts" "$code" "$arena" "$stack" \
+  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10d  %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
     $((arena + stack)) "$insn" "$m3insn" "$host" "${res[0]}" "${res[1]}")")
 done
 
