@@ -73,28 +73,41 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s", KH, KW, SH,
              SW, PH, PW, G, qat_act_kind_str(op->act));
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    int o, oy, ox, c, ky;\n    for (o = 0; o < %d; o += %d) {\n"
+    qat__cg_printf(g, "    int o, oy, ox, c%s;\n    for (o = 0; o < %d; o += %d) {\n"
                    "        const int8_t *xg = x0 + (o / %d) * %d; /* the group's input channels */\n"
                    "        const int8_t *w = op%d_w + o * %d;\n"
                    "        for (oy = 0; oy < %d; oy++) {\n            const int iy = oy * %d - %d;\n",
-                   O, B, OG, CG * H * W, i, KK, OH, SH, PH);
+                   PH || border ? ", ky" : "", O, B, OG, CG * H * W, i, KK, OH, SH, PH);
     if (PH)
         qat__cg_printf(g, "            const int ky0 = iy < 0 ? -iy : 0, ky1 = iy + %d > %d ? %d - iy : %d;\n", KH, H, H, KH);
-    else
+    else if (border)
         qat__cg_printf(g, "            const int ky0 = 0, ky1 = %d;\n", KH);
     /* the interior */
     qat__cg_printf(g, "            for (ox = %d; ox < %d; ox++) {\n                const int ix = ox * %d - %d;\n", oxa, oxb,
                    SW, PW);
     for (int j = 0; j < B; j++) qat__cg_printf(g, "                int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
-    qat__cg_printf(g, "                for (c = 0; c < %d; c++)\n                    for (ky = ky0; ky < ky1; ky++) {\n"
-                   "                        const int8_t *xr = xg + (c * %d + iy + ky) * %d + ix;\n"
-                   "                        const int8_t *wr = w + (c * %d + ky) * %d;\n",
-                   CG, H, W, KH, KW);
-    interior_row(g, KW, KK, B, zp, nzp, "                        ");
-    qat__cg_printf(g, "                    }\n");
+    /* rows whose kernel lies wholly inside the input: the kernel rows
+     * unrolled (literal offsets, no loop); clipped rows: a loop */
+    if (!PH) qat__cg_printf(g, "                for (c = 0; c < %d; c++) {\n", CG);
+    for (int ky = 0; ky < KH && !PH; ky++) {
+        qat__cg_printf(g, "                    {\n"
+                       "                        const int8_t *xr = xg + (c * %d + iy + %d) * %d + ix;\n"
+                       "                        const int8_t *wr = w + (c * %d + %d) * %d;\n",
+                       H, ky, W, KH, ky, KW);
+        interior_row(g, KW, KK, B, zp, nzp, "                        ");
+        qat__cg_printf(g, "                    }\n");
+    }
+    if (!PH) qat__cg_printf(g, "                }\n");
+    if (PH) {
+        qat__cg_printf(g, "                for (c = 0; c < %d; c++)\n                    for (ky = ky0; ky < ky1; ky++) {\n"
+                       "                        const int8_t *xr = xg + (c * %d + iy + ky) * %d + ix;\n"
+                       "                        const int8_t *wr = w + (c * %d + ky) * %d;\n",
+                       CG, H, W, KH, KW);
+        interior_row(g, KW, KK, B, zp, nzp, "                        ");
+        qat__cg_printf(g, "                    }\n");
+    }
     for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d], "
-                       "%d, %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
+        qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_out(q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d]) + (%d), %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
     qat__cg_printf(g, "            }\n");
     if (border) { /* the border: each tap tested against the input's columns */
         qat__cg_printf(g, "            for (ox = 0; ox < %d; ox++) {\n                int ix, kx0, kx1, kx;\n", OW);
@@ -111,8 +124,8 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         for (int j = 0; j < B; j++) qat__cg_printf(g, "                            acc%d += wr[%d] * xv;\n", j, j * KK);
         qat__cg_printf(g, "                        }\n");
         for (int j = 0; j < B; j++)
-            qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_requant(acc%d, op%d_m[o + %d], "
-                           "op%d_s[o + %d], %d, %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
+            qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_out(q_requant(acc%d, op%d_m[o + %d], "
+                           "op%d_s[o + %d]) + (%d), %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
         qat__cg_printf(g, "            }\n");
     }
     qat__cg_printf(g, "        }\n    }\n}\n");

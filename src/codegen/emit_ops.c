@@ -65,7 +65,7 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     for (int j = 0; j < B; j++) qat__cg_printf(g, "            acc%d += w[%d + k] * xv;\n", j, j * K);
     qat__cg_printf(g, "        }\n");
     for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "        y[o + %d] = q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d], %d, %d, %d);\n", j, j, i,
+        qat__cg_printf(g, "        y[o + %d] = q_out(q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d]) + (%d), %d, %d);\n", j, j, i,
                        j, i, j, zpo, op->act_min, op->act_max);
     qat__cg_printf(g, "    }\n}\n");
 }
@@ -102,7 +102,7 @@ void qat__cg_pool(qat__cg *g, int i) {
         qat__cg_printf(g, "                int32_t s = 0;\n"
                        "                for (yy = ya; yy < yb; yy++)\n"
                        "                    for (xx = xa; xx < xb; xx++) s += xc[yy * %d + xx] - (%d);\n"
-                       "                yc[oy * %d + ox] = q_requant(s, %ld, %ld, %d, %d, %d);\n",
+                       "                yc[oy * %d + ox] = q_out(q_requant(s, %ld, %ld) + (%d), %d, %d);\n",
                        W, zp_of(g, op->inputs[0]), OW, (long)op->multiplier[0], (long)op->shift[0],
                        zp_of(g, op->output), op->act_min, op->act_max);
     else
@@ -122,7 +122,7 @@ void qat__cg_global_avgpool(qat__cg *g, int i) {
     qat__cg_begin(g, i, "");
     qat__cg_printf(g, "    int c, k;\n    for (c = 0; c < %d; c++) {\n        const int8_t *xc = x0 + c * %d;\n"
                    "        int32_t s = 0;\n        for (k = 0; k < %d; k++) s += xc[k];\n"
-                   "        y[c] = q_requant(s - (%ld), %ld, %ld, %d, %d, %d);\n    }\n}\n",
+                   "        y[c] = q_out(q_requant(s - (%ld), %ld, %ld) + (%d), %d, %d);\n    }\n}\n",
                    C, HW, HW, (long)zp_of(g, op->inputs[0]) * HW, (long)op->multiplier[0], (long)op->shift[0],
                    zp_of(g, op->output), op->act_min, op->act_max);
 }
@@ -137,7 +137,7 @@ void qat__cg_add(qat__cg *g, int i) {
                    "        int32_t a = (int32_t)((uint32_t)(x0[k] - (%d)) << %d);\n"
                    "        int32_t b = (int32_t)((uint32_t)(x1[k] - (%d)) << %d);\n"
                    "        int32_t s = q_mbqm(a, %ld, %ld) + q_mbqm(b, %ld, %ld);\n"
-                   "        y[k] = q_requant(s, %ld, %ld, %d, %d, %d);\n    }\n}\n",
+                   "        y[k] = q_out(q_requant(s, %ld, %ld) + (%d), %d, %d);\n    }\n}\n",
                    (long long)n, zp_of(g, op->inputs[0]), op->left_shift, zp_of(g, op->inputs[1]), op->left_shift,
                    (long)op->multiplier[0], (long)op->shift[0], (long)op->multiplier[1], (long)op->shift[1],
                    (long)op->multiplier[2], (long)op->shift[2], zp_of(g, op->output), op->act_min, op->act_max);
@@ -152,7 +152,7 @@ void qat__cg_concat(qat__cg *g, int i) {
     int64_t at = 0;
     for (int j = 0; j < op->n_inputs; j++) {
         int64_t n = qat_qtensor_numel(&g->q->tensors[op->inputs[j]]);
-        qat__cg_printf(g, "    for (k = 0; k < %lld; k++) y[%lld + k] = q_requant(x%d[k] - (%d), %ld, %ld, %d, %d, %d);\n",
+        qat__cg_printf(g, "    for (k = 0; k < %lld; k++) y[%lld + k] = q_out(q_requant(x%d[k] - (%d), %ld, %ld) + (%d), %d, %d);\n",
                        (long long)n, (long long)at, j, zp_of(g, op->inputs[j]), (long)op->multiplier[j],
                        (long)op->shift[j], zp_of(g, op->output), op->act_min, op->act_max);
         at += n;
