@@ -4,9 +4,10 @@
  * op whose multipliers reach every branch of the requantization (left
  * shifts that saturate, a zero multiplier, the largest right shift,
  * rounding ties), and the float edges equal the engine's input
- * quantization and output dequantization on awkward values. Refusals name
- * what they refuse. (tests/mcu/run.sh runs the reference models on
- * Cortex-M cores under qemu.) */
+ * quantization and output dequantization on awkward values; where the Arm
+ * toolchain and qemu are installed, the same inputs run on a Cortex-M4
+ * (the DSP path) and a Cortex-M3 too. Refusals name what they refuse.
+ * (tests/mcu/run.sh runs the reference models on MNIST images.) */
 #include <math.h>
 #include <stdlib.h>
 
@@ -61,8 +62,8 @@ static bool run_generated(const char *name, const float *x, int n, int64_t in, c
     snprintf(cmd, sizeof cmd,
              "cd '%s' && cc %s -c %s.c -o %s.o && cc %s -DQAT_MODEL=%s -DQAT_MODEL_UP=%s "
              "-DQAT_MODEL_HEADER='\"%s.h\"' -I. '%s/tests/mcu/host_main.c' %s_io.c %s.o -o %s.host && "
-             "./%s.host %s.f32 %d %s.out - %s.deq",
-             dir, strict, name, name, strict, name, up, name, src, name, name, name, name, name, n, name, name);
+             "./%s.host %s.f32 %d %s.out %s.inc %s.deq",
+             dir, strict, name, name, strict, name, up, name, src, name, name, name, name, name, n, name, name, name);
     if (system(cmd) != 0) return printf("\n  failed: %s\n", cmd), false;
     snprintf(path, sizeof path, "%s/%s.out", dir, name);
     FILE *o = fopen(path, "r");
@@ -84,7 +85,20 @@ static bool run_generated(const char *name, const float *x, int n, int64_t in, c
     if (o) fclose(o);
     if (d) fclose(d);
     if (same != n * out) printf("\n  %s: %d of %lld outputs equal the engine's (%d read)\n", name, same, (long long)(n * out), total);
-    return same == n * out;
+    if (same != n * out) return false;
+    /* the same inputs on a Cortex-M4 (the DSP path) and a Cortex-M3 under
+     * qemu, when the Arm toolchain is here: the same integers as the host */
+    if (system("command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null") != 0) {
+        printf(" [no arm-none-eabi-gcc/qemu-system-arm: host only]");
+        return true;
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && bash '%s/tests/mcu/qemu_run.sh' . %s %s.inc %s-mcu >/dev/null && "
+             "grep '^[0-9]*:' %s-mcu/cortex-m4.txt | cmp -s - %s.out && grep '^[0-9]*:' %s-mcu/cortex-m3.txt | cmp -s - %s.out",
+             dir, src, name, name, name, name, name, name, name);
+    if (system(cmd) != 0) return printf("\n  failed: %s\n", cmd), false;
+    printf(" [%s: host, Cortex-M4 and Cortex-M3 equal the engine]", name);
+    return true;
 }
 
 static bool have_cc(void) { return system("cc --version >/dev/null 2>&1") == 0; }
@@ -114,13 +128,16 @@ static const char *const every_op_text =
         "linear    fc    d out=5\n";
 
 /* A wide first convolution (7 taps a row: a DSP word and three single
- * taps, border columns on both sides, stride 2) and a depthwise one with
- * two outputs per channel, then a flatten. */
+ * taps, border columns on both sides, stride 2), a pointwise one over 6
+ * channels (a group of four, then two one by one) with a 1x2 stride, a
+ * depthwise one with two outputs per channel, then a flatten. */
 static const char *const conv_text =
         "input shape=3,13,12\n"
         "conv2d    c1   input out=6 kernel=5x7 stride=2 pad=2x3\n"
         "relu      r1   c1\n"
-        "conv2d    dw   r1 out=12 kernel=3 pad=2 groups=depthwise\n"
+        "conv2d    pw   r1 out=6 kernel=1 stride=1x2\n"
+        "relu      rp   pw\n"
+        "conv2d    dw   rp out=12 kernel=3 pad=2 groups=depthwise\n"
         "relu      r2   dw\n"
         "maxpool2d mp   r2 kernel=2\n"
         "flatten   f    mp\n"
