@@ -13,7 +13,8 @@ for tool in arm-none-eabi-gcc qemu-system-arm; do
   command -v $tool >/dev/null || { echo "SKIPPED: $tool is not installed (scripts/setup-mcu.sh)"; exit 77; }
 done
 up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
-mkdir -p "$work" && cp "$inputs" "$work/inputs.inc"
+mkdir -p "$work"
+[ "$inputs" -ef "$work/inputs.inc" ] || cp "$inputs" "$work/inputs.inc"
 strict=(-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion)
 defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$gen" -I"$here" -I"$work")
 rc=0

@@ -68,7 +68,7 @@ for spec in "$@"; do
   fi
 
   # Cortex-M4 (DSP) and Cortex-M3 under qemu
-  bash "$here/qemu_run.sh" "$w/gen" "$name" "$w/inputs.inc" "$w" || fail=1
+  bash "$here/qemu_run.sh" "$w/gen" "$name" "$w/inputs.inc" "$w" || { echo "FAIL $tag: the Cortex-M builds or runs"; fail=1; continue; }
   res=()
   for cpu in cortex-m4 cortex-m3; do
     if grep '^[0-9]*:' "$w/$cpu.txt" | cmp -s - "$w/expected.txt"; then res+=("$n/$n"); else res+=("DIFFERS"); fail=1; echo "FAIL $tag: $cpu"; fi
