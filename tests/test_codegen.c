@@ -130,6 +130,7 @@ static const char *const every_op_text =
 /* A wide first convolution (7 taps a row: a DSP word and three single
  * taps, border columns on both sides, stride 2), a pointwise one over 6
  * channels (a group of four, then two one by one) with a 1x2 stride, a
+ * 3x2 one over the same channels with padding wider than the kernel, a
  * depthwise one with two outputs per channel, then a flatten. */
 static const char *const conv_text =
         "input shape=3,13,12\n"
@@ -137,7 +138,9 @@ static const char *const conv_text =
         "relu      r1   c1\n"
         "conv2d    pw   r1 out=6 kernel=1 stride=1x2\n"
         "relu      rp   pw\n"
-        "conv2d    dw   rp out=12 kernel=3 pad=2 groups=depthwise\n"
+        "conv2d    c3   rp out=6 kernel=3x2 pad=1x2\n"
+        "relu      r3   c3\n"
+        "conv2d    dw   r3 out=12 kernel=3 pad=2 groups=depthwise\n"
         "relu      r2   dw\n"
         "maxpool2d mp   r2 kernel=2\n"
         "flatten   f    mp\n"

@@ -55,76 +55,96 @@ static int32_t neg_zp_pair(int32_t zp) {
     return v > INT32_MAX ? -(int32_t)(~v) - 1 : (int32_t)v;
 }
 
-/* A 1x1 unpadded convolution with at least 4 input channels per group
- * (pointwise: MobileNet's, DS-CNN's, ResNet's shortcuts): the reduction
- * runs over channels, a plane apart, so the DSP pairs channels instead of
- * taps: (x_c - zp, x_c+1 - zp) packed from two loads and one SADD16, and
- * the weights of each group of four channels stored at export as
- * (w_c, w_c+2, w_c+1, w_c+3) so that SXTB16 gives (w_c, w_c+1) and its
- * rotated form (w_c+2, w_c+3). The portable path reads the same layout. */
-static void pointwise(qat__cg *g, int i, const int8_t *w) {
+/* A convolution whose kernel rows are shorter than a DSP word (3x3, 1x1)
+ * over at least 4 input channels per group (ResNet's, MobileNet's
+ * pointwise, DS-CNN's): the reduction runs over channels, a plane apart,
+ * so the DSP pairs channels instead of taps: (x_c - zp, x_c+1 - zp)
+ * packed from two loads and one SADD16. The weights are stored at export
+ * as [o][ky][kx][c], each group of four channels as (c, c+2, c+1, c+3), so
+ * that SXTB16 gives (w_c, w_c+1) and its rotated form (w_c+2, w_c+3); the
+ * portable path reads the same layout. Each output position clips its
+ * taps to the input (padding adds nothing). */
+static void channel_pairs(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
     int O = (int)out->shape[0], OH = (int)out->shape[1], OW = (int)out->shape[2];
+    int KH = op->kh, KW = op->kw, SH = op->stride_h, SW = op->stride_w, PH = op->pad_h, PW = op->pad_w;
     int G = op->groups, CG = C / G, OG = O / G, B = qat__cg_block(OG), HW = H * W, C4 = CG / 4 * 4;
+    int KK = CG * KH * KW;
     int32_t zp = in->q.zero_point, zpo = out->q.zero_point, nzp = neg_zp_pair(zp);
-    int8_t *pw = malloc((size_t)O * (size_t)CG);
+    int8_t *pw = malloc((size_t)O * (size_t)KK);
     if (!pw) {
         g->failed = true;
         return;
     }
-    static const int perm[4] = {0, 2, 1, 3}; /* stored byte b holds channel c + perm[b] */
+    static const int perm[4] = {0, 2, 1, 3}; /* stored byte b of a group holds channel c + perm[b] */
     for (int o = 0; o < O; o++)
-        for (int c = 0; c < CG; c++) pw[o * CG + c] = c < C4 ? w[o * CG + c / 4 * 4 + perm[c % 4]] : w[o * CG + c];
-    char id[32], detail[160];
+        for (int t = 0; t < KH * KW; t++)
+            for (int c = 0; c < CG; c++) {
+                int src = c < C4 ? c / 4 * 4 + perm[c % 4] : c;
+                pw[(int64_t)o * KK + t * CG + c] = w[(int64_t)o * KK + src * KH * KW + t];
+            }
+    char id[32], detail[200];
     snprintf(id, sizeof id, "op%d_w", i);
-    qat__cg_array_i8(g, id, pw, (int64_t)O * CG);
+    qat__cg_array_i8(g, id, pw, (int64_t)O * KK);
     free(pw);
     qat__cg_channel_params(g, i);
-    snprintf(detail, sizeof detail, "1x1 kernel, stride %dx%d, %d group(s), activation %s; weights of each 4 channels "
-             "stored as (c, c+2, c+1, c+3)", op->stride_h, op->stride_w, G, qat_act_kind_str(op->act));
+    snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s; weights "
+             "[o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)", KH, KW, SH, SW, PH, PW, G,
+             qat_act_kind_str(op->act));
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    int o, oy, ox, c;\n    for (o = 0; o < %d; o += %d) {\n"
+    qat__cg_printf(g, "    int o, oy, ox, ky, kx, c;\n    for (o = 0; o < %d; o += %d) {\n"
                    "        const int8_t *xg = x0 + (o / %d) * %d; /* the group's input channels */\n"
                    "        const int8_t *w = op%d_w + o * %d;\n"
-                   "        for (oy = 0; oy < %d; oy++)\n            for (ox = 0; ox < %d; ox++) {\n"
-                   "                const int8_t *xp = xg + oy * %d + ox * %d;\n",
-                   O, B, OG, CG * HW, i, CG, OH, OW, op->stride_h * W, op->stride_w);
+                   "        for (oy = 0; oy < %d; oy++) {\n            const int iy = oy * %d - %d;\n",
+                   O, B, OG, CG * HW, i, KK, OH, SH, PH);
+    if (PH)
+        qat__cg_printf(g, "            const int ky0 = iy < 0 ? -iy : 0, ky1 = iy + %d > %d ? %d - iy : %d;\n", KH, H, H, KH);
+    else
+        qat__cg_printf(g, "            const int ky0 = 0, ky1 = %d;\n", KH);
+    qat__cg_printf(g, "            for (ox = 0; ox < %d; ox++) {\n                const int ix = ox * %d - %d;\n", OW, SW, PW);
+    if (PW)
+        qat__cg_printf(g, "                const int kx0 = ix < 0 ? -ix : 0, kx1 = ix + %d > %d ? %d - ix : %d;\n", KW, W, W, KW);
+    else
+        qat__cg_printf(g, "                const int kx0 = 0, kx1 = %d;\n", KW);
     for (int j = 0; j < B; j++) qat__cg_printf(g, "                int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
-    qat__cg_printf(g, "                for (c = 0; c < %d; c += 4) {\n#if Q_DSP\n"
-                   "                    uint32_t wv;\n"
-                   "                    int32_t x01 = __sadd16((int32_t)(((uint32_t)xp[c * %d] & 0xFFFFu) | ((uint32_t)xp[(c + 1) * %d] << 16)), %ld);\n"
-                   "                    int32_t x23 = __sadd16((int32_t)(((uint32_t)xp[(c + 2) * %d] & 0xFFFFu) | ((uint32_t)xp[(c + 3) * %d] << 16)), %ld);\n",
-                   C4, HW, HW, (long)nzp, HW, HW, (long)nzp);
+    qat__cg_printf(g, "                for (ky = ky0; ky < ky1; ky++)\n                    for (kx = kx0; kx < kx1; kx++) {\n"
+                   "                        const int8_t *xp = xg + (iy + ky) * %d + ix + kx;\n"
+                   "                        const int8_t *wt = w + (ky * %d + kx) * %d;\n"
+                   "                        for (c = 0; c < %d; c += 4) {\n#if Q_DSP\n"
+                   "                            uint32_t wv;\n"
+                   "                            int32_t x01 = __sadd16((int32_t)(((uint32_t)xp[c * %d] & 0xFFFFu) | ((uint32_t)xp[(c + 1) * %d] << 16)), %ld);\n"
+                   "                            int32_t x23 = __sadd16((int32_t)(((uint32_t)xp[(c + 2) * %d] & 0xFFFFu) | ((uint32_t)xp[(c + 3) * %d] << 16)), %ld);\n",
+                   W, KW, CG, C4, HW, HW, (long)nzp, HW, HW, (long)nzp);
     for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "                    wv = q_ld32(w + %d + c);\n"
-                       "                    acc%d = __smlad(__sxtb16((int32_t)wv), x01, acc%d);\n"
-                       "                    acc%d = __smlad(q_sxtb16_ror8(wv), x23, acc%d);\n", j * CG, j, j, j, j);
-    qat__cg_printf(g, "#else\n                    int32_t xa = xp[c * %d] - (%d), xb = xp[(c + 1) * %d] - (%d);\n"
-                   "                    int32_t xc = xp[(c + 2) * %d] - (%d), xd = xp[(c + 3) * %d] - (%d);\n",
+        qat__cg_printf(g, "                            wv = q_ld32(wt + %d + c);\n"
+                       "                            acc%d = __smlad(__sxtb16((int32_t)wv), x01, acc%d);\n"
+                       "                            acc%d = __smlad(q_sxtb16_ror8(wv), x23, acc%d);\n", j * KK, j, j, j, j);
+    qat__cg_printf(g, "#else\n                            int32_t xa = xp[c * %d] - (%d), xb = xp[(c + 1) * %d] - (%d);\n"
+                   "                            int32_t xc = xp[(c + 2) * %d] - (%d), xd = xp[(c + 3) * %d] - (%d);\n",
                    HW, zp, HW, zp, HW, zp, HW, zp);
     for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "                    acc%d += w[%d + c] * xa + w[%d + c] * xb + w[%d + c] * xc + w[%d + c] * xd;\n",
-                       j, j * CG, j * CG + 2, j * CG + 1, j * CG + 3);
-    qat__cg_printf(g, "#endif\n                }\n");
+        qat__cg_printf(g, "                            acc%d += wt[%d + c] * xa + wt[%d + c] * xb + wt[%d + c] * xc + "
+                       "wt[%d + c] * xd;\n", j, j * KK, j * KK + 2, j * KK + 1, j * KK + 3);
+    qat__cg_printf(g, "#endif\n                        }\n");
     if (C4 < CG) {
-        qat__cg_printf(g, "                for (c = %d; c < %d; c++) {\n                    int32_t xv = xp[c * %d] - (%d);\n",
-                       C4, CG, HW, zp);
-        for (int j = 0; j < B; j++) qat__cg_printf(g, "                    acc%d += w[%d + c] * xv;\n", j, j * CG);
-        qat__cg_printf(g, "                }\n");
+        qat__cg_printf(g, "                        for (c = %d; c < %d; c++) {\n"
+                       "                            int32_t xv = xp[c * %d] - (%d);\n", C4, CG, HW, zp);
+        for (int j = 0; j < B; j++) qat__cg_printf(g, "                            acc%d += wt[%d + c] * xv;\n", j, j * KK);
+        qat__cg_printf(g, "                        }\n");
     }
+    qat__cg_printf(g, "                    }\n");
     for (int j = 0; j < B; j++)
         qat__cg_printf(g, "                y[((o + %d) * %d + oy) * %d + ox] = q_out(q_requant(acc%d, op%d_m[o + %d], "
                        "op%d_s[o + %d]) + (%d), %d, %d);\n", j, OH, OW, j, i, j, i, j, zpo, op->act_min, op->act_max);
-    qat__cg_printf(g, "            }\n    }\n}\n");
+    qat__cg_printf(g, "            }\n        }\n    }\n}\n");
 }
 
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
-    if (op->kh == 1 && op->kw == 1 && !op->pad_h && !op->pad_w && g->q->tensors[op->inputs[0]].shape[0] / op->groups >= 4)
-    {
-        pointwise(g, i, w);
+    if (op->kw < 4 && g->q->tensors[op->inputs[0]].shape[0] / op->groups >= 4) {
+        channel_pairs(g, i, w);
         return;
     }
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
