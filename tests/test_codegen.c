@@ -10,6 +10,7 @@
  * (tests/mcu/run.sh runs the reference models on MNIST images.) */
 #include <math.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include "qat/codegen.h"
 #include "qat/export.h"
@@ -331,6 +332,51 @@ static void test_refusals_name_the_op(void) {
     qat_ctx_free(ctx);
 }
 
+/* qat-mnist export --quantized MODEL --c DIR [--name NAME]: the files, the
+ * JSON line, and the refusals (no --c; a name that is not a C identifier). */
+static void test_cli_export_c(void) {
+    const char *bin = getenv("QAT_MNIST_BIN");
+    if (!bin) QAT_TEST_SKIP("QAT_MNIST_BIN is not set (ctest sets it)");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    char path[512], cmd[2048], out[600];
+    snprintf(path, sizeof path, "%s/cli.qat.h5", dir);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    snprintf(out, sizeof out, "%s/cli-json.txt", dir);
+    snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' --c '%s' --name cli_model --json > '%s' 2>/dev/null", bin, path,
+             dir, out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    const char *ext[3] = {".h", ".c", "_io.c"};
+    for (int k = 0; k < 3; k++) {
+        char f[600];
+        snprintf(f, sizeof f, "%s/cli_model%s", dir, ext[k]);
+        FILE *fp = fopen(f, "r");
+        CU_ASSERT(fp != NULL);
+        if (fp) fclose(fp);
+    }
+    char line[512] = "";
+    FILE *fp = fopen(out, "r");
+    CU_ASSERT_FATAL(fp != NULL);
+    CU_ASSERT(fgets(line, sizeof line, fp) != NULL);
+    fclose(fp);
+    CU_ASSERT(strstr(line, "\"name\": \"cli_model\"") != NULL && strstr(line, "\"input_size\": 13") != NULL);
+    /* --quantized without --c: a usage error (exit 2); a bad name: exit 1 with the reason */
+    snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' >/dev/null 2>&1", bin, path);
+    int rc = system(cmd);
+    CU_ASSERT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' --c '%s' --name 9lives 2>&1 | grep -q 'not a C identifier'", bin,
+             path, dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "codegen")) return 2;
     const qat_test_case cases[] = {
@@ -339,6 +385,7 @@ int main(int argc, char **argv) {
         {"every branch of the requantization equals the engine", test_requant_branches},
         {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
         {"refusals name the op or the argument", test_refusals_name_the_op},
+        {"qat-mnist export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
         {NULL, NULL},
     };
     int rc = qat_test_main("codegen", cases, argc, argv);
