@@ -1,14 +1,18 @@
-/* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5). */
+/* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5),
+ * and/or C source for a microcontroller (qat/codegen.h). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "qat/codegen.h"
 #include "qat/export.h"
 #include "qat/io.h"
 
 static const char *const export_usage =
     "usage: qat-mnist export --checkpoint CKPT --out MODEL [--json]\n"
+    "       qat-mnist export --checkpoint CKPT --c DIR [--name NAME] [--out MODEL] [--json]\n"
+    "       qat-mnist export --quantized MODEL --c DIR [--name NAME] [--json]\n"
     "\n"
     "Turns a QAT training checkpoint (qat-mnist train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
@@ -18,29 +22,70 @@ static const char *const export_usage =
     "\n"
     "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
+    "  --c DIR             write C99 for a microcontroller into DIR (which must\n"
+    "                      exist): NAME.h, NAME.c (integers only, no malloc) and\n"
+    "                      NAME_io.c (float input quantization and output\n"
+    "                      dequantization); see docs/codegen.md\n"
+    "  --name NAME         the C prefix of the generated API (default model)\n"
+    "  --quantized MODEL   generate the C from a quantized model file instead\n"
+    "                      of a training checkpoint\n"
     "  --json              print a JSON summary as the last line of stdout\n"
     "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
 
+/* Writes the C source of q into dir (--c): prints what it wrote. */
+static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json) {
+    qat_codegen_info info;
+    if (qat_codegen_c(ctx, q, dir, name, &info) != QAT_OK) return cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+    fprintf(stderr, "qat-mnist: wrote %s/%s.h, %s/%s.c and %s/%s_io.c (%d ops; %lld bytes of constants; a static arena "
+            "of %lld bytes)\n", dir, name, dir, name, dir, name, info.n_ops, (long long)info.weight_bytes,
+            (long long)info.arena_bytes);
+    if (json) {
+        printf("{\"c\": ");
+        cli_json_str(dir);
+        printf(", \"name\": ");
+        cli_json_str(name);
+        printf(", \"const_bytes\": %lld, \"arena_bytes\": %lld, \"input_size\": %lld, \"output_size\": %lld}\n",
+               (long long)info.weight_bytes, (long long)info.arena_bytes, (long long)info.input_size,
+               (long long)info.output_size);
+    }
+    return 0;
+}
+
 int cmd_export(int argc, char **argv) {
-    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL;
+    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL, *cdir = NULL, *name = "model", *quantized = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(export_usage, stdout), 0;
         else if (!strcmp(a, "--checkpoint")) { if (!(ckpt = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--out")) { if (!(out = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--c")) { if (!(cdir = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--name")) { if (!(name = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--quantized")) { if (!(quantized = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--json")) json = true;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
             goto usage;
         }
     }
-    if (!ckpt || !out) return cli_usage_fail(P, json, export_usage, "--checkpoint and --out are required");
+    if (quantized) {
+        if (ckpt || out || !cdir)
+            return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR, and neither --checkpoint nor --out");
+        qat_ctx *ctx = qat_ctx_new();
+        if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
+        qat_qmodel q;
+        int rc = qat_qmodel_load(ctx, quantized, &q) == QAT_OK ? write_c(ctx, &q, cdir, name, json)
+                                                               : cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+        qat_ctx_free(ctx);
+        return rc;
+    }
+    if (!ckpt || (!out && !cdir))
+        return cli_usage_fail(P, json, export_usage, "--checkpoint and --out (or --c) are required");
     /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
     struct stat cs, os;
-    if (!strcmp(ckpt, out) || (stat(ckpt, &cs) == 0 && stat(out, &os) == 0 && cs.st_dev == os.st_dev &&
-                               cs.st_ino == os.st_ino)) {
+    if (out && (!strcmp(ckpt, out) || (stat(ckpt, &cs) == 0 && stat(out, &os) == 0 && cs.st_dev == os.st_dev &&
+                                       cs.st_ino == os.st_ino))) {
         return cli_usage_fail(P, json, export_usage, "--out %s is the checkpoint itself: exporting would overwrite it", out);
     }
     qat_ctx *ctx = qat_ctx_new();
@@ -61,21 +106,39 @@ int cmd_export(int argc, char **argv) {
     if (rank) memcpy(shape, declared, sizeof shape);
     else if (qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D) rank = 3;
     else rank = 1, shape[0] = 784;
-    int64_t peak = -1;
-    if (qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
-    struct stat sb;
-    long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
-    int64_t n_weights = qat_model_n_quantized_weights(m);
-    const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
-    fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
-            "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
-    if (json) {
-        printf("{\"checkpoint\": ");
-        cli_json_str(ckpt);
-        printf(", \"out\": ");
-        cli_json_str(out);
-        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld}\n",
-               bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
+    if (out) {
+        int64_t peak = -1;
+        if (qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
+        struct stat sb;
+        long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+        int64_t n_weights = qat_model_n_quantized_weights(m);
+        const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
+        fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
+                "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
+        if (json) {
+            printf("{\"checkpoint\": ");
+            cli_json_str(ckpt);
+            printf(", \"out\": ");
+            cli_json_str(out);
+            printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld}\n",
+                   bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
+        }
+    }
+    if (cdir) {
+        qat_ctx *pctx = qat_ctx_new(); /* the program's memory */
+        qat_qmodel q;
+        if (!pctx) {
+            cli_fail("qat-mnist", json, 1, "out of memory");
+            goto done;
+        }
+        if (qat_qmodel_lower(m, rank, shape, pctx, &q) != QAT_OK) {
+            cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(pctx));
+            qat_ctx_free(pctx);
+            goto done;
+        }
+        int crc = write_c(pctx, &q, cdir, name, json);
+        qat_ctx_free(pctx);
+        if (crc) goto done;
     }
     rc = 0;
     goto done;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The generated microcontroller code's figures, per reference model, on a
+# Cortex-M4 (mps2-an386) under qemu-system-arm (and the instructions on a
+# Cortex-M3, mps2-an385, the portable path): flash (constants: weights,
+# biases, multipliers, shifts, tables; code: the .text of NAME.c, from
+# arm-none-eabi-size), RAM (the static arena + the stack high-water mark
+# measured by painting the stack), and instructions per inference
+# (SysTick under -icount shift=0, one instruction = 1 ns of virtual time;
+# the counter is validated on a loop of known length, printed first),
+# averaged over N MNIST test images on which the outputs are also checked
+# bit for bit against qat's integer engine. Then the issue's bars for
+# LeNet W8A8. Every model is trained briefly (speed and size do not depend
+# on the weights' values).
+#   bench/bench_mcu.sh [BUILD_DIR] [DATA_DIR] [N]      (MCU_OPT=-Os for size)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}; data=${2:-$root/data/mnist}; n=${3:-100}
+bin=$build/examples/mnist/qat-mnist ref=$build/tests/codegen_ref
+[ -x "$bin" ] && [ -x "$ref" ] || { echo "bench: build first (cmake --build build)" >&2; exit 1; }
+export OPENBLAS_NUM_THREADS=1
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+echo "generated code compiled with arm-none-eabi-gcc $(arm-none-eabi-gcc -dumpversion) ${MCU_OPT:--O2} -mthumb -mfloat-abi=soft"
+rc=0
+bash "$root/tests/mcu/run.sh" "$bin" "$ref" "$data" "$tmp" "$n" lenet mlp resnet8 ds-cnn mobilenet-v1 | tee "$tmp/out.txt" || rc=$?
+[ $rc = 77 ] && exit 77
+line=$(grep '^lenet ' "$tmp/out.txt")
+read -r _ consts code arena stack ram insn _ <<< "$line"
+echo
+echo "LeNet W8A8 on Cortex-M4 against the bars:"
+verdict() { [ "$1" -le "$2" ] && echo "ok" || echo "OVER"; }
+printf '  instructions per inference %8d  <= 1500000  %s\n' "$insn" "$(verdict "$insn" 1500000)"
+printf '  RAM: arena + stack         %8d  <= 6144     %s (arena %d, stack %d)\n' "$ram" "$(verdict "$ram" 6144)" "$arena" "$stack"
+printf '  code besides weights       %8d  <= 6144     %s (constants %d)\n' "$code" "$(verdict "$code" 6144)" "$consts"
+echo "CMSIS-NN s8 reference (issue 13): 2.17 M instructions, 12.7 KB code besides 62.6 KB weights, 7.1 KB RAM"
+exit $rc

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what the microcontroller tests and benchmarks need (tests/mcu,
+# bench/bench_mcu.sh): Debian's Arm bare-metal compiler with newlib, and
+# qemu-system-arm for the MPS2 boards. Without them those tests report
+# themselves skipped. As root: apt-get; otherwise sudo; otherwise a message.
+set -euo pipefail
+pkgs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "setup-mcu: installing ${missing[*]}" >&2
+if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
+  echo "setup-mcu: missing packages ${missing[*]}; run as root: apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null

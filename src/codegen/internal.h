@@ -1,0 +1,56 @@
+/* The C generator's private interface: the state of one generation and
+ * the emitters of each op kind (emit_conv.c, emit_ops.c). Every emitter
+ * writes one static function `opN` into NAME.c whose integers equal the
+ * runtime kernel's (src/runtime/kernels.c) for that op, bit for bit. */
+#ifndef QAT_CODEGEN_INTERNAL_H
+#define QAT_CODEGEN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "qat/codegen.h"
+
+typedef struct {
+    const qat_qmodel *q;
+    const qat_plan *plan;
+    FILE *f;               /* the file being written */
+    bool failed;           /* a write failed */
+    int64_t const_bytes;   /* static const bytes written (flash besides code) */
+} qat__cg;
+
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 3)))
+#endif
+void qat__cg_printf(qat__cg *g, const char *fmt, ...);
+
+/* static const int8_t/int32_t NAME[n] = {...}; counted in const_bytes. */
+void qat__cg_array_i8(qat__cg *g, const char *ident, const int8_t *v, int64_t n);
+void qat__cg_array_i32(qat__cg *g, const char *ident, const int32_t *v, int64_t n);
+/* An int32 as a C expression of type int32_t (INT32_MIN has no literal). */
+const char *qat__cg_i32(int32_t v, char *buf);
+
+/* The weights of a linear or conv2d op minus their zero points, as int8
+ * ([O][...] in the program's order). false: a difference outside int8. */
+bool qat__cg_weights(const qat_qop *op, int8_t *out);
+
+/* The requantization of each output channel of op i: its bias, multiplier
+ * and shift arrays (opN_b, opN_m, opN_s). */
+void qat__cg_channel_params(qat__cg *g, int i);
+
+/* The comment naming op i and the opening of its function:
+ * static Q_NOINLINE void opN(const int8_t *x0, ..., int8_t *y) { */
+void qat__cg_begin(qat__cg *g, int i, const char *detail);
+/* The output block size of a conv or linear op: output channels computed
+ * together (their accumulators in registers, each input pair unpacked once). */
+int qat__cg_block(int n);
+
+/* Emitters: one `static void opN(...)` each. */
+void qat__cg_conv(qat__cg *g, int i, const int8_t *w);
+void qat__cg_linear(qat__cg *g, int i, const int8_t *w);
+void qat__cg_pool(qat__cg *g, int i);
+void qat__cg_global_avgpool(qat__cg *g, int i);
+void qat__cg_add(qat__cg *g, int i);
+void qat__cg_concat(qat__cg *g, int i);
+void qat__cg_lut(qat__cg *g, int i);
+void qat__cg_relu(qat__cg *g, int i);
+
+#endif

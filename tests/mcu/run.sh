@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The generated microcontroller code, end to end, for each model named:
+#   train it briefly (qat-mnist train --qat on a slice of MNIST), export its
+#   quantized file and its C (qat-mnist export --c), run the first N MNIST
+#   test images through qat's integer engine (codegen_ref), then
+#   - host: NAME.c compiled with -std=c99 -Wall -Wextra -Wpedantic -Werror
+#     -Wdouble-promotion -Wfloat-conversion, run: the same integers;
+#   - no float: NAME.c for a Cortex-M0 with -mfloat-abi=soft references no
+#     __aeabi_f*/__aeabi_d* routine (and NAME_io.c does: the check can fail);
+#   - Cortex-M4 (mps2-an386, DSP path) and Cortex-M3 (mps2-an385, portable
+#     path) under qemu-system-arm: the same integers;
+#   and prints each model's flash (code, constants), RAM (arena, stack) and
+#   instructions per inference on the Cortex-M4.
+# usage: run.sh QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL...
+# (MODEL: a name in models/, e.g. lenet, or NAME:wNaM for N-bit weights and
+# M-bit activations, e.g. lenet:w4a4; default W8A8). Exit 77 (skipped) without
+# arm-none-eabi-gcc or qemu-system-arm (scripts/setup-mcu.sh installs them).
+# MCU_OPT (default -O2) is the optimization of the generated code.
+set -euo pipefail
+[ $# -ge 6 ] || { echo "usage: $0 QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL..." >&2; exit 2; }
+bin=$1 ref=$2 data=$3 work=$4 n=$5
+shift 5
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+opt=${MCU_OPT:--O2}
+for tool in arm-none-eabi-gcc arm-none-eabi-nm arm-none-eabi-size qemu-system-arm; do
+  command -v $tool >/dev/null || { echo "SKIPPED: $tool is not installed (scripts/setup-mcu.sh)"; exit 77; }
+done
+[ -d "$data" ] || { echo "SKIPPED: no MNIST in $data"; exit 77; }
+mkdir -p "$work"
+strict=(-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion)
+fail=0
+summary=()
+
+for spec in "$@"; do
+  model=${spec%%:*} bits=()
+  if [[ $spec == *:w*a* ]]; then
+    b=${spec##*:w}
+    bits=(--wbits "${b%%a*}" --abits "${b##*a}")
+  fi
+  tag=${spec//:/-}
+  name=${tag//-/_}
+  up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
+  w="$work/$tag"
+  rm -rf "$w" && mkdir -p "$w/gen"
+  case $model in lenet | mlp) limit=2048 ;; *) limit=256 ;; esac  # bit-exactness needs no accuracy
+  "$bin" train --model-file "$src/models/$model.qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
+    --data "$data" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
+  "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" 2> "$w/export.log" \
+    || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
+  "$ref" "$w/model.qat.h5" "$data" "$n" "$w/images.f32" "$w/expected.txt"
+  defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$w/gen" -I"$here")
+
+  # host: strict C99, then the same integers as the engine
+  cc "${strict[@]}" -O2 -c "$w/gen/$name.c" -o "$w/host_model.o"
+  cc "${strict[@]}" -O2 "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" "$w/host_model.o" -o "$w/host"
+  "$w/host" "$w/images.f32" "$n" "$w/host.txt" "$w/inputs.inc"
+  if cmp -s "$w/host.txt" "$w/expected.txt"; then host="$n/$n"; else host="DIFFERS"; fail=1; echo "FAIL $tag: host"; fi
+
+  # no float in the integer path: a Cortex-M0 has no FPU, so any float
+  # operation becomes a call to an __aeabi_f*/__aeabi_d* routine
+  m0=(-mcpu=cortex-m0 -mthumb -mfloat-abi=soft "$opt" "${strict[@]}")
+  arm-none-eabi-gcc "${m0[@]}" -c "$w/gen/$name.c" -o "$w/m0.o"
+  arm-none-eabi-gcc "${m0[@]}" -c "$w/gen/${name}_io.c" -o "$w/m0_io.o"
+  if arm-none-eabi-nm -u "$w/m0.o" | grep -E '__aeabi_[fd]'; then echo "FAIL $tag: float in $name.c"; fail=1; fi
+  if ! arm-none-eabi-nm -u "$w/m0_io.o" | grep -qE '__aeabi_f'; then
+    echo "FAIL $tag: the float check sees no float even in ${name}_io.c"; fail=1
+  fi
+
+  # Cortex-M4 (DSP) and Cortex-M3 under qemu
+  bash "$here/qemu_run.sh" "$w/gen" "$name" "$w/inputs.inc" "$w" || { echo "FAIL $tag: the Cortex-M builds or runs"; fail=1; continue; }
+  res=()
+  for cpu in cortex-m4 cortex-m3; do
+    if grep '^[0-9]*:' "$w/$cpu.txt" | cmp -s - "$w/expected.txt"; then res+=("$n/$n"); else res+=("DIFFERS"); fail=1; echo "FAIL $tag: $cpu"; fi
+  done
+
+  # the figures, on the Cortex-M4 build
+  read -r code consts arena < <(arm-none-eabi-size -A "$w/cortex-m4.o" |
+    awk '/^\.text/ {t += $2} /^\.rodata/ {r += $2} /^\.bss/ {b += $2} END {print t + 0, r + 0, b + 0}')
+  stack=$(sed -n 's/^stack: \([0-9]*\) bytes/\1/p' "$w/cortex-m4.txt")
+  read -r cal_i cal_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m4.txt")
+  ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m4.txt")
+  insn=$(( ticks * cal_i / cal_t / n ))
+  read -r c3_i c3_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m3.txt")
+  m3ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m3.txt")
+  m3insn=$(( m3ticks * c3_i / c3_t / n ))
+  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10d  %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
+    $((arena + stack)) "$insn" "$m3insn" "$host" "${res[0]}" "${res[1]}")")
+done
+
+echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
+printf '%-13s %9s %7s %7s %6s %8s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM "insn M4" "insn M3" \
+  "bit-exact host/M4/M3"
+for s in "${summary[@]}"; do echo "$s"; done
+[ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
+exit $fail

@@ -1,0 +1,396 @@
+/* The C generator (qat/codegen.h) on the host: the generated files compile
+ * with strict C99 warnings and compute the integer engine's integers, bit
+ * for bit, on a graph with every op kind (trained a little), on a linear
+ * op whose multipliers reach every branch of the requantization (left
+ * shifts that saturate, a zero multiplier, the largest right shift,
+ * rounding ties), and the float edges equal the engine's input
+ * quantization and output dequantization on awkward values; where the Arm
+ * toolchain and qemu are installed, the same inputs run on a Cortex-M4
+ * (the DSP path) and a Cortex-M3 too. Refusals name what they refuse.
+ * (tests/mcu/run.sh runs the reference models on MNIST images.) */
+#include <math.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "qat/codegen.h"
+#include "qat/export.h"
+#include "qat/infer.h"
+#include "qat/optim.h"
+#include "test_util.h"
+
+static char dir[256];
+
+/* A few training steps on random data, then eval mode (test_graph.c's). */
+static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
+    qat_ctx *ctx = qat_model_ctx(m);
+    qat_optim opt;
+    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
+    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
+    int64_t s[4] = {8, 0, 0, 0};
+    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
+    for (int i = 0; i < steps; i++) {
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
+        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
+        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        qat_tensor *out = qat_model_forward(m, x);
+        int64_t K = out ? out->shape[1] : 1;
+        for (int k = 0; k < 8; k++) y[k] %= (int32_t)K;
+        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, out, y)), QAT_OK);
+        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
+        qat_model_zero_grad(m);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+}
+
+/* Compiles the generated NAME.c with strict C99 warnings and NAME_io.c and
+ * tests/mcu/host_main.c beside it, runs it on n inputs x [n][in], and
+ * compares its output integers with want [n][out] and (when wantf is
+ * given) its dequantized outputs with wantf. false with a message when a
+ * step fails. */
+static bool run_generated(const char *name, const float *x, int n, int64_t in, const int32_t *want,
+                          const float *wantf, int64_t out) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    char up[64], cmd[4096], path[512];
+    size_t k = 0;
+    for (; name[k] && k < sizeof up - 1; k++) up[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 32 : name[k]);
+    up[k] = '\0';
+    snprintf(path, sizeof path, "%s/%s.f32", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(x, sizeof *x * (size_t)in, (size_t)n, f) != (size_t)n) return false;
+    fclose(f);
+    const char *strict = "-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion -O2";
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && cc %s -c %s.c -o %s.o && cc %s -DQAT_MODEL=%s -DQAT_MODEL_UP=%s "
+             "-DQAT_MODEL_HEADER='\"%s.h\"' -I. '%s/tests/mcu/host_main.c' %s_io.c %s.o -o %s.host && "
+             "./%s.host %s.f32 %d %s.out %s.inc %s.deq",
+             dir, strict, name, name, strict, name, up, name, src, name, name, name, name, name, n, name, name, name);
+    if (system(cmd) != 0) return printf("\n  failed: %s\n", cmd), false;
+    snprintf(path, sizeof path, "%s/%s.out", dir, name);
+    FILE *o = fopen(path, "r");
+    snprintf(path, sizeof path, "%s/%s.deq", dir, name);
+    FILE *d = fopen(path, "r");
+    int same = 0, total = 0;
+    for (int i = 0; o && d && i < n; i++) {
+        int idx = -1;
+        if (fscanf(o, "%d:", &idx) != 1 || idx != i || fscanf(d, "%d:", &idx) != 1) break;
+        for (int64_t j = 0; j < out; j++) {
+            int v = 0;
+            char hex[64] = "";
+            if (fscanf(o, "%d", &v) != 1 || fscanf(d, "%63s", hex) != 1) break;
+            float r = strtof(hex, NULL);
+            total++;
+            same += v == want[i * out + j] && (!wantf || memcmp(&r, &wantf[i * out + j], sizeof r) == 0);
+        }
+    }
+    if (o) fclose(o);
+    if (d) fclose(d);
+    if (same != n * out) printf("\n  %s: %d of %lld outputs equal the engine's (%d read)\n", name, same, (long long)(n * out), total);
+    if (same != n * out) return false;
+    /* the same inputs on a Cortex-M4 (the DSP path) and a Cortex-M3 under
+     * qemu, when the Arm toolchain is here: the same integers as the host */
+    if (system("command -v arm-none-eabi-gcc >/dev/null && command -v qemu-system-arm >/dev/null") != 0) {
+        printf(" [no arm-none-eabi-gcc/qemu-system-arm: host only]");
+        return true;
+    }
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && bash '%s/tests/mcu/qemu_run.sh' . %s %s.inc %s-mcu >/dev/null && "
+             "grep '^[0-9]*:' %s-mcu/cortex-m4.txt | cmp -s - %s.out && grep '^[0-9]*:' %s-mcu/cortex-m3.txt | cmp -s - %s.out",
+             dir, src, name, name, name, name, name, name, name);
+    if (system(cmd) != 0) return printf("\n  failed: %s\n", cmd), false;
+    printf(" [%s: host, Cortex-M4 and Cortex-M3 equal the engine]", name);
+    return true;
+}
+
+static bool have_cc(void) { return system("cc --version >/dev/null 2>&1") == 0; }
+
+/* ---- every op kind ---------------------------------------------------------------- */
+
+static const char *const every_op_text =
+        "input shape=2,10,9\n"
+        "conv2d    stem  input out=8 kernel=3x2 stride=1x2 pad=1x0\n"
+        "batchnorm bn    stem\n"
+        "relu6     r6    bn\n"
+        "conv2d    dw    r6 out=8 kernel=3 pad=1 groups=depthwise\n"
+        "relu      r1    dw\n"
+        "conv2d    g2    r1 out=8 kernel=1 groups=2\n"
+        "add       sum   g2,r6\n"
+        "relu      r2    sum\n"
+        "maxpool2d mp    r2 kernel=3 stride=2 pad=1\n"
+        "relu      rmp   mp\n"
+        "avgpool2d ap    r2 kernel=2x3 stride=2x2 pad=0x1\n"
+        "concat    cat   rmp,ap\n"
+        "sigmoid   sg    cat\n"
+        "tanh      th    cat\n"
+        "add       sum2  sg,th\n"
+        "hardswish hs    sum2\n"
+        "global_avgpool gap hs\n"
+        "dropout   d     gap p=0.1\n"
+        "linear    fc    d out=5\n";
+
+/* A wide first convolution (7 taps a row: a DSP word and three single
+ * taps, border columns on both sides, stride 2), a pointwise one over 6
+ * channels (a group of four, then two one by one) with a 1x2 stride, a
+ * 3x2 one over the same channels with padding wider than the kernel, a
+ * depthwise one with two outputs per channel, then a flatten. */
+static const char *const conv_text =
+        "input shape=3,13,12\n"
+        "conv2d    c1   input out=6 kernel=5x7 stride=2 pad=2x3\n"
+        "relu      r1   c1\n"
+        "conv2d    pw   r1 out=6 kernel=1 stride=1x2\n"
+        "relu      rp   pw\n"
+        "conv2d    c3   rp out=6 kernel=3x2 pad=1x2\n"
+        "relu      r3   c3\n"
+        "conv2d    dw   r3 out=12 kernel=3 pad=2 groups=depthwise\n"
+        "relu      r2   dw\n"
+        "maxpool2d mp   r2 kernel=2\n"
+        "flatten   f    mp\n"
+        "linear    fc   f out=7\n";
+
+static void check_graph(const char *text, const char *name, int seed) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_status st = qat_model_from_text(m, text, name);
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, (uint64_t)seed);
+    int64_t shape[3];
+    int rank = qat_model_input_shape(m, shape);
+    warm_up(m, rank, shape, 6, &rng);
+    qat_codegen_info info;
+    st = qat_codegen_model(m, 0, NULL, dir, name, &info); /* the library call from a trained model */
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    qat_ctx *pctx = qat_ctx_new();
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
+    int64_t in = qat_qtensor_numel(&q.tensors[q.input]), out = qat_qtensor_numel(&q.tensors[q.output]);
+    CU_ASSERT_EQUAL(info.input_size, in);
+    CU_ASSERT_EQUAL(info.output_size, out);
+    CU_ASSERT(info.arena_bytes > 0 && info.weight_bytes > 0);
+    enum { N = 24 };
+    float *x = malloc(sizeof *x * (size_t)(N * in)), *yf = malloc(sizeof *yf * (size_t)(N * out));
+    int32_t *yq = malloc(sizeof *yq * (size_t)(N * out));
+    for (int64_t i = 0; i < N * in; i++) x[i] = 1.5f * qat_rng_normal(&rng);
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated(name, x, N, in, yq, yf, out));
+    qat_engine_free(e);
+    free(x), free(yf), free(yq);
+    qat_ctx_free(pctx);
+    qat_ctx_free(ctx);
+}
+
+static void test_every_op(void) { check_graph(every_op_text, "every_op", 9); }
+static void test_conv_shapes(void) { check_graph(conv_text, "convs", 4); }
+
+/* ---- hand-made programs: the requantization's branches, the float edges ------------ */
+
+static qat_aparams ap(float s, int32_t zp) {
+    return (qat_aparams){.scale = s, .zero_point = zp, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127};
+}
+
+static qat_qtensor vec(const char *name, int64_t n, qat_aparams q) {
+    qat_qtensor t = {.rank = 1, .shape = {n}, .q = q};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
+}
+
+enum { HK = 13, HO = 12 };
+
+/* input [13] -> linear [12] with per-channel weights (zero points 0, one
+ * channel's 1 to check the subtraction), biases up to ±2^15 and one
+ * multiplier per branch of MultiplyByQuantizedMultiplier. */
+static void linear_program(qat_qmodel *q, qat_qtensor *ts, qat_qop *op, int32_t *w, int32_t *b, float *bs, float *wsc,
+                           int32_t *wzp, int32_t *mult, int32_t *shift, qat_rng *rng) {
+    ts[0] = vec("input", HK, ap(0.05f, -7));
+    ts[1] = vec("fc", HO, ap(0.1f, 5));
+    for (int i = 0; i < HO * HK; i++) w[i] = (int32_t)(qat_rng_uniform(rng) * 254.0f) - 127;
+    for (int o = 0; o < HO; o++) {
+        b[o] = (int32_t)((qat_rng_uniform(rng) - 0.5f) * 65536.0f);
+        bs[o] = 0.001f, wsc[o] = 0.01f, wzp[o] = 0;
+    }
+    wzp[3] = 1;
+    for (int i = 0; i < HK; i++) w[3 * HK + i] = w[3 * HK + i] > 120 ? 120 : w[3 * HK + i];
+    const int32_t m[HO] = {1 << 30, 1 << 30, 2147483647, 1 << 30, 0, 1518500250, 1 << 30, 1 << 30, 1 << 30,
+                           1999999999, 1 << 30, 1073741825};
+    const int32_t s[HO] = {-8, -9, 30, -10, 0, -31, -5, -12, 1, -20, -11, 18};
+    memcpy(mult, m, sizeof m), memcpy(shift, s, sizeof s);
+    *op = (qat_qop){.kind = QAT_QOP_LINEAR, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -128,
+                    .act_max = 127, .weight = w, .bias = b, .bias_scale = bs, .n_mult = HO, .multiplier = mult,
+                    .shift = shift};
+    snprintf(op->name, sizeof op->name, "fc");
+    op->wq = (qat_qtype){.bits = 8, .is_signed = true, .qmin = -127, .qmax = 127, .rank = 2, .shape = {HO, HK},
+                         .block = {1, HK}, .pshape = {HO, 1}, .nparams = HO, .scale = wsc, .zero_point = wzp};
+    *q = (qat_qmodel){.n_tensors = 2, .n_ops = 1, .tensors = ts, .ops = op, .input = 0, .output = 1, .config = ""};
+}
+
+static void test_requant_branches(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "branches", NULL), QAT_OK);
+    enum { N = 200 };
+    float x[N * HK], yf[N * HO];
+    int32_t yq[N * HO];
+    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f; /* past both ends */
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    int low = 0, high = 0, inside = 0;
+    for (int i = 0; i < N * HO; i++) low += yq[i] == -128, high += yq[i] == 127, inside += yq[i] > -128 && yq[i] < 127;
+    if (!(low > 0 && high > 0 && inside > N * HO / 3)) printf("\n  %d low, %d high, %d inside\n", low, high, inside);
+    CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3); /* the test sees both clamps and the values between */
+    CU_ASSERT(run_generated("branches", x, N, HK, yq, yf, HO));
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* The input quantization (NAME_quantize_input) against the engine's:
+ * a ReLU that clamps nothing passes the quantized input through. Ties
+ * (round half to even), the clamps, NaN, infinities, -0 and values one
+ * float step either side of a tie. */
+static void test_io_equals_engine(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    enum { K = 16, N = 64 };
+    const float s = 0.0372f;
+    qat_qtensor ts[2] = {vec("input", K, ap(s, -11)), vec("r", K, ap(s, -11))};
+    ts[0].q.qmin = ts[1].q.qmin = -100, ts[0].q.qmax = ts[1].q.qmax = 90; /* a narrower storage range */
+    qat_qop op = {.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -100,
+                  .act_max = 90};
+    qat_qmodel q = {.n_tensors = 2, .n_ops = 1, .tensors = ts, .ops = &op, .input = 0, .output = 1, .config = ""};
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "io", NULL), QAT_OK);
+    float x[N * K], yf[N * K];
+    int32_t yq[N * K];
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    for (int i = 0; i < N * K; i++) {
+        float t = (float)((int)(qat_rng_uniform(&rng) * 240.0f) - 120) + 0.5f; /* a tie, in steps */
+        int kind = i % 6;
+        x[i] = kind == 0 ? t * s : kind == 1 ? nextafterf(t * s, 0.0f) : kind == 2 ? nextafterf(t * s, 1e9f)
+             : kind == 3 ? (qat_rng_uniform(&rng) - 0.5f) * 10.0f : (float)((int)(qat_rng_uniform(&rng) * 250.0f) - 125) * s;
+    }
+    x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = -0.0f, x[4] = 1e30f, x[5] = -1e30f, x[6] = 1e-40f;
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated("io", x, N, K, yq, yf, K));
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* ---- refusals --------------------------------------------------------------------- */
+
+static void test_refusals_name_the_op(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    /* not a C identifier */
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "my-model", NULL), QAT_ERR_ARG);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "\"my-model\" is not a C identifier") != NULL);
+    qat_ctx_clear_error(ctx);
+    /* a directory that does not exist */
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, "/nonexistent/qat-dir", "m", NULL), QAT_ERR_IO);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "cannot write /nonexistent/qat-dir/m.h") != NULL);
+    qat_ctx_clear_error(ctx);
+    /* asymmetric weights whose difference from the zero point leaves int8 */
+    wzp[5] = -100;
+    w[5 * HK] = 100;
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "do not fit int8") != NULL);
+    qat_ctx_clear_error(ctx);
+    wzp[5] = 0;
+    /* 16-bit activations: the runtime's plan refuses them, naming the op */
+    ts[1].q.bits = 16, ts[1].q.qmin = -32768, ts[1].q.qmax = 32767;
+    op.act_min = -32768, op.act_max = 32767;
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "i16") != NULL);
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, NULL, dir, "m", NULL), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
+/* qat-mnist export --quantized MODEL --c DIR [--name NAME]: the files, the
+ * JSON line, and the refusals (no --c; a name that is not a C identifier). */
+static void test_cli_export_c(void) {
+    const char *bin = getenv("QAT_MNIST_BIN");
+    if (!bin) QAT_TEST_SKIP("QAT_MNIST_BIN is not set (ctest sets it)");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    char path[512], cmd[2048], out[600];
+    snprintf(path, sizeof path, "%s/cli.qat.h5", dir);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    snprintf(out, sizeof out, "%s/cli-json.txt", dir);
+    snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' --c '%s' --name cli_model --json > '%s' 2>/dev/null", bin, path,
+             dir, out);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    const char *ext[3] = {".h", ".c", "_io.c"};
+    for (int k = 0; k < 3; k++) {
+        char f[600];
+        snprintf(f, sizeof f, "%s/cli_model%s", dir, ext[k]);
+        FILE *fp = fopen(f, "r");
+        CU_ASSERT(fp != NULL);
+        if (fp) fclose(fp);
+    }
+    char line[512] = "";
+    FILE *fp = fopen(out, "r");
+    CU_ASSERT_FATAL(fp != NULL);
+    CU_ASSERT(fgets(line, sizeof line, fp) != NULL);
+    fclose(fp);
+    CU_ASSERT(strstr(line, "\"name\": \"cli_model\"") != NULL && strstr(line, "\"input_size\": 13") != NULL);
+    /* --quantized without --c: a usage error (exit 2); a bad name: exit 1 with the reason */
+    snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' >/dev/null 2>&1", bin, path);
+    int rc = system(cmd);
+    CU_ASSERT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' --c '%s' --name 9lives 2>&1 | grep -q 'not a C identifier'", bin,
+             path, dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    qat_ctx_free(ctx);
+}
+
+int main(int argc, char **argv) {
+    if (!qat_test_tmpdir(dir, sizeof dir, "codegen")) return 2;
+    const qat_test_case cases[] = {
+        {"every op kind: the generated C equals the integer engine on the host", test_every_op},
+        {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
+        {"every branch of the requantization equals the engine", test_requant_branches},
+        {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
+        {"refusals name the op or the argument", test_refusals_name_the_op},
+        {"qat-mnist export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("codegen", cases, argc, argv);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) rc = rc ? rc : 1;
+    return rc;
+}
