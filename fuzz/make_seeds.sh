@@ -6,7 +6,11 @@
 #               members, cut, trailing bytes, a header promising 2 GiB...)
 #   checkpoint  training checkpoints from qat-mnist: LeNet W8A8 QAT, LeNet
 #               float, the MLP W8A8 QAT, LeNet-BN QAT (one epoch over 256 samples)
-#   qmodel      their quantized exports (qat-mnist export)
+#   qmodel      their quantized exports (qat-mnist export, file format v2),
+#               and those of the residual and depthwise reference models
+#               (models/resnet8.qnet, models/ds-cnn.qnet). The committed
+#               *-v1.h5 seeds are version-1 files from before the graph IR,
+#               which the loader still reads; this script no longer makes them.
 # Files over 200 KB are written only with --all: every checkpoint is (the
 # LeNet parameters alone are 247 KB), so the committed corpus has none and
 # scripts/fuzz.sh makes them in build-fuzz/ with --all before fuzzing.
@@ -78,6 +82,8 @@ train() {  # NAME ARGS...: 256 samples, one epoch, then the quantized export whe
 train lenet-w8a8 --model lenet --qat
 train lenet-w4a4-tensor --model lenet --qat --wbits 4 --abits 4 --granularity tensor
 train lenet-float --model lenet
+train resnet8-w8a8 --model-file "$root/models/resnet8.qnet" --qat
+train ds-cnn-w8a8 --model-file "$root/models/ds-cnn.qnet" --qat
 if [ "$all" = 1 ]; then  # over 200 KB whatever happens: only for --all
   train mlp-w8a8 --model mlp --qat
   train lenet-bn-w8a8 --model lenet-bn --qat --freeze-bn 2
