@@ -13,7 +13,7 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x) {
         qat_observer_update(&a->obs, x->data, x->numel);
         qat_observer_qparams(&a->obs, &a->q);
     }
-    if (!m->fake_quant_on || a->obs.updates == 0) return x; /* nothing observed yet */
+    if (!m->fake_quant_on || a->off || a->obs.updates == 0) return x; /* off, or nothing observed yet */
     return qat_fake_quant(m->ctx, x, &a->q, a->ste);
 }
 
@@ -32,7 +32,7 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
 /* The weight as the layer sees it: fake-quantized with scales from the
  * current weights (dynamic strategy) once the model is prepared. */
 static qat_tensor *weight(qat_model *m, qat__layer *l) {
-    if (!l->wq || !m->fake_quant_on) return l->weight;
+    if (!l->wq || !m->fake_quant_on || l->wq_off) return l->weight;
     return fake_quant_weight(m, l, l->weight);
 }
 
@@ -57,7 +57,8 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
     qat_ctx *ctx = m->ctx;
     const qat__layer *bn = &m->layers[l->fold_bn];
     bool bn_train = m->training && !m->bn_frozen;
-    if (!m->fake_quant_on) return batchnorm(m, bn, product(m, l, x, l->weight, l->bias), bn_train);
+    /* weights not quantized: the float layer itself (bit for bit the float model's) */
+    if (!m->fake_quant_on || l->wq_off) return batchnorm(m, bn, product(m, l, x, l->weight, l->bias), bn_train);
     int64_t C = bn->cout, shape[4] = {C, 1, 1, 1};
     qat_tensor *inv_std = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &C, false);
     if (!inv_std) return NULL;
@@ -103,22 +104,31 @@ static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const 
     return NULL;
 }
 
-qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
+/* The forward; vals (n_layers entries, or NULL for step scratch) gets
+ * every layer's output, pre (may be NULL) each one before its activation
+ * quantizer. */
+static qat_tensor *run(qat_model *m, qat_tensor *x, qat_tensor **vals, qat_tensor **pre) {
     if (!m) return NULL;
     if (!m->built) {
         qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: call qat_model_build before forward");
         return NULL;
     }
-    qat_tensor **vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals);
-    if (!vals) return NULL;
-    vals[0] = act_quant(m, m->layers[0].aq, x);
+    if (!vals && !(vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals))) return NULL;
     int out = qat__model_output(m);
+    for (int i = out + 1; i < m->n_layers; i++) {
+        vals[i] = NULL;
+        if (pre) pre[i] = NULL;
+    }
+    if (pre) pre[0] = x;
+    vals[0] = act_quant(m, m->layers[0].aq, x);
     for (int i = 1; i <= out; i++) {
         qat__layer *l = &m->layers[i];
         qat_tensor *xs[QAT_CUSTOM_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++) xs[j] = vals[l->in[j]];
         bool had_error = qat_ctx_status(m->ctx) != QAT_OK;
-        vals[i] = act_quant(m, l->aq, layer_forward(m, l, xs));
+        qat_tensor *y = layer_forward(m, l, xs);
+        if (pre) pre[i] = y;
+        vals[i] = act_quant(m, l->aq, y);
         if (!vals[i]) {
             /* name the layer that failed: "layer conv2: qat_conv2d: ..." */
             if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", l->name);
@@ -126,4 +136,10 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
         }
     }
     return vals[out];
+}
+
+qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) { return run(m, x, NULL, NULL); }
+
+qat_tensor *qat_model_forward_all(qat_model *m, qat_tensor *x, qat_tensor **out, qat_tensor **pre) {
+    return run(m, x, out, pre);
 }
