@@ -196,7 +196,7 @@ static void test_analyze_ranks_a_planted_point_first(void) {
     snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --limit-test 100", ckpt, data);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
     CU_ASSERT_PTR_NULL(strstr(out, "hint:"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no point stands out"));
+    CU_ASSERT(strstr(out, "no point stands out") || strstr(out, "no drop to explain"));
 }
 
 static void test_analyze_bad_input(void) {

@@ -38,12 +38,26 @@ static const char *const analyze_usage =
 
 #define P "qat-mnist analyze"
 
-/* A point stands out when, quantized alone, it carries at least a quarter
- * of the all-quantized model's logit noise and twice the median point's,
- * and it costs something: accuracy (0.2 points or more) or a logit SQNR
- * under 20 dB. At W8A8 the logits' own 8 bits usually carry most of a
- * small noise that costs nothing: no hint then. */
+/* Is there a drop to explain? The fake-quantized model less accurate than
+ * its own weights in float, on this sample. A low-bit QAT model is often
+ * *more* accurate than its float weights (it was trained quantized): its
+ * noise against float is large, but costs nothing. */
+static bool dropped(const qat_analysis_report *r) { return r->accuracy_quant < r->accuracy_float; }
+
+/* A point that clips 1 % of its values or more has a range too narrow
+ * for its data: worth a hint whatever the accuracy says (a model trained
+ * with clipped ranges adapts to them, and loses anyway). */
+static bool clips(const qat_point_report *p) { return p->clipped_low + p->clipped_high >= 0.01; }
+
+/* A point stands out when it clips, or when the model dropped and,
+ * quantized alone, the point carries at least a quarter of the
+ * all-quantized model's logit noise and twice the median point's, and
+ * costs accuracy by itself (0.2 points or more). At W8A8 the logits' own
+ * 8 bits usually carry most of a small noise that costs nothing: no hint
+ * then. */
 static bool stands_out(const qat_analysis_report *r, const qat_point_report *p) {
+    if (clips(p)) return true;
+    if (!dropped(r) || r->accuracy_float - p->alone_accuracy < 0.002) return false;
     double *shares = malloc((size_t)r->n_points * sizeof *shares), median = 0;
     if (!shares) return false;
     for (int i = 0; i < r->n_points; i++) shares[i] = r->points[i].alone_share;
@@ -54,17 +68,18 @@ static bool stands_out(const qat_analysis_report *r, const qat_point_report *p) 
         }
     median = shares[r->n_points / 2];
     free(shares);
-    bool costs = (p->alone_accuracy >= 0 && r->accuracy_float - p->alone_accuracy >= 0.002) || p->alone_logits_sqnr_db < 20;
-    return p->alone_share >= 0.25 && p->alone_share >= 2 * median && costs;
+    return p->alone_share >= 0.25 && p->alone_share >= 2 * median;
 }
 
-/* The one-line hint for a point that stands out, by what makes its noise. */
-static void hint(const qat_point_report *p, int output_layer, char *buf, size_t len) {
+/* The one-line hint for a point that stands out, by what makes its noise.
+ * frozen: the checkpoint's ranges were frozen (--freeze-observers). */
+static void hint(const qat_point_report *p, int output_layer, bool frozen, char *buf, size_t len) {
     double clipped = p->clipped_low + p->clipped_high;
     bool io = p->layer == 0 || p->layer == output_layer;
-    if (clipped >= 0.01)
-        snprintf(buf, len, "%s clips %.1f %% of its values: its range is too narrow for the data (frozen too early, "
-                 "fixed, or an observer that lags); recalibrate it or give it more bits", p->name, 100 * clipped);
+    if (clips(p))
+        snprintf(buf, len, "%s clips %.1f %% of its values: its range is too narrow for the data%s", p->name,
+                 100 * clipped, frozen ? " (frozen by --freeze-observers before it settled: freeze later)"
+                                       : " (an observer that lags, or a fixed range): recalibrate it, or more bits");
     else if (p->wbits && p->alone_weights_share >= 2 * p->alone_activation_share)
         snprintf(buf, len, "%s: %s's weights (W%d per %s) add most of its noise: %s", p->name, p->anchor_name, p->wbits,
                  p->waxis == -1 ? "tensor" : p->waxis == 0 ? "channel" : "block",
@@ -84,7 +99,7 @@ static void json_num(double x) {
     else printf("null"); /* an infinite SQNR: no noise at all */
 }
 
-static void print_json(const char *ckpt, const qat_analysis_report *r, int output_layer) {
+static void print_json(const char *ckpt, const qat_analysis_report *r, int output_layer, bool frozen) {
     printf("{\"checkpoint\": ");
     cli_json_str(ckpt);
     printf(", \"samples\": %lld, \"accuracy_float\": ", (long long)r->samples);
@@ -112,14 +127,14 @@ static void print_json(const char *ckpt, const qat_analysis_report *r, int outpu
         json_num(p->alone_accuracy);
         printf(", \"hint\": ");
         char h[512];
-        if (stands_out(r, p)) hint(p, output_layer, h, sizeof h), cli_json_str(h);
+        if (stands_out(r, p)) hint(p, output_layer, frozen, h, sizeof h), cli_json_str(h);
         else printf("null");
         printf("}");
     }
     printf("]}\n");
 }
 
-static void print_table(const char *ckpt, const qat_analysis_report *r, int output_layer) {
+static void print_table(const char *ckpt, const qat_analysis_report *r, int output_layer, bool frozen) {
     printf("%s: %lld test images\n", ckpt, (long long)r->samples);
     printf("accuracy: float %.2f %%, fake-quantized %.2f %%; logits SQNR %.1f dB (fake-quantized vs float)\n\n",
            100 * r->accuracy_float, 100 * r->accuracy_quant, r->logits_sqnr_db);
@@ -144,10 +159,16 @@ static void print_table(const char *ckpt, const qat_analysis_report *r, int outp
     for (int i = 0; i < r->n_points; i++) {
         char h[512];
         if (!stands_out(r, &r->points[i])) continue;
-        hint(&r->points[i], output_layer, h, sizeof h);
+        hint(&r->points[i], output_layer, frozen, h, sizeof h);
         printf("%shint: %s\n", hints++ ? "" : "\n", h);
     }
-    if (!hints) printf("\nno point stands out: the noise is spread over the model, or costs nothing\n");
+    if (hints) return;
+    if (!dropped(r))
+        printf("\nno drop to explain: the fake-quantized model is as accurate as its float weights here (or more);\n"
+               "the ranking shows where the noise is\n");
+    else
+        printf("\nno point stands out: the drop comes from the noise of many points together (more bits, or a\n"
+               "longer QAT run), not from one\n");
 }
 
 /* Does m take MNIST's images ([1, 28, 28] or 784 pixels)? */
@@ -218,9 +239,9 @@ int cmd_analyze(int argc, char **argv) {
     } else if (run(m, &test, limit < test.n ? limit : test.n, batch, &r) != QAT_OK) {
         rc = cli_fail("qat-mnist", json, 1, "%s: %s", ckpt, qat_ctx_error(ctx));
     } else if (json) {
-        print_json(ckpt, &r, qat_model_output(m));
+        print_json(ckpt, &r, qat_model_output(m), qat_model_observers_frozen(m));
     } else {
-        print_table(ckpt, &r, qat_model_output(m));
+        print_table(ckpt, &r, qat_model_output(m), qat_model_observers_frozen(m));
     }
     qat_mnist_free(&test);
     qat_ctx_free(ctx);

@@ -196,8 +196,8 @@ static void phase_marks(FILE *s, const log_data *d) {
         for (int j = i + 1; j < 3 && marks[j].x == marks[i].x; j++)
             k += snprintf(text + k, sizeof text - (size_t)k, ", %s", marks[j].what);
         fprintf(s, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt 3 lc rgb '#888888'\n", marks[i].x, marks[i].x);
-        fprintf(s, "set label '%s' at %.6g, graph %.2f offset 0.5,0 font ',8' tc rgb '#555555'\n", text, marks[i].x,
-                0.95 - 0.08 * shown++);
+        fprintf(s, "set label '%s' at %.6g, graph %.2f offset 0.5,0 font ',7' tc rgb '#555555'\n", text, marks[i].x,
+                0.95 - 0.07 * shown++);
     }
 }
 
@@ -263,7 +263,9 @@ static void ranges_plot(FILE *s, const log_data *d, const char *dir) {
     }
     common(s, dir, "ranges.png", 300 * cols, 40 + 210 * rows);
     fprintf(s, "set multiplot layout %d,%d title 'observed range of each quantization point'\n", rows, cols);
-    fputs("set key off\nset xlabel 'epoch' offset 0,0.5\nset style fill transparent solid 0.35 noborder\n", s);
+    /* headroom above the band for the phase labels */
+    fputs("set key off\nset xlabel 'epoch' offset 0,0.5\nset style fill transparent solid 0.35 noborder\n"
+          "set offsets 0, 0, graph 0.3, 0\n", s);
     for (int p = 0; p < d->n_points; p++) {
         char name[64];
         snprintf(name, sizeof name, "%s", d->names[p]);
