@@ -441,7 +441,8 @@ static void test_planted_point_ranks_first(void) {
 }
 
 /* What the analysis refuses: a float model, a point never observed, a
- * batch larger than it was made for. */
+ * batch larger than it was made for; points after the model's output are
+ * left out. */
 static void test_analysis_refuses(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = make(ctx, "mlp");
@@ -464,6 +465,21 @@ static void test_analysis_refuses(void) {
     qat_analysis_report r;
     CU_ASSERT_EQUAL(qat_analysis_result(a, &r), QAT_OK);
     CU_ASSERT(r.samples == 10 && r.accuracy_float == -1 && r.points[0].alone_accuracy == -1 && r.n_points == 4);
+    /* a model whose output is fc2: fc3's point never runs, and is not one */
+    qat_model *m2 = qat_model_new(ctx);
+    qat_model_set_input_shape(m2, 1, (int64_t[]){784});
+    int fc1 = qat_layer_linear(m2, NULL, 0, 784, 16, true), relu = qat_layer_relu(m2, NULL, fc1);
+    int fc2 = qat_layer_linear(m2, NULL, relu, 16, 12, true);
+    qat_layer_linear(m2, NULL, qat_layer_relu(m2, NULL, fc2), 12, 10, true);
+    CU_ASSERT_EQUAL(qat_model_set_output(m2, fc2), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m2, 1), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m2, NULL), QAT_OK);
+    warm_up(m2, 1, &rng);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a = qat_analysis_new(m2, 10, 0, NULL));
+    CU_ASSERT_EQUAL(qat_analysis_add(a, x, 10, NULL), QAT_OK);
+    CU_ASSERT_EQUAL(qat_analysis_result(a, &r), QAT_OK);
+    CU_ASSERT_EQUAL(r.n_points, 3); /* input, relu1, fc2 */
+    ASSERT_OK(ctx);
     qat_ctx_free(ctx);
 }
 

@@ -68,7 +68,8 @@ qat_analysis *qat_analysis_new(qat_model *m, int max_batch, int in_rank, const i
     if (!a) return NULL;
     *a = (qat_analysis){.m = m, .max_batch = max_batch, .in_rank = in_rank, .in_numel = 1, .labelled = true};
     for (int d = 0; d < in_rank; d++) a->in_shape[d] = in_shape[d], a->in_numel *= in_shape[d];
-    for (int i = 0; i < m->n_layers; i++) {
+    int last = qat__model_output(m); /* layers after the output never run */
+    for (int i = 0; i <= last; i++) {
         const qat__act_quant *q = m->layers[i].aq;
         if (!q) continue;
         if (q->obs.updates == 0)
@@ -87,7 +88,7 @@ qat_analysis *qat_analysis_new(qat_model *m, int max_batch, int in_rank, const i
     a->pre = palloc(ctx, (size_t)m->n_layers * sizeof *a->pre);
     if (!a->layer || !a->anchor || !a->numel || !a->ftap || !a->sums || !a->reports || !a->out || !a->pre) return NULL;
     memset(a->sums, 0, (size_t)P * sizeof *a->sums);
-    for (int i = 0, p = 0; i < m->n_layers; i++) {
+    for (int i = 0, p = 0; i <= last; i++) {
         if (!m->layers[i].aq) continue;
         a->layer[p] = i, a->anchor[p] = anchor_of(m, i), a->numel[p] = 0, a->ftap[p] = NULL;
         p++;
