@@ -53,4 +53,24 @@ void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, d
 /* Flushes and closes (accepts a log never opened); -1 on a write error. */
 int metrics_log_close(metrics_log *g);
 
+/* ---- reading it (metrics_log_read.c) ---------------------------------------- */
+
+/* The fixed columns, in order; the points' (min, max, scale) follow. */
+enum { C_KIND, C_STEP, C_EPOCH, C_LOSS, C_LR, C_RATE, C_FQ, C_FROZEN, C_ACC_FLOAT, C_ACC_FAKE, C_ACC_INT, C_FIXED };
+
+typedef struct {
+    int n_cols, n_points;
+    char **names;     /* [n_points]: point names (the header's "<name>.min" without ".min") */
+    int n_rows, cap;
+    bool *is_epoch;   /* [n_rows] */
+    double *v;        /* [n_rows][n_cols], NAN where empty (and in column C_KIND) */
+} metrics_log_data;
+
+/* Reads a log whole: 0, or -1 with a message naming the file, the line
+ * and the field in err. metrics_log_free afterwards either way. */
+int metrics_log_read(const char *path, metrics_log_data *d, char *err, size_t len);
+void metrics_log_free(metrics_log_data *d);
+/* The value at row r, column c. */
+double *metrics_log_cell(const metrics_log_data *d, int r, int c);
+
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "metrics_log.h"
 #include "tools.h"
 
 static const char *const plot_usage =
@@ -41,136 +42,15 @@ static const char *const plot_usage =
 
 #define P "qat-mnist plot"
 
-/* ---- reading the log ------------------------------------------------------------------- */
-
-enum { C_KIND, C_STEP, C_EPOCH, C_LOSS, C_LR, C_RATE, C_FQ, C_FROZEN, C_ACC_FLOAT, C_ACC_FAKE, C_ACC_INT, C_FIXED };
-static const char *const fixed_cols[C_FIXED] = {"kind", "step", "epoch", "loss", "lr", "samples_per_s", "fake_quant",
-                                                "observers_frozen", "acc_float", "acc_fake_quant", "acc_int"};
-
-typedef struct {
-    int n_cols, n_points;
-    char **names;     /* [n_points]: point names (the header's "<name>.min" without ".min") */
-    int n_rows, cap;
-    bool *is_epoch;   /* [n_rows] */
-    double *v;        /* [n_rows][n_cols], NAN where empty */
-} log_data;
-
-static double *cell(const log_data *d, int r, int c) { return &d->v[(size_t)r * (size_t)d->n_cols + (size_t)c]; }
-
-static void free_log(log_data *d) {
-    for (int p = 0; d->names && p < d->n_points; p++) free(d->names[p]);
-    free(d->names), free(d->is_epoch), free(d->v);
-}
-
-/* Fields of a line: its commas + 1 (the newline dropped from line). */
-static int count_fields(char *line) {
-    line[strcspn(line, "\r\n")] = '\0';
-    int n = 1;
-    for (const char *c = line; *c; c++) n += *c == ',';
-    return n;
-}
-
-/* Splits line (modified) at commas into at most max fields; the count. */
-static int split(char *line, char **fields, int max) {
-    int n = count_fields(line);
-    char *s = line;
-    for (int k = 0; k < n; k++) {
-        char *e = strchr(s, ',');
-        if (k < max) fields[k] = s;
-        if (e) *e = '\0', s = e + 1;
-    }
-    return n;
-}
-
-/* The header: the fixed columns in order, then (min, max, scale) per point. */
-static int read_header(log_data *d, char *line, const char *path, char *err, size_t len) {
-    int n = count_fields(line);
-    char **f = malloc((size_t)n * sizeof *f);
-    if (!f) return snprintf(err, len, "out of memory"), -1;
-    split(line, f, n);
-    int rc = -1;
-    if (n < C_FIXED || (n - C_FIXED) % 3) goto bad;
-    for (int c = 0; c < C_FIXED; c++)
-        if (strcmp(f[c], fixed_cols[c])) goto bad;
-    d->n_cols = n, d->n_points = (n - C_FIXED) / 3;
-    if (!(d->names = calloc((size_t)d->n_points + 1, sizeof *d->names))) goto oom;
-    for (int p = 0; p < d->n_points; p++) {
-        const char *mn = f[C_FIXED + 3 * p];
-        size_t k = strlen(mn);
-        if (k < 5 || strcmp(mn + k - 4, ".min")) goto bad;
-        if (!(d->names[p] = malloc(k - 3))) goto oom;
-        memcpy(d->names[p], mn, k - 4), d->names[p][k - 4] = '\0';
-    }
-    rc = 0;
-    goto done;
-bad:
-    snprintf(err, len, "%s: not a training log of qat-mnist train --log (its header is not %s,%s,...)", path,
-             fixed_cols[0], fixed_cols[1]);
-    goto done;
-oom:
-    snprintf(err, len, "out of memory");
-done:
-    free(f);
-    return rc;
-}
-
-static int read_row(log_data *d, char *line, char **f, const char *path, long lineno, char *err, size_t len) {
-    int n = split(line, f, d->n_cols);
-    if (n == 1 && !f[0][0]) return 0; /* an empty line */
-    bool epoch = !strcmp(f[0], "epoch");
-    if (n != d->n_cols || (!epoch && strcmp(f[0], "step")))
-        return snprintf(err, len, "%s:%ld: a row of %d fields where the header has %d, or of an unknown kind", path,
-                        lineno, n, d->n_cols), -1;
-    if (d->n_rows == d->cap) {
-        int cap = d->cap ? 2 * d->cap : 256;
-        double *v = realloc(d->v, (size_t)cap * (size_t)d->n_cols * sizeof *v);
-        bool *e = v ? realloc(d->is_epoch, (size_t)cap * sizeof *e) : NULL;
-        if (v) d->v = v;
-        if (!v || !e) return snprintf(err, len, "out of memory"), -1;
-        d->is_epoch = e, d->cap = cap;
-    }
-    int r = d->n_rows++;
-    d->is_epoch[r] = epoch;
-    *cell(d, r, 0) = NAN;
-    for (int c = 1; c < n; c++) {
-        char *end;
-        double x = strtod(f[c], &end);
-        if (!f[c][0]) x = NAN;
-        else if (*end || !isfinite(x))
-            return snprintf(err, len, "%s:%ld: field %d (%s) is not a number: \"%.40s\"", path, lineno, c + 1,
-                            c < C_FIXED ? fixed_cols[c] : "a point's range", f[c]), -1;
-        *cell(d, r, c) = x;
-    }
-    return 0;
-}
-
-static int read_log(const char *path, log_data *d, char *err, size_t len) {
-    memset(d, 0, sizeof *d);
-    FILE *in = fopen(path, "r");
-    if (!in) return snprintf(err, len, "%s: cannot open: %s", path, strerror(errno)), -1;
-    char *line = NULL, **f = NULL;
-    size_t cap = 0;
-    long lineno = 1;
-    int rc = getline(&line, &cap, in) < 0 ? (snprintf(err, len, "%s: empty: not a training log", path), -1)
-                                          : read_header(d, line, path, err, len);
-    if (!rc && !(f = malloc((size_t)d->n_cols * sizeof *f))) rc = (snprintf(err, len, "out of memory"), -1);
-    while (!rc && getline(&line, &cap, in) >= 0) rc = read_row(d, line, f, path, ++lineno, err, len);
-    if (!rc && ferror(in)) rc = (snprintf(err, len, "%s: cannot read: %s", path, strerror(errno)), -1);
-    if (!rc && d->n_rows == 0) rc = (snprintf(err, len, "%s: no rows yet: nothing to draw", path), -1);
-    free(line), free(f);
-    fclose(in);
-    return rc;
-}
-
 /* ---- the gnuplot script ---------------------------------------------------------------- */
 
 /* The x (epochs) of the first step row where column c becomes 1, or of
  * the first row with point columns filled (c < 0); NAN if never. */
-static double first_epoch_where(const log_data *d, int c) {
+static double first_epoch_where(const metrics_log_data *d, int c) {
     for (int r = 0; r < d->n_rows; r++) {
         if (d->is_epoch[r]) continue;
-        double x = c >= 0 ? *cell(d, r, c) : d->n_points ? *cell(d, r, C_FIXED) : NAN;
-        if (c >= 0 ? x == 1 : !isnan(x)) return *cell(d, r, C_EPOCH);
+        double x = c >= 0 ? *metrics_log_cell(d, r, c) : d->n_points ? *metrics_log_cell(d, r, C_FIXED) : NAN;
+        if (c >= 0 ? x == 1 : !isnan(x)) return *metrics_log_cell(d, r, C_EPOCH);
     }
     return NAN;
 }
@@ -182,7 +62,7 @@ static void num(FILE *s, double x) {
 
 /* The QAT phases as labelled vertical lines on the current plot; phases
  * that begin at one logged step share a line and a label. */
-static void phase_marks(FILE *s, const log_data *d) {
+static void phase_marks(FILE *s, const metrics_log_data *d) {
     struct { double x; const char *what; } marks[] = {
         {first_epoch_where(d, -1), "QAT prepared"},
         {first_epoch_where(d, C_FQ), "fake quant on"},
@@ -209,20 +89,20 @@ static void common(FILE *s, const char *dir, const char *file, int w, int h) {
 }
 
 /* loss.png: the step rows' loss (log scale) and learning rate. */
-static void loss_plot(FILE *s, const log_data *d, const char *dir) {
+static void loss_plot(FILE *s, const metrics_log_data *d, const char *dir) {
     fputs("$loss << EOD\n", s);
     for (int r = 0; r < d->n_rows; r++)
-        if (!d->is_epoch[r]) num(s, *cell(d, r, C_EPOCH)), num(s, *cell(d, r, C_STEP)), num(s, *cell(d, r, C_LOSS)),
-                             num(s, *cell(d, r, C_LR)), fputc('\n', s);
+        if (!d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_STEP)), num(s, *metrics_log_cell(d, r, C_LOSS)),
+                             num(s, *metrics_log_cell(d, r, C_LR)), fputc('\n', s);
     fputs("EOD\n$epoch_loss << EOD\n", s);
     for (int r = 0; r < d->n_rows; r++)
-        if (d->is_epoch[r]) num(s, *cell(d, r, C_EPOCH)), num(s, *cell(d, r, C_LOSS)), fputc('\n', s);
+        if (d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_LOSS)), fputc('\n', s);
     fputs("EOD\n", s);
     common(s, dir, "loss.png", 720, 400);
     /* steps per epoch, from the last step row, links the top axis */
     double spe = 0;
     for (int r = 0; r < d->n_rows; r++)
-        if (!d->is_epoch[r] && *cell(d, r, C_EPOCH) > 0) spe = *cell(d, r, C_STEP) / *cell(d, r, C_EPOCH);
+        if (!d->is_epoch[r] && *metrics_log_cell(d, r, C_EPOCH) > 0) spe = *metrics_log_cell(d, r, C_STEP) / *metrics_log_cell(d, r, C_EPOCH);
     if (spe > 0) fprintf(s, "set x2label 'step'\nset x2tics\nset link x2 via x*%.6g inverse x/%.6g\n", spe, spe);
     fputs("set xlabel 'epoch'\nset ylabel 'training loss (mean over the logged steps)'\n"
           "set logscale y\nset y2label 'learning rate'\nset y2tics\nset ytics nomirror\nset format y2 '%.0e'\n", s);
@@ -233,12 +113,12 @@ static void loss_plot(FILE *s, const log_data *d, const char *dir) {
 }
 
 /* accuracy.png: the epoch rows' three accuracies, in percent. */
-static void accuracy_plot(FILE *s, const log_data *d, const char *dir) {
+static void accuracy_plot(FILE *s, const metrics_log_data *d, const char *dir) {
     fputs("$acc << EOD\n", s);
     for (int r = 0; r < d->n_rows; r++) {
         if (!d->is_epoch[r]) continue;
-        num(s, *cell(d, r, C_EPOCH));
-        for (int c = C_ACC_FLOAT; c <= C_ACC_INT; c++) num(s, 100 * *cell(d, r, c));
+        num(s, *metrics_log_cell(d, r, C_EPOCH));
+        for (int c = C_ACC_FLOAT; c <= C_ACC_INT; c++) num(s, 100 * *metrics_log_cell(d, r, c));
         fputc('\n', s);
     }
     fputs("EOD\n", s);
@@ -252,13 +132,13 @@ static void accuracy_plot(FILE *s, const log_data *d, const char *dir) {
 }
 
 /* ranges.png: a panel per point, its observed [min, max] as a band. */
-static void ranges_plot(FILE *s, const log_data *d, const char *dir) {
+static void ranges_plot(FILE *s, const metrics_log_data *d, const char *dir) {
     int cols = d->n_points < 3 ? d->n_points : 3, rows = (d->n_points + cols - 1) / cols;
     for (int p = 0; p < d->n_points; p++) {
         fprintf(s, "$point%d << EOD\n", p);
         for (int r = 0; r < d->n_rows; r++)
-            if (!d->is_epoch[r]) num(s, *cell(d, r, C_EPOCH)), num(s, *cell(d, r, C_FIXED + 3 * p)),
-                                 num(s, *cell(d, r, C_FIXED + 3 * p + 1)), fputc('\n', s);
+            if (!d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p)),
+                                 num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p + 1)), fputc('\n', s);
         fputs("EOD\n", s);
     }
     common(s, dir, "ranges.png", 300 * cols, 40 + 210 * rows);
@@ -363,18 +243,18 @@ int cmd_plot(int argc, char **argv) {
     if (strpbrk(dir, "'\n") || strlen(dir) > 4000) /* it goes into the script's quoted strings */
         return cli_usage_fail(P, json, plot_usage, "--out %s: a directory name without ' or a newline, please", dir);
     char err[600];
-    log_data d;
-    if (read_log(log, &d, err, sizeof err)) return free_log(&d), cli_fail("qat-mnist", json, 1, "%s", err);
+    metrics_log_data d;
+    if (metrics_log_read(log, &d, err, sizeof err)) return metrics_log_free(&d), cli_fail("qat-mnist", json, 1, "%s", err);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         int e = errno;
-        free_log(&d);
+        metrics_log_free(&d);
         return cli_fail("qat-mnist", json, 1, "--out %s: cannot make the directory: %s", dir, strerror(e));
     }
     /* the script, in memory: to the pipe and to DIR/plots.gp */
     char *script = NULL, gp_path[4200], found[4200];
     size_t len = 0;
     FILE *s = open_memstream(&script, &len);
-    if (!s) return free_log(&d), cli_fail("qat-mnist", json, 1, "out of memory");
+    if (!s) return metrics_log_free(&d), cli_fail("qat-mnist", json, 1, "out of memory");
     bool epochs = false;
     for (int r = 0; r < d.n_rows; r++) epochs |= d.is_epoch[r];
     fprintf(s, "# drawn by qat-mnist plot from %s: gnuplot %s/plots.gp redraws the pictures\n", log, dir);
@@ -418,6 +298,6 @@ int cmd_plot(int argc, char **argv) {
     if (!d.n_points) fprintf(stderr, "qat-mnist: a float run: no quantization points, no ranges.png\n");
 done:
     free(script);
-    free_log(&d);
+    metrics_log_free(&d);
     return rc;
 }
