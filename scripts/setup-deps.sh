@@ -5,6 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev zlib1g-dev)
 # fetch-mnist.sh downloads over HTTPS: a minimal Debian has neither curl nor the CA certificates
 pkgs+=(curl ca-certificates)
+# qat-mnist plot draws training logs with gnuplot (tests/test_plot is skipped without it)
+pkgs+=(gnuplot-nox)
 [ "${QAT_WITH_VALGRIND:-0}" = 1 ] && pkgs+=(valgrind)
 # the test suite runs examples/mnist/run_qat_h5.py (the format document, in numpy)
 [ "${QAT_WITH_PYTHON:-0}" = 1 ] && pkgs+=(python3-h5py python3-numpy)

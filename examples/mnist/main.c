@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tools.h"
 
 static const char *const usage =
     "usage: qat-mnist COMMAND [options]\n"
@@ -24,6 +25,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "summary")) return cmd_summary(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "analyze")) return cmd_analyze(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 1, argv + 1);
     fprintf(stderr, "qat-mnist: unknown command \"%s\"\n%s", argv[1], usage);
     return EXIT_USAGE;
 }

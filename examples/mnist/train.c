@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "cli.h"
+#include "metrics_log.h"
 #include "progress.h"
 #include "qat/data.h"
 #include "qat/fakequant.h"
@@ -18,7 +19,7 @@
 
 #define PROG "qat-mnist"
 /* What a resume may change; every other option must be the checkpoint's. */
-#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test"
+#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test, --log, --log-every"
 
 static const char *const train_usage =
     "usage: qat-mnist train [options]\n"
@@ -58,11 +59,17 @@ static const char *const train_usage =
     "  --save-every N              also write it every N steps (needs --out)\n"
     "  --resume CKPT               continue from a checkpoint of this program, with the options that\n"
     "                              made it: a resume may change only --epochs, --out, --save-every,\n"
-    "                              --stop-after, --threads, --json, --data and --limit-test; any other\n"
-    "                              option that differs is refused (exit 2). With the same --epochs\n"
-    "                              the run ends bit-identical to one that never stopped; another\n"
-    "                              --epochs also changes the length of the cosine schedule\n"
+    "                              --stop-after, --threads, --json, --data, --limit-test, --log and\n"
+    "                              --log-every; any other option that differs is refused (exit 2).\n"
+    "                              With the same --epochs the run ends bit-identical to one that\n"
+    "                              never stopped; another --epochs also changes the length of the\n"
+    "                              cosine schedule\n"
     "  --stop-after N              stop after N steps in all, writing --out (split a long run)\n"
+    "  --log FILE.csv              write a metrics log: a row every --log-every steps (loss, lr,\n"
+    "                              samples/s, each quantization point's range and scale) and per\n"
+    "                              epoch (test accuracy: float, fake-quantized, integer); a resume\n"
+    "                              appends to it. qat-mnist plot draws it\n"
+    "  --log-every N               steps between log rows (default 10)\n"
     "  --json                      print a JSON summary as the last line of stdout ({\"error\": ...,\n"
     "                              \"status\": ...} when the run fails)\n"
     "  --help                      this text\n";
@@ -76,6 +83,8 @@ typedef struct {
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
     const char *granularity, *observer, *out, *resume;
     long save_every, stop_after;
+    const char *log;
+    long log_every;
     qat_prepare_config qcfg;
 } train_opts;
 
@@ -134,6 +143,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--granularity")) ok = VAL() && (o->granularity = v);
         else if (!strcmp(a, "--observer")) ok = VAL() && (o->observer = v);
         else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
+        else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
             ok = false;
@@ -178,7 +189,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                       .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
                       .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8, .window = 16,
                       .granularity = "channel", .observer = "ema", .freeze_observers = -1,
-                      .freeze_bn = -1};
+                      .freeze_bn = -1, .log_every = 10};
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     qat_prepare_config *q = &o->qcfg;
@@ -397,6 +408,7 @@ typedef struct {
     uint32_t model_crc;    /* of the model file's text (0: a built-in model) */
     double train_time, acc, loss_avg;
     bool stopped;
+    metrics_log log;       /* --log */
 } trainer;
 
 static int fail(const trainer *t) { return cli_fail(PROG, t->o->json, 1, "%s", qat_ctx_error(t->ctx)); }
@@ -521,6 +533,10 @@ static int setup(trainer *t) {
     t->ts = (qat_train_state){.shuffle_rng = shuffle_rng, .order = t->perm, .n_order = n, .config = t->config};
     t->qat_step0 = o->qat ? o->float_epochs * t->steps_per_epoch : -1;
     t->qat_start = -1;
+    char err[512];
+    if (o->log && metrics_log_open(&t->log, o->log, o->resume != NULL, m, o->qat ? &o->qcfg : NULL, o->log_every,
+                                   t->steps_per_epoch, err, sizeof err))
+        return cli_fail(PROG, o->json, 1, "%s", err);
     fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
             "%s lr %g, %ld thread(s)\n", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
             o->batch, o->optimizer, o->lr, o->threads);
@@ -617,6 +633,7 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
                             (long long)t->step);
         t->step++, k++;
         loss_sum += loss;
+        metrics_log_step(&t->log, t->m, t->step, loss, qat_lr_at(&t->sched, t->step - 1), b);
         if (o->save_every && t->step % o->save_every == 0) {
             t->ts.step = t->step, t->ts.epoch = epoch - 1;
             int rc = save(t);
@@ -637,6 +654,7 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
     if (t->stopped) fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)t->step);
     /* at a stop too: every figure the run prints is the model's as it stands */
     if ((t->acc = mnist_accuracy(t->m, &t->test, o->limit_test, NULL)) < 0) return fail(t);
+    metrics_log_epoch(&t->log, t->m, t->step, epoch, t->loss_avg, t->acc, &t->test, o->limit_test, mnist_accuracy);
     fprintf(stderr, "epoch %ld%s: train loss %.4f, test accuracy %.2f %%\n", epoch,
             t->stopped ? " (stopped part way)" : "", t->loss_avg, 100 * t->acc);
     return 0;
@@ -709,6 +727,7 @@ int cmd_train(int argc, char **argv) {
     trainer t = {.o = &o, .ctx = qat_ctx_new()};
     if (!t.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
     rc = train(&t);
+    if (metrics_log_close(&t.log) && !rc) rc = cli_fail(PROG, o.json, 1, "--log %s: cannot write it", o.log);
     free(t.perm);
     free(t.labels);
     qat_mnist_free(&t.train);

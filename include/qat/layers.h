@@ -238,6 +238,58 @@ QAT_API bool qat_model_fake_quant_on(const qat_model *m);
 QAT_API bool qat_model_observers_frozen(const qat_model *m);
 QAT_API bool qat_model_bn_frozen(const qat_model *m);
 
+/* ---- quantization points: looking at them, switching them one by one ------------------ */
+
+/* The layers whose output qat_prepare(m, cfg) quantizes (or has
+ * quantized), in id order, the input (0) first: the tensors the integer
+ * program stores. Works before qat_prepare too (a training log names its
+ * columns before the float epochs end) and changes nothing. Writes up to
+ * cap ids and returns how many there are; cfg NULL: the defaults. */
+QAT_API int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *ids, int cap);
+
+/* The activation quantizer at layer id's output (id 0: the model input),
+ * as the forward applies it now. */
+typedef struct {
+    int bits;
+    bool is_signed, symmetric;
+    int32_t qmin, qmax;        /* storage range */
+    float scale;               /* real = scale·(q - zero_point) */
+    int32_t zero_point;
+    float min, max;            /* the observer's range estimate */
+    int64_t updates;           /* batches observed; 0: never, and the point is not applied yet */
+    qat_observer_kind observer;
+} qat_act_quant_info;
+/* false (and *out untouched) when layer id has no activation quantizer. */
+QAT_API bool qat_model_act_quant(const qat_model *m, int id, qat_act_quant_info *out);
+
+/* Layer id's weight quantization as an eval-mode forward applies it: its
+ * type (bits, storage range, blocks) with the scales and zero points of
+ * the current weights — a folded BatchNorm's running statistics applied,
+ * or LSQ's learned scales — the ones export writes. The arrays live in
+ * ctx's persistent memory. QAT_ERR_ARG when layer id has no weight
+ * quantizer. */
+QAT_API qat_status qat_model_weight_qtype(const qat_model *m, int id, qat_ctx *ctx, qat_qtype *out);
+
+/* Switches layer id's own fake quantization under the model-wide switch
+ * (qat_model_set_fake_quant): its weight quantizer and the activation
+ * quantizer at its output, each on or off. Observers keep observing in
+ * training either way, as in a warm-up. Everything is on after
+ * qat_prepare and after a checkpoint is loaded (the switches are not
+ * saved): they are for analysis, one point quantized and the rest float
+ * (qat/analyze.h). QAT_ERR_ARG when layer id has neither quantizer. */
+QAT_API qat_status qat_model_set_layer_fake_quant(qat_model *m, int id, bool weights, bool activation);
+/* Every layer's switches on or off at once. */
+QAT_API void qat_model_set_all_layers_fake_quant(qat_model *m, bool on);
+
+/* qat_model_forward that also keeps every layer's value for the caller:
+ * out[id] is layer id's output as the next layer sees it (after its
+ * activation quantizer, when one applied), pre[id] the same value before
+ * that quantizer (out[id] itself where none applied). Both arrays have
+ * qat_model_n_layers entries (either may be NULL); layers after the
+ * model's output are NULL. The tensors live in the step arena, like the
+ * forward's. */
+QAT_API qat_tensor *qat_model_forward_all(qat_model *m, qat_tensor *x, qat_tensor **out, qat_tensor **pre);
+
 /* ---- ready-made models -------------------------------------------------------------------- */
 
 /* MLP 784-256-128-10 with ReLU: fc1 relu fc2 relu fc3; input [784].

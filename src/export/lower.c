@@ -92,22 +92,6 @@ static qat_status multipliers(lowering *L, const qat__layer *l, qat_qop *op, int
 
 /* ---- Linear / Conv ------------------------------------------------------------------ */
 
-/* The weight and bias a Linear/Conv computes with in eval mode, with a
- * folded BatchNorm's running statistics applied as fold_forward does. */
-static void effective_weight(const qat_model *m, const qat__layer *l, float *w, double *b) {
-    int64_t O = l->weight->shape[0], per = l->weight->numel / O;
-    memcpy(w, l->weight->data, (size_t)l->weight->numel * sizeof *w);
-    for (int64_t c = 0; c < O; c++) b[c] = l->bias ? l->bias->data[c] : 0.0;
-    if (l->fold_bn < 0) return;
-    const qat__layer *bn = &m->layers[l->fold_bn];
-    for (int64_t c = 0; c < O; c++) {
-        float inv_std = 1.0f / sqrtf(bn->running_var[c] + bn->eps);
-        float sf = bn->gamma->data[c] * inv_std; /* the float ops of fold_forward */
-        for (int64_t j = 0; j < per; j++) w[c * per + j] *= sf;
-        b[c] = (double)bn->beta->data[c] + (b[c] - (double)bn->running_mean[c]) * (double)sf;
-    }
-}
-
 /* The weight's type and integers: min-max scales from the effective weight
  * (the dynamic strategy), or the learned LSQ scales. */
 static qat_status quantize_weight(lowering *L, const qat__layer *l, const float *w, qat_qop *op) {
@@ -182,7 +166,7 @@ static qat_status lower_product(lowering *L, int id) {
     float *wf = malloc((size_t)l->weight->numel * sizeof *wf);
     double *bf = malloc((size_t)l->cout * sizeof *bf);
     if (!wf || !bf) st = qat_ctx_fail(m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
-    if (st == QAT_OK) effective_weight(m, l, wf, bf);
+    if (st == QAT_OK) qat__effective_weight(m, l, wf, bf);
     for (int64_t i = 0; st == QAT_OK && i < l->weight->numel; i++)
         if (!isfinite(wf[i])) st = fail(L, l, QAT_ERR_STATE, "has a weight that is not a finite number (diverged training?)");
     for (int64_t c = 0; st == QAT_OK && c < l->cout; c++)

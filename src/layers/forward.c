@@ -25,7 +25,7 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, boo
         }
         qat_observer_qparams(&a->obs, &a->q);
     }
-    if (!m->fake_quant_on || a->obs.updates == 0) /* nothing observed yet: the float value */
+    if (!m->fake_quant_on || a->off || a->obs.updates == 0) /* off, or nothing observed yet: the float value */
         return !fused ? x : chi == INFINITY ? qat_relu(m->ctx, x) : qat_clamp(m->ctx, x, clo, chi);
     /* a layer's value before quantization has no other reader: quantize
      * over it where its producer allows (a tensor the size of the
@@ -49,7 +49,7 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
 /* The weight as the layer sees it: fake-quantized with scales from the
  * current weights (dynamic strategy) once the model is prepared. */
 static qat_tensor *weight(qat_model *m, qat__layer *l) {
-    if (!l->wq || !m->fake_quant_on) return l->weight;
+    if (!l->wq || !m->fake_quant_on || l->wq_off) return l->weight;
     return fake_quant_weight(m, l, l->weight);
 }
 
@@ -83,7 +83,8 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
     qat_ctx *ctx = m->ctx;
     const qat__layer *bn = &m->layers[l->fold_bn];
     bool bn_train = m->training && !m->bn_frozen;
-    if (!m->fake_quant_on) {
+    /* weights not quantized: the float layer itself (bit for bit the float model's) */
+    if (!m->fake_quant_on || l->wq_off) {
         qat_tensor *y = product(m, l, x, l->weight, l->bias);
         return product_read(m, y, batchnorm(m, bn, y, bn_train));
     }
@@ -134,11 +135,16 @@ static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const 
 
 /* A layer and its activation quantizer. A ReLU/ReLU6 that ends a group
  * with a quantizer is done by the quantizer itself (one op, two tensors
- * less, the same values and gradients). */
-static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
-    if (l->aq && (l->kind == QAT_LAYER_RELU || l->kind == QAT_LAYER_RELU6))
+ * less, the same values and gradients). When the caller inspects every
+ * value (qat_model_forward_all), each layer's own output is kept as it is:
+ * no fusion, nothing written over; pre (may be NULL) gets it. */
+static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *const *xs, bool inspect,
+                                   qat_tensor **pre) {
+    if (!inspect && l->aq && (l->kind == QAT_LAYER_RELU || l->kind == QAT_LAYER_RELU6))
         return act_quant(m, l->aq, xs[0], true, 0.0f, l->kind == QAT_LAYER_RELU ? INFINITY : 6.0f);
-    return act_quant(m, l->aq, layer_forward(m, l, xs), true, 0.0f, 0.0f);
+    qat_tensor *y = layer_forward(m, l, xs);
+    if (pre) *pre = y;
+    return act_quant(m, l->aq, y, !inspect, 0.0f, 0.0f);
 }
 
 /* With grad off nothing is kept for a backward pass, so a layer's value
@@ -158,7 +164,11 @@ static void release_dead(qat_model *m, qat_tensor **vals, const int *left, int j
         if (k != upto && vals[k] && vals[k]->data == t->data) vals[k] = NULL;
 }
 
-qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
+/* The forward; vals (n_layers entries, or NULL for step scratch) gets
+ * every layer's output, pre (may be NULL) each one before its activation
+ * quantizer. Dead values are recycled (grad off), and values written
+ * over, only when the caller asked for neither. */
+static qat_tensor *run(qat_model *m, qat_tensor *x, qat_tensor **vals, qat_tensor **pre) {
     if (!m) return NULL;
     if (!m->built) {
         qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: call qat_model_build before forward");
@@ -166,22 +176,27 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
     }
     if (!x) return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: NULL input"), NULL;
     int out = qat__model_output(m);
-    bool recycle = !qat_ctx_grad_enabled(m->ctx);
-    qat_tensor **vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals);
+    bool inspect = vals || pre, recycle = !inspect && !qat_ctx_grad_enabled(m->ctx);
+    if (!vals && !(vals = qat__step_scratch(m->ctx, (size_t)m->n_layers * sizeof *vals))) return NULL;
     int *left = recycle ? qat__step_alloc(m->ctx, (size_t)m->n_layers * sizeof *left) : NULL;
-    if (!vals || (recycle && !left)) return NULL;
+    if (recycle && !left) return NULL;
     if (recycle) {
         for (int i = 1; i <= out; i++)
             for (int j = 0; j < m->layers[i].n_in; j++) left[m->layers[i].in[j]]++;
         left[out] = 1; /* the caller reads it */
     }
+    for (int i = out + 1; i < m->n_layers; i++) {
+        vals[i] = NULL;
+        if (pre) pre[i] = NULL;
+    }
+    if (pre) pre[0] = x;
     vals[0] = act_quant(m, m->layers[0].aq, x, false, 0.0f, 0.0f);
     for (int i = 1; i <= out; i++) {
         qat__layer *l = &m->layers[i];
         qat_tensor *xs[QAT_CUSTOM_MAX_INPUTS];
         for (int j = 0; j < l->n_in; j++) xs[j] = vals[l->in[j]];
         bool had_error = qat_ctx_status(m->ctx) != QAT_OK;
-        vals[i] = quantized_layer(m, l, xs);
+        vals[i] = quantized_layer(m, l, xs, inspect, pre ? &pre[i] : NULL);
         if (!vals[i]) {
             /* name the layer that failed: "layer conv2: qat_conv2d: ..." */
             if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", l->name);
@@ -192,4 +207,10 @@ qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) {
                 if (--left[l->in[j]] == 0) release_dead(m, vals, left, l->in[j], i, x);
     }
     return vals[out];
+}
+
+qat_tensor *qat_model_forward(qat_model *m, qat_tensor *x) { return run(m, x, NULL, NULL); }
+
+qat_tensor *qat_model_forward_all(qat_model *m, qat_tensor *x, qat_tensor **out, qat_tensor **pre) {
+    return run(m, x, out, pre);
 }

@@ -11,6 +11,7 @@ typedef struct {
     qat_qtype q; /* rank 0: applies to any activation shape */
     qat_observer obs;
     qat_ste ste;
+    bool off; /* this point skipped (qat_model_set_layer_fake_quant): analysis only, not saved */
 } qat__act_quant;
 
 typedef struct {
@@ -40,6 +41,7 @@ typedef struct {
     qat_prepare_config *qcfg; /* this layer's own configuration */
     qat_qtype *wq;            /* weight fake quantization (symmetric) */
     qat_tensor *wscale, *wzero; /* LSQ: learned scales [nparams] (views into the qparams block) */
+    bool wq_off;              /* weight quantizer skipped (qat_model_set_layer_fake_quant): not saved */
     int fold_bn;              /* Linear/Conv: the BatchNorm folded into it, or -1 */
     bool folded;              /* BatchNorm: applied by the layer before it */
     qat__act_quant *aq;       /* fake quantization of this layer's output */
@@ -90,6 +92,12 @@ bool qat__requantizes(qat_layer_kind kind);
 /* ---- the QAT pass (prepare.c) ------------------------------------------ */
 /* Checks a configuration (bit widths, block size); QAT_OK or an error on ctx. */
 qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c);
+
+/* ---- looking inside (inspect.c) ------------------------------------------ */
+/* The weight and bias Linear/Conv layer l computes with in eval mode: its
+ * own, or with a folded BatchNorm's running statistics applied exactly as
+ * the forward's fold does (w·sf in float, b in double). w [numel], b [cout]. */
+void qat__effective_weight(const qat_model *m, const qat__layer *l, float *w, double *b);
 
 /* ---- shapes (shapes.c) ------------------------------------------------ */
 /* Layer l's per-sample output shape from its inputs' (ranks, shapes of

@@ -1,0 +1,173 @@
+/* The training metrics log: a CSV row every N steps and one per epoch
+ * (the layout is in metrics_log.h). A step row costs a few fprintf calls:
+ * training speed does not change. */
+#define _POSIX_C_SOURCE 200809L
+#include "metrics_log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qat/export.h"
+#include "qat/infer.h"
+#include "tools.h"
+
+#define HEADER_MAX 65536
+
+/* The header line (with its newline) into buf; false if it does not fit. */
+static bool header(const metrics_log *g, const qat_model *m, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,"
+                                             "acc_float,acc_fake_quant,acc_int");
+    static const char *const what[] = {"min", "max", "scale"};
+    for (int p = 0; p < g->n_points && used < len; p++) {
+        char name[QAT_NAME_LEN];
+        snprintf(name, sizeof name, "%s", qat_model_layer_name(m, g->points[p]));
+        for (char *c = name; *c; c++)
+            if (*c == ',' || *c == '"' || (unsigned char)*c < 32) *c = '_'; /* one CSV field, no quoting */
+        for (int k = 0; k < 3 && used < len; k++) used += (size_t)snprintf(buf + used, len - used, ",%s.%s", name, what[k]);
+    }
+    if (used + 2 > len) return false;
+    memcpy(buf + used, "\n", 2);
+    return true;
+}
+
+int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_model *m,
+                     const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len) {
+    *g = (metrics_log){.every = every > 0 ? every : 10, .steps_per_epoch = steps_per_epoch, .last_time = cli_now()};
+    g->n_points = qcfg ? qat_prepare_points(m, qcfg, NULL, 0) : 0;
+    g->points = malloc((size_t)(g->n_points + 1) * sizeof *g->points);
+    char *line = malloc(HEADER_MAX), *old = malloc(HEADER_MAX);
+    int rc = -1;
+    if (!g->points || !line || !old) {
+        snprintf(err, len, "out of memory");
+        goto done;
+    }
+    if (qcfg) qat_prepare_points(m, qcfg, g->points, g->n_points);
+    if (!header(g, m, line, HEADER_MAX)) {
+        snprintf(err, len, "--log %s: too many quantization points for one header line", path);
+        goto done;
+    }
+    /* a resume continues its own log; anything else starts one */
+    FILE *f = resume ? fopen(path, "r") : NULL;
+    bool append = false;
+    if (f) {
+        append = fgets(old, HEADER_MAX, f) != NULL;
+        fclose(f);
+        if (append && strcmp(old, line)) {
+            snprintf(err, len, "--log %s: the file's columns are not this run's (another model or QAT setting): give "
+                     "another --log", path);
+            goto done;
+        }
+    }
+    if (!(g->f = fopen(path, append ? "a" : "w"))) {
+        snprintf(err, len, "--log %s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!append) fputs(line, g->f);
+    fflush(g->f);
+    rc = 0;
+done:
+    free(line), free(old);
+    if (rc) free(g->points), g->points = NULL;
+    return rc;
+}
+
+/* The columns every row ends with: each point's range and scale (empty
+ * before the QAT pass placed it, or while it has seen nothing). */
+static void point_columns(const metrics_log *g, const qat_model *m) {
+    for (int p = 0; p < g->n_points; p++) {
+        qat_act_quant_info a;
+        if (qat_model_act_quant(m, g->points[p], &a) && a.updates > 0)
+            fprintf(g->f, ",%.6g,%.6g,%.6g", (double)a.min, (double)a.max, (double)a.scale);
+        else
+            fputs(",,,", g->f);
+    }
+    fputc('\n', g->f);
+}
+
+static void phase(const qat_model *m, FILE *f) {
+    bool prepared = qat_model_prepared(m);
+    fprintf(f, ",%d,%d", prepared && qat_model_fake_quant_on(m), prepared && qat_model_observers_frozen(m));
+}
+
+void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double loss, float lr, int64_t b) {
+    if (!g->f) return;
+    g->loss_sum += loss, g->loss_n++, g->samples += b;
+    if (step % g->every) return;
+    double now = cli_now(), dt = now - g->last_time;
+    fprintf(g->f, "step,%lld,%.6f,%.6g,%.6g,%.1f", (long long)step, (double)step / (double)g->steps_per_epoch,
+            g->loss_sum / (double)g->loss_n, (double)lr, dt > 0 ? (double)g->samples / dt : 0.0);
+    phase(m, g->f);
+    fputs(",,,", g->f);
+    point_columns(g, m);
+    g->loss_sum = 0, g->loss_n = 0, g->samples = 0, g->last_time = now;
+}
+
+/* The integer program's test accuracy: the model lowered in a context of
+ * its own and run by the int engine; -1 when it cannot be (a point never
+ * observed, types the runtime does not run). */
+static double int_accuracy(qat_model *m, const qat_mnist *test, int64_t n) {
+    qat_ctx *pctx = qat_ctx_new();
+    if (!pctx) return -1;
+    int64_t shape[3], B = 100, correct = 0;
+    int rank = tools_input_shape(m, shape);
+    qat_qmodel q;
+    qat_engine *e = NULL;
+    float *x = malloc((size_t)(B * test->rows * test->cols) * sizeof *x), logits[100 * 10];
+    int32_t idx[100], y[100];
+    bool ok = x && qat_qmodel_lower(m, rank, shape, pctx, &q) == QAT_OK &&
+              qat_qtensor_numel(&q.tensors[q.output]) == 10 && (e = qat_engine_new(pctx, &q, QAT_ENGINE_INT, (int)B));
+    for (int64_t s = 0; ok && s < n; s += B) {
+        int64_t b = n - s < B ? n - s : B;
+        for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
+        qat_mnist_batch(test, idx, b, x, y);
+        ok = qat_engine_run(e, x, b, logits, NULL) == QAT_OK;
+        for (int64_t i = 0; ok && i < b; i++) {
+            int best = 0;
+            for (int k = 1; k < 10; k++) best = logits[i * 10 + k] > logits[i * 10 + best] ? k : best;
+            correct += best == y[i];
+        }
+    }
+    if (!ok) qat_ctx_clear_error(qat_model_ctx(m)); /* lowering's message: the column stays empty */
+    qat_engine_free(e);
+    qat_ctx_free(pctx);
+    free(x);
+    return ok ? (double)correct / (double)n : -1;
+}
+
+static void acc_field(FILE *f, double acc) {
+    if (acc >= 0) fprintf(f, ",%.6f", acc);
+    else fputc(',', f);
+}
+
+void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, double acc,
+                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy) {
+    if (!g->f) return;
+    double acc_float = acc, acc_fake = -1, acc_int = -1;
+    if (qat_model_prepared(m)) { /* the other one of float and fake-quantized, then the integers */
+        bool on = qat_model_fake_quant_on(m);
+        qat_model_set_fake_quant(m, !on);
+        double other = accuracy(m, test, limit, NULL);
+        qat_model_set_fake_quant(m, on);
+        acc_float = on ? other : acc, acc_fake = on ? acc : other;
+        acc_int = int_accuracy(m, test, limit > 0 && limit < test->n ? limit : test->n);
+    }
+    (void)epoch; /* the column is step / steps per epoch: a run stopped part way is at 0.7, not 1 */
+    fprintf(g->f, "epoch,%lld,%.6g,%.6g,,", (long long)step, (double)step / (double)g->steps_per_epoch, loss);
+    phase(m, g->f);
+    acc_field(g->f, acc_float), acc_field(g->f, acc_fake), acc_field(g->f, acc_int);
+    point_columns(g, m);
+    fflush(g->f); /* plot can read the log while the run goes on */
+}
+
+int metrics_log_close(metrics_log *g) {
+    int rc = 0;
+    if (g->f) {
+        rc = ferror(g->f) ? -1 : 0;
+        if (fclose(g->f)) rc = -1;
+    }
+    free(g->points);
+    *g = (metrics_log){0};
+    return rc;
+}

@@ -1,0 +1,76 @@
+/* The training metrics log (qat-mnist train --log FILE.csv): what `plot`
+ * draws.
+ *
+ * One CSV file, a header line, then two kinds of rows (the first column
+ * says which; empty fields are "not known here"):
+ *   step   every N steps: the mean loss since the previous row, the learning
+ *          rate, samples/s since the previous row, the QAT phase, and each
+ *          quantization point's observed range and scale;
+ *   epoch  after every epoch: the mean loss of the epoch, the test accuracy
+ *          of the float weights, of the fake-quantized model and of the
+ *          integer program (lowered in memory and run by the int engine),
+ *          and the points again.
+ * Columns: kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,
+ * acc_float,acc_fake_quant,acc_int, then <point>.min,<point>.max,<point>.scale
+ * for every point the QAT pass places (named before it runs, so a run's
+ * float epochs have the columns too, empty). */
+#ifndef QAT_MNIST_METRICS_LOG_H
+#define QAT_MNIST_METRICS_LOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "qat/data.h"
+#include "qat/layers.h"
+
+typedef struct {
+    FILE *f;
+    int n_points;
+    int *points;             /* layer ids of the quantization points */
+    long every;              /* a step row every `every` steps */
+    int64_t steps_per_epoch;
+    double loss_sum;         /* since the last step row */
+    int64_t loss_n, samples;
+    double last_time;
+} metrics_log;
+
+/* Test-set accuracy of the model as it stands (-1 on error): train.c's. */
+typedef double (*metrics_accuracy_fn)(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions);
+
+/* Opens path for the run of model m (built), whose QAT configuration is
+ * qcfg (NULL: a float run). A resume appends to an existing log whose
+ * header is this run's; otherwise the file is started afresh. 0, or a
+ * message in err and -1. */
+int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_model *m,
+                     const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len);
+/* After a step: step is the number of steps done, b its samples. */
+void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double loss, float lr, int64_t b);
+/* After an epoch: its mean loss and the test accuracy already measured
+ * (the fake-quantized model's once QAT runs); measures the others. */
+void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, double acc,
+                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy);
+/* Flushes and closes (accepts a log never opened); -1 on a write error. */
+int metrics_log_close(metrics_log *g);
+
+/* ---- reading it (metrics_log_read.c) ---------------------------------------- */
+
+/* The fixed columns, in order; the points' (min, max, scale) follow. */
+enum { C_KIND, C_STEP, C_EPOCH, C_LOSS, C_LR, C_RATE, C_FQ, C_FROZEN, C_ACC_FLOAT, C_ACC_FAKE, C_ACC_INT, C_FIXED };
+
+typedef struct {
+    int n_cols, n_points;
+    char **names;     /* [n_points]: point names (the header's "<name>.min" without ".min") */
+    int n_rows, cap;
+    bool *is_epoch;   /* [n_rows] */
+    double *v;        /* [n_rows][n_cols], NAN where empty (and in column C_KIND) */
+} metrics_log_data;
+
+/* Reads a log whole: 0, or -1 with a message naming the file, the line
+ * and the field in err. metrics_log_free afterwards either way. */
+int metrics_log_read(const char *path, metrics_log_data *d, char *err, size_t len);
+void metrics_log_free(metrics_log_data *d);
+/* The value at row r, column c. */
+double *metrics_log_cell(const metrics_log_data *d, int r, int c);
+
+#endif

@@ -1,0 +1,303 @@
+/* qat-mnist plot: a training log (train --log) as PNG pictures, drawn by
+ * gnuplot through a pipe: the loss, the test accuracy (float,
+ * fake-quantized, integer) and each quantization point's range over the
+ * run, with the QAT phases marked. The script also goes to DIR/plots.gp,
+ * data inline, so the pictures can be redrawn (or drawn elsewhere) with
+ * gnuplot alone. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "metrics_log.h"
+#include "tools.h"
+
+static const char *const plot_usage =
+    "usage: qat-mnist plot LOG.csv --out DIR [--json]\n"
+    "\n"
+    "Draws a training log (qat-mnist train --log LOG.csv) as PNG pictures in DIR,\n"
+    "with gnuplot (Debian: apt-get install gnuplot-nox):\n"
+    "  loss.png      training loss and learning rate against epochs (steps on top)\n"
+    "  accuracy.png  test accuracy per epoch: float weights, fake-quantized, integer\n"
+    "  ranges.png    each quantization point's observed range over the run\n"
+    "QAT's phases are marked: prepared (ranges observed, fake quantization off during\n"
+    "--qat-warmup), fake quantization on, ranges frozen. The gnuplot script, data\n"
+    "inline, is written to DIR/plots.gp as well; without gnuplot the command writes\n"
+    "it, says how to install gnuplot, and exits with status 1.\n"
+    "\n"
+    "  --out DIR     where the pictures go (made if missing)\n"
+    "  --json        the files written as one JSON object (last line of stdout)\n"
+    "  --help        this text\n"
+    "\n"
+    "The environment variable QAT_GNUPLOT names the gnuplot program (default: gnuplot\n"
+    "on the PATH).\n";
+
+#define P "qat-mnist plot"
+
+/* ---- the gnuplot script ---------------------------------------------------------------- */
+
+/* The x (epochs) of the first step row where column c becomes 1, or of
+ * the first row with point columns filled (c < 0); NAN if never. */
+static double first_epoch_where(const metrics_log_data *d, int c) {
+    for (int r = 0; r < d->n_rows; r++) {
+        if (d->is_epoch[r]) continue;
+        double x = c >= 0 ? *metrics_log_cell(d, r, c) : d->n_points ? *metrics_log_cell(d, r, C_FIXED) : NAN;
+        if (c >= 0 ? x == 1 : !isnan(x)) return *metrics_log_cell(d, r, C_EPOCH);
+    }
+    return NAN;
+}
+
+static void num(FILE *s, double x) {
+    if (isnan(x)) fputs(" NaN", s);
+    else fprintf(s, " %.6g", x);
+}
+
+/* The QAT phases as labelled vertical lines on the current plot; phases
+ * that begin at one logged step share a line and a label. */
+static void phase_marks(FILE *s, const metrics_log_data *d) {
+    struct { double x; const char *what; } marks[] = {
+        {first_epoch_where(d, -1), "QAT prepared"},
+        {first_epoch_where(d, C_FQ), "fake quant on"},
+        {first_epoch_where(d, C_FROZEN), "ranges frozen"},
+    };
+    fputs("unset arrow; unset label\n", s);
+    for (int i = 0, shown = 0; i < 3; i++) {
+        if (isnan(marks[i].x) || (i > 0 && marks[i].x == marks[i - 1].x)) continue;
+        char text[96];
+        int k = snprintf(text, sizeof text, "%s", marks[i].what);
+        for (int j = i + 1; j < 3 && marks[j].x == marks[i].x; j++)
+            k += snprintf(text + k, sizeof text - (size_t)k, ", %s", marks[j].what);
+        fprintf(s, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt 3 lc rgb '#888888'\n", marks[i].x, marks[i].x);
+        fprintf(s, "set label '%s' at %.6g, graph %.2f offset 0.5,0 font ',7' tc rgb '#555555'\n", text, marks[i].x,
+                0.95 - 0.07 * shown++);
+    }
+}
+
+static void common(FILE *s, const char *dir, const char *file, int w, int h) {
+    fputs("reset\n", s); /* the settings of the picture before; the datablocks stay */
+    fprintf(s, "set terminal pngcairo size %d,%d font 'sans,9' noenhanced\n", w, h);
+    fprintf(s, "set output '%s/%s'\n", dir, file);
+    fputs("set grid lc rgb '#dddddd'\nset key top right box opaque\n", s);
+}
+
+/* loss.png: the step rows' loss (log scale) and learning rate. */
+static void loss_plot(FILE *s, const metrics_log_data *d, const char *dir) {
+    fputs("$loss << EOD\n", s);
+    for (int r = 0; r < d->n_rows; r++)
+        if (!d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_STEP)), num(s, *metrics_log_cell(d, r, C_LOSS)),
+                             num(s, *metrics_log_cell(d, r, C_LR)), fputc('\n', s);
+    fputs("EOD\n$epoch_loss << EOD\n", s);
+    for (int r = 0; r < d->n_rows; r++)
+        if (d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_LOSS)), fputc('\n', s);
+    fputs("EOD\n", s);
+    common(s, dir, "loss.png", 720, 400);
+    /* steps per epoch, from the last step row, links the top axis */
+    double spe = 0;
+    for (int r = 0; r < d->n_rows; r++)
+        if (!d->is_epoch[r] && *metrics_log_cell(d, r, C_EPOCH) > 0) spe = *metrics_log_cell(d, r, C_STEP) / *metrics_log_cell(d, r, C_EPOCH);
+    if (spe > 0) fprintf(s, "set x2label 'step'\nset x2tics\nset link x2 via x*%.6g inverse x/%.6g\n", spe, spe);
+    fputs("set xlabel 'epoch'\nset ylabel 'training loss (mean over the logged steps)'\n"
+          "set logscale y\nset y2label 'learning rate'\nset y2tics\nset ytics nomirror\nset format y2 '%.0e'\n", s);
+    phase_marks(s, d);
+    fputs("plot $loss using 1:3 with lines lw 1.5 lc rgb '#1f77b4' title 'loss', "
+          "$epoch_loss using 1:2 with points pt 7 ps 0.8 lc rgb '#1f77b4' title 'epoch mean', "
+          "$loss using 1:4 axes x1y2 with lines dt 2 lc rgb '#999999' title 'learning rate'\n", s);
+}
+
+/* accuracy.png: the epoch rows' three accuracies, in percent. */
+static void accuracy_plot(FILE *s, const metrics_log_data *d, const char *dir) {
+    fputs("$acc << EOD\n", s);
+    for (int r = 0; r < d->n_rows; r++) {
+        if (!d->is_epoch[r]) continue;
+        num(s, *metrics_log_cell(d, r, C_EPOCH));
+        for (int c = C_ACC_FLOAT; c <= C_ACC_INT; c++) num(s, 100 * *metrics_log_cell(d, r, c));
+        fputc('\n', s);
+    }
+    fputs("EOD\n", s);
+    common(s, dir, "accuracy.png", 720, 400);
+    fputs("set title 'test accuracy after each epoch'\nset xlabel 'epoch'\nset ylabel 'accuracy (%)'\n"
+          "set key bottom right\nset xtics 1\nset offsets 0.2, 0.2, 0, 0\n", s);
+    phase_marks(s, d);
+    fputs("plot $acc using 1:2 with linespoints pt 7 lw 1.5 lc rgb '#1f77b4' title 'float weights', "
+          "$acc using 1:3 with linespoints pt 5 lw 1.5 lc rgb '#ff7f0e' title 'fake-quantized', "
+          "$acc using 1:4 with linespoints pt 9 lw 1.5 dt 2 lc rgb '#2ca02c' title 'integer program'\n", s);
+}
+
+/* ranges.png: a panel per point, its observed [min, max] as a band. */
+static void ranges_plot(FILE *s, const metrics_log_data *d, const char *dir) {
+    int cols = d->n_points < 3 ? d->n_points : 3, rows = (d->n_points + cols - 1) / cols;
+    for (int p = 0; p < d->n_points; p++) {
+        fprintf(s, "$point%d << EOD\n", p);
+        for (int r = 0; r < d->n_rows; r++)
+            if (!d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p)),
+                                 num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p + 1)), fputc('\n', s);
+        fputs("EOD\n", s);
+    }
+    common(s, dir, "ranges.png", 300 * cols, 40 + 210 * rows);
+    fprintf(s, "set multiplot layout %d,%d title 'observed range of each quantization point'\n", rows, cols);
+    /* headroom above the band for the phase labels */
+    fputs("set key off\nset xlabel 'epoch' offset 0,0.5\nset style fill transparent solid 0.35 noborder\n"
+          "set offsets 0, 0, graph 0.3, 0\n", s);
+    for (int p = 0; p < d->n_points; p++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s", d->names[p]);
+        for (char *c = name; *c; c++)
+            if (*c == '\'' || *c == '\\') *c = '_';
+        fprintf(s, "set title '%s'\n", name);
+        phase_marks(s, d);
+        fprintf(s, "plot $point%d using 1:2:3 with filledcurves lc rgb '#1f77b4', "
+                   "'' using 1:3 with lines lc rgb '#1f77b4', '' using 1:2 with lines lc rgb '#1f77b4'\n", p);
+    }
+    fputs("unset multiplot\n", s);
+}
+
+/* ---- running gnuplot ------------------------------------------------------------------- */
+
+/* The gnuplot to run: $QAT_GNUPLOT, or "gnuplot" found on the PATH (as
+ * `command -v gnuplot`); NULL if there is none. */
+static const char *find_gnuplot(char *buf, size_t len) {
+    const char *env = getenv("QAT_GNUPLOT");
+    if (env && *env) return access(env, X_OK) == 0 ? env : NULL;
+    const char *path = getenv("PATH");
+    for (const char *s = path ? path : "/usr/bin:/bin"; *s;) {
+        size_t n = strcspn(s, ":");
+        if ((size_t)snprintf(buf, len, "%.*s/gnuplot", (int)n, n ? s : ".") < len && access(buf, X_OK) == 0) return buf;
+        s += n + (s[n] == ':');
+    }
+    return NULL;
+}
+
+/* Sends the script down a pipe to gnuplot's standard input (no shell:
+ * the program's name is taken as it is); 0 when gnuplot ran it and
+ * exited 0. SIGPIPE is ignored while writing, so a gnuplot that dies
+ * early is an error here, not the end of this process. */
+static int run_gnuplot(const char *gnuplot, const char *script, size_t len) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return close(fd[0]), close(fd[1]), -1;
+    if (pid == 0) {
+        dup2(fd[0], 0);
+        close(fd[0]), close(fd[1]);
+        execl(gnuplot, gnuplot, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[0]);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old);
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd[1], script + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    close(fd[1]);
+    sigaction(SIGPIPE, &old, NULL);
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) return -1;
+    return done == len && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* A PNG gnuplot wrote: a file that starts with the PNG signature. */
+static long png_size(const char *dir, const char *file) {
+    char path[4200];
+    unsigned char sig[8];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    bool ok = fread(sig, 1, 8, f) == 8 && !memcmp(sig, "\x89PNG\r\n\x1a\n", 8);
+    long size = ok && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    fclose(f);
+    return size;
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *log = NULL, *dir = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(plot_usage, stdout), 0;
+        if (!strcmp(a, "--out")) {
+            if (!(dir = cli_value(P, argc, argv, &i))) return fputs(plot_usage, stderr), EXIT_USAGE;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (a[0] == '-' || log) {
+            fprintf(stderr, "%s: %s \"%s\"\n", P, a[0] == '-' ? "unknown option" : "one log only, got another:", a);
+            return fputs(plot_usage, stderr), EXIT_USAGE;
+        } else {
+            log = a;
+        }
+    }
+    if (!log || !dir) return cli_usage_fail(P, json, plot_usage, "give a LOG.csv and --out DIR");
+    if (strpbrk(dir, "'\n") || strlen(dir) > 4000) /* it goes into the script's quoted strings */
+        return cli_usage_fail(P, json, plot_usage, "--out %s: a directory name without ' or a newline, please", dir);
+    char err[600];
+    metrics_log_data d;
+    if (metrics_log_read(log, &d, err, sizeof err)) return metrics_log_free(&d), cli_fail("qat-mnist", json, 1, "%s", err);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        int e = errno;
+        metrics_log_free(&d);
+        return cli_fail("qat-mnist", json, 1, "--out %s: cannot make the directory: %s", dir, strerror(e));
+    }
+    /* the script, in memory: to the pipe and to DIR/plots.gp */
+    char *script = NULL, gp_path[4200], found[4200];
+    size_t len = 0;
+    FILE *s = open_memstream(&script, &len);
+    if (!s) return metrics_log_free(&d), cli_fail("qat-mnist", json, 1, "out of memory");
+    bool epochs = false;
+    for (int r = 0; r < d.n_rows; r++) epochs |= d.is_epoch[r];
+    fprintf(s, "# drawn by qat-mnist plot from %s: gnuplot %s/plots.gp redraws the pictures\n", log, dir);
+    loss_plot(s, &d, dir);
+    if (epochs) accuracy_plot(s, &d, dir);
+    if (d.n_points) ranges_plot(s, &d, dir);
+    fclose(s);
+    snprintf(gp_path, sizeof gp_path, "%s/plots.gp", dir);
+    FILE *gp = fopen(gp_path, "w");
+    int rc = 0;
+    if (!gp || fwrite(script, 1, len, gp) != len || fclose(gp) != 0) {
+        rc = cli_fail("qat-mnist", json, 1, "%s: cannot write: %s", gp_path, strerror(errno));
+        goto done;
+    }
+    const char *gnuplot = find_gnuplot(found, sizeof found);
+    if (!gnuplot) {
+        rc = cli_fail("qat-mnist", json, 1, "gnuplot is not installed%s: install it (Debian/Ubuntu: apt-get install "
+                      "gnuplot-nox), then run qat-mnist plot again, or gnuplot %s; the log %s is complete without it",
+                      getenv("QAT_GNUPLOT") ? " (QAT_GNUPLOT names no program)" : "", gp_path, log);
+        goto done;
+    }
+    if (run_gnuplot(gnuplot, script, len)) {
+        rc = cli_fail("qat-mnist", json, 1, "%s failed on the script (kept in %s)", gnuplot, gp_path);
+        goto done;
+    }
+    const char *files[] = {"loss.png", epochs ? "accuracy.png" : NULL, d.n_points ? "ranges.png" : NULL};
+    long sizes[3];
+    for (int i = 0; i < 3; i++)
+        if (files[i] && (sizes[i] = png_size(dir, files[i])) <= 0) {
+            rc = cli_fail("qat-mnist", json, 1, "%s/%s: gnuplot wrote no PNG", dir, files[i]);
+            goto done;
+        }
+    if (json) printf("{\"log\": "), cli_json_str(log), printf(", \"out\": "), cli_json_str(dir), printf(", \"files\": [");
+    for (int i = 0, k = 0; i < 3; i++) {
+        if (!files[i]) continue;
+        fprintf(stderr, "qat-mnist: wrote %s/%s (%ld bytes)\n", dir, files[i], sizes[i]);
+        if (json) printf("%s{\"file\": \"%s\", \"bytes\": %ld}", k++ ? ", " : "", files[i], sizes[i]);
+    }
+    if (json) printf("]}\n");
+    if (!epochs) fprintf(stderr, "qat-mnist: no epoch rows yet: no accuracy.png\n");
+    if (!d.n_points) fprintf(stderr, "qat-mnist: a float run: no quantization points, no ranges.png\n");
+done:
+    free(script);
+    metrics_log_free(&d);
+    return rc;
+}

@@ -1,0 +1,23 @@
+/* qat-mnist summary, analyze and plot: looking inside a model, and at a
+ * training run (the library side is qat/analyze.h). */
+#ifndef QAT_MNIST_TOOLS_H
+#define QAT_MNIST_TOOLS_H
+
+#include <stdint.h>
+
+#include "qat/layers.h"
+
+int cmd_summary(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+
+/* The per-sample input of a model, into shape[3]; returns the rank. Its
+ * declared shape, or for a checkpoint that declares none (version 2, a
+ * built-in model): MNIST's [1, 28, 28] when the first layer is a
+ * convolution, its 784 pixels otherwise — export's rule. */
+int tools_input_shape(const qat_model *m, int64_t *shape);
+
+/* n with its thousands grouped by spaces ("416 520"), into buf. */
+const char *tools_grouped(int64_t n, char *buf, size_t len);
+
+#endif

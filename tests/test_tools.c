@@ -1,0 +1,391 @@
+/* qat-mnist summary, analyze and train --log, through the program: the
+ * summary's totals against hand-computed LeNet and MLP figures and across
+ * the four sources, the analysis as JSON, a badly scaled point planted in
+ * a checkpoint ranked first with its hint, the metrics log's rows (and a
+ * resume appending to it). plot's pictures are test_plot's (gnuplot). */
+#define _POSIX_C_SOURCE 200809L
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+static const char *data;
+static char ckpt[300], log_csv[300]; /* the fixture: a short W8A8 LeNet run with --log */
+
+/* Trains the fixture once: LeNet, 1 float + 1 QAT epoch of 1280 samples
+ * (20 steps each), a log row every 5 steps. */
+static bool fixture(void) {
+    static int made = -1;
+    if (made >= 0) return made;
+    char args[1024], err[8192];
+    snprintf(ckpt, sizeof ckpt, "%s/lenet.ckpt.h5", cli_dir);
+    snprintf(log_csv, sizeof log_csv, "%s/lenet.csv", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model lenet --qat --float-epochs 1 --epochs 1 --limit-train 1280 "
+             "--limit-test 300 --log '%s' --log-every 5 --out '%s'", data, log_csv, ckpt);
+    made = cli_run(args, err, sizeof err, NULL, 0) == 0;
+    if (!made) printf("\n  %s\n", err);
+    return made;
+}
+
+/* ---- summary ------------------------------------------------------------------------- */
+
+/* LeNet: 61 706 parameters, 416 520 MACs, 61 470 weights + 236 biases
+ * (W8: 61 470 + 4·236 = 62 414 bytes); MLP: 235 146, 234 752, 234 752
+ * weights + 394 biases (W8: 236 328). The derivation is in test_analyze. */
+static void test_summary_totals(void) {
+    char args[1024], err[8192], line[1 << 16];
+    static char out[1 << 17];
+    struct {
+        const char *args;
+        double params, macs, bytes;
+    } cases[] = {
+        {"--model lenet", 61706, 416520, 62414},
+        {"--model lenet --wbits 4", 61706, 416520, 61470 / 2 + 4 * 236},
+        {"--model mlp", 235146, 234752, 234752 + 4 * 394},
+        {"--model mlp --float", 235146, 234752, 4 * 235146},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        snprintf(args, sizeof args, "summary %s --json", cases[k].args);
+        CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+        cli_last_line(out, line, sizeof line);
+        const char *totals = strstr(line, "}], \"params\": "); /* after the rows */
+        CU_ASSERT_PTR_NOT_NULL_FATAL(totals);
+        CU_ASSERT_EQUAL(cli_json_number(totals, "params"), cases[k].params);
+        CU_ASSERT_EQUAL(cli_json_number(totals, "macs"), cases[k].macs);
+        CU_ASSERT_EQUAL(cli_json_number(totals, "weight_bytes"), cases[k].bytes);
+        bool as_float = strstr(cases[k].args, "--float") != NULL; /* no integer plan: null */
+        CU_ASSERT(as_float ? cli_json_number(totals, "peak_activation_bytes") == -2
+                           : cli_json_number(totals, "peak_activation_bytes") > 0);
+    }
+    /* the table says the same */
+    CU_ASSERT_EQUAL(cli_run("summary --model lenet", err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "total: 61 706 parameters, 416 520 MACs per sample"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "weights: 62 414 bytes at the trained bit widths (246 824 as float32)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "conv1     conv2d         6x28x28          156     117 600  W8 channel"));
+    /* the model file of the same LeNet: the same rows */
+    char a[1 << 16];
+    CU_ASSERT_EQUAL(cli_run("summary --model lenet --json", err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, a, sizeof a);
+    snprintf(args, sizeof args, "summary --model-file '%s/models/lenet.qnet' --json", getenv("QAT_SOURCE_DIR"));
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, line, sizeof line);
+    CU_ASSERT_STRING_EQUAL(strstr(a, "\"rows\""), strstr(line, "\"rows\""));
+}
+
+/* A QAT checkpoint and its export: the same parameters, MACs, weight
+ * bytes and memory plan; the program's rows are its ops. */
+static void test_summary_checkpoint_and_qmodel(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[1024], err[8192], ck[1 << 16], qm[1 << 16], model[300];
+    static char out[1 << 17];
+    snprintf(model, sizeof model, "%s/lenet.qat.h5", cli_dir);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", ckpt, model);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "summary --checkpoint '%s' --json", ckpt);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, ck, sizeof ck);
+    snprintf(args, sizeof args, "summary --qmodel '%s' --json", model);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, qm, sizeof qm);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ck, "\"kind\": \"checkpoint\", \"quantized\": true"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qm, "\"kind\": \"qmodel\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qm, "\"op\": \"conv2d+relu\""));
+    CU_ASSERT_PTR_NULL(strstr(ck, "\"observed\": false")); /* trained: every range known */
+    const char *keys[] = {"params", "macs", "weight_bytes", "peak_activation_bytes"};
+    const char *tc = strstr(ck, "}], \"params\": "), *tq = strstr(qm, "}], \"params\": ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tq);
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(cli_json_number(tc, keys[i]), cli_json_number(tq, keys[i]));
+    CU_ASSERT_EQUAL(cli_json_number(tc, "params"), 61706);
+    /* export reports the same plan */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --json", ckpt, model);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(cli_json_number(out, "peak_activation_bytes"), cli_json_number(tc, "peak_activation_bytes"));
+    /* the table's title says what it shows */
+    snprintf(args, sizeof args, "summary --qmodel '%s'", model);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "the integer program, a row per op"));
+}
+
+static void test_summary_bad_input(void) {
+    char err[8192], out[8192];
+    CU_ASSERT_EQUAL(cli_run("summary --help", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat-mnist summary"));
+    CU_ASSERT_EQUAL(cli_run("summary", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "give exactly one of --model, --model-file, --checkpoint and --qmodel"));
+    CU_ASSERT_EQUAL(cli_run("summary --model lenet --model mlp --qmodel x.h5 --json", err, sizeof err, out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "{\"error\": \"give exactly one of"));
+    CU_ASSERT_EQUAL(cli_run("summary --model resnet", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown value \"resnet\" for --model (one of mlp, lenet or lenet-bn)"));
+    CU_ASSERT_EQUAL(cli_run("summary --model lenet --granularity row", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_EQUAL(cli_run("summary --model lenet --wbits 1", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_EQUAL(cli_run("summary --frobnicate", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_EQUAL(cli_run("summary --qmodel /nonexistent.qat.h5 --json", err, sizeof err, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.qat.h5: cannot open"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ", \"status\": 1}"));
+    CU_ASSERT_EQUAL(cli_run("summary --checkpoint /nonexistent.h5", err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_EQUAL(cli_run("summary --model-file /nonexistent.qnet", err, sizeof err, NULL, 0), 1);
+}
+
+/* ---- analyze ------------------------------------------------------------------------- */
+
+/* The fixture's points in the JSON: six, ranked, each with every figure. */
+static void test_analyze_json(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[1024], err[8192], line[1 << 15];
+    static char out[1 << 16];
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --limit-test 200 --json", ckpt, data);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, line, sizeof line);
+    CU_ASSERT_EQUAL(cli_json_number(line, "samples"), 200);
+    CU_ASSERT(cli_json_number(line, "accuracy_float") > 0.5);
+    CU_ASSERT(cli_json_number(line, "logits_sqnr_db") > 15);
+    int points = 0;
+    for (const char *p = strstr(line, "{\"rank\": "); p; p = strstr(p + 1, "{\"rank\": ")) {
+        points++;
+        CU_ASSERT_EQUAL(cli_json_number(p, "rank"), points);
+        CU_ASSERT(cli_json_number(p, "sqnr_db") > 10); /* W8A8 */
+        CU_ASSERT(cli_json_number(p, "own_sqnr_db") > 20);
+        CU_ASSERT(cli_json_number(p, "clipped_high") >= 0 && cli_json_number(p, "alone_share") >= 0);
+        CU_ASSERT(cli_json_number(p, "alone_accuracy") > 0.5);
+    }
+    CU_ASSERT_EQUAL(points, 6);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"point\": \"relu1\", \"layer\": \"conv1\", \"abits\": 8, \"wbits\": 8"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"point\": \"input\", \"layer\": \"input\", \"abits\": 8, \"wbits\": 0"));
+    /* the table, with its progress line on stderr */
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --limit-test 100", ckpt, data);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "accuracy: float "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank  point"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "analyze 100%"));
+}
+
+/* relu3's quantizer in the checkpoint given a tiny fixed range (scale
+ * 1e-4: [0, 0.0255]) is ranked first, clipping, with a hint naming it. */
+static void test_analyze_ranks_a_planted_point_first(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[1024], err[8192], line[1 << 15], planted[300];
+    static char out[1 << 16];
+    snprintf(planted, sizeof planted, "%s/planted.ckpt.h5", cli_dir);
+    snprintf(args, sizeof args, "cp '%s' '%s'", ckpt, planted);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    hid_t f = H5Fopen(planted, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT_FATAL(f >= 0);
+    float scale = 1e-4f;
+    long long zp = -128;
+    CU_ASSERT(H5LTset_attribute_float(f, "observers/relu3", "scale", &scale, 1) >= 0);
+    CU_ASSERT(H5LTset_attribute_long_long(f, "observers/relu3", "zero_point", &zp, 1) >= 0);
+    H5Fclose(f);
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --limit-test 200 --json", planted, data);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, line, sizeof line);
+    const char *first = strstr(line, "{\"rank\": 1, ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+    CU_ASSERT(strncmp(first, "{\"rank\": 1, \"point\": \"relu3\", \"layer\": \"fc1\"", 44) == 0);
+    CU_ASSERT(cli_json_number(first, "clipped_high") > 0.3);
+    CU_ASSERT(cli_json_number(first, "alone_share") > 0.5);
+    CU_ASSERT(cli_json_number(line, "accuracy_fake_quant") < cli_json_number(line, "accuracy_float") - 0.2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(first, "\"hint\": \"relu3 clips "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(strstr(line, "{\"rank\": 2, "), "\"hint\": null")); /* only relu3 stands out */
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --limit-test 100", planted, data);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "   1  relu3  fc1 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "hint: relu3 clips "));
+    /* the unplanted checkpoint: no hint at W8A8 */
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --limit-test 100", ckpt, data);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NULL(strstr(out, "hint:"));
+    CU_ASSERT(strstr(out, "no point stands out") || strstr(out, "no drop to explain"));
+}
+
+static void test_analyze_bad_input(void) {
+    char args[1024], err[8192], out[8192], flt[300];
+    CU_ASSERT_EQUAL(cli_run("analyze --help", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat-mnist analyze"));
+    CU_ASSERT_EQUAL(cli_run("analyze --json", err, sizeof err, out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "{\"error\": \"--checkpoint is required\", \"status\": 2}"));
+    CU_ASSERT_EQUAL(cli_run("analyze --checkpoint x.h5 --limit-test 0", err, sizeof err, NULL, 0), 2);
+    snprintf(args, sizeof args, "analyze --checkpoint /nonexistent.h5 --data '%s'", data);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.h5: cannot open"));
+    snprintf(flt, sizeof flt, "%s/float.ckpt.h5", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 128 --limit-test 100 --out '%s'", data, flt);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --json", flt, data);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is a float checkpoint"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ", \"status\": 1}"));
+}
+
+/* ---- the metrics log ----------------------------------------------------------------- */
+
+/* Fields of one CSV line. */
+static int fields(const char *line) {
+    int n = 1;
+    for (const char *c = line; *c && *c != '\n'; c++) n += *c == ',';
+    return n;
+}
+
+/* The fixture's log: the header, a step row every 5 steps (40 steps),
+ * an epoch row per epoch; the float epoch has no quantized figures, the
+ * QAT epoch all three accuracies and every point's range. */
+static void test_log_rows(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    FILE *f = fopen(log_csv, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[4096];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(fgets(line, sizeof line, f));
+    CU_ASSERT_STRING_EQUAL(line, "kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,acc_float,"
+                                 "acc_fake_quant,acc_int,input.min,input.max,input.scale,relu1.min,relu1.max,"
+                                 "relu1.scale,relu2.min,relu2.max,relu2.scale,relu3.min,relu3.max,relu3.scale,"
+                                 "relu4.min,relu4.max,relu4.scale,fc3.min,fc3.max,fc3.scale\n");
+    int steps = 0, epochs = 0;
+    long last = 0;
+    while (fgets(line, sizeof line, f)) {
+        CU_ASSERT_EQUAL(fields(line), 29);
+        long step = strtol(strchr(line, ',') + 1, NULL, 10);
+        if (!strncmp(line, "step,", 5)) {
+            steps++;
+            CU_ASSERT_EQUAL(step, last + 5);
+            last = step;
+            CU_ASSERT(!strstr(line, ",,,,,,,,,") == (step > 20)); /* ranges once QAT runs (step 20 on) */
+        } else {
+            CU_ASSERT_FATAL(!strncmp(line, "epoch,", 6));
+            epochs++;
+            CU_ASSERT_EQUAL(step, 20 * epochs);
+            if (epochs == 1) CU_ASSERT_PTR_NOT_NULL(strstr(line, "epoch,20,1,")); /* float: acc_float only */
+            if (epochs == 1) CU_ASSERT(strstr(line, ",0,0,0.") && strstr(line, ",,,,,,"));
+            if (epochs == 2) CU_ASSERT(strstr(line, ",1,0,0.") && !strstr(line, ",,,,"));
+        }
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL(steps, 8);
+    CU_ASSERT_EQUAL(epochs, 2);
+}
+
+/* A run stopped part way and resumed with the same --log continues it:
+ * one header, steps in order to the end; a log of another model's run is
+ * refused. */
+static void test_log_resume_appends(void) {
+    char args[2048], err[8192], k[300], l[300], other[300];
+    snprintf(k, sizeof k, "%s/split.ckpt.h5", cli_dir);
+    snprintf(l, sizeof l, "%s/split.csv", cli_dir);
+    const char *common = "--model mlp --qat --limit-train 640 --limit-test 100 --epochs 2 --log-every 3";
+    snprintf(args, sizeof args, "train --data '%s' %s --stop-after 7 --out '%s' --log '%s'", data, common, k, l);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --log '%s'", data, common, k, l);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    FILE *f = fopen(l, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[4096];
+    int headers = 0, rows = 0;
+    long last = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "kind,", 5)) {
+            headers++;
+            continue;
+        }
+        long step = strtol(strchr(line, ',') + 1, NULL, 10);
+        CU_ASSERT(step >= last);
+        last = step, rows++;
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL(headers, 1);
+    CU_ASSERT_EQUAL(last, 20);
+    CU_ASSERT(rows >= 6 + 2); /* steps 3..18 and 2 epoch rows, the stop's epoch row too */
+    /* the fixture's LeNet log is not this MLP run's */
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    snprintf(other, sizeof other, "%s/other.csv", cli_dir);
+    snprintf(args, sizeof args, "cp '%s' '%s'", log_csv, other);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    snprintf(args, sizeof args, "train --data '%s' %s --stop-after 3 --out '%s' --log '%s'", data, common, k, l);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --log '%s'", data, common, k, other);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the file's columns are not this run's"));
+    snprintf(args, sizeof args, "train --data '%s' %s --log /nonexistent-dir/x.csv", data, common);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--log /nonexistent-dir/x.csv: cannot open: No such file or directory"));
+}
+
+/* ---- plot without gnuplot, and bad input (the pictures: test_plot) ------------------ */
+
+/* With no gnuplot (QAT_GNUPLOT names none), plot says how to install it,
+ * exits 1, and leaves the script beside the log for later. */
+static void test_plot_without_gnuplot(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[1024], err[8192], out[8192], gp[300], script[1 << 16];
+    snprintf(args, sizeof args, "plot '%s' --out '%s/pictures' --json", log_csv, cli_dir);
+    CU_ASSERT_EQUAL(cli_run_env("QAT_GNUPLOT=/nonexistent/gnuplot", args, err, sizeof err, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "gnuplot is not installed (QAT_GNUPLOT names no program): install it "
+                                       "(Debian/Ubuntu: apt-get install gnuplot-nox)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "{\"error\": \"gnuplot is not installed"));
+    snprintf(gp, sizeof gp, "%s/pictures/plots.gp", cli_dir);
+    cli_slurp(gp, script, sizeof script);
+    CU_ASSERT_PTR_NOT_NULL(strstr(script, "set terminal pngcairo"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(script, "ranges.png"));
+    /* a gnuplot that fails is reported too */
+    CU_ASSERT_EQUAL(cli_run_env("QAT_GNUPLOT=/bin/false", args, err, sizeof err, out, sizeof out), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/bin/false failed on the script"));
+}
+
+static void test_plot_bad_input(void) {
+    char args[1024], err[8192], out[8192], path[300];
+    CU_ASSERT_EQUAL(cli_run("plot --help", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat-mnist plot"));
+    CU_ASSERT_EQUAL(cli_run("plot", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_EQUAL(cli_run("plot a.csv", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_EQUAL(cli_run("plot a.csv b.csv --out d", err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_EQUAL(cli_run("plot /nonexistent.csv --out /tmp", err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.csv: cannot open: No such file or directory"));
+    const char *bad[][2] = {
+        {"a,b,c\n1,2,3\n", "not a training log of qat-mnist train --log"},
+        {"", "empty: not a training log"},
+        {"kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,acc_float,acc_fake_quant,acc_int\n",
+         "no rows yet"},
+        {"kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,acc_float,acc_fake_quant,acc_int\n"
+         "step,1,0.1,x,,,,,,,\n", ":2: field 4 (loss) is not a number"},
+        {"kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,acc_float,acc_fake_quant,acc_int\n"
+         "step,1,0.1\n", ":2: a row of 3 fields where the header has 11"},
+    };
+    snprintf(path, sizeof path, "%s/bad.csv", cli_dir);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        FILE *f = fopen(path, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fputs(bad[i][0], f);
+        fclose(f);
+        snprintf(args, sizeof args, "plot '%s' --out '%s/bad'", path, cli_dir);
+        CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+        if (!strstr(err, bad[i][1])) printf("\n  %s\n", err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i][1]));
+    }
+}
+
+int main(int argc, char **argv) {
+    cli_bin = getenv("QAT_MNIST_BIN");
+    data = getenv("QAT_MNIST_DATA");
+    bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
+    if (!listing && (!cli_bin || !data || !getenv("QAT_SOURCE_DIR"))) {
+        fprintf(stderr, "test_tools: set QAT_MNIST_BIN, QAT_MNIST_DATA and QAT_SOURCE_DIR (ctest does)\n");
+        return 2;
+    }
+    if (!qat_test_tmpdir(cli_dir, sizeof cli_dir, "tools")) return 2;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    const qat_test_case cases[] = {
+        {"summary: totals equal hand-computed LeNet and MLP figures", test_summary_totals},
+        {"summary: a checkpoint and its export agree", test_summary_checkpoint_and_qmodel},
+        {"summary: bad input", test_summary_bad_input},
+        {"analyze: six ranked points with every figure, as JSON and as a table", test_analyze_json},
+        {"analyze: a planted tiny range is ranked first, with a hint", test_analyze_ranks_a_planted_point_first},
+        {"analyze: bad input", test_analyze_bad_input},
+        {"train --log: a row every N steps and per epoch", test_log_rows},
+        {"train --log: a resume appends; another run's log is refused", test_log_resume_appends},
+        {"plot without gnuplot: how to install it, the script kept", test_plot_without_gnuplot},
+        {"plot: bad input", test_plot_bad_input},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("tools", cases, argc, argv);
+    if (qat_test_rmdir(cli_dir) != 0) rc = rc ? rc : 2;
+    return rc;
+}
