@@ -430,7 +430,7 @@ static void test_qmodel_v1_mutants(void) {
     const char *src = getenv("QAT_SOURCE_DIR");
     if (!src) QAT_TEST_SKIP("QAT_SOURCE_DIR is not set (ctest sets it): no version-1 file to mutate");
     char path[600];
-    snprintf(path, sizeof path, "%s/fuzz/seeds/qmodel/lenet-w8a8.h5", src);
+    snprintf(path, sizeof path, "%s/fuzz/seeds/qmodel/lenet-w8a8-v1.h5", src);
     qat_ctx *ctx = qat_ctx_new();
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, q), QAT_OK);
