@@ -15,7 +15,9 @@
 
 static char dir[256];
 
-static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
+static void path_of(char *buf, size_t len, const char *name) {
+    if (snprintf(buf, len, "%s/%s", dir, name) >= (int)len) buf[0] = '\0'; /* too long: no file, a failure */
+}
 
 /* A few training steps on random data (observers and BatchNorm move),
  * then eval mode. */
@@ -380,6 +382,48 @@ static const char *const every_op_text =
         "dropout   d     gap p=0.1\n"
         "linear    fc    d out=5\n";
 
+/* The numpy reader (examples/mnist/run_qat_h5.py, written from the
+ * format document alone) on n samples x of the file at path: its output
+ * integers must equal want[0..count). Skipped (with a line) without
+ * python3-h5py/numpy or QAT_SOURCE_DIR. */
+static void check_numpy(const char *path, const char *tag, const float *x, int n, const int32_t *want, int count) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    if (!src || system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) {
+        printf("\n  %s: the numpy reader not run (no QAT_SOURCE_DIR or python3-h5py/numpy)", tag);
+        return;
+    }
+    char in[300], out[300], name[64], cmd[2048];
+    snprintf(name, sizeof name, "%s.f32", tag);
+    path_of(in, sizeof in, name);
+    snprintf(name, sizeof name, "%s.i32", tag);
+    path_of(out, sizeof out, name);
+    FILE *f = fopen(in, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    int64_t per = 0;
+    {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        CU_ASSERT_FATAL(qat_qmodel_load(ctx, path, &q) == QAT_OK);
+        per = qat_qtensor_numel(&q.tensors[q.input]);
+        qat_ctx_free(ctx);
+    }
+    CU_ASSERT_EQUAL(fwrite(x, sizeof(float), (size_t)(per * n), f), (size_t)(per * n));
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null", src,
+             path, in, n, out);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    int32_t *py = calloc((size_t)count, sizeof *py);
+    f = fopen(out, "rb");
+    CU_ASSERT_FATAL(f != NULL && py != NULL);
+    CU_ASSERT_EQUAL(fread(py, sizeof *py, (size_t)count, f), (size_t)count);
+    fclose(f);
+    int diff = 0;
+    for (int i = 0; i < count; i++) diff += py[i] != want[i];
+    CU_ASSERT_EQUAL(diff, 0);
+    if (diff) printf("\n  %s: numpy and the engine differ on %d of %d output integers", tag, diff, count);
+    free(py);
+}
+
 static void test_every_op_round_trip(void) {
     const char *text = every_op_text;
     qat_ctx *ctx = qat_ctx_new();
@@ -437,26 +481,55 @@ static void test_every_op_round_trip(void) {
     CU_ASSERT(same >= N * 5 * 6 / 10);
     printf(" [int = fake on %d of %d logits]", same, N * 5);
     /* the numpy reader, from the format document alone */
-    const char *src = getenv("QAT_SOURCE_DIR");
-    if (src && system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") == 0) {
-        char in[300], out[300], cmd[2048];
-        path_of(in, sizeof in, "every.f32");
-        path_of(out, sizeof out, "every.i32");
-        FILE *f = fopen(in, "wb");
-        fwrite(x, sizeof x, 1, f);
-        fclose(f);
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null",
-                 src, path, in, N, out);
-        CU_ASSERT_EQUAL(system(cmd), 0);
-        int32_t py[N * 5] = {0};
-        f = fopen(out, "rb");
-        CU_ASSERT_FATAL(f != NULL);
-        CU_ASSERT_EQUAL(fread(py, sizeof py, 1, f), 1);
-        fclose(f);
-        CU_ASSERT_EQUAL(memcmp(py, qi, sizeof py), 0);
-    }
+    check_numpy(path, "every", x, N, qi, N * 5);
     qat_engine_free(ie), qat_engine_free(le), qat_engine_free(fe);
     qat_ctx_free(ctx);
+}
+
+/* Every reference model, briefly trained, exported and loaded: the
+ * numpy reader's output integers equal the integer engine's, bit for bit,
+ * and the file's fake engine is within a step or two of them. */
+static void test_reference_models_numpy(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    if (!src) QAT_TEST_SKIP("QAT_SOURCE_DIR is not set (ctest sets it)");
+    const char *names[] = {"resnet8", "ds-cnn", "mobilenet-v1", "lenet", "mlp"};
+    for (int k = 0; k < 5; k++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_model *m = qat_model_new(ctx);
+        char path[600], out[300], file[64];
+        snprintf(path, sizeof path, "%s/models/%s.qnet", src, names[k]);
+        CU_ASSERT_EQUAL_FATAL(qat_model_from_file(m, path), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+        int64_t in[3];
+        int rank = qat_model_input_shape(m, in);
+        qat_rng rng;
+        qat_rng_seed(&rng, 3);
+        warm_up(m, rank, in, 3, &rng);
+        snprintf(file, sizeof file, "%s.qat.h5", names[k]);
+        path_of(out, sizeof out, file);
+        CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, NULL, out, NULL), QAT_OK);
+        qat_qmodel q;
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, out, &q), QAT_OK);
+        enum { N = 8 };
+        int64_t per = qat_qtensor_numel(&q.tensors[q.input]), K = qat_qtensor_numel(&q.tensors[q.output]);
+        float *x = malloc((size_t)(N * per) * sizeof *x);
+        int32_t *qi = malloc((size_t)(N * K) * sizeof *qi), *qf = malloc((size_t)(N * K) * sizeof *qf);
+        CU_ASSERT_FATAL(x && qi && qf);
+        for (int64_t i = 0; i < N * per; i++) x[i] = qat_rng_normal(&rng);
+        qat_engine *ie = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N), *fe = qat_engine_new(ctx, &q, QAT_ENGINE_FAKE, N);
+        CU_ASSERT_FATAL(ie && fe);
+        CU_ASSERT_EQUAL(qat_engine_run(ie, x, N, NULL, qi), QAT_OK);
+        CU_ASSERT_EQUAL(qat_engine_run(fe, x, N, NULL, qf), QAT_OK);
+        int far = 0;
+        for (int64_t i = 0; i < N * K; i++) far += abs(qi[i] - qf[i]) > 3;
+        CU_ASSERT_EQUAL(far, 0);
+        check_numpy(out, names[k], x, N, qi, (int)(N * K));
+        printf(" [%s]", names[k]);
+        qat_engine_free(ie), qat_engine_free(fe);
+        free(x), free(qi), free(qf);
+        qat_ctx_free(ctx);
+    }
 }
 
 /* ---- the memory plan ------------------------------------------------------------------ */
@@ -612,6 +685,7 @@ int main(int argc, char **argv) {
         {"quantized add against hand-computed integers", test_add_hand_computed},
         {"quantized concat against hand-computed integers", test_concat_hand_computed},
         {"every op kind: train, export, load, int = file = numpy, ~ fake", test_every_op_round_trip},
+        {"every reference model: numpy reader = integer engine, bit for bit", test_reference_models_numpy},
         {"the memory plan: no live tensors share bytes", test_plan_is_sound},
         {"grad off: dead values recycled, the same logits, a fraction of the memory", test_eval_recycles_dead_values},
         {NULL, NULL},
