@@ -667,6 +667,37 @@ static qat_tensor *bn_scaled_loss(qat_ctx *ctx, qat_tensor *const *in, void *use
     return qat_sum(ctx, qat_mul(ctx, qat_mul(ctx, y, y), w));
 }
 
+/* A ReLU/ReLU6 written over its input (a float model's activation whose
+ * input has no other reader) equals qat_relu/qat_clamp: values and input
+ * gradients bit for bit, with NaN, +-0, values at the bounds; over a step
+ * tensor whose producer allows it, and as a new tensor otherwise (a leaf). */
+static void test_clamp_over(void) {
+    float v[12] = {-2.0f, -0.0f, 0.0f, 1e-30f, 0.5f, 6.0f, 6.5f, NAN, 3.0f, -1e-30f, 5.999f, 100.0f};
+    for (int six = 0; six < 2; six++)
+        for (int leaf = 0; leaf < 2; leaf++) {
+            float res[2][12], grad[2][12];
+            for (int over = 0; over < 2; over++) {
+                qat_ctx *ctx = qat_ctx_new();
+                qat_tensor *w = qat_tensor_from(ctx, QAT_MEM_PERSIST, v, 1, (int64_t[]){12}, true);
+                qat_tensor *one = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, (int64_t[]){12}, false);
+                for (int i = 0; i < 12; i++) one->data[i] = 1.0f;
+                qat_tensor *x = leaf ? w : qat_mul(ctx, w, one); /* out_free: may be written over */
+                float hi = six ? 6.0f : INFINITY;
+                qat_tensor *y = over ? qat__clamp_over(ctx, x, 0.0f, hi) : six ? qat_clamp(ctx, x, 0.0f, 6.0f) : qat_relu(ctx, x);
+                CU_ASSERT_FATAL(y != NULL);
+                if (over) CU_ASSERT(leaf ? y->data != x->data : y->data == x->data);
+                memcpy(res[over], y->data, sizeof res[over]);
+                qat_tensor *dy = qat_tensor_new(ctx, QAT_MEM_STEP, 1, (int64_t[]){12}, false);
+                for (int i = 0; i < 12; i++) dy->data[i] = (float)(i % 5) - 1.5f;
+                CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, dy))), QAT_OK);
+                memcpy(grad[over], w->grad, sizeof grad[over]);
+                qat_ctx_free(ctx);
+            }
+            CU_ASSERT_EQUAL(qat_test_bit_diffs(res[1], res[0], 12, true), 0);
+            CU_ASSERT_EQUAL(qat_test_bit_diffs(grad[1], grad[0], 12, true), 0);
+        }
+}
+
 static void test_grad_batchnorm_scaled(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng = rng_for(33);
@@ -1416,6 +1447,7 @@ int main(int argc, char **argv) {
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},
         {"grad: the folded BatchNorm (x·scale + shift, normalised); its forward's bits", test_grad_batchnorm_scaled},
+        {"ReLU/ReLU6 over the input: qat_relu's and qat_clamp's values and gradients", test_clamp_over},
         {"grad: checker catches a wrong gradient", test_gradcheck_catches_wrong_gradient},
         {"maxpool 2x2: values, and ties send the gradient to the first maximum", test_maxpool_2x2_ties},
         {"grad: grouped and depthwise conv2d_ex", test_grad_conv_grouped},

@@ -204,6 +204,11 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                                   bool training);
 
 /* True when t exists and wants a gradient. */
+/* qat_clamp (a ReLU when lo = 0, hi = +inf) written over x, for a caller
+ * that knows x has no other reader; a new tensor when x's producer needs
+ * it for backward (ops_elementwise.c). */
+qat_tensor *qat__clamp_over(qat_ctx *ctx, qat_tensor *x, float lo, float hi);
+
 /* The BatchNorms' row loops (bn_rows.c): sums in double with 8
  * independent accumulators each, in a fixed order. */
 void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]);

@@ -1,6 +1,8 @@
 /* Elementwise ops: add, sub, mul with broadcasting; scale; relu; clamp. */
 #include <string.h>
 
+#include <math.h>
+
 #include "internal.h"
 
 /* ---- broadcasting ---------------------------------------------------------------- */
@@ -171,6 +173,47 @@ qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
         n->f[0] = lo;
         n->f[1] = hi;
     }
+    return y;
+}
+
+/* clamp written over x (a ReLU when hi is +inf), for a caller that knows
+ * nothing else reads x: x's step tensor, and if the step is recorded, x's
+ * producer must not read its output in backward (out_free). Otherwise a
+ * new tensor, as qat_clamp. Its backward reads the output instead of the
+ * input, which gives the same mask: lo < y < hi exactly where lo < x < hi
+ * (y = x there; y is lo or hi, or NaN for a NaN, elsewhere), and y > 0
+ * exactly where x > 0 for a ReLU (whose forward maps NaN to 0). */
+static void clamp_out_bw(qat_ctx *ctx, qat_node *n) {
+    float lo = n->f[0], hi = n->f[1];
+    const float *restrict y = n->out->data;
+    float *g = qat__grad_reuse(n->in[0], n->out);
+    if (g) {
+        for (int64_t i = 0; i < n->out->numel; i++) g[i] = (y[i] > lo) & (y[i] < hi) ? g[i] : 0.0f;
+        return;
+    }
+    float *restrict gx = qat__grad(ctx, n->in[0]);
+    const float *restrict gy = n->out->grad;
+    if (!gx) return;
+    for (int64_t i = 0; i < n->out->numel; i++) {
+        float v = y[i], d = gy[i];
+        gx[i] += (v > lo) & (v < hi) ? d : 0.0f;
+    }
+}
+
+qat_tensor *qat__clamp_over(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
+    if (!unary_in(ctx, "qat_clamp", x)) return NULL;
+    bool record = ctx->grad_enabled && x->requires_grad;
+    if (!(lo <= hi) || x->mem != QAT_MEM_STEP || (record && !(x->node && x->node->out_free)))
+        return hi == INFINITY && lo == 0.0f ? qat_relu(ctx, x) : qat_clamp(ctx, x, lo, hi);
+    qat_tensor *y = qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape);
+    if (!y) return NULL;
+    float *v = y->data;
+    if (hi == INFINITY && lo == 0.0f)
+        for (int64_t i = 0; i < y->numel; i++) v[i] = v[i] > 0.0f ? v[i] : 0.0f; /* relu's forward */
+    else
+        for (int64_t i = 0; i < y->numel; i++) v[i] = v[i] < lo ? lo : (v[i] > hi ? hi : v[i]);
+    qat_node *n = qat__record(ctx, "qat_clamp", clamp_out_bw, y, x, NULL, NULL);
+    if (n) n->f[0] = lo, n->f[1] = hi; /* out_free stays false: backward reads y */
     return y;
 }
 

@@ -140,8 +140,13 @@ static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const 
  * no fusion, nothing written over; pre (may be NULL) gets it. */
 static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *const *xs, bool inspect,
                                    qat_tensor **pre) {
-    if (!inspect && l->aq && (l->kind == QAT_LAYER_RELU || l->kind == QAT_LAYER_RELU6))
-        return act_quant(m, l->aq, xs[0], true, 0.0f, l->kind == QAT_LAYER_RELU ? INFINITY : 6.0f);
+    bool relu = l->kind == QAT_LAYER_RELU || l->kind == QAT_LAYER_RELU6;
+    float hi = l->kind == QAT_LAYER_RELU ? INFINITY : 6.0f;
+    if (!inspect && relu && l->aq) return act_quant(m, l->aq, xs[0], true, 0.0f, hi);
+    /* a ReLU/ReLU6 alone (a float model) over its input when it is the
+     * input's only reader (never over the caller's input) */
+    if (!inspect && relu && l->in[0] != 0 && m->layers[l->in[0]].n_consumers == 1)
+        return qat__clamp_over(m->ctx, xs[0], 0.0f, hi);
     qat_tensor *y = layer_forward(m, l, xs);
     if (pre) *pre = y;
     return act_quant(m, l->aq, y, !inspect, 0.0f, 0.0f);
