@@ -124,6 +124,11 @@ void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
 void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level);
 qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                   void *scratch, int64_t n, qat__level level);
+/* Ops [first, end) only (the per-op profile of bench_ops). */
+qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                void *scratch, int64_t n, qat__level level, int first, int end);
+/* The op runs on the int8 path (op_consts: its prepared constants). */
+bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts);
 
 /* The sizes of a linear or conv2d op, for the planner and the executor:
  * conv input [C, H, W] padded to [C, Hp, Wp], output [O, OH, OW] in
@@ -232,12 +237,24 @@ int64_t qat__posmap_max_segs(int m, int Hq, int Wq, int OH, int OW);
  * pixels outside the input are zp + 128; bytes past the m samples in a
  * stack are zeroed up to the stack's end. */
 typedef struct {
-    int C, H, W, ph, pw, sh, sw;
+    int C, H, W, ph, pw, sh, sw, kh, kw; /* phases no tap reads (py >= kh, px >= kw) are not built */
     int phy, phx, Hq, Wq, pix, m;
     int64_t in_n, plane;
     int32_t zp;
 } qat__planes_args;
 void qat__planes_u8(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
+
+/* Explicit columns of m samples from the planes: row k4 (colpitch bytes
+ * apart) holds each valid position's 4 bytes in order s·P + oy·OW + ox,
+ * then zeros to the 64-position tiles' end. dense4: the 4 bytes are the
+ * pixel at ksrc[k4] + 4·((s·Hq + oy)·Wq + ox); generic: byte j is the
+ * pixel at ksrc[4·k4 + j] + (s·Hq + oy)·Wq + ox, 0 for 4·k4 + j >= K. */
+typedef struct {
+    bool dense4;
+    int K, K4, m, Hq, Wq, OH, OW;
+    int64_t colpitch;
+} qat__columns_args;
+void qat__columns_u8(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
 
 /* The GEMM of the conv paths, requantized:
  *   out[o·so + dst(q)] = clamp(zp + requant(Σ_k4 Σ_j w[o][k4][j]·col(k4, q)[j] + bias8[o]))
@@ -301,6 +318,7 @@ void qat__gemm8_vnni(const qat__gemm8_args *a);
 void qat__dw8_vnni(const qat__dw8_args *a);
 void qat__linear8_vnni(const qat__linear8_args *a);
 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
+void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
 void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y);
 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);
 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);

@@ -183,8 +183,8 @@ void qat__planes_u8(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
     uint8_t pad = (uint8_t)(a->zp + 128);
     int64_t used = (int64_t)a->pix * a->m * a->Hq * a->Wq;
     for (int cg = 0; cg < a->C / a->pix; cg++)
-        for (int py = 0; py < a->phy; py++)
-            for (int px = 0; px < a->phx; px++) {
+        for (int py = 0; py < a->phy && py < a->kh; py++)
+            for (int px = 0; px < a->phx && px < a->kw; px++) {
                 uint8_t *st = dst + (((int64_t)cg * a->phy + py) * a->phx + px) * a->plane;
                 for (int s = 0; s < a->m; s++)
                     for (int qy = 0; qy < a->Hq; qy++) {
@@ -262,5 +262,27 @@ void qat__linear8_ref(const qat__linear8_args *a) {
                 sum += (uint32_t)(a->wu[(((int64_t)(o / 16) * a->K4 + k / 4) * 16 + o % 16) * 4 + k % 4] * x[k]);
             a->out[(int64_t)s * a->O + o] = (int8_t)qat__requant((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
         }
+    }
+}
+
+void qat__columns_u8(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col) {
+    int64_t P = (int64_t)a->OH * a->OW, used = 4 * a->m * P, end = 4 * qat__round_up(a->m * P, 64);
+    for (int k4 = 0; k4 < a->K4; k4++) {
+        uint8_t *row = col + k4 * a->colpitch;
+        for (int s = 0; s < a->m; s++)
+            for (int oy = 0; oy < a->OH; oy++) {
+                uint8_t *d = row + 4 * (s * P + (int64_t)oy * a->OW);
+                int64_t at = ((int64_t)s * a->Hq + oy) * a->Wq;
+                if (a->dense4) {
+                    memcpy(d, planes + ksrc[k4] + 4 * at, 4 * (size_t)a->OW);
+                    continue;
+                }
+                for (int j = 0; j < 4; j++) {
+                    int k = 4 * k4 + j;
+                    const uint8_t *src = k < a->K ? planes + ksrc[k] + at : NULL;
+                    for (int ox = 0; ox < a->OW; ox++) d[4 * ox + j] = src ? src[ox] : 0;
+                }
+            }
+        memset(row + used, 0, (size_t)(end - used));
     }
 }

@@ -44,8 +44,20 @@ QAT_VNNI8 INLINE __m512i dpbusd_bcast(__m512i acc, __m512i u, const void *p) {
 
 /* ---- requantization ------------------------------------------------------------- */
 
-/* SRDHM(x << left saturated, m0) then the rounding right shift: qat__mbqm on
- * 16 lanes with one multiplier and shift. */
+/* qat__mbqm on 16 lanes with one multiplier m0 and shift: SRDHM(x << left
+ * saturated, m0), then the rounding right shift by r = -shift, as one
+ * floor. With P = x·m0 (exact in 64 bits) and v = SRDHM = floor((P + 2^30) / 2^31),
+ * RoundingDivideByPOT(v, r) = floor((v + 2^(r-1) - [v < 0]) / 2^r) for r >= 1
+ * (half up for v >= 0, half away from zero below), and since
+ * floor((floor(A / B) + C) / D) = floor((A + C·B) / (B·D)) for integers,
+ *     result = (P + 2^30 + 2^(30+r) - [v < 0]·2^31) >> (31 + r)    (r >= 1)
+ *     result = (P + 2^30) >> 31                                      (r = 0)
+ * in 64-bit arithmetic (|P| < 2^62: no overflow). [v < 0] is [P < -2^30];
+ * taking [P < 0] instead changes nothing: the two differ only for
+ * -2^30 <= P < 0, where both sums lie in [0, 2^(31+r)) and shift to 0.
+ * Even lanes come out in the low half of each 64-bit lane; the odd lanes'
+ * result is the high half of P' >> (r - 1) (floor of a floor). m0 < 2^31:
+ * SRDHM's one overflow (INT32_MIN·INT32_MIN) cannot happen. */
 QAT_VNNI8 INLINE __m512i mbqm16(__m512i x, int32_t m0, int shift) {
     if (shift > 0) {
         __m128i cnt = _mm_cvtsi32_si128(shift);
@@ -54,20 +66,21 @@ QAT_VNNI8 INLINE __m512i mbqm16(__m512i x, int32_t m0, int shift) {
         __m512i sat = _mm512_xor_si512(_mm512_srai_epi32(x, 31), _mm512_set1_epi32(INT32_MAX));
         x = _mm512_mask_blend_epi32(ovf, sh, sat);
     }
-    const __m512i half = _mm512_set1_epi64(1LL << 30), m = _mm512_set1_epi32(m0);
-    __m512i even = _mm512_add_epi64(_mm512_mul_epi32(x, m), half);
-    __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), m), half);
-    /* even lanes: bits 31..62 down to 0..31; odd lanes: up to 32..63 */
-    __m512i v = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 31), _mm512_slli_epi64(odd, 1));
+    const __m512i m = _mm512_set1_epi64(m0);
+    __m512i pe = _mm512_mul_epi32(x, m), po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), m);
     int right = shift < 0 ? (shift < -31 ? 31 : -shift) : 0;
-    if (right > 0) {
-        __m512i mask = _mm512_set1_epi32((int32_t)((1LL << right) - 1));
-        __m512i rem = _mm512_and_si512(v, mask);
-        __m512i thr = _mm512_sub_epi32(_mm512_srai_epi32(mask, 1), _mm512_srai_epi32(v, 31));
-        __m512i q = _mm512_sra_epi32(v, _mm_cvtsi32_si128(right));
-        v = _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, thr), q, _mm512_set1_epi32(1));
+    if (right == 0) {
+        const __m512i n = _mm512_set1_epi64(1LL << 30);
+        pe = _mm512_add_epi64(pe, n), po = _mm512_add_epi64(po, n);
+        return _mm512_mask_blend_epi32(0xAAAA, _mm512_srai_epi64(pe, 31), _mm512_slli_epi64(po, 1));
     }
-    return v;
+    const __m512i n = _mm512_set1_epi64((1LL << 30) + (1LL << (30 + right))), c = _mm512_set1_epi64(1LL << 31);
+    __m512i te = _mm512_add_epi64(pe, n), to = _mm512_add_epi64(po, n);
+    te = _mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, c);
+    to = _mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, c);
+    __m512i even = _mm512_sra_epi64(te, _mm_cvtsi32_si128(31 + right));
+    __m512i odd = _mm512_sra_epi64(to, _mm_cvtsi32_si128(right - 1));
+    return _mm512_mask_blend_epi32(0xAAAA, even, odd);
 }
 
 /* clamp(zp + v, lo, hi) without the 64-bit sum: v clamped to [lo - zp, hi - zp] first */
@@ -112,20 +125,46 @@ QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, 
 
 /* ---- stores through the position map ---------------------------------------------- */
 
-/* The 16 output bytes of chunk c of one output channel (out: its channel 0
- * position 0 plus the channel's offset). A segment's lanes are moved to the
- * bottom (vpcompressb) and stored with a mask: no byte outside it is written. */
-QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const qat__posmap *map, int64_t c) {
-    int32_t s = map->first[c], e = map->first[c + 1];
-    if (e - s == 1 && map->seg[s].n == 16) {
-        _mm_storeu_si128((__m128i *)(void *)(out + map->seg[s].dst), b);
+/* One chunk's segments, read once per tile: the stores go through int8_t
+ * pointers, which may alias anything, so the compiler would reload the
+ * map (and every argument) after each store. */
+typedef struct {
+    const qat__seg *seg;
+    int n;          /* segments; 0: nothing stored (a chunk of dropped positions, or past the end) */
+    bool whole;     /* one segment of all 16 lanes */
+    int64_t dst;    /* its destination */
+} chunk_segs;
+
+QAT_VNNI8 INLINE chunk_segs chunk_of(const qat__posmap *map, int64_t c) {
+    chunk_segs r = {0};
+    if (c >= map->chunks) return r;
+    int32_t s = map->first[c];
+    r.seg = map->seg + s, r.n = map->first[c + 1] - s;
+    r.whole = r.n == 1 && r.seg[0].n == 16, r.dst = r.n ? r.seg[0].dst : 0;
+    return r;
+}
+
+/* The 16 output bytes of a chunk of one output channel (out: the channel's
+ * position 0). A segment's lanes are moved to the bottom (vpcompressb) and
+ * stored with a mask: no byte outside it is written. */
+QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const chunk_segs *c) {
+    if (c->whole) {
+        _mm_storeu_si128((__m128i *)(void *)(out + c->dst), b);
         return;
     }
-    for (; s < e; s++) {
-        const qat__seg *g = &map->seg[s];
+    for (int s = 0; s < c->n; s++) {
+        const qat__seg *g = &c->seg[s];
         __mmask16 sel = (__mmask16)(((1u << g->n) - 1) << g->lane);
         _mm_mask_storeu_epi8(out + g->dst, (__mmask16)((1u << g->n) - 1), _mm_maskz_compress_epi8(sel, b));
     }
+}
+
+/* clamp(zp + mbqm(acc + bias)) as bytes */
+QAT_VNNI8 INLINE __m128i requant_bytes(__m512i acc, __m512i bias, int32_t m0, int shift, __m512i lo_zp, __m512i hi_zp,
+                                       __m512i zp) {
+    __m512i v = mbqm16(_mm512_add_epi32(acc, bias), m0, shift);
+    v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo_zp), hi_zp), zp);
+    return _mm512_cvtepi32_epi8(v);
 }
 
 /* ---- the convolution GEMM --------------------------------------------------------- */
@@ -138,8 +177,9 @@ QAT_VNNI8 INLINE void gemm_tile(const qat__gemm8_args *a, int blk, int64_t q0, c
         for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_si512();
     const uint8_t *col = a->col + 4 * q0;
     const int8_t *w = a->w + (int64_t)blk * a->K4 * R * 4;
-    for (int k = 0; k < a->K4; k++, w += 4 * R) {
-        const uint8_t *ck = col + a->koff[k];
+    const int32_t *koff = a->koff;
+    for (int k = 0, K4 = a->K4; k < K4; k++, w += 4 * R) {
+        const uint8_t *ck = col + koff[k];
         __m512i u[4];
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++) u[t] = _mm512_loadu_si512(ck + 64 * t);
@@ -148,17 +188,29 @@ QAT_VNNI8 INLINE void gemm_tile(const qat__gemm8_args *a, int blk, int64_t q0, c
 #pragma GCC unroll 4
             for (int t = 0; t < TT; t++) acc[r][t] = dpbusd_bcast(acc[r][t], u[t], w + 4 * r);
     }
-    int64_t c0 = q0 / 16;
-    for (int r = 0; r < R; r++) {
-        int o = blk * R + r;
-        if (o >= a->O) break;
-        __m512i b = _mm512_set1_epi32(a->bias8[o]);
-        int8_t *out = a->out + o * a->so;
-        for (int t = 0; t < TT && c0 + t < a->map->chunks; t++) {
-            __m512i v = requant16(_mm512_add_epi32(acc[r][t], b), a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
-            store16(out, _mm512_cvtepi32_epi8(v), a->map, c0 + t);
+    /* everything the stores could alias, read before them */
+    chunk_segs ch[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < TT; t++) ch[t] = chunk_of(a->map, q0 / 16 + t);
+    const __m512i zp = _mm512_set1_epi32(a->zp), lo_zp = _mm512_set1_epi32(a->lo - a->zp),
+                  hi_zp = _mm512_set1_epi32(a->hi - a->zp);
+    int o0 = blk * R, rows = a->O - o0 < R ? a->O - o0 : R;
+    int8_t *out = a->out + o0 * a->so;
+    const int64_t so = a->so;
+    int32_t bias[16] = {0}, m0[16] = {0}, shift[16] = {0};
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+        if (r < rows) bias[r] = a->bias8[o0 + r], m0[r] = a->m0[o0 + r], shift[r] = a->shift[o0 + r];
+    /* unrolled with constant indices: a loop that indexes acc at run time
+     * makes GCC keep acc in memory, and store every sum on every k */
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++)
+        if (r < rows) {
+            __m512i b = _mm512_set1_epi32(bias[r]);
+#pragma GCC unroll 4
+            for (int t = 0; t < TT; t++)
+                if (ch[t].n) store16(out + r * so, requant_bytes(acc[r][t], b, m0[r], shift[r], lo_zp, hi_zp, zp), &ch[t]);
         }
-    }
 }
 
 #define GEMM_KERNEL(R, TT)                                                                   \
@@ -190,27 +242,36 @@ QAT_VNNI8 void qat__dw8_vnni(const qat__dw8_args *a) {
     int8_t idx_b[64];
     for (int i = 0; i < 64; i++) idx_b[i] = (int8_t)((i / 4) * a->step + i % 4);
     const __m512i idx = _mm512_loadu_si512(idx_b);
-    const int64_t stride = 16 * (int64_t)a->step; /* bytes between chunks */
-    for (int o = 0; o < a->O; o++) {
-        const uint8_t *pl = a->planes + (int64_t)(o / a->mult) * a->cstride;
-        const int8_t *w = a->w + (int64_t)o * a->T * 4;
-        const __m512i b = _mm512_set1_epi32(a->bias8[o]);
-        int8_t *out = a->out + o * a->so;
-        for (int64_t c = 0; c < a->map->chunks; c += 4) {
-            __m512i acc0 = b, acc1 = b, acc2 = b, acc3 = b;
-            const uint8_t *p = pl + c * stride;
-            for (int t = 0; t < a->T; t++) {
-                const uint8_t *pt = p + a->tap[t];
+    const int64_t stride = 16 * (int64_t)a->step, chunks = a->map->chunks, so = a->so; /* bytes between chunks */
+    const int T = a->T, O = a->O, mult = a->mult;
+    const int32_t *tap = a->tap;
+    const __m512i zp = _mm512_set1_epi32(a->zp), lo_zp = _mm512_set1_epi32(a->lo - a->zp),
+                  hi_zp = _mm512_set1_epi32(a->hi - a->zp);
+    const uint8_t *planes = a->planes;
+    int8_t *out0 = a->out;
+    for (int64_t c = 0; c < chunks; c += 4) {
+        chunk_segs ch[4];
+        for (int i = 0; i < 4; i++) ch[i] = chunk_of(a->map, c + i);
+        const uint8_t *p0 = planes + c * stride;
+        for (int o = 0; o < O; o++) {
+            const uint8_t *p = p0 + (int64_t)(o / mult) * a->cstride;
+            const int8_t *w = a->w + (int64_t)o * T * 4;
+            __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+            for (int t = 0; t < T; t++) {
+                const uint8_t *pt = p + tap[t];
                 acc0 = dpbusd_bcast(acc0, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt)), w + 4 * t);
                 acc1 = dpbusd_bcast(acc1, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + stride)), w + 4 * t);
                 acc2 = dpbusd_bcast(acc2, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 2 * stride)), w + 4 * t);
                 acc3 = dpbusd_bcast(acc3, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 3 * stride)), w + 4 * t);
             }
-            __m512i accs[4] = {acc0, acc1, acc2, acc3};
-            for (int i = 0; i < 4 && c + i < a->map->chunks; i++) {
-                __m512i v = requant16(accs[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
-                store16(out, _mm512_cvtepi32_epi8(v), a->map, c + i);
-            }
+            const __m512i b = _mm512_set1_epi32(a->bias8[o]);
+            int32_t m0 = a->m0[o];
+            int shift = a->shift[o];
+            int8_t *out = out0 + o * so;
+            if (ch[0].n) store16(out, requant_bytes(acc0, b, m0, shift, lo_zp, hi_zp, zp), &ch[0]);
+            if (ch[1].n) store16(out, requant_bytes(acc1, b, m0, shift, lo_zp, hi_zp, zp), &ch[1]);
+            if (ch[2].n) store16(out, requant_bytes(acc2, b, m0, shift, lo_zp, hi_zp, zp), &ch[2]);
+            if (ch[3].n) store16(out, requant_bytes(acc3, b, m0, shift, lo_zp, hi_zp, zp), &ch[3]);
         }
     }
 }
@@ -322,9 +383,128 @@ QAT_VNNI8 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, con
     }
 }
 
-/* ---- planes ------------------------------------------------------------------------ */
+/* ---- planes and columns -------------------------------------------------------------- */
 
-void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst) { qat__planes_u8(x, a, dst); }
+QAT_VNNI8 INLINE __mmask64 first_bytes(int64_t n) { return _cvtu64_mask64(n >= 64 ? ~0ULL : (1ULL << n) - 1); }
+
+QAT_VNNI8 INLINE void fill(uint8_t *d, int64_t n, __m512i v) {
+    for (; n >= 64; n -= 64, d += 64) _mm512_storeu_si512(d, v);
+    if (n > 0) _mm512_mask_storeu_epi8(d, first_bytes(n), v);
+}
+
+/* byte 4p + j of the result is byte 16j + p of the source: 4 rows of 16
+ * bytes (one per 128-bit lane) interleaved into 16 pixels of 4 */
+QAT_VNNI8 INLINE __m512i interleave_index(void) {
+    int8_t il[64];
+    for (int i = 0; i < 64; i++) il[i] = (int8_t)(16 * (i % 4) + i / 4);
+    return _mm512_loadu_si512(il);
+}
+
+QAT_VNNI8 INLINE __m512i four_lanes(__m128i v0, __m128i v1, __m128i v2, __m128i v3) {
+    __m512i z = _mm512_inserti32x4(_mm512_castsi128_si512(v0), v1, 1);
+    return _mm512_inserti32x4(_mm512_inserti32x4(z, v2, 2), v3, 3);
+}
+
+static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* qat__planes_u8's bytes: rows of 64 bytes (one channel) or 16 pixels of
+ * 4 channels (four 16-byte loads, one vpermb) at a time, the padding
+ * stored whole; strided phases gather every sx-th byte with a vpermb. */
+QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
+    int sx = a->phx > 1 ? a->sw : 1;
+    if ((a->pix == 1 && sx > 1) || sx > 4) { /* strided one-channel planes (a first layer: small); wide strides */
+        qat__planes_u8(x, a, dst);
+        return;
+    }
+    const __m512i pad = _mm512_set1_epi8((char)(uint8_t)(a->zp + 128)), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i ilv = interleave_index();
+    int8_t gs[64];
+    for (int i = 0; i < 64; i++) gs[i] = (int8_t)((i * sx) & 63);
+    const __m512i gidx = _mm512_loadu_si512(gs);
+    const int64_t rowb = (int64_t)a->Wq * a->pix, used = rowb * a->m * a->Hq, cs = (int64_t)a->H * a->W;
+    for (int cg = 0; cg < a->C / a->pix; cg++)
+        for (int py = 0; py < a->phy && py < a->kh; py++)
+            for (int px = 0; px < a->phx && px < a->kw; px++) {
+                uint8_t *st = dst + (((int64_t)cg * a->phy + py) * a->phx + px) * a->plane;
+                /* columns qx with ix = qx·sx + px - pw inside [0, W) */
+                int qa = a->pw - px > 0 ? (a->pw - px + sx - 1) / sx : 0;
+                int qb = floor_div(a->W - 1 + a->pw - px, sx) + 1;
+                qb = qb > a->Wq ? a->Wq : qb;
+                for (int s = 0; s < a->m; s++)
+                    for (int qy = 0; qy < a->Hq; qy++) {
+                        uint8_t *row = st + ((int64_t)s * a->Hq + qy) * rowb;
+                        int iy = qy * a->sh + py - a->ph;
+                        if (iy < 0 || iy >= a->H || qa >= qb) {
+                            fill(row, rowb, pad);
+                            continue;
+                        }
+                        fill(row, (int64_t)qa * a->pix, pad);
+                        fill(row + (int64_t)qb * a->pix, (int64_t)(a->Wq - qb) * a->pix, pad);
+                        const int8_t *src = x + s * a->in_n + ((int64_t)cg * a->pix * a->H + iy) * a->W;
+                        if (a->pix == 1) {
+                            for (int q = qa; q < qb; q += 64) {
+                                __mmask64 k = first_bytes(qb - q);
+                                __m512i v = _mm512_maskz_loadu_epi8(k, src + q + px - a->pw);
+                                _mm512_mask_storeu_epi8(row + q, k, _mm512_xor_si512(v, flip));
+                            }
+                            continue;
+                        }
+                        for (int q = qa; q < qb; q += 16) {
+                            int cnt = qb - q < 16 ? qb - q : 16, ix = q * sx + px - a->pw;
+                            __m128i v[4];
+                            if (sx == 1) {
+                                __mmask16 k = (__mmask16)((1u << cnt) - 1);
+                                for (int j = 0; j < 4; j++) v[j] = _mm_maskz_loadu_epi8(k, src + j * cs + ix);
+                            } else {
+                                __mmask64 k = first_bytes((int64_t)(cnt - 1) * sx + 1);
+                                for (int j = 0; j < 4; j++)
+                                    v[j] = _mm512_castsi512_si128(
+                                        _mm512_permutexvar_epi8(gidx, _mm512_maskz_loadu_epi8(k, src + j * cs + ix)));
+                            }
+                            __m512i z = _mm512_permutexvar_epi8(ilv, four_lanes(v[0], v[1], v[2], v[3]));
+                            _mm512_mask_storeu_epi8(row + 4 * q, first_bytes(4 * cnt), _mm512_xor_si512(z, flip));
+                        }
+                    }
+                fill(st + used, a->plane - used, _mm512_setzero_si512());
+            }
+}
+
+/* qat__columns_u8's bytes: dense4 rows copied 64 bytes at a time with
+ * masks (rows of 7 pixels are 28 bytes: memcpy's call costs more than the
+ * copy); generic rows of 4 taps interleaved 16 positions at a time. */
+QAT_VNNI8 void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a,
+                                      uint8_t *col) {
+    const int64_t P = (int64_t)a->OH * a->OW, used = 4 * a->m * P, end = 4 * qat__round_up(a->m * P, 64);
+    const __m512i ilv = interleave_index();
+    for (int k4 = 0; k4 < a->K4; k4++) {
+        uint8_t *row = col + k4 * a->colpitch;
+        for (int s = 0; s < a->m; s++)
+            for (int oy = 0; oy < a->OH; oy++) {
+                uint8_t *d = row + 4 * (s * P + (int64_t)oy * a->OW);
+                int64_t at = ((int64_t)s * a->Hq + oy) * a->Wq;
+                if (a->dense4) {
+                    const uint8_t *src = planes + ksrc[k4] + 4 * at;
+                    for (int64_t b = 0; b < 4 * (int64_t)a->OW; b += 64) {
+                        __mmask64 k = first_bytes(4 * (int64_t)a->OW - b);
+                        _mm512_mask_storeu_epi8(d + b, k, _mm512_maskz_loadu_epi8(k, src + b));
+                    }
+                    continue;
+                }
+                for (int ox = 0; ox < a->OW; ox += 16) {
+                    int cnt = a->OW - ox < 16 ? a->OW - ox : 16;
+                    __mmask16 k = (__mmask16)((1u << cnt) - 1);
+                    __m128i v[4];
+                    for (int j = 0; j < 4; j++) {
+                        int kk = 4 * k4 + j;
+                        v[j] = kk < a->K ? _mm_maskz_loadu_epi8(k, planes + ksrc[kk] + at + ox) : _mm_setzero_si128();
+                    }
+                    __m512i z = _mm512_permutexvar_epi8(ilv, four_lanes(v[0], v[1], v[2], v[3]));
+                    _mm512_mask_storeu_epi8(d + 4 * ox, first_bytes(4 * cnt), z);
+                }
+            }
+        fill(row + used, end - used, _mm512_setzero_si512());
+    }
+}
 
 #else
 
@@ -332,6 +512,9 @@ void qat__gemm8_vnni(const qat__gemm8_args *a) { qat__gemm8_ref(a); }
 void qat__dw8_vnni(const qat__dw8_args *a) { qat__dw8_ref(a); }
 void qat__linear8_vnni(const qat__linear8_args *a) { qat__linear8_ref(a); }
 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst) { qat__planes_u8(x, a, dst); }
+void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col) {
+    qat__columns_u8(planes, ksrc, a, col);
+}
 void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
     qat__add_s8(a, b, n, r, y);
 }

@@ -148,31 +148,6 @@ static void plane_offsets(const qat_qop *op, const qat__op_geom *g, const qat__i
     }
 }
 
-/* Explicit columns of mm samples: row k4 holds the valid positions'
- * 4 bytes in order s·P + oy·OW + ox, then zeros to the tiles' end. */
-static void columns(const qat__op_geom *g, const qat__i8_geom *i, const uint8_t *planes, const int32_t *ksrc, int mm,
-                    uint8_t *col) {
-    int64_t P = i->P, used = 4 * mm * P, end = 4 * qat__round_up(mm * P, 64);
-    for (int k4 = 0; k4 < i->K4; k4++) {
-        uint8_t *row = col + k4 * i->colpitch;
-        for (int s = 0; s < mm; s++)
-            for (int oy = 0; oy < g->OH; oy++) {
-                uint8_t *d = row + 4 * (s * P + (int64_t)oy * g->OW);
-                int64_t at = ((int64_t)s * i->Hq + oy) * i->Wq;
-                if (i->kind == QAT_I8_DENSE4) {
-                    memcpy(d, planes + ksrc[k4] + 4 * at, 4 * (size_t)g->OW);
-                    continue;
-                }
-                for (int j = 0; j < 4; j++) { /* generic: 4 taps interleaved, zeros past K (zero weights) */
-                    int k = 4 * k4 + j;
-                    const uint8_t *src = k < g->K ? planes + ksrc[k] + at : NULL;
-                    for (int ox = 0; ox < g->OW; ox++) d[4 * ox + j] = src ? src[ox] : 0;
-                }
-            }
-        memset(row + used, 0, (size_t)(end - used));
-    }
-}
-
 static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c) {
     qat__i8_geom i;
     qat__i8_geometry(e->q, op, g, e->plan->max_batch, &i);
@@ -191,7 +166,7 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
     plane_offsets(op, g, &i, ksrc);
     for (int k = 0; k < i.K4; k++) koff[k] = i.implicit ? ksrc[k] : (int32_t)(k * i.colpitch);
     qat__planes_args pa = {.C = g->C, .H = g->H, .W = g->W, .ph = op->pad_h, .pw = op->pad_w, .sh = op->stride_h,
-                           .sw = op->stride_w, .phy = i.phy, .phx = i.phx, .Hq = i.Hq, .Wq = i.Wq, .pix = i.pix,
+                           .sw = op->stride_w, .kh = op->kh, .kw = op->kw, .phy = i.phy, .phx = i.phx, .Hq = i.Hq, .Wq = i.Wq, .pix = i.pix,
                            .in_n = in_n, .plane = i.plane, .zp = in->q.zero_point};
     int32_t zp = e->q->tensors[op->output].q.zero_point;
     int64_t stacks_per_group = (int64_t)g->C / g->groups / i.pix * i.phy * i.phx;
@@ -212,7 +187,11 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
         }
         for (int grp = 0; grp < g->groups; grp++) {
             const uint8_t *gp = planes + grp * stacks_per_group * i.plane;
-            if (!i.implicit) columns(g, &i, gp, ksrc, mm, col);
+            if (!i.implicit) {
+                qat__columns_args ca = {.dense4 = i.kind == QAT_I8_DENSE4, .K = g->K, .K4 = i.K4, .m = mm, .Hq = i.Hq,
+                                        .Wq = i.Wq, .OH = g->OH, .OW = g->OW, .colpitch = i.colpitch};
+                (simd ? qat__columns_u8_avx512 : qat__columns_u8)(gp, ksrc, &ca, col);
+            }
             int64_t o0 = (int64_t)grp * g->Og;
             qat__gemm8_args a = {.col = i.implicit ? gp : col, .koff = koff, .w = w8 + grp * (int64_t)i.Op * i.K4 * 4,
                                  .K4 = i.K4, .O = g->Og, .R = i.R, .TT = i.TT, .Q = Q, .bias8 = bias8 + grp * i.Op,
@@ -328,12 +307,21 @@ static void run_op(const exec *e, int i) {
     }
 }
 
+qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                void *scratch, int64_t n, qat__level level, int first, int end) {
+    if (!q || !plan || !arena || n < 1 || n > plan->max_batch || first < 0 || end > q->n_ops) return QAT_ERR_ARG;
+    exec e = {q, plan, consts, arena, scratch, n, level};
+    for (int i = first; i < end; i++) run_op(&e, i);
+    return QAT_OK;
+}
+
 qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                   void *scratch, int64_t n, qat__level level) {
-    if (!q || !plan || !arena || n < 1 || n > plan->max_batch) return QAT_ERR_ARG;
-    exec e = {q, plan, consts, arena, scratch, n, level};
-    for (int i = 0; i < q->n_ops; i++) run_op(&e, i);
-    return QAT_OK;
+    return qat__runtime_run_ops(q, plan, consts, arena, scratch, n, level, 0, q ? q->n_ops : 0);
+}
+
+bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts) {
+    return (op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && ((const op_header *)op_consts)->int8;
 }
 
 qat_status qat_runtime_run(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena, void *scratch,
