@@ -165,12 +165,20 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  * im2col), else from a compact im2col copy. Other convolutions (the first
  * layer's single channel) take k in the weight's natural order
  * ((c·kh + ky)·kw + kx), padded to a multiple of 4 with zero weights
- * ("generic"). Strided convolutions split their planes into stride
- * phases, so that every tap is one contiguous run of the grid:
- *     plane(c4, py, px)[s·Hq + qy][qx] = padded input pixel (qy·sh + py, qx·sw + px) of sample s,
- * and output position q = (s·Hq + oy)·Wq + ox reads tap (ky, kx) at
- * plane(c4, ky % sh, kx % sw) + q + (ky / sh)·Wq + kx / sw. Positions
- * with ox >= OW or oy >= OH are computed and dropped (the position map). */
+ * ("generic"). The planes make every tap one contiguous run of a grid
+ * of positions q = (s·Hq + oy)·Wq + ox (sample s, output row oy, column
+ * ox); positions with ox >= OW or oy >= OH are computed and dropped (the
+ * position map). Two layouts:
+ *  - packed (stride 1, "same"-like padding: ph + 1 <= kh <= 2·ph + 1, the
+ *    same across): rows of W pixels and pw padding pixels, samples of H
+ *    rows and ph padding rows, after ph padding rows and pw padding pixels
+ *    (front). The padding between two rows (samples) is the right (bottom)
+ *    padding of one and the left (top) padding of the next: no window
+ *    reaches further. Tap (ky, kx) of position q is pixel
+ *    q + ky·Wq + kx - pw from the origin (Hq = H + ph, Wq = W + pw);
+ *  - phases (any other): the padded input split by stride phase,
+ *        plane(c4, py, px)[s·Hq + qy][qx] = padded pixel (qy·sh + py, qx·sw + px) of sample s,
+ *    and tap (ky, kx) of position q is plane(c4, ky % sh, kx % sw) + q + (ky / sh)·Wq + kx / sw. */
 
 /* Every w - zp_w of a linear/conv2d op fits int8. */
 bool qat__int8_weights(const qat_qop *op);
@@ -186,6 +194,8 @@ typedef struct {
     int Op;             /* output rows rounded up to R (linear: outputs rounded up to 16·TT) */
     int m;              /* samples per pass (the planes and columns of m samples at a time) */
     int pix;            /* bytes per plane pixel: 4 (dense4: 4 channels), 1 (generic, depthwise) */
+    bool packed;        /* the packed layout (else phases) */
+    int64_t front;      /* packed: bytes before a stack's origin (>= pw pixels, all padding) */
     int phy, phx;       /* stride phases of the planes (depthwise: rows only, phx = 1) */
     int Hq, Wq;         /* rows per sample and row pitch (pixels) of a phase plane */
     int Wg, step;       /* the grid's row pitch in positions, and plane pixels per position
@@ -239,7 +249,8 @@ int64_t qat__posmap_max_segs(int m, int Hq, int Wq, int OH, int OW);
 typedef struct {
     int C, H, W, ph, pw, sh, sw, kh, kw; /* phases no tap reads (py >= kh, px >= kw) are not built */
     int phy, phx, Hq, Wq, pix, m;
-    int64_t in_n, plane;
+    bool packed;
+    int64_t in_n, plane, front;
     int32_t zp;
 } qat__planes_args;
 void qat__planes_u8(const int8_t *x, const qat__planes_args *a, uint8_t *dst);

@@ -59,15 +59,19 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
         return;
     }
     int sh = op->stride_h, sw = op->stride_w, Cg = g->C / g->groups, OH = g->OH, OW = g->OW;
+    int ph = op->pad_h, pw = op->pad_w;
     i->P = (int64_t)OH * OW;
     i->phy = sh, i->phx = sw, i->step = 1;
     i->Hq = (int)cdiv(g->Hp, sh), i->Wq = (int)cdiv(g->Wp, sw);
+    i->packed = sh == 1 && sw == 1 && op->kh >= ph + 1 && op->kh <= 2 * ph + 1 && op->kw >= pw + 1 && op->kw <= 2 * pw + 1;
+    if (i->packed) i->Hq = g->H + ph, i->Wq = g->W + pw;
     int64_t stacks, col_per_sample = 0;
     if (g->depthwise) {
         /* rows split by phase, columns at a byte step of sw (windows of 4 taps) */
         i->kind = QAT_I8_DEPTHWISE, i->pix = 1, i->phx = 1, i->step = sw;
         i->G = (int)cdiv(op->kw, 4), i->K4 = op->kh * i->G;
-        i->Wg = (int)cdiv(g->Wp, sw), i->Wq = i->Wg * sw;
+        if (!i->packed) i->Wg = (int)cdiv(g->Wp, sw), i->Wq = i->Wg * sw;
+        else i->Wg = i->Wq;
         stacks = (int64_t)g->C * sh;
         i->R = 1, i->TT = 4, i->Op = g->O;
     } else {
@@ -86,7 +90,9 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     int64_t per_sample = stacks * plane_per_sample + col_per_sample;
     int64_t m = PASS_BYTES / (per_sample ? per_sample : 1);
     i->m = (int)(m < 1 ? 1 : m > max_batch ? max_batch : m);
-    i->plane = qat__round_up(plane_per_sample * i->m + SLACK, 64);
+    i->front = i->packed ? qat__round_up((int64_t)pw * i->pix, 64) : 0;
+    int64_t top = i->packed ? (int64_t)ph * i->Wq * i->pix : 0; /* the first sample's top padding rows */
+    i->plane = qat__round_up(i->front + top + plane_per_sample * i->m + SLACK, 64);
     bool grid = g->depthwise || i->implicit; /* positions on the planes' grid, else compact */
     int gm = i->m, gH = grid ? i->Hq : 1, gW = grid ? i->Wg : (int)i->P, gOH = grid ? OH : 1, gOW = grid ? OW : (int)i->P;
     i->Q = (int64_t)(gm - 1) * gH * gW + (int64_t)(gOH - 1) * gW + gOW;
@@ -179,7 +185,35 @@ int64_t qat__posmap_build(int m, int Hq, int Wq, int OH, int OW, int64_t out_n, 
 
 /* ---- planes ------------------------------------------------------------------------ */
 
+/* The packed layout: front and top padding, then each sample's rows, each
+ * followed by pw padding pixels, and ph padding rows after each sample. */
+static void planes_packed(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
+    uint8_t pad = (uint8_t)(a->zp + 128);
+    int64_t rowb = (int64_t)a->Wq * a->pix, used = a->front + rowb * (a->ph + (int64_t)a->m * a->Hq);
+    for (int cg = 0; cg < a->C / a->pix; cg++) {
+        uint8_t *st = dst + cg * a->plane;
+        memset(st, pad, (size_t)(a->front + a->ph * rowb));
+        for (int s = 0; s < a->m; s++) {
+            uint8_t *rows = st + a->front + (a->ph + (int64_t)s * a->Hq) * rowb;
+            for (int iy = 0; iy < a->H; iy++) {
+                uint8_t *row = rows + iy * rowb;
+                for (int ix = 0; ix < a->W; ix++)
+                    for (int j = 0; j < a->pix; j++)
+                        row[ix * a->pix + j] =
+                            (uint8_t)((uint8_t)x[s * a->in_n + ((int64_t)(cg * a->pix + j) * a->H + iy) * a->W + ix] ^ 0x80);
+                memset(row + (int64_t)a->W * a->pix, pad, (size_t)((int64_t)(a->Wq - a->W) * a->pix));
+            }
+            memset(rows + a->H * rowb, pad, (size_t)((int64_t)(a->Hq - a->H) * rowb));
+        }
+        memset(st + used, 0, (size_t)(a->plane - used));
+    }
+}
+
 void qat__planes_u8(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
+    if (a->packed) {
+        planes_packed(x, a, dst);
+        return;
+    }
     uint8_t pad = (uint8_t)(a->zp + 128);
     int64_t used = (int64_t)a->pix * a->m * a->Hq * a->Wq;
     for (int cg = 0; cg < a->C / a->pix; cg++)

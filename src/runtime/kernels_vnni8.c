@@ -407,10 +407,57 @@ QAT_VNNI8 INLINE __m512i four_lanes(__m128i v0, __m128i v1, __m128i v2, __m128i 
 
 static int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
+/* One input row of W pixels (pix 1: bytes of one channel; 4: 4 channels
+ * cs bytes apart, interleaved) as u = x ^ 0x80 at d. */
+QAT_VNNI8 INLINE void row_u8(uint8_t *d, const int8_t *src, int W, int pix, int64_t cs, __m512i ilv, __m512i flip) {
+    if (pix == 1) {
+        for (int q = 0; q < W; q += 64) {
+            __mmask64 k = first_bytes(W - q);
+            _mm512_mask_storeu_epi8(d + q, k, _mm512_xor_si512(_mm512_maskz_loadu_epi8(k, src + q), flip));
+        }
+        return;
+    }
+    for (int q = 0; q < W; q += 16) {
+        int cnt = W - q < 16 ? W - q : 16;
+        __mmask16 k = (__mmask16)((1u << cnt) - 1);
+        __m512i z = four_lanes(_mm_maskz_loadu_epi8(k, src + q), _mm_maskz_loadu_epi8(k, src + cs + q),
+                               _mm_maskz_loadu_epi8(k, src + 2 * cs + q), _mm_maskz_loadu_epi8(k, src + 3 * cs + q));
+        _mm512_mask_storeu_epi8(d + 4 * q, first_bytes(4 * cnt), _mm512_xor_si512(_mm512_permutexvar_epi8(ilv, z), flip));
+    }
+}
+
+/* The packed layout (qat__planes_u8): rows, their padding pixels, the
+ * padding rows between samples. */
+QAT_VNNI8 static void planes_packed(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
+    const __m512i pad = _mm512_set1_epi8((char)(uint8_t)(a->zp + 128)), flip = _mm512_set1_epi8((char)0x80);
+    const __m512i ilv = interleave_index();
+    const int64_t rowb = (int64_t)a->Wq * a->pix, data = (int64_t)a->W * a->pix, cs = (int64_t)a->H * a->W;
+    const int64_t used = a->front + rowb * (a->ph + (int64_t)a->m * a->Hq);
+    for (int cg = 0; cg < a->C / a->pix; cg++) {
+        uint8_t *st = dst + cg * a->plane;
+        fill(st, a->front + a->ph * rowb, pad);
+        for (int s = 0; s < a->m; s++) {
+            uint8_t *rows = st + a->front + (a->ph + (int64_t)s * a->Hq) * rowb;
+            const int8_t *src = x + s * a->in_n + (int64_t)cg * a->pix * cs;
+            for (int iy = 0; iy < a->H; iy++) {
+                uint8_t *row = rows + iy * rowb;
+                row_u8(row, src + (int64_t)iy * a->W, a->W, a->pix, cs, ilv, flip);
+                fill(row + data, rowb - data, pad);
+            }
+            fill(rows + a->H * rowb, (int64_t)(a->Hq - a->H) * rowb, pad);
+        }
+        fill(st + used, a->plane - used, _mm512_setzero_si512());
+    }
+}
+
 /* qat__planes_u8's bytes: rows of 64 bytes (one channel) or 16 pixels of
  * 4 channels (four 16-byte loads, one vpermb) at a time, the padding
  * stored whole; strided phases gather every sx-th byte with a vpermb. */
 QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
+    if (a->packed) {
+        planes_packed(x, a, dst);
+        return;
+    }
     int sx = a->phx > 1 ? a->sw : 1;
     if ((a->pix == 1 && sx > 1) || sx > 4) { /* strided one-channel planes (a first layer: small); wide strides */
         qat__planes_u8(x, a, dst);

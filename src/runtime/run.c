@@ -137,12 +137,17 @@ static void plane_offsets(const qat_qop *op, const qat__op_geom *g, const qat__i
     if (i->kind == QAT_I8_DEPTHWISE) {
         for (int ky = 0; ky < op->kh; ky++)
             for (int gg = 0; gg < i->G; gg++)
-                ksrc[ky * i->G + gg] = (int32_t)((ky % sh) * i->plane + (int64_t)(ky / sh) * i->Wq + 4 * gg);
+                ksrc[ky * i->G + gg] = i->packed ? (int32_t)(i->front + (int64_t)ky * i->Wq + 4 * gg - op->pad_w)
+                                                 : (int32_t)((ky % sh) * i->plane + (int64_t)(ky / sh) * i->Wq + 4 * gg);
         return;
     }
     int n = i->kind == QAT_I8_DENSE4 ? i->K4 : g->K;
     for (int k = 0; k < n; k++) {
         int t = k % g->kk, c = k / g->kk, ky = t / op->kw, kx = t % op->kw;
+        if (i->packed) {
+            ksrc[k] = (int32_t)(c * i->plane + i->front + ((int64_t)ky * i->Wq + kx - op->pad_w) * i->pix);
+            continue;
+        }
         int64_t stack = ((int64_t)c * sh + ky % sh) * sw + kx % sw;
         ksrc[k] = (int32_t)(stack * i->plane + ((int64_t)(ky / sh) * i->Wq + kx / sw) * i->pix);
     }
@@ -167,7 +172,8 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
     for (int k = 0; k < i.K4; k++) koff[k] = i.implicit ? ksrc[k] : (int32_t)(k * i.colpitch);
     qat__planes_args pa = {.C = g->C, .H = g->H, .W = g->W, .ph = op->pad_h, .pw = op->pad_w, .sh = op->stride_h,
                            .sw = op->stride_w, .kh = op->kh, .kw = op->kw, .phy = i.phy, .phx = i.phx, .Hq = i.Hq, .Wq = i.Wq, .pix = i.pix,
-                           .in_n = in_n, .plane = i.plane, .zp = in->q.zero_point};
+                           .packed = i.packed, .in_n = in_n, .plane = i.plane, .front = i.front,
+                           .zp = in->q.zero_point};
     int32_t zp = e->q->tensors[op->output].q.zero_point;
     int64_t stacks_per_group = (int64_t)g->C / g->groups / i.pix * i.phy * i.phx;
     for (int64_t s0 = 0; s0 < e->n; s0 += i.m) {
