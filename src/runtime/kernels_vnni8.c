@@ -426,25 +426,62 @@ QAT_VNNI8 INLINE void row_u8(uint8_t *d, const int8_t *src, int W, int pix, int6
     }
 }
 
-/* The packed layout (qat__planes_u8): rows, their padding pixels, the
- * padding rows between samples. */
+/* The packed layout (qat__planes_u8), one sample's region (its H rows,
+ * each with its padding pixels, then ph padding rows) at a time: the
+ * region's data pixels are the sample's channel plane(s), contiguous in
+ * the input, so each 64-byte piece of the region is the next run of
+ * input pixels spread over the piece's data positions (vpexpandb, or
+ * vpexpandd for pixels of 4 channels) over a vector of padding. The
+ * pieces' data masks are the same for every region: computed once. */
+enum { PACKED_MAX_PIECES = 512 };
+
 QAT_VNNI8 static void planes_packed(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
     const __m512i pad = _mm512_set1_epi8((char)(uint8_t)(a->zp + 128)), flip = _mm512_set1_epi8((char)0x80);
     const __m512i ilv = interleave_index();
     const int64_t rowb = (int64_t)a->Wq * a->pix, data = (int64_t)a->W * a->pix, cs = (int64_t)a->H * a->W;
-    const int64_t used = a->front + rowb * (a->ph + (int64_t)a->m * a->Hq);
+    const int64_t region = (int64_t)a->Hq * a->Wq, per = 64 / a->pix; /* pixels, and pixels a piece */
+    const int64_t pieces = (region + per - 1) / per, used = a->front + rowb * (a->ph + (int64_t)a->m * a->Hq);
+    uint64_t mask[PACKED_MAX_PIECES];
+    int cnt[PACKED_MAX_PIECES];
+    bool expand = pieces <= PACKED_MAX_PIECES;
+    for (int64_t j = 0; expand && j < pieces; j++) {
+        mask[j] = 0;
+        for (int64_t p = j * per; p < (j + 1) * per && p < region; p++)
+            if (p / a->Wq < a->H && p % a->Wq < a->W) mask[j] |= 1ULL << (p - j * per);
+        cnt[j] = __builtin_popcountll(mask[j]);
+    }
     for (int cg = 0; cg < a->C / a->pix; cg++) {
         uint8_t *st = dst + cg * a->plane;
         fill(st, a->front + a->ph * rowb, pad);
         for (int s = 0; s < a->m; s++) {
             uint8_t *rows = st + a->front + (a->ph + (int64_t)s * a->Hq) * rowb;
             const int8_t *src = x + s * a->in_n + (int64_t)cg * a->pix * cs;
-            for (int iy = 0; iy < a->H; iy++) {
-                uint8_t *row = rows + iy * rowb;
-                row_u8(row, src + (int64_t)iy * a->W, a->W, a->pix, cs, ilv, flip);
-                fill(row + data, rowb - data, pad);
+            if (!expand) { /* a large plane: row by row */
+                for (int iy = 0; iy < a->H; iy++) {
+                    row_u8(rows + iy * rowb, src + (int64_t)iy * a->W, a->W, a->pix, cs, ilv, flip);
+                    fill(rows + iy * rowb + data, rowb - data, pad);
+                }
+                fill(rows + a->H * rowb, (int64_t)(a->Hq - a->H) * rowb, pad);
+                continue;
             }
-            fill(rows + a->H * rowb, (int64_t)(a->Hq - a->H) * rowb, pad);
+            /* pieces end past the region only at the last one; the next
+             * region (or the slack) is written after it */
+            for (int64_t j = 0; j < pieces; j++, rows += 64) {
+                int n = cnt[j];
+                __m512i v;
+                if (a->pix == 1) {
+                    v = _mm512_xor_si512(_mm512_maskz_loadu_epi8(first_bytes(n), src), flip);
+                    v = _mm512_mask_expand_epi8(pad, _cvtu64_mask64(mask[j]), v);
+                } else {
+                    __mmask16 k = (__mmask16)((1u << n) - 1);
+                    v = four_lanes(_mm_maskz_loadu_epi8(k, src), _mm_maskz_loadu_epi8(k, src + cs),
+                                   _mm_maskz_loadu_epi8(k, src + 2 * cs), _mm_maskz_loadu_epi8(k, src + 3 * cs));
+                    v = _mm512_xor_si512(_mm512_permutexvar_epi8(ilv, v), flip);
+                    v = _mm512_mask_expand_epi32(pad, (__mmask16)mask[j], v);
+                }
+                _mm512_storeu_si512(rows, v);
+                src += n;
+            }
         }
         fill(st + used, a->plane - used, _mm512_setzero_si512());
     }
