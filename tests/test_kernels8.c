@@ -297,6 +297,7 @@ static void test_gemm8_equals_int16_reference(void) {
             if (use_simd && !simd) continue;
             int8_t *wp = calloc((size_t)Op * K4 * 4, 1);
             int32_t *b8 = malloc(4 * (size_t)O);
+            qat__rq *rq = malloc(sizeof *rq * (size_t)O);
             for (int o = 0; o < O; o++) {
                 uint32_t sum = 0;
                 for (int k = 0; k < K; k++) {
@@ -304,10 +305,11 @@ static void test_gemm8_equals_int16_reference(void) {
                     sum += (uint32_t)w8[o * K + k];
                 }
                 b8[o] = (int32_t)((uint32_t)bias[o] - (uint32_t)(128 + zp_in) * sum);
+                rq[o] = qat__rq_make(b8[o], m0[o], sh[o]);
             }
             memset(got, 0x55, (size_t)(m * out_n) + 128);
             qat__gemm8_args a = {.col = col, .koff = koff, .w = wp, .K4 = K4, .O = O, .R = R, .TT = TT, .Q = Q,
-                                 .bias8 = b8, .m0 = m0, .shift = sh, .zp = zp, .lo = -100, .hi = 120,
+                                 .rq = rq, .bias8 = b8, .m0 = m0, .shift = sh, .zp = zp, .lo = -100, .hi = 120,
                                  .out = got, .so = P, .map = &map};
             (use_simd ? qat__gemm8_vnni : qat__gemm8_ref)(&a);
             int bad = 0, stray = 0;
@@ -318,7 +320,7 @@ static void test_gemm8_equals_int16_reference(void) {
                        use_simd ? "VNNI" : "portable", bad, stray);
             CU_ASSERT_EQUAL(bad, 0);
             CU_ASSERT_EQUAL(stray, 0);
-            free(wp), free(b8);
+            free(wp), free(b8), free(rq);
         }
         free(w8), free(x), free(bias), free(m0), free(sh), free(w16), free(c16), free(col), free(want), free(got);
         free(koff), free(map.first), free(map.seg);

@@ -180,6 +180,18 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  *        plane(c4, py, px)[s·Hq + qy][qx] = padded pixel (qy·sh + py, qx·sw + px) of sample s,
  *    and tap (ky, kx) of position q is plane(c4, ky % sh, kx % sw) + q + (ky / sh)·Wq + kx / sw. */
 
+/* One output channel's requantization, prepared for the vector kernels:
+ * clamp(zp + qat__mbqm(acc + bias, m0, shift)) is, with x = (acc + bias)
+ * << left (saturated, shift > 0 only) and P = x·m0 in 64 bits,
+ *     (P + n - [P < 0]·c) >> s
+ * (kernels_vnni8.c gives the proof), then the clamp. 64 bytes: one line. */
+typedef struct {
+    int64_t m0, n, c, s;
+    int32_t bias, left;
+    int32_t unused[6];
+} qat__rq;
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift);
+
 /* Every w - zp_w of a linear/conv2d op fits int8. */
 bool qat__int8_weights(const qat_qop *op);
 
@@ -209,8 +221,9 @@ typedef struct {
      * row offsets koff [K4], the planes' offsets of each row (ksrc [K4], or
      * generic: of each k [4·K4]; depthwise: the taps [K4]), the position map */
     int64_t off_planes, off_col, off_koff, off_ksrc, off_first, off_seg, scratch;
-    /* constants: corrected bias [Op] int32, then the packed weights */
-    int64_t const_bytes;
+    /* constants: corrected bias [rows] int32, the packed weights, then
+     * (conv2d) a qat__rq per output channel (rq_offset) */
+    int64_t rq_offset, const_bytes;
 } qat__i8_geom;
 void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, qat__i8_geom *i8);
 
@@ -278,6 +291,7 @@ typedef struct {
     const int8_t *w;
     int K4, O, R, TT;
     int64_t Q;
+    const qat__rq *rq; /* [O]: the x86 kernel's form of bias8, m0 and shift */
     const int32_t *bias8, *m0, *shift;
     int32_t zp, lo, hi;
     int8_t *out;
@@ -297,6 +311,7 @@ typedef struct {
     int T, step, mult, O;
     const int8_t *w;    /* [O][T][4] */
     int64_t Q;
+    const qat__rq *rq;  /* [O] */
     const int32_t *bias8, *m0, *shift;
     int32_t zp, lo, hi;
     int8_t *out;

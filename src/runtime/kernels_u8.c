@@ -21,6 +21,16 @@
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* A pitch between the rows a GEMM tile reads together (plane stacks,
+ * column rows): an odd multiple of 64 bytes. A multiple of 4 KiB would
+ * put every row's line of a tile in the same L1 set (the set is address
+ * bits 6..11), and 16 rows overflow its 12 ways: the tile then misses L1
+ * on every k (measured: a third of the pointwise convolutions' time). */
+static int64_t pitch(int64_t bytes) {
+    int64_t p = qat__round_up(bytes, 64);
+    return p / 64 % 2 ? p : p + 64;
+}
+
 bool qat__int8_weights(const qat_qop *op) {
     const qat_qtype *wq = &op->wq;
     int64_t n = 1;
@@ -55,7 +65,7 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
         /* scratch: the last sample's row, padded to whole groups of 4 */
         i->scratch = qat__round_up(4 * (int64_t)i->K4, 64);
         int64_t wbytes = qat__round_up((int64_t)i->Op, 16) * i->K4 * 4;
-        i->const_bytes = qat__round_up(4 * (int64_t)i->Op, 64) + qat__round_up(wbytes, 64);
+        i->const_bytes = i->rq_offset = qat__round_up(4 * (int64_t)i->Op, 64) + qat__round_up(wbytes, 64);
         return;
     }
     int sh = op->stride_h, sw = op->stride_w, Cg = g->C / g->groups, OH = g->OH, OW = g->OW;
@@ -92,12 +102,12 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     i->m = (int)(m < 1 ? 1 : m > max_batch ? max_batch : m);
     i->front = i->packed ? qat__round_up((int64_t)pw * i->pix, 64) : 0;
     int64_t top = i->packed ? (int64_t)ph * i->Wq * i->pix : 0; /* the first sample's top padding rows */
-    i->plane = qat__round_up(i->front + top + plane_per_sample * i->m + SLACK, 64);
+    i->plane = pitch(i->front + top + plane_per_sample * i->m + SLACK);
     bool grid = g->depthwise || i->implicit; /* positions on the planes' grid, else compact */
     int gm = i->m, gH = grid ? i->Hq : 1, gW = grid ? i->Wg : (int)i->P, gOH = grid ? OH : 1, gOW = grid ? OW : (int)i->P;
     i->Q = (int64_t)(gm - 1) * gH * gW + (int64_t)(gOH - 1) * gW + gOW;
     i->max_segs = qat__posmap_max_segs(gm, gH, gW, gOH, gOW);
-    i->colpitch = col_per_sample ? qat__round_up(4 * qat__round_up(i->Q, 64) + SLACK, 64) : 0;
+    i->colpitch = col_per_sample ? pitch(4 * qat__round_up(i->Q, 64) + SLACK) : 0;
     int ksrc = i->kind == QAT_I8_GENERIC ? 4 * i->K4 : i->K4;
     i->off_planes = 0;
     i->off_col = i->off_planes + stacks * i->plane;
@@ -108,7 +118,15 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     i->scratch = i->off_seg + qat__round_up(i->max_segs * (int64_t)sizeof(qat__seg), 64);
     int64_t rows = g->depthwise ? g->O : (int64_t)g->groups * i->Op;
     int64_t wbytes = g->depthwise ? (int64_t)g->O * i->K4 * 4 : rows * i->K4 * 4;
-    i->const_bytes = qat__round_up(4 * rows, 64) + qat__round_up(wbytes, 64);
+    i->rq_offset = qat__round_up(4 * rows, 64) + qat__round_up(wbytes, 64);
+    i->const_bytes = i->rq_offset + (int64_t)g->O * (int64_t)sizeof(qat__rq);
+}
+
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift) {
+    int right = shift < 0 ? (shift < -31 ? 31 : -shift) : 0;
+    qat__rq q = {.m0 = m0, .n = (1LL << 30) + (right ? 1LL << (30 + right) : 0), .c = right ? 1LL << 31 : 0,
+                 .s = 31 + right, .bias = bias, .left = shift > 0 ? shift : 0};
+    return q;
 }
 
 /* Where weight k (natural order, [C/groups][kh][kw] flattened) of output
@@ -153,6 +171,8 @@ void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom 
         }
         int64_t at = i->kind == QAT_I8_DEPTHWISE || i->kind == QAT_I8_LINEAR ? o : (int64_t)(o / g->Og) * i->Op + o % g->Og;
         bias8[at] = (int32_t)((uint32_t)op->bias[o] - corr * sum);
+        if (i->kind != QAT_I8_LINEAR)
+            ((qat__rq *)(void *)((uint8_t *)consts + i->rq_offset))[o] = qat__rq_make(bias8[at], op->multiplier[o], op->shift[o]);
     }
 }
 

@@ -114,15 +114,6 @@ QAT_VNNI8 INLINE __m512i requant16_lanes(__m512i x, __m512i m, __m512i shift, in
     return clamp_zp16(v, zp, lo, hi);
 }
 
-QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi,
-                                     int32_t *y) {
-    __m512i v = requant16(_mm512_loadu_si512(acc), m0, shift, zp, lo, hi);
-    _mm512_storeu_si512(y, v);
-    /* and the per-lane form, lanes all alike, must agree */
-    __m512i w = requant16_lanes(_mm512_loadu_si512(acc), _mm512_set1_epi32(m0), _mm512_set1_epi32(shift), zp, lo, hi);
-    if (_mm512_cmpneq_epi32_mask(v, w)) _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
-}
-
 /* ---- stores through the position map ---------------------------------------------- */
 
 /* One chunk's segments, read once per tile: the stores go through int8_t
@@ -159,12 +150,52 @@ QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const chunk_segs *c) {
     }
 }
 
-/* clamp(zp + mbqm(acc + bias)) as bytes */
-QAT_VNNI8 INLINE __m128i requant_bytes(__m512i acc, __m512i bias, int32_t m0, int shift, __m512i lo_zp, __m512i hi_zp,
-                                       __m512i zp) {
-    __m512i v = mbqm16(_mm512_add_epi32(acc, bias), m0, shift);
-    v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, lo_zp), hi_zp), zp);
+/* The clamp bounds relative to zp, and zp: per op. */
+typedef struct {
+    __m512i lo_zp, hi_zp, zp, even_odd;
+} clamp16;
+
+QAT_VNNI8 INLINE clamp16 clamp_of(int32_t zp, int32_t lo, int32_t hi) {
+    int32_t idx[16]; /* dword i: the low half of 64-bit lane i/2 of the even (i even) or odd (i odd) results */
+    for (int i = 0; i < 16; i++) idx[i] = i % 2 ? 16 + i - 1 : i;
+    return (clamp16){_mm512_set1_epi32(lo - zp), _mm512_set1_epi32(hi - zp), _mm512_set1_epi32(zp),
+                     _mm512_loadu_si512(idx)};
+}
+
+/* clamp(zp + mbqm(acc + bias)) as bytes, from a prepared qat__rq: the
+ * formula of mbqm16 with its constants precomputed (no branch but the
+ * rare left shift; the record's fields broadcast from memory). */
+QAT_VNNI8 INLINE __m128i requant_rq(__m512i acc, const qat__rq *q, const clamp16 *k) {
+    __m512i x = _mm512_add_epi32(acc, _mm512_set1_epi32(q->bias));
+    if (q->left) {
+        __m128i cnt = _mm_cvtsi32_si128(q->left);
+        __m512i sh = _mm512_sll_epi32(x, cnt);
+        __mmask16 ovf = _mm512_cmpneq_epi32_mask(_mm512_sra_epi32(sh, cnt), x);
+        __m512i sat = _mm512_xor_si512(_mm512_srai_epi32(x, 31), _mm512_set1_epi32(INT32_MAX));
+        x = _mm512_mask_blend_epi32(ovf, sh, sat);
+    }
+    const __m512i m = _mm512_set1_epi64(q->m0), n = _mm512_set1_epi64(q->n), c = _mm512_set1_epi64(q->c),
+                  s = _mm512_set1_epi64(q->s);
+    __m512i pe = _mm512_mul_epi32(x, m), po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), m);
+    __m512i te = _mm512_add_epi64(pe, n), to = _mm512_add_epi64(po, n);
+    te = _mm512_srav_epi64(_mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, c), s);
+    to = _mm512_srav_epi64(_mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, c), s);
+    __m512i v = _mm512_permutex2var_epi32(te, k->even_odd, to);
+    v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, k->lo_zp), k->hi_zp), k->zp);
     return _mm512_cvtepi32_epi8(v);
+}
+
+QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi,
+                                     int32_t *y) {
+    __m512i v = requant16(_mm512_loadu_si512(acc), m0, shift, zp, lo, hi);
+    _mm512_storeu_si512(y, v);
+    /* and the prepared record's form, and the per-lane form, lanes all alike, must agree */
+    const clamp16 k = clamp_of(zp, lo, hi);
+    qat__rq q = qat__rq_make(0, m0, shift);
+    if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtepi8_epi32(requant_rq(_mm512_loadu_si512(acc), &q, &k))))
+        _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
+    __m512i w = requant16_lanes(_mm512_loadu_si512(acc), _mm512_set1_epi32(m0), _mm512_set1_epi32(shift), zp, lo, hi);
+    if (_mm512_cmpneq_epi32_mask(v, w)) _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
 }
 
 /* ---- the convolution GEMM --------------------------------------------------------- */
@@ -192,25 +223,19 @@ QAT_VNNI8 INLINE void gemm_tile(const qat__gemm8_args *a, int blk, int64_t q0, c
     chunk_segs ch[4];
 #pragma GCC unroll 4
     for (int t = 0; t < TT; t++) ch[t] = chunk_of(a->map, q0 / 16 + t);
-    const __m512i zp = _mm512_set1_epi32(a->zp), lo_zp = _mm512_set1_epi32(a->lo - a->zp),
-                  hi_zp = _mm512_set1_epi32(a->hi - a->zp);
+    const clamp16 k = clamp_of(a->zp, a->lo, a->hi);
     int o0 = blk * R, rows = a->O - o0 < R ? a->O - o0 : R;
     int8_t *out = a->out + o0 * a->so;
     const int64_t so = a->so;
-    int32_t bias[16] = {0}, m0[16] = {0}, shift[16] = {0};
-#pragma GCC unroll 16
-    for (int r = 0; r < R; r++)
-        if (r < rows) bias[r] = a->bias8[o0 + r], m0[r] = a->m0[o0 + r], shift[r] = a->shift[o0 + r];
+    const qat__rq *rq = a->rq + o0;
     /* unrolled with constant indices: a loop that indexes acc at run time
      * makes GCC keep acc in memory, and store every sum on every k */
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++)
-        if (r < rows) {
-            __m512i b = _mm512_set1_epi32(bias[r]);
+        if (r < rows)
 #pragma GCC unroll 4
             for (int t = 0; t < TT; t++)
-                if (ch[t].n) store16(out + r * so, requant_bytes(acc[r][t], b, m0[r], shift[r], lo_zp, hi_zp, zp), &ch[t]);
-        }
+                if (ch[t].n) store16(out + r * so, requant_rq(acc[r][t], rq + r, &k), &ch[t]);
 }
 
 #define GEMM_KERNEL(R, TT)                                                                   \
@@ -245,8 +270,7 @@ QAT_VNNI8 void qat__dw8_vnni(const qat__dw8_args *a) {
     const int64_t stride = 16 * (int64_t)a->step, chunks = a->map->chunks, so = a->so; /* bytes between chunks */
     const int T = a->T, O = a->O, mult = a->mult;
     const int32_t *tap = a->tap;
-    const __m512i zp = _mm512_set1_epi32(a->zp), lo_zp = _mm512_set1_epi32(a->lo - a->zp),
-                  hi_zp = _mm512_set1_epi32(a->hi - a->zp);
+    const clamp16 k = clamp_of(a->zp, a->lo, a->hi);
     const uint8_t *planes = a->planes;
     int8_t *out0 = a->out;
     for (int64_t c = 0; c < chunks; c += 4) {
@@ -264,14 +288,12 @@ QAT_VNNI8 void qat__dw8_vnni(const qat__dw8_args *a) {
                 acc2 = dpbusd_bcast(acc2, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 2 * stride)), w + 4 * t);
                 acc3 = dpbusd_bcast(acc3, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 3 * stride)), w + 4 * t);
             }
-            const __m512i b = _mm512_set1_epi32(a->bias8[o]);
-            int32_t m0 = a->m0[o];
-            int shift = a->shift[o];
+            const qat__rq *q = a->rq + o;
             int8_t *out = out0 + o * so;
-            if (ch[0].n) store16(out, requant_bytes(acc0, b, m0, shift, lo_zp, hi_zp, zp), &ch[0]);
-            if (ch[1].n) store16(out, requant_bytes(acc1, b, m0, shift, lo_zp, hi_zp, zp), &ch[1]);
-            if (ch[2].n) store16(out, requant_bytes(acc2, b, m0, shift, lo_zp, hi_zp, zp), &ch[2]);
-            if (ch[3].n) store16(out, requant_bytes(acc3, b, m0, shift, lo_zp, hi_zp, zp), &ch[3]);
+            if (ch[0].n) store16(out, requant_rq(acc0, q, &k), &ch[0]);
+            if (ch[1].n) store16(out, requant_rq(acc1, q, &k), &ch[1]);
+            if (ch[2].n) store16(out, requant_rq(acc2, q, &k), &ch[2]);
+            if (ch[3].n) store16(out, requant_rq(acc3, q, &k), &ch[3]);
         }
     }
 }
@@ -496,7 +518,7 @@ QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a,
         return;
     }
     int sx = a->phx > 1 ? a->sw : 1;
-    if ((a->pix == 1 && sx > 1) || sx > 4) { /* strided one-channel planes (a first layer: small); wide strides */
+    if ((a->pix == 1 && sx > 2) || sx > 4) { /* wide strides: the portable loop */
         qat__planes_u8(x, a, dst);
         return;
     }
@@ -505,6 +527,8 @@ QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a,
     int8_t gs[64];
     for (int i = 0; i < 64; i++) gs[i] = (int8_t)((i * sx) & 63);
     const __m512i gidx = _mm512_loadu_si512(gs);
+    for (int i = 0; i < 64; i++) gs[i] = (int8_t)(2 * i); /* bytes 0, 2, .., 126 of two vectors */
+    const __m512i gidx2 = _mm512_loadu_si512(gs);
     const int64_t rowb = (int64_t)a->Wq * a->pix, used = rowb * a->m * a->Hq, cs = (int64_t)a->H * a->W;
     for (int cg = 0; cg < a->C / a->pix; cg++)
         for (int py = 0; py < a->phy && py < a->kh; py++)
@@ -525,11 +549,15 @@ QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a,
                         fill(row, (int64_t)qa * a->pix, pad);
                         fill(row + (int64_t)qb * a->pix, (int64_t)(a->Wq - qb) * a->pix, pad);
                         const int8_t *src = x + s * a->in_n + ((int64_t)cg * a->pix * a->H + iy) * a->W;
-                        if (a->pix == 1) {
+                        if (a->pix == 1) { /* 64 bytes at a time, every sx-th (sx <= 2: from 128) */
                             for (int q = qa; q < qb; q += 64) {
-                                __mmask64 k = first_bytes(qb - q);
-                                __m512i v = _mm512_maskz_loadu_epi8(k, src + q + px - a->pw);
-                                _mm512_mask_storeu_epi8(row + q, k, _mm512_xor_si512(v, flip));
+                                int cnt = qb - q < 64 ? qb - q : 64;
+                                const int8_t *sp = src + (int64_t)q * sx + px - a->pw;
+                                int64_t nb = (int64_t)(cnt - 1) * sx + 1;
+                                __m512i v = _mm512_maskz_loadu_epi8(first_bytes(nb), sp);
+                                if (sx == 2)
+                                    v = _mm512_permutex2var_epi8(v, gidx2, _mm512_maskz_loadu_epi8(first_bytes(nb - 64 > 0 ? nb - 64 : 0), sp + 64));
+                                _mm512_mask_storeu_epi8(row + q, first_bytes(cnt), _mm512_xor_si512(v, flip));
                             }
                             continue;
                         }

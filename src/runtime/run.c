@@ -163,6 +163,7 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
     int64_t rows = i.kind == QAT_I8_DEPTHWISE ? g->O : (int64_t)g->groups * i.Op;
     const int32_t *bias8 = (const int32_t *)(const void *)c;
     const int8_t *w8 = (const int8_t *)c + qat__round_up(4 * rows, 64);
+    const qat__rq *rq = (const qat__rq *)(const void *)(c + i.rq_offset);
     uint8_t *planes = e->scratch + i.off_planes, *col = e->scratch + i.off_col;
     int32_t *koff = (int32_t *)(void *)(e->scratch + i.off_koff), *ksrc = (int32_t *)(void *)(e->scratch + i.off_ksrc);
     qat__posmap map = {.first = (int32_t *)(void *)(e->scratch + i.off_first),
@@ -185,7 +186,7 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
                          : qat__posmap_build(mm, 1, (int)i.P, 1, (int)i.P, out_n, &map);
         if (i.kind == QAT_I8_DEPTHWISE) {
             qat__dw8_args d = {.planes = planes, .cstride = i.phy * i.plane, .tap = ksrc, .T = i.K4, .step = i.step,
-                               .mult = g->O / g->C, .O = g->O, .w = w8, .Q = Q, .bias8 = bias8, .m0 = op->multiplier,
+                               .mult = g->O / g->C, .O = g->O, .w = w8, .Q = Q, .rq = rq, .bias8 = bias8, .m0 = op->multiplier,
                                .shift = op->shift, .zp = zp, .lo = op->act_min, .hi = op->act_max,
                                .out = y + s0 * out_n, .so = (int64_t)g->OH * g->OW, .map = &map};
             (simd ? qat__dw8_vnni : qat__dw8_ref)(&d);
@@ -200,7 +201,8 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
             }
             int64_t o0 = (int64_t)grp * g->Og;
             qat__gemm8_args a = {.col = i.implicit ? gp : col, .koff = koff, .w = w8 + grp * (int64_t)i.Op * i.K4 * 4,
-                                 .K4 = i.K4, .O = g->Og, .R = i.R, .TT = i.TT, .Q = Q, .bias8 = bias8 + grp * i.Op,
+                                 .K4 = i.K4, .O = g->Og, .R = i.R, .TT = i.TT, .Q = Q, .rq = rq + o0,
+                                 .bias8 = bias8 + grp * i.Op,
                                  .m0 = op->multiplier + o0, .shift = op->shift + o0, .zp = zp, .lo = op->act_min,
                                  .hi = op->act_max, .out = y + s0 * out_n + o0 * i.P, .so = i.P, .map = &map};
             (simd ? qat__gemm8_vnni : qat__gemm8_ref)(&a);
