@@ -181,16 +181,18 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  *    and tap (ky, kx) of position q is plane(c4, ky % sh, kx % sw) + q + (ky / sh)·Wq + kx / sw. */
 
 /* One output channel's requantization, prepared for the vector kernels:
- * clamp(zp + qat__mbqm(acc + bias, m0, shift)) is, with x = (acc + bias)
- * << left (saturated, shift > 0 only) and P = x·m0 in 64 bits,
- *     (P + n - [P < 0]·c) >> s
- * (kernels_vnni8.c gives the proof), then the clamp. 64 bytes: one line. */
+ * zp + qat__mbqm(acc + bias, m0, shift) is, with x = (acc + bias) << left
+ * (saturated; shift > 0 only) and P = x·m0 in 64 bits,
+ *     (P + n - [P < 0]·c) >> s,
+ * with zp·2^s inside n when that cannot overflow (fold; kernels_vnni8.c
+ * gives the proof), then the clamp. The kernels start their sums at bias.
+ * 64 bytes: one line. */
 typedef struct {
     int64_t m0, n, c, s;
-    int32_t bias, left;
-    int32_t unused[6];
+    int32_t bias, left, zp, fold;
+    int32_t unused[4];
 } qat__rq;
-qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift);
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp);
 
 /* Every w - zp_w of a linear/conv2d op fits int8. */
 bool qat__int8_weights(const qat_qop *op);

@@ -122,10 +122,13 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     i->const_bytes = i->rq_offset + (int64_t)g->O * (int64_t)sizeof(qat__rq);
 }
 
-qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift) {
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp) {
     int right = shift < 0 ? (shift < -31 ? 31 : -shift) : 0;
     qat__rq q = {.m0 = m0, .n = (1LL << 30) + (right ? 1LL << (30 + right) : 0), .c = right ? 1LL << 31 : 0,
-                 .s = 31 + right, .bias = bias, .left = shift > 0 ? shift : 0};
+                 .s = 31 + right, .bias = bias, .left = shift > 0 ? shift : 0, .zp = zp};
+    /* |P| < 2^62 and n <= 2^61 + 2^30: adding zp·2^s (|zp| <= 2^8) stays
+     * below 2^63 while s <= 53 */
+    if (q.s <= 53) q.n += (int64_t)zp * (1LL << q.s), q.fold = 1;
     return q;
 }
 
@@ -172,7 +175,8 @@ void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom 
         int64_t at = i->kind == QAT_I8_DEPTHWISE || i->kind == QAT_I8_LINEAR ? o : (int64_t)(o / g->Og) * i->Op + o % g->Og;
         bias8[at] = (int32_t)((uint32_t)op->bias[o] - corr * sum);
         if (i->kind != QAT_I8_LINEAR)
-            ((qat__rq *)(void *)((uint8_t *)consts + i->rq_offset))[o] = qat__rq_make(bias8[at], op->multiplier[o], op->shift[o]);
+            ((qat__rq *)(void *)((uint8_t *)consts + i->rq_offset))[o] =
+                qat__rq_make(bias8[at], op->multiplier[o], op->shift[o], q->tensors[op->output].q.zero_point);
     }
 }
 

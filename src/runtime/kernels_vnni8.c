@@ -150,23 +150,27 @@ QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const chunk_segs *c) {
     }
 }
 
-/* The clamp bounds relative to zp, and zp: per op. */
+/* The clamps and zp of an op, as the epilogues use them. */
 typedef struct {
     __m512i lo_zp, hi_zp, zp, even_odd;
+    __m128i lo8, hi8;
 } clamp16;
 
 QAT_VNNI8 INLINE clamp16 clamp_of(int32_t zp, int32_t lo, int32_t hi) {
     int32_t idx[16]; /* dword i: the low half of 64-bit lane i/2 of the even (i even) or odd (i odd) results */
     for (int i = 0; i < 16; i++) idx[i] = i % 2 ? 16 + i - 1 : i;
     return (clamp16){_mm512_set1_epi32(lo - zp), _mm512_set1_epi32(hi - zp), _mm512_set1_epi32(zp),
-                     _mm512_loadu_si512(idx)};
+                     _mm512_loadu_si512(idx), _mm_set1_epi8((char)lo), _mm_set1_epi8((char)hi)};
 }
 
-/* clamp(zp + mbqm(acc + bias)) as bytes, from a prepared qat__rq: the
- * formula of mbqm16 with its constants precomputed (no branch but the
- * rare left shift; the record's fields broadcast from memory). */
-QAT_VNNI8 INLINE __m128i requant_rq(__m512i acc, const qat__rq *q, const clamp16 *k) {
-    __m512i x = _mm512_add_epi32(acc, _mm512_set1_epi32(q->bias));
+/* clamp(zp + mbqm(x)) as bytes, x the sum that started at the bias, from
+ * a prepared qat__rq: mbqm16's formula with its constants precomputed and
+ * zp inside n (fold), so the two halves' 64-bit results are the output
+ * integers before the clamp: vpmovsqb saturates them to int8 (exactly the
+ * clamp to [-128, 127]), the bytes interleave back into lane order, and
+ * [lo, hi] is a byte max and min. Without fold (s > 53: multipliers below
+ * 2^-22), the 32-bit path of mbqm16. */
+QAT_VNNI8 INLINE __m128i requant_rq(__m512i x, const qat__rq *q, const clamp16 *k) {
     if (q->left) {
         __m128i cnt = _mm_cvtsi32_si128(q->left);
         __m512i sh = _mm512_sll_epi32(x, cnt);
@@ -180,6 +184,10 @@ QAT_VNNI8 INLINE __m128i requant_rq(__m512i acc, const qat__rq *q, const clamp16
     __m512i te = _mm512_add_epi64(pe, n), to = _mm512_add_epi64(po, n);
     te = _mm512_srav_epi64(_mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, c), s);
     to = _mm512_srav_epi64(_mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, c), s);
+    if (q->fold) {
+        __m128i b = _mm_unpacklo_epi8(_mm512_cvtsepi64_epi8(te), _mm512_cvtsepi64_epi8(to));
+        return _mm_min_epi8(_mm_max_epi8(b, k->lo8), k->hi8);
+    }
     __m512i v = _mm512_permutex2var_epi32(te, k->even_odd, to);
     v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, k->lo_zp), k->hi_zp), k->zp);
     return _mm512_cvtepi32_epi8(v);
@@ -191,7 +199,7 @@ QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, 
     _mm512_storeu_si512(y, v);
     /* and the prepared record's form, and the per-lane form, lanes all alike, must agree */
     const clamp16 k = clamp_of(zp, lo, hi);
-    qat__rq q = qat__rq_make(0, m0, shift);
+    qat__rq q = qat__rq_make(0, m0, shift, zp);
     if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtepi8_epi32(requant_rq(_mm512_loadu_si512(acc), &q, &k))))
         _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
     __m512i w = requant16_lanes(_mm512_loadu_si512(acc), _mm512_set1_epi32(m0), _mm512_set1_epi32(shift), zp, lo, hi);
@@ -202,10 +210,14 @@ QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, 
 
 QAT_VNNI8 INLINE void gemm_tile(const qat__gemm8_args *a, int blk, int64_t q0, const int R, const int TT) {
     __m512i acc[16][4];
+    const qat__rq *rq = a->rq + blk * R;
+    int rows = a->O - blk * R < R ? a->O - blk * R : R;
 #pragma GCC unroll 16
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        __m512i b = _mm512_set1_epi32(r < rows ? rq[r].bias : 0); /* the sums start at the bias */
 #pragma GCC unroll 4
-        for (int t = 0; t < TT; t++) acc[r][t] = _mm512_setzero_si512();
+        for (int t = 0; t < TT; t++) acc[r][t] = b;
+    }
     const uint8_t *col = a->col + 4 * q0;
     const int8_t *w = a->w + (int64_t)blk * a->K4 * R * 4;
     const int32_t *koff = a->koff;
@@ -224,10 +236,8 @@ QAT_VNNI8 INLINE void gemm_tile(const qat__gemm8_args *a, int blk, int64_t q0, c
 #pragma GCC unroll 4
     for (int t = 0; t < TT; t++) ch[t] = chunk_of(a->map, q0 / 16 + t);
     const clamp16 k = clamp_of(a->zp, a->lo, a->hi);
-    int o0 = blk * R, rows = a->O - o0 < R ? a->O - o0 : R;
-    int8_t *out = a->out + o0 * a->so;
+    int8_t *out = a->out + blk * R * a->so;
     const int64_t so = a->so;
-    const qat__rq *rq = a->rq + o0;
     /* unrolled with constant indices: a loop that indexes acc at run time
      * makes GCC keep acc in memory, and store every sum on every k */
 #pragma GCC unroll 16
@@ -280,7 +290,8 @@ QAT_VNNI8 void qat__dw8_vnni(const qat__dw8_args *a) {
         for (int o = 0; o < O; o++) {
             const uint8_t *p = p0 + (int64_t)(o / mult) * a->cstride;
             const int8_t *w = a->w + (int64_t)o * T * 4;
-            __m512i acc0 = _mm512_setzero_si512(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+            const qat__rq *q = a->rq + o;
+            __m512i acc0 = _mm512_set1_epi32(q->bias), acc1 = acc0, acc2 = acc0, acc3 = acc0;
             for (int t = 0; t < T; t++) {
                 const uint8_t *pt = p + tap[t];
                 acc0 = dpbusd_bcast(acc0, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt)), w + 4 * t);
@@ -288,7 +299,6 @@ QAT_VNNI8 void qat__dw8_vnni(const qat__dw8_args *a) {
                 acc2 = dpbusd_bcast(acc2, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 2 * stride)), w + 4 * t);
                 acc3 = dpbusd_bcast(acc3, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 3 * stride)), w + 4 * t);
             }
-            const qat__rq *q = a->rq + o;
             int8_t *out = out0 + o * so;
             if (ch[0].n) store16(out, requant_rq(acc0, q, &k), &ch[0]);
             if (ch[1].n) store16(out, requant_rq(acc1, q, &k), &ch[1]);
@@ -372,17 +382,49 @@ void qat__linear8_vnni(const qat__linear8_args *a) {
 
 /* ---- element-wise ops ---------------------------------------------------------------- */
 
-/* TFLite's ADD, 16 elements at a time (qat__add_s8's operations in its order). */
+/* A multiplier's constants in vectors, for loops that apply one multiplier
+ * to every element (qat__rq's formula, without the bias). */
+typedef struct {
+    __m512i m, n, c, s;
+    __m128i left;
+    bool shifts;
+} mult16;
+
+QAT_VNNI8 INLINE mult16 mult_of(int32_t m0, int shift) {
+    qat__rq q = qat__rq_make(0, m0, shift, 0);
+    return (mult16){_mm512_set1_epi64(q.m0), _mm512_set1_epi64(q.n), _mm512_set1_epi64(q.c), _mm512_set1_epi64(q.s),
+                    _mm_cvtsi32_si128(q.left), q.left > 0};
+}
+
+QAT_VNNI8 INLINE __m512i mbqm_v(__m512i x, const mult16 *q, __m512i even_odd) {
+    if (q->shifts) {
+        __m512i sh = _mm512_sll_epi32(x, q->left);
+        __mmask16 ovf = _mm512_cmpneq_epi32_mask(_mm512_sra_epi32(sh, q->left), x);
+        __m512i sat = _mm512_xor_si512(_mm512_srai_epi32(x, 31), _mm512_set1_epi32(INT32_MAX));
+        x = _mm512_mask_blend_epi32(ovf, sh, sat);
+    }
+    __m512i pe = _mm512_mul_epi32(x, q->m), po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), q->m);
+    __m512i te = _mm512_add_epi64(pe, q->n), to = _mm512_add_epi64(po, q->n);
+    te = _mm512_srav_epi64(_mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, q->c), q->s);
+    to = _mm512_srav_epi64(_mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, q->c), q->s);
+    return _mm512_permutex2var_epi32(te, even_odd, to);
+}
+
+/* TFLite's ADD, 16 elements at a time (qat__add_s8's operations in its
+ * order; the sum of the two rescaled inputs wraps as the portable int32
+ * sum would, where that is defined at all). */
 QAT_VNNI8 void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
     const __m512i zpa = _mm512_set1_epi32(r->zp_a), zpb = _mm512_set1_epi32(r->zp_b);
     const __m128i ls = _mm_cvtsi32_si128(r->left_shift);
-    int64_t i = 0;
-    for (; i < n; i += 16) {
+    const mult16 ma = mult_of(r->m_a, r->sh_a), mb = mult_of(r->m_b, r->sh_b), mo = mult_of(r->m_out, r->sh_out);
+    const clamp16 k = clamp_of(r->zp_out, r->lo, r->hi);
+    for (int64_t i = 0; i < n; i += 16) {
         __mmask16 keep = (__mmask16)(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
         __m512i xa = _mm512_sll_epi32(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(keep, a + i)), zpa), ls);
         __m512i xb = _mm512_sll_epi32(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(keep, b + i)), zpb), ls);
-        __m512i sum = _mm512_add_epi32(mbqm16(xa, r->m_a, r->sh_a), mbqm16(xb, r->m_b, r->sh_b));
-        __m512i v = requant16(sum, r->m_out, r->sh_out, r->zp_out, r->lo, r->hi);
+        __m512i sum = _mm512_add_epi32(mbqm_v(xa, &ma, k.even_odd), mbqm_v(xb, &mb, k.even_odd));
+        __m512i v = mbqm_v(sum, &mo, k.even_odd);
+        v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, k.lo_zp), k.hi_zp), k.zp);
         _mm_mask_storeu_epi8(y + i, keep, _mm512_cvtepi32_epi8(v));
     }
 }
