@@ -419,11 +419,14 @@ static void test_position_map(void) {
         for (int64_t c = 0; c < map.chunks; c++)
             for (int32_t s = map.first[c]; s < map.first[c + 1]; s++) {
                 qat__seg g = map.seg[s];
-                bad += g.lane < 0 || g.n < 1 || g.lane + g.n > 16;
-                for (int l = 0; l < g.n; l++) {
-                    int64_t q = c * 16 + g.lane + l, s_ = q / ((int64_t)Hq * Wq), oy = q % ((int64_t)Hq * Wq) / Wq, ox = q % Wq;
-                    bad += q >= Q || oy >= OH || ox >= OW || g.dst + l != s_ * out_n + oy * OW + ox;
-                    if (g.dst + l >= 0 && g.dst + l < total) hits[g.dst + l]++;
+                bad += g.mask == 0 || g.mask > 0xFFFF;
+                int64_t d = g.dst;
+                for (int l = 0; l < 16; l++) {
+                    if (!(g.mask >> l & 1)) continue;
+                    int64_t q = c * 16 + l, s_ = q / ((int64_t)Hq * Wq), oy = q % ((int64_t)Hq * Wq) / Wq, ox = q % Wq;
+                    bad += q >= Q || oy >= OH || ox >= OW || d != s_ * out_n + oy * OW + ox;
+                    if (d >= 0 && d < total) hits[d]++;
+                    d++;
                 }
             }
         for (int64_t i = 0; i < total; i++) bad += hits[i] != (i % out_n < (int64_t)OH * OW);

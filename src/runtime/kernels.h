@@ -237,11 +237,14 @@ void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom 
 
 /* The position map: which computed positions are stored, and where.
  * Positions come in chunks of 16 (one zmm of int32 sums); chunk j's
- * segments are seg[first[j] .. first[j + 1]): lanes [lane, lane + n) go to
- * dst, dst + 1, ... (dst: element offset of output channel 0). */
+ * segments are seg[first[j] .. first[j + 1]): the lanes set in mask, in
+ * order, go to dst, dst + 1, ... (dst: element offset in output channel
+ * 0). Lanes of dropped positions between two rows of one sample leave a
+ * hole in one segment; a new segment starts where the outputs jump (the
+ * next sample). */
 typedef struct {
     int64_t dst;
-    int32_t lane, n;
+    uint32_t mask;
 } qat__seg;
 typedef struct {
     int64_t chunks;

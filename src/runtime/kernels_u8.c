@@ -197,8 +197,11 @@ int64_t qat__posmap_build(int m, int Hq, int Wq, int OH, int OW, int64_t out_n, 
             for (int left = OW; left > 0;) {
                 int64_t chunk = at / 16;
                 int lane = (int)(at % 16), n = 16 - lane < left ? 16 - lane : left;
+                uint32_t bits = ((1u << n) - 1) << lane;
                 while (filled <= chunk) map->first[filled++] = ns;
-                map->seg[ns++] = (qat__seg){.dst = dst, .lane = lane, .n = n};
+                qat__seg *prev = ns > map->first[chunk] ? &map->seg[ns - 1] : NULL;
+                if (prev && prev->dst + __builtin_popcount(prev->mask) == dst) prev->mask |= bits; /* continues */
+                else map->seg[ns++] = (qat__seg){.dst = dst, .mask = bits};
                 at += n, dst += n, left -= n;
             }
         }
@@ -269,7 +272,9 @@ static void store_chunk(const qat__posmap *map, int64_t c, int8_t *out, const in
                         int32_t zp, int32_t lo, int32_t hi) {
     for (int32_t s = map->first[c]; s < map->first[c + 1]; s++) {
         const qat__seg *sg = &map->seg[s];
-        for (int l = 0; l < sg->n; l++) out[sg->dst + l] = (int8_t)qat__requant(acc[sg->lane + l], m0, shift, zp, lo, hi);
+        int64_t d = sg->dst;
+        for (int l = 0; l < 16; l++)
+            if (sg->mask >> l & 1) out[d++] = (int8_t)qat__requant(acc[l], m0, shift, zp, lo, hi);
     }
 }
 

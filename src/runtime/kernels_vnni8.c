@@ -131,13 +131,13 @@ QAT_VNNI8 INLINE chunk_segs chunk_of(const qat__posmap *map, int64_t c) {
     if (c >= map->chunks) return r;
     int32_t s = map->first[c];
     r.seg = map->seg + s, r.n = map->first[c + 1] - s;
-    r.whole = r.n == 1 && r.seg[0].n == 16, r.dst = r.n ? r.seg[0].dst : 0;
+    r.whole = r.n == 1 && r.seg[0].mask == 0xFFFF, r.dst = r.n ? r.seg[0].dst : 0;
     return r;
 }
 
 /* The 16 output bytes of a chunk of one output channel (out: the channel's
- * position 0). A segment's lanes are moved to the bottom (vpcompressb) and
- * stored with a mask: no byte outside it is written. */
+ * position 0). A segment's lanes are packed to the bottom (vpcompressb)
+ * and stored with a mask: no byte outside it is written. */
 QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const chunk_segs *c) {
     if (c->whole) {
         _mm_storeu_si128((__m128i *)(void *)(out + c->dst), b);
@@ -145,8 +145,8 @@ QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const chunk_segs *c) {
     }
     for (int s = 0; s < c->n; s++) {
         const qat__seg *g = &c->seg[s];
-        __mmask16 sel = (__mmask16)(((1u << g->n) - 1) << g->lane);
-        _mm_mask_storeu_epi8(out + g->dst, (__mmask16)((1u << g->n) - 1), _mm_maskz_compress_epi8(sel, b));
+        _mm_mask_storeu_epi8(out + g->dst, (__mmask16)((1u << __builtin_popcount(g->mask)) - 1),
+                             _mm_maskz_compress_epi8((__mmask16)g->mask, b));
     }
 }
 
