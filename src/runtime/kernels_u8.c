@@ -17,7 +17,7 @@
 #define PASS_BYTES (256 * 1024)
 /* Implicit im2col computes the grid's dropped positions too; above this
  * fraction the compact copy of the columns costs less (measured, see README). */
-#define IMPLICIT_MAX_WASTE 0.2
+#define IMPLICIT_MAX_WASTE 0.3
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -42,13 +42,12 @@ bool qat__int8_weights(const qat_qop *op) {
     return true;
 }
 
-/* The GEMM tile for Og output rows: R rows x 16·TT positions, R·TT int32
- * accumulators in zmm registers (24 of 32 at most: the columns and the
- * compiler need the rest). */
+/* The GEMM tile for Og output rows: R rows x 16·TT positions, 16 int32
+ * accumulators in zmm registers (the columns and the previous tile's
+ * requantization, interleaved with this tile's sums, need the others). */
 static void conv_tile(int Og, int *R, int *TT) {
     if (Og <= 4) *R = 4, *TT = 4;
-    else if (Og <= 8) *R = 8, *TT = 3;
-    else if (Og <= 12) *R = 12, *TT = 2;
+    else if (Og <= 8) *R = 8, *TT = 2;
     else *R = 16, *TT = 1;
 }
 
