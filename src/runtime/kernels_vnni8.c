@@ -42,6 +42,19 @@ QAT_VNNI8 INLINE __m512i dpbusd_bcast(__m512i acc, __m512i u, const void *p) {
     return acc;
 }
 
+/* The 4 weights at p in every lane, for several vpdpbusd (a tile with more
+ * than one column vector: measured faster than a broadcast operand in each). */
+QAT_VNNI8 INLINE __m512i bcast4(const void *p) {
+    __m512i r;
+    __asm__("vpbroadcastd %1, %0" : "=v"(r) : "m"(*(const w4 *)p));
+    return r;
+}
+
+QAT_VNNI8 INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(w));
+    return acc;
+}
+
 /* ---- requantization ------------------------------------------------------------- */
 
 /* qat__mbqm on 16 lanes with one multiplier m0 and shift: SRDHM(x << left
@@ -121,9 +134,9 @@ QAT_VNNI8 INLINE __m512i requant16_lanes(__m512i x, __m512i m, __m512i shift, in
  * map (and every argument) after each store. */
 typedef struct {
     const qat__seg *seg;
-    int n;          /* segments; 0: nothing stored (a chunk of dropped positions, or past the end) */
-    bool whole;     /* one segment of all 16 lanes */
-    int64_t dst;    /* its destination */
+    int n;              /* segments; 0: nothing stored (a chunk of dropped positions, or past the end) */
+    __mmask16 sel, put; /* the first segment's lanes, and as many bytes from the bottom */
+    int64_t dst;        /* its destination */
 } chunk_segs;
 
 QAT_VNNI8 INLINE chunk_segs chunk_of(const qat__posmap *map, int64_t c) {
@@ -131,19 +144,20 @@ QAT_VNNI8 INLINE chunk_segs chunk_of(const qat__posmap *map, int64_t c) {
     if (c >= map->chunks) return r;
     int32_t s = map->first[c];
     r.seg = map->seg + s, r.n = map->first[c + 1] - s;
-    r.whole = r.n == 1 && r.seg[0].mask == 0xFFFF, r.dst = r.n ? r.seg[0].dst : 0;
+    if (r.n) {
+        r.sel = (__mmask16)r.seg[0].mask, r.put = (__mmask16)((1u << __builtin_popcount(r.seg[0].mask)) - 1);
+        r.dst = r.seg[0].dst;
+    }
     return r;
 }
 
 /* The 16 output bytes of a chunk of one output channel (out: the channel's
  * position 0). A segment's lanes are packed to the bottom (vpcompressb)
- * and stored with a mask: no byte outside it is written. */
+ * and stored with a mask: no byte outside it is written. A whole chunk is
+ * a segment of all 16 lanes (a branch here cost more than the compress). */
 QAT_VNNI8 INLINE void store16(int8_t *out, __m128i b, const chunk_segs *c) {
-    if (c->whole) {
-        _mm_storeu_si128((__m128i *)(void *)(out + c->dst), b);
-        return;
-    }
-    for (int s = 0; s < c->n; s++) {
+    _mm_mask_storeu_epi8(out + c->dst, c->put, _mm_maskz_compress_epi8(c->sel, b));
+    for (int s = 1; __builtin_expect(s < c->n, 0); s++) { /* the next sample's positions */
         const qat__seg *g = &c->seg[s];
         _mm_mask_storeu_epi8(out + g->dst, (__mmask16)((1u << __builtin_popcount(g->mask)) - 1),
                              _mm_maskz_compress_epi8((__mmask16)g->mask, b));
@@ -171,7 +185,7 @@ QAT_VNNI8 INLINE clamp16 clamp_of(int32_t zp, int32_t lo, int32_t hi) {
  * [lo, hi] is a byte max and min. Without fold (s > 53: multipliers below
  * 2^-22), the 32-bit path of mbqm16. */
 QAT_VNNI8 INLINE __m128i requant_rq(__m512i x, const qat__rq *q, const clamp16 *k) {
-    if (q->left) {
+    if (__builtin_expect(q->left != 0, 0)) {
         __m128i cnt = _mm_cvtsi32_si128(q->left);
         __m512i sh = _mm512_sll_epi32(x, cnt);
         __mmask16 ovf = _mm512_cmpneq_epi32_mask(_mm512_sra_epi32(sh, cnt), x);
@@ -184,7 +198,7 @@ QAT_VNNI8 INLINE __m128i requant_rq(__m512i x, const qat__rq *q, const clamp16 *
     __m512i te = _mm512_add_epi64(pe, n), to = _mm512_add_epi64(po, n);
     te = _mm512_srav_epi64(_mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, c), s);
     to = _mm512_srav_epi64(_mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, c), s);
-    if (q->fold) {
+    if (__builtin_expect(q->fold != 0, 1)) {
         __m128i b = _mm_unpacklo_epi8(_mm512_cvtsepi64_epi8(te), _mm512_cvtsepi64_epi8(to));
         return _mm_min_epi8(_mm_max_epi8(b, k->lo8), k->hi8);
     }
@@ -253,9 +267,15 @@ QAT_VNNI8 INLINE void gemm_tile(const qat__gemm8_args *a, int blk, int64_t q0, c
 #pragma GCC unroll 4
         for (int t = 0; t < TT; t++) u[t] = _mm512_loadu_si512(ck + 64 * t);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) {
+            if (TT == 1) {
+                acc[r][0] = dpbusd_bcast(acc[r][0], u[0], w + 4 * r);
+                continue;
+            }
+            __m512i wr = bcast4(w + 4 * r);
 #pragma GCC unroll 4
-            for (int t = 0; t < TT; t++) acc[r][t] = dpbusd_bcast(acc[r][t], u[t], w + 4 * r);
+            for (int t = 0; t < TT; t++) acc[r][t] = dpbusd(acc[r][t], u[t], wr);
+        }
         if (kk < left) pending_row(p, sums, kk, TT, so, k);
     }
     for (int r = K4; r < left; r++) pending_row(p, sums, r, TT, so, k);
