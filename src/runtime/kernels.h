@@ -130,6 +130,26 @@ qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const
 /* The op runs on the int8 path (op_consts: its prepared constants). */
 bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts);
 
+/* ---- chunks of samples ------------------------------------------------------------
+ * The executor runs the whole program on a chunk of samples at a time, so
+ * that a chunk's activations stay in the L2 cache from one op to the next
+ * (op by op over a batch of 64, each op's input had left L2: measured 20 %
+ * of the time). The input, the output and the tensors that share their
+ * bytes (flatten views, in-place ops) stay in the arena; every other
+ * tensor lives in a sub-arena in scratch, at its planned per-sample offset
+ * times the chunk's size: the plan is per sample and scales with any batch.
+ * Scratch is [the ops' working memory][the sub-arena][a flag per tensor]. */
+#define QAT_CHUNK_BYTES (256 * 1024)
+static inline int qat__chunk_samples(int64_t per_sample, int max_batch) {
+    int64_t m = QAT_CHUNK_BYTES / (per_sample > 0 ? per_sample : 1);
+    return (int)(m < 1 ? 1 : m > max_batch ? max_batch : m);
+}
+/* Bytes of scratch after the ops' working memory: the sub-arena and the flags. */
+static inline int64_t qat__chunk_scratch(int64_t per_sample, int max_batch, int n_tensors, int64_t *sub_bytes) {
+    *sub_bytes = qat__round_up(per_sample * qat__chunk_samples(per_sample, max_batch), 64);
+    return *sub_bytes + qat__round_up(n_tensors, 64);
+}
+
 /* The sizes of a linear or conv2d op, for the planner and the executor:
  * conv input [C, H, W] padded to [C, Hp, Wp], output [O, OH, OW] in
  * `groups` groups of Og outputs; K = C/groups·kh·kw products per output

@@ -229,6 +229,8 @@ qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets
         int64_t s = scratch_size(&g, &q->ops[i], q, max_batch);
         if (s > plan->scratch_bytes) plan->scratch_bytes = s;
     }
+    int64_t sub;
+    plan->scratch_bytes = qat__round_up(plan->scratch_bytes, 64) + qat__chunk_scratch(per_sample, max_batch, n, &sub);
     free(parent), free(order), free(b);
     return QAT_OK;
 }

@@ -75,12 +75,38 @@ typedef struct {
     const qat_plan *plan;
     const uint8_t *consts;
     int8_t *arena;
-    uint8_t *scratch;
-    int64_t n;
+    uint8_t *scratch;   /* the ops' working memory */
+    int64_t n;          /* samples in this chunk */
     qat__level level;
+    int64_t s0;         /* the chunk's first sample */
+    int mc;             /* samples a chunk */
+    int8_t *sub;        /* the chunk's sub-arena */
+    const uint8_t *real; /* [n_tensors]: the tensor is in the arena, else in the sub-arena */
 } exec;
 
-static int8_t *tensor(const exec *e, int t) { return e->arena + e->plan->offset[t]; }
+/* Sample 0 of the chunk in tensor t (kernels.h: chunks of samples). */
+static int8_t *tensor(const exec *e, int t) {
+    if (e->real[t]) return e->arena + e->plan->offset[t] + e->s0 * qat_qtensor_numel(&e->q->tensors[t]);
+    return e->sub + e->plan->offset[t] / e->plan->max_batch * e->mc;
+}
+
+/* The tensors that stay in the arena: the input and its flatten views,
+ * the output and what shares its buffer (flatten, and an in-place op's
+ * input: at the output's offset while both are alive, so the same buffer). */
+static void real_tensors(const qat_qmodel *q, const qat_plan *p, uint8_t *real) {
+    memset(real, 0, (size_t)q->n_tensors);
+    real[q->input] = real[q->output] = 1;
+    for (int i = q->n_ops - 1; i >= 0; i--) {
+        const qat_qop *op = &q->ops[i];
+        bool in_place = op->kind == QAT_QOP_FLATTEN || op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT ||
+                        op->kind == QAT_QOP_ADD;
+        if (!real[op->output] || !in_place) continue;
+        for (int j = 0; j < op->n_inputs; j++)
+            if (p->offset[op->inputs[j]] == p->offset[op->output]) real[op->inputs[j]] = 1;
+    }
+    for (int i = 0; i < q->n_ops; i++)
+        if (q->ops[i].kind == QAT_QOP_FLATTEN && real[q->ops[i].inputs[0]]) real[q->ops[i].output] = 1;
+}
 
 static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, const int16_t *w16) {
     const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
@@ -318,8 +344,15 @@ static void run_op(const exec *e, int i) {
 qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                 void *scratch, int64_t n, qat__level level, int first, int end) {
     if (!q || !plan || !arena || n < 1 || n > plan->max_batch || first < 0 || end > q->n_ops) return QAT_ERR_ARG;
-    exec e = {q, plan, consts, arena, scratch, n, level};
-    for (int i = first; i < end; i++) run_op(&e, i);
+    int64_t sub_bytes, tail = qat__chunk_scratch(plan->peak_activation_bytes, plan->max_batch, q->n_tensors, &sub_bytes);
+    uint8_t *sub = (uint8_t *)scratch + plan->scratch_bytes - tail, *real = sub + sub_bytes;
+    real_tensors(q, plan, real);
+    exec e = {.q = q, .plan = plan, .consts = consts, .arena = arena, .scratch = scratch, .level = level,
+              .mc = qat__chunk_samples(plan->peak_activation_bytes, plan->max_batch), .sub = (int8_t *)sub, .real = real};
+    for (e.s0 = 0; e.s0 < n; e.s0 += e.mc) {
+        e.n = n - e.s0 < e.mc ? n - e.s0 : e.mc;
+        for (int i = first; i < end; i++) run_op(&e, i);
+    }
     return QAT_OK;
 }
 
