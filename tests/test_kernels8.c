@@ -354,7 +354,7 @@ static void test_requant16_equals_scalar(void) {
             case 2: acc[i] = (int32_t[]){INT32_MIN, INT32_MAX, 0, -1, 1, INT32_MIN + 1}[qat_rng_below(&rng, 6)]; break;
             case 3: { /* near a tie of the rounding shift: ±(k + ½)·2^right / m0·2^31 */
                 int right = shift < 0 ? -shift : 1;
-                int64_t v = ((int64_t)rnd(&rng, -200, 200) * 2 + 1) << (right > 20 ? 20 : right - 1);
+                int64_t v = ((int64_t)rnd(&rng, -200, 200) * 2 + 1) * (1LL << (right > 20 ? 20 : right - 1));
                 acc[i] = (int32_t)(v + rnd(&rng, -2, 2));
                 break;
             }
