@@ -594,6 +594,72 @@ QAT_VNNI8 static void planes_packed(const int8_t *x, const qat__planes_args *a, 
     }
 }
 
+/* One-channel phase planes (strided depthwise convolutions) of small
+ * inputs, 64 bytes at a time: every 64-byte piece of a phase's region
+ * (its Hq rows of Wq bytes, one sample) takes its input bytes from a
+ * window of 128 bytes of the channel's plane, so one vpermi2b gathers them
+ * and a mask puts the padding in. The pieces are the same for every
+ * channel and sample: worked out once. false when a piece's bytes span
+ * more than 128 (rows too long: the row by row path is good there). */
+enum { PIECES_MAX = 64 };
+typedef struct {
+    int32_t start;
+    uint64_t pad;
+    int8_t idx[64];
+} piece;
+
+static bool phase_pieces(const qat__planes_args *a, int py, piece *pc, int *n) {
+    int64_t region = (int64_t)a->Hq * a->Wq;
+    *n = (int)((region + 63) / 64);
+    if (*n > PIECES_MAX) return false;
+    for (int j = 0; j < *n; j++) {
+        int32_t src[64], lo = INT32_MAX, hi = -1;
+        for (int b = 0; b < 64; b++) {
+            int64_t p = (int64_t)j * 64 + b;
+            int qy = (int)(p / a->Wq), qx = (int)(p % a->Wq);
+            int iy = qy * a->sh + py - a->ph, ix = qx - a->pw;
+            bool in = p < region && iy >= 0 && iy < a->H && ix >= 0 && ix < a->W;
+            src[b] = in ? iy * a->W + ix : -1;
+            if (in) lo = src[b] < lo ? src[b] : lo, hi = src[b] > hi ? src[b] : hi;
+        }
+        if (hi >= 0 && hi - lo >= 128) return false;
+        pc[j].start = hi >= 0 ? lo : 0, pc[j].pad = 0;
+        for (int b = 0; b < 64; b++) {
+            pc[j].idx[b] = (int8_t)(src[b] >= 0 ? src[b] - pc[j].start : 0);
+            if (src[b] < 0) pc[j].pad |= 1ULL << b;
+        }
+    }
+    return true;
+}
+
+QAT_VNNI8 static bool planes_pieces(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
+    piece pc[PIECES_MAX];
+    int n[8];
+    for (int py = 0; py < a->phy && py < a->kh; py++) /* every phase fits, or none is built this way */
+        if (py >= 8 || !phase_pieces(a, py, pc, &n[py])) return false;
+    const __m512i pad = _mm512_set1_epi8((char)(uint8_t)(a->zp + 128)), flip = _mm512_set1_epi8((char)0x80);
+    const int64_t hw = (int64_t)a->H * a->W, region = (int64_t)a->Hq * a->Wq, used = region * a->m;
+    for (int py = 0; py < a->phy && py < a->kh; py++) {
+        phase_pieces(a, py, pc, &n[py]);
+        for (int c = 0; c < a->C; c++) {
+            uint8_t *st = dst + ((int64_t)c * a->phy + py) * a->plane;
+            for (int s = 0; s < a->m; s++) {
+                const int8_t *plane = x + s * a->in_n + c * hw;
+                uint8_t *d = st + s * region;
+                for (int j = 0; j < n[py]; j++, d += 64) { /* the last piece runs into the next region or the slack */
+                    int64_t start = pc[j].start, k0 = hw - start, k1 = hw - start - 64;
+                    __m512i lo = _mm512_maskz_loadu_epi8(first_bytes(k0 > 0 ? k0 : 0), plane + start);
+                    __m512i hi = _mm512_maskz_loadu_epi8(first_bytes(k1 > 0 ? k1 : 0), plane + start + 64);
+                    __m512i v = _mm512_xor_si512(_mm512_permutex2var_epi8(lo, _mm512_loadu_si512(pc[j].idx), hi), flip);
+                    _mm512_storeu_si512(d, _mm512_mask_mov_epi8(v, _cvtu64_mask64(pc[j].pad), pad));
+                }
+            }
+            fill(st + used, a->plane - used, _mm512_setzero_si512());
+        }
+    }
+    return true;
+}
+
 /* qat__planes_u8's bytes: rows of 64 bytes (one channel) or 16 pixels of
  * 4 channels (four 16-byte loads, one vpermb) at a time, the padding
  * stored whole; strided phases gather every sx-th byte with a vpermb. */
@@ -602,6 +668,7 @@ QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a,
         planes_packed(x, a, dst);
         return;
     }
+    if (a->pix == 1 && a->phx == 1 && planes_pieces(x, a, dst)) return;
     int sx = a->phx > 1 ? a->sw : 1;
     if ((a->pix == 1 && sx > 2) || sx > 4) { /* wide strides: the portable loop */
         qat__planes_u8(x, a, dst);
