@@ -390,6 +390,14 @@ static void test_elementwise_avx512_equal_portable(void) {
         qat__add_s8(a, b, n, &r, y0);
         qat__add_s8_avx512(a, b, n, &r, y1);
         bad += memcmp(y0, y1, sizeof y0) != 0;
+        uint8_t tables[QAT_ADD_TABLE_BYTES];
+        r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25); /* any shift the checker lets through */
+        r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;
+        qat__add_tables(&r, tables);
+        memset(y1, 0x55, sizeof y1);
+        qat__add_s8(a, b, n, &r, y0);
+        qat__add_s8_tab_avx512(a, b, n, &r, tables, y1);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
         qat__requant_args q = {.zp_in = r.zp_a, .m0 = r.m_out, .shift = rnd(&rng, -20, 3), .zp_out = r.zp_out,
                                .lo = r.lo, .hi = r.hi};
         qat__requant_s8(a, n, &q, y0);

@@ -371,6 +371,15 @@ void qat__linear8_vnni(const qat__linear8_args *a);
 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
 void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
 void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y);
+/* TFLite's ADD with each input's rescaled term looked up: qat__mbqm((x -
+ * zp) << left_shift, m, shift) depends on the input byte alone, so it is a
+ * table of 256 int32, kept as 4 planes of bytes (byte k of every entry)
+ * that vpermi2b indexes: tables [2][4][256], input a then b, entry x + 128.
+ * The add's constants (qat__add_tables fills them at prepare). */
+#define QAT_ADD_TABLE_BYTES 2048
+void qat__add_tables(const qat__add_args *r, uint8_t *tables);
+void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, const uint8_t *tables,
+                            int8_t *y);
 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);
 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);
 /* 16 lanes of qat__requant with one multiplier and shift, for the tests */

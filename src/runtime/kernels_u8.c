@@ -179,6 +179,16 @@ void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom 
     }
 }
 
+void qat__add_tables(const qat__add_args *r, uint8_t *tables) {
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 256; i++) {
+            int32_t zp = t ? r->zp_b : r->zp_a, m = t ? r->m_b : r->m_a, sh = t ? r->sh_b : r->sh_a;
+            /* qat__add_s8's term, for the input integer i - 128 */
+            int32_t v = qat__mbqm((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh);
+            for (int k = 0; k < 4; k++) tables[(t * 4 + k) * 256 + i] = (uint8_t)((uint32_t)v >> (8 * k));
+        }
+}
+
 /* ---- position maps ------------------------------------------------------------------ */
 
 int64_t qat__posmap_max_segs(int m, int Hq, int Wq, int OH, int OW) {

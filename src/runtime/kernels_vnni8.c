@@ -770,6 +770,54 @@ QAT_VNNI8 void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc
     }
 }
 
+/* ---- the residual add, from tables --------------------------------------------------- */
+
+/* 64 bytes of one byte plane of a 256-entry table, indexed by i (bytes):
+ * two vpermi2b over the table's halves, the index's bit 7 picks. */
+QAT_VNNI8 INLINE __m512i plane_lookup(const uint8_t *plane, __m512i i, __mmask64 upper) {
+    __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512(plane), i, _mm512_loadu_si512(plane + 64));
+    __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512(plane + 128), i, _mm512_loadu_si512(plane + 192));
+    return _mm512_mask_blend_epi8(upper, lo, hi);
+}
+
+/* The int32 table entries of 64 indices, from the 4 byte planes: element
+ * 16·L + 4·j + e (128-bit lane L) lands in lane 4·L + e of d[j] (unpacking
+ * works within 128-bit lanes). */
+QAT_VNNI8 INLINE void table_lookup(const uint8_t *planes, __m512i i, __mmask64 upper, __m512i d[4]) {
+    __m512i p0 = plane_lookup(planes, i, upper), p1 = plane_lookup(planes + 256, i, upper);
+    __m512i p2 = plane_lookup(planes + 512, i, upper), p3 = plane_lookup(planes + 768, i, upper);
+    __m512i l01 = _mm512_unpacklo_epi8(p0, p1), h01 = _mm512_unpackhi_epi8(p0, p1);
+    __m512i l23 = _mm512_unpacklo_epi8(p2, p3), h23 = _mm512_unpackhi_epi8(p2, p3);
+    d[0] = _mm512_unpacklo_epi16(l01, l23), d[1] = _mm512_unpackhi_epi16(l01, l23);
+    d[2] = _mm512_unpacklo_epi16(h01, h23), d[3] = _mm512_unpackhi_epi16(h01, h23);
+}
+
+/* TFLite's ADD, 64 elements at a time, the inputs' terms from their tables
+ * (qat__add_tables: the portable code's terms, entry by entry), their
+ * int32 sum (wrapping as the portable sum would, where that is defined)
+ * requantized as the convolutions' outputs are. */
+QAT_VNNI8 void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r,
+                                      const uint8_t *tables, int8_t *y) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const clamp16 k = clamp_of(r->zp_out, r->lo, r->hi);
+    const qat__rq q = qat__rq_make(0, r->m_out, r->sh_out, r->zp_out);
+    int8_t back[64]; /* output byte 16·L + 4·j + e is byte 16·j + 4·L + e of the four results in order */
+    for (int i = 0; i < 64; i++) back[i] = (int8_t)(16 * (i % 16 / 4) + 4 * (i / 16) + i % 4);
+    const __m512i order = _mm512_loadu_si512(back);
+    for (int64_t at = 0; at < n; at += 64) {
+        __mmask64 keep = first_bytes(n - at);
+        __m512i ia = _mm512_xor_si512(_mm512_maskz_loadu_epi8(keep, a + at), flip); /* x + 128 */
+        __m512i ib = _mm512_xor_si512(_mm512_maskz_loadu_epi8(keep, b + at), flip);
+        __m512i ta[4], tb[4];
+        table_lookup(tables, ia, _mm512_movepi8_mask(ia), ta);
+        table_lookup(tables + 1024, ib, _mm512_movepi8_mask(ib), tb);
+        __m128i o[4];
+        for (int j = 0; j < 4; j++) o[j] = requant_rq(_mm512_add_epi32(ta[j], tb[j]), &q, &k);
+        __m512i v = _mm512_permutexvar_epi8(order, four_lanes(o[0], o[1], o[2], o[3]));
+        _mm512_mask_storeu_epi8(y + at, keep, v);
+    }
+}
+
 #else
 
 void qat__gemm8_vnni(const qat__gemm8_args *a) { qat__gemm8_ref(a); }
@@ -780,6 +828,11 @@ void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qa
     qat__columns_u8(planes, ksrc, a, col);
 }
 void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
+    qat__add_s8(a, b, n, r, y);
+}
+void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, const uint8_t *tables,
+                            int8_t *y) {
+    (void)tables;
     qat__add_s8(a, b, n, r, y);
 }
 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {

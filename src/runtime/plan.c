@@ -138,6 +138,7 @@ static const char *unsupported(const qat_qmodel *q, const qat_qop *op, char *why
 static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_qop *op, int max_batch) {
     switch (op->kind) {
     case QAT_QOP_LUT: return qat__round_up(op->table_len, 64);
+    case QAT_QOP_ADD: return QAT_ADD_TABLE_BYTES;
     case QAT_QOP_LINEAR:
     case QAT_QOP_CONV2D: {
         int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64)

@@ -29,8 +29,21 @@ static bool int8_path(const qat_qop *op, const qat__op_geom *g, qat__level level
     return level >= QAT_LEVEL_VNNI8 && !(g->depthwise && op->stride_w > 4) && qat__int8_weights(op);
 }
 
+static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
+    const qat_qtensor *a = &q->tensors[op->inputs[0]], *b = &q->tensors[op->inputs[1]];
+    return (qat__add_args){.zp_a = a->q.zero_point, .zp_b = b->q.zero_point, .m_a = op->multiplier[0],
+                           .m_b = op->multiplier[1], .m_out = op->multiplier[2], .sh_a = op->shift[0],
+                           .sh_b = op->shift[1], .sh_out = op->shift[2], .left_shift = op->left_shift,
+                           .zp_out = q->tensors[op->output].q.zero_point, .lo = op->act_min, .hi = op->act_max};
+}
+
 static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, uint8_t *c,
                        qat__level level) {
+    if (op->kind == QAT_QOP_ADD) {
+        qat__add_args r = add_args(q, op);
+        qat__add_tables(&r, c);
+        return;
+    }
     if (op->kind == QAT_QOP_LUT) {
         for (int i = 0; i < op->table_len; i++) ((int8_t *)c)[i] = (int8_t)op->table[i];
         return;
@@ -299,7 +312,7 @@ static void run_op(const exec *e, int i) {
     qat__op_geom g;
     qat__op_geometry(e->q, op, e->plan->max_batch, &g);
     const void *c = e->consts + e->plan->const_offset[i];
-    const qat_qtensor *in = &e->q->tensors[op->inputs[0]], *out = &e->q->tensors[op->output];
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
     int64_t n = e->n * qat_qtensor_numel(in);
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
@@ -325,12 +338,9 @@ static void run_op(const exec *e, int i) {
         return;
     }
     case QAT_QOP_ADD: {
-        const qat_qtensor *b = &e->q->tensors[op->inputs[1]];
-        qat__add_args r = {.zp_a = in->q.zero_point, .zp_b = b->q.zero_point, .m_a = op->multiplier[0],
-                           .m_b = op->multiplier[1], .m_out = op->multiplier[2], .sh_a = op->shift[0],
-                           .sh_b = op->shift[1], .sh_out = op->shift[2], .left_shift = op->left_shift,
-                           .zp_out = out->q.zero_point, .lo = op->act_min, .hi = op->act_max};
-        (simd ? qat__add_s8_avx512 : qat__add_s8)(x, tensor(e, op->inputs[1]), n, &r, y);
+        qat__add_args r = add_args(e->q, op);
+        if (simd) qat__add_s8_tab_avx512(x, tensor(e, op->inputs[1]), n, &r, c, y);
+        else qat__add_s8(x, tensor(e, op->inputs[1]), n, &r, y);
         return;
     }
     case QAT_QOP_CONCAT: run_concat(e, op); return;
