@@ -24,9 +24,14 @@ const char *qat__level_name(qat__level l) {
 
 const char *qat_runtime_kernel(void) { return qat__level_name(qat__cpu_level()); }
 
-static bool int8_path(const qat_qop *op, const qat__op_geom *g, qat__level level) {
+static bool int8_path(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, qat__level level) {
+    if (level < QAT_LEVEL_VNNI8) return false;
     /* depthwise windows of 4 taps come from 64 bytes at a byte step of stride_w */
-    return level >= QAT_LEVEL_VNNI8 && !(g->depthwise && op->stride_w > 4) && qat__int8_weights(op);
+    if (g->depthwise && op->stride_w > 4) return false;
+    qat__i8_geom i8; /* its offsets into scratch are int32 */
+    qat__i8_geometry(q, op, g, max_batch, &i8);
+    if (i8.scratch > INT32_MAX / 2) return false;
+    return qat__int8_weights(op);
 }
 
 static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
@@ -50,7 +55,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return;
     op_header *h = (op_header *)(void *)c;
-    h->int8 = int8_path(op, g, level);
+    h->int8 = int8_path(q, op, g, max_batch, level);
     c += HEADER;
     if (h->int8) {
         qat__i8_geom i8;
