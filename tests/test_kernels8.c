@@ -156,6 +156,26 @@ static void test_conv_every_level(void) {
         run_every_level(&q, B, n, &rng, what);
         qat_ctx_free(ctx);
     }
+    /* and random ones: any stride, padding (up to the window), window,
+     * grouping and a tiny input, every path's edges */
+    for (int t = 0; t < 60; t++) {
+        conv_case k;
+        k.C = rnd(&rng, 1, 9), k.H = rnd(&rng, 1, 13), k.W = rnd(&rng, 1, 13);
+        k.kh = rnd(&rng, 1, 6), k.kw = rnd(&rng, 1, 6), k.sh = rnd(&rng, 1, 5), k.sw = rnd(&rng, 1, 5);
+        k.ph = rnd(&rng, 0, k.kh - 1), k.pw = rnd(&rng, 0, k.kw - 1);
+        if (k.H + 2 * k.ph < k.kh || k.W + 2 * k.pw < k.kw) continue;
+        int g = rnd(&rng, 0, 2);
+        k.groups = g == 0 ? 1 : g == 1 ? k.C : (k.C % 2 ? 1 : 2);
+        k.O = k.groups * rnd(&rng, 1, k.groups == k.C ? 2 : 20), k.wmode = rnd(&rng, 0, 2);
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, &k, &q, &rng);
+        char what[128];
+        snprintf(what, sizeof what, "random conv C%d %dx%d O%d k%dx%d s%dx%d p%dx%d g%d", k.C, k.H, k.W, k.O, k.kh, k.kw,
+                 k.sh, k.sw, k.ph, k.pw, k.groups);
+        run_every_level(&q, 9, rnd(&rng, 1, 9), &rng, what);
+        qat_ctx_free(ctx);
+    }
 }
 
 /* input [K] -> linear [O]: K not a multiple of 4, O not a multiple of 16,
