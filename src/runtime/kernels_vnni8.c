@@ -326,27 +326,31 @@ QAT_VNNI8 void qat__dw8_vnni(const qat__dw8_args *a) {
     const clamp16 k = clamp_of(a->zp, a->lo, a->hi);
     const uint8_t *planes = a->planes;
     int8_t *out0 = a->out;
-    for (int64_t c = 0; c < chunks; c += 4) {
-        chunk_segs ch[4];
-        for (int i = 0; i < 4; i++) ch[i] = chunk_of(a->map, c + i);
-        const uint8_t *p0 = planes + c * stride;
+    enum { BLOCK = 64 }; /* chunks: each channel's stacks are read in runs of 64·16 positions */
+    chunk_segs ch[BLOCK];
+    for (int64_t c0 = 0; c0 < chunks; c0 += BLOCK) {
+        int64_t nb = chunks - c0 < BLOCK ? chunks - c0 : BLOCK;
+        for (int i = 0; i < BLOCK; i++) ch[i] = chunk_of(a->map, c0 + i);
         for (int o = 0; o < O; o++) {
-            const uint8_t *p = p0 + (int64_t)(o / mult) * a->cstride;
+            const uint8_t *p0 = planes + (int64_t)(o / mult) * a->cstride + c0 * stride;
             const int8_t *w = a->w + (int64_t)o * T * 4;
             const qat__rq *q = a->rq + o;
-            __m512i acc0 = _mm512_set1_epi32(q->bias), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-            for (int t = 0; t < T; t++) {
-                const uint8_t *pt = p + tap[t];
-                acc0 = dpbusd_bcast(acc0, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt)), w + 4 * t);
-                acc1 = dpbusd_bcast(acc1, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + stride)), w + 4 * t);
-                acc2 = dpbusd_bcast(acc2, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 2 * stride)), w + 4 * t);
-                acc3 = dpbusd_bcast(acc3, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 3 * stride)), w + 4 * t);
-            }
             int8_t *out = out0 + o * so;
-            if (ch[0].n) store16(out, requant_rq(acc0, q, &k), &ch[0]);
-            if (ch[1].n) store16(out, requant_rq(acc1, q, &k), &ch[1]);
-            if (ch[2].n) store16(out, requant_rq(acc2, q, &k), &ch[2]);
-            if (ch[3].n) store16(out, requant_rq(acc3, q, &k), &ch[3]);
+            for (int64_t c = 0; c < nb; c += 4) {
+                const uint8_t *p = p0 + c * stride;
+                __m512i acc0 = _mm512_set1_epi32(q->bias), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+                for (int t = 0; t < T; t++) {
+                    const uint8_t *pt = p + tap[t];
+                    acc0 = dpbusd_bcast(acc0, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt)), w + 4 * t);
+                    acc1 = dpbusd_bcast(acc1, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + stride)), w + 4 * t);
+                    acc2 = dpbusd_bcast(acc2, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 2 * stride)), w + 4 * t);
+                    acc3 = dpbusd_bcast(acc3, _mm512_permutexvar_epi8(idx, _mm512_loadu_si512(pt + 3 * stride)), w + 4 * t);
+                }
+                if (ch[c].n) store16(out, requant_rq(acc0, q, &k), &ch[c]);
+                if (ch[c + 1].n) store16(out, requant_rq(acc1, q, &k), &ch[c + 1]);
+                if (ch[c + 2].n) store16(out, requant_rq(acc2, q, &k), &ch[c + 2]);
+                if (ch[c + 3].n) store16(out, requant_rq(acc3, q, &k), &ch[c + 3]);
+            }
         }
     }
 }
