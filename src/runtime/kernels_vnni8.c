@@ -685,6 +685,8 @@ QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a,
     const __m512i gidx = _mm512_loadu_si512(gs);
     for (int i = 0; i < 64; i++) gs[i] = (int8_t)(2 * i); /* bytes 0, 2, .., 126 of two vectors */
     const __m512i gidx2 = _mm512_loadu_si512(gs);
+    for (int i = 0; i < 64; i++) gs[i] = (int8_t)(32 * (i % 4) + 2 * (i / 4)); /* pixel i/4 of channel i%4, stride 2 */
+    const __m512i gil2 = _mm512_loadu_si512(gs);
     const int64_t rowb = (int64_t)a->Wq * a->pix, used = rowb * a->m * a->Hq, cs = (int64_t)a->H * a->W;
     for (int cg = 0; cg < a->C / a->pix; cg++)
         for (int py = 0; py < a->phy && py < a->kh; py++)
@@ -723,6 +725,15 @@ QAT_VNNI8 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a,
                             if (sx == 1) {
                                 __mmask16 k = (__mmask16)((1u << cnt) - 1);
                                 for (int j = 0; j < 4; j++) v[j] = _mm_maskz_loadu_epi8(k, src + j * cs + ix);
+                            } else if (sx == 2) { /* 32 bytes of each channel row, one vpermt2b gathers and interleaves */
+                                __mmask32 k = (__mmask32)(((1ULL << (2 * cnt - 1)) - 1));
+                                __m512i z0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(k, src + ix)),
+                                                                _mm256_maskz_loadu_epi8(k, src + cs + ix), 1);
+                                __m512i z1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(k, src + 2 * cs + ix)),
+                                                                _mm256_maskz_loadu_epi8(k, src + 3 * cs + ix), 1);
+                                __m512i z = _mm512_permutex2var_epi8(z0, gil2, z1);
+                                _mm512_mask_storeu_epi8(row + 4 * q, first_bytes(4 * cnt), _mm512_xor_si512(z, flip));
+                                continue;
                             } else {
                                 __mmask64 k = first_bytes((int64_t)(cnt - 1) * sx + 1);
                                 for (int j = 0; j < 4; j++)
