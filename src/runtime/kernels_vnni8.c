@@ -195,9 +195,11 @@ QAT_VNNI8 INLINE __m128i requant_rq(__m512i x, const qat__rq *q, const clamp16 *
     const __m512i m = _mm512_set1_epi64(q->m0), n = _mm512_set1_epi64(q->n), c = _mm512_set1_epi64(q->c),
                   s = _mm512_set1_epi64(q->s);
     __m512i pe = _mm512_mul_epi32(x, m), po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), m);
-    __m512i te = _mm512_add_epi64(pe, n), to = _mm512_add_epi64(po, n);
-    te = _mm512_srav_epi64(_mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, c), s);
-    to = _mm512_srav_epi64(_mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, c), s);
+    /* the correction c where P < 0 from P's sign by shifts (all ones, and c):
+     * measured faster than a mask register next to the vpdpbusd of the sums */
+    __m512i te = _mm512_sub_epi64(_mm512_add_epi64(pe, n), _mm512_and_si512(_mm512_srai_epi64(pe, 63), c));
+    __m512i to = _mm512_sub_epi64(_mm512_add_epi64(po, n), _mm512_and_si512(_mm512_srai_epi64(po, 63), c));
+    te = _mm512_srav_epi64(te, s), to = _mm512_srav_epi64(to, s);
     if (__builtin_expect(q->fold != 0, 1)) {
         __m128i b = _mm_unpacklo_epi8(_mm512_cvtsepi64_epi8(te), _mm512_cvtsepi64_epi8(to));
         return _mm_min_epi8(_mm_max_epi8(b, k->lo8), k->hi8);
