@@ -387,9 +387,9 @@ static void test_requant16_equals_scalar(void) {
     CU_ASSERT_EQUAL(bad, 0);
 }
 
-/* TFLite's ADD, the requantization of concatenated inputs and global
- * average pooling: the AVX-512 loops against the portable ones, lengths
- * that are not multiples of 16. */
+/* TFLite's ADD (from its tables), the requantization of concatenated
+ * inputs and global average pooling: the AVX-512 loops against the
+ * portable ones, lengths that are not multiples of 64. */
 static void test_elementwise_avx512_equal_portable(void) {
     if (qat__cpu_level() < QAT_LEVEL_VNNI8) QAT_TEST_SKIP("this CPU has no AVX-512 VNNI/VBMI2: these loops never run");
     qat_rng rng;
@@ -407,9 +407,6 @@ static void test_elementwise_avx512_equal_portable(void) {
                            .sh_b = rnd(&rng, -8, 0), .sh_out = rnd(&rng, -24, 2), .left_shift = 20,
                            .zp_out = rnd(&rng, -128, 127), .lo = -128, .hi = rnd(&rng, 0, 127)};
         memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
-        qat__add_s8(a, b, n, &r, y0);
-        qat__add_s8_avx512(a, b, n, &r, y1);
-        bad += memcmp(y0, y1, sizeof y0) != 0;
         uint8_t tables[QAT_ADD_TABLE_BYTES];
         r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25); /* any shift the checker lets through */
         r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;

@@ -372,7 +372,6 @@ void qat__dw8_vnni(const qat__dw8_args *a);
 void qat__linear8_vnni(const qat__linear8_args *a);
 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
 void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
-void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y);
 /* TFLite's ADD with each input's rescaled term looked up: qat__mbqm((x -
  * zp) << left_shift, m, shift) depends on the input byte alone, so it is a
  * table of 256 int32, kept as 4 planes of bytes (byte k of every entry)

@@ -6,18 +6,21 @@
  * vpdpbusd multiplies 64 unsigned bytes by 64 signed bytes and adds each
  * group of 4 products to one of 16 int32 lanes: 64 multiply-adds an
  * instruction, and two a cycle on the machine this was measured on
- * (README: peak). The GEMM keeps an R x 16·TT tile of sums in registers
- * (R·TT <= 24 zmm); per reduction group of 4 it loads TT column vectors
- * and takes each row's 4 weights as a broadcast memory operand.
+ * (README: peak). The GEMM keeps an R x 16·TT tile of sums in 16 zmm
+ * registers; per reduction group of 4 it loads TT column vectors and
+ * broadcasts each row's 4 weights.
  *
- * Requantization is vectorised: SRDHM(x, m) is exactly
- * floor((x·m + 2^30) / 2^31) for both signs (C's truncating division with
- * the sign-dependent nudge reduces to it), bits 31..62 of x·m + 2^30; the
- * rounding right shift adds 1 where the remainder passes the threshold
- * mask/2 + (x < 0); the saturating left shift (multipliers >= 1) is the
- * shift where shifting back gives x, else INT32_MIN or INT32_MAX by sign;
- * and clamping to [lo - zp, hi - zp] before adding zp equals the portable
- * code's clamp of the 64-bit zp + v. */
+ * Requantization is vectorised, exactly the portable arithmetic: the
+ * epilogues take SRDHM and the rounding right shift as one 64-bit floor
+ * (mbqm16 gives the proof; qat__rq holds its constants per channel); the
+ * linear layers' per-lane form (requant16_lanes) keeps the two roundings:
+ * SRDHM(x, m) is floor((x·m + 2^30) / 2^31) for both signs (C's truncating
+ * division with the sign-dependent nudge reduces to it), and the rounding
+ * right shift adds 1 where the remainder passes mask/2 + (x < 0). The
+ * saturating left shift (multipliers >= 1) is the shift where shifting
+ * back gives x, else INT32_MIN or INT32_MAX by sign; clamping to
+ * [lo - zp, hi - zp] before adding zp equals the portable code's clamp of
+ * the 64-bit zp + v. */
 #include <string.h>
 
 #include "core/requant.h"
@@ -431,53 +434,6 @@ void qat__linear8_vnni(const qat__linear8_args *a) {
 
 /* ---- element-wise ops ---------------------------------------------------------------- */
 
-/* A multiplier's constants in vectors, for loops that apply one multiplier
- * to every element (qat__rq's formula, without the bias). */
-typedef struct {
-    __m512i m, n, c, s;
-    __m128i left;
-    bool shifts;
-} mult16;
-
-QAT_VNNI8 INLINE mult16 mult_of(int32_t m0, int shift) {
-    qat__rq q = qat__rq_make(0, m0, shift, 0);
-    return (mult16){_mm512_set1_epi64(q.m0), _mm512_set1_epi64(q.n), _mm512_set1_epi64(q.c), _mm512_set1_epi64(q.s),
-                    _mm_cvtsi32_si128(q.left), q.left > 0};
-}
-
-QAT_VNNI8 INLINE __m512i mbqm_v(__m512i x, const mult16 *q, __m512i even_odd) {
-    if (q->shifts) {
-        __m512i sh = _mm512_sll_epi32(x, q->left);
-        __mmask16 ovf = _mm512_cmpneq_epi32_mask(_mm512_sra_epi32(sh, q->left), x);
-        __m512i sat = _mm512_xor_si512(_mm512_srai_epi32(x, 31), _mm512_set1_epi32(INT32_MAX));
-        x = _mm512_mask_blend_epi32(ovf, sh, sat);
-    }
-    __m512i pe = _mm512_mul_epi32(x, q->m), po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), q->m);
-    __m512i te = _mm512_add_epi64(pe, q->n), to = _mm512_add_epi64(po, q->n);
-    te = _mm512_srav_epi64(_mm512_mask_sub_epi64(te, _mm512_movepi64_mask(pe), te, q->c), q->s);
-    to = _mm512_srav_epi64(_mm512_mask_sub_epi64(to, _mm512_movepi64_mask(po), to, q->c), q->s);
-    return _mm512_permutex2var_epi32(te, even_odd, to);
-}
-
-/* TFLite's ADD, 16 elements at a time (qat__add_s8's operations in its
- * order; the sum of the two rescaled inputs wraps as the portable int32
- * sum would, where that is defined at all). */
-QAT_VNNI8 void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
-    const __m512i zpa = _mm512_set1_epi32(r->zp_a), zpb = _mm512_set1_epi32(r->zp_b);
-    const __m128i ls = _mm_cvtsi32_si128(r->left_shift);
-    const mult16 ma = mult_of(r->m_a, r->sh_a), mb = mult_of(r->m_b, r->sh_b), mo = mult_of(r->m_out, r->sh_out);
-    const clamp16 k = clamp_of(r->zp_out, r->lo, r->hi);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 keep = (__mmask16)(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
-        __m512i xa = _mm512_sll_epi32(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(keep, a + i)), zpa), ls);
-        __m512i xb = _mm512_sll_epi32(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(keep, b + i)), zpb), ls);
-        __m512i sum = _mm512_add_epi32(mbqm_v(xa, &ma, k.even_odd), mbqm_v(xb, &mb, k.even_odd));
-        __m512i v = mbqm_v(sum, &mo, k.even_odd);
-        v = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(v, k.lo_zp), k.hi_zp), k.zp);
-        _mm_mask_storeu_epi8(y + i, keep, _mm512_cvtepi32_epi8(v));
-    }
-}
-
 QAT_VNNI8 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {
     const __m512i zp = _mm512_set1_epi32(r->zp_in);
     for (int64_t i = 0; i < n; i += 16) {
@@ -843,9 +799,6 @@ void qat__linear8_vnni(const qat__linear8_args *a) { qat__linear8_ref(a); }
 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst) { qat__planes_u8(x, a, dst); }
 void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col) {
     qat__columns_u8(planes, ksrc, a, col);
-}
-void qat__add_s8_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
-    qat__add_s8(a, b, n, r, y);
 }
 void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, const uint8_t *tables,
                             int8_t *y) {
