@@ -104,6 +104,54 @@ void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, 
 /* y[i] = clamp(x[i], lo, hi). */
 void qat__clamp_s8(const int8_t *x, int64_t n, int32_t lo, int32_t hi, int8_t *y);
 
+/* ---- kernel levels ---------------------------------------------------------------
+ * What the runtime may use on this CPU. qat_runtime_prepare and
+ * qat_runtime_run use qat__cpu_level(); the _level variants let tests run
+ * one program at every level this CPU has and compare the integers.
+ * Prepare and run must be given the same level (the constants' layout
+ * depends on it). Every level gives the same integers. */
+typedef enum {
+    QAT_LEVEL_PORTABLE, /* portable C */
+    QAT_LEVEL_AVX2,     /* int16 GEMM on ymm (vpmaddwd), 2x2 max pooling */
+    QAT_LEVEL_VNNI16,   /* + int16 GEMM with vpdpwssd on ymm */
+    QAT_LEVEL_VNNI8,    /* + the int8 path (kernels_vnni8.c): vpdpbusd on zmm, vectorised requantization */
+    QAT_LEVEL_COUNT
+} qat__level;
+qat__level qat__cpu_level(void);
+const char *qat__level_name(qat__level l); /* "portable C", "AVX2", "AVX-512 VNNI", "AVX-512 VNNI int8" */
+/* The int16 GEMM kernel of a level (the best one it has, if this CPU lacks it). */
+void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
+void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level);
+qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                  void *scratch, int64_t n, qat__level level);
+/* Ops [first, end) only (the per-op profile of bench_ops). */
+qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                void *scratch, int64_t n, qat__level level, int first, int end);
+/* The op runs on the int8 path (op_consts: its prepared constants). */
+bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts);
+
+/* ---- chunks of samples ------------------------------------------------------------
+ * The executor runs the whole program on a chunk of samples at a time, so
+ * that a chunk's activations stay in the L2 cache from one op to the next
+ * (op by op over a batch of 64, each op's input had left L2: measured 20 %
+ * of the time). The input, the output and the tensors that share their
+ * bytes (flatten views, in-place ops) stay in the arena; every other
+ * tensor lives in a sub-arena in scratch, at its planned per-sample offset
+ * times the chunk's size: the plan is per sample and scales with any batch.
+ * Scratch is [the ops' working memory][the sub-arena][a flag per tensor].
+ * 512 KiB: half the L2 of the machine it was tuned on (128 KiB to 1 MiB
+ * measured; 512 the best for the three graph models). */
+#define QAT_CHUNK_BYTES (512 * 1024)
+static inline int qat__chunk_samples(int64_t per_sample, int max_batch) {
+    int64_t m = QAT_CHUNK_BYTES / (per_sample > 0 ? per_sample : 1);
+    return (int)(m < 1 ? 1 : m > max_batch ? max_batch : m);
+}
+/* Bytes of scratch after the ops' working memory: the sub-arena and the flags. */
+static inline int64_t qat__chunk_scratch(int64_t per_sample, int max_batch, int n_tensors, int64_t *sub_bytes) {
+    *sub_bytes = qat__round_up(per_sample * qat__chunk_samples(per_sample, max_batch), 64);
+    return *sub_bytes + qat__round_up(n_tensors, 64);
+}
+
 /* The sizes of a linear or conv2d op, for the planner and the executor:
  * conv input [C, H, W] padded to [C, Hp, Wp], output [O, OH, OW] in
  * `groups` groups of Og outputs; K = C/groups·kh·kw products per output
@@ -115,4 +163,226 @@ typedef struct {
     bool depthwise;
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
+
+/* ---- the int8 path ------------------------------------------------------------------
+ * Products of unsigned activations u = x + 128 (x ^ 0x80) and signed int8
+ * weights w8 = w - zp_w, four at a time (vpdpbusd: 64 per zmm instruction,
+ * four times the int16 path's). Where the portable kernel sums
+ * Σ (x - zp)·w8, this one sums Σ u·w8 and corrects it exactly:
+ *     Σ_k (x_k - zp)·w8_k = Σ_k u_k·w8_k - (128 + zp)·Σ_k w8_k,
+ * the last term folded into the bias at prepare time (bias8). The int32
+ * sums wrap (vpdpbusd does not saturate), so every partial sum is the
+ * portable one modulo 2^32; the planner bounds the true sum plus bias by
+ * K·255·255 + |bias| <= INT32_MAX, so the final int32 is the portable
+ * kernel's sum exactly, whatever the intermediate values.
+ * The path runs where every w - zp_w fits int8 (qat__int8_weights): the
+ * symmetric weights of <= 8-bit types always do. Padding is u = zp + 128
+ * (real 0, like the portable path's x - zp = 0).
+ *
+ * Layouts: a "column" is 4 bytes (4 reduction indices) of one output
+ * position. Convolutions whose group has a multiple of 4 channels read
+ * pixels of 4 channels (NC4HW4-like planes, "dense4"): reduction index
+ * k = ((c4·kh + ky)·kw + kx)·4 + c%4, and the GEMM reads each (c4, ky, kx)
+ * row straight from the padded planes when that wastes little (implicit
+ * im2col), else from a compact im2col copy. Other convolutions (the first
+ * layer's single channel) take k in the weight's natural order
+ * ((c·kh + ky)·kw + kx), padded to a multiple of 4 with zero weights
+ * ("generic"). The planes make every tap one contiguous run of a grid
+ * of positions q = (s·Hq + oy)·Wq + ox (sample s, output row oy, column
+ * ox); positions with ox >= OW or oy >= OH are computed and dropped (the
+ * position map). Two layouts:
+ *  - packed (stride 1, "same"-like padding: ph + 1 <= kh <= 2·ph + 1, the
+ *    same across): rows of W pixels and pw padding pixels, samples of H
+ *    rows and ph padding rows, after ph padding rows and pw padding pixels
+ *    (front). The padding between two rows (samples) is the right (bottom)
+ *    padding of one and the left (top) padding of the next: no window
+ *    reaches further. Tap (ky, kx) of position q is pixel
+ *    q + ky·Wq + kx - pw from the origin (Hq = H + ph, Wq = W + pw);
+ *  - phases (any other): the padded input split by stride phase,
+ *        plane(c4, py, px)[s·Hq + qy][qx] = padded pixel (qy·sh + py, qx·sw + px) of sample s,
+ *    and tap (ky, kx) of position q is plane(c4, ky % sh, kx % sw) + q + (ky / sh)·Wq + kx / sw. */
+
+/* One output channel's requantization, prepared for the vector kernels:
+ * zp + qat__mbqm(acc + bias, m0, shift) is, with x = (acc + bias) << left
+ * (saturated; shift > 0 only) and P = x·m0 in 64 bits,
+ *     (P + n - [P < 0]·c) >> s,
+ * with zp·2^s inside n when that cannot overflow (fold; kernels_vnni8.c
+ * gives the proof), then the clamp. The kernels start their sums at bias.
+ * 64 bytes: one line. */
+typedef struct {
+    int64_t m0, n, c, s;
+    int32_t bias, left, zp, fold;
+    int32_t unused[4];
+} qat__rq;
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp);
+
+/* Every w - zp_w of a linear/conv2d op fits int8. */
+bool qat__int8_weights(const qat_qop *op);
+
+/* How the int8 path runs one linear/conv2d op (qat__i8_geometry). */
+typedef enum { QAT_I8_LINEAR, QAT_I8_DENSE4, QAT_I8_GENERIC, QAT_I8_DEPTHWISE } qat__i8_kind;
+typedef struct {
+    qat__i8_kind kind;
+    bool implicit;      /* dense4: the GEMM reads the planes (no im2col copy) */
+    int K4;             /* reduction groups of 4 (depthwise: tap groups per channel, kh·G) */
+    int G;              /* depthwise: groups of 4 taps per kernel row */
+    int R, TT;          /* the GEMM tile: R output rows (linear: samples) x 16·TT positions (linear: outputs) */
+    int Op;             /* output rows rounded up to R (linear: outputs rounded up to 16·TT) */
+    int m;              /* samples per pass (the planes and columns of m samples at a time) */
+    int pix;            /* bytes per plane pixel: 4 (dense4: 4 channels), 1 (generic, depthwise) */
+    bool packed;        /* the packed layout (else phases) */
+    int64_t front;      /* packed: bytes before a stack's origin (>= pw pixels, all padding) */
+    int phy, phx;       /* stride phases of the planes (depthwise: rows only, phx = 1) */
+    int Hq, Wq;         /* rows per sample and row pitch (pixels) of a phase plane */
+    int Wg, step;       /* the grid's row pitch in positions, and plane pixels per position
+                         * (depthwise with horizontal stride sw: Wq = Wg·sw, step sw; else Wg = Wq, step 1) */
+    int64_t plane;      /* bytes of one (channel group, phase) stack of m samples, with slack */
+    int64_t Q;          /* positions computed for m samples (the grid up to the last valid one) */
+    int64_t P;          /* valid positions per sample */
+    int64_t colpitch;   /* explicit columns: bytes per row k4 */
+    int64_t max_segs;   /* of the position map */
+    /* scratch, in bytes from its start: planes, explicit columns, the GEMM's
+     * row offsets koff [K4], the planes' offsets of each row (ksrc [K4], or
+     * generic: of each k [4·K4]; depthwise: the taps [K4]), the position map */
+    int64_t off_planes, off_col, off_koff, off_ksrc, off_first, off_seg, scratch;
+    /* constants: corrected bias [rows] int32, the packed weights, then
+     * (conv2d) a qat__rq per output channel (rq_offset) */
+    int64_t rq_offset, const_bytes;
+} qat__i8_geom;
+void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, qat__i8_geom *i8);
+
+/* Fills an op's int8 constants (the layout of qat__i8_geom): bias8 and the packed weights:
+ *   dense4/generic [Op/R][K4][R][4] int8;  depthwise [O][kh][G][4] int8 (taps kx = 4g + j);
+ *   linear [Op/16][K4][16][4] uint8 = w8 + 128 (0 past K), see qat__linear8_args. */
+void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, const qat__i8_geom *i8,
+                     void *consts);
+
+/* The position map: which computed positions are stored, and where.
+ * Positions come in chunks of 16 (one zmm of int32 sums); chunk j's
+ * segments are seg[first[j] .. first[j + 1]): the lanes set in mask, in
+ * order, go to dst, dst + 1, ... (dst: element offset in output channel
+ * 0). Lanes of dropped positions between two rows of one sample leave a
+ * hole in one segment; a new segment starts where the outputs jump (the
+ * next sample). */
+typedef struct {
+    int64_t dst;
+    uint32_t mask;
+} qat__seg;
+typedef struct {
+    int64_t chunks;
+    int32_t *first; /* [chunks + 1] */
+    qat__seg *seg;
+} qat__posmap;
+/* m samples on a grid of rows of Wq positions, Hq rows per sample (a
+ * sample's positions start at s·Hq·Wq); valid rows oy < OH and columns
+ * ox < OW go to s·out_n + oy·OW + ox. Returns the positions spanned. */
+int64_t qat__posmap_build(int m, int Hq, int Wq, int OH, int OW, int64_t out_n, qat__posmap *map);
+/* Segments a map of these dimensions can need at most. */
+int64_t qat__posmap_max_segs(int m, int Hq, int Wq, int OH, int OW);
+
+/* The padded, stride-phase-split planes of m samples (layout above) from
+ * x [m][C][H][W] int8 (samples in_n apart): pix = 4 (dense4: channels
+ * interleaved by 4, C % 4 == 0) or 1 (one channel per plane). Stack
+ * (c, py, px) starts at dst + ((c / pix)·phy·phx + py·phx + px)·plane;
+ * pixels outside the input are zp + 128; bytes past the m samples in a
+ * stack are zeroed up to the stack's end. */
+typedef struct {
+    int C, H, W, ph, pw, sh, sw, kh, kw; /* phases no tap reads (py >= kh, px >= kw) are not built */
+    int phy, phx, Hq, Wq, pix, m;
+    bool packed;
+    int64_t in_n, plane, front;
+    int32_t zp;
+} qat__planes_args;
+void qat__planes_u8(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
+
+/* Explicit columns of m samples from the planes: row k4 (colpitch bytes
+ * apart) holds each valid position's 4 bytes in order s·P + oy·OW + ox,
+ * then zeros to the 64-position tiles' end. dense4: the 4 bytes are the
+ * pixel at ksrc[k4] + 4·((s·Hq + oy)·Wq + ox); generic: byte j is the
+ * pixel at ksrc[4·k4 + j] + (s·Hq + oy)·Wq + ox, 0 for 4·k4 + j >= K. */
+typedef struct {
+    bool dense4;
+    int K, K4, m, Hq, Wq, OH, OW;
+    int64_t colpitch;
+} qat__columns_args;
+void qat__columns_u8(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
+
+/* The GEMM of the conv paths, requantized:
+ *   out[o·so + dst(q)] = clamp(zp + requant(Σ_k4 Σ_j w[o][k4][j]·col(k4, q)[j] + bias8[o]))
+ * col(k4, q) = the 4 bytes at col + koff[k4] + 4·q; w packed [Op/R][K4][R][4]
+ * (rows >= O zero). Positions are computed in tiles of 16·TT; col must be
+ * readable 64·TT bytes past every row's last position. */
+typedef struct {
+    const uint8_t *col;
+    const int32_t *koff;
+    const int8_t *w;
+    int K4, O, R, TT;
+    int64_t Q;
+    const qat__rq *rq; /* [O]: the x86 kernel's form of bias8, m0 and shift */
+    const int32_t *bias8, *m0, *shift;
+    int32_t zp, lo, hi;
+    int8_t *out;
+    int64_t so;
+    const qat__posmap *map;
+} qat__gemm8_args;
+void qat__gemm8_ref(const qat__gemm8_args *a);
+
+/* Depthwise: output channel o reads input channel o / mult, its stack at
+ * planes + (o / mult)·cstride; position q's tap row t (t = ky·G + g) is the
+ * 4 bytes at tap[t] + step·q:
+ *   out[o·so + dst(q)] = clamp(zp + requant(Σ_t Σ_j w[o][t][j]·byte(tap[t] + step·q + j) + bias8[o])). */
+typedef struct {
+    const uint8_t *planes;
+    int64_t cstride;
+    const int32_t *tap; /* [T] byte offsets in a channel's stacks */
+    int T, step, mult, O;
+    const int8_t *w;    /* [O][T][4] */
+    int64_t Q;
+    const qat__rq *rq;  /* [O] */
+    const int32_t *bias8, *m0, *shift;
+    int32_t zp, lo, hi;
+    int8_t *out;
+    int64_t so;
+    const qat__posmap *map;
+} qat__dw8_args;
+void qat__dw8_ref(const qat__dw8_args *a);
+
+/* Linear: lanes are outputs, rows are samples. wu = w8 + 128 (uint8,
+ * [Op/16][K4][16][4], 0 past K), the samples' raw int8 rows are the
+ * signed operand, and the correction is per sample:
+ *   Σ_k (x_k - zp)·w8_k = Σ_k wu_k·x_k - 128·Σ_k x_k - zp·Σ_k w8_k,
+ * the last term in bias8 (linear: bias - zp·Σ w8), Σ_k x_k summed per
+ * sample. out[s·O + o] = clamp(zp_out + requant(...)). Sample s's row is
+ * x + s·K, the last one `last` when given (a copy padded to 4·K4 bytes:
+ * rows are read in whole groups of 4). */
+typedef struct {
+    const int8_t *x, *last;
+    int K, K4, O, n, TT;
+    const uint8_t *wu;
+    const int32_t *bias8, *m0, *shift;
+    int32_t zp, lo, hi;
+    int8_t *out;
+} qat__linear8_args;
+void qat__linear8_ref(const qat__linear8_args *a);
+
+/* The int8 path's x86 kernels (kernels_vnni8.c), for CPUs with AVX-512
+ * VNNI, VBMI and VBMI2 (qat__cpu_level() == QAT_LEVEL_VNNI8). */
+void qat__gemm8_vnni(const qat__gemm8_args *a);
+void qat__dw8_vnni(const qat__dw8_args *a);
+void qat__linear8_vnni(const qat__linear8_args *a);
+void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
+void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
+/* TFLite's ADD with each input's rescaled term looked up: qat__mbqm((x -
+ * zp) << left_shift, m, shift) depends on the input byte alone, so it is a
+ * table of 256 int32, kept as 4 planes of bytes (byte k of every entry)
+ * that vpermi2b indexes: tables [2][4][256], input a then b, entry x + 128.
+ * The add's constants (qat__add_tables fills them at prepare). */
+#define QAT_ADD_TABLE_BYTES 2048
+void qat__add_tables(const qat__add_args *r, uint8_t *tables);
+void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, const uint8_t *tables,
+                            int8_t *y);
+void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);
+void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);
+/* 16 lanes of qat__requant with one multiplier and shift, for the tests */
+void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, int32_t *y);
 #endif

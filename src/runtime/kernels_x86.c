@@ -137,11 +137,20 @@ static bool has_vnni(void) {
     return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
 }
 
-const char *qat__gemm_kernel_name(void) {
-    return has_vnni() ? "AVX-512 VNNI" : __builtin_cpu_supports("avx2") ? "AVX2" : "portable C";
+static bool has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+
+/* The int8 path (kernels_vnni8.c) also needs VBMI (vpermb) and VBMI2
+ * (vpcompressb): Ice Lake, Sapphire Rapids, Zen 4 and later have them all. */
+static bool has_vnni8(void) {
+    return has_vnni() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
 }
 
-static bool has_avx2(void) { return __builtin_cpu_supports("avx2"); }
+qat__level qat__cpu_level(void) {
+    return has_vnni8() ? QAT_LEVEL_VNNI8 : has_vnni() ? QAT_LEVEL_VNNI16 : has_avx2() ? QAT_LEVEL_AVX2 : QAT_LEVEL_PORTABLE;
+}
+
+const char *qat__gemm_kernel_name(void) { return qat__level_name(qat__cpu_level()); }
 
 /* 2x2 max pooling, stride 2, even W: the vertical max of each row pair
  * into tmp (OH rows of W, contiguous), then the horizontal pairs over all
@@ -174,7 +183,7 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
 }
 
 bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
-    if (W % 2 || !has_avx2()) return false;
+    if (W % 2 || !has_avx2()) return false; /* the executor calls it from level AVX2 up */
     maxpool2_avx2(x, C, H, W, y, tmp);
     return true;
 }
@@ -182,6 +191,13 @@ bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8
 void qat__gemm_requant(const qat__gemm_args *a) {
     if (has_vnni()) gemm_vnni_kernel(a);
     else if (has_avx2()) gemm_avx2_kernel(a);
+    else qat__gemm_requant_ref(a);
+}
+
+/* The int16 GEMM of a level (the int8 path's ops use the VNNI one too). */
+void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level) {
+    if (level >= QAT_LEVEL_VNNI16 && has_vnni()) gemm_vnni_kernel(a);
+    else if (level >= QAT_LEVEL_AVX2 && has_avx2()) gemm_avx2_kernel(a);
     else qat__gemm_requant_ref(a);
 }
 
@@ -196,8 +212,13 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
 
 #else
 
+qat__level qat__cpu_level(void) { return QAT_LEVEL_PORTABLE; }
 const char *qat__gemm_kernel_name(void) { return "portable C"; }
 void qat__gemm_requant(const qat__gemm_args *a) { qat__gemm_requant_ref(a); }
+void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level) {
+    (void)level;
+    qat__gemm_requant_ref(a);
+}
 qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
     if (name) *name = "portable C";
     return i == 0 ? qat__gemm_requant_ref : NULL;

@@ -132,30 +132,41 @@ static const char *unsupported(const qat_qmodel *q, const qat_qop *op, char *why
 }
 
 /* Bytes of op i's constants, and of the working memory it needs for a
- * batch of B samples (qat__op_geom gives the layouts). */
-static int64_t const_size(const qat__op_geom *g, const qat_qop *op) {
+ * batch of B samples (qat__op_geom gives the layouts). A linear or conv2d
+ * op has room for either path (run.c's header, then the int16 or the int8
+ * layout), so the plan is the same whatever the CPU. */
+static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_qop *op, int max_batch) {
     switch (op->kind) {
     case QAT_QOP_LUT: return qat__round_up(op->table_len, 64);
+    case QAT_QOP_ADD: return QAT_ADD_TABLE_BYTES;
     case QAT_QOP_LINEAR:
-    case QAT_QOP_CONV2D:
-        if (g->depthwise) return qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64);
-        return qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
+    case QAT_QOP_CONV2D: {
+        int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64)
+                                   : qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
+        qat__i8_geom i8;
+        qat__i8_geometry(q, op, g, max_batch, &i8);
+        return 64 + (w16 > i8.const_bytes ? w16 : i8.const_bytes);
+    }
     default: return 0;
     }
 }
 
-static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_qmodel *q) {
+static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_qmodel *q, int max_batch) {
     const qat_qtensor *in = &q->tensors[op->inputs[0]];
+    int64_t s16 = 0;
     switch (op->kind) {
-    case QAT_QOP_LINEAR: return qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
+    case QAT_QOP_LINEAR: s16 = qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64); break;
     case QAT_QOP_CONV2D: {
         int64_t xpad = qat__round_up((g->C * g->Hp * g->Wp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
-        if (g->depthwise) return xpad;
-        return xpad + qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
+        s16 = g->depthwise ? xpad : xpad + qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
+        break;
     }
     case QAT_QOP_MAXPOOL2D: return qat__round_up(in->shape[1] / 2 * in->shape[2], 64);
     default: return 0;
     }
+    qat__i8_geom i8;
+    qat__i8_geometry(q, op, g, max_batch, &i8);
+    return s16 > i8.scratch ? s16 : i8.scratch;
 }
 
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g) {
@@ -215,10 +226,12 @@ qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets
         qat__op_geom g;
         qat__op_geometry(q, &q->ops[i], max_batch, &g);
         plan->const_offset[i] = plan->const_bytes;
-        plan->const_bytes += const_size(&g, &q->ops[i]);
-        int64_t s = scratch_size(&g, &q->ops[i], q);
+        plan->const_bytes += const_size(q, &g, &q->ops[i], max_batch);
+        int64_t s = scratch_size(&g, &q->ops[i], q, max_batch);
         if (s > plan->scratch_bytes) plan->scratch_bytes = s;
     }
+    int64_t sub;
+    plan->scratch_bytes = qat__round_up(plan->scratch_bytes, 64) + qat__chunk_scratch(per_sample, max_batch, n, &sub);
     free(parent), free(order), free(b);
     return QAT_OK;
 }

@@ -1,22 +1,70 @@
 /* The executor of an integer program: each op's constants prepared once
  * (qat_runtime_prepare), then ops run in order over the planned arena
  * (qat_runtime_run). One sample after another inside a tensor; linear ops
- * take the whole batch in one GEMM. */
+ * take the whole batch in one GEMM, convolutions m samples at a time on
+ * the int8 path (kernels.h), one at a time on the int16 one.
+ *
+ * A linear or conv2d op's constants start with a header (HEADER bytes)
+ * that says which path prepare chose: the int8 path when the level has it
+ * and every w - zp_w fits int8, else the int16 one. */
 #include <string.h>
 
 #include "kernels.h"
 
-const char *qat_runtime_kernel(void) { return qat__gemm_kernel_name(); }
+#define HEADER 64 /* the constants after it stay 64-byte aligned */
 
-static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, uint8_t *c) {
+typedef struct {
+    int32_t int8; /* the op runs on the int8 path (qat__i8_geom's layout follows) */
+} op_header;
+
+const char *qat__level_name(qat__level l) {
+    static const char *const names[QAT_LEVEL_COUNT] = {"portable C", "AVX2", "AVX-512 VNNI", "AVX-512 VNNI int8"};
+    return l >= 0 && l < QAT_LEVEL_COUNT ? names[l] : "unknown";
+}
+
+const char *qat_runtime_kernel(void) { return qat__level_name(qat__cpu_level()); }
+
+static bool int8_path(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, qat__level level) {
+    if (level < QAT_LEVEL_VNNI8) return false;
+    /* depthwise windows of 4 taps come from 64 bytes at a byte step of stride_w */
+    if (g->depthwise && op->stride_w > 4) return false;
+    qat__i8_geom i8; /* its offsets into scratch are int32 */
+    qat__i8_geometry(q, op, g, max_batch, &i8);
+    if (i8.scratch > INT32_MAX / 2) return false;
+    return qat__int8_weights(op);
+}
+
+static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
+    const qat_qtensor *a = &q->tensors[op->inputs[0]], *b = &q->tensors[op->inputs[1]];
+    return (qat__add_args){.zp_a = a->q.zero_point, .zp_b = b->q.zero_point, .m_a = op->multiplier[0],
+                           .m_b = op->multiplier[1], .m_out = op->multiplier[2], .sh_a = op->shift[0],
+                           .sh_b = op->shift[1], .sh_out = op->shift[2], .left_shift = op->left_shift,
+                           .zp_out = q->tensors[op->output].q.zero_point, .lo = op->act_min, .hi = op->act_max};
+}
+
+static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, uint8_t *c,
+                       qat__level level) {
+    if (op->kind == QAT_QOP_ADD) {
+        qat__add_args r = add_args(q, op);
+        qat__add_tables(&r, c);
+        return;
+    }
     if (op->kind == QAT_QOP_LUT) {
         for (int i = 0; i < op->table_len; i++) ((int8_t *)c)[i] = (int8_t)op->table[i];
         return;
     }
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return;
-    (void)q;
+    op_header *h = (op_header *)(void *)c;
+    h->int8 = int8_path(q, op, g, max_batch, level);
+    c += HEADER;
+    if (h->int8) {
+        qat__i8_geom i8;
+        qat__i8_geometry(q, op, g, max_batch, &i8);
+        qat__i8_prepare(q, op, g, &i8, c);
+        return;
+    }
     const qat_qtype *wq = &op->wq;
-    int16_t *w16 = (int16_t *)c;
+    int16_t *w16 = (int16_t *)(void *)c;
     int64_t row = g->depthwise ? g->kk : g->Kp, rows = g->depthwise ? g->O : qat__round_up(g->O, QAT_WROWS);
     memset(w16, 0, (size_t)(rows * row) * sizeof *w16);
     for (int64_t o = 0; o < g->O; o++)
@@ -26,12 +74,16 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
         }
 }
 
-void qat_runtime_prepare(const qat_qmodel *q, const qat_plan *plan, void *consts) {
+void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level) {
     for (int i = 0; i < q->n_ops; i++) {
         qat__op_geom g;
         qat__op_geometry(q, &q->ops[i], plan->max_batch, &g);
-        prepare_op(q, &q->ops[i], &g, (uint8_t *)consts + plan->const_offset[i]);
+        prepare_op(q, &q->ops[i], &g, plan->max_batch, (uint8_t *)consts + plan->const_offset[i], level);
     }
+}
+
+void qat_runtime_prepare(const qat_qmodel *q, const qat_plan *plan, void *consts) {
+    qat__runtime_prepare_level(q, plan, consts, qat__cpu_level());
 }
 
 /* ---- one op over n samples -------------------------------------------------------- */
@@ -41,11 +93,38 @@ typedef struct {
     const qat_plan *plan;
     const uint8_t *consts;
     int8_t *arena;
-    uint8_t *scratch;
-    int64_t n;
+    uint8_t *scratch;   /* the ops' working memory */
+    int64_t n;          /* samples in this chunk */
+    qat__level level;
+    int64_t s0;         /* the chunk's first sample */
+    int mc;             /* samples a chunk */
+    int8_t *sub;        /* the chunk's sub-arena */
+    const uint8_t *real; /* [n_tensors]: the tensor is in the arena, else in the sub-arena */
 } exec;
 
-static int8_t *tensor(const exec *e, int t) { return e->arena + e->plan->offset[t]; }
+/* Sample 0 of the chunk in tensor t (kernels.h: chunks of samples). */
+static int8_t *tensor(const exec *e, int t) {
+    if (e->real[t]) return e->arena + e->plan->offset[t] + e->s0 * qat_qtensor_numel(&e->q->tensors[t]);
+    return e->sub + e->plan->offset[t] / e->plan->max_batch * e->mc;
+}
+
+/* The tensors that stay in the arena: the input and its flatten views,
+ * the output and what shares its buffer (flatten, and an in-place op's
+ * input: at the output's offset while both are alive, so the same buffer). */
+static void real_tensors(const qat_qmodel *q, const qat_plan *p, uint8_t *real) {
+    memset(real, 0, (size_t)q->n_tensors);
+    real[q->input] = real[q->output] = 1;
+    for (int i = q->n_ops - 1; i >= 0; i--) {
+        const qat_qop *op = &q->ops[i];
+        bool in_place = op->kind == QAT_QOP_FLATTEN || op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT ||
+                        op->kind == QAT_QOP_ADD;
+        if (!real[op->output] || !in_place) continue;
+        for (int j = 0; j < op->n_inputs; j++)
+            if (p->offset[op->inputs[j]] == p->offset[op->output]) real[op->inputs[j]] = 1;
+    }
+    for (int i = 0; i < q->n_ops; i++)
+        if (q->ops[i].kind == QAT_QOP_FLATTEN && real[q->ops[i].inputs[0]]) real[q->ops[i].output] = 1;
+}
 
 static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, const int16_t *w16) {
     const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
@@ -74,7 +153,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
             qat__gemm_args a = {.w = w16 + o0 * g->Kp, .col = col, .O = g->Og, .P = P, .Kp = g->Kp, .Pp = g->Pp,
                                 .bias = op->bias + o0, .m0 = op->multiplier + o0, .shift = op->shift + o0, .zp = zp,
                                 .lo = op->act_min, .hi = op->act_max, .out = y + s * out_n + o0 * P, .so = P, .sp = 1};
-            qat__gemm_requant(&a);
+            qat__gemm_requant_level(&a, e->level);
         }
     }
 }
@@ -90,7 +169,106 @@ static void run_linear(const exec *e, const qat_qop *op, const qat__op_geom *g, 
     qat__gemm_args a = {.w = w16, .col = col, .O = g->O, .P = (int)e->n, .Kp = g->Kp, .Pp = g->Pp, .bias = op->bias,
                         .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
                         .lo = op->act_min, .hi = op->act_max, .out = tensor(e, op->output), .so = 1, .sp = g->O};
-    qat__gemm_requant(&a);
+    qat__gemm_requant_level(&a, e->level);
+}
+
+/* ---- the int8 path ---------------------------------------------------------------- */
+
+/* Plane offsets of each GEMM row k4 (dense4: (c4, ky, kx); generic: of each
+ * k = (c, ky, kx)) or depthwise tap row (ky, g), within one group's stacks. */
+static void plane_offsets(const qat_qop *op, const qat__op_geom *g, const qat__i8_geom *i, int32_t *ksrc) {
+    int sh = op->stride_h, sw = op->stride_w;
+    if (i->kind == QAT_I8_DEPTHWISE) {
+        for (int ky = 0; ky < op->kh; ky++)
+            for (int gg = 0; gg < i->G; gg++)
+                ksrc[ky * i->G + gg] = i->packed ? (int32_t)(i->front + (int64_t)ky * i->Wq + 4 * gg - op->pad_w)
+                                                 : (int32_t)((ky % sh) * i->plane + (int64_t)(ky / sh) * i->Wq + 4 * gg);
+        return;
+    }
+    int n = i->kind == QAT_I8_DENSE4 ? i->K4 : g->K;
+    for (int k = 0; k < n; k++) {
+        int t = k % g->kk, c = k / g->kk, ky = t / op->kw, kx = t % op->kw;
+        if (i->packed) {
+            ksrc[k] = (int32_t)(c * i->plane + i->front + ((int64_t)ky * i->Wq + kx - op->pad_w) * i->pix);
+            continue;
+        }
+        int64_t stack = ((int64_t)c * sh + ky % sh) * sw + kx % sw;
+        ksrc[k] = (int32_t)(stack * i->plane + ((int64_t)(ky / sh) * i->Wq + kx / sw) * i->pix);
+    }
+}
+
+static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c) {
+    qat__i8_geom i;
+    qat__i8_geometry(e->q, op, g, e->plan->max_batch, &i);
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
+    const int8_t *x = tensor(e, op->inputs[0]);
+    int8_t *y = tensor(e, op->output);
+    int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW;
+    int64_t rows = i.kind == QAT_I8_DEPTHWISE ? g->O : (int64_t)g->groups * i.Op;
+    const int32_t *bias8 = (const int32_t *)(const void *)c;
+    const int8_t *w8 = (const int8_t *)c + qat__round_up(4 * rows, 64);
+    const qat__rq *rq = (const qat__rq *)(const void *)(c + i.rq_offset);
+    uint8_t *planes = e->scratch + i.off_planes, *col = e->scratch + i.off_col;
+    int32_t *koff = (int32_t *)(void *)(e->scratch + i.off_koff), *ksrc = (int32_t *)(void *)(e->scratch + i.off_ksrc);
+    qat__posmap map = {.first = (int32_t *)(void *)(e->scratch + i.off_first),
+                       .seg = (qat__seg *)(void *)(e->scratch + i.off_seg)};
+    bool simd = e->level >= QAT_LEVEL_VNNI8;
+    plane_offsets(op, g, &i, ksrc);
+    for (int k = 0; k < i.K4; k++) koff[k] = i.implicit ? ksrc[k] : (int32_t)(k * i.colpitch);
+    qat__planes_args pa = {.C = g->C, .H = g->H, .W = g->W, .ph = op->pad_h, .pw = op->pad_w, .sh = op->stride_h,
+                           .sw = op->stride_w, .kh = op->kh, .kw = op->kw, .phy = i.phy, .phx = i.phx, .Hq = i.Hq, .Wq = i.Wq, .pix = i.pix,
+                           .packed = i.packed, .in_n = in_n, .plane = i.plane, .front = i.front,
+                           .zp = in->q.zero_point};
+    int32_t zp = e->q->tensors[op->output].q.zero_point;
+    int64_t stacks_per_group = (int64_t)g->C / g->groups / i.pix * i.phy * i.phx;
+    for (int64_t s0 = 0; s0 < e->n; s0 += i.m) {
+        int mm = (int)(e->n - s0 < i.m ? e->n - s0 : i.m);
+        pa.m = mm;
+        (simd ? qat__planes_u8_avx512 : qat__planes_u8)(x + s0 * in_n, &pa, planes);
+        bool grid = i.kind == QAT_I8_DEPTHWISE || i.implicit;
+        int64_t Q = grid ? qat__posmap_build(mm, i.Hq, i.Wg, g->OH, g->OW, out_n, &map)
+                         : qat__posmap_build(mm, 1, (int)i.P, 1, (int)i.P, out_n, &map);
+        if (i.kind == QAT_I8_DEPTHWISE) {
+            qat__dw8_args d = {.planes = planes, .cstride = i.phy * i.plane, .tap = ksrc, .T = i.K4, .step = i.step,
+                               .mult = g->O / g->C, .O = g->O, .w = w8, .Q = Q, .rq = rq, .bias8 = bias8, .m0 = op->multiplier,
+                               .shift = op->shift, .zp = zp, .lo = op->act_min, .hi = op->act_max,
+                               .out = y + s0 * out_n, .so = (int64_t)g->OH * g->OW, .map = &map};
+            (simd ? qat__dw8_vnni : qat__dw8_ref)(&d);
+            continue;
+        }
+        for (int grp = 0; grp < g->groups; grp++) {
+            const uint8_t *gp = planes + grp * stacks_per_group * i.plane;
+            if (!i.implicit) {
+                qat__columns_args ca = {.dense4 = i.kind == QAT_I8_DENSE4, .K = g->K, .K4 = i.K4, .m = mm, .Hq = i.Hq,
+                                        .Wq = i.Wq, .OH = g->OH, .OW = g->OW, .colpitch = i.colpitch};
+                (simd ? qat__columns_u8_avx512 : qat__columns_u8)(gp, ksrc, &ca, col);
+            }
+            int64_t o0 = (int64_t)grp * g->Og;
+            qat__gemm8_args a = {.col = i.implicit ? gp : col, .koff = koff, .w = w8 + grp * (int64_t)i.Op * i.K4 * 4,
+                                 .K4 = i.K4, .O = g->Og, .R = i.R, .TT = i.TT, .Q = Q, .rq = rq + o0,
+                                 .bias8 = bias8 + grp * i.Op,
+                                 .m0 = op->multiplier + o0, .shift = op->shift + o0, .zp = zp, .lo = op->act_min,
+                                 .hi = op->act_max, .out = y + s0 * out_n + o0 * i.P, .so = i.P, .map = &map};
+            (simd ? qat__gemm8_vnni : qat__gemm8_ref)(&a);
+        }
+    }
+}
+
+static void run_linear8(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c) {
+    qat__i8_geom i;
+    qat__i8_geometry(e->q, op, g, e->plan->max_batch, &i);
+    const int8_t *x = tensor(e, op->inputs[0]);
+    int8_t *last = NULL;
+    if (g->K % 4) { /* the last row read in whole groups of 4 would run past the tensor */
+        last = (int8_t *)e->scratch;
+        memcpy(last, x + (e->n - 1) * g->K, (size_t)g->K);
+        memset(last + g->K, 0, (size_t)(4 * i.K4 - g->K));
+    }
+    qat__linear8_args a = {.x = x, .last = last, .K = g->K, .K4 = i.K4, .O = g->O, .n = (int)e->n, .TT = i.TT,
+                           .wu = c + qat__round_up(4 * (int64_t)i.Op, 64), .bias8 = (const int32_t *)(const void *)c,
+                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
+                           .lo = op->act_min, .hi = op->act_max, .out = tensor(e, op->output)};
+    (e->level >= QAT_LEVEL_VNNI8 ? qat__linear8_vnni : qat__linear8_ref)(&a);
 }
 
 static qat__requant_args requant_of(const exec *e, const qat_qop *op, int input, int m) {
@@ -112,7 +290,7 @@ static void run_pool(const exec *e, const qat_qop *op) {
         int8_t *ys = y + s * out_n;
         if (op->kind == QAT_QOP_AVGPOOL2D)
             qat__avgpool_s8(xs, C, H, W, op->kh, op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w, &r, ys);
-        else if (!(two && qat__maxpool2_s8_simd(xs, C, H, W, ys, (int8_t *)e->scratch)))
+        else if (!(two && e->level >= QAT_LEVEL_AVX2 && qat__maxpool2_s8_simd(xs, C, H, W, ys, (int8_t *)e->scratch)))
             qat__maxpool_s8(xs, C, H, W, op->kh, op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w, ys);
     }
 }
@@ -127,7 +305,8 @@ static void run_concat(const exec *e, const qat_qop *op) {
         for (int i = 0; i < op->n_inputs; i++) {
             int64_t in_n = qat_qtensor_numel(&e->q->tensors[op->inputs[i]]);
             qat__requant_args r = requant_of(e, op, i, i);
-            qat__requant_s8(tensor(e, op->inputs[i]) + s * in_n, in_n, &r, y + s * out_n + at);
+            (e->level >= QAT_LEVEL_VNNI8 ? qat__requant_s8_avx512 : qat__requant_s8)(tensor(e, op->inputs[i]) + s * in_n,
+                                                                                    in_n, &r, y + s * out_n + at);
             at += in_n;
         }
     }
@@ -138,29 +317,35 @@ static void run_op(const exec *e, int i) {
     qat__op_geom g;
     qat__op_geometry(e->q, op, e->plan->max_batch, &g);
     const void *c = e->consts + e->plan->const_offset[i];
-    const qat_qtensor *in = &e->q->tensors[op->inputs[0]], *out = &e->q->tensors[op->output];
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
     int64_t n = e->n * qat_qtensor_numel(in);
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
+    bool simd = e->level >= QAT_LEVEL_VNNI8;
     switch (op->kind) {
-    case QAT_QOP_CONV2D: run_conv(e, op, &g, c); return;
-    case QAT_QOP_LINEAR: run_linear(e, op, &g, c); return;
+    case QAT_QOP_CONV2D:
+    case QAT_QOP_LINEAR: {
+        const uint8_t *body = (const uint8_t *)c + HEADER;
+        bool i8 = ((const op_header *)c)->int8;
+        const int16_t *w16 = (const int16_t *)(const void *)body;
+        if (op->kind == QAT_QOP_CONV2D) i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16);
+        else i8 ? run_linear8(e, op, &g, body) : run_linear(e, op, &g, w16);
+        return;
+    }
     case QAT_QOP_MAXPOOL2D:
     case QAT_QOP_AVGPOOL2D: run_pool(e, op); return;
     case QAT_QOP_GLOBAL_AVGPOOL: {
         qat__requant_args r = requant_of(e, op, 0, 0);
         int HW = (int)(in->shape[1] * in->shape[2]);
         for (int64_t s = 0; s < e->n; s++)
-            qat__global_avgpool_s8(x + s * qat_qtensor_numel(in), (int)in->shape[0], HW, &r, y + s * in->shape[0]);
+            (simd ? qat__global_avgpool_s8_avx512 : qat__global_avgpool_s8)(x + s * qat_qtensor_numel(in),
+                                                                             (int)in->shape[0], HW, &r, y + s * in->shape[0]);
         return;
     }
     case QAT_QOP_ADD: {
-        const qat_qtensor *b = &e->q->tensors[op->inputs[1]];
-        qat__add_args r = {.zp_a = in->q.zero_point, .zp_b = b->q.zero_point, .m_a = op->multiplier[0],
-                           .m_b = op->multiplier[1], .m_out = op->multiplier[2], .sh_a = op->shift[0],
-                           .sh_b = op->shift[1], .sh_out = op->shift[2], .left_shift = op->left_shift,
-                           .zp_out = out->q.zero_point, .lo = op->act_min, .hi = op->act_max};
-        qat__add_s8(x, tensor(e, op->inputs[1]), n, &r, y);
+        qat__add_args r = add_args(e->q, op);
+        if (simd) qat__add_s8_tab_avx512(x, tensor(e, op->inputs[1]), n, &r, c, y);
+        else qat__add_s8(x, tensor(e, op->inputs[1]), n, &r, y);
         return;
     }
     case QAT_QOP_CONCAT: run_concat(e, op); return;
@@ -171,10 +356,31 @@ static void run_op(const exec *e, int i) {
     }
 }
 
+qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                void *scratch, int64_t n, qat__level level, int first, int end) {
+    if (!q || !plan || !arena || n < 1 || n > plan->max_batch || first < 0 || end > q->n_ops) return QAT_ERR_ARG;
+    int64_t sub_bytes, tail = qat__chunk_scratch(plan->peak_activation_bytes, plan->max_batch, q->n_tensors, &sub_bytes);
+    uint8_t *sub = (uint8_t *)scratch + plan->scratch_bytes - tail, *real = sub + sub_bytes;
+    real_tensors(q, plan, real);
+    exec e = {.q = q, .plan = plan, .consts = consts, .arena = arena, .scratch = scratch, .level = level,
+              .mc = qat__chunk_samples(plan->peak_activation_bytes, plan->max_batch), .sub = (int8_t *)sub, .real = real};
+    for (e.s0 = 0; e.s0 < n; e.s0 += e.mc) {
+        e.n = n - e.s0 < e.mc ? n - e.s0 : e.mc;
+        for (int i = first; i < end; i++) run_op(&e, i);
+    }
+    return QAT_OK;
+}
+
+qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
+                                  void *scratch, int64_t n, qat__level level) {
+    return qat__runtime_run_ops(q, plan, consts, arena, scratch, n, level, 0, q ? q->n_ops : 0);
+}
+
+bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts) {
+    return (op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && ((const op_header *)op_consts)->int8;
+}
+
 qat_status qat_runtime_run(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena, void *scratch,
                            int64_t n) {
-    if (!q || !plan || !arena || n < 1 || n > plan->max_batch) return QAT_ERR_ARG;
-    exec e = {q, plan, consts, arena, scratch, n};
-    for (int i = 0; i < q->n_ops; i++) run_op(&e, i);
-    return QAT_OK;
+    return qat__runtime_run_level(q, plan, consts, arena, scratch, n, qat__cpu_level());
 }

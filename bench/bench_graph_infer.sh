@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Int8 inference of the graph models, side by side in one run: qat's int
+# engine against PyTorch 1.13's converted int8 model of the same
+# architecture (bench/torch_graph_models.py reads the same models/*.qnet
+# files; eager mode, QuantStub/DeQuantStub, FloatFunctional adds,
+# prepare_qat + convert, the onednn and qnnpack engines), batch 64, one
+# thread on both sides. Speed does not depend on the weights: each qat
+# model comes from a one-epoch QAT run on 2048 images, exported; PyTorch's
+# are untrained. This VM's speed drifts from minute to minute, so the two
+# sides alternate, model by model, ROUNDS times, and each keeps its best
+# (each run is itself the best of three passes over SAMPLES inputs).
+#   bench/bench_graph_infer.sh [BUILD_DIR] [DATA_DIR] [SAMPLES] [ROUNDS] [MODELS...]
+# Prints samples/s in wall time and in each side's thread CPU time (one
+# thread each; the VM's other processes inflate wall time, CPU time far
+# less), qat/torch, the fraction of this core's int8 peak each side
+# reaches (multiply-adds per sample x samples/s over the peak that
+# bench_vnni_peak measures: vpdpbusd zmm instructions/s x 64), the load
+# average before and after, OPENBLAS_CORETYPE and qat's integer kernel.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-4096}; rounds=${4:-3}
+shift $(($# < 4 ? $# : 4))
+models=("$@"); [ ${#models[@]} -gt 0 ] || models=(resnet8 ds-cnn mobilenet-v1 lenet mlp)
+bin=$build/examples/mnist/qat-mnist
+for x in "$bin" "$build/bench/bench_infer" "$build/bench/bench_ops" "$build/bench/bench_vnni_peak"; do
+  [ -x "$x" ] || { echo "bench: build first ($x missing)" >&2; exit 1; }
+done
+export OPENBLAS_NUM_THREADS=1
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+have_torch=0
+/usr/bin/python3 -c "import torch" 2>/dev/null && have_torch=1
+[ $have_torch = 1 ] || echo "bench: PyTorch (python3-torch) not installed: qat alone"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+load_before=$(load)
+for m in "${models[@]}"; do
+  "$bin" train --model-file "$root/models/$m.qnet" --qat --epochs 1 --limit-train 2048 --limit-test 100 \
+    --data "$data" --out "$tmp/$m.ckpt.h5" >/dev/null 2>&1
+  "$bin" export --checkpoint "$tmp/$m.ckpt.h5" --out "$tmp/$m.qat.h5" >/dev/null 2>&1
+done
+peak_line=$("$build/bench/bench_vnni_peak" 2)
+peak=$(echo "$peak_line" | awk '$1 == "peak_gmacs" { print $2 }')
+head_line=$("$build/bench/bench_infer" "$tmp/${models[0]}.qat.h5" 64 64 "" int | head -1)
+kernel=$(echo "$head_line" | sed -nE 's/.*int kernel ([^,]+),.*/\1/p')
+core=$(echo "$head_line" | sed -nE 's/.*OPENBLAS_CORETYPE=([^ ]+).*/\1/p')
+declare -A macs best_q best_o best_n cpu_q cpu_o cpu_n
+for m in "${models[@]}"; do
+  macs[$m]=$("$build/bench/bench_ops" "$tmp/$m.qat.h5" 64 1 | sed -nE 's/.*; ([0-9.]+) M multiply-adds\/sample.*/\1/p')
+  best_q[$m]=0; best_o[$m]=0; best_n[$m]=0; cpu_q[$m]=0; cpu_o[$m]=0; cpu_n[$m]=0
+done
+max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
+json() { echo "$1" | sed -nE "s/.*\"backend\": \"$2\".*\"$3\": ([0-9.]+).*/\1/p"; }
+for round in $(seq "$rounds"); do
+  for m in "${models[@]}"; do
+    out=$("$build/bench/bench_infer" "$tmp/$m.qat.h5" 64 "$samples" "$data" int)
+    best_q[$m]=$(max "${best_q[$m]}" "$(echo "$out" | awk '$1 == "int" { print $2 }')")
+    cpu_q[$m]=$(max "${cpu_q[$m]}" "$(echo "$out" | awk '$1 == "int" { sub(/\(/, "", $4); print $4 }')")
+    [ $have_torch = 1 ] || continue
+    t=$(cd "$root/bench" && /usr/bin/python3 torch_graph_models.py "$root/models/$m.qnet" 64 "$samples" onednn,qnnpack 3 2>/dev/null)
+    best_o[$m]=$(max "${best_o[$m]}" "$(json "$t" onednn infer_samples_per_s)")
+    best_n[$m]=$(max "${best_n[$m]}" "$(json "$t" qnnpack infer_samples_per_s)")
+    cpu_o[$m]=$(max "${cpu_o[$m]}" "$(json "$t" onednn cpu_samples_per_s)")
+    cpu_n[$m]=$(max "${cpu_n[$m]}" "$(json "$t" qnnpack cpu_samples_per_s)")
+  done
+done
+echo "int8 inference, batch 64, 1 thread, $samples samples, best of $rounds alternating rounds (each the best of 3 passes)"
+echo "qat int kernel: $kernel; OPENBLAS_CORETYPE=$core; load average before: $load_before, after: $(load)"
+echo "peak: $peak_line (vpdpbusd zmm: 64 int8 multiply-adds an instruction; GMAC/s = instructions/s x 64)"
+echo "samples/s in wall time, then in the thread's CPU time (other processes on this VM inflate the first)"
+printf "  %-13s %8s | %9s %9s %9s %8s %8s | %9s %9s %9s %8s %8s\n" model "MMAC/smp" "qat" onednn qnnpack "/onednn" "/qnnpack" \
+  "qat cpu" "onednn" "qnnpack" "/onednn" "/qnnpack"
+for m in "${models[@]}"; do
+  awk -v m="$m" -v mac="${macs[$m]}" -v q="${best_q[$m]}" -v o="${best_o[$m]}" -v n="${best_n[$m]}" \
+      -v cq="${cpu_q[$m]}" -v co="${cpu_o[$m]}" -v cn="${cpu_n[$m]}" -v p="$peak" 'BEGIN {
+    r1 = (o > 0) ? q / o : 0; r2 = (n > 0) ? q / n : 0; r3 = (co > 0) ? cq / co : 0; r4 = (cn > 0) ? cq / cn : 0
+    printf "  %-13s %8.2f | %9.0f %9.0f %9.0f %7.2fx %7.2fx | %9.0f %9.0f %9.0f %7.2fx %7.2fx\n", m, mac, q, o, n, r1, r2,
+      cq, co, cn, r3, r4
+    if (p > 0) printf "  %-13s fraction of peak, CPU time: qat %.1f%%, onednn %.1f%%, qnnpack %.1f%% (wall: %.1f%%, %.1f%%, %.1f%%)\n",
+      "", 100 * cq * mac / 1e3 / p, 100 * co * mac / 1e3 / p, 100 * cn * mac / 1e3 / p,
+      100 * q * mac / 1e3 / p, 100 * o * mac / 1e3 / p, 100 * n * mac / 1e3 / p
+  }'
+done

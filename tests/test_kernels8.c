@@ -1,0 +1,475 @@
+/* The runtime's kernels against the portable ones, integer for integer:
+ * every kernel level this CPU has runs the same programs as the portable
+ * level (random single ops with edge shapes, and every reference model),
+ * and the int8 path's pieces (the GEMM in every tile shape, the
+ * vectorised requantization and TFLite ADD) against the portable code on
+ * random and extreme values. A level this CPU lacks is skipped, saying so. */
+#include <stdlib.h>
+
+#include "core/requant.h"
+#include "qat/export.h"
+#include "qat/layers.h"
+#include "qat/optim.h"
+#include "runtime/kernels.h"
+#include "test_util.h"
+
+static int32_t rnd(qat_rng *r, int32_t lo, int32_t hi) { return lo + (int32_t)qat_rng_below(r, (uint32_t)(hi - lo + 1)); }
+
+/* ---- programs, run at every level ----------------------------------------------------- */
+
+/* Runs q on n random input samples at every level this CPU has; every
+ * level's whole arena (every tensor's final bytes) must equal the portable
+ * level's. Returns the number of levels compared. */
+static int run_every_level(const qat_qmodel *q, int max_batch, int n, qat_rng *rng, const char *what) {
+    int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
+    qat_plan plan;
+    char msg[320];
+    qat_status st = qat_plan_program(q, max_batch, off, &plan, msg, sizeof msg);
+    if (st != QAT_OK) printf("\n  %s: %s\n", what, msg);
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    size_t cb = (size_t)plan.const_bytes + 64, ab = (size_t)plan.arena_bytes + 64, sb = (size_t)plan.scratch_bytes + 64;
+    uint8_t *consts = aligned_alloc(64, (cb + 63) / 64 * 64), *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
+    int8_t *ref = aligned_alloc(64, (ab + 63) / 64 * 64), *arena = aligned_alloc(64, (ab + 63) / 64 * 64);
+    memset(ref, 0, ab), memset(scratch, 0x5A, sb);
+    const qat_qtensor *in = &q->tensors[q->input];
+    int8_t *x = ref + plan.offset[q->input];
+    for (int64_t i = 0; i < n * qat_qtensor_numel(in); i++) x[i] = (int8_t)rnd(rng, in->q.qmin, in->q.qmax);
+    memcpy(arena, ref, ab);
+    qat__runtime_prepare_level(q, &plan, consts, QAT_LEVEL_PORTABLE);
+    CU_ASSERT_EQUAL(qat__runtime_run_level(q, &plan, consts, ref, scratch, n, QAT_LEVEL_PORTABLE), QAT_OK);
+    int levels = 0;
+    for (int l = QAT_LEVEL_AVX2; l <= (int)qat__cpu_level(); l++, levels++) {
+        int8_t *a = malloc(ab);
+        memcpy(a, arena, ab);
+        memset(scratch, 0xA5, sb); /* nothing may depend on what scratch held */
+        qat__runtime_prepare_level(q, &plan, consts, (qat__level)l);
+        CU_ASSERT_EQUAL(qat__runtime_run_level(q, &plan, consts, a, scratch, n, (qat__level)l), QAT_OK);
+        int bad = 0;
+        for (size_t i = 0; i < (size_t)plan.arena_bytes; i++) bad += a[i] != ref[i];
+        if (bad) printf("\n  %s: level %s differs from the portable one in %d bytes\n", what, qat__level_name((qat__level)l), bad);
+        CU_ASSERT_EQUAL(bad, 0);
+        free(a);
+    }
+    free(consts), free(scratch), free(ref), free(arena), free(off);
+    return levels;
+}
+
+static qat_aparams act8(qat_rng *r) {
+    return (qat_aparams){.scale = 0.05f, .zero_point = rnd(r, -128, 127), .bits = 8, .is_signed = true, .qmin = -128,
+                         .qmax = 127};
+}
+
+static void name_tensor(qat_qtensor *t, const char *name, int rank, const int64_t *shape, qat_aparams q) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rank = rank;
+    memcpy(t->shape, shape, (size_t)rank * sizeof *shape);
+    t->q = q;
+}
+
+/* Weights, bias and requantization of a linear/conv2d op of O outputs
+ * and n weights: wmode 0 symmetric 8-bit (the int8 path), 1 unsigned 8-bit
+ * with zero points near 128 (w - zp outside int8 now and then: the int16
+ * path), 2 symmetric 4-bit. */
+static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wshape, int wmode, qat_rng *r) {
+    int64_t O = wshape[0], n = 1;
+    for (int d = 0; d < rank; d++) n *= wshape[d];
+    int bits = wmode == 2 ? 4 : 8;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &op->wq, bits, wmode != 1, wmode != 1, rank, wshape, 0), QAT_OK);
+    op->weight = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)n * sizeof(int32_t));
+    op->bias = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)O * sizeof(int32_t));
+    op->bias_scale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)O * sizeof(float));
+    op->multiplier = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)O * sizeof(int32_t));
+    op->shift = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)O * sizeof(int32_t));
+    op->n_mult = (int)O;
+    for (int64_t o = 0; o < O; o++) {
+        op->wq.scale[o] = 0.01f;
+        op->wq.zero_point[o] = wmode == 1 ? rnd(r, 110, 145) : 0;
+        op->bias[o] = rnd(r, -30000, 30000);
+        op->bias_scale[o] = 0.0005f;
+        bool zero = qat_rng_below(r, 16) == 0; /* a zero multiplier is legal */
+        op->multiplier[o] = zero ? 0 : (int32_t)((1u << 30) + qat_rng_below(r, 1u << 30));
+        op->shift[o] = zero ? 0 : rnd(r, -14, 2); /* positive: the saturating left shift */
+    }
+    for (int64_t i = 0; i < n; i++) op->weight[i] = rnd(r, op->wq.qmin, op->wq.qmax);
+}
+
+/* input [C, H, W] -> conv2d -> flatten (the output must be a vector). */
+typedef struct {
+    int C, H, W, O, kh, kw, sh, sw, ph, pw, groups, wmode;
+} conv_case;
+
+static void conv_program(qat_ctx *ctx, const conv_case *k, qat_qmodel *q, qat_rng *r) {
+    memset(q, 0, sizeof *q);
+    q->n_tensors = 3, q->n_ops = 2, q->input = 0, q->output = 2, q->config = "";
+    q->tensors = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 3 * sizeof *q->tensors);
+    q->ops = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 2 * sizeof *q->ops);
+    memset(q->ops, 0, 2 * sizeof *q->ops);
+    int OH = (k->H + 2 * k->ph - k->kh) / k->sh + 1, OW = (k->W + 2 * k->pw - k->kw) / k->sw + 1;
+    qat_aparams xa = act8(r), ya = act8(r);
+    name_tensor(&q->tensors[0], "input", 3, (int64_t[]){k->C, k->H, k->W}, xa);
+    name_tensor(&q->tensors[1], "conv", 3, (int64_t[]){k->O, OH, OW}, ya);
+    name_tensor(&q->tensors[2], "flat", 1, (int64_t[]){(int64_t)k->O * OH * OW}, ya);
+    qat_qop *c = &q->ops[0], *f = &q->ops[1];
+    c->kind = QAT_QOP_CONV2D, snprintf(c->name, sizeof c->name, "conv");
+    c->n_inputs = 1, c->inputs[0] = 0, c->output = 1;
+    c->kh = k->kh, c->kw = k->kw, c->stride_h = k->sh, c->stride_w = k->sw, c->pad_h = k->ph, c->pad_w = k->pw;
+    c->groups = k->groups;
+    fill_weights(ctx, c, 4, (int64_t[]){k->O, k->C / k->groups, k->kh, k->kw}, k->wmode, r);
+    c->act_min = rnd(r, -128, 0), c->act_max = rnd(r, 0, 127);
+    if (qat_rng_below(r, 2)) { /* a fused ReLU: the clamp starts at the zero point */
+        c->act = QAT_ACT_RELU, c->act_min = ya.zero_point;
+        if (c->act_max < c->act_min) c->act_max = c->act_min;
+    }
+    f->kind = QAT_QOP_FLATTEN, snprintf(f->name, sizeof f->name, "flat");
+    f->n_inputs = 1, f->inputs[0] = 1, f->output = 2, f->act_min = -128, f->act_max = 127;
+}
+
+/* Convolutions of every kind the int8 path has (dense4 implicit and
+ * compact, generic, grouped, depthwise, strided, padded, non-square),
+ * with odd sizes: one output row, one output channel, K not a multiple of
+ * 4, positions not a multiple of 16, several passes of samples. */
+static void test_conv_every_level(void) {
+    if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
+    static const conv_case cases[] = {
+        {1, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 0},   {16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 0},
+        {16, 28, 28, 32, 3, 3, 2, 2, 1, 1, 1, 0},  {32, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 0},
+        {16, 14, 14, 32, 1, 1, 2, 2, 0, 0, 1, 0},  {64, 15, 14, 64, 1, 1, 1, 1, 0, 0, 1, 0},
+        {64, 15, 14, 64, 3, 3, 1, 1, 1, 1, 64, 0}, {1, 28, 28, 64, 10, 4, 2, 2, 5, 1, 1, 0},
+        {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 8, 0},     {6, 12, 12, 16, 5, 5, 1, 1, 0, 0, 1, 0},
+        {4, 5, 6, 3, 2, 3, 1, 2, 1, 0, 1, 0},      {3, 4, 4, 17, 3, 3, 1, 1, 1, 1, 1, 0},
+        {8, 10, 9, 8, 1, 1, 1, 1, 0, 0, 2, 0},     {4, 6, 7, 8, 3, 3, 1, 3, 1, 1, 4, 0},
+        {8, 2, 2, 33, 1, 1, 1, 1, 0, 0, 1, 0},     {12, 3, 1, 5, 3, 1, 1, 1, 1, 0, 1, 0},
+        {8, 9, 9, 8, 3, 3, 1, 5, 1, 1, 8, 0},      {16, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1},
+        {16, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 2},  {4, 8, 8, 4, 7, 7, 1, 1, 3, 3, 4, 0},
+        {5, 7, 7, 10, 3, 3, 3, 3, 1, 1, 5, 0},     {8, 16, 16, 8, 2, 2, 2, 2, 0, 0, 1, 0},
+    };
+    qat_rng rng;
+    qat_rng_seed(&rng, 21);
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, &cases[t], &q, &rng);
+        char what[64];
+        snprintf(what, sizeof what, "conv case %zu", t);
+        int B = t % 3 == 0 ? 40 : 7, n = t % 2 ? B : B - 2;
+        run_every_level(&q, B, n, &rng, what);
+        qat_ctx_free(ctx);
+    }
+    /* and random ones: any stride, padding (up to the window), window,
+     * grouping and a tiny input, every path's edges */
+    for (int t = 0; t < 60; t++) {
+        conv_case k;
+        k.C = rnd(&rng, 1, 9), k.H = rnd(&rng, 1, 13), k.W = rnd(&rng, 1, 13);
+        k.kh = rnd(&rng, 1, 6), k.kw = rnd(&rng, 1, 6), k.sh = rnd(&rng, 1, 5), k.sw = rnd(&rng, 1, 5);
+        k.ph = rnd(&rng, 0, k.kh - 1), k.pw = rnd(&rng, 0, k.kw - 1);
+        if (k.H + 2 * k.ph < k.kh || k.W + 2 * k.pw < k.kw) continue;
+        int g = rnd(&rng, 0, 2);
+        k.groups = g == 0 ? 1 : g == 1 ? k.C : (k.C % 2 ? 1 : 2);
+        k.O = k.groups * rnd(&rng, 1, k.groups == k.C ? 2 : 20), k.wmode = rnd(&rng, 0, 2);
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, &k, &q, &rng);
+        char what[128];
+        snprintf(what, sizeof what, "random conv C%d %dx%d O%d k%dx%d s%dx%d p%dx%d g%d", k.C, k.H, k.W, k.O, k.kh, k.kw,
+                 k.sh, k.sw, k.ph, k.pw, k.groups);
+        run_every_level(&q, 9, rnd(&rng, 1, 9), &rng, what);
+        qat_ctx_free(ctx);
+    }
+}
+
+/* input [K] -> linear [O]: K not a multiple of 4, O not a multiple of 16,
+ * batches that are not a multiple of the 8 rows of a tile. */
+static void test_linear_every_level(void) {
+    if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
+    static const int cases[][4] = {{784, 256, 64, 0}, {7, 3, 5, 0}, {64, 10, 13, 0}, {400, 120, 9, 2},
+                                   {1, 1, 1, 0},       {33, 49, 17, 0}, {130, 40, 3, 1}, {16, 16, 8, 0}};
+    qat_rng rng;
+    qat_rng_seed(&rng, 22);
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int K = cases[t][0], O = cases[t][1], B = cases[t][2];
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q = {.n_tensors = 2, .n_ops = 1, .input = 0, .output = 1, .config = ""};
+        q.tensors = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 2 * sizeof *q.tensors);
+        q.ops = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q.ops);
+        memset(q.ops, 0, sizeof *q.ops);
+        name_tensor(&q.tensors[0], "input", 1, (int64_t[]){K}, act8(&rng));
+        name_tensor(&q.tensors[1], "fc", 1, (int64_t[]){O}, act8(&rng));
+        qat_qop *op = &q.ops[0];
+        op->kind = QAT_QOP_LINEAR, snprintf(op->name, sizeof op->name, "fc"), op->groups = 1;
+        op->n_inputs = 1, op->output = 1;
+        fill_weights(ctx, op, 2, (int64_t[]){O, K}, cases[t][3], &rng);
+        op->act_min = -128, op->act_max = 127;
+        char what[64];
+        snprintf(what, sizeof what, "linear %dx%d batch %d", O, K, B);
+        run_every_level(&q, B, B, &rng, what);
+        if (B > 1) run_every_level(&q, B, B - 1, &rng, what);
+        qat_ctx_free(ctx);
+    }
+}
+
+/* A few training steps on random data (observers and BatchNorm move). */
+static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
+    qat_ctx *ctx = qat_model_ctx(m);
+    qat_optim opt;
+    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
+    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
+    int64_t s[4] = {8, 0, 0, 0};
+    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
+    for (int i = 0; i < steps; i++) {
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
+        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
+        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, qat_model_forward(m, x), y)), QAT_OK);
+        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
+        qat_model_zero_grad(m);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+}
+
+/* Every reference model (residual adds, depthwise, strided and 1x1
+ * convolutions, pooling, linear layers): every level's arena equals the
+ * portable level's, over batches that take several passes. */
+static void test_reference_models_every_level(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    if (!src) QAT_TEST_SKIP("QAT_SOURCE_DIR is not set (ctest sets it)");
+    if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
+    const char *names[] = {"resnet8", "ds-cnn", "mobilenet-v1", "lenet", "mlp"};
+    for (int k = 0; k < 5; k++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_model *m = qat_model_new(ctx);
+        char path[600];
+        snprintf(path, sizeof path, "%s/models/%s.qnet", src, names[k]);
+        CU_ASSERT_EQUAL_FATAL(qat_model_from_file(m, path), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 5), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+        qat_rng rng;
+        qat_rng_seed(&rng, 23);
+        int64_t s[3];
+        int rank = qat_model_input_shape(m, s);
+        warm_up(m, rank, s, 2, &rng);
+        qat_qmodel q;
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
+        run_every_level(&q, 45, 45, &rng, names[k]);
+        run_every_level(&q, 45, 3, &rng, names[k]);
+        qat_ctx_free(ctx);
+    }
+}
+
+/* ---- the int8 path's pieces ------------------------------------------------------------ */
+
+/* The int8 GEMM in every tile shape against the portable int16 kernel
+ * (qat__gemm_requant_ref): random int8 weights (-128 included), inputs
+ * and zero points, on grids with dropped positions (the implicit im2col's)
+ * and on compact ones; no byte outside the outputs is written. */
+static void test_gemm8_equals_int16_reference(void) {
+    static const int tiles[][2] = {{4, 4}, {8, 2}, {16, 1}};
+    /* O, K, samples m, grid rows Hq, row pitch Wq, valid OH x OW */
+    static const int cases[][7] = {{16, 144, 2, 30, 30, 28, 28}, {3, 9, 1, 1, 17, 1, 17}, {17, 5, 3, 9, 9, 7, 7},
+                                   {64, 577, 2, 1, 49, 1, 49},  {1, 1, 1, 1, 1, 1, 1},   {33, 40, 4, 4, 6, 2, 5},
+                                   {8, 12, 1, 16, 16, 15, 14},  {13, 64, 5, 2, 2, 2, 2}};
+    bool simd = qat__cpu_level() >= QAT_LEVEL_VNNI8;
+    if (!simd) printf("\n  (this CPU has no AVX-512 VNNI/VBMI2: only the portable int8 kernel is checked)");
+    qat_rng rng;
+    qat_rng_seed(&rng, 24);
+    for (size_t t = 0; t < sizeof cases / sizeof *cases; t++) {
+        int O = cases[t][0], K = cases[t][1], m = cases[t][2], Hq = cases[t][3], Wq = cases[t][4];
+        int OH = cases[t][5], OW = cases[t][6], P = OH * OW, K4 = (K + 3) / 4, Kp = (int)qat__round_up(K, 2);
+        int Pp = (int)qat__round_up(P, QAT_PPAD);
+        int64_t out_n = (int64_t)O * P, Qgrid = (int64_t)m * Hq * Wq, pitch = 4 * (Qgrid + 64) + 256;
+        int8_t *w8 = malloc((size_t)O * K), *x = malloc((size_t)Qgrid);
+        int32_t *bias = malloc(4 * (size_t)O), *m0 = malloc(4 * (size_t)O), *sh = malloc(4 * (size_t)O);
+        int32_t zp_in = rnd(&rng, -128, 127), zp = rnd(&rng, -128, 127);
+        for (int i = 0; i < O * K; i++) w8[i] = (int8_t)rnd(&rng, -128, 127);
+        for (int o = 0; o < O; o++) {
+            bias[o] = rnd(&rng, -100000, 100000);
+            m0[o] = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)), sh[o] = rnd(&rng, -16, 3);
+        }
+        /* the reference: per sample, int16 columns of x - zp (x per position and k) */
+        int16_t *w16 = calloc((size_t)qat__round_up(O, QAT_WROWS) * Kp, 2), *c16 = calloc((size_t)Kp * Pp, 2);
+        uint8_t *col = malloc((size_t)(K4 * pitch));
+        int8_t *want = malloc((size_t)(m * out_n)), *got = malloc((size_t)(m * out_n) + 128);
+        for (int o = 0; o < O; o++)
+            for (int k = 0; k < K; k++) w16[o * Kp + k] = w8[o * K + k];
+        for (int64_t i = 0; i < K4 * pitch; i++) col[i] = (uint8_t)qat_rng_below(&rng, 256); /* dropped positions: anything */
+        for (int s = 0; s < m; s++) {
+            for (int k = 0; k < K; k++)
+                for (int oy = 0; oy < OH; oy++)
+                    for (int ox = 0; ox < OW; ox++) {
+                        int8_t v = (int8_t)rnd(&rng, -128, 127);
+                        int64_t q = ((int64_t)s * Hq + oy) * Wq + ox;
+                        col[(k / 4) * pitch + 4 * q + k % 4] = (uint8_t)((uint8_t)v ^ 0x80);
+                        c16[k * Pp + oy * OW + ox] = (int16_t)(v - zp_in);
+                    }
+            qat__gemm_args r = {.w = w16, .col = c16, .O = O, .P = P, .Kp = Kp, .Pp = Pp, .bias = bias, .m0 = m0,
+                                .shift = sh, .zp = zp, .lo = -100, .hi = 120, .out = want + s * out_n, .so = P, .sp = 1};
+            qat__gemm_requant_ref(&r);
+        }
+        int32_t *koff = malloc(4 * (size_t)K4);
+        for (int k = 0; k < K4; k++) koff[k] = (int32_t)(k * pitch);
+        qat__posmap map = {.first = malloc(4 * (size_t)(Qgrid / 16 + 2)),
+                           .seg = malloc(sizeof(qat__seg) * (size_t)qat__posmap_max_segs(m, Hq, Wq, OH, OW))};
+        int64_t Q = qat__posmap_build(m, Hq, Wq, OH, OW, out_n, &map);
+        for (size_t ti = 0; ti < 2 * sizeof tiles / sizeof *tiles; ti++) {
+            int R = tiles[ti / 2][0], TT = tiles[ti / 2][1], Op = (int)qat__round_up(O, R);
+            bool use_simd = ti % 2;
+            if (use_simd && !simd) continue;
+            int8_t *wp = calloc((size_t)Op * K4 * 4, 1);
+            int32_t *b8 = malloc(4 * (size_t)O);
+            qat__rq *rq = malloc(sizeof *rq * (size_t)O);
+            for (int o = 0; o < O; o++) {
+                uint32_t sum = 0;
+                for (int k = 0; k < K; k++) {
+                    wp[(((int64_t)(o / R) * K4 + k / 4) * R + o % R) * 4 + k % 4] = w8[o * K + k];
+                    sum += (uint32_t)w8[o * K + k];
+                }
+                b8[o] = (int32_t)((uint32_t)bias[o] - (uint32_t)(128 + zp_in) * sum);
+                rq[o] = qat__rq_make(b8[o], m0[o], sh[o], zp);
+            }
+            memset(got, 0x55, (size_t)(m * out_n) + 128);
+            qat__gemm8_args a = {.col = col, .koff = koff, .w = wp, .K4 = K4, .O = O, .R = R, .TT = TT, .Q = Q,
+                                 .rq = rq, .bias8 = b8, .m0 = m0, .shift = sh, .zp = zp, .lo = -100, .hi = 120,
+                                 .out = got, .so = P, .map = &map};
+            (use_simd ? qat__gemm8_vnni : qat__gemm8_ref)(&a);
+            int bad = 0, stray = 0;
+            for (int64_t i = 0; i < m * out_n; i++) bad += got[i] != want[i];
+            for (int i = 0; i < 128; i++) stray += got[m * out_n + i] != 0x55;
+            if (bad || stray)
+                printf("\n  case %zu, tile %dx%d (%s): %d differ, %d written past the end\n", t, R, 16 * TT,
+                       use_simd ? "VNNI" : "portable", bad, stray);
+            CU_ASSERT_EQUAL(bad, 0);
+            CU_ASSERT_EQUAL(stray, 0);
+            free(wp), free(b8), free(rq);
+        }
+        free(w8), free(x), free(bias), free(m0), free(sh), free(w16), free(c16), free(col), free(want), free(got);
+        free(koff), free(map.first), free(map.seg);
+    }
+}
+
+/* The vectorised requantization against qat__requant: extreme sums,
+ * exact ties of the rounding shift, every shift, multipliers 0, 2^30 and
+ * near 2^31, clamps that bite. */
+static void test_requant16_equals_scalar(void) {
+    if (qat__cpu_level() < QAT_LEVEL_VNNI8) QAT_TEST_SKIP("this CPU has no AVX-512 VNNI/VBMI2: the vector requantization never runs");
+    qat_rng rng;
+    qat_rng_seed(&rng, 25);
+    int bad = 0;
+    for (int it = 0; it < 20000; it++) {
+        int shift = rnd(&rng, -31, 30);
+        int32_t m0 = it % 7 == 0 ? 0 : it % 7 == 1 ? 1 << 30 : it % 7 == 2 ? INT32_MAX
+                                                             : (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30));
+        if (m0 == 0) shift = 0;
+        int32_t zp = rnd(&rng, -128, 127), lo = rnd(&rng, -128, 127), hi = rnd(&rng, -128, 127);
+        if (lo > hi) {
+            int32_t t = lo;
+            lo = hi, hi = t;
+        }
+        if (it % 3 == 0) lo = -128, hi = 127; /* and the full range, most values unclamped */
+        int32_t acc[16], y[16];
+        for (int i = 0; i < 16; i++) {
+            switch (qat_rng_below(&rng, 5)) {
+            case 0: acc[i] = (int32_t)qat_rng_u32(&rng); break;
+            case 1: acc[i] = rnd(&rng, -4096, 4096); break;
+            case 2: acc[i] = (int32_t[]){INT32_MIN, INT32_MAX, 0, -1, 1, INT32_MIN + 1}[qat_rng_below(&rng, 6)]; break;
+            case 3: { /* near a tie of the rounding shift: ±(k + ½)·2^right / m0·2^31 */
+                int right = shift < 0 ? -shift : 1;
+                int64_t v = ((int64_t)rnd(&rng, -200, 200) * 2 + 1) * (1LL << (right > 20 ? 20 : right - 1));
+                acc[i] = (int32_t)(v + rnd(&rng, -2, 2));
+                break;
+            }
+            default: acc[i] = rnd(&rng, -(1 << 20), 1 << 20);
+            }
+        }
+        qat__requant16_avx512(acc, m0, shift, zp, lo, hi, y);
+        for (int i = 0; i < 16; i++) bad += y[i] != qat__requant(acc[i], m0, shift, zp, lo, hi);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* TFLite's ADD (from its tables), the requantization of concatenated
+ * inputs and global average pooling: the AVX-512 loops against the
+ * portable ones, lengths that are not multiples of 64. */
+static void test_elementwise_avx512_equal_portable(void) {
+    if (qat__cpu_level() < QAT_LEVEL_VNNI8) QAT_TEST_SKIP("this CPU has no AVX-512 VNNI/VBMI2: these loops never run");
+    qat_rng rng;
+    qat_rng_seed(&rng, 26);
+    enum { N = 1000 };
+    int8_t a[N], b[N], y0[N + 16], y1[N + 16];
+    int bad = 0;
+    for (int it = 0; it < 300; it++) {
+        int n = rnd(&rng, 1, N);
+        for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
+        qat__add_args r = {.zp_a = rnd(&rng, -128, 127), .zp_b = rnd(&rng, -128, 127),
+                           .m_a = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
+                           .m_b = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
+                           .m_out = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)), .sh_a = rnd(&rng, -8, 0),
+                           .sh_b = rnd(&rng, -8, 0), .sh_out = rnd(&rng, -24, 2), .left_shift = 20,
+                           .zp_out = rnd(&rng, -128, 127), .lo = -128, .hi = rnd(&rng, 0, 127)};
+        memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
+        uint8_t tables[QAT_ADD_TABLE_BYTES];
+        r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25); /* any shift the checker lets through */
+        r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;
+        qat__add_tables(&r, tables);
+        memset(y1, 0x55, sizeof y1);
+        qat__add_s8(a, b, n, &r, y0);
+        qat__add_s8_tab_avx512(a, b, n, &r, tables, y1);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
+        qat__requant_args q = {.zp_in = r.zp_a, .m0 = r.m_out, .shift = rnd(&rng, -20, 3), .zp_out = r.zp_out,
+                               .lo = r.lo, .hi = r.hi};
+        qat__requant_s8(a, n, &q, y0);
+        qat__requant_s8_avx512(a, n, &q, y1);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
+        int C = rnd(&rng, 1, 8), HW = n / C;
+        q.shift = rnd(&rng, -31, -6);
+        qat__global_avgpool_s8(a, C, HW, &q, y0);
+        qat__global_avgpool_s8_avx512(a, C, HW, &q, y1);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The position map: every valid grid position goes to its output exactly
+ * once, nothing else is stored, segments stay inside their chunk. */
+static void test_position_map(void) {
+    static const int grids[][5] = {{3, 30, 30, 28, 28}, {1, 1, 1, 1, 1}, {5, 2, 2, 2, 2}, {2, 9, 9, 7, 7},
+                                   {4, 1, 49, 1, 49},   {2, 17, 16, 15, 14}};
+    for (size_t t = 0; t < sizeof grids / sizeof *grids; t++) {
+        int m = grids[t][0], Hq = grids[t][1], Wq = grids[t][2], OH = grids[t][3], OW = grids[t][4];
+        int64_t out_n = (int64_t)OH * OW + 3, total = m * out_n;
+        qat__posmap map = {.first = malloc(4 * (size_t)((int64_t)m * Hq * Wq / 16 + 2)),
+                           .seg = malloc(sizeof(qat__seg) * (size_t)qat__posmap_max_segs(m, Hq, Wq, OH, OW))};
+        int64_t Q = qat__posmap_build(m, Hq, Wq, OH, OW, out_n, &map);
+        int *hits = calloc((size_t)total, sizeof *hits), bad = 0;
+        for (int64_t c = 0; c < map.chunks; c++)
+            for (int32_t s = map.first[c]; s < map.first[c + 1]; s++) {
+                qat__seg g = map.seg[s];
+                bad += g.mask == 0 || g.mask > 0xFFFF;
+                int64_t d = g.dst;
+                for (int l = 0; l < 16; l++) {
+                    if (!(g.mask >> l & 1)) continue;
+                    int64_t q = c * 16 + l, s_ = q / ((int64_t)Hq * Wq), oy = q % ((int64_t)Hq * Wq) / Wq, ox = q % Wq;
+                    bad += q >= Q || oy >= OH || ox >= OW || d != s_ * out_n + oy * OW + ox;
+                    if (d >= 0 && d < total) hits[d]++;
+                    d++;
+                }
+            }
+        for (int64_t i = 0; i < total; i++) bad += hits[i] != (i % out_n < (int64_t)OH * OW);
+        CU_ASSERT_EQUAL(bad, 0);
+        free(hits), free(map.first), free(map.seg);
+    }
+}
+
+int main(int argc, char **argv) {
+    const qat_test_case cases[] = {
+        {"every level runs random convolutions as the portable level", test_conv_every_level},
+        {"every level runs random linear ops as the portable level", test_linear_every_level},
+        {"every level runs the reference models as the portable level", test_reference_models_every_level},
+        {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},
+        {"the vectorised requantization equals the scalar one", test_requant16_equals_scalar},
+        {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
+        {"the position map stores every valid position once", test_position_map},
+        {NULL, NULL},
+    };
+    return qat_test_main("kernels8", cases, argc, argv);
+}
