@@ -1,4 +1,4 @@
-/* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5). */
+/* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5) and/or ONNX (QDQ). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -6,9 +6,10 @@
 #include "cli.h"
 #include "qat/export.h"
 #include "qat/io.h"
+#include "qat/onnx.h"
 
 static const char *const export_usage =
-    "usage: qat-mnist export --checkpoint CKPT --out MODEL [--json]\n"
+    "usage: qat-mnist export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--json]\n"
     "\n"
     "Turns a QAT training checkpoint (qat-mnist train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
@@ -18,31 +19,40 @@ static const char *const export_usage =
     "\n"
     "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
+    "  --onnx FILE         also (or instead) write the model as ONNX in QDQ form\n"
+    "                      (e.g. model.onnx; docs/onnx.md), atomically too\n"
     "  --json              print a JSON summary as the last line of stdout\n"
     "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
 
 int cmd_export(int argc, char **argv) {
-    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL;
+    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL, *onnx = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(export_usage, stdout), 0;
         else if (!strcmp(a, "--checkpoint")) { if (!(ckpt = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--out")) { if (!(out = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--onnx")) { if (!(onnx = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--json")) json = true;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
             goto usage;
         }
     }
-    if (!ckpt || !out) return cli_usage_fail(P, json, export_usage, "--checkpoint and --out are required");
+    if (!ckpt || (!out && !onnx))
+        return cli_usage_fail(P, json, export_usage, "--checkpoint and --out (or --onnx) are required");
     /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
     struct stat cs, os;
-    if (!strcmp(ckpt, out) || (stat(ckpt, &cs) == 0 && stat(out, &os) == 0 && cs.st_dev == os.st_dev &&
-                               cs.st_ino == os.st_ino)) {
-        return cli_usage_fail(P, json, export_usage, "--out %s is the checkpoint itself: exporting would overwrite it", out);
+    for (int k = 0; k < 2; k++) {
+        const char *o = k ? onnx : out, *opt = k ? "--onnx" : "--out";
+        if (o && (!strcmp(ckpt, o) || (stat(ckpt, &cs) == 0 && stat(o, &os) == 0 && cs.st_dev == os.st_dev &&
+                                       cs.st_ino == os.st_ino)))
+            return cli_usage_fail(P, json, export_usage, "%s %s is the checkpoint itself: exporting would overwrite it",
+                                  opt, o);
     }
+    if (out && onnx && !strcmp(out, onnx))
+        return cli_usage_fail(P, json, export_usage, "--out and --onnx name the same file");
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
     int rc = 1;
@@ -62,20 +72,31 @@ int cmd_export(int argc, char **argv) {
     else if (qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D) rank = 3;
     else rank = 1, shape[0] = 784;
     int64_t peak = -1;
-    if (qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
+    /* ONNX first: a model ONNX cannot express is refused before any file is written */
     struct stat sb;
-    long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    long long onnx_bytes = -1;
+    if (onnx && qat_onnx_export(m, rank, shape, config, onnx) != QAT_OK) goto fail;
+    if (onnx) {
+        onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
+        fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
+    }
+    if (out && qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
+    long long bytes = out && stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
     int64_t n_weights = qat_model_n_quantized_weights(m);
     const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
-    fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
-            "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
+    if (out)
+        fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
+                "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
     if (json) {
         printf("{\"checkpoint\": ");
         cli_json_str(ckpt);
         printf(", \"out\": ");
-        cli_json_str(out);
-        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld}\n",
+        out ? cli_json_str(out) : (void)printf("null");
+        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld",
                bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
+        printf(", \"onnx\": ");
+        onnx ? cli_json_str(onnx) : (void)printf("null");
+        printf(", \"onnx_bytes\": %lld}\n", onnx_bytes);
     }
     rc = 0;
     goto done;
