@@ -7,9 +7,9 @@
  * integer op requantizes: Conv/Gemm over dequantized weights and biases,
  * Add, Concat, the pools, Sigmoid/Tanh/HardSwish (the functions qat's
  * tables sample). The op's fused clamp (act_min/act_max: ReLU, ReLU6, or a
- * storage range narrower than 8 bits) is a Relu or Clip right before the
- * QuantizeLinear, which is the form onnxruntime's QDQ fusion recognises
- * and drops when the quantization range makes it redundant.
+ * storage range narrower than 8 bits) is a float Relu/Clip before the
+ * QuantizeLinear where the Q's saturation makes it redundant, else an
+ * integer Clip after it (see quantize).
  *
  * Names: "<t>.q", "<t>.dq", "<t>.scale", "<t>.zero_point" for tensors;
  * "<op>.weight.q" / ".weight.scale" / ".weight.zero_point" -> "<op>.weight",
@@ -94,30 +94,44 @@ static const char *real_of(qdq *x, int t, const char *what, int32_t k) {
     return name;
 }
 
-/* Quantizes the float value into tensor t's integers (named out), with
- * the integer op's final clamp [lo, hi] and fused activation in front:
- * Relu, Clip, or nothing when QuantizeLinear's saturation is the clamp. */
+/* Quantizes the float value into tensor t's integers (named out) with the
+ * integer op's final clamp [lo, hi] and fused activation.
+ *
+ * Where QuantizeLinear's own saturation is the clamp (an 8-bit type whose
+ * ReLU clamps at the bottom of its range, a ReLU6 whose 6 lies past the
+ * top), the activation is the float Relu, or Clip(0, s·(act_max - zp)),
+ * right before the QuantizeLinear: the standard QDQ shape, which
+ * onnxruntime recognises as redundant and fuses away. Where the clamp is
+ * narrower (storage under 8 bits, a ReLU over a zero point above the
+ * bottom), it is an integer Clip after the QuantizeLinear: exact, and it
+ * leaves the op's DQ -> op -> Q group whole for the fusion, which a float
+ * clamp in front of the Q would break (docs/onnx.md has the measurement). */
 static void quantize(qdq *x, int t, const char *value, qat_act_kind act, int32_t lo, int32_t hi, const char *out) {
     qat__onnx_builder *b = x->b;
     const qat_aparams *a = &x->q->tensors[t].q;
     const char *n = tname(x, t);
-    if (act == QAT_ACT_RELU && hi >= type_max(a)) {
+    bool saturates = lo <= type_min(a) && hi >= type_max(a);
+    if (saturates && act == QAT_ACT_RELU) {
         const char *r = qat__ob_str(b, "%s.relu", n);
         qat__ob_node(b, "Relu", r, 1, &value, r);
         value = r;
-    } else if (act != QAT_ACT_NONE || lo > type_min(a) || hi < type_max(a)) {
-        /* ReLU6 keeps both bounds (0 and the real value of act_max), so the
-         * graph reads as Conv -> Clip(0, ~6) -> Q whatever the scale */
-        const char *in[3] = {value, "", ""};
-        if (act != QAT_ACT_NONE || lo > type_min(a)) in[1] = real_of(x, t, "clip_min", lo);
-        if (act == QAT_ACT_RELU6 || hi < type_max(a)) in[2] = real_of(x, t, "clip_max", hi);
+    } else if (saturates && act == QAT_ACT_RELU6) {
+        const char *in[3] = {value, real_of(x, t, "clip_min", a->zero_point), real_of(x, t, "clip_max", hi)};
         const char *c = qat__ob_str(b, "%s.clip", n);
-        qat__ob_node(b, "Clip", c, in[2][0] ? 3 : 2, in, c);
+        qat__ob_node(b, "Clip", c, 3, in, c);
         value = c;
     }
     params(x, t);
+    const char *q = saturates ? out : qat__ob_str(b, "%s.unclamped", n);
     const char *in[3] = {value, x->scale[t], x->zp[t]};
-    qat__ob_node(b, "QuantizeLinear", out, 3, in, out);
+    qat__ob_node(b, "QuantizeLinear", q, 3, in, q);
+    if (saturates) return;
+    const char *lon = qat__ob_str(b, "%s.act_min", n), *hin = qat__ob_str(b, "%s.act_max", n);
+    int type = is_signed(a) ? QAT__ONNX_INT8 : QAT__ONNX_UINT8;
+    qat__ob_init_ints(b, lon, type, 0, NULL, &lo);
+    qat__ob_init_ints(b, hin, type, 0, NULL, &hi);
+    const char *cin[3] = {q, lon, hin};
+    qat__ob_node(b, "Clip", out, 3, cin, out);
 }
 
 /* The float value of tensor t, for its consumers. */

@@ -15,6 +15,9 @@
 //   --int8-allowed 0|1 session.qdqisint8allowed (default 1: on x86 onnxruntime
 //                      fuses int8-activation Conv/MatMul only when it is set)
 //   --batch B          samples per run (default 500)
+//   --level L          graph optimization: all (default: QDQ fusion into integer
+//                      kernels), basic, extended, or disabled (the graph's float
+//                      semantics, each QuantizeLinear/DequantizeLinear run as such)
 //
 // The MNIST input is normalized exactly as qat does (src/data/mnist.c):
 // ((float)p / 255.0f - 0.1307f) / 0.3081f, each step rounded to float32.
@@ -30,7 +33,7 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-  const a = { batch: 500, int8Allowed: '1' };
+  const a = { batch: 500, int8Allowed: '1', level: 'all' };
   if (argv.length < 1) usage('no model');
   a.model = argv[0];
   for (let i = 1; i < argv.length; i++) {
@@ -45,6 +48,7 @@ function parseArgs(argv) {
     else if (k === '--optimized') a.optimized = v;
     else if (k === '--int8-allowed') a.int8Allowed = v;
     else if (k === '--batch') a.batch = Number(v);
+    else if (k === '--level') a.level = v;
     else usage(`unknown option ${k}`);
   }
   if (!a.mnist === !a.input) usage('one of --mnist or --input');
@@ -89,8 +93,9 @@ async function main() {
   const a = parseArgs(process.argv.slice(2));
   const ort = require('onnxruntime-node');
   const opts = {
-    graphOptimizationLevel: 'all',
+    graphOptimizationLevel: a.level,
     intraOpNumThreads: 1,
+    logSeverityLevel: 3, // errors only: not the warning that the optimized model is hardware-specific
     extra: { session: { qdqisint8allowed: a.int8Allowed } },
   };
   if (a.optimized) opts.optimizedModelFilePath = a.optimized;
