@@ -11,6 +11,10 @@
  * gives q back exactly for |q - zp| <= 255 (checked: a logit that is not
  * within 1e-3 of such a value is counted as "not an integer").
  *
+ * The fake-quantized engine (the model QAT trained, one rounding per
+ * requantization point) runs too: its agreement with onnxruntime shows
+ * where the int engine's gemmlowp double rounding is the difference.
+ *
  * Prints the figures and one JSON line; exits 1 when prediction agreement
  * is below MIN_AGREE (default 0.999) or the accuracies differ by more
  * than MAX_GAP points (default 0.05). */
@@ -63,10 +67,11 @@ int main(int argc, char **argv) {
     }
     float *x = malloc((size_t)(B * per) * sizeof *x), *lo = malloc((size_t)(n * K) * sizeof *lo);
     int32_t *qi = malloc((size_t)(n * K) * sizeof *qi), *idx = malloc((size_t)B * sizeof *idx);
+    int32_t *qf = malloc((size_t)(n * K) * sizeof *qf);
     int32_t *y = malloc((size_t)B * sizeof *y), *op = malloc((size_t)n * sizeof *op), *qp = malloc((size_t)n * sizeof *qp);
-    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, (int)B);
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, (int)B), *fe = qat_engine_new(ctx, &q, QAT_ENGINE_FAKE, (int)B);
     FILE *f = fopen(argv[3], "rb");
-    if (!x || !lo || !qi || !idx || !y || !op || !qp || !e || !f || fread(lo, sizeof *lo, (size_t)(n * K), f) != (size_t)(n * K) ||
+    if (!x || !lo || !qi || !qf || !idx || !y || !op || !qp || !e || !fe || !f || fread(lo, sizeof *lo, (size_t)(n * K), f) != (size_t)(n * K) ||
         read_labels(argv[4], op, n) || read_labels(argv[5], qp, n)) {
         fprintf(stderr, "qat_ort_compare: cannot read the inputs (%s)\n", e ? "files" : qat_ctx_error(ctx));
         goto done;
@@ -75,12 +80,13 @@ int main(int argc, char **argv) {
         int64_t b = n - s < B ? n - s : B;
         for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
         qat_mnist_batch(&d, idx, b, x, y);
-        if (qat_engine_run(e, x, b, NULL, qi + s * K) != QAT_OK) {
+        if (qat_engine_run(e, x, b, NULL, qi + s * K) != QAT_OK || qat_engine_run(fe, x, b, NULL, qf + s * K) != QAT_OK) {
             fprintf(stderr, "qat_ort_compare: %s\n", qat_ctx_error(ctx));
             goto done;
         }
     }
     int64_t agree = 0, qc = 0, oc = 0, eval_same = 0, ort_pred_same = 0, same = 0, rows_same = 0, not_int = 0;
+    int64_t fagree = 0, fsame = 0, fc = 0, fqsame = 0; /* the fake engine against onnxruntime, and against int */
     int64_t hist[4] = {0}; /* |diff| = 1, 2, 3, more */
     int maxd = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -91,12 +97,14 @@ int main(int argc, char **argv) {
             not_int += fabs(r - nearbyint(r)) > 1e-3;
             oi[k] = (int32_t)nearbyint(r) + o->zero_point;
             int dd = abs(oi[k] - qi[i * K + k]);
+            fsame += oi[k] == qf[i * K + k], fqsame += qi[i * K + k] == qf[i * K + k];
             same += dd == 0, row &= dd == 0;
             if (dd) hist[dd > 3 ? 3 : dd - 1]++;
             maxd = dd > maxd ? dd : maxd;
         }
         rows_same += row;
-        int qa = argmax_i32(qi + i * K, K);
+        int qa = argmax_i32(qi + i * K, K), fa = argmax_i32(qf + i * K, K);
+        fagree += fa == op[i], fc += fa == d.labels[i];
         eval_same += qa == qp[i];
         ort_pred_same += argmax_i32(oi, K) == op[i];
         agree += qp[i] == op[i];
@@ -111,11 +119,17 @@ int main(int argc, char **argv) {
     printf("raw output integers: %.4f %% of %lld equal (%lld samples with all %lld equal); |diff| 1: %lld, 2: %lld, "
            "3: %lld, more: %lld; max %d\n", 100 * int_agree, (long long)(n * K), (long long)rows_same, (long long)K,
            (long long)hist[0], (long long)hist[1], (long long)hist[2], (long long)hist[3], maxd);
+    printf("fake-quantized engine (the QAT model): predictions = onnxruntime on %.2f %%, accuracy %.2f %%; raw output "
+           "integers = onnxruntime %.4f %%, = int engine %.4f %%\n", 100.0 * (double)fagree / (double)n,
+           100.0 * (double)fc / (double)n, 100.0 * (double)fsame / (double)(n * K), 100.0 * (double)fqsame / (double)(n * K));
     printf("{\"samples\": %lld, \"agreement\": %.6f, \"qat_accuracy\": %.4f, \"ort_accuracy\": %.4f, \"accuracy_gap\": %.4f, "
            "\"int_agreement\": %.6f, \"rows_all_equal\": %lld, \"diff1\": %lld, \"diff2\": %lld, \"diff3\": %lld, "
-           "\"diff_more\": %lld, \"max_diff\": %d, \"logits_not_integer\": %lld}\n", (long long)n, agreement, acc_q, acc_o,
-           gap, int_agree, (long long)rows_same, (long long)hist[0], (long long)hist[1], (long long)hist[2],
-           (long long)hist[3], maxd, (long long)not_int);
+           "\"diff_more\": %lld, \"max_diff\": %d, \"logits_not_integer\": %lld, \"fake_ort_agreement\": %.6f, "
+           "\"fake_accuracy\": %.4f, \"fake_ort_int_agreement\": %.6f, \"fake_int_int_agreement\": %.6f}\n",
+           (long long)n, agreement, acc_q, acc_o, gap, int_agree, (long long)rows_same, (long long)hist[0],
+           (long long)hist[1], (long long)hist[2], (long long)hist[3], maxd, (long long)not_int,
+           (double)fagree / (double)n, 100.0 * (double)fc / (double)n, (double)fsame / (double)(n * K),
+           (double)fqsame / (double)(n * K));
     rc = 0;
     if (eval_same != n) fprintf(stderr, "FAIL: %s differs from this run of the int engine on %lld samples\n", argv[5], (long long)(n - eval_same)), rc = 1;
     if (ort_pred_same != n) fprintf(stderr, "FAIL: %s is not the argmax of %s\n", argv[4], argv[3]), rc = 1;
@@ -125,6 +139,8 @@ int main(int argc, char **argv) {
 done:
     if (f) fclose(f);
     qat_engine_free(e);
+    qat_engine_free(fe);
+    free(qf);
     free(x), free(lo), free(qi), free(idx), free(y), free(op), free(qp);
     qat_mnist_free(&d);
     qat_ctx_free(ctx);
