@@ -8,11 +8,14 @@
 #   ort_mnist.sh QAT_MNIST_BIN QAT_ORT_COMPARE_BIN MNIST_DIR
 #
 # QAT_ORT_MODELS (default: all five) picks models. LeNet and the MLP train
-# one full epoch and must meet the bars of docs/onnx.md: predictions agree
-# on >= 99.9 %, accuracies within 0.05 point. ResNet-8, DS-CNN and
-# MobileNet train on 4096 images only (minutes otherwise), where logits
-# are closer to ties: a smoke bar (>= 99 %, 0.3 point); the full bar on
-# fully trained models is measured by hand (docs/onnx.md, "Measured").
+# one full epoch and must meet the bars of docs/onnx.md against the int
+# engine: predictions agree on >= 99.9 %, accuracies within 0.05 point.
+# ResNet-8, DS-CNN and MobileNet train on 4096 images only (a full epoch
+# takes minutes), too little for their int engine to stay close to the
+# QAT model it comes from (the deep ones drift: docs/onnx.md): their bar
+# is against the fake-quantized engine (>= 99.5 %, 0.3 point), with the
+# int engine's figures printed. The full bars on fully trained models are
+# measured by hand (docs/onnx.md, "Measured").
 # Exit 77 (skipped) without node/npm.
 set -euo pipefail
 bin=$1 compare=$2 data=$3
@@ -30,7 +33,7 @@ fail=0
 for m in ${QAT_ORT_MODELS:-lenet mlp resnet8 ds-cnn mobilenet-v1}; do
   case $m in
     lenet|mlp) train=(--epochs 1) bars=(0.999 0.05) ;;
-    *) train=(--epochs 1 --limit-train 4096 --limit-test 200) bars=(0.99 0.3) ;;
+    *) train=(--epochs 1 --limit-train 4096 --limit-test 200) bars=(0.995 0.3 fake) ;;
   esac
   echo "== $m (${train[*]})"
   "$bin" train --model-file "$root/models/$m.qnet" --qat "${train[@]}" --data "$data" --out "$work/$m.ckpt.h5" \
