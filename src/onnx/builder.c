@@ -118,7 +118,7 @@ static Onnx__TensorProto *tensor(qat__onnx_builder *b, const char *name, int typ
     *raw = qat__ob_alloc(b, bytes);
     if (!t || !d || !*raw) return NULL;
     onnx__tensor_proto__init(t);
-    memcpy(d, dims, (size_t)rank * sizeof *d);
+    if (rank) memcpy(d, dims, (size_t)rank * sizeof *d); /* a scalar has no dims (and may pass NULL) */
     t->n_dims = (size_t)rank, t->dims = d;
     t->has_data_type = 1, t->data_type = type;
     t->name = qat__ob_str(b, "%s", name);
