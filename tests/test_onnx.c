@@ -376,13 +376,13 @@ static void test_onnxruntime_runs_every_op(void) {
     const char *src = getenv("QAT_SOURCE_DIR");
     if (!src || !have_onnxruntime(src))
         QAT_TEST_SKIP("node and tests/onnx/node_modules/onnxruntime-node are needed (tests/onnx/setup.sh)");
-    /* A8; A4 (an integer Clip after every QuantizeLinear); A8 symmetric (zero point 0: the ReLUs clamp
-     * above the bottom of int8, integer Clips again) */
+    /* W8A8; W4A4 (an integer Clip after every QuantizeLinear); W8A8 with symmetric activations (zero
+     * point 0: the ReLUs clamp above the bottom of int8, integer Clips again) */
     for (int variant = 0; variant < 3; variant++) {
         int bits = variant == 1 ? 4 : 8;
         qat_ctx *ctx = qat_ctx_new();
         qat_prepare_config cfg = qat_prepare_defaults();
-        cfg.abits = bits, cfg.a_symmetric = variant == 2;
+        cfg.abits = bits, cfg.wbits = bits, cfg.a_symmetric = variant == 2; /* W4A4: int8 values in [-7, 7] */
         qat_model *m = model_of(ctx, every_op_text, &cfg, true);
         char model[300], in[300], out[300], opt[300], cmd[2048];
         path_of(model, sizeof model, "every-ort.onnx");
@@ -420,8 +420,8 @@ static void test_onnxruntime_runs_every_op(void) {
                 same += d == 0, maxd = d > maxd ? d : maxd;
                 fsame += fd == 0, fmaxd = fd > fmaxd ? fd : fmaxd;
             }
-            printf(" [A%d%s, onnxruntime %s: output integers = int engine %d / %d (max |diff| %d), = fake %d (max %d)]",
-                   bits, variant == 2 ? " symmetric" : "", level ? "unoptimized" : "fused", same, N * K, maxd, fsame, fmaxd);
+            printf(" [W%dA%d%s, onnxruntime %s: output integers = int engine %d / %d (max |diff| %d), = fake %d (max %d)]",
+                   bits, bits, variant == 2 ? " symmetric" : "", level ? "unoptimized" : "fused", same, N * K, maxd, fsame, fmaxd);
             /* the exported graph computes what QAT trained: the fake-quantized model, rounding once per
              * requantization; the int engine rounds twice (gemmlowp), so it differs by a step here and there */
             CU_ASSERT(fsame >= N * K * 99 / 100 && fmaxd <= 1);
