@@ -3,6 +3,9 @@
 # As root: apt-get; otherwise sudo; otherwise a message naming the packages.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev zlib1g-dev)
+# ONNX export: protobuf-c and its compiler, and the onnx.proto schema (and
+# the checker the tests run) from Debian's python3-onnx
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler python3-onnx)
 # fetch-mnist.sh downloads over HTTPS: a minimal Debian has neither curl nor the CA certificates
 pkgs+=(curl ca-certificates)
 # qat-mnist plot draws training logs with gnuplot (tests/test_plot is skipped without it)

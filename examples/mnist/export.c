@@ -1,5 +1,5 @@
 /* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5),
- * and/or C source for a microcontroller (qat/codegen.h). */
+ * ONNX (QDQ), and/or C source for a microcontroller (qat/codegen.h). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -8,10 +8,10 @@
 #include "qat/codegen.h"
 #include "qat/export.h"
 #include "qat/io.h"
+#include "qat/onnx.h"
 
 static const char *const export_usage =
-    "usage: qat-mnist export --checkpoint CKPT --out MODEL [--json]\n"
-    "       qat-mnist export --checkpoint CKPT --c DIR [--name NAME] [--out MODEL] [--json]\n"
+    "usage: qat-mnist export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--c DIR [--name NAME]] [--json]\n"
     "       qat-mnist export --quantized MODEL --c DIR [--name NAME] [--json]\n"
     "\n"
     "Turns a QAT training checkpoint (qat-mnist train --qat --out CKPT) into a\n"
@@ -22,6 +22,8 @@ static const char *const export_usage =
     "\n"
     "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
+    "  --onnx FILE         also (or instead) write the model as ONNX in QDQ form\n"
+    "                      (e.g. model.onnx; docs/onnx.md), atomically too\n"
     "  --c DIR             write C99 for a microcontroller into DIR (which must\n"
     "                      exist): NAME.h, NAME.c (integers only, no malloc) and\n"
     "                      NAME_io.c (float input quantization and output\n"
@@ -33,33 +35,38 @@ static const char *const export_usage =
     "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
 
-/* Writes the C source of q into dir (--c): prints what it wrote. */
-static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json) {
-    qat_codegen_info info;
-    if (qat_codegen_c(ctx, q, dir, name, &info) != QAT_OK) return cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+/* Writes the C source of q into dir (--c); says what it wrote on stderr,
+ * and fills info for the JSON summary. */
+static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json,
+                   qat_codegen_info *info) {
+    if (qat_codegen_c(ctx, q, dir, name, info) != QAT_OK) return cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
     fprintf(stderr, "qat-mnist: wrote %s/%s.h, %s/%s.c and %s/%s_io.c (%d ops; %lld bytes of constants; a static arena "
-            "of %lld bytes)\n", dir, name, dir, name, dir, name, info.n_ops, (long long)info.weight_bytes,
-            (long long)info.arena_bytes);
-    if (json) {
-        printf("{\"c\": ");
-        cli_json_str(dir);
-        printf(", \"name\": ");
-        cli_json_str(name);
-        printf(", \"const_bytes\": %lld, \"arena_bytes\": %lld, \"input_size\": %lld, \"output_size\": %lld}\n",
-               (long long)info.weight_bytes, (long long)info.arena_bytes, (long long)info.input_size,
-               (long long)info.output_size);
-    }
+            "of %lld bytes)\n", dir, name, dir, name, dir, name, info->n_ops, (long long)info->weight_bytes,
+            (long long)info->arena_bytes);
     return 0;
 }
 
+/* The generated C's fields of the JSON summary (after others: a leading comma). */
+static void print_c_json(const char *dir, const char *name, const qat_codegen_info *info) {
+    printf(", \"c\": ");
+    cli_json_str(dir);
+    printf(", \"name\": ");
+    cli_json_str(name);
+    printf(", \"const_bytes\": %lld, \"arena_bytes\": %lld, \"input_size\": %lld, \"output_size\": %lld",
+           (long long)info->weight_bytes, (long long)info->arena_bytes, (long long)info->input_size,
+           (long long)info->output_size);
+}
+
 int cmd_export(int argc, char **argv) {
-    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL, *cdir = NULL, *name = "model", *quantized = NULL;
+    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL, *onnx = NULL, *cdir = NULL, *name = "model",
+               *quantized = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(export_usage, stdout), 0;
         else if (!strcmp(a, "--checkpoint")) { if (!(ckpt = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--out")) { if (!(out = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--onnx")) { if (!(onnx = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--c")) { if (!(cdir = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--name")) { if (!(name = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--quantized")) { if (!(quantized = cli_value(P, argc, argv, &i))) goto usage; }
@@ -70,24 +77,37 @@ int cmd_export(int argc, char **argv) {
         }
     }
     if (quantized) {
-        if (ckpt || out || !cdir)
-            return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR, and neither --checkpoint nor --out");
+        if (ckpt || out || onnx || !cdir)
+            return cli_usage_fail(P, json, export_usage,
+                                  "--quantized MODEL takes --c DIR, and none of --checkpoint, --out, --onnx");
         qat_ctx *ctx = qat_ctx_new();
         if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
         qat_qmodel q;
-        int rc = qat_qmodel_load(ctx, quantized, &q) == QAT_OK ? write_c(ctx, &q, cdir, name, json)
+        qat_codegen_info info;
+        int rc = qat_qmodel_load(ctx, quantized, &q) == QAT_OK ? write_c(ctx, &q, cdir, name, json, &info)
                                                                : cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+        if (rc == 0 && json) {
+            printf("{\"quantized\": ");
+            cli_json_str(quantized);
+            print_c_json(cdir, name, &info);
+            printf("}\n");
+        }
         qat_ctx_free(ctx);
         return rc;
     }
-    if (!ckpt || (!out && !cdir))
-        return cli_usage_fail(P, json, export_usage, "--checkpoint and --out (or --c) are required");
+    if (!ckpt || (!out && !onnx && !cdir))
+        return cli_usage_fail(P, json, export_usage, "--checkpoint and one of --out, --onnx, --c are required");
     /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
     struct stat cs, os;
-    if (out && (!strcmp(ckpt, out) || (stat(ckpt, &cs) == 0 && stat(out, &os) == 0 && cs.st_dev == os.st_dev &&
-                                       cs.st_ino == os.st_ino))) {
-        return cli_usage_fail(P, json, export_usage, "--out %s is the checkpoint itself: exporting would overwrite it", out);
+    for (int k = 0; k < 2; k++) {
+        const char *o = k ? onnx : out, *opt = k ? "--onnx" : "--out";
+        if (o && (!strcmp(ckpt, o) || (stat(ckpt, &cs) == 0 && stat(o, &os) == 0 && cs.st_dev == os.st_dev &&
+                                       cs.st_ino == os.st_ino)))
+            return cli_usage_fail(P, json, export_usage, "%s %s is the checkpoint itself: exporting would overwrite it",
+                                  opt, o);
     }
+    if (out && onnx && !strcmp(out, onnx))
+        return cli_usage_fail(P, json, export_usage, "--out and --onnx name the same file");
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
     int rc = 1;
@@ -106,24 +126,23 @@ int cmd_export(int argc, char **argv) {
     if (rank) memcpy(shape, declared, sizeof shape);
     else if (qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D) rank = 3;
     else rank = 1, shape[0] = 784;
-    if (out) {
-        int64_t peak = -1;
-        if (qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
-        struct stat sb;
-        long long bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
-        int64_t n_weights = qat_model_n_quantized_weights(m);
-        const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
+    int64_t peak = -1;
+    /* ONNX first: a model ONNX cannot express is refused before any file is written */
+    struct stat sb;
+    long long onnx_bytes = -1;
+    if (onnx && qat_onnx_export(m, rank, shape, config, onnx) != QAT_OK) goto fail;
+    if (onnx) {
+        onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
+        fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
+    }
+    if (out && qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
+    long long bytes = out && stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    int64_t n_weights = qat_model_n_quantized_weights(m);
+    const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
+    if (out)
         fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
                 "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
-        if (json) {
-            printf("{\"checkpoint\": ");
-            cli_json_str(ckpt);
-            printf(", \"out\": ");
-            cli_json_str(out);
-            printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld}\n",
-                   bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
-        }
-    }
+    qat_codegen_info info;
     if (cdir) {
         qat_ctx *pctx = qat_ctx_new(); /* the program's memory */
         qat_qmodel q;
@@ -136,9 +155,22 @@ int cmd_export(int argc, char **argv) {
             qat_ctx_free(pctx);
             goto done;
         }
-        int crc = write_c(pctx, &q, cdir, name, json);
+        int crc = write_c(pctx, &q, cdir, name, json, &info);
         qat_ctx_free(pctx);
         if (crc) goto done;
+    }
+    if (json) { /* one object for everything written */
+        printf("{\"checkpoint\": ");
+        cli_json_str(ckpt);
+        printf(", \"out\": ");
+        out ? cli_json_str(out) : (void)printf("null");
+        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld",
+               bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
+        printf(", \"onnx\": ");
+        onnx ? cli_json_str(onnx) : (void)printf("null");
+        printf(", \"onnx_bytes\": %lld", onnx_bytes);
+        if (cdir) print_c_json(cdir, name, &info);
+        printf("}\n");
     }
     rc = 0;
     goto done;

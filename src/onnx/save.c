@@ -1,0 +1,154 @@
+/* The ONNX model around the QDQ graph (opset, IR version, producer,
+ * metadata_props), its bytes through protobuf-c, and the atomic write. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "io/atomic.h"
+
+bool qat_onnx_available(void) { return true; }
+
+typedef struct {
+    qat__onnx_builder *b;
+    Onnx__StringStringEntryProto **props;
+    size_t n, cap;
+} metadata;
+
+static void put(metadata *md, const char *key, const char *value) {
+    Onnx__StringStringEntryProto *e = qat__ob_alloc(md->b, sizeof *e);
+    if (!e || md->n == md->cap) {
+        md->b->ok = false;
+        return;
+    }
+    onnx__string_string_entry_proto__init(e);
+    e->key = qat__ob_str(md->b, "%s", key);
+    e->value = qat__ob_str(md->b, "%s", value);
+    md->props[md->n++] = e;
+}
+
+/* A quantized type's MLIR spelling, in the arena. */
+static const char *mlir(qat__onnx_builder *b, const qat_qtype *t) {
+    int need = qat_qtype_to_mlir(t, NULL, 0);
+    char *s = need >= 0 ? qat__ob_alloc(b, (size_t)need + 1) : NULL;
+    if (s) qat_qtype_to_mlir(t, s, (size_t)need + 1);
+    return s ? s : "";
+}
+
+/* What a reader needs to know where the file came from and to check its
+ * types against qat's: the keys are in docs/onnx.md. */
+static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Onnx__ModelProto *m) {
+    metadata md = {.b = b, .cap = 8 + (size_t)q->n_ops + (size_t)q->n_tensors};
+    md.props = qat__ob_alloc(b, md.cap * sizeof *md.props);
+    if (!md.props) return;
+    char num[32];
+    put(&md, "qat.format", QAT_QMODEL_FORMAT);
+    snprintf(num, sizeof num, "%d", QAT_QMODEL_VERSION);
+    put(&md, "qat.format_version", num);
+    snprintf(num, sizeof num, "%d", QAT_ONNX_LAYOUT_VERSION);
+    put(&md, "qat.onnx_layout_version", num);
+    put(&md, "qat.producer", q->producer);
+    put(&md, "qat.training_config", q->config ? q->config : "");
+    for (int i = 0; i < q->n_ops; i++) {
+        const qat_qop *op = &q->ops[i];
+        if (op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D)
+            put(&md, qat__ob_str(b, "qat.weight_type.%s", op->name), mlir(b, &op->wq));
+    }
+    for (int t = 0; t < q->n_tensors; t++) {
+        const qat_aparams *a = &q->tensors[t].q;
+        float s = a->scale;
+        int32_t z = a->zero_point;
+        qat_qtype at = {.bits = a->bits, .is_signed = a->is_signed, .qmin = a->qmin, .qmax = a->qmax,
+                        .rank = 0, .nparams = 1, .scale = &s, .zero_point = &z};
+        put(&md, qat__ob_str(b, "qat.activation_type.%s", q->tensors[t].name), mlir(b, &at));
+    }
+    m->n_metadata_props = md.n, m->metadata_props = md.props;
+}
+
+/* The model's bytes, malloc'd (the caller frees them). */
+static qat_status pack(qat_ctx *err, const qat_qmodel *q, uint8_t **bytes, size_t *size) {
+    *bytes = NULL, *size = 0;
+    char msg[400];
+    qat_status st = qat_qmodel_check(q, msg, sizeof msg);
+    if (st != QAT_OK) return qat_ctx_fail(err, st, "onnx: %s", msg);
+    if ((st = qat__onnx_supported(q, err)) != QAT_OK) return st;
+    qat_ctx *mem = qat_ctx_new(); /* every message of the model, freed at once below */
+    if (!mem) return qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
+    qat__onnx_builder b;
+    qat__ob_init(&b, mem, "qat");
+    st = qat__onnx_graph(&b, q, err);
+    Onnx__ModelProto m;
+    onnx__model_proto__init(&m);
+    Onnx__OperatorSetIdProto opset;
+    onnx__operator_set_id_proto__init(&opset);
+    Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+    if (st == QAT_OK) {
+        opset.domain = "";
+        opset.has_version = 1, opset.version = QAT_ONNX_OPSET;
+        m.has_ir_version = 1, m.ir_version = QAT_ONNX_IR_VERSION;
+        m.n_opset_import = 1, m.opset_import = opsets;
+        m.producer_name = "qat";
+        m.producer_version = QAT_VERSION_STRING;
+        m.has_model_version = 1, m.model_version = QAT_ONNX_LAYOUT_VERSION;
+        m.doc_string = "A qat integer program in QDQ form: each tensor is a QuantizeLinear/DequantizeLinear "
+                       "pair, each op the float op between pairs (qat docs/onnx.md).";
+        b.graph.doc_string = m.doc_string;
+        m.graph = &b.graph;
+        fill_metadata(&b, q, &m);
+        if (!b.ok) st = qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
+    }
+    if (st == QAT_OK) {
+        *size = onnx__model_proto__get_packed_size(&m);
+        *bytes = malloc(*size ? *size : 1);
+        if (!*bytes) st = qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory (%zu bytes)", *size);
+        else if (onnx__model_proto__pack(&m, *bytes) != *size)
+            st = qat_ctx_fail(err, QAT_ERR_STATE, "onnx: protobuf-c packed a size other than it measured");
+    }
+    if (st != QAT_OK) free(*bytes), *bytes = NULL, *size = 0;
+    qat__ob_free(&b);
+    qat_ctx_free(mem);
+    return st;
+}
+
+qat_status qat_onnx_serialize(qat_ctx *ctx, const qat_qmodel *q, const uint8_t **bytes, size_t *size) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!q || !bytes || !size) return qat_ctx_fail(ctx, QAT_ERR_ARG, "onnx: NULL program or output");
+    uint8_t *raw;
+    size_t n;
+    qat_status st = pack(ctx, q, &raw, &n);
+    if (st != QAT_OK) return st;
+    uint8_t *kept = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, n);
+    if (kept) memcpy(kept, raw, n);
+    free(raw);
+    if (!kept) return qat_ctx_status(ctx);
+    *bytes = kept, *size = n;
+    return QAT_OK;
+}
+
+qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!q || !path) return qat_ctx_fail(ctx, QAT_ERR_ARG, "onnx: NULL program or path");
+    uint8_t *raw;
+    size_t n;
+    qat_status st = pack(ctx, q, &raw, &n);
+    if (st == QAT_OK) st = qat__replace_file(ctx, path, raw, n); /* nothing touches path before this */
+    free(raw);
+    return st;
+}
+
+qat_status qat_onnx_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config,
+                           const char *path) {
+    if (!m) return QAT_ERR_ARG;
+    qat_ctx *ctx = qat_model_ctx(m);
+    qat_ctx *pctx = qat_ctx_new(); /* the program's own memory, freed below */
+    if (!pctx) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "onnx: out of memory");
+    qat_qmodel q;
+    qat_status st = qat_qmodel_lower(m, in_rank, in_shape, pctx, &q);
+    if (st == QAT_OK) {
+        q.config = config ? config : "";
+        st = qat_onnx_save(pctx, &q, path);
+        if (st != QAT_OK) qat_ctx_fail(ctx, st, "%s", qat_ctx_error(pctx));
+    }
+    qat_ctx_free(pctx);
+    return st;
+}
