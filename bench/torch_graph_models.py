@@ -183,4 +183,5 @@ def main():
                               "infer_samples_per_s": round(n / dt, 1), "cpu_samples_per_s": round(n / dc, 1)}))
 
 
-main()
+if __name__ == "__main__":  # torch_graph_train.py imports Graph
+    main()
