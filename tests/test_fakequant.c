@@ -602,6 +602,82 @@ static void test_fused_relu_fake_quant(void) {
     }
 }
 
+/* Bits equal, or both NaN (a NaN's sign and payload are the CPU's). */
+static int64_t bits_or_nan_diffs(const float *a, const float *b, int64_t n, bool signed_zeros) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) bad += !(isnan(a[i]) && isnan(b[i]));
+        else bad += qat_test_bit_diffs(a + i, b + i, 1, signed_zeros);
+    }
+    return bad;
+}
+
+/* One of the sign cases: x as a step leaf, through concat (whose backward
+ * stores the gradient as it is, so its sign reaches the leaf), then
+ * pre = 0: fake quant; 1: relu then fake quant; 2: relu6 then fake quant;
+ * 3: LSQ. fused: the quantizer with the ReLU/ReLU6 done over its input. */
+static void sign_case(int pre, bool fused, const float *dy, const float *want_y, const float *want_dx) {
+    qat_ctx *ctx = qat_ctx_new();
+    int64_t n = 48, one = 1;
+    qat_tensor *leaf = qat_tensor_from(ctx, QAT_MEM_STEP, sign_x, 1, &n, true);
+    qat_tensor *x = qat_concat(ctx, 1, &leaf, 0);
+    qat_qtype q;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &q, 4, true, false, 0, NULL, NULL), QAT_OK);
+    q.scale[0] = sign_scale, q.zero_point[0] = sign_zp;
+    CU_ASSERT_EQUAL_FATAL(q.qmin, sign_qmin);
+    qat_tensor *y;
+    if (pre == 3) {
+        qat_tensor *sc = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &one, false), *zp = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &one, false);
+        sc->data[0] = sign_scale, zp->data[0] = (float)sign_lsq_zp;
+        y = qat_fake_quant_lsq(ctx, x, sc, zp, &q, 1.0f);
+    } else if (fused) {
+        y = qat__fake_quant_over(ctx, x, &q, QAT_STE_CLIPPED, 0.0f, pre == 1 ? INFINITY : 6.0f);
+        CU_ASSERT_PTR_EQUAL(y->data, x->data); /* written over x: the fused op ran */
+    } else {
+        qat_tensor *r = pre == 0 ? x : pre == 1 ? qat_relu(ctx, x) : qat_clamp(ctx, x, 0.0f, 6.0f);
+        y = qat_fake_quant(ctx, r, &q, QAT_STE_CLIPPED);
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(y->data, want_y, n, true), 0);
+    qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, dy, 1, &n, false);
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, tdy))), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(leaf->grad);
+    int64_t bad = bits_or_nan_diffs(leaf->grad, want_dx, n, true);
+    if (bad) printf("\n  sign case %d%s: %lld gradients differ from torch's\n", pre, fused ? " fused" : "", (long long)bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    qat_ctx_free(ctx);
+}
+
+/* The clipped STE multiplies by its mask as torch does (dY * mask): a
+ * clipped element's gradient is dy·0, -0.0 for a negative dy and NaN for a
+ * NaN or infinite dy, where an AND with the mask gave +0.0. After a ReLU or
+ * ReLU6, fused into the quantizer or not, the elements they clip get the
+ * +0.0 of torch's threshold/hardtanh backward. LSQ's dx likewise. Golden
+ * vectors from torch 1.13 (make_fakequant_golden.py). */
+static void test_golden_gradient_signs(void) {
+    sign_case(0, false, sign_dy, sign_fq_y, sign_fq_dx);
+    sign_case(1, false, sign_dy, sign_relu_y, sign_relu_dx);
+    sign_case(1, true, sign_dy, sign_relu_y, sign_relu_dx);
+    sign_case(2, false, sign_dy, sign_relu6_y, sign_relu6_dx);
+    sign_case(2, true, sign_dy, sign_relu6_y, sign_relu6_dx);
+    sign_case(3, false, sign_lsq_dy, sign_lsq_y, sign_lsq_dx);
+    /* a persistent leaf adds into its zeroed gradient, as torch's after
+     * zero_grad(): +0 + -0 is +0, but NaN still propagates */
+    qat_ctx *ctx = qat_ctx_new();
+    int64_t n = 48;
+    qat_tensor *w = qat_tensor_from(ctx, QAT_MEM_PERSIST, sign_x, 1, &n, true);
+    qat_qtype q;
+    qat_qtype_init(ctx, &q, 4, true, false, 0, NULL, NULL);
+    q.scale[0] = sign_scale, q.zero_point[0] = sign_zp;
+    qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, sign_dy, 1, &n, false);
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, qat_fake_quant(ctx, w, &q, QAT_STE_CLIPPED), tdy))), QAT_OK);
+    CU_ASSERT_EQUAL(bits_or_nan_diffs(w->grad, sign_fq_dx, n, false), 0);
+    int nans = 0;
+    for (int i = 0; i < 48; i++) nans += isnan(w->grad[i]);
+    CU_ASSERT(nans >= 8); /* NaN and infinite dy on clipped elements give NaN, not 0 */
+    qat_ctx_free(ctx);
+}
+
 static void test_bn_folding(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = qat_model_new(ctx);
@@ -675,6 +751,8 @@ int main(int argc, char **argv) {
         {"prepare: LSQ weight scales are learned", test_prepare_lsq},
         {"a ReLU/ReLU6 fused into the quantizer, written over its input: the same values and gradients",
          test_fused_relu_fake_quant},
+        {"golden: gradient signs of clipped elements, NaN dy, after ReLU/ReLU6, LSQ (torch 1.13)",
+         test_golden_gradient_signs},
         {"prepare: Conv+BatchNorm folding (Jacob et al.)", test_bn_folding},
         {NULL, NULL},
     };

@@ -6,10 +6,11 @@
 
 #include "qat/fakequant.h"
 
-/* Elements that share one (scale, zero point) pair come in contiguous runs
- * of this length: the block of the last split dimension times every whole
- * dimension after it. */
-int64_t qat__qtype_run(const qat_qtype *q);
+/* Elements that share one (scale, zero point) pair come in contiguous
+ * runs: the block of the last split dimension times every whole dimension
+ * after it (shorter where a ragged last block ends). The length of the run
+ * that starts at flat index s (s must start a run: 0, then each s + len). */
+int64_t qat__qtype_run_len(const qat_qtype *q, int64_t s);
 int64_t qat__qtype_numel(const qat_qtype *q);
 
 /* Round half to even, as nearbyintf under the default rounding mode, but

@@ -4,6 +4,7 @@
  * learned scales. Per-layer configurations are whole: every field of a
  * layer's own configuration is honoured. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakequant/internal.h"
@@ -51,16 +52,22 @@ static qat_status weight_type(qat_model *m, const qat__layer *l, const qat_prepa
 }
 
 /* LSQ's initial scales for layer l's type q: 2·mean|w| / sqrt(qmax) per
- * block. Weight blocks split dims 0 and 1 only, so each block is one run
- * of consecutive elements: one pass, summed in double. */
+ * block, summed in double over the block's runs (a block of several
+ * dimensions is several runs). */
 static void lsq_init(const qat__layer *l, const qat_qtype *q, float *scales) {
-    int64_t run = qat__qtype_run(q);
-    for (int64_t s0 = 0; s0 < l->weight->numel; s0 += run) {
-        double a = 0;
-        for (int64_t j = s0; j < s0 + run; j++) a += fabsf(l->weight->data[j]);
-        float s = (float)(2.0 * a / (double)run / sqrt((double)q->qmax));
-        scales[qat_qtype_param_index(q, s0)] = s > 1e-8f ? s : 1e-8f;
+    double *sum = calloc((size_t)q->nparams, sizeof *sum);
+    int64_t *count = calloc((size_t)q->nparams, sizeof *count);
+    for (int64_t s0 = 0, run; sum && count && s0 < l->weight->numel; s0 += run) {
+        run = qat__qtype_run_len(q, s0);
+        int64_t p = qat_qtype_param_index(q, s0);
+        for (int64_t j = s0; j < s0 + run; j++) sum[p] += fabsf(l->weight->data[j]);
+        count[p] += run;
     }
+    for (int64_t p = 0; p < q->nparams; p++) {
+        float s = sum && count && count[p] ? (float)(2.0 * sum[p] / (double)count[p] / sqrt((double)q->qmax)) : 1e-8f;
+        scales[p] = s > 1e-8f ? s : 1e-8f;
+    }
+    free(sum), free(count);
 }
 
 /* The LSQ block laid out again in layer order, with layer `changed`
