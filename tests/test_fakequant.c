@@ -79,6 +79,39 @@ static void test_granularities(void) {
     qat_ctx_free(ctx);
 }
 
+/* A ragged last block (blocks of 2 along a dimension of 5: 2, 2, 1),
+ * hand-computed: parameter shape, indices, calibration, quantization and
+ * the fake quantization of each block with its own scale. */
+static void test_ragged_blocks(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    int64_t s[2] = {2, 5}, b[2] = {1, 2}, big[2] = {1, 6};
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 4, true, true, 2, s, b), QAT_ERR_SHAPE); /* strict: refused */
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, big, true), QAT_ERR_SHAPE); /* block > dim */
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "larger than dimension"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, b, true), QAT_OK);
+    CU_ASSERT(q.pshape[0] == 2 && q.pshape[1] == 3 && q.nparams == 6);
+    CU_ASSERT_EQUAL(qat_qtype_axis(&q), -2);
+    int64_t want_p[10] = {0, 0, 1, 1, 2, 3, 3, 4, 4, 5};
+    for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(qat_qtype_param_index(&q, i), want_p[i]);
+    /* blocks: {0.7, -1.4} {2.1, 0} {-0.35} | {7, 1} {-3.5, 3.5} {0} -> narrow i4, M / 7 */
+    float w[10] = {0.7f, -1.4f, 2.1f, 0.0f, -0.35f, 7.0f, 1.0f, -3.5f, 3.5f, 0.0f};
+    qat_qtype_calibrate(&q, w, true);
+    float want_s[6] = {0.2f, 0.3f, 0.05f, 1.0f, 0.5f, 1.1920929e-07f};
+    for (int p = 0; p < 6; p++) ASSERT_CLOSE(q.scale[p], want_s[p], 1e-7);
+    int32_t v[10];
+    qat_quantize(&q, w, v);
+    int32_t want_v[10] = {4, -7, 7, 0, -7, 7, 1, -7, 7, 0}; /* 0.7f·(1/0.2f) is 3.5f exactly: to even, 4 */
+    for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(v[i], want_v[i]);
+    qat_tensor *t = qat_tensor_from(ctx, QAT_MEM_PERSIST, w, 2, s, true);
+    qat_tensor *y = qat_fake_quant(ctx, t, &q, QAT_STE_CLIPPED);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    for (int i = 0; i < 10; i++) CU_ASSERT(y->data[i] == (float)want_v[i] * q.scale[want_p[i]]);
+    qat_ctx_free(ctx);
+}
+
 /* Hand-computed: scale 0.5, zp 0, int8. Ties go to even. */
 static void test_hand_values(void) {
     qat_ctx *ctx = qat_ctx_new();
@@ -258,6 +291,18 @@ static void test_mlir(void) {
               "{3:3, 4:4}, {5:5, 6:6}}>", 2, s64, 12);
     roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {{1.0:1, 2.0:2}, {3.0:3, 4.0:4}}>", 4, s4d, 4);
     roundtrip("!quant.uniform<i8<-127:127>:f32:0, {0.5:0, 0.25:0}>", 2, s23, 2);
+    /* the sub-channel RFC's lowering examples: three nestings of one type */
+    roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {{{1.0:1, 2.0:2}},{{3.0:3, 4.0:4}}}>", 4, s4d, 4);
+    roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {1.0:1, 2.0:2, 3.0:3, 4.0:4}>", 4, s4d, 4);
+    /* the StableHLO seed's spellings */
+    roundtrip("!quant.uniform<i8:f32, 1.5e-01:-1>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32,1.0:0>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32, 2.000000e+00:1>", 1, s1, 1);
+    /* blocks on every axis of a conv weight, and a block equal to its dimension (whole) */
+    int64_t sconv[4] = {4, 6, 5, 5};
+    roundtrip("!quant.uniform<i4:f32:{0:2, 1:3, 2:5, 3:1}, {{{{0.1:0, 0.2:0, 0.3:0, 0.4:0, 0.5:0}}, {{0.1:0, 0.2:0, "
+              "0.3:0, 0.4:0, 0.5:0}}}, {{{0.1:0, 0.2:0, 0.3:0, 0.4:0, 0.5:0}}, {{0.1:0, 0.2:0, 0.3:0, 0.4:0, 0.5:0}}}}>",
+              4, sconv, 20);
     /* exact printed forms */
     qat_ctx *ctx = qat_ctx_new();
     qat_qtype q;
@@ -271,11 +316,34 @@ static void test_mlir(void) {
     qat_qtype_to_mlir(&q, buf, sizeof buf);
     CU_ASSERT_STRING_EQUAL(buf, "!quant.uniform<u4:f32, 1:8>");
     CU_ASSERT_EQUAL(qat_qtype_to_mlir(&q, buf, 5), (int)strlen("!quant.uniform<u4:f32, 1:8>"));
+    /* the sub-channel RFC's running example, [6, 4] in blocks {0:1, 1:2}: scales [6, 2], one brace
+     * level per dimension, and it reads back to the same blocks and parameters */
+    int64_t b12[2] = {1, 2};
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &q, 8, true, false, 2, s64, b12), QAT_OK);
+    for (int i = 0; i < 12; i++) q.scale[i] = 0.5f * (float)(i + 1), q.zero_point[i] = i - 6;
+    qat_qtype_to_mlir(&q, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "!quant.uniform<i8:f32:{0:1, 1:2}, {{0.5:-6, 1:-5}, {1.5:-4, 2:-3}, {2.5:-2, 3:-1}, "
+                                "{3.5:0, 4:1}, {4.5:2, 5:3}, {5.5:4, 6:5}}>");
+    qat_qtype r;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_from_mlir(ctx, buf, 2, s64, &r), QAT_OK);
+    CU_ASSERT(r.block[0] == 1 && r.block[1] == 2 && r.pshape[0] == 6 && r.pshape[1] == 2);
+    CU_ASSERT(r.scale[3] == 2.0f && r.zero_point[11] == 5);
+    /* a ragged type ([6, 4] in blocks of 3 along dimension 1: two blocks, of 3 and 1) is refused
+     * by the strict parser and read by the ragged one */
+    const char *rag = "!quant.uniform<i8:f32:{0:1, 1:3}, {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}}>";
+    CU_ASSERT_EQUAL(qat_qtype_from_mlir(ctx, rag, 2, s64, &r), QAT_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "does not divide"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_from_mlir_blocks(ctx, rag, 2, s64, true, &r), QAT_OK);
+    CU_ASSERT(r.pshape[1] == 2 && r.nparams == 12 && r.scale[11] == 12.0f);
+    CU_ASSERT_EQUAL(qat_qtype_param_index(&r, 1 * 4 + 3), 3); /* (1, 3) is in the short block (1, 1) */
     /* errors */
     const char *bad[] = {"!quant.uniform<i8:f32, 0.01:50", "!quant.uniform<x8:f32, 1:0>",
                          "!quant.uniform<i8:f32:1, {0.2:20, 0.1:10}>", "!quant.uniform<i8:f32, -1:0>",
                          "!quant.uniform<i8:f32, 1:300>", "!quant.uniform<i8<-100:100>:f32, 1:0>",
-                         "!quant.uniform<i8:f32, 1:0> junk"};
+                         "!quant.uniform<i8:f32, 1:0> junk", "!quant.uniform<i8:f32:{1:1, 1:3}, {1, 2, 3}>",
+                         "!quant.uniform<i8:f32:{1:4}, {1, 2}>", "!quant.uniform<i8:f32:{2:1}, {1, 2}>",
+                         "!quant.uniform<i8:f32:{0:0}, {1, 2}>"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         qat_ctx_clear_error(ctx);
         CU_ASSERT_NOT_EQUAL(qat_qtype_from_mlir(ctx, bad[i], 2, s23, &q), QAT_OK);
@@ -734,6 +802,7 @@ int main(int argc, char **argv) {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
         {"batch range: fast path equals a simple loop", test_minmax_matches_simple_loop},
         {"granularities: tensor, axis, blocks; constraints", test_granularities},
+        {"a ragged last block: parameters, indices, calibration, quantization (hand-computed)", test_ragged_blocks},
         {"hand-computed: ties, clamping, STE masks, sub-channel", test_hand_values},
         {"the STE mask as packed bits: odd lengths, channel runs inside a byte, both backward paths", test_ste_mask_bits},
         {"every width 2..16 quantizes and clamps", test_all_widths},

@@ -62,6 +62,10 @@ QAT_API int qat_qtype_to_mlir(const qat_qtype *q, char *buf, size_t len);
  * and any brace nesting whose flattened count matches the blocks. */
 QAT_API qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank,
                                        const int64_t *shape, qat_qtype *out);
+/* The same, accepting (ragged = true) block sizes that do not divide their
+ * dimension, with ceil(dim / block) parameters along it. */
+QAT_API qat_status qat_qtype_from_mlir_blocks(qat_ctx *ctx, const char *text, int rank, const int64_t *shape,
+                                              bool ragged, qat_qtype *out);
 
 typedef enum {
     QAT_STE_CLIPPED = 0, /* gradient passes where qmin <= round(x/s) + zp <= qmax (default) */
