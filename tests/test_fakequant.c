@@ -1,6 +1,7 @@
 /* Quantized types and fake quantization: hand-computed cases for every
  * granularity and several widths, golden vectors from PyTorch 1.13 (bit for
  * bit, forward and gradient), observer qparams, and the MLIR spelling. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakequant/internal.h"
@@ -88,9 +89,11 @@ static void test_ragged_blocks(void) {
     int64_t s[2] = {2, 5}, b[2] = {1, 2}, big[2] = {1, 6};
     CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 4, true, true, 2, s, b), QAT_ERR_SHAPE); /* strict: refused */
     qat_ctx_clear_error(ctx);
-    CU_ASSERT_EQUAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, big, true), QAT_ERR_SHAPE); /* block > dim */
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 4, true, true, 2, s, big), QAT_ERR_SHAPE); /* block > dim */
     CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "larger than dimension"));
     qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, big, true), QAT_OK); /* ragged: whole */
+    CU_ASSERT(q.block[1] == 5 && q.nparams == 2 && qat_qtype_axis(&q) == 0);
     CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, b, true), QAT_OK);
     CU_ASSERT(q.pshape[0] == 2 && q.pshape[1] == 3 && q.nparams == 6);
     CU_ASSERT_EQUAL(qat_qtype_axis(&q), -2);
@@ -530,6 +533,84 @@ static void test_prepare_block_and_errors(void) {
     qat_ctx_free(ctx);
 }
 
+/* Sub-channel granularities on LeNet: block:16 types each Conv weight as
+ * its [O, C·kh·kw] matrix in blocks of 16 along the flattened input, with
+ * a ragged last block where 16 does not divide (conv1: 25 = 16 + 9; fc2:
+ * 120 = 7·16 + 8); the seed's {axis:block} form blocks the weight's own
+ * axes, strictly unless ragged; the fake-quantized weight equals
+ * quantize/dequantize with the layer's type; LSQ learns one scale per
+ * block of the matrix view. */
+static void test_prepare_subchannel_lenet(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_lenet(m, false);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.wgran = QAT_GRAN_BLOCK, c.block = 16, c.wbits = 4;
+    CU_ASSERT_EQUAL(qat_prepare(m, &c), QAT_ERR_SHAPE); /* strict: 16 does not divide conv1's 25 inputs */
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "conv1's weight [6, 25]"));
+    qat_ctx_clear_error(ctx);
+    c.ragged = true;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    const qat_qtype *w1 = m->layers[qat_model_find_layer(m, "conv1")].wq;
+    const qat_qtype *w2 = m->layers[qat_model_find_layer(m, "conv2")].wq;
+    const qat_qtype *f2 = m->layers[qat_model_find_layer(m, "fc2")].wq;
+    CU_ASSERT(w1->rank == 2 && w1->shape[1] == 25 && w1->pshape[1] == 2 && w1->nparams == 12);
+    CU_ASSERT(w2->rank == 2 && w2->shape[1] == 150 && w2->pshape[1] == 10 && w2->nparams == 160);
+    CU_ASSERT(f2->rank == 2 && f2->shape[1] == 120 && f2->pshape[1] == 8);
+    CU_ASSERT_EQUAL(qat_qtype_param_index(w2, 150 + 149), 10 + 9); /* row 1's last block holds 6 */
+    /* the forward fake-quantizes conv2's weight through the matrix view */
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    int64_t sx[4] = {2, 1, 28, 28};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 1, false);
+    qat_model_train(m, false);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(qat_model_forward(m, x));
+    qat_tensor *w = m->layers[qat_model_find_layer(m, "conv2")].weight;
+    int32_t *qi = malloc((size_t)w->numel * sizeof *qi);
+    float *back = malloc((size_t)w->numel * sizeof *back);
+    qat_quantize(w2, w->data, qi);
+    qat_dequantize(w2, qi, back);
+    int extremes = 0;
+    for (int64_t i = 0; i < w->numel; i++) extremes += qi[i] == 7 || qi[i] == -7;
+    CU_ASSERT(extremes >= 160); /* min-max per block: every block reaches its range */
+    qat_tensor *fq = qat_fake_quant(ctx, qat_reshape(ctx, w, 2, w2->shape), w2, QAT_STE_CLIPPED);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(fq->data, back, w->numel, true), 0);
+    free(qi), free(back);
+    qat_ctx_step_reset(ctx);
+    /* the seed's form on conv2's own axes: {0:1, 1:2, 2:5} strict is fine there ([16, 6, 5, 5]) */
+    qat_prepare_config a = c;
+    a.wgran = QAT_GRAN_AXES, a.ragged = false;
+    a.blocks[0] = 1, a.blocks[1] = 2, a.blocks[2] = 5;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv2", &a), QAT_OK);
+    w2 = m->layers[qat_model_find_layer(m, "conv2")].wq;
+    CU_ASSERT(w2->rank == 4 && w2->pshape[0] == 16 && w2->pshape[1] == 3 && w2->pshape[2] == 1 && w2->pshape[3] == 1);
+    a.blocks[1] = 4; /* 4 does not divide 6 */
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "conv2", &a), QAT_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "conv2's weight [16, 6, 5, 5]"));
+    qat_ctx_clear_error(ctx);
+    a.ragged = true; /* 6 = 4 + 2 */
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv2", &a), QAT_OK);
+    CU_ASSERT_EQUAL(m->layers[qat_model_find_layer(m, "conv2")].wq->pshape[1], 2);
+    a.blocks[3] = 5; /* fc1 has two dimensions */
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "fc1", &a), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "fc1"));
+    qat_ctx_clear_error(ctx);
+    /* LSQ on the matrix view: one learned scale per block */
+    qat_prepare_config l = c;
+    l.lsq = true;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv1", &l), QAT_OK);
+    CU_ASSERT_EQUAL(m->layers[qat_model_find_layer(m, "conv1")].wscale->numel, 12);
+    qat_model_train(m, true);
+    qat_tensor *y = qat_model_forward(m, x);
+    int32_t lab[2] = {3, 7};
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_cross_entropy(ctx, y, lab)), QAT_OK);
+    int nonzero = 0;
+    for (int64_t i = 0; i < 12; i++) nonzero += m->layers[qat_model_find_layer(m, "conv1")].wscale->grad[i] != 0;
+    CU_ASSERT(nonzero >= 6);
+    qat_ctx_free(ctx);
+}
+
 static void lsq_case(int rank, const int64_t *shape, int axis, int bits, const float *x, const float *dy,
                      const float *sc, const float *zp, int np, float gf, const float *y, const float *dx,
                      const float *dsc, const float *dzp) {
@@ -818,6 +899,8 @@ int main(int argc, char **argv) {
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
         {"prepare: LSQ weight scales are learned", test_prepare_lsq},
+        {"prepare: sub-channel LeNet (block:16 on the flattened input, ragged; the seed's axes form; LSQ)",
+         test_prepare_subchannel_lenet},
         {"a ReLU/ReLU6 fused into the quantizer, written over its input: the same values and gradients",
          test_fused_relu_fake_quant},
         {"golden: gradient signs of clipped elements, NaN dy, after ReLU/ReLU6, LSQ (torch 1.13)",

@@ -31,7 +31,8 @@ QAT_API qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_
 /* The same, and with ragged = true a block size need not divide its
  * dimension: the last block along it is shorter, and the parameters have
  * shape ceil(shape / block) (the sub-channel seed's suggested relaxation;
- * docs/quantization.md). 1 <= block <= dim still holds. */
+ * docs/quantization.md); a block larger than its dimension is then the
+ * whole dimension. */
 QAT_API qat_status qat_qtype_init_blocks(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow,
                                          int rank, const int64_t *shape, const int64_t *block, bool ragged);
 /* Per-axis on `axis`: block 1 there, whole elsewhere. */

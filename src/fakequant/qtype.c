@@ -19,6 +19,7 @@ qat_status qat_qtype_init_blocks(qat_ctx *ctx, qat_qtype *q, int bits, bool is_s
     for (int d = 0; d < rank; d++) {
         int64_t n = shape[d], b = block && block[d] > 0 ? block[d] : n;
         if (n < 1) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: dimension %d is %lld", d, (long long)n);
+        if (b > n && ragged) b = n; /* one block, shorter than asked: the whole dimension */
         if (b > n)
             return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qtype: block size %lld is larger than dimension %d of size "
                                 "%lld (need 1 <= block <= dim)", (long long)b, d, (long long)n);

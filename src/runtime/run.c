@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "subchannel.h"
 
 const char *qat_runtime_kernel(void) { return qat__gemm_kernel_name(); }
 
@@ -15,6 +16,10 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return;
     (void)q;
+    if (qat_qop_subchannel(op)) { /* blocks with their own scales: subchannel.c's layout */
+        qat__sc_prepare(op, c);
+        return;
+    }
     const qat_qtype *wq = &op->wq;
     int16_t *w16 = (int16_t *)c;
     int64_t row = g->depthwise ? g->kk : g->Kp, rows = g->depthwise ? g->O : qat__round_up(g->O, QAT_WROWS);
@@ -143,8 +148,14 @@ static void run_op(const exec *e, int i) {
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
     switch (op->kind) {
-    case QAT_QOP_CONV2D: run_conv(e, op, &g, c); return;
-    case QAT_QOP_LINEAR: run_linear(e, op, &g, c); return;
+    case QAT_QOP_CONV2D:
+        if (qat_qop_subchannel(op)) qat__sc_run_conv(e->q, op, &g, c, x, y, e->scratch, e->n);
+        else run_conv(e, op, &g, c);
+        return;
+    case QAT_QOP_LINEAR:
+        if (qat_qop_subchannel(op)) qat__sc_run_linear(e->q, op, &g, c, x, y, e->scratch, e->n);
+        else run_linear(e, op, &g, c);
+        return;
     case QAT_QOP_MAXPOOL2D:
     case QAT_QOP_AVGPOOL2D: run_pool(e, op); return;
     case QAT_QOP_GLOBAL_AVGPOOL: {
