@@ -224,6 +224,17 @@ static void test_largest_partial_sums(void) {
     set_mult(&p.op.block_multiplier[1], &p.op.block_shift[1], 1.0);
     p.op.bias[0] = INT32_MAX - 2129535;
     CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &p.q), QAT_OK);
+    /* there the total is INT32_MAX: with an output multiplier just below 1
+     * and zero point 100, every kernel clamps to 127 (no wrap of v + zp) */
+    set_mult(&p.op.multiplier[0], &p.op.shift[0], 1.0 - ldexp(1.0, -30)); /* v = 2147483645 */
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &p.q), QAT_OK);
+    col = calloc((size_t)K * 16, sizeof *col);
+    for (int64_t k = 0; k < K; k++) col[k * 16] = 255;
+    for (int i = 0; i < 3; i++) {
+        int8_t out[2 * 16];
+        if (run_kernel(i, &p.op, col, 1, 16, 100, out)) CU_ASSERT(out[0] == 127 && out[1] == 35); /* row 1: -65 + 100 */
+    }
+    free(col);
     p.op.bias[0]++;
     CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &p.q), QAT_ERR_FORMAT);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "row 0: the bias and the converted partial sums can reach 2147483648") != NULL);
