@@ -139,6 +139,15 @@ static void test_hand_computed(void) {
     CU_ASSERT_FATAL(run_int(ctx, &p.q, x, 1, y));
     CU_ASSERT_EQUAL(y[0], 17);
     CU_ASSERT_EQUAL(y[1], -9);
+    /* the hybrid engine (weight-only, the hybrid seed): x · dequantize(w) + bias in float,
+     * each block with its own scale: row 0 3 + 1 + 95/1024·0.5 + 3/32 = 4.1401367;
+     * row 1 -1.75 - 0.875 + 0.5 - 5/64 = -2.203125 */
+    qat_engine *he = qat_engine_new(ctx, &p.q, QAT_ENGINE_HYBRID, 1);
+    float hy[2];
+    CU_ASSERT_FATAL(he && qat_engine_run(he, x, 1, hy, NULL) == QAT_OK);
+    ASSERT_CLOSE(hy[0], 4.1401367f, 1e-6);
+    ASSERT_CLOSE(hy[1], -2.203125f, 1e-6);
+    qat_engine_free(he);
     /* every kernel, directly: col [K][16] with the sample in column 0 */
     int16_t col[4 * 16] = {0};
     col[0] = 2, col[16] = -1, col[32] = 1, col[48] = 0;
