@@ -6,7 +6,8 @@
 #               members, cut, trailing bytes, a header promising 2 GiB...)
 #   checkpoint  training checkpoints from qat-mnist: LeNet W8A8 QAT, LeNet
 #               float, the MLP W8A8 QAT, LeNet-BN QAT (one epoch over 256 samples)
-#   qmodel      their quantized exports (qat-mnist export)
+#   qmodel      their quantized exports (qat-mnist export; one with 4-bit
+#               sub-channel weights in blocks of 16, packed, ragged blocks)
 # Files over 200 KB are written only with --all: every checkpoint is (the
 # LeNet parameters alone are 247 KB), so the committed corpus has none and
 # scripts/fuzz.sh makes them in build-fuzz/ with --all before fuzzing.
@@ -77,6 +78,7 @@ train() {  # NAME ARGS...: 256 samples, one epoch, then the quantized export whe
 }
 train lenet-w8a8 --model lenet --qat
 train lenet-w4a4-tensor --model lenet --qat --wbits 4 --abits 4 --granularity tensor
+train lenet-w4a8-block16 --model lenet --qat --wbits 4 --abits 8 --granularity block:16  # packed, sub-channel, ragged
 train lenet-float --model lenet
 if [ "$all" = 1 ]; then  # over 200 KB whatever happens: only for --all
   train mlp-w8a8 --model mlp --qat
