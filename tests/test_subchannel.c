@@ -288,7 +288,7 @@ static void test_accumulation_and_error_bound(void) {
             int G = (int)lround(log2((double)in.scale * smax / op->bias_scale[o]));
             if (G < QAT__SC_G_MAX) {
                 qat_qop up = *op;
-                int32_t bm[64], bs[64], bias[3], mo[3], so[3];
+                int32_t bm[3 * 40], bs[3 * 40], bias[3], mo[3], so[3]; /* J <= 33 blocks a row */
                 float bsc[3];
                 memcpy(bias, op->bias, sizeof bias), memcpy(bsc, op->bias_scale, sizeof bsc);
                 memcpy(mo, op->multiplier, sizeof mo), memcpy(so, op->shift, sizeof so);

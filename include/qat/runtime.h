@@ -11,8 +11,8 @@
  * The runtime runs a program on storage integers, one byte per element
  * (activations are signed 2..8-bit types), with every tensor at an offset
  * in one arena planned from the tensors' lifetimes (qat_plan_program). It
- * depends on qat/core.h alone: no HDF5, no BLAS, no allocation, no float
- * in the integer path. Firmware and tests can link it alone (qat_runtime).
+ * depends on qat/core.h alone: no HDF5, no BLAS, no allocation while
+ * running, no float in the integer path. Firmware and tests can link it alone (qat_runtime).
  *
  *     qat_plan plan;
  *     qat_plan_program(q, 64, offsets, &plan, msg, sizeof msg); // offsets: n_tensors + n_ops
@@ -178,8 +178,9 @@ typedef struct {
 /* Plans q for max_batch samples. offsets: the caller's array of
  * n_tensors + n_ops entries (tensors first). The program must pass
  * qat_qmodel_check; the runtime runs signed activations of 2..8 bits and
- * weights of at most 8 bits with per-tensor or per-channel scales:
- * QAT_ERR_UNSUPPORTED with the reason in msg otherwise. The planner itself
+ * weights of at most 8 bits, per-tensor, per-channel or sub-channel
+ * (block conversions, docs/subchannel.md): QAT_ERR_UNSUPPORTED with the
+ * reason in msg otherwise. The planner itself
  * allocates working memory (it runs once, at setup). */
 QAT_API qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets, qat_plan *plan,
                                     char *msg, size_t len);
