@@ -8,7 +8,8 @@
  *    side keeping its best: this machine's speed drifts between runs.
  * 2. Per linear/conv op of the sub-channel file, the kernel alone on one
  *    call's worth of input (a batch for a linear op, one sample's
- *    positions for a conv), best of many calls, three ways:
+ *    positions for a conv), three ways in turn for seven rounds of 0.03 s,
+ *    each keeping its best:
  *      blocks    the op as it is: one conversion per block of each row;
  *      one block the same kernel with each row one block (a single
  *                conversion per row): the block machinery without the
@@ -32,19 +33,15 @@ static double engine_pass(qat_engine *e, const float *x, long samples, int batch
     return (double)(samples / batch * batch) / (bench_now() - t0);
 }
 
-/* Best calls per second of fn over about 0.2 s. */
-static double best_rate(void (*fn)(const void *), const void *arg) {
-    double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        int calls = 0;
-        double t0 = bench_now(), t;
-        do {
-            fn(arg);
-            calls++;
-        } while ((t = bench_now() - t0) < 0.04);
-        best = calls / t > best ? calls / t : best;
-    }
-    return best;
+/* Calls per second of fn over about 0.03 s. */
+static double rate(void (*fn)(const void *), const void *arg) {
+    int calls = 0;
+    double t0 = bench_now(), t;
+    do {
+        fn(arg);
+        calls++;
+    } while ((t = bench_now() - t0) < 0.03);
+    return calls / t;
 }
 
 static void call_sc(const void *a) { qat__sc_gemm(a); }
@@ -67,7 +64,7 @@ static void kernel_costs(const qat_qmodel *q, int i, int P, qat_ctx *ctx) {
     qat__sc_prepare(op, c);
     qat__sc_args a = {.op = op, .consts = c, .col = col, .O = (int)s.O, .P = P, .Pp = Pp, .zp = oq->zero_point,
                       .lo = op->act_min, .hi = op->act_max, .out = out, .so = P, .sp = 1};
-    double blocks = best_rate(call_sc, &a);
+
     /* each row one block: the same weights, one conversion per row */
     qat_qop one = *op;
     int64_t shape[2] = {s.O, s.K}, block[2] = {1, s.K};
@@ -79,7 +76,7 @@ static void kernel_costs(const qat_qmodel *q, int i, int P, qat_ctx *ctx) {
     qat__sc_prepare(&one, c1);
     qat__sc_args a1 = a;
     a1.op = &one, a1.consts = c1;
-    double single = best_rate(call_sc, &a1);
+
     /* the per-channel GEMM */
     int64_t rows = qat__round_up(s.O, QAT_WROWS);
     int16_t *w16 = aligned(rows * Kp * (int64_t)sizeof(int16_t));
@@ -89,7 +86,16 @@ static void kernel_costs(const qat_qmodel *q, int i, int P, qat_ctx *ctx) {
     qat__gemm_args g = {.w = w16, .col = col, .O = (int)s.O, .P = P, .Kp = Kp, .Pp = Pp, .bias = op->bias,
                         .m0 = op->multiplier, .shift = op->shift, .zp = oq->zero_point, .lo = op->act_min,
                         .hi = op->act_max, .out = out, .so = P, .sp = 1};
-    double gemm = best_rate(call_gemm, &g);
+    /* the three in turn, seven rounds, each keeping its best: the machine's speed drifts */
+    double blocks = 0, single = 0, gemm = 0;
+    for (int round = 0; round < 7; round++) {
+        double v = rate(call_sc, &a);
+        blocks = v > blocks ? v : blocks;
+        v = rate(call_sc, &a1);
+        single = v > single ? v : single;
+        v = rate(call_gemm, &g);
+        gemm = v > gemm ? v : gemm;
+    }
     double ub = 1e6 / blocks, u1 = 1e6 / single, ug = 1e6 / gemm;
     printf("  op %d (%s %s) [%lld x %lld] in %lld blocks a row, %d positions: blocks %.2f us, one block %.2f us, "
            "gemm %.2f us; conversions %.2f us (%.0f%%), %lld per call\n",

@@ -24,9 +24,10 @@
 #include "kernels.h"
 #include "qat/runtime.h"
 
-#define QAT_SC_ROWS 4 /* output rows per kernel block */
+#define QAT_SC_ROWS 8 /* the most output rows a kernel block takes */
 /* Rows of the prepared weights: a kernel block that starts inside a conv
- * group may run QAT_SC_ROWS - 1 rows past the op's last (zero weights). */
+ * group, or takes the last rows, may run up to QAT_SC_ROWS - 1 rows past
+ * the op's last (zero weights there). */
 static inline int64_t qat__sc_rows(int64_t O) { return qat__round_up(O + QAT_SC_ROWS, QAT_SC_ROWS); }
 
 /* The layout of a sub-channel op's prepared constants, from its type:

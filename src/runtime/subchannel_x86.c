@@ -3,9 +3,9 @@
  * They compute the portable kernel's integers exactly (a test compares
  * them on random and extreme data).
  *
- * A kernel block is R output rows × 16 positions (R = 8, then 4 for the
- * rest; VNNI's 32 vector registers hold 8 rows' partial sums, AVX2 takes
- * 4). Within a weight block, pairs of positions (t, t+1) load their two
+ * A kernel block is R output rows × 16 positions (VNNI: R = 8 while the
+ * rows last, then 8, 6 or 4 for the rest, as the per-channel kernel; its
+ * 32 vector registers hold 8 rows' partial sums; AVX2: R = 4). Within a weight block, pairs of positions (t, t+1) load their two
  * im2col rows, interleave them (unpacklo/hi_epi16) and multiply-add them
  * with the broadcast weight pair: one vpmaddwd (AVX2) or vpdpwssd (VNNI)
  * per 8 int32 partial sums. At the end of the block each partial sum is
@@ -172,7 +172,10 @@ SC_VNNI static void sc_vnni(const qat__sc_args *a) {
     sc_parts(&s, a->consts, &w16, &row, &seg);
     int r0 = 0;
     for (; r0 + 8 <= a->O; r0 += 8) block_vnni(a, &s, w16, row, seg, r0, 8);
-    for (; r0 < a->O; r0 += 4) block_vnni(a, &s, w16, row, seg, r0, 4);
+    int rest = a->O - r0; /* as the per-channel kernel: 8 while they last, then 6 or 4 (LeNet's conv1 has 6) */
+    if (rest > 6) block_vnni(a, &s, w16, row, seg, r0, 8);
+    else if (rest > 4) block_vnni(a, &s, w16, row, seg, r0, 6);
+    else if (rest > 0) block_vnni(a, &s, w16, row, seg, r0, 4);
 }
 
 static bool has_vnni(void) { return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"); }
