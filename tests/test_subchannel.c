@@ -257,9 +257,10 @@ static void test_largest_partial_sums(void) {
  * largest that does (G + 1 breaks one, or G is the cap), and the integer
  * total T before the output conversion is within the bound of
  * docs/subchannel.md of the exact real sum:
- *   |T·s_acc - (s_x Σ_j s_w[j] P_j + b)| <= s_acc·(1/2 + Σ_j (1/2 + 2^-(r_j+1) + |P_j| M_j 2^-31)),
+ *   |T·s_acc - (s_x Σ_j s_w[j] P_j + b)| <= s_acc·(1/2 + Σ_j (1/2 + [r_j > 0]·2^-(r_j+1) + |P_j| M_j 2^-31)),
  * r_j the conversion's right shift. The output integers equal the
- * formula's, computed here with the public fixed-point functions. */
+ * formula's, computed here with the public fixed-point functions. With
+ * r_j = 0 the second rounding is the identity, and its 2^-(r_j+1) is 0. */
 static void test_accumulation_and_error_bound(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
@@ -326,7 +327,7 @@ static void test_accumulation_and_error_bound(void) {
                     T += qat_multiply_by_quantized_multiplier(P, mj, sh);
                     double M = (double)in.scale * op->wq.scale[o * J + j] / op->bias_scale[o];
                     real += (double)in.scale * op->wq.scale[o * J + j] * P;
-                    bound += 0.5 + ldexp(0.5, sh < 0 ? sh : 0) + fabs((double)P) * M * ldexp(1, -31);
+                    bound += 0.5 + (sh < 0 ? ldexp(0.5, sh) : 0.0) + fabs((double)P) * M * ldexp(1, -31);
                 }
                 double err = fabs((double)T * op->bias_scale[o] - (real - ((double)op->bias[o] * op->bias_scale[o] - b[o])));
                 /* real uses the rounded bias; the bound's 1/2 is that rounding */
