@@ -198,8 +198,9 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
     int64_t n = x->numel;
     const float *restrict xs = x->data;
     float *restrict ys = y->data;
+    int64_t fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < n; s += run) {
-        run = q->rank == 0 ? n : qat__qtype_run_len(q, s);
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
         /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly

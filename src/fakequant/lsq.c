@@ -22,9 +22,9 @@ static void lsq_bw(qat_ctx *ctx, qat_node *n) {
     float *gz = qat__wants_grad(zt) ? qat__grad(ctx, zt) : NULL;
     if (ctx->status != QAT_OK) return;
     const float *dy = n->out->grad;
-    int64_t N = x->numel;
+    int64_t N = x->numel, fixed = q->rank == 0 ? N : qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < N; s += run) {
-        run = q->rank == 0 ? N : qat__qtype_run_len(q, s);
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float scale = sc->data[p], inv = 1.0f / scale, zp = zp_of(q, zt->data[p]);
         float lo = (float)q->qmin - zp, hi = (float)q->qmax - zp; /* dscale outside the range */
@@ -66,9 +66,9 @@ qat_tensor *qat_fake_quant_lsq(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale, q
                                 (long long)p, (double)scale->data[p]), NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
-    int64_t N = x->numel;
+    int64_t N = x->numel, fixed = q->rank == 0 ? N : qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < N; s += run) {
-        run = q->rank == 0 ? N : qat__qtype_run_len(q, s);
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float sc = scale->data[p], inv = 1.0f / sc, zp = zp_of(q, zero_point->data[p]);
         float lo = (float)q->qmin - zp, hi = (float)q->qmax - zp;

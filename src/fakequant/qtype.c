@@ -62,6 +62,15 @@ int64_t qat__qtype_run_len(const qat_qtype *q, int64_t s) {
     return inner - s; /* per-tensor: everything from s */
 }
 
+int64_t qat__qtype_fixed_run(const qat_qtype *q) {
+    int64_t inner = 1;
+    for (int d = q->rank - 1; d >= 0; d--) {
+        if (q->block[d] != q->shape[d]) return q->shape[d] % q->block[d] ? 0 : q->block[d] * inner;
+        inner *= q->shape[d];
+    }
+    return inner;
+}
+
 int64_t qat__qtype_numel(const qat_qtype *q) {
     int64_t n = 1;
     for (int d = 0; d < q->rank; d++) n *= q->shape[d];
@@ -89,7 +98,7 @@ void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t qmax, bo
 }
 
 void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
-    int64_t n = qat__qtype_numel(q);
+    int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     /* One pass over x. Until the end, scale[p] holds the block's minimum and
      * zero_point[p] the bits of its maximum (same size; memcpy is the legal pun). */
     float neg_inf = -INFINITY;
@@ -98,7 +107,7 @@ void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
         memcpy(&q->zero_point[p], &neg_inf, sizeof(float));
     }
     for (int64_t s = 0, run; s < n; s += run) {
-        run = qat__qtype_run_len(q, s);
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float lo = q->scale[p], hi;
         memcpy(&hi, &q->zero_point[p], sizeof hi);
@@ -115,9 +124,9 @@ void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
 }
 
 void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
-    int64_t n = qat__qtype_numel(q);
+    int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < n; s += run) {
-        run = qat__qtype_run_len(q, s);
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float inv = 1.0f / q->scale[p];
         int32_t zp = q->zero_point[p];
@@ -126,9 +135,9 @@ void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
 }
 
 void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *out) {
-    int64_t n = qat__qtype_numel(q);
+    int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < n; s += run) {
-        run = qat__qtype_run_len(q, s);
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         for (int64_t j = 0; j < run; j++)
             out[s + j] = (float)(qv[s + j] - q->zero_point[p]) * q->scale[p];
