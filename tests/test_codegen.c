@@ -329,6 +329,33 @@ static void test_refusals_name_the_op(void) {
     CU_ASSERT(strstr(qat_ctx_error(ctx), "i16") != NULL);
     qat_ctx_clear_error(ctx);
     CU_ASSERT_EQUAL(qat_codegen_c(ctx, NULL, dir, "m", NULL), QAT_ERR_ARG);
+    qat_ctx_clear_error(ctx);
+    /* sub-channel weights (blocks of 4 along the 13 inputs, the last one
+     * ragged): the runtime runs them, the generator refuses them by name */
+    ts[1].q.bits = 8, ts[1].q.qmin = -128, ts[1].q.qmax = 127;
+    op.act_min = -128, op.act_max = 127;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &op.wq, 8, true, true, 2, (int64_t[]){HO, HK}, (int64_t[]){1, 4}, true),
+                          QAT_OK);
+    int32_t bm[HO * 4], bsh[HO * 4];
+    for (int p = 0; p < HO * 4; p++) { /* s_in·s_w / s_acc = 16: multiplier 2^30, shift 5 */
+        op.wq.scale[p] = 0.01f;
+        int sh;
+        CU_ASSERT_EQUAL(qat_quantize_multiplier(16.0, &bm[p], &sh), QAT_OK);
+        bsh[p] = sh;
+    }
+    for (int o = 0; o < HO; o++) {
+        bs[o] = 0.05f * 0.01f / 16.0f, b[o] /= 64;
+        CU_ASSERT_EQUAL(qat_quantize_multiplier((double)bs[o] / 0.1, &mult[o], &shift[o]), QAT_OK);
+    }
+    op.block_multiplier = bm, op.block_shift = bsh;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 4);
+    CU_ASSERT(e != NULL);
+    qat_engine_free(e);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    if (!strstr(qat_ctx_error(ctx), "sub-channel")) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "sub-channel") != NULL);
     qat_ctx_free(ctx);
 }
 

@@ -496,20 +496,19 @@ static void test_export_load_round_trip(void) {
          * blocks of 1 are per-axis there) */
         hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
         char mlir[4096] = "", granularity[32] = "";
-        hid_t ms = H5Dopen2(f, "ops/3/weight_mlir", H5P_DEFAULT), mt = H5Dget_type(ms);
-        H5Dread(ms, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, mlir);
-        H5Tclose(mt), H5Dclose(ms);
+        hid_t ms = H5Dopen2(f, "ops/3/weight_mlir", H5P_DEFAULT);
+        H5Dread(ms, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, mlir); /* version 3: the text's bytes */
+        H5Dclose(ms);
         H5LTget_attribute_string(f, "ops/3/weight", "granularity", granularity);
         H5Fclose(f);
         CU_ASSERT(strncmp(mlir, "!quant.uniform<i4<-7:7>:f32", 27) == 0);
         CU_ASSERT_STRING_EQUAL(granularity, gran == 0 ? "per-tensor" : gran == 1 ? "per-axis" : "sub-channel");
-        /* sub-channel weights: the int engine refuses, the others run */
+        /* every engine runs every granularity; sub-channel weights on
+         * integers through the block conversions (docs/subchannel.md) */
         qat_engine *ie = qat_engine_new(s.ctx, l, QAT_ENGINE_INT, 4);
-        CU_ASSERT((ie != NULL) == (gran != 2));
-        if (gran == 2) CU_ASSERT(strstr(qat_ctx_error(s.ctx), "sub-channel") != NULL);
-        qat_ctx_clear_error(s.ctx);
         qat_engine *he = qat_engine_new(s.ctx, l, QAT_ENGINE_HYBRID, 4);
-        CU_ASSERT(he != NULL);
+        CU_ASSERT_FATAL(ie != NULL && he != NULL);
+        CU_ASSERT_EQUAL(qat_qop_subchannel(&l->ops[3]), gran == 2);
         qat_engine_free(ie), qat_engine_free(he);
         qat_ctx_free(s.ctx);
     }
@@ -586,8 +585,8 @@ static void test_damaged_files_are_refused(void) {
     qat_ctx_free(c2);
     tampered(good, bad, "/", "version", 99);
     expect_refused(bad, QAT_ERR_UNSUPPORTED, "version 99");
-    tampered(good, bad, "ops/0/weight", "qmax", 1);
-    expect_refused(bad, QAT_ERR_FORMAT, "weight integer");
+    tampered(good, bad, "ops/0/weight", "qmax", 1); /* the type's two records disagree: refused before the range */
+    expect_refused(bad, QAT_ERR_FORMAT, "weight_mlir does not spell the type");
     tampered(good, bad, "tensors/2", "zero_point", 500);
     expect_refused(bad, QAT_ERR_FORMAT, "zero point 500 outside [-128, 127]");
     tampered(good, bad, "ops/1", "act_min", -1000);
@@ -694,6 +693,10 @@ static void test_checkpoint_rebuilds_the_model(void) {
     qat_prepare_config four = cfg;
     four.wbits = 4, four.io_bits = 6; /* fc1 is last: its output keeps io_bits */
     CU_ASSERT_EQUAL(qat_prepare_layer(s.m, "fc1", &four), QAT_OK); /* a per-layer override */
+    qat_prepare_config axes = cfg; /* the seed's form on the conv's own axes, ragged: [3, 1, 3, 3] in {2, 1, 2, 3} */
+    axes.wgran = QAT_GRAN_AXES, axes.ragged = true;
+    axes.blocks[0] = 2, axes.blocks[2] = 2, axes.blocks[3] = 3;
+    CU_ASSERT_EQUAL(qat_prepare_layer(s.m, "conv1", &axes), QAT_OK);
     qat_model_train(s.m, true);
     qat_ctx_set_grad_enabled(s.ctx, true);
     qat_tensor *x = qat_tensor_new(s.ctx, QAT_MEM_STEP, 4, (int64_t[]){8, 1, 8, 8}, false);
@@ -717,6 +720,10 @@ static void test_checkpoint_rebuilds_the_model(void) {
     CU_ASSERT_EQUAL(s.m->layers[m->n_layers - 1].aq->q.bits, 6);
     CU_ASSERT_EQUAL(m->layers[m->n_layers - 1].aq->q.bits, 6);
     CU_ASSERT_EQUAL(m->layers[1].fold_bn, 2);
+    const qat_qtype *wa = s.m->layers[1].wq, *wb = m->layers[1].wq; /* the ragged axes type, restored */
+    CU_ASSERT(wb->rank == 4 && wb->pshape[0] == 2 && wb->pshape[1] == 1 && wb->pshape[2] == 2 && wb->pshape[3] == 1);
+    CU_ASSERT(!memcmp(wa->block, wb->block, sizeof wa->block) && !memcmp(wa->pshape, wb->pshape, sizeof wa->pshape));
+    CU_ASSERT(m->layers[1].qcfg->ragged && m->layers[1].qcfg->wgran == QAT_GRAN_AXES);
     qat_qmodel *a = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *a), *b = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *b);
     CU_ASSERT_EQUAL(qat_qmodel_lower(s.m, 3, (int64_t[]){1, 8, 8}, ctx, a), QAT_OK);
     CU_ASSERT_EQUAL(qat_qmodel_lower(m, 3, (int64_t[]){1, 8, 8}, ctx, b), QAT_OK);

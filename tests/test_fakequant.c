@@ -1,6 +1,7 @@
 /* Quantized types and fake quantization: hand-computed cases for every
  * granularity and several widths, golden vectors from PyTorch 1.13 (bit for
  * bit, forward and gradient), observer qparams, and the MLIR spelling. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakequant/internal.h"
@@ -76,6 +77,41 @@ static void test_granularities(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "does not divide"));
     qat_ctx_clear_error(ctx);
     CU_ASSERT_EQUAL(qat_qtype_init_axis(ctx, &q, 8, true, false, 2, s64, 2), QAT_ERR_ARG);
+    qat_ctx_free(ctx);
+}
+
+/* A ragged last block (blocks of 2 along a dimension of 5: 2, 2, 1),
+ * hand-computed: parameter shape, indices, calibration, quantization and
+ * the fake quantization of each block with its own scale. */
+static void test_ragged_blocks(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    int64_t s[2] = {2, 5}, b[2] = {1, 2}, big[2] = {1, 6};
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 4, true, true, 2, s, b), QAT_ERR_SHAPE); /* strict: refused */
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qtype_init(ctx, &q, 4, true, true, 2, s, big), QAT_ERR_SHAPE); /* block > dim */
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "larger than dimension"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, big, true), QAT_OK); /* ragged: whole */
+    CU_ASSERT(q.block[1] == 5 && q.nparams == 2 && qat_qtype_axis(&q) == 0);
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, s, b, true), QAT_OK);
+    CU_ASSERT(q.pshape[0] == 2 && q.pshape[1] == 3 && q.nparams == 6);
+    CU_ASSERT_EQUAL(qat_qtype_axis(&q), -2);
+    int64_t want_p[10] = {0, 0, 1, 1, 2, 3, 3, 4, 4, 5};
+    for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(qat_qtype_param_index(&q, i), want_p[i]);
+    /* blocks: {0.7, -1.4} {2.1, 0} {-0.35} | {7, 1} {-3.5, 3.5} {0} -> narrow i4, M / 7 */
+    float w[10] = {0.7f, -1.4f, 2.1f, 0.0f, -0.35f, 7.0f, 1.0f, -3.5f, 3.5f, 0.0f};
+    qat_qtype_calibrate(&q, w, true);
+    float want_s[6] = {0.2f, 0.3f, 0.05f, 1.0f, 0.5f, 1.1920929e-07f};
+    for (int p = 0; p < 6; p++) ASSERT_CLOSE(q.scale[p], want_s[p], 1e-7);
+    int32_t v[10];
+    qat_quantize(&q, w, v);
+    int32_t want_v[10] = {4, -7, 7, 0, -7, 7, 1, -7, 7, 0}; /* 0.7f·(1/0.2f) is 3.5f exactly: to even, 4 */
+    for (int i = 0; i < 10; i++) CU_ASSERT_EQUAL(v[i], want_v[i]);
+    qat_tensor *t = qat_tensor_from(ctx, QAT_MEM_PERSIST, w, 2, s, true);
+    qat_tensor *y = qat_fake_quant(ctx, t, &q, QAT_STE_CLIPPED);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    for (int i = 0; i < 10; i++) CU_ASSERT(y->data[i] == (float)want_v[i] * q.scale[want_p[i]]);
     qat_ctx_free(ctx);
 }
 
@@ -258,6 +294,18 @@ static void test_mlir(void) {
               "{3:3, 4:4}, {5:5, 6:6}}>", 2, s64, 12);
     roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {{1.0:1, 2.0:2}, {3.0:3, 4.0:4}}>", 4, s4d, 4);
     roundtrip("!quant.uniform<i8<-127:127>:f32:0, {0.5:0, 0.25:0}>", 2, s23, 2);
+    /* the sub-channel RFC's lowering examples: three nestings of one type */
+    roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {{{1.0:1, 2.0:2}},{{3.0:3, 4.0:4}}}>", 4, s4d, 4);
+    roundtrip("!quant.uniform<i8<-128:127>:f32:{1:2, 3:2}, {1.0:1, 2.0:2, 3.0:3, 4.0:4}>", 4, s4d, 4);
+    /* the StableHLO seed's spellings */
+    roundtrip("!quant.uniform<i8:f32, 1.5e-01:-1>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32,1.0:0>", 1, s1, 1);
+    roundtrip("!quant.uniform<i8:f32, 2.000000e+00:1>", 1, s1, 1);
+    /* blocks on every axis of a conv weight, and a block equal to its dimension (whole) */
+    int64_t sconv[4] = {4, 6, 5, 5};
+    roundtrip("!quant.uniform<i4:f32:{0:2, 1:3, 2:5, 3:1}, {{{{0.1:0, 0.2:0, 0.3:0, 0.4:0, 0.5:0}}, {{0.1:0, 0.2:0, "
+              "0.3:0, 0.4:0, 0.5:0}}}, {{{0.1:0, 0.2:0, 0.3:0, 0.4:0, 0.5:0}}, {{0.1:0, 0.2:0, 0.3:0, 0.4:0, 0.5:0}}}}>",
+              4, sconv, 20);
     /* exact printed forms */
     qat_ctx *ctx = qat_ctx_new();
     qat_qtype q;
@@ -271,11 +319,34 @@ static void test_mlir(void) {
     qat_qtype_to_mlir(&q, buf, sizeof buf);
     CU_ASSERT_STRING_EQUAL(buf, "!quant.uniform<u4:f32, 1:8>");
     CU_ASSERT_EQUAL(qat_qtype_to_mlir(&q, buf, 5), (int)strlen("!quant.uniform<u4:f32, 1:8>"));
+    /* the sub-channel RFC's running example, [6, 4] in blocks {0:1, 1:2}: scales [6, 2], one brace
+     * level per dimension, and it reads back to the same blocks and parameters */
+    int64_t b12[2] = {1, 2};
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &q, 8, true, false, 2, s64, b12), QAT_OK);
+    for (int i = 0; i < 12; i++) q.scale[i] = 0.5f * (float)(i + 1), q.zero_point[i] = i - 6;
+    qat_qtype_to_mlir(&q, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "!quant.uniform<i8:f32:{0:1, 1:2}, {{0.5:-6, 1:-5}, {1.5:-4, 2:-3}, {2.5:-2, 3:-1}, "
+                                "{3.5:0, 4:1}, {4.5:2, 5:3}, {5.5:4, 6:5}}>");
+    qat_qtype r;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_from_mlir(ctx, buf, 2, s64, &r), QAT_OK);
+    CU_ASSERT(r.block[0] == 1 && r.block[1] == 2 && r.pshape[0] == 6 && r.pshape[1] == 2);
+    CU_ASSERT(r.scale[3] == 2.0f && r.zero_point[11] == 5);
+    /* a ragged type ([6, 4] in blocks of 3 along dimension 1: two blocks, of 3 and 1) is refused
+     * by the strict parser and read by the ragged one */
+    const char *rag = "!quant.uniform<i8:f32:{0:1, 1:3}, {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}}>";
+    CU_ASSERT_EQUAL(qat_qtype_from_mlir(ctx, rag, 2, s64, &r), QAT_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "does not divide"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_from_mlir_blocks(ctx, rag, 2, s64, true, &r), QAT_OK);
+    CU_ASSERT(r.pshape[1] == 2 && r.nparams == 12 && r.scale[11] == 12.0f);
+    CU_ASSERT_EQUAL(qat_qtype_param_index(&r, 1 * 4 + 3), 3); /* (1, 3) is in the short block (1, 1) */
     /* errors */
     const char *bad[] = {"!quant.uniform<i8:f32, 0.01:50", "!quant.uniform<x8:f32, 1:0>",
                          "!quant.uniform<i8:f32:1, {0.2:20, 0.1:10}>", "!quant.uniform<i8:f32, -1:0>",
                          "!quant.uniform<i8:f32, 1:300>", "!quant.uniform<i8<-100:100>:f32, 1:0>",
-                         "!quant.uniform<i8:f32, 1:0> junk"};
+                         "!quant.uniform<i8:f32, 1:0> junk", "!quant.uniform<i8:f32:{1:1, 1:3}, {1, 2, 3}>",
+                         "!quant.uniform<i8:f32:{1:4}, {1, 2}>", "!quant.uniform<i8:f32:{2:1}, {1, 2}>",
+                         "!quant.uniform<i8:f32:{0:0}, {1, 2}>"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         qat_ctx_clear_error(ctx);
         CU_ASSERT_NOT_EQUAL(qat_qtype_from_mlir(ctx, bad[i], 2, s23, &q), QAT_OK);
@@ -462,6 +533,84 @@ static void test_prepare_block_and_errors(void) {
     qat_ctx_free(ctx);
 }
 
+/* Sub-channel granularities on LeNet: block:16 types each Conv weight as
+ * its [O, C·kh·kw] matrix in blocks of 16 along the flattened input, with
+ * a ragged last block where 16 does not divide (conv1: 25 = 16 + 9; fc2:
+ * 120 = 7·16 + 8); the seed's {axis:block} form blocks the weight's own
+ * axes, strictly unless ragged; the fake-quantized weight equals
+ * quantize/dequantize with the layer's type; LSQ learns one scale per
+ * block of the matrix view. */
+static void test_prepare_subchannel_lenet(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_lenet(m, false);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.wgran = QAT_GRAN_BLOCK, c.block = 16, c.wbits = 4;
+    CU_ASSERT_EQUAL(qat_prepare(m, &c), QAT_ERR_SHAPE); /* strict: 16 does not divide conv1's 25 inputs */
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "conv1's weight [6, 25]"));
+    qat_ctx_clear_error(ctx);
+    c.ragged = true;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    const qat_qtype *w1 = m->layers[qat_model_find_layer(m, "conv1")].wq;
+    const qat_qtype *w2 = m->layers[qat_model_find_layer(m, "conv2")].wq;
+    const qat_qtype *f2 = m->layers[qat_model_find_layer(m, "fc2")].wq;
+    CU_ASSERT(w1->rank == 2 && w1->shape[1] == 25 && w1->pshape[1] == 2 && w1->nparams == 12);
+    CU_ASSERT(w2->rank == 2 && w2->shape[1] == 150 && w2->pshape[1] == 10 && w2->nparams == 160);
+    CU_ASSERT(f2->rank == 2 && f2->shape[1] == 120 && f2->pshape[1] == 8);
+    CU_ASSERT_EQUAL(qat_qtype_param_index(w2, 150 + 149), 10 + 9); /* row 1's last block holds 6 */
+    /* the forward fake-quantizes conv2's weight through the matrix view */
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    int64_t sx[4] = {2, 1, 28, 28};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 1, false);
+    qat_model_train(m, false);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(qat_model_forward(m, x));
+    qat_tensor *w = m->layers[qat_model_find_layer(m, "conv2")].weight;
+    int32_t *qi = malloc((size_t)w->numel * sizeof *qi);
+    float *back = malloc((size_t)w->numel * sizeof *back);
+    qat_quantize(w2, w->data, qi);
+    qat_dequantize(w2, qi, back);
+    int extremes = 0;
+    for (int64_t i = 0; i < w->numel; i++) extremes += qi[i] == 7 || qi[i] == -7;
+    CU_ASSERT(extremes >= 160); /* min-max per block: every block reaches its range */
+    qat_tensor *fq = qat_fake_quant(ctx, qat_reshape(ctx, w, 2, w2->shape), w2, QAT_STE_CLIPPED);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(fq->data, back, w->numel, true), 0);
+    free(qi), free(back);
+    qat_ctx_step_reset(ctx);
+    /* the seed's form on conv2's own axes: {0:1, 1:2, 2:5} strict is fine there ([16, 6, 5, 5]) */
+    qat_prepare_config a = c;
+    a.wgran = QAT_GRAN_AXES, a.ragged = false;
+    a.blocks[0] = 1, a.blocks[1] = 2, a.blocks[2] = 5;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv2", &a), QAT_OK);
+    w2 = m->layers[qat_model_find_layer(m, "conv2")].wq;
+    CU_ASSERT(w2->rank == 4 && w2->pshape[0] == 16 && w2->pshape[1] == 3 && w2->pshape[2] == 1 && w2->pshape[3] == 1);
+    a.blocks[1] = 4; /* 4 does not divide 6 */
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "conv2", &a), QAT_ERR_SHAPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "conv2's weight [16, 6, 5, 5]"));
+    qat_ctx_clear_error(ctx);
+    a.ragged = true; /* 6 = 4 + 2 */
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv2", &a), QAT_OK);
+    CU_ASSERT_EQUAL(m->layers[qat_model_find_layer(m, "conv2")].wq->pshape[1], 2);
+    a.blocks[3] = 5; /* fc1 has two dimensions */
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "fc1", &a), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "fc1"));
+    qat_ctx_clear_error(ctx);
+    /* LSQ on the matrix view: one learned scale per block */
+    qat_prepare_config l = c;
+    l.lsq = true;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "conv1", &l), QAT_OK);
+    CU_ASSERT_EQUAL(m->layers[qat_model_find_layer(m, "conv1")].wscale->numel, 12);
+    qat_model_train(m, true);
+    qat_tensor *y = qat_model_forward(m, x);
+    int32_t lab[2] = {3, 7};
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_cross_entropy(ctx, y, lab)), QAT_OK);
+    int nonzero = 0;
+    for (int64_t i = 0; i < 12; i++) nonzero += m->layers[qat_model_find_layer(m, "conv1")].wscale->grad[i] != 0;
+    CU_ASSERT(nonzero >= 6);
+    qat_ctx_free(ctx);
+}
+
 static void lsq_case(int rank, const int64_t *shape, int axis, int bits, const float *x, const float *dy,
                      const float *sc, const float *zp, int np, float gf, const float *y, const float *dx,
                      const float *dsc, const float *dzp) {
@@ -602,6 +751,82 @@ static void test_fused_relu_fake_quant(void) {
     }
 }
 
+/* Bits equal, or both NaN (a NaN's sign and payload are the CPU's). */
+static int64_t bits_or_nan_diffs(const float *a, const float *b, int64_t n, bool signed_zeros) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) bad += !(isnan(a[i]) && isnan(b[i]));
+        else bad += qat_test_bit_diffs(a + i, b + i, 1, signed_zeros);
+    }
+    return bad;
+}
+
+/* One of the sign cases: x as a step leaf, through concat (whose backward
+ * stores the gradient as it is, so its sign reaches the leaf), then
+ * pre = 0: fake quant; 1: relu then fake quant; 2: relu6 then fake quant;
+ * 3: LSQ. fused: the quantizer with the ReLU/ReLU6 done over its input. */
+static void sign_case(int pre, bool fused, const float *dy, const float *want_y, const float *want_dx) {
+    qat_ctx *ctx = qat_ctx_new();
+    int64_t n = 48, one = 1;
+    qat_tensor *leaf = qat_tensor_from(ctx, QAT_MEM_STEP, sign_x, 1, &n, true);
+    qat_tensor *x = qat_concat(ctx, 1, &leaf, 0);
+    qat_qtype q;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &q, 4, true, false, 0, NULL, NULL), QAT_OK);
+    q.scale[0] = sign_scale, q.zero_point[0] = sign_zp;
+    CU_ASSERT_EQUAL_FATAL(q.qmin, sign_qmin);
+    qat_tensor *y;
+    if (pre == 3) {
+        qat_tensor *sc = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &one, false), *zp = qat_tensor_new(ctx, QAT_MEM_STEP, 1, &one, false);
+        sc->data[0] = sign_scale, zp->data[0] = (float)sign_lsq_zp;
+        y = qat_fake_quant_lsq(ctx, x, sc, zp, &q, 1.0f);
+    } else if (fused) {
+        y = qat__fake_quant_over(ctx, x, &q, QAT_STE_CLIPPED, 0.0f, pre == 1 ? INFINITY : 6.0f);
+        CU_ASSERT_PTR_EQUAL(y->data, x->data); /* written over x: the fused op ran */
+    } else {
+        qat_tensor *r = pre == 0 ? x : pre == 1 ? qat_relu(ctx, x) : qat_clamp(ctx, x, 0.0f, 6.0f);
+        y = qat_fake_quant(ctx, r, &q, QAT_STE_CLIPPED);
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL(qat_test_bit_diffs(y->data, want_y, n, true), 0);
+    qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, dy, 1, &n, false);
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, tdy))), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(leaf->grad);
+    int64_t bad = bits_or_nan_diffs(leaf->grad, want_dx, n, true);
+    if (bad) printf("\n  sign case %d%s: %lld gradients differ from torch's\n", pre, fused ? " fused" : "", (long long)bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    qat_ctx_free(ctx);
+}
+
+/* The clipped STE multiplies by its mask as torch does (dY * mask): a
+ * clipped element's gradient is dy·0, -0.0 for a negative dy and NaN for a
+ * NaN or infinite dy, where an AND with the mask gave +0.0. After a ReLU or
+ * ReLU6, fused into the quantizer or not, the elements they clip get the
+ * +0.0 of torch's threshold/hardtanh backward. LSQ's dx likewise. Golden
+ * vectors from torch 1.13 (make_fakequant_golden.py). */
+static void test_golden_gradient_signs(void) {
+    sign_case(0, false, sign_dy, sign_fq_y, sign_fq_dx);
+    sign_case(1, false, sign_dy, sign_relu_y, sign_relu_dx);
+    sign_case(1, true, sign_dy, sign_relu_y, sign_relu_dx);
+    sign_case(2, false, sign_dy, sign_relu6_y, sign_relu6_dx);
+    sign_case(2, true, sign_dy, sign_relu6_y, sign_relu6_dx);
+    sign_case(3, false, sign_lsq_dy, sign_lsq_y, sign_lsq_dx);
+    /* a persistent leaf adds into its zeroed gradient, as torch's after
+     * zero_grad(): +0 + -0 is +0, but NaN still propagates */
+    qat_ctx *ctx = qat_ctx_new();
+    int64_t n = 48;
+    qat_tensor *w = qat_tensor_from(ctx, QAT_MEM_PERSIST, sign_x, 1, &n, true);
+    qat_qtype q;
+    qat_qtype_init(ctx, &q, 4, true, false, 0, NULL, NULL);
+    q.scale[0] = sign_scale, q.zero_point[0] = sign_zp;
+    qat_tensor *tdy = qat_tensor_from(ctx, QAT_MEM_STEP, sign_dy, 1, &n, false);
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, qat_fake_quant(ctx, w, &q, QAT_STE_CLIPPED), tdy))), QAT_OK);
+    CU_ASSERT_EQUAL(bits_or_nan_diffs(w->grad, sign_fq_dx, n, false), 0);
+    int nans = 0;
+    for (int i = 0; i < 48; i++) nans += isnan(w->grad[i]);
+    CU_ASSERT(nans >= 8); /* NaN and infinite dy on clipped elements give NaN, not 0 */
+    qat_ctx_free(ctx);
+}
+
 static void test_bn_folding(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = qat_model_new(ctx);
@@ -658,6 +883,7 @@ int main(int argc, char **argv) {
         {"storage ranges: full, narrow, 2 to 16 bits", test_storage_ranges},
         {"batch range: fast path equals a simple loop", test_minmax_matches_simple_loop},
         {"granularities: tensor, axis, blocks; constraints", test_granularities},
+        {"a ragged last block: parameters, indices, calibration, quantization (hand-computed)", test_ragged_blocks},
         {"hand-computed: ties, clamping, STE masks, sub-channel", test_hand_values},
         {"the STE mask as packed bits: odd lengths, channel runs inside a byte, both backward paths", test_ste_mask_bits},
         {"every width 2..16 quantizes and clamps", test_all_widths},
@@ -673,8 +899,12 @@ int main(int argc, char **argv) {
         {"prepare: every Linear/Conv quantized, STE, frozen in eval", test_prepare_quantizes_every_layer},
         {"prepare: block granularity, per-layer override, errors", test_prepare_block_and_errors},
         {"prepare: LSQ weight scales are learned", test_prepare_lsq},
+        {"prepare: sub-channel LeNet (block:16 on the flattened input, ragged; the seed's axes form; LSQ)",
+         test_prepare_subchannel_lenet},
         {"a ReLU/ReLU6 fused into the quantizer, written over its input: the same values and gradients",
          test_fused_relu_fake_quant},
+        {"golden: gradient signs of clipped elements, NaN dy, after ReLU/ReLU6, LSQ (torch 1.13)",
+         test_golden_gradient_signs},
         {"prepare: Conv+BatchNorm folding (Jacob et al.)", test_bn_folding},
         {NULL, NULL},
     };

@@ -24,7 +24,7 @@
 #include "test_util.h"
 
 static char dir[256];
-static char ckpt_path[300], qmodel_path[300];
+static char ckpt_path[300], qmodel_path[300], qmodel_sub_path[300];
 
 static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
 
@@ -74,6 +74,24 @@ static void make_valid_files(void) {
     CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, &opt, &qopt, &ts, ckpt_path), QAT_OK);
     qat_model_train(m, false);
     CU_ASSERT_EQUAL_FATAL(qat_export(m, 3, (int64_t[]){1, 6, 6}, "{\"tiny\": true}", qmodel_path, NULL), QAT_OK);
+    qat_ctx_free(ctx);
+    /* the same model with 4-bit sub-channel weights in ragged blocks of 4
+     * (conv 9 = 4 + 4 + 1, fc 18 = 4·4 + 2): packed weights, block
+     * conversions, accumulation bounds */
+    ctx = qat_ctx_new();
+    m = tiny_model(ctx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    c = qat_prepare_defaults();
+    c.wbits = 4, c.wgran = QAT_GRAN_BLOCK, c.block = 4, c.ragged = true;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    for (int s = 0; s < 3; s++) {
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){B, 1, 6, 6}, false);
+        for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_uniform(&rng) - 0.3f;
+        CU_ASSERT(qat_model_forward(m, x) != NULL);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+    CU_ASSERT_EQUAL_FATAL(qat_export(m, 3, (int64_t[]){1, 6, 6}, "{\"tiny\": true}", qmodel_sub_path, NULL), QAT_OK);
     qat_ctx_free(ctx);
 }
 
@@ -423,6 +441,9 @@ static void run_hdf5_catalogue(const char *good, const char *kind, void (*load)(
 
 static void test_checkpoint_mutants(void) { run_hdf5_catalogue(ckpt_path, "checkpoint", load_checkpoint); }
 static void test_qmodel_mutants(void) { run_hdf5_catalogue(qmodel_path, "quantized model", load_qmodel); }
+static void test_qmodel_subchannel_mutants(void) {
+    run_hdf5_catalogue(qmodel_sub_path, "quantized model, sub-channel", load_qmodel);
+}
 
 /* Version-1 files still load: their reader meets the same catalogue, on
  * the LeNet file the fuzzer starts from. */
@@ -724,6 +745,7 @@ static int setup(void) {
     if (!qat_test_tmpdir(dir, sizeof dir, "hostile")) return 1;
     path_of(ckpt_path, sizeof ckpt_path, "valid.ckpt.h5");
     path_of(qmodel_path, sizeof qmodel_path, "valid.qat.h5");
+    path_of(qmodel_sub_path, sizeof qmodel_sub_path, "valid-sub.qat.h5");
     return 0;
 }
 
@@ -733,6 +755,7 @@ int main(int argc, char **argv) {
         {"checkpoint: every mutant refused clearly or usable", test_checkpoint_mutants},
         {"quantized model: every mutant refused clearly or usable", test_qmodel_mutants},
         {"quantized model, version 1: every mutant refused clearly or usable", test_qmodel_v1_mutants},
+        {"quantized model, 4-bit sub-channel: every mutant refused clearly or usable", test_qmodel_subchannel_mutants},
         {"IDX: every mutant refused clearly or usable", test_idx_mutants},
         {"format attribute: long, unterminated, integer, variable-length", test_format_attribute},
         {"quantized model: the review's cases", test_qmodel_review_cases},

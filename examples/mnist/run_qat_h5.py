@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Runs a qat quantized model file (.qat.h5, version 2) with h5py and numpy
-alone, from docs/quantized-model-format.md: the integer program, bit for bit
-as the C integer engine runs it.
+"""Runs a qat quantized model file (.qat.h5, version 2 or 3) with h5py and
+numpy alone, from docs/quantized-model-format.md and docs/subchannel.md: the
+integer program, bit for bit as the C integer engine runs it, sub-channel
+(blockwise) weights included.
 
   run_qat_h5.py MODEL.qat.h5 INPUT.f32 N OUTPUT.i32
 
@@ -27,6 +28,18 @@ def mbqm(x, m, s):
     mask = (np.int64(1) << right) - 1
     return (b >> right) + ((b & mask) > (mask >> 1) + (b < 0))
 
+def quantize_multiplier(M):
+    """The contract's QuantizeMultiplier on float64 arrays: M = m0 * 2^(shift - 31), m0 in [2^30, 2^31)."""
+    q, e = np.frexp(M)
+    m0 = np.floor(q * 2.0**31 + 0.5).astype(np.int64)     # exact: q * 2^31 < 2^31, half away from zero (M >= 0)
+    e = e.astype(np.int64)
+    top = m0 == 2**31
+    m0, e = np.where(top, m0 // 2, m0), np.where(top, e + 1, e)
+    low = e < -31
+    m0, e = np.where(low, 0, m0), np.where(low, 0, e)
+    high = e > 30
+    return np.where(high, 2**31 - 1, m0), np.where(high, 30, e)
+
 def quantize(x, t):
     """The input quantization: x·(1/scale) in float32, round half to even; NaN -> zero point."""
     inv = np.float32(1.0) / np.float32(t.attrs["scale"])
@@ -51,26 +64,83 @@ def window_op(op):
     (kh, kw), (sh, sw), (ph, pw) = pair(op, "kernel"), pair(op, "stride"), pair(op, "padding")
     return kh, kw, sh, sw, ph, pw
 
-def product(op, xi, n):
-    """linear / conv2d: int64 accumulators [N, O] or [N, O, OH, OW], bias added."""
-    if "multiplier" not in op:
-        sys.exit(f"op {text(op.attrs['name'])}: sub-channel weights have no single multiplier per channel")
-    w = op["weight"][...].astype(np.int64)
-    wzp = op["weight_zero_point"][...].astype(np.int64)       # one per block
-    blocks = tuple(a // b for a, b in zip(w.shape, wzp.shape))
-    w = w - np.kron(wzp, np.ones(blocks, np.int64))           # each block's zero point, expanded
+def weight_of(op):
+    """The weight's integers in its own shape, unpacked (version 3 packs <= 4 bits: low bits first,
+    two's complement for signed storage), and its type: shape, blocks, scales, zero points."""
+    ds = op["weight"]
+    if "packed_bits" in ds.attrs:
+        pb, shape = int(ds.attrs["packed_bits"]), [int(d) for d in ds.attrs["shape"]]
+        n, per = int(np.prod(shape)), 8 // int(ds.attrs["packed_bits"])
+        b = ds[...].astype(np.int64)
+        w = (b[:, None] >> (np.arange(per) * pb)) & ((1 << pb) - 1)
+        w = w.reshape(-1)[:n]
+        if text(ds.attrs["storage_type"]).startswith("i"):
+            w = np.where(w >= 1 << (pb - 1), w - (1 << pb), w)
+        w = w.reshape(shape)
+    else:
+        w = ds[...].astype(np.int64)
+    tshape = [int(d) for d in ds.attrs["quantized_shape"]] if "quantized_shape" in ds.attrs else list(w.shape)
+    block = [int(d) for d in np.atleast_1d(ds.attrs["block_sizes"])]
+    return w, tshape, block, op["weight_scale"][...], op["weight_zero_point"][...].astype(np.int64)
+
+def expand(params, tshape, block):
+    """Each element's block parameter (a ragged last block included): params[i // block]."""
+    idx = np.ix_(*[np.arange(n) // b for n, b in zip(tshape, block)])
+    return params[idx]
+
+def blockwise(tshape, block):
+    """Not per-tensor and not per output channel: the sums run block by block (docs/subchannel.md)."""
+    whole = [b == n for n, b in zip(tshape, block)]
+    return not (all(whole) or (block[0] == 1 and all(whole[1:])))
+
+def block_sums(cols, wz, bj, J, bias, bm, bs):
+    """Σ_j MBQM(Σ_{k in block j} cols[..., k]·wz[o, k], bm[o, j], bs[o, j]) + bias[o]: [..., O]."""
+    acc = np.zeros(cols.shape[:-1] + (wz.shape[0],), np.int64) + bias
+    for j in range(J):
+        ks = np.nonzero(bj == j)[0]
+        part = cols[..., ks] @ wz[:, ks].T                    # int32 partial sums, the bounds keep them in range
+        acc += mbqm(part, bm[:, j], bs[:, j])
+    return acc
+
+def product(op, xi, n, s_in):
+    """linear / conv2d: int64 accumulators [N, O] or [N, O, OH, OW] at the output multiplier's input scale."""
+    w, tshape, block, scale, wzp = weight_of(op)
+    O = w.shape[0]
+    wz = w.reshape(O, -1) - expand(wzp, tshape, block).reshape(O, -1)   # each block's zero point, expanded
     bias = op["bias"][...].astype(np.int64)
-    if text(op.attrs["kind"]) == "linear":
-        return xi.reshape(n, -1) @ w.T + bias, (None, slice(None))
+    kind = text(op.attrs["kind"])
+    sub = blockwise(tshape, block)
+    if sub:  # each block's conversion, derived from the scales by the file's rule
+        rows = np.arange(O) // block[0]                       # a row's group of parameters
+        s_acc = op["bias_scale"][...].astype(np.float64)
+        sc = scale.reshape(scale.shape[0], -1)                # [groups, J]
+        J = sc.shape[1]
+        first = np.arange(scale.shape[0]) * block[0]          # the first row of each group
+        M = np.float64(s_in) * sc.astype(np.float64) / s_acc[first][:, None]
+        bm, bs = quantize_multiplier(M)
+        bm, bs = bm[rows], bs[rows]
+        bj = expand(np.arange(scale.size).reshape(scale.shape), tshape, block).reshape(O, -1)[0]
+    if kind == "linear":
+        cols = xi.reshape(n, -1)
+        if sub:
+            return block_sums(cols, wz, bj, J, bias, bm, bs), (None, slice(None))
+        return cols @ wz.T + bias, (None, slice(None))
     kh, kw, sh, sw, ph, pw = window_op(op)
     g = int(op.attrs["groups"])
     xp = np.pad(xi, ((0, 0), (0, 0), (ph, ph), (pw, pw)))     # padding: real 0, i.e. x - zp = 0
-    cg, og = xp.shape[1] // g, w.shape[0] // g
+    cg, og = xp.shape[1] // g, O // g
     parts = []
     for k in range(g):                                        # each group: its channels, its outputs
         win = windows(np.ascontiguousarray(xp[:, k * cg:(k + 1) * cg]), kh, kw, sh, sw)
-        parts.append(np.einsum("ncyxij,ocij->noyx", win, w[k * og:(k + 1) * og]))
-    return np.concatenate(parts, axis=1) + bias[None, :, None, None], (None, slice(None), None, None)
+        if sub:                                               # im2col rows c·kh·kw + ky·kw + kx
+            cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(win.shape[0], win.shape[2], win.shape[3], -1)
+            sl = slice(k * og, (k + 1) * og)
+            acc = block_sums(cols, wz[sl], bj, J, bias[sl], bm[sl], bs[sl])
+            parts.append(acc.transpose(0, 3, 1, 2))
+        else:
+            parts.append(np.einsum("ncyxij,ocij->noyx", win, wz[k * og:(k + 1) * og].reshape(og, cg, kh, kw)))
+    out = np.concatenate(parts, axis=1)
+    return (out if sub else out + bias[None, :, None, None]), (None, slice(None), None, None)
 
 def run_op(op, vals, tensors):
     kind = text(op.attrs["kind"])
@@ -82,7 +152,10 @@ def run_op(op, vals, tensors):
     zp, lo, hi = int(out.attrs["zero_point"]), int(op.attrs["act_min"]), int(op.attrs["act_max"])
     mult = lambda: (op["multiplier"][...].astype(np.int64), op["shift"][...].astype(np.int64))
     if kind in ("linear", "conv2d"):
-        acc, idx = product(op, x.astype(np.int64) - zp_in, n)
+        if "multiplier" not in op:
+            sys.exit(f"op {text(op.attrs['name'])}: a version 2 file's sub-channel weights have no integer form "
+                     "(qat loads such a file and gives it one; this reader does not)")
+        acc, idx = product(op, x.astype(np.int64) - zp_in, n, np.float32(tin[0].attrs["scale"]))
         m, s = mult()
         return np.clip(zp + mbqm(acc, m[idx], s[idx]), lo, hi)
     if kind == "maxpool2d":
@@ -121,8 +194,8 @@ def run_op(op, vals, tensors):
 def main():
     path, inp, n, outp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     with h5py.File(path, "r") as f:
-        if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) != 2:
-            sys.exit(f"{path}: not a version 2 qat quantized model")
+        if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) not in (2, 3):
+            sys.exit(f"{path}: not a version 2 or 3 qat quantized model")
         tensors = f["tensors"]
         t_in, t_out = str(int(f.attrs["input"])), str(int(f.attrs["output"]))
         shape = [int(d) for d in np.atleast_1d(tensors[t_in].attrs["shape"])]

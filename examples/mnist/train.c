@@ -46,7 +46,10 @@ static const char *const train_usage =
     "  --qat                       quantization-aware training (fake quantization)\n"
     "  --wbits B                   weight bits, 2..16 (default 8)\n"
     "  --abits B                   activation bits, 2..16 (default 8)\n"
-    "  --granularity tensor|channel|block:N  weight scales (default channel)\n"
+    "  --granularity G             weight scales (default channel): tensor; channel; block:N (blocks of\n"
+    "                              N along each output channel's inputs, a last block may be shorter);\n"
+    "                              or '{axis:block, ...}', e.g. '{0:1, 1:16}' (docs/subchannel.md)\n"
+    "  --ragged-blocks             with {axis:block, ...}: allow a shorter last block\n"
     "  --observer ema|window-mean|window-max|minmax|ema-bc  activation ranges (default ema)\n"
     "  --window W                  window of the window observers (default 16)\n"
     "  --io-bits B                 bits of the input and the logits (default 8)\n"
@@ -79,19 +82,20 @@ typedef struct {
     long epochs, batch, seed, threads, limit_train, limit_test, warmup;
     double lr, momentum, weight_decay, clip;
     bool nesterov, json, lr_set, wd_set;
-    bool qat, lsq;
+    bool qat, lsq, ragged_blocks;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
     const char *granularity, *observer, *out, *resume;
     long save_every, stop_after;
     const char *log;
     long log_every;
     qat_prepare_config qcfg;
+    char gran[64]; /* --granularity in its canonical spelling (block:8, {0:1, 1:2}, ragged {1:3}) */
 } train_opts;
 
 static const char *const models[] = {"mlp", "lenet", "lenet-bn", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 static const char *const schedules[] = {"cosine", "step", "constant", NULL};
-static const char *const granularities[] = {"tensor", "channel", "block:N", NULL};
+static const char *const granularities[] = {"tensor", "channel", "block:N", "{axis:block, ...}", NULL};
 static const char *const observers[] = {"ema", "window-mean", "window-max", "minmax", "ema-bc", NULL};
 static const qat_observer_kind observer_kinds[] = {QAT_OBS_EMA, QAT_OBS_WINDOW_MEAN, QAT_OBS_WINDOW_MAX,
                                                    QAT_OBS_MINMAX, QAT_OBS_EMA_BIAS_CORRECTED};
@@ -127,6 +131,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--nesterov")) o->nesterov = true;
         else if (!strcmp(a, "--qat")) o->qat = true;
         else if (!strcmp(a, "--lsq")) o->lsq = true;
+        else if (!strcmp(a, "--ragged-blocks")) o->ragged_blocks = true;
         else if (!strcmp(a, "--out")) ok = VAL() && (o->out = v);
         else if (!strcmp(a, "--resume")) ok = VAL() && (o->resume = v);
         else if (!strcmp(a, "--stop-after")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->stop_after);
@@ -167,18 +172,68 @@ static int check_choice(const train_opts *o, const char *opt, const char *value,
                           opt, cli_choice_list(allowed, list, sizeof list));
 }
 
-/* --granularity into q: tensor, channel or block:N. */
-static int parse_granularity(const train_opts *o, qat_prepare_config *q) {
+/* The sub-channel seed's {axis:block, ...}: dimensions 0..3, each at most
+ * once, blocks >= 1; spaces anywhere between the tokens. Returns NULL, or
+ * what is wrong. */
+static const char *parse_axes(const char *g, int64_t *blocks) {
+    const char *p = g;
+#define SKIP() while (*p == ' ') p++
+    SKIP();
+    if (*p++ != '{') return "it does not start with {";
+    for (;;) {
+        char *end;
+        SKIP();
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || d >= QAT_MAX_RANK) return "an axis must be 0..3";
+        p = end;
+        SKIP();
+        if (*p++ != ':') return "each entry is axis:block";
+        SKIP();
+        long b = strtol(p, &end, 10);
+        if (end == p || b < 1 || b > QAT_MAX_BLOCK) return "a block size must be a whole number from 1";
+        if (blocks[d]) return "an axis is given twice";
+        blocks[d] = b, p = end;
+        SKIP();
+        if (*p == ',') p++;
+        else if (*p++ == '}') break;
+        else return "entries are separated by commas and closed by }";
+    }
+    SKIP();
+#undef SKIP
+    return *p ? "there is text after }" : NULL;
+}
+
+/* --granularity (and --ragged-blocks) into q, and its canonical spelling
+ * into o->gran: tensor, channel, block:N or {axis:block, ...}. */
+static int parse_granularity(train_opts *o, qat_prepare_config *q) {
     const char *g = o->granularity;
     long block;
     if (!strcmp(g, "tensor")) q->wgran = QAT_GRAN_TENSOR;
     else if (!strcmp(g, "channel")) q->wgran = QAT_GRAN_CHANNEL;
     else if (!strncmp(g, "block:", 6) && cli_parse_long(g + 6, 1, 100000, &block))
-        q->wgran = QAT_GRAN_BLOCK, q->block = (int)block;
+        q->wgran = QAT_GRAN_BLOCK, q->block = (int)block, q->ragged = true; /* the shorthand's rule */
     else if (!strncmp(g, "block:", 6))
         return cli_usage_fail("qat-mnist train", o->json, train_usage,
                               "--granularity block:N wants a whole number N from 1 to 100000, got \"%s\"", g + 6);
-    else return check_choice(o, "--granularity", g, granularities);
+    else if (strchr(g, '{')) {
+        const char *why = parse_axes(g, q->blocks);
+        if (why)
+            return cli_usage_fail("qat-mnist train", o->json, train_usage,
+                                  "--granularity \"%s\" is not the seed's {axis:block, ...}: %s", g, why);
+        q->wgran = QAT_GRAN_AXES, q->ragged = o->ragged_blocks;
+    } else return check_choice(o, "--granularity", g, granularities);
+    if (o->ragged_blocks && q->wgran != QAT_GRAN_AXES)
+        return cli_usage_fail("qat-mnist train", o->json, train_usage,
+                              "--ragged-blocks goes with --granularity {axis:block, ...} (block:N is always ragged)");
+    if (q->wgran == QAT_GRAN_BLOCK) snprintf(o->gran, sizeof o->gran, "block:%d", q->block); /* block:08 is block:8 */
+    else if (q->wgran == QAT_GRAN_AXES) {
+        size_t at = (size_t)snprintf(o->gran, sizeof o->gran, "%s{", q->ragged ? "ragged " : "");
+        for (int d = 0; d < QAT_MAX_RANK && at < sizeof o->gran; d++)
+            if (q->blocks[d])
+                at += (size_t)snprintf(o->gran + at, sizeof o->gran - at, "%s%d:%lld", o->gran[at - 1] == '{' ? "" : ", ",
+                                       d, (long long)q->blocks[d]);
+        if (at < sizeof o->gran) snprintf(o->gran + at, sizeof o->gran - at, "}");
+    } else snprintf(o->gran, sizeof o->gran, "%s", g);
     return 0;
 }
 
@@ -262,10 +317,6 @@ static void whole_or_null(text_buf *t, const char *k, long v, bool given) {
 
 static void config_text(const train_opts *o, const char *model, uint32_t model_crc, char *buf, size_t len) {
     text_buf t = {buf, len, 0};
-    const qat_prepare_config *q = &o->qcfg;
-    char gran[32]; /* block:08 is block:8 */
-    if (q->wgran == QAT_GRAN_BLOCK) snprintf(gran, sizeof gran, "block:%d", q->block);
-    else snprintf(gran, sizeof gran, "%s", o->granularity);
     str(&t, "model", model);
     if (o->model_file) {
         char crc[16];
@@ -290,7 +341,7 @@ static void config_text(const train_opts *o, const char *model, uint32_t model_c
     boolean(&t, "qat", o->qat);
     whole(&t, "wbits", o->wbits);
     whole(&t, "abits", o->abits);
-    str(&t, "granularity", gran);
+    str(&t, "granularity", o->gran);
     str(&t, "observer", o->observer);
     whole(&t, "window", o->window);
     whole(&t, "io_bits", o->io_bits);
@@ -614,7 +665,7 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
         if (prepare(t) != QAT_OK) return fail(t);
         t->qat_start = t->step;
         fprintf(stderr, "qat-mnist: fake quantization on: W%ldA%ld, %s weights, %s observer\n", o->wbits, o->abits,
-                o->granularity, o->observer);
+                o->gran, o->observer);
     }
     if (start_s == 0) qat_shuffle(t->perm, n, &t->ts.shuffle_rng);
     qat_model_train(t->m, true);
@@ -674,7 +725,7 @@ static void print_json(const trainer *t, double rate, double fake_quant, double 
     if (o->qat) {
         printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
                "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": ",
-               o->wbits, o->abits, o->granularity, o->observer, o->float_epochs);
+               o->wbits, o->abits, o->gran, o->observer, o->float_epochs);
         printf(fake_quant < 0 ? "null" : "%.6f", fake_quant);
         printf(", \"test_accuracy_float_weights\": %.6f", float_weights);
     }

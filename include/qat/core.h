@@ -59,7 +59,7 @@ typedef struct {
     int rank;            /* of the quantized tensor, 0..4 */
     int64_t shape[QAT_MAX_RANK];
     int64_t block[QAT_MAX_RANK];  /* block size per dimension; whole = shape */
-    int64_t pshape[QAT_MAX_RANK]; /* shape of scale and zero_point: shape / block */
+    int64_t pshape[QAT_MAX_RANK]; /* shape of scale and zero_point: ceil(shape / block) (a ragged last block) */
     int64_t nparams;              /* number of (scale, zero point) pairs */
     float *scale;                 /* [pshape] */
     int32_t *zero_point;          /* [pshape] */

@@ -27,7 +27,10 @@ extern "C" {
 #endif
 
 #define QAT_QMODEL_FORMAT "qat-quantized-model"
-#define QAT_QMODEL_VERSION 2 /* 2: tensor table and ops naming tensors; 1 (a chain of ops) still loads */
+/* 3: weights of <= 4 bits packed, quantized_shape, ragged blocks, the MLIR
+ * text as bytes, sub-channel integer sums; 2 (tensor table, ops naming
+ * tensors) and 1 (a chain of ops) still load */
+#define QAT_QMODEL_VERSION 3
 
 /* Lowers a prepared, trained model (its activation observers must have
  * seen data) for inputs of per-sample shape in_shape (rank 1 or 3; NULL:
@@ -40,10 +43,10 @@ QAT_API qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in
                                     qat_qmodel *out);
 
 /* Checks the program (qat_qmodel_check) and writes it atomically
- * (docs/saving.md) in the version-2 layout. */
+ * (docs/saving.md) in the version-3 layout. */
 QAT_API qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
 
-/* Reads and checks a quantized model file of version 1 or 2: every
+/* Reads and checks a quantized model file of version 1, 2 or 3: every
  * attribute's type and size, then qat_qmodel_check on the whole program.
  * A version-1 chain of ops becomes the same program. Arrays live in ctx. */
 QAT_API qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out);

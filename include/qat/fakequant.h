@@ -28,6 +28,13 @@ extern "C" {
  * 0; the arrays live in ctx's persistent memory. */
 QAT_API qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow,
                                   int rank, const int64_t *shape, const int64_t *block);
+/* The same, and with ragged = true a block size need not divide its
+ * dimension: the last block along it is shorter, and the parameters have
+ * shape ceil(shape / block) (the sub-channel seed's suggested relaxation;
+ * docs/quantization.md); a block larger than its dimension is then the
+ * whole dimension. */
+QAT_API qat_status qat_qtype_init_blocks(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow,
+                                         int rank, const int64_t *shape, const int64_t *block, bool ragged);
 /* Per-axis on `axis`: block 1 there, whole elsewhere. */
 QAT_API qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed,
                                        bool narrow, int rank, const int64_t *shape, int axis);
@@ -56,6 +63,10 @@ QAT_API int qat_qtype_to_mlir(const qat_qtype *q, char *buf, size_t len);
  * and any brace nesting whose flattened count matches the blocks. */
 QAT_API qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank,
                                        const int64_t *shape, qat_qtype *out);
+/* The same, accepting (ragged = true) block sizes that do not divide their
+ * dimension, with ceil(dim / block) parameters along it. */
+QAT_API qat_status qat_qtype_from_mlir_blocks(qat_ctx *ctx, const char *text, int rank, const int64_t *shape,
+                                              bool ragged, qat_qtype *out);
 
 typedef enum {
     QAT_STE_CLIPPED = 0, /* gradient passes where qmin <= round(x/s) + zp <= qmax (default) */

@@ -36,7 +36,10 @@ typedef struct qat_engine qat_engine;
 /* Prepares an engine for batches of up to max_batch samples: every buffer
  * is allocated here, none while running. q must outlive the engine. NULL
  * on error, with the message on ctx (the integer engine refuses types it
- * cannot run exactly: storage wider than 8 bits, sub-channel weights). */
+ * cannot run exactly: storage wider than 8 bits). Sub-channel weights run
+ * on every engine: the integer one converts each block's partial sum to
+ * the row's accumulation scale (docs/subchannel.md); the hybrid and fake
+ * ones dequantize each block with its own scale. */
 QAT_API qat_engine *qat_engine_new(qat_ctx *ctx, const qat_qmodel *q, qat_engine_mode mode, int max_batch);
 QAT_API void qat_engine_free(qat_engine *e); /* accepts NULL */
 /* The int engine's activation arena for one sample, from the runtime's

@@ -184,13 +184,28 @@ QAT_API qat_status qat_model_shapes(const qat_model *m, int in_rank, const int64
 
 /* ---- quantization-aware training ------------------------------------------------------- */
 
-typedef enum { QAT_GRAN_TENSOR, QAT_GRAN_CHANNEL, QAT_GRAN_BLOCK } qat_granularity;
+/* Weight granularity (docs/quantization.md, "Granularity of weights"):
+ *   QAT_GRAN_TENSOR   one scale for the whole weight;
+ *   QAT_GRAN_CHANNEL  one per output channel (LiteRT's default);
+ *   QAT_GRAN_BLOCK    per output channel, in blocks of `block` along the
+ *                     reduction: a Linear's input features, a Conv's
+ *                     flattened C/groups·kh·kw inputs (the weight's type
+ *                     is then on its [O, C/groups·kh·kw] matrix). A block
+ *                     larger than a row is the whole row;
+ *   QAT_GRAN_AXES     the sub-channel seed's {axis:block, ...}: a block
+ *                     size per dimension of the weight itself ([O, I] or
+ *                     [O, C/groups, kh, kw]; 0 = whole). */
+typedef enum { QAT_GRAN_TENSOR, QAT_GRAN_CHANNEL, QAT_GRAN_BLOCK, QAT_GRAN_AXES } qat_granularity;
+#define QAT_MAX_BLOCK (1 << 24) /* the largest block size a configuration may ask for */
 
 typedef struct {
     int wbits;                 /* weights: signed, symmetric (default 8) */
     bool w_narrow;             /* [-(2^(b-1)-1), 2^(b-1)-1] (default, LiteRT) */
     qat_granularity wgran;     /* default per output channel */
-    int block;                 /* QAT_GRAN_BLOCK: block size along the input dimension */
+    int block;                 /* QAT_GRAN_BLOCK: block size along the reduction */
+    int64_t blocks[QAT_MAX_RANK]; /* QAT_GRAN_AXES: block size per weight dimension, 0 = whole */
+    bool ragged;               /* a block size need not divide its dimension: the last block is
+                                  shorter (default off: the seed's dim % block == 0 is checked) */
     int abits;                 /* activations: signed, asymmetric by default (default 8) */
     bool a_symmetric;
     qat_observer_kind aobs;    /* default EMA */

@@ -11,8 +11,8 @@
  * The runtime runs a program on storage integers, one byte per element
  * (activations are signed 2..8-bit types), with every tensor at an offset
  * in one arena planned from the tensors' lifetimes (qat_plan_program). It
- * depends on qat/core.h alone: no HDF5, no BLAS, no allocation, no float
- * in the integer path. Firmware and tests can link it alone (qat_runtime).
+ * depends on qat/core.h alone: no HDF5, no BLAS, no allocation while
+ * running, no float in the integer path. Firmware and tests can link it alone (qat_runtime).
  *
  *     qat_plan plan;
  *     qat_plan_program(q, 64, offsets, &plan, msg, sizeof msg); // offsets: n_tensors + n_ops
@@ -87,16 +87,25 @@ typedef struct {
      * narrowed by a fused ReLU (act_min = zero point) or ReLU6. */
     qat_act_kind act;
     int32_t act_min, act_max;
-    /* linear, conv2d: the weight [O, I] or [O, C/groups, kh, kw] and its type,
-     * the int32 bias at bias_scale[o] = s_in·s_w[o] */
+    /* linear, conv2d: the weight [O, I] or [O, C/groups, kh, kw]
+     * (qat_qop_weight_shape) and its type wq, on that shape or, for a conv
+     * quantized along its flattened input, on the matrix [O, C/groups·kh·kw]
+     * (the same elements in the same order); the int32 bias at bias_scale[o]:
+     * s_in·s_w[o], or the row's accumulation scale for sub-channel weights */
     qat_qtype wq;
     int32_t *weight, *bias;
     float *bias_scale;
     /* Fixed-point multipliers and shifts: linear/conv2d one per output
-     * channel (NULL for sub-channel weights); avgpool, global avgpool [1];
+     * channel (M = s_in·s_w[o]/s_out; sub-channel: bias_scale[o]/s_out, the
+     * reduction seed's output_conversion); avgpool, global avgpool [1];
      * add [3] (input 0, input 1, output); concat one per input. */
     int n_mult;
     int32_t *multiplier, *shift;
+    /* Sub-channel linear/conv2d (qat_qop_subchannel; docs/subchannel.md):
+     * one per weight block, in the order of wq's scales, taking the block's
+     * int32 partial sum at s_in·s_w[block] to the row's accumulation scale
+     * bias_scale[o] (the reduction seed's input_conversion). NULL otherwise. */
+    int32_t *block_multiplier, *block_shift;
     int left_shift;                  /* add: QAT_ADD_LEFT_SHIFT */
     /* lut: table[q - in.qmin] is the output integer for input integer q */
     qat_lut_fn lut;
@@ -117,6 +126,15 @@ typedef struct {
 /* Elements of a tensor per sample. */
 QAT_API int64_t qat_qtensor_numel(const qat_qtensor *t);
 
+/* A linear/conv2d op whose weight has more than one scale along the
+ * reduction: blocks along the input (sub-channel), or a type that is
+ * neither per-tensor nor per output channel. Its sums run block by block
+ * (docs/subchannel.md). */
+QAT_API bool qat_qop_subchannel(const qat_qop *op);
+/* The weight's own shape: [O, I] for linear, [O, C/groups, kh, kw] for
+ * conv2d (C: the input's channels). Returns the rank; 0 for other ops. */
+QAT_API int qat_qop_weight_shape(const qat_qmodel *q, const qat_qop *op, int64_t *shape);
+
 /* The output shape an op computes from its inputs' shapes (rank and
  * shape of the output tensor). QAT_ERR_SHAPE if the inputs do not fit the
  * op; the message goes into msg (len bytes). */
@@ -126,6 +144,10 @@ QAT_API qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, 
 /* Checks every quantity of a program: storage ranges inside their bit
  * width, scales positive normal floats, zero points and integers in their
  * ranges, multipliers in [2^30, 2^31) (or 0) with shifts in [-31, 30],
+ * weight blocks (1 <= block <= dim, ceil(dim / block) scales along each
+ * dimension), and for sub-channel weights the accumulation bounds of
+ * docs/subchannel.md (no int32 partial sum, conversion or sum can
+ * overflow, for any input),
  * every tensor id in range and defined before it is read (no dangling id,
  * no cycle), every shape following from its op, tables of the right
  * length, the output a vector of logits. QAT_ERR_FORMAT (or _SHAPE) with a
@@ -156,8 +178,9 @@ typedef struct {
 /* Plans q for max_batch samples. offsets: the caller's array of
  * n_tensors + n_ops entries (tensors first). The program must pass
  * qat_qmodel_check; the runtime runs signed activations of 2..8 bits and
- * weights of at most 8 bits with per-tensor or per-channel scales:
- * QAT_ERR_UNSUPPORTED with the reason in msg otherwise. The planner itself
+ * weights of at most 8 bits, per-tensor, per-channel or sub-channel
+ * (block conversions, docs/subchannel.md): QAT_ERR_UNSUPPORTED with the
+ * reason in msg otherwise. The planner itself
  * allocates working memory (it runs once, at setup). */
 QAT_API qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets, qat_plan *plan,
                                     char *msg, size_t len);

@@ -72,11 +72,19 @@ static bool c_identifier(const char *s) {
 }
 
 /* What the generator refuses beyond the runtime's plan (which refuses what
- * the runtime cannot run): weights whose difference from their zero point
- * leaves int8 (the kernels keep weights in int8 and unpack them in pairs). */
+ * the runtime cannot run): sub-channel weights (the runtime's block
+ * conversions have no generated form), and weights whose difference from
+ * their zero point leaves int8 (the kernels keep weights in int8 and unpack
+ * them in pairs). */
 static qat_status check_program(qat_ctx *ctx, const qat_qmodel *q) {
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
+        if (qat_qop_subchannel(op))
+            return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED,
+                                "codegen: op %d (%s %s): its weights are sub-channel (several scales along a row): the "
+                                "generated kernels requantize once per output channel and have no block conversions "
+                                "(docs/subchannel.md); the integer runtime and the hybrid engine run it",
+                                i, qat_qop_kind_str(op->kind), op->name);
         if ((op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && !qat__cg_weights(op, NULL))
             return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED,
                                 "codegen: op %d (%s %s): its weights minus their zero points do not fit int8 "

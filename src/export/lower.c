@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "fakequant/internal.h"
+#include "internal.h"
 #include "layers/internal.h"
-#include "qat/export.h"
 
 typedef struct {
     qat_model *m;
@@ -96,7 +96,8 @@ static qat_status multipliers(lowering *L, const qat__layer *l, qat_qop *op, int
  * (the dynamic strategy), or the learned LSQ scales. */
 static qat_status quantize_weight(lowering *L, const qat__layer *l, const float *w, qat_qop *op) {
     const qat_qtype *src = l->wq;
-    qat_status st = qat_qtype_init(L->ctx, &op->wq, src->bits, src->is_signed, false, src->rank, src->shape, src->block);
+    qat_status st = qat_qtype_init_blocks(L->ctx, &op->wq, src->bits, src->is_signed, false, src->rank, src->shape,
+                                          src->block, true); /* the prepared type, ragged or not */
     if (st != QAT_OK) return qat_ctx_fail(L->m->ctx, st, "lower: %s", qat_ctx_error(L->ctx));
     op->wq.qmin = src->qmin, op->wq.qmax = src->qmax; /* keep narrow or full as prepared */
     if (l->wscale) {
@@ -114,15 +115,31 @@ static qat_status quantize_weight(lowering *L, const qat__layer *l, const float 
     return QAT_OK;
 }
 
-/* Bias in int32 at s_in·s_w[c]; multiplier and shift of s_in·s_w[c]/s_out. */
+/* Sub-channel weights: each row's accumulation scale, its bias there, the
+ * output multiplier and every block's conversion (docs/subchannel.md). */
+static qat_status subchannel_sums(lowering *L, const qat__layer *l, const double *b, qat_qop *op) {
+    int64_t O = op->wq.shape[0];
+    op->n_mult = (int)O;
+    op->multiplier = arr(L, O, sizeof(int32_t)), op->shift = arr(L, O, sizeof(int32_t));
+    op->block_multiplier = arr(L, op->wq.nparams, sizeof(int32_t)), op->block_shift = arr(L, op->wq.nparams, sizeof(int32_t));
+    if (!op->multiplier || !op->shift || !op->block_multiplier || !op->block_shift) return qat_ctx_status(L->ctx);
+    char why[200], msg[280];
+    if (qat__sc_accumulation(op, &L->q->tensors[op->inputs[0]].q, L->q->tensors[op->output].q.scale, b, why, sizeof why))
+        return QAT_OK;
+    snprintf(msg, sizeof msg, "its sub-channel sums have no int32 accumulation scale: %s", why);
+    return fail(L, l, QAT_ERR_UNSUPPORTED, msg);
+}
+
+/* Bias in int32 at s_in·s_w[c]; multiplier and shift of s_in·s_w[c]/s_out
+ * (sub-channel weights: subchannel_sums). */
 static qat_status quantize_bias(lowering *L, const qat__layer *l, float s_in, const double *b, qat_qop *op) {
     int64_t O = op->wq.shape[0], per = l->weight->numel / O;
-    int axis = qat_qtype_axis(&op->wq);
-    bool one_per_channel = axis == -1 || axis == 0;
+    bool one_per_channel = !qat_qop_subchannel(op);
     op->bias = arr(L, O, sizeof(int32_t));
     op->bias_scale = arr(L, O, sizeof(float));
     double *M = malloc((size_t)O * sizeof *M);
     if (!op->bias || !op->bias_scale || !M) return free(M), qat_ctx_fail(L->m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
+    if (!one_per_channel) return free(M), subchannel_sums(L, l, b, op);
     float s_out = L->q->tensors[op->output].q.scale;
     for (int64_t c = 0; c < O; c++) {
         double sw = op->wq.scale[qat_qtype_param_index(&op->wq, c * per)];

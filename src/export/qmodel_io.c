@@ -9,11 +9,12 @@
 #include <hdf5_hl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autograd/internal.h"
+#include "internal.h"
 #include "io/h5util.h"
-#include "qat/export.h"
 
 #define MAX_DIM QAT_QMODEL_MAX_DIM
 
@@ -76,19 +77,59 @@ static void put_text(qat__h5w *w, hid_t g, const char *name, const char *text) {
     if (t >= 0) H5Tclose(t);
 }
 
-static void put_weight(qat__h5w *w, hid_t g, const qat_qop *op) {
+/* Weights of at most 4 bits go into the file packed: b = 4 (3- and 4-bit
+ * weights) or 2 bits per weight, 8/b to a byte, element i (row-major over
+ * the weight's own shape) at bits (i mod 8/b)·b and up of byte i / (8/b):
+ * low bits first, two's complement for signed storage, the last byte's
+ * unused bits 0. 0 for weights stored one integer each. */
+static int packed_bits(int bits) { return bits <= 2 ? 2 : bits <= 4 ? 4 : 0; }
+
+static void pack_weights(const int32_t *v, int64_t n, int pb, uint8_t *out) {
+    int per = 8 / pb;
+    memset(out, 0, (size_t)((n + per - 1) / per));
+    for (int64_t i = 0; i < n; i++) out[i / per] |= (uint8_t)(((uint32_t)v[i] & ((1u << pb) - 1)) << (i % per * pb));
+}
+
+/* The inverse; false if an unused bit of the last byte is set. */
+static bool unpack_weights(const uint8_t *in, int64_t n, int pb, bool is_signed, int32_t *v) {
+    int per = 8 / pb;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t x = (in[i / per] >> (i % per * pb)) & ((1 << pb) - 1);
+        v[i] = is_signed && x >= 1 << (pb - 1) ? x - (1 << pb) : x;
+    }
+    return n % per == 0 || (in[n / per] >> (n % per * pb)) == 0;
+}
+
+static void put_weight(qat__h5w *w, hid_t g, const qat_qmodel *qm, const qat_qop *op) {
     const qat_qtype *q = &op->wq;
-    hid_t type = q->bits <= 8 ? (q->is_signed ? H5T_STD_I8LE : H5T_STD_U8LE) : (q->is_signed ? H5T_STD_I16LE : H5T_STD_U16LE);
-    qat__h5w_ints(w, g, "weight", type, q->rank, q->shape, op->weight);
+    int64_t ws[QAT_MAX_RANK], n = 1;
+    int wrank = qat_qop_weight_shape(qm, op, ws), pb = packed_bits(q->bits);
+    for (int d = 0; d < wrank; d++) n *= ws[d];
+    if (pb) {
+        int64_t bytes = (n * pb + 7) / 8;
+        uint8_t *packed = qat_ctx_alloc(w->ctx, QAT_MEM_STEP, (size_t)bytes);
+        if (!packed) {
+            qat__h5w_fail(w, "the packed weights");
+            return;
+        }
+        pack_weights(op->weight, n, pb, packed);
+        qat__h5w_u8s(w, g, "weight", packed, bytes, false);
+    } else {
+        hid_t type = q->bits <= 8 ? (q->is_signed ? H5T_STD_I8LE : H5T_STD_U8LE) : (q->is_signed ? H5T_STD_I16LE : H5T_STD_U16LE);
+        qat__h5w_ints(w, g, "weight", type, wrank, ws, op->weight);
+    }
     hid_t set = w->ok ? H5Dopen2(g, "weight", H5P_DEFAULT) : -1;
     if (set < 0) {
         qat__h5w_fail(w, "weight");
         return;
     }
     char text[64];
-    long long block[QAT_MAX_RANK];
-    for (int d = 0; d < q->rank; d++) block[d] = q->block[d];
+    long long block[QAT_MAX_RANK], tshape[QAT_MAX_RANK], wshape[QAT_MAX_RANK];
+    for (int d = 0; d < q->rank; d++) block[d] = q->block[d], tshape[d] = q->shape[d];
+    for (int d = 0; d < wrank; d++) wshape[d] = ws[d];
     int axis = qat_qtype_axis(q);
+    qat__h5w_i64s(w, set, "shape", wshape, wrank);
+    if (pb) qat__h5w_i64(w, set, "packed_bits", pb);
     qat__h5w_i64(w, set, "bits", q->bits);
     qat__h5w_i64(w, set, "qmin", q->qmin);
     qat__h5w_i64(w, set, "qmax", q->qmax);
@@ -97,14 +138,15 @@ static void put_weight(qat__h5w *w, hid_t g, const qat_qop *op) {
     qat__h5w_str(w, set, "expressed_type", "f32");
     qat__h5w_str(w, set, "granularity", axis == -1 ? "per-tensor" : axis >= 0 ? "per-axis" : "sub-channel");
     if (axis >= 0) qat__h5w_i64(w, set, "quantized_dimension", axis);
+    qat__h5w_i64s(w, set, "quantized_shape", tshape, q->rank);
     qat__h5w_i64s(w, set, "block_sizes", block, q->rank);
     H5Dclose(set);
     int need = qat_qtype_to_mlir(q, NULL, 0);
     char *mlir = need > 0 ? qat_ctx_alloc(w->ctx, QAT_MEM_STEP, (size_t)need + 1) : NULL;
     if (!mlir) qat__h5w_fail(w, "the weight's MLIR type");
-    else qat_qtype_to_mlir(q, mlir, (size_t)need + 1), put_text(w, g, "weight_mlir", mlir);
-    qat__h5w_floats(w, g, "weight_scale", q->rank, q->pshape, q->scale);
-    qat__h5w_ints(w, g, "weight_zero_point", H5T_STD_I32LE, q->rank, q->pshape, q->zero_point);
+    else qat_qtype_to_mlir(q, mlir, (size_t)need + 1), qat__h5w_u8s(w, g, "weight_mlir", (const uint8_t *)mlir, need, true);
+    qat__h5w_floats_z(w, g, "weight_scale", q->rank, q->pshape, q->scale);
+    qat__h5w_ints_z(w, g, "weight_zero_point", H5T_STD_I32LE, q->rank, q->pshape, q->zero_point);
     int64_t O = q->shape[0];
     qat__h5w_ints(w, g, "bias", H5T_STD_I32LE, 1, &O, op->bias);
     qat__h5w_floats(w, g, "bias_scale", 1, &O, op->bias_scale);
@@ -117,7 +159,7 @@ static void put_window(qat__h5w *w, hid_t g, const qat_qop *op) {
     qat__h5w_i64s(w, g, "padding", p, 2);
 }
 
-static void put_op(qat__h5w *w, hid_t g, const qat_qop *op) {
+static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op) {
     qat__h5w_str(w, g, "kind", qat_qop_kind_str(op->kind));
     qat__h5w_str(w, g, "name", op->name);
     long long in[QAT_QOP_MAX_INPUTS];
@@ -133,7 +175,7 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qop *op) {
         /* fall through */
     case QAT_QOP_LINEAR:
         qat__h5w_str(w, g, "activation", qat_act_kind_str(op->act));
-        put_weight(w, g, op);
+        put_weight(w, g, q, op);
         break;
     case QAT_QOP_MAXPOOL2D:
     case QAT_QOP_AVGPOOL2D: put_window(w, g, op); break;
@@ -185,10 +227,34 @@ static void write_qmodel(qat__h5w *w, void *user) {
         snprintf(name, sizeof name, "%d", i);
         hid_t g = qat__h5w_group(w, ops, name);
         if (g < 0) break;
-        put_op(w, g, &q->ops[i]);
+        put_op(w, g, q, &q->ops[i]);
         H5Gclose(g);
     }
     if (ops >= 0) H5Gclose(ops);
+}
+
+/* The file does not store block multipliers: the reader derives them
+ * from the scales (qat__sc_derive). A program whose block multipliers are
+ * not the derived ones would load as another program: refused. */
+static qat_status check_derivable(qat_ctx *ctx, const qat_qmodel *q) {
+    for (int i = 0; i < q->n_ops; i++) {
+        const qat_qop *op = &q->ops[i];
+        if (!qat_qop_subchannel(op)) continue;
+        int64_t np = op->wq.nparams;
+        int32_t *m = malloc((size_t)np * 2 * sizeof *m);
+        if (!m) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "export: out of memory");
+        qat_qop d = *op;
+        d.block_multiplier = m, d.block_shift = m + np;
+        qat__sc_derive(&d, q->tensors[op->inputs[0]].q.scale, 0, op->wq.shape[0]);
+        bool same = !memcmp(m, op->block_multiplier, (size_t)np * sizeof *m) &&
+                    !memcmp(m + np, op->block_shift, (size_t)np * sizeof *m);
+        free(m);
+        if (!same)
+            return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "export: op %d (%s %s): its block multipliers are not the ones "
+                                "the file's rule derives from its scales (docs/subchannel.md), so the file could not "
+                                "hold them", i, qat_qop_kind_str(op->kind), op->name);
+    }
+    return QAT_OK;
 }
 
 qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
@@ -198,7 +264,8 @@ qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) 
     char msg[400];
     if (qat_qmodel_check(q, msg, sizeof msg) != QAT_OK)
         return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "export: the model would not load back: %s", msg);
-    return qat__h5_write_atomic(ctx, path, write_qmodel, (void *)q);
+    qat_status st = check_derivable(ctx, q);
+    return st == QAT_OK ? qat__h5_write_atomic(ctx, path, write_qmodel, (void *)q) : st;
 }
 
 qat_status qat_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config, const char *path,
@@ -274,49 +341,130 @@ static bool get_multipliers(qat__h5r *r, hid_t g, int64_t n, qat_qop *op) {
     return r->ok;
 }
 
-/* The weight of a linear/conv op, its type, its bias; its shape is
- * checked against the op by qat_qmodel_check. */
-static bool get_weight(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
-    int64_t shape[QAT_MAX_RANK] = {0};
-    int rank = 0;
-    if (!qat__h5r_shape(r, g, "weight", QAT_MAX_RANK, &rank, shape)) return false;
-    int want = op->kind == QAT_QOP_CONV2D ? 4 : 2;
-    int64_t n = 1;
-    for (int d = 0; d < rank; d++) {
-        if (shape[d] < 1 || shape[d] > MAX_DIM) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: the weight has a dimension of %lld", where, (long long)shape[d]);
-        n *= shape[d];
+/* A shape attribute of `want` dimensions (2 or 4), each in 1..MAX_DIM and
+ * at most 2^28 elements in all; the element count into *n. */
+static bool get_dims(qat__h5r *r, hid_t set, const char *name, const char *where, int want, int64_t *shape, int64_t *n) {
+    long long v[QAT_MAX_RANK];
+    if (!qat__h5r_i64s(r, set, name, v, want, 1, MAX_DIM)) return false;
+    *n = 1;
+    for (int d = 0; d < want; d++) {
+        shape[d] = v[d], *n *= v[d];
+        if (*n > (1LL << 28)) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: %s makes more than 2^28 weights", where, name);
     }
-    if (rank != want || n > (1LL << 28)) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: the weight's shape does not fit the op", where);
-    hid_t set = H5Dopen2(g, "weight", H5P_DEFAULT);
+    return true;
+}
+
+/* The weight's MLIR text (version 3: bytes, a length bounded by the number
+ * of scales) must spell the type the datasets give. */
+static bool cross_check_mlir(qat__h5r *r, hid_t g, const char *where, const qat_qtype *q) {
+    int rank = 0;
+    int64_t len = 0;
+    if (!qat__h5r_shape(r, g, "weight_mlir", 1, &rank, &len)) return false;
+    if (rank != 1 || len < 1 || len > 64 * q->nparams + 4096)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: weight_mlir is not a text of 1..%lld bytes", where,
+                             (long long)(64 * q->nparams + 4096));
+    char *text = qat_ctx_alloc(r->ctx, QAT_MEM_STEP, (size_t)len + 1);
+    if (!text) return r->ok = false;
+    if (!qat__h5r_u8s(r, g, "weight_mlir", len, (uint8_t *)text)) return false;
+    text[len] = '\0';
+    qat_qtype m;
+    qat_ctx *tmp = qat_ctx_new(); /* the parsed type's arrays and its error stay out of the program's context */
+    bool same = tmp && strlen(text) == (size_t)len &&
+                qat_qtype_from_mlir_blocks(tmp, text, q->rank, q->shape, true, &m) == QAT_OK && m.bits == q->bits &&
+                m.is_signed == q->is_signed && m.qmin == q->qmin && m.qmax == q->qmax &&
+                !memcmp(m.block, q->block, sizeof m.block) &&
+                !memcmp(m.scale, q->scale, (size_t)q->nparams * sizeof *m.scale) &&
+                !memcmp(m.zero_point, q->zero_point, (size_t)q->nparams * sizeof *m.zero_point);
+    qat_ctx_free(tmp);
+    return same || qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: weight_mlir does not spell the type of weight_scale, "
+                                 "weight_zero_point and the weight's attributes", where);
+}
+
+/* The weight of a linear/conv op (version 3: packed when <= 4 bits), its
+ * type (version 3: on quantized_shape, ragged blocks allowed), its bias,
+ * its multipliers; a sub-channel op's block multipliers derived from its
+ * scales. Its shape is checked against the op by qat_qmodel_check. */
+static bool get_weight(qat__h5r *r, hid_t g, const char *where, qat_qop *op, int version) {
+    int want = op->kind == QAT_QOP_CONV2D ? 4 : 2;
+    int64_t shape[QAT_MAX_RANK] = {0}, n = 1;
+    hid_t set = qat__h5r_has_dataset(g, "weight") ? H5Dopen2(g, "weight", H5P_DEFAULT) : -1;
     if (set < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: cannot open the weight", where);
+    int pb = version >= 3 && qat__h5r_has_attr(set, "packed_bits") ? (int)qat__h5r_i64(r, set, "packed_bits", 2, 4) : 0;
+    if (version >= 3) get_dims(r, set, "shape", where, want, shape, &n);
     char st[16] = "";
-    long long block[QAT_MAX_RANK] = {0};
+    long long block[QAT_MAX_RANK] = {0}, tsh[QAT_MAX_RANK] = {0};
     int bits = (int)qat__h5r_i64(r, set, "bits", 2, 16);
     int32_t qmin = (int32_t)qat__h5r_i64(r, set, "qmin", INT32_MIN, INT32_MAX);
     int32_t qmax = (int32_t)qat__h5r_i64(r, set, "qmax", INT32_MIN, INT32_MAX);
     qat__h5r_str(r, set, "storage_type", st, sizeof st);
-    qat__h5r_i64s(r, set, "block_sizes", block, rank, 1, MAX_DIM);
+    int trank = want;
+    if (version >= 3 && r->ok) { /* the type's shape: the weight's, or a conv's [O, C/groups·kh·kw] */
+        if (qat__h5r_attr_count(r, set, "quantized_shape", H5T_INTEGER, QAT_MAX_RANK, &trank) &&
+            trank != want && !(want == 4 && trank == 2))
+            qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: quantized_shape has %d dimensions", where, trank);
+        qat__h5r_i64s(r, set, "quantized_shape", tsh, trank, 1, MAX_DIM);
+    }
+    qat__h5r_i64s(r, set, "block_sizes", block, trank, 1, MAX_DIM);
     H5Dclose(set);
     if (!r->ok) return false;
-    int64_t b[QAT_MAX_RANK];
-    for (int d = 0; d < rank; d++) b[d] = block[d];
+    if (pb && pb != packed_bits(bits))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: %d-bit weights packed %d to a byte", where, bits, 8 / pb);
+    if (version < 3) { /* the dataset's own shape */
+        int rank = 0;
+        if (!qat__h5r_shape(r, g, "weight", QAT_MAX_RANK, &rank, shape)) return false;
+        if (rank != want) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: the weight's shape does not fit the op", where);
+        for (int d = 0; d < rank; d++) {
+            if (shape[d] < 1 || shape[d] > MAX_DIM)
+                return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: the weight has a dimension of %lld", where, (long long)shape[d]);
+            n *= shape[d];
+        }
+        if (n > (1LL << 28)) return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: the weight's shape does not fit the op", where);
+        for (int d = 0; d < want; d++) tsh[d] = shape[d];
+    }
+    int64_t b[QAT_MAX_RANK], ts[QAT_MAX_RANK], tn = 1;
+    for (int d = 0; d < trank; d++) b[d] = block[d], ts[d] = tsh[d], tn *= tsh[d];
+    if (tn != n || ts[0] != shape[0])
+        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: quantized_shape does not hold the weight's elements", where);
     int32_t lo, hi;
     if ((st[0] != 'i' && st[0] != 'u') || qat_storage_range(bits, st[0] == 'i', false, &lo, &hi) != QAT_OK)
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: bad weight storage (%s, %d bits)", where, st, bits);
-    for (int d = 0; d < rank; d++)
-        if (b[d] > shape[d] || shape[d] % b[d])
-            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: block_sizes do not divide the weight's shape", where);
-    if (qat_qtype_init(r->ctx, &op->wq, bits, st[0] == 'i', false, rank, shape, b) != QAT_OK) return r->ok = false;
+    for (int d = 0; d < trank; d++) /* version 2 wrote whole blocks only; version 3 may end a dimension short */
+        if (b[d] > ts[d] || (version < 3 && ts[d] % b[d]))
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: block_sizes do not fit the weight's shape", where);
+    if (qat_qtype_init_blocks(r->ctx, &op->wq, bits, st[0] == 'i', false, trank, ts, b, true) != QAT_OK) return r->ok = false;
     op->wq.qmin = qmin, op->wq.qmax = qmax;
     int64_t O = shape[0];
     op->weight = alloc(r, n, sizeof(int32_t));
     op->bias_scale = alloc(r, O, sizeof(float));
-    if (!r->ok || !qat__h5r_ints(r, g, "weight", rank, shape, op->weight) ||
-        !qat__h5r_floats(r, g, "weight_scale", rank, op->wq.pshape, op->wq.scale) ||
-        !qat__h5r_ints(r, g, "weight_zero_point", rank, op->wq.pshape, op->wq.zero_point) ||
+    if (!r->ok) return false;
+    if (pb) {
+        int64_t bytes = (n * pb + 7) / 8;
+        uint8_t *packed = qat_ctx_alloc(r->ctx, QAT_MEM_STEP, (size_t)bytes);
+        if (!packed) return r->ok = false;
+        if (!qat__h5r_u8s(r, g, "weight", bytes, packed)) return false;
+        if (!unpack_weights(packed, n, pb, st[0] == 'i', op->weight))
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: the packed weights' last byte has bits set past the last weight", where);
+    } else if (!qat__h5r_ints(r, g, "weight", want, shape, op->weight)) {
+        return false;
+    }
+    if (!qat__h5r_floats(r, g, "weight_scale", trank, op->wq.pshape, op->wq.scale) ||
+        !qat__h5r_ints(r, g, "weight_zero_point", trank, op->wq.pshape, op->wq.zero_point) ||
         !(op->bias = get_ints(r, g, "bias", O)) || !qat__h5r_floats(r, g, "bias_scale", 1, &O, op->bias_scale))
         return false;
-    return !qat__h5r_has_dataset(g, "multiplier") || get_multipliers(r, g, O, op);
+    if (version >= 3 && !cross_check_mlir(r, g, where, &op->wq)) return false;
+    if (qat__h5r_has_dataset(g, "multiplier") && !get_multipliers(r, g, O, op)) return false;
+    if (!qat_qop_subchannel(op)) return true;
+    op->block_multiplier = alloc(r, op->wq.nparams, sizeof(int32_t));
+    op->block_shift = alloc(r, op->wq.nparams, sizeof(int32_t));
+    if (!r->ok) return false;
+    if (version >= 3) {
+        if (!op->multiplier) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: sub-channel weights without multipliers", where);
+        return true; /* the block multipliers: derived once the input's scale is known (derive_blocks) */
+    }
+    op->n_mult = (int)O; /* version 2 had none: lowering's choice is made at load (convert_v2) */
+    op->multiplier = alloc(r, O, sizeof(int32_t));
+    op->shift = alloc(r, O, sizeof(int32_t));
+    return r->ok;
 }
 
 static bool get_activation(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
@@ -375,7 +523,7 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
         if (version > 1) op->groups = (int)qat__h5r_i64(r, g, "groups", 1, MAX_DIM);
         /* fall through */
     case QAT_QOP_LINEAR:
-        if (get_activation(r, g, where, op)) get_weight(r, g, where, op);
+        if (get_activation(r, g, where, op)) get_weight(r, g, where, op, version);
         break;
     case QAT_QOP_MAXPOOL2D:
     case QAT_QOP_AVGPOOL2D:
@@ -452,7 +600,7 @@ static const char *get_config(qat__h5r *r, hid_t f) {
     return buf;
 }
 
-static void read_v2(qat__h5r *r, qat_qmodel *q) {
+static void read_v2(qat__h5r *r, qat_qmodel *q, int version) {
     hid_t f = r->file;
     int nt = (int)qat__h5r_i64(r, f, "n_tensors", 2, QAT_QMODEL_MAX_OPS + 1);
     int no = (int)qat__h5r_i64(r, f, "n_ops", 1, QAT_QMODEL_MAX_OPS);
@@ -467,7 +615,7 @@ static void read_v2(qat__h5r *r, qat_qmodel *q) {
     for (int t = 0; ts >= 0 && r->ok && t < nt; t++) get_tensor(r, ts, t, &q->tensors[t]);
     if (ts >= 0) H5Gclose(ts);
     hid_t ops = qat__h5r_group(r, f, "ops");
-    for (int i = 0; ops >= 0 && r->ok && i < no; i++) get_op(r, ops, i, 2, nt, &q->ops[i]);
+    for (int i = 0; ops >= 0 && r->ok && i < no; i++) get_op(r, ops, i, version, nt, &q->ops[i]);
     if (ops >= 0) H5Gclose(ops);
     q->n_tensors = nt, q->n_ops = no;
 }
@@ -509,6 +657,36 @@ static void read_v1(qat__h5r *r, qat_qmodel *q) {
         qat__h5r_fail(r, QAT_ERR_FORMAT, "n_outputs disagrees with the last op's shape");
 }
 
+/* Sub-channel ops once every tensor is read: version 3 derives each
+ * block's conversion from the scales by the file's rule; versions 1 and 2
+ * recorded no integer form for them (the integer engine refused them), so
+ * their accumulation scales are chosen here as lowering chooses them, for
+ * the real bias bias·bias_scale. qat_qmodel_check then checks it all. */
+static void finish_subchannel(qat__h5r *r, qat_qmodel *q, int version) {
+    for (int i = 0; r->ok && i < q->n_ops; i++) {
+        qat_qop *op = &q->ops[i];
+        if (!qat_qop_subchannel(op) || !op->block_multiplier) continue;
+        const qat_qtensor *in = &q->tensors[op->inputs[0]];
+        if (version >= 3) {
+            qat__sc_derive(op, in->q.scale, 0, op->wq.shape[0]);
+            continue;
+        }
+        int64_t O = op->wq.shape[0];
+        double *b = malloc((size_t)O * sizeof *b);
+        char why[200];
+        if (!b) {
+            qat__h5r_fail(r, QAT_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int64_t o = 0; o < O; o++) b[o] = (double)op->bias[o] * (double)op->bias_scale[o];
+        bool ok = qat__sc_accumulation(op, &in->q, q->tensors[op->output].q.scale, b, why, sizeof why);
+        free(b);
+        if (!ok)
+            qat__h5r_fail(r, QAT_ERR_FORMAT, "op %d (%s %s): its sub-channel sums have no int32 accumulation scale: %s",
+                          i, qat_qop_kind_str(op->kind), op->name, why);
+    }
+}
+
 qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qmodel: NULL path or output");
@@ -520,7 +698,8 @@ qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
             qat__h5r_str(&r, r.file, "producer", out->producer, sizeof out->producer);
             out->config = get_config(&r, r.file);
             if (version == 1) read_v1(&r, out);
-            else read_v2(&r, out);
+            else read_v2(&r, out, (int)version);
+            if (r.ok) finish_subchannel(&r, out, (int)version);
             out->version = (int)version;
         }
         if (r.file >= 0) H5Fclose(r.file);

@@ -7,12 +7,24 @@
 #include "autograd/internal.h"
 #include "internal.h"
 
-/* The clipped-STE mask is kept from forward to backward as bits (bit i
+/* The backward's masks are kept from forward to backward as bits (bit i
  * of byte i/8 for element i): an eighth of the memory of a byte per
  * element, for a tensor that lives through the whole forward pass. The
- * forward writes bytes into a transient buffer, packs them, and gives the
- * buffer back. */
-static void pack_bits(const uint8_t *restrict bytes, uint8_t *restrict bits, int64_t n) {
+ * forward writes one byte per element into a transient buffer (bit 0:
+ * the unclamped integer is in range; bit 1: a fused ReLU/ReLU6 passes
+ * the gradient), packs each bit plane, and gives the buffer back.
+ *
+ * The two masks act differently, as the PyTorch ops they stand for do:
+ *   MASK_MUL  fake quantization's clipped STE: dx = dy · mask (float 0 or 1),
+ *             so a clipped element gets dy·0: -0.0 for a negative dy, NaN
+ *             for a NaN or infinite dy (torch: dY * mask);
+ *   MASK_SEL  a fused ReLU/ReLU6: dx = pass ? dx : +0.0 (torch's
+ *             threshold/hardtanh backward select a literal zero).
+ * node->i[0] says which planes the node keeps; MASK_MUL's comes first. */
+enum { MASK_MUL = 1, MASK_SEL = 2 };
+
+/* bits[k] = bit `plane` of bytes[8k .. 8k+7], element 8k + j at bit j. */
+static void pack_bits(const uint8_t *restrict bytes, uint8_t *restrict bits, int64_t n, int plane) {
     int64_t k = 0;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* eight 0/1 bytes in one word: the multiply moves byte j's bit to bit
@@ -20,74 +32,89 @@ static void pack_bits(const uint8_t *restrict bytes, uint8_t *restrict bits, int
     for (; 8 * k + 8 <= n; k++) {
         uint64_t v;
         memcpy(&v, bytes + 8 * k, sizeof v);
+        v = (v >> plane) & 0x0101010101010101ULL;
         bits[k] = (uint8_t)((v * 0x0102040810204080ULL) >> 56);
     }
 #endif
     for (; 8 * k < n; k++) {
         uint8_t b = 0;
-        for (int64_t j = 0; j < 8 && 8 * k + j < n; j++) b |= (uint8_t)(bytes[8 * k + j] << j);
+        for (int64_t j = 0; j < 8 && 8 * k + j < n; j++) b |= (uint8_t)(((bytes[8 * k + j] >> plane) & 1) << j);
         bits[k] = b;
     }
 }
 
 static inline bool bit(const uint8_t *bits, int64_t i) { return (bits[i >> 3] >> (i & 7)) & 1; }
 
+/* One element's gradient under the masks (NULL: no such mask). */
+static inline float masked1(float g, const uint8_t *mul, const uint8_t *sel, int64_t i) {
+    if (mul) g *= bit(mul, i) ? 1.0f : 0.0f;
+    return !sel || bit(sel, i) ? g : 0.0f;
+}
+
 /* Sixteen elements at a time as GCC/Clang vectors: two mask bytes
- * broadcast, each lane tests its own bit, and the gradient is ANDed with
- * the all-ones/all-zeros lane (+0 where the mask is clear, as before).
- * Written out because the compiler made a scalar loop of the bit tests.
- * (Macros: a vector argument or result of a function built for the
- * baseline ABI is what GCC warns about.) */
+ * broadcast, each lane tests its own bit. MASK_MUL multiplies by the lane
+ * as a float 0 or 1; MASK_SEL ANDs with the all-ones/all-zeros lane (+0
+ * where clear). Written out because the compiler made a scalar loop of
+ * the bit tests. (Macros: a vector argument or result of a function built
+ * for the baseline ABI is what GCC warns about.) */
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 #define LANE_BITS ((v16i){1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768})
-#define MASKED16(out, g, bits, i)                                                         \
-    do {                                                                                  \
-        v16f g_;                                                                          \
-        memcpy(&g_, (g) + (i), sizeof g_);                                                \
-        int32_t b_ = (int32_t)(bits)[(i) >> 3] | (int32_t)(bits)[((i) >> 3) + 1] << 8;    \
-        v16i on_ = (((v16i){0} + b_) & LANE_BITS) != 0;                                   \
-        (out) = (v16f)((v16i)g_ & on_);                                                   \
+#define LANES_ON(bits, i) \
+    ((((v16i){0} + ((int32_t)(bits)[(i) >> 3] | (int32_t)(bits)[((i) >> 3) + 1] << 8)) & LANE_BITS) != 0)
+#define FLOAT_ONE_BITS 0x3F800000 /* 1.0f */
+#define MASKED16(out, g, mul, sel, i)                                                      \
+    do {                                                                                   \
+        v16f g_;                                                                           \
+        memcpy(&g_, (g) + (i), sizeof g_);                                                 \
+        if (mul) g_ *= (v16f)(LANES_ON(mul, i) & FLOAT_ONE_BITS);                          \
+        if (sel) g_ = (v16f)((v16i)g_ & LANES_ON(sel, i));                                 \
+        (out) = g_;                                                                        \
     } while (0)
 
-/* dx += dy where the mask is set (all of dy without a mask: plain STE). */
+/* dx += dy under the masks (all of dy without masks: plain STE). */
 QAT__SIMD_CLONES
-static void ste_accumulate(float *restrict gx, const float *restrict gy, const uint8_t *restrict bits, int64_t n) {
-    if (!bits) {
+static void ste_accumulate(float *restrict gx, const float *restrict gy, const uint8_t *restrict mul,
+                           const uint8_t *restrict sel, int64_t n) {
+    if (!mul && !sel) {
         for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
         return;
     }
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         v16f d, x;
-        MASKED16(d, gy, bits, i);
+        MASKED16(d, gy, mul, sel, i);
         memcpy(&x, gx + i, sizeof x);
         x += d;
         memcpy(gx + i, &x, sizeof x);
     }
-    for (; i < n; i++) gx[i] += bit(bits, i) ? gy[i] : 0.0f;
+    for (; i < n; i++) gx[i] += masked1(gy[i], mul, sel, i);
 }
 
-/* dy, zeroed where the mask is clear, in place (plain STE: as it is). */
+/* dy under the masks, in place. */
 QAT__SIMD_CLONES
-static void ste_mask(float *restrict g, const uint8_t *restrict bits, int64_t n) {
+static void ste_mask(float *restrict g, const uint8_t *restrict mul, const uint8_t *restrict sel, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         v16f d;
-        MASKED16(d, g, bits, i);
+        MASKED16(d, g, mul, sel, i);
         memcpy(g + i, &d, sizeof d);
     }
-    for (; i < n; i++) g[i] = bit(bits, i) ? g[i] : 0.0f;
+    for (; i < n; i++) g[i] = masked1(g[i], mul, sel, i);
 }
 
 static void fq_bw(qat_ctx *ctx, qat_node *n) {
+    int64_t numel = n->in[0]->numel, nb = (numel + 7) / 8;
+    const uint8_t *planes = n->saved;
+    const uint8_t *mul = n->i[0] & MASK_MUL ? planes : NULL;
+    const uint8_t *sel = n->i[0] & MASK_SEL ? planes + (mul ? nb : 0) : NULL;
     float *g = qat__grad_reuse(n->in[0], n->out);
     if (g) {
-        if (n->saved) ste_mask(g, n->saved, n->in[0]->numel);
+        if (mul || sel) ste_mask(g, mul, sel, numel);
         return;
     }
     float *gx = qat__grad(ctx, n->in[0]);
-    if (gx) ste_accumulate(gx, n->out->grad, n->saved, n->out->numel);
+    if (gx) ste_accumulate(gx, n->out->grad, mul, sel, numel);
 }
 
 /* One run of elements sharing (scale, zero point): y = clamp(rint(x·inv),
@@ -111,9 +138,9 @@ static void fq_run(const float *restrict xs, float *restrict ys, uint8_t *restri
 
 /* The same run over one buffer (in place): no restrict, one pointer.
  * With a pre-clamp (a fused ReLU/ReLU6: clo < chi), the value quantized is
- * min(max(v, clo), chi) — relu's and clamp's forward — and the mask also
- * holds their gradient rule, clo < v < chi (so no mask means plain STE and
- * no pre-clamp). */
+ * min(max(v, clo), chi) — relu's and clamp's forward — and bit 1 of the
+ * mask holds their gradient rule, clo < v < chi (bit 0: in range, or 1
+ * under plain STE). */
 QAT__SIMD_CLONES
 static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float inv, float sc, float lo, float hi,
                            float clo, float chi, bool clipped) {
@@ -127,7 +154,7 @@ static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float in
         }
         float r = qat__rint_clamped(x * inv, lo - 1.0f, hi + 1.0f);
         uint8_t in = (r >= lo) & (r <= hi);
-        if (mask) mask[j] = clipped ? (uint8_t)(pass & in) : pass; /* plain STE: the clamp's rule alone */
+        if (mask) mask[j] = (uint8_t)((clipped ? in : 1) | pass << 1); /* plain STE: the clamp's rule alone */
         float c = r < lo ? lo : r;
         c = c > hi ? hi : c;
         v[j] = c * sc;
@@ -159,16 +186,21 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
     qat_tensor *y = in_place ? qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape)
                              : qat__new_out(ctx, x->rank, x->shape);
     uint8_t *mask = NULL, *bits = NULL;
-    bool want_mask = record && (ste == QAT_STE_CLIPPED || clamp);
-    if (want_mask) {
+    /* the planes the backward needs: clipped STE multiplies by the range
+     * mask, a fused clamp selects by its pass mask */
+    int kinds = record ? (ste == QAT_STE_CLIPPED ? MASK_MUL : 0) | (clamp ? MASK_SEL : 0) : 0;
+    int64_t nb = (x->numel + 7) / 8;
+    if (kinds) {
         mask = (uint8_t *)qat__step_recycled(ctx, (size_t)x->numel);
-        bits = qat__step_scratch(ctx, (size_t)(x->numel + 7) / 8);
+        bits = qat__step_scratch(ctx, (size_t)(nb * (kinds == (MASK_MUL | MASK_SEL) ? 2 : 1)));
     }
-    if (!y || (want_mask && (!mask || !bits))) return NULL;
-    int64_t n = x->numel, run = q->rank == 0 ? n : qat__qtype_run(q);
+    if (!y || (kinds && (!mask || !bits))) return NULL;
+    int64_t n = x->numel;
     const float *restrict xs = x->data;
     float *restrict ys = y->data;
-    for (int64_t s = 0; s < n; s += run) {
+    int64_t fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q);
+    for (int64_t s = 0, run; s < n; s += run) {
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
         /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly
@@ -182,11 +214,13 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
             fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
     }
     if (mask) {
-        pack_bits(mask, bits, n);
+        uint8_t *at = bits;
+        if (kinds & MASK_MUL) pack_bits(mask, at, n, 0), at += nb;
+        if (kinds & MASK_SEL) pack_bits(mask, at, n, 1);
         qat__step_release(ctx, (float *)(void *)mask, (size_t)n);
     }
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
-    if (node) node->saved = bits;
+    if (node) node->saved = bits, node->i[0] = kinds;
     return y;
 }
 

@@ -6,10 +6,16 @@
 
 #include "qat/fakequant.h"
 
-/* Elements that share one (scale, zero point) pair come in contiguous runs
- * of this length: the block of the last split dimension times every whole
- * dimension after it. */
-int64_t qat__qtype_run(const qat_qtype *q);
+/* Elements that share one (scale, zero point) pair come in contiguous
+ * runs: the block of the last split dimension times every whole dimension
+ * after it (shorter where a ragged last block ends). The length of the run
+ * that starts at flat index s (s must start a run: 0, then each s + len). */
+int64_t qat__qtype_run_len(const qat_qtype *q, int64_t s);
+/* The length every run has, when they all have one (no ragged block in the
+ * last split dimension); 0 otherwise. Loops take it once and call
+ * qat__qtype_run_len only when it is 0 (QAT__RUN). */
+int64_t qat__qtype_fixed_run(const qat_qtype *q);
+#define QAT__RUN(q, fixed, s) ((fixed) ? (fixed) : qat__qtype_run_len((q), (s)))
 int64_t qat__qtype_numel(const qat_qtype *q);
 
 /* Round half to even, as nearbyintf under the default rounding mode, but

@@ -16,24 +16,30 @@ static void lsq_bw(qat_ctx *ctx, qat_node *n) {
     qat_tensor *x = n->in[0], *sc = n->in[1], *zt = n->in[2];
     const qat_qtype *q = n->saved;
     float gf = n->f[0];
-    float *gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
+    bool store = false; /* a fresh step gradient: written, so dy·0 keeps its sign as torch's dY·mask */
+    float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     float *gs = qat__wants_grad(sc) ? qat__grad(ctx, sc) : NULL;
     float *gz = qat__wants_grad(zt) ? qat__grad(ctx, zt) : NULL;
     if (ctx->status != QAT_OK) return;
     const float *dy = n->out->grad;
-    int64_t N = x->numel, run = q->rank == 0 ? N : qat__qtype_run(q);
-    for (int64_t s = 0; s < N; s += run) {
+    int64_t N = x->numel, fixed = q->rank == 0 ? N : qat__qtype_fixed_run(q);
+    for (int64_t s = 0, run; s < N; s += run) {
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float scale = sc->data[p], inv = 1.0f / scale, zp = zp_of(q, zt->data[p]);
         float lo = (float)q->qmin - zp, hi = (float)q->qmax - zp; /* dscale outside the range */
         double ds = 0.0, dz = 0.0;
         for (int64_t j = s; j < s + run; j++) {
             float r = qat__rint(x->data[j] * inv), g = dy[j];
-            if (r < lo || r > hi) {
+            bool out = r < lo || r > hi;
+            if (gx) { /* dx = dy·mask, as torch: -0 for a negative dy outside, NaN for a NaN dy */
+                float d = g * (out ? 0.0f : 1.0f);
+                gx[j] = store ? d : gx[j] + d;
+            }
+            if (out) {
                 ds += (double)(g * (r < lo ? lo : hi));
                 dz += (double)(-g * scale);
             } else {
-                if (gx) gx[j] += g;
                 float xfq = r * scale;
                 ds += (double)((xfq - x->data[j]) * inv * g);
             }
@@ -60,8 +66,9 @@ qat_tensor *qat_fake_quant_lsq(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale, q
                                 (long long)p, (double)scale->data[p]), NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
-    int64_t N = x->numel, run = q->rank == 0 ? N : qat__qtype_run(q);
-    for (int64_t s = 0; s < N; s += run) {
+    int64_t N = x->numel, fixed = q->rank == 0 ? N : qat__qtype_fixed_run(q);
+    for (int64_t s = 0, run; s < N; s += run) {
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float sc = scale->data[p], inv = 1.0f / sc, zp = zp_of(q, zero_point->data[p]);
         float lo = (float)q->qmin - zp, hi = (float)q->qmax - zp;

@@ -169,6 +169,11 @@ static bool pairs(rd *r, float *sc, int32_t *zp, int64_t max, int64_t *n) {
 
 qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank, const int64_t *shape,
                                qat_qtype *out) {
+    return qat_qtype_from_mlir_blocks(ctx, text, rank, shape, false, out);
+}
+
+qat_status qat_qtype_from_mlir_blocks(qat_ctx *ctx, const char *text, int rank, const int64_t *shape, bool ragged,
+                                      qat_qtype *out) {
     if (!ctx) return QAT_ERR_ARG;
     if (!text || !out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "quant type: NULL argument");
     rd r = {text, text, ctx, false};
@@ -192,6 +197,7 @@ qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank, const i
                 long d, b;
                 if (!integer(&r, &d) || !need(&r, ":") || !integer(&r, &b)) return QAT_ERR_FORMAT;
                 if (d < 0 || d >= rank || b < 1) return fail(&r, "block dimension outside the tensor"), QAT_ERR_FORMAT;
+                if (block[d]) return fail(&r, "a dimension given two block sizes"), QAT_ERR_FORMAT;
                 block[d] = b;
             } while (lit(&r, ","));
             if (!need(&r, "}")) return QAT_ERR_FORMAT;
@@ -213,7 +219,7 @@ qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank, const i
             return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "quant type: storage range <%ld:%ld> is "
                                 "neither full nor narrow", lo, hi);
     }
-    qat_status st = qat_qtype_init(ctx, out, (int)bits, is_signed, narrow, rank, shape, block);
+    qat_status st = qat_qtype_init_blocks(ctx, out, (int)bits, is_signed, narrow, rank, shape, block, ragged);
     if (st != QAT_OK) return st;
     int64_t n = 0;
     if (per_tensor) {

@@ -6,8 +6,8 @@
 
 #include "internal.h"
 
-qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,
-                          const int64_t *shape, const int64_t *block) {
+qat_status qat_qtype_init_blocks(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,
+                                 const int64_t *shape, const int64_t *block, bool ragged) {
     if (!ctx) return QAT_ERR_ARG;
     if (!q || rank < 0 || rank > QAT_MAX_RANK || (rank > 0 && !shape))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: bad arguments");
@@ -19,18 +19,26 @@ qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, 
     for (int d = 0; d < rank; d++) {
         int64_t n = shape[d], b = block && block[d] > 0 ? block[d] : n;
         if (n < 1) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qtype: dimension %d is %lld", d, (long long)n);
-        if (b > n || n % b)
-            return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qtype: block size %lld does not divide dimension "
-                                "%d of size %lld (need 1 <= block <= dim, dim %% block == 0)",
-                                (long long)b, d, (long long)n);
-        q->shape[d] = n, q->block[d] = b, q->pshape[d] = n / b;
-        q->nparams *= n / b;
+        if (b > n && ragged) b = n; /* one block, shorter than asked: the whole dimension */
+        if (b > n)
+            return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qtype: block size %lld is larger than dimension %d of size "
+                                "%lld (need 1 <= block <= dim)", (long long)b, d, (long long)n);
+        if (n % b && !ragged)
+            return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qtype: block size %lld does not divide dimension %d of size "
+                                "%lld (need dim %% block == 0, or a ragged last block)", (long long)b, d, (long long)n);
+        q->shape[d] = n, q->block[d] = b, q->pshape[d] = (n + b - 1) / b; /* ragged: the last block is shorter */
+        q->nparams *= q->pshape[d];
     }
     q->scale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)q->nparams * sizeof(float));
     q->zero_point = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)q->nparams * sizeof(int32_t));
     if (!q->scale || !q->zero_point) return qat_ctx_status(ctx);
     for (int64_t i = 0; i < q->nparams; i++) q->scale[i] = 1.0f;
     return QAT_OK;
+}
+
+qat_status qat_qtype_init(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,
+                          const int64_t *shape, const int64_t *block) {
+    return qat_qtype_init_blocks(ctx, q, bits, is_signed, narrow, rank, shape, block, false);
 }
 
 qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow,
@@ -42,13 +50,25 @@ qat_status qat_qtype_init_axis(qat_ctx *ctx, qat_qtype *q, int bits, bool is_sig
     return qat_qtype_init(ctx, q, bits, is_signed, narrow, rank, shape, block);
 }
 
-int64_t qat__qtype_run(const qat_qtype *q) {
-    int64_t run = 1;
+int64_t qat__qtype_run_len(const qat_qtype *q, int64_t s) {
+    int64_t inner = 1;
     for (int d = q->rank - 1; d >= 0; d--) {
-        run *= q->block[d];
-        if (q->block[d] != q->shape[d]) break; /* first split dim from the right ends the run */
+        if (q->block[d] != q->shape[d]) { /* the innermost split dimension: its block (or the ragged rest) */
+            int64_t c = (s / inner) % q->shape[d], end = (c / q->block[d] + 1) * q->block[d];
+            return ((end < q->shape[d] ? end : q->shape[d]) - c) * inner;
+        }
+        inner *= q->shape[d];
     }
-    return run;
+    return inner - s; /* per-tensor: everything from s */
+}
+
+int64_t qat__qtype_fixed_run(const qat_qtype *q) {
+    int64_t inner = 1;
+    for (int d = q->rank - 1; d >= 0; d--) {
+        if (q->block[d] != q->shape[d]) return q->shape[d] % q->block[d] ? 0 : q->block[d] * inner;
+        inner *= q->shape[d];
+    }
+    return inner;
 }
 
 int64_t qat__qtype_numel(const qat_qtype *q) {
@@ -78,7 +98,7 @@ void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t qmax, bo
 }
 
 void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
-    int64_t run = qat__qtype_run(q), n = qat__qtype_numel(q);
+    int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     /* One pass over x. Until the end, scale[p] holds the block's minimum and
      * zero_point[p] the bits of its maximum (same size; memcpy is the legal pun). */
     float neg_inf = -INFINITY;
@@ -86,7 +106,8 @@ void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
         q->scale[p] = INFINITY;
         memcpy(&q->zero_point[p], &neg_inf, sizeof(float));
     }
-    for (int64_t s = 0; s < n; s += run) {
+    for (int64_t s = 0, run; s < n; s += run) {
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float lo = q->scale[p], hi;
         memcpy(&hi, &q->zero_point[p], sizeof hi);
@@ -103,8 +124,9 @@ void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
 }
 
 void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
-    int64_t run = qat__qtype_run(q), n = qat__qtype_numel(q);
-    for (int64_t s = 0; s < n; s += run) {
+    int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
+    for (int64_t s = 0, run; s < n; s += run) {
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         float inv = 1.0f / q->scale[p];
         int32_t zp = q->zero_point[p];
@@ -113,8 +135,9 @@ void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
 }
 
 void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *out) {
-    int64_t run = qat__qtype_run(q), n = qat__qtype_numel(q);
-    for (int64_t s = 0; s < n; s += run) {
+    int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
+    for (int64_t s = 0, run; s < n; s += run) {
+        run = QAT__RUN(q, fixed, s);
         int64_t p = qat_qtype_param_index(q, s);
         for (int64_t j = 0; j < run; j++)
             out[s + j] = (float)(qv[s + j] - q->zero_point[p]) * q->scale[p];

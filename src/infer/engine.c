@@ -105,11 +105,12 @@ static qat_status setup_float(qat_engine *e) {
         engine_op *eo = &e->ops[i];
         if (e->mode == QAT_ENGINE_FAKE) st = act_qtype(e, &q->tensors[op->output].q, &eo->oq);
         if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
-        int64_t O = op->wq.shape[0];
-        eo->wf = qat_tensor_new(e->mem, QAT_MEM_PERSIST, op->wq.rank, op->wq.shape, false);
+        int64_t O = op->wq.shape[0], ws[QAT_MAX_RANK];
+        int wr = qat_qop_weight_shape(q, op, ws); /* the type may be on a conv's [O, C/groups·kh·kw] view */
+        eo->wf = qat_tensor_new(e->mem, QAT_MEM_PERSIST, wr, ws, false);
         eo->bf = qat_tensor_new(e->mem, QAT_MEM_PERSIST, 1, &O, false);
         if (!eo->wf || !eo->bf) return qat_ctx_fail(e->err, QAT_ERR_NOMEM, "engine: out of memory");
-        qat_dequantize(&op->wq, op->weight, eo->wf->data); /* (q - zp)·s, as the fake quantization */
+        qat_dequantize(&op->wq, op->weight, eo->wf->data); /* (q - zp)·s, as the fake quantization; any blocks */
         for (int64_t c = 0; c < O; c++) eo->bf->data[c] = (float)((double)op->bias[c] * op->bias_scale[c]);
     }
     return st;

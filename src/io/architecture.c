@@ -26,14 +26,21 @@ static void qcfg_values(const qat_prepare_config *c, long long *v) {
 static bool same_qcfg(const qat_prepare_config *a, const qat_prepare_config *b) {
     long long x[N_QCFG], y[N_QCFG];
     qcfg_values(a, x), qcfg_values(b, y);
-    return !memcmp(x, y, sizeof x) && a->k == b->k;
+    return !memcmp(x, y, sizeof x) && a->k == b->k && !memcmp(a->blocks, b->blocks, sizeof a->blocks) &&
+           a->ragged == b->ragged;
 }
 
+/* qat_config_blocks: the seed-form block sizes per weight dimension, then ragged */
+#define N_BLOCKS (QAT_MAX_RANK + 1)
+
 static void put_qcfg(qat__h5w *w, hid_t g, const qat_prepare_config *c) {
-    long long v[N_QCFG];
+    long long v[N_QCFG], b[N_BLOCKS];
     qcfg_values(c, v);
     qat__h5w_i64s(w, g, "qat_config", v, N_QCFG);
     qat__h5w_f32(w, g, "qat_config_k", c->k);
+    for (int d = 0; d < QAT_MAX_RANK; d++) b[d] = c->blocks[d];
+    b[QAT_MAX_RANK] = c->ragged;
+    qat__h5w_i64s(w, g, "qat_config_blocks", b, N_BLOCKS);
 }
 
 void qat__arch_write(qat__h5w *w, const qat_model *m) {
@@ -76,7 +83,7 @@ void qat__arch_write(qat__h5w *w, const qat_model *m) {
  * values is refused, not cast). */
 static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
     static const long long lo[N_QCFG] = {2, 0, QAT_GRAN_TENSOR, 0, 2, 0, QAT_OBS_MINMAX, 0, QAT_STE_CLIPPED, 2, 0, 0};
-    static const long long hi[N_QCFG] = {16, 1, QAT_GRAN_BLOCK, 1 << 24, 16, 1, QAT_OBS_EMA_BIAS_CORRECTED,
+    static const long long hi[N_QCFG] = {16, 1, QAT_GRAN_AXES, 1 << 24, 16, 1, QAT_OBS_EMA_BIAS_CORRECTED,
                                          QAT_OBS_MAX_WINDOW, QAT_STE_PLAIN, 16, 1, 1};
     static const char *const names[N_QCFG] = {"wbits", "w_narrow", "granularity", "block", "abits", "a_symmetric",
                                               "observer", "window", "ste", "io_bits", "lsq", "fold_bn"};
@@ -91,6 +98,17 @@ static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
                               .abits = (int)v[4], .a_symmetric = v[5], .aobs = (qat_observer_kind)v[6],
                               .window = (int)v[7], .k = k, .ste = (qat_ste)v[8], .io_bits = (int)v[9], .lsq = v[10],
                               .fold_bn = v[11]};
+    if (qat__h5r_has_attr(g, "qat_config_blocks")) {
+        long long b[N_BLOCKS];
+        if (!qat__h5r_i64s(r, g, "qat_config_blocks", b, N_BLOCKS, 0, QAT_MAX_BLOCK)) return false;
+        for (int d = 0; d < QAT_MAX_RANK; d++) c->blocks[d] = b[d];
+        if (b[QAT_MAX_RANK] > 1) return qat__h5r_fail(r, QAT_ERR_FORMAT, "qat_config_blocks: ragged is %lld", b[QAT_MAX_RANK]);
+        c->ragged = b[QAT_MAX_RANK];
+    } else if (c->wgran == QAT_GRAN_BLOCK) {
+        /* written before qat_config_blocks: blocks of `block` along dimension 1
+         * of the weight itself (a Conv's input channels), dividing it */
+        c->wgran = QAT_GRAN_AXES, c->blocks[0] = 1, c->blocks[1] = c->block;
+    }
     return r->ok;
 }
 
@@ -179,10 +197,12 @@ static qat_status restore_v2_layer(qat__h5r *r, hid_t arch, hid_t g, qat_model *
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: weight type %lld bits, qmin %lld is neither full nor "
                              "narrow range", l->name, wt[0], wt[1]), QAT_ERR_FORMAT;
     c.w_narrow = wt[1] != full_min;
+    /* version 2 blocked dimensions 0 and 1 of the weight itself */
     c.wgran = wt[2] == l->wq->shape[0] && l->wq->shape[0] > 1 ? QAT_GRAN_TENSOR
-              : wt[3] < l->wq->shape[1]                     ? QAT_GRAN_BLOCK
+              : wt[3] < l->wq->shape[1]                     ? QAT_GRAN_AXES
                                                             : QAT_GRAN_CHANNEL;
-    c.block = (int)wt[3];
+    memset(c.blocks, 0, sizeof c.blocks);
+    c.blocks[0] = 1, c.blocks[1] = wt[3];
     for (int j = id; j < m->n_layers; j++) { /* the activation point of this layer's group */
         if (!m->layers[j].aq) continue;
         char name[16];

@@ -52,6 +52,52 @@ void qat__h5w_ints(qat__h5w *w, hid_t loc, const char *name, hid_t type, int ran
     if (space >= 0) H5Sclose(space);
 }
 
+/* A dataset creation property list: one chunk of the whole shape, shuffled
+ * and deflated, when the data are big enough and deflate is there; else
+ * the default (contiguous). Close it if it is not H5P_DEFAULT. */
+static hid_t dcpl_for(int rank, const hsize_t *dims, size_t elem, bool deflate) {
+    hsize_t n = 1;
+    for (int d = 0; d < rank; d++) n *= dims[d];
+    if (!deflate || n * elem < QAT__H5W_DEFLATE_MIN || n * elem > ((hsize_t)1 << 31) ||
+        H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0 || H5Zfilter_avail(H5Z_FILTER_SHUFFLE) <= 0)
+        return H5P_DEFAULT;
+    hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+    if (p < 0) return H5P_DEFAULT;
+    if (H5Pset_chunk(p, rank, dims) < 0 || H5Pset_shuffle(p) < 0 || H5Pset_deflate(p, 6) < 0) {
+        H5Pclose(p);
+        return H5P_DEFAULT;
+    }
+    return p;
+}
+
+/* data (mem_type) as a dataset of file_type and shape, compressed if asked. */
+static void write_set(qat__h5w *w, hid_t loc, const char *name, hid_t file_type, hid_t mem_type, size_t elem, int rank,
+                      const int64_t *shape, const void *data, bool deflate) {
+    if (!w->ok) return;
+    hsize_t dims[8];
+    dims_of(rank, shape, dims);
+    int rk = rank ? rank : 1;
+    hid_t space = H5Screate_simple(rk, dims, NULL), dcpl = dcpl_for(rk, dims, elem, deflate);
+    hid_t set = space < 0 ? -1 : H5Dcreate2(loc, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (set < 0 || H5Dwrite(set, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) qat__h5w_fail(w, name);
+    if (set >= 0) H5Dclose(set);
+    if (dcpl != H5P_DEFAULT) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+}
+
+void qat__h5w_floats_z(qat__h5w *w, hid_t loc, const char *name, int rank, const int64_t *shape, const float *data) {
+    write_set(w, loc, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, rank, shape, data, true);
+}
+
+void qat__h5w_ints_z(qat__h5w *w, hid_t loc, const char *name, hid_t type, int rank, const int64_t *shape,
+                     const int32_t *data) {
+    write_set(w, loc, name, type, H5T_NATIVE_INT32, H5Tget_size(type), rank, shape, data, true);
+}
+
+void qat__h5w_u8s(qat__h5w *w, hid_t loc, const char *name, const uint8_t *data, int64_t n, bool deflate) {
+    write_set(w, loc, name, H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, 1, &n, data, deflate);
+}
+
 void qat__h5w_i64(qat__h5w *w, hid_t loc, const char *name, long long v) {
     qat__h5w_i64s(w, loc, name, &v, 1);
 }
@@ -427,6 +473,18 @@ bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const i
 
 bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out) {
     return read_exact(r, loc, name, H5T_INTEGER, H5T_NATIVE_INT32, rank, shape, out);
+}
+
+bool qat__h5r_u8s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint8_t *out) {
+    hid_t set = dataset_exact(r, loc, name, H5T_INTEGER, 1, &n);
+    if (set < 0) return false;
+    hid_t t = H5Dget_type(set);
+    bool byte = t >= 0 && H5Tget_size(t) == 1 && H5Tget_sign(t) == H5T_SGN_NONE;
+    if (t >= 0) H5Tclose(t);
+    bool ok = byte && H5Dread(set, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    H5Dclose(set);
+    if (!ok) return qat__h5r_fail(r, QAT_ERR_FORMAT, "dataset %s: want %lld unsigned bytes", name, (long long)n);
+    return true;
 }
 
 bool qat__h5r_u64s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint64_t *out) {

@@ -34,6 +34,17 @@ void qat__h5w_floats(qat__h5w *w, hid_t loc, const char *name, int rank, const i
 /* int32 values written as a dataset of `type` (H5T_NATIVE_INT8, _INT16, _INT32). */
 void qat__h5w_ints(qat__h5w *w, hid_t loc, const char *name, hid_t type, int rank,
                    const int64_t *shape, const int32_t *data);
+/* The same two, compressed (shuffle + deflate, one chunk) when the data
+ * take at least QAT__H5W_DEFLATE_MIN bytes and the library has deflate:
+ * readers need nothing special (HDF5 and h5py decompress on read). */
+#define QAT__H5W_DEFLATE_MIN 4096
+void qat__h5w_floats_z(qat__h5w *w, hid_t loc, const char *name, int rank, const int64_t *shape,
+                       const float *data);
+void qat__h5w_ints_z(qat__h5w *w, hid_t loc, const char *name, hid_t type, int rank, const int64_t *shape,
+                     const int32_t *data);
+/* n bytes as a 1-d uint8 dataset (compressed from QAT__H5W_DEFLATE_MIN bytes
+ * when deflate is true). */
+void qat__h5w_u8s(qat__h5w *w, hid_t loc, const char *name, const uint8_t *data, int64_t n, bool deflate);
 void qat__h5w_i64(qat__h5w *w, hid_t loc, const char *name, long long v);      /* attribute */
 void qat__h5w_i64s(qat__h5w *w, hid_t loc, const char *name, const long long *v, int n);
 void qat__h5w_f32(qat__h5w *w, hid_t loc, const char *name, float v);          /* attribute */
@@ -93,6 +104,9 @@ bool qat__h5r_shape(qat__h5r *r, hid_t loc, const char *name, int max_rank, int 
  * bits, unsigned < 32): HDF5 would clip wider ones silently. */
 bool qat__h5r_floats(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, float *out);
 bool qat__h5r_ints(qat__h5r *r, hid_t loc, const char *name, int rank, const int64_t *shape, int32_t *out);
+/* Exactly n bytes from a 1-d dataset [n] of 1-byte unsigned integers
+ * (no wider type: HDF5 would clip it silently). */
+bool qat__h5r_u8s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint8_t *out);
 /* n unsigned 64-bit integers, shape exactly [n]. */
 bool qat__h5r_u64s(qat__h5r *r, hid_t loc, const char *name, int64_t n, uint64_t *out);
 /* A 1-d integer dataset of at most cap elements; *n gets its length. */

@@ -34,16 +34,23 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, boo
     return over ? qat__fake_quant_over(m->ctx, x, &a->q, a->ste, clo, chi) : qat_fake_quant(m->ctx, x, &a->q, a->ste);
 }
 
-/* Fake quantization of a weight tensor (the layer's own, or a folded one). */
+/* Fake quantization of a weight tensor (the layer's own, or a folded one).
+ * A Conv quantized in blocks along its flattened input has a type on its
+ * [O, C/groups·kh·kw] matrix: the weight is seen through that view (the
+ * same elements) and the result viewed back. */
 static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w) {
+    qat_tensor *v = l->wq->rank == w->rank ? w : qat_reshape(m->ctx, w, l->wq->rank, l->wq->shape), *y;
+    if (!v) return NULL;
     if (l->wscale) { /* LSQ: learned scales, kept positive (a projection after each step) */
         for (int64_t p = 0; p < l->wscale->numel; p++)
             if (!(l->wscale->data[p] >= 1e-8f)) l->wscale->data[p] = 1e-8f;
-        return qat_fake_quant_lsq(m->ctx, w, l->wscale, l->wzero, l->wq,
-                                  qat_lsq_grad_factor(w->numel / l->wq->nparams, l->wq->qmax));
+        y = qat_fake_quant_lsq(m->ctx, v, l->wscale, l->wzero, l->wq,
+                               qat_lsq_grad_factor(w->numel / l->wq->nparams, l->wq->qmax));
+    } else {
+        qat_qtype_calibrate(l->wq, w->data, true);
+        y = qat_fake_quant(m->ctx, v, l->wq, l->qcfg->ste);
     }
-    qat_qtype_calibrate(l->wq, w->data, true);
-    return qat_fake_quant(m->ctx, w, l->wq, l->qcfg->ste);
+    return v == w || !y ? y : qat_reshape(m->ctx, y, w->rank, w->shape);
 }
 
 /* The weight as the layer sees it: fake-quantized with scales from the

@@ -4,6 +4,8 @@
  * learned scales. Per-layer configurations are whole: every field of a
  * layer's own configuration is honoured. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fakequant/internal.h"
@@ -19,9 +21,13 @@ qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c) {
     if (c->wbits < 2 || c->wbits > 16 || c->abits < 2 || c->abits > 16 || c->io_bits < 2 || c->io_bits > 16)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: bit widths must be 2..16 (weights %d, "
                             "activations %d, input/output %d)", c->wbits, c->abits, c->io_bits);
-    if ((unsigned)c->wgran > QAT_GRAN_BLOCK) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: unknown granularity %d", (int)c->wgran);
+    if ((unsigned)c->wgran > QAT_GRAN_AXES) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: unknown granularity %d", (int)c->wgran);
     if (c->wgran == QAT_GRAN_BLOCK && c->block < 1)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: block granularity needs a block size >= 1");
+    for (int d = 0; c->wgran == QAT_GRAN_AXES && d < QAT_MAX_RANK; d++)
+        if (c->blocks[d] < 0 || c->blocks[d] > QAT_MAX_BLOCK)
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: block size %lld for dimension %d is outside 0..%d (0: whole)",
+                                (long long)c->blocks[d], d, QAT_MAX_BLOCK);
     if ((unsigned)c->ste > QAT_STE_PLAIN) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: unknown STE %d", (int)c->ste);
     return QAT_OK;
 }
@@ -37,30 +43,60 @@ static qat__act_quant *new_act_quant(qat_model *m, const qat_prepare_config *c, 
     return a;
 }
 
-/* The weight type configuration c asks for layer l (not yet attached). */
+/* The weight type configuration c asks for layer l (not yet attached).
+ * QAT_GRAN_BLOCK types a Conv's weight as its [O, C/groups·kh·kw] matrix:
+ * the same elements in the same order, blocks along the flattened input. */
 static qat_status weight_type(qat_model *m, const qat__layer *l, const qat_prepare_config *c, qat_qtype *out) {
-    int64_t block[QAT_MAX_RANK] = {0};
-    if (c->wgran != QAT_GRAN_TENSOR) block[0] = 1; /* per output channel */
-    if (c->wgran == QAT_GRAN_BLOCK) {
-        if (l->weight->shape[1] % c->block)
-            return qat_ctx_fail(m->ctx, QAT_ERR_SHAPE, "prepare: block size %d does not divide the %lld inputs of %s",
-                                c->block, (long long)l->weight->shape[1], l->name);
-        block[1] = c->block;
+    int rank = l->weight->rank;
+    int64_t block[QAT_MAX_RANK] = {0}, shape[QAT_MAX_RANK];
+    memcpy(shape, l->weight->shape, sizeof shape);
+    switch (c->wgran) {
+    case QAT_GRAN_TENSOR: break;
+    case QAT_GRAN_CHANNEL: block[0] = 1; break; /* per output channel */
+    case QAT_GRAN_BLOCK:
+        rank = 2, shape[1] = l->weight->numel / shape[0];
+        block[0] = 1, block[1] = c->block < shape[1] ? c->block : shape[1];
+        break;
+    case QAT_GRAN_AXES:
+        for (int d = 0; d < QAT_MAX_RANK; d++) {
+            if (c->blocks[d] > 0 && d >= rank)
+                return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "prepare: %s: a block size for dimension %d, but its weight "
+                                    "has %d dimensions", l->name, d, rank);
+            if (d < rank) block[d] = c->blocks[d];
+        }
+        break;
     }
-    return qat_qtype_init(m->ctx, out, c->wbits, true, c->w_narrow, l->weight->rank, l->weight->shape, block);
+    qat_status st = qat_qtype_init_blocks(m->ctx, out, c->wbits, true, c->w_narrow, rank, shape, block, c->ragged);
+    if (st != QAT_OK) {
+        char msg[256], dims[64] = "";
+        snprintf(msg, sizeof msg, "%s", qat_ctx_error(m->ctx));
+        for (int d = 0, at = 0; d < rank && at < (int)sizeof dims; d++)
+            at += snprintf(dims + at, sizeof dims - (size_t)at, d ? ", %lld" : "%lld", (long long)shape[d]);
+        qat_ctx_clear_error(m->ctx);
+        return qat_ctx_fail(m->ctx, st, "prepare: %s's weight [%s]: %s", l->name, dims, msg);
+    }
+    return QAT_OK;
 }
 
 /* LSQ's initial scales for layer l's type q: 2·mean|w| / sqrt(qmax) per
- * block. Weight blocks split dims 0 and 1 only, so each block is one run
- * of consecutive elements: one pass, summed in double. */
-static void lsq_init(const qat__layer *l, const qat_qtype *q, float *scales) {
-    int64_t run = qat__qtype_run(q);
-    for (int64_t s0 = 0; s0 < l->weight->numel; s0 += run) {
-        double a = 0;
-        for (int64_t j = s0; j < s0 + run; j++) a += fabsf(l->weight->data[j]);
-        float s = (float)(2.0 * a / (double)run / sqrt((double)q->qmax));
-        scales[qat_qtype_param_index(q, s0)] = s > 1e-8f ? s : 1e-8f;
+ * block, summed in double over the block's runs (a block of several
+ * dimensions is several runs). */
+static bool lsq_init(const qat__layer *l, const qat_qtype *q, float *scales) {
+    double *sum = calloc((size_t)q->nparams, sizeof *sum);
+    int64_t *count = calloc((size_t)q->nparams, sizeof *count);
+    if (!sum || !count) return free(sum), free(count), false;
+    for (int64_t s0 = 0, run; s0 < l->weight->numel; s0 += run) {
+        run = qat__qtype_run_len(q, s0);
+        int64_t p = qat_qtype_param_index(q, s0);
+        for (int64_t j = s0; j < s0 + run; j++) sum[p] += fabsf(l->weight->data[j]);
+        count[p] += run;
     }
+    for (int64_t p = 0; p < q->nparams; p++) {
+        float s = count[p] ? (float)(2.0 * sum[p] / (double)count[p] / sqrt((double)q->qmax)) : 1e-8f;
+        scales[p] = s > 1e-8f ? s : 1e-8f;
+    }
+    free(sum), free(count);
+    return true;
 }
 
 /* The LSQ block laid out again in layer order, with layer `changed`
@@ -89,8 +125,9 @@ static qat_status relayout_lsq(qat_model *m, int changed, const qat_qtype *q, bo
         float *z = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)np * sizeof(float));
         views[2 * i + 1] = z ? qat_tensor_wrap(ctx, QAT_MEM_PERSIST, z, NULL, 1, &np) : NULL;
         if (!views[2 * i] || !views[2 * i + 1]) return qat_ctx_status(ctx);
-        if (i == changed) lsq_init(l, q, p + off);
-        else memcpy(p + off, l->wscale->data, (size_t)np * sizeof(float)), memcpy(z, l->wzero->data, (size_t)np * sizeof(float));
+        if (i == changed) {
+            if (!lsq_init(l, q, p + off)) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "prepare: out of memory");
+        } else memcpy(p + off, l->wscale->data, (size_t)np * sizeof(float)), memcpy(z, l->wzero->data, (size_t)np * sizeof(float));
         off += np;
     }
     for (int i = 0; i < m->n_layers; i++) m->layers[i].wscale = views[2 * i], m->layers[i].wzero = views[2 * i + 1];

@@ -16,6 +16,7 @@
 
 #include "kernels.h"
 #include "qat/runtime.h"
+#include "subchannel.h"
 
 #define ALIGN 16 /* per-sample offsets: SIMD rows start on 16 bytes */
 
@@ -122,7 +123,7 @@ static const char *unsupported(const qat_qmodel *q, const qat_qop *op, char *why
     }
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return NULL;
     if (op->wq.bits > 8) return snprintf(why, len, "its weights are wider than 8 bits"), why;
-    if (!op->multiplier) return snprintf(why, len, "its weights are sub-channel (no multiplier per channel)"), why;
+    if (qat_qop_subchannel(op)) return NULL; /* its bounds are qat_qmodel_check's (docs/subchannel.md) */
     /* |x - zp| <= 255 and |w - zp| <= 255: the sum and bias must stay in int32 */
     int64_t K = op->wq.shape[1] * (op->wq.rank == 4 ? op->wq.shape[2] * op->wq.shape[3] : 1), bias = 0;
     for (int64_t o = 0; o < op->wq.shape[0]; o++) bias = llabs(op->bias[o]) > bias ? llabs(op->bias[o]) : bias;
@@ -141,6 +142,7 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
     case QAT_QOP_ADD: return QAT_ADD_TABLE_BYTES;
     case QAT_QOP_LINEAR:
     case QAT_QOP_CONV2D: {
+        if (qat_qop_subchannel(op)) return 64 + qat__sc_const_bytes(op); /* run.c's header, subchannel.c's layout */
         int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64)
                                    : qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
         qat__i8_geom i8;
@@ -155,10 +157,15 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
     const qat_qtensor *in = &q->tensors[op->inputs[0]];
     int64_t s16 = 0;
     switch (op->kind) {
-    case QAT_QOP_LINEAR: s16 = qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64); break;
+    case QAT_QOP_LINEAR:
+        s16 = qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
+        if (qat_qop_subchannel(op)) return s16; /* no int8 path */
+        break;
     case QAT_QOP_CONV2D: {
         int64_t xpad = qat__round_up((g->C * g->Hp * g->Wp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
-        s16 = g->depthwise ? xpad : xpad + qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
+        int64_t cols = qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
+        if (qat_qop_subchannel(op)) return xpad + cols; /* sub-channel: im2col for every conv, no int8 path */
+        s16 = g->depthwise ? xpad : xpad + cols;
         break;
     }
     case QAT_QOP_MAXPOOL2D: return qat__round_up(in->shape[1] / 2 * in->shape[2], 64);

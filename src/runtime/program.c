@@ -4,9 +4,11 @@
  * to write, so the two can never disagree about what a valid file is. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qat/runtime.h"
+#include "subchannel.h"
 
 static const char *const kind_names[QAT_QOP_KIND_COUNT] = {
     "linear", "conv2d", "maxpool2d", "avgpool2d", "flatten", "relu", "add", "concat", "global_avgpool", "lut"};
@@ -21,6 +23,24 @@ int64_t qat_qtensor_numel(const qat_qtensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->rank; d++) n *= t->shape[d];
     return n;
+}
+
+bool qat_qop_subchannel(const qat_qop *op) {
+    if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return false;
+    int axis = qat_qtype_axis(&op->wq);
+    return axis != -1 && axis != 0;
+}
+
+int qat_qop_weight_shape(const qat_qmodel *q, const qat_qop *op, int64_t *shape) {
+    if (op->kind == QAT_QOP_LINEAR) {
+        shape[0] = op->wq.shape[0], shape[1] = op->wq.shape[1];
+        return 2;
+    }
+    if (op->kind != QAT_QOP_CONV2D) return 0;
+    const qat_qtensor *in = &q->tensors[op->inputs[0]];
+    shape[0] = op->wq.shape[0], shape[1] = op->groups > 0 ? in->shape[0] / op->groups : 0;
+    shape[2] = op->kh, shape[3] = op->kw;
+    return 4;
 }
 
 #ifdef __GNUC__
@@ -70,9 +90,15 @@ qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, int *ran
         if (op->kind == QAT_QOP_MAXPOOL2D && (2 * op->pad_h > op->kh || 2 * op->pad_w > op->kw))
             return say(msg, len, "max pooling pads at most half its window");
         if (op->kind != QAT_QOP_CONV2D) return QAT_OK;
+        /* the weight's type: on [O, C/groups, kh, kw], or on its matrix [O, C/groups·kh·kw] */
         const qat_qtype *w = &op->wq;
-        if (op->groups < 1 || in[0] % op->groups || !op->weight || w->rank != 4 || w->shape[0] % op->groups ||
-            w->shape[1] * op->groups != in[0] || w->shape[2] != op->kh || w->shape[3] != op->kw)
+        bool fits = op->groups >= 1 && in[0] % op->groups == 0 && op->weight && w->shape[0] % op->groups == 0;
+        if (fits && w->rank == 4)
+            fits = w->shape[1] * op->groups == in[0] && w->shape[2] == op->kh && w->shape[3] == op->kw;
+        else if (fits && w->rank == 2)
+            fits = w->shape[1] == in[0] / op->groups * op->kh * op->kw;
+        else fits = false;
+        if (!fits)
             return say(msg, len, "the weight does not fit %lld input channels in %d group(s) and a %dx%d kernel",
                        (long long)in[0], op->groups, op->kh, op->kw);
         s[0] = w->shape[0];
@@ -182,7 +208,17 @@ static bool check_multipliers(checker *c, const qat_qop *op, int n) {
     return true;
 }
 
-static bool check_weight(checker *c, const qat_qop *op) {
+static bool check_int_pairs(checker *c, const char *what, const int32_t *m, const int32_t *sh, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!(m[i] == 0 && sh[i] == 0) && (m[i] < (1 << 30) || sh[i] < -31 || sh[i] > 30))
+            return bad(c, "%s %lld: multiplier %d, shift %d outside [2^30, 2^31), [-31, 30]", what, (long long)i, m[i], sh[i]);
+    return true;
+}
+
+/* A linear/conv2d op's weight, bias and multipliers; sub-channel weights
+ * also their block multipliers and the accumulation bounds for inputs
+ * of quantization `in` (docs/subchannel.md). */
+static bool check_weight(checker *c, const qat_qop *op, const qat_aparams *in) {
     const qat_qtype *q = &op->wq;
     if (!op->weight || !op->bias || !op->bias_scale || !q->scale || !q->zero_point)
         return bad(c, "has no weight, bias or scales");
@@ -193,9 +229,11 @@ static bool check_weight(checker *c, const qat_qop *op) {
         return bad(c, "bad weight storage (%d bits, [%d, %d])", q->bits, q->qmin, q->qmax);
     int64_t n = 1, np = 1;
     for (int d = 0; d < q->rank; d++) {
-        if (q->block[d] < 1 || q->block[d] > q->shape[d] || q->shape[d] % q->block[d] ||
-            q->pshape[d] != q->shape[d] / q->block[d])
-            return bad(c, "block_sizes do not divide the weight's shape");
+        /* a ragged last block is allowed: ceil(dim / block) parameters along d */
+        if (q->block[d] < 1 || q->block[d] > q->shape[d] || q->pshape[d] != (q->shape[d] + q->block[d] - 1) / q->block[d])
+            return bad(c, "weight block %lld along dimension %d (of %lld) with %lld scales: need 1 <= block <= dim "
+                       "and ceil(dim / block) scales", (long long)q->block[d], d, (long long)q->shape[d],
+                       (long long)q->pshape[d]);
         n *= q->shape[d], np *= q->pshape[d];
     }
     if (np != q->nparams) return bad(c, "the weight has %lld scales, its blocks make %lld", (long long)q->nparams, (long long)np);
@@ -212,11 +250,29 @@ static bool check_weight(checker *c, const qat_qop *op) {
     for (int64_t o = 0; o < O; o++)
         if (!good_scale(op->bias_scale[o]))
             return bad(c, "bias scale %g is not a positive normal number", (double)op->bias_scale[o]);
-    int axis = qat_qtype_axis(q);
-    bool per_channel = axis == -1 || axis == 0;
-    if (per_channel != (op->multiplier != NULL))
-        return bad(c, "multipliers must be present exactly for per-tensor and per-output-channel weights");
-    return !per_channel || check_multipliers(c, op, (int)O);
+    if (!check_multipliers(c, op, (int)O)) return false;
+    bool sub = qat_qop_subchannel(op);
+    if (!sub) {
+        if (op->block_multiplier || op->block_shift)
+            return bad(c, "block multipliers are for sub-channel weights, and its weights are per-tensor or per output "
+                       "channel");
+        return true;
+    }
+    if (!op->block_multiplier || !op->block_shift) return bad(c, "sub-channel weights need one block multiplier per block");
+    if (!check_int_pairs(c, "block", op->block_multiplier, op->block_shift, q->nparams)) return false;
+    /* the rows that share a block's parameters share its accumulation scale */
+    for (int64_t o = 1; o < O; o++)
+        if (o % q->block[0] && op->bias_scale[o] != op->bias_scale[o - 1])
+            return bad(c, "rows %lld and %lld share their weight scales but not their accumulation scale (bias_scale)",
+                       (long long)o - 1, (long long)o);
+    int64_t X = qat__sc_input_bound(in);
+    int64_t J = q->nparams / q->pshape[0];
+    int64_t *work = malloc((size_t)J * sizeof *work);
+    if (!work) return bad(c, "out of memory checking its accumulation bounds");
+    char why[200];
+    bool ok = qat__sc_bounds(op, X, work, why, sizeof why);
+    free(work);
+    return ok || bad(c, "its sums could overflow: %s (docs/subchannel.md)", why);
 }
 
 /* What each kind needs beyond shapes: multipliers, tables, unchanged
@@ -225,7 +281,7 @@ static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
     const qat_qtensor *in = &q->tensors[op->inputs[0]], *out = &q->tensors[op->output];
     switch (op->kind) {
     case QAT_QOP_LINEAR:
-    case QAT_QOP_CONV2D: return check_weight(c, op);
+    case QAT_QOP_CONV2D: return check_weight(c, op, &in->q);
     case QAT_QOP_AVGPOOL2D:
     case QAT_QOP_GLOBAL_AVGPOOL: return check_multipliers(c, op, 1);
     case QAT_QOP_ADD:

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "subchannel.h"
 
 #define HEADER 64 /* the constants after it stay 64-byte aligned */
 
@@ -55,8 +56,13 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return;
     op_header *h = (op_header *)(void *)c;
-    h->int8 = int8_path(q, op, g, max_batch, level);
+    bool sc = qat_qop_subchannel(op); /* blocks with their own scales: subchannel.c's layout */
+    h->int8 = !sc && int8_path(q, op, g, max_batch, level);
     c += HEADER;
+    if (sc) {
+        qat__sc_prepare(op, c);
+        return;
+    }
     if (h->int8) {
         qat__i8_geom i8;
         qat__i8_geometry(q, op, g, max_batch, &i8);
@@ -326,6 +332,11 @@ static void run_op(const exec *e, int i) {
     case QAT_QOP_CONV2D:
     case QAT_QOP_LINEAR: {
         const uint8_t *body = (const uint8_t *)c + HEADER;
+        if (qat_qop_subchannel(op)) {
+            if (op->kind == QAT_QOP_CONV2D) qat__sc_run_conv(e->q, op, &g, body, x, y, e->scratch, e->n);
+            else qat__sc_run_linear(e->q, op, &g, body, x, y, e->scratch, e->n);
+            return;
+        }
         bool i8 = ((const op_header *)c)->int8;
         const int16_t *w16 = (const int16_t *)(const void *)body;
         if (op->kind == QAT_QOP_CONV2D) i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16);
