@@ -20,7 +20,7 @@ static int32_t rnd(qat_rng *r, int32_t lo, int32_t hi) { return lo + (int32_t)qa
 /* Runs q on n random input samples at every level this CPU has; every
  * level's whole arena (every tensor's final bytes) must equal the portable
  * level's. Returns the number of levels compared. */
-static int run_every_level(const qat_qmodel *q, int max_batch, int n, qat_rng *rng, const char *what) {
+static int run_levels(const qat_qmodel *q, int max_batch, int n, qat_rng *rng, const char *what, int fill) {
     int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
     qat_plan plan;
     char msg[320];
@@ -33,7 +33,7 @@ static int run_every_level(const qat_qmodel *q, int max_batch, int n, qat_rng *r
     memset(ref, 0, ab), memset(scratch, 0x5A, sb);
     const qat_qtensor *in = &q->tensors[q->input];
     int8_t *x = ref + plan.offset[q->input];
-    for (int64_t i = 0; i < n * qat_qtensor_numel(in); i++) x[i] = (int8_t)rnd(rng, in->q.qmin, in->q.qmax);
+    for (int64_t i = 0; i < n * qat_qtensor_numel(in); i++) x[i] = (int8_t)(fill > 127 ? rnd(rng, in->q.qmin, in->q.qmax) : fill);
     memcpy(arena, ref, ab);
     qat__runtime_prepare_level(q, &plan, consts, QAT_LEVEL_PORTABLE);
     CU_ASSERT_EQUAL(qat__runtime_run_level(q, &plan, consts, ref, scratch, n, QAT_LEVEL_PORTABLE), QAT_OK);
@@ -52,6 +52,10 @@ static int run_every_level(const qat_qmodel *q, int max_batch, int n, qat_rng *r
     }
     free(consts), free(scratch), free(ref), free(arena), free(off);
     return levels;
+}
+
+static int run_every_level(const qat_qmodel *q, int max_batch, int n, qat_rng *rng, const char *what) {
+    return run_levels(q, max_batch, n, rng, what, 128); /* 128: random inputs */
 }
 
 static qat_aparams act8(qat_rng *r) {
@@ -90,6 +94,10 @@ static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wsh
         bool zero = qat_rng_below(r, 16) == 0; /* a zero multiplier is legal */
         op->multiplier[o] = zero ? 0 : (int32_t)((1u << 30) + qat_rng_below(r, 1u << 30));
         op->shift[o] = zero ? 0 : rnd(r, -14, 2); /* positive: the saturating left shift */
+        if (!zero && qat_rng_below(r, 16) == 0) { /* saturated: v near INT32_MIN/MAX, where zp + v wraps in 32 bits */
+            op->bias[o] = qat_rng_below(r, 2) ? INT32_MAX / 2 : -(INT32_MAX / 2);
+            op->multiplier[o] = INT32_MAX, op->shift[o] = 2;
+        }
     }
     for (int64_t i = 0; i < n; i++) op->weight[i] = rnd(r, op->wq.qmin, op->wq.qmax);
 }
@@ -206,6 +214,41 @@ static void test_linear_every_level(void) {
         if (B > 1) run_every_level(&q, B, B - 1, &rng, what);
         qat_ctx_free(ctx);
     }
+}
+
+/* The largest sum the planner's bound allows, K·255·255 + bias =
+ * INT32_MAX, with a multiplier of almost 1 and an output zero point of
+ * 100: v = SRDHM(x, m0) is near INT32_MAX, and zp + v must be clamped as
+ * the portable code's 64-bit sum (127), not wrapped in 32 bits (-128).
+ * Unsigned weights at 255 with zero point 0, inputs at 127 with zero
+ * point -128: every product is 255·255. Only a hand-made file gets here. */
+static void test_saturated_sum_every_level(void) {
+    if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
+    enum { K = 4, O = 16 };
+    qat_rng rng;
+    qat_rng_seed(&rng, 23);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qmodel q = {.n_tensors = 2, .n_ops = 1, .input = 0, .output = 1, .config = ""};
+    q.tensors = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 2 * sizeof *q.tensors);
+    q.ops = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q.ops);
+    memset(q.ops, 0, sizeof *q.ops);
+    qat_aparams xa = act8(&rng), ya = act8(&rng);
+    xa.zero_point = -128, ya.zero_point = 100;
+    name_tensor(&q.tensors[0], "input", 1, (int64_t[]){K}, xa);
+    name_tensor(&q.tensors[1], "fc", 1, (int64_t[]){O}, ya);
+    qat_qop *op = &q.ops[0];
+    op->kind = QAT_QOP_LINEAR, snprintf(op->name, sizeof op->name, "fc"), op->groups = 1;
+    op->n_inputs = 1, op->output = 1;
+    fill_weights(ctx, op, 2, (int64_t[]){O, K}, 1, &rng); /* unsigned 8-bit weights */
+    for (int o = 0; o < O; o++) {
+        op->wq.zero_point[o] = 0;
+        for (int k = 0; k < K; k++) op->weight[o * K + k] = 255;
+        op->bias[o] = INT32_MAX - K * 255 * 255 - o; /* the sums INT32_MAX - o */
+        op->multiplier[o] = INT32_MAX - 1, op->shift[o] = 0;
+    }
+    op->act_min = -128, op->act_max = 127;
+    run_levels(&q, 8, 8, &rng, "saturated linear", 127);
+    qat_ctx_free(ctx);
 }
 
 /* A few training steps on random data (observers and BatchNorm move). */
@@ -462,6 +505,7 @@ static void test_position_map(void) {
 
 int main(int argc, char **argv) {
     const qat_test_case cases[] = {
+        {"the largest sum the bound allows: zp + v clamped, not wrapped, at every level", test_saturated_sum_every_level},
         {"every level runs random convolutions as the portable level", test_conv_every_level},
         {"every level runs random linear ops as the portable level", test_linear_every_level},
         {"every level runs the reference models as the portable level", test_reference_models_every_level},

@@ -35,8 +35,11 @@ QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256
         __m256i thr = _mm256_sub_epi32(_mm256_srai_epi32(mask, 1), _mm256_srai_epi32(v, 31));
         v = _mm256_sub_epi32(_mm256_sra_epi32(v, cnt), _mm256_cmpgt_epi32(rem, thr));
     }
-    v = _mm256_add_epi32(v, zp);
-    return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+    /* clamp(zp + v, lo, hi) as the portable code's 64-bit sum: v clamped to
+     * [lo - zp, hi - zp] first (a multiplier above 1 can saturate v to
+     * INT32_MAX, where a 32-bit zp + v would wrap) */
+    v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_sub_epi32(lo, zp)), _mm256_sub_epi32(hi, zp));
+    return _mm256_add_epi32(v, zp);
 }
 
 /* Requantizes and stores one output's 16 positions from p0: lo holds
