@@ -39,7 +39,8 @@ static const char *const train_usage =
     "  --clip X                    clip gradients to global norm X (default off)\n"
     "  --seed S                    seed for initialisation, shuffling, dropout (default 1)\n"
     "  --data DIR                  MNIST directory (default data/mnist)\n"
-    "  --threads T                 OpenBLAS threads (default 1)\n"
+    "  --threads T                 threads in this process (default 1): the library's pool splits\n"
+    "                              every op's work; OpenBLAS itself then runs single-threaded\n"
     "  --limit-train N             use the first N training samples (default all)\n"
     "  --limit-test N              use the first N test samples (default all)\n"
     "  --qat                       quantization-aware training (fake quantization)\n"
@@ -704,15 +705,20 @@ int cmd_train(int argc, char **argv) {
     train_opts o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
-    qat_set_threads((int)o.threads);
+    qat_set_threads(1); /* the pool splits the work, OpenBLAS's threads would multiply it */
     cli_blas_note();
+    qat_status pst;
+    qat_pool *pool = qat_pool_new((int)o.threads, &pst);
+    if (!pool) return cli_fail(PROG, o.json, 1, "cannot start %ld threads: %s", o.threads, qat_status_str(pst));
     trainer t = {.o = &o, .ctx = qat_ctx_new()};
-    if (!t.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
+    if (!t.ctx) return qat_pool_free(pool), cli_fail(PROG, o.json, 1, "out of memory");
+    qat_ctx_set_pool(t.ctx, pool);
     rc = train(&t);
     free(t.perm);
     free(t.labels);
     qat_mnist_free(&t.train);
     qat_mnist_free(&t.test);
     qat_ctx_free(t.ctx);
+    qat_pool_free(pool);
     return rc;
 }

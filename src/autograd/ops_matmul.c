@@ -86,29 +86,78 @@ qat_tensor *qat_matmul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b, bool trans_a,
     return y;
 }
 
-/* y [N, out] = x [N, in] · w [out, in]ᵀ + b [out] */
+/* y [N, out] = x [N, in] · w [out, in]ᵀ + b [out]
+ *
+ * On the pool, each product is cut into blocks of rows, sized by the
+ * product alone (about 2^20 multiply-adds a block, a multiple of 8 rows),
+ * never by the thread count: y and dx by rows of the batch, dw by rows of
+ * out (each block sums over the whole batch, in one sgemm), db by
+ * features. Every element is computed by one sgemm call whose shape
+ * depends only on the sizes: the same bits on any number of threads. */
+static int64_t block_rows(int64_t rows, int64_t per_row) {
+    int64_t b = ((int64_t)1 << 20) / (per_row > 0 ? per_row : 1);
+    b = (b + 7) / 8 * 8;
+    return b < 8 ? 8 : b > rows ? (rows > 0 ? rows : 1) : b;
+}
+
+typedef struct {
+    int N, IN, OUT;
+    const float *x, *w, *b, *dy;
+    float *y, *gx, *gw, *gb;
+    bool store;
+    int64_t rows; /* per task */
+} linear_job;
+
+static void linear_fw_task(void *u, int64_t t, int worker) {
+    const linear_job *j = u;
+    (void)worker;
+    int64_t r0 = t * j->rows, r1 = r0 + j->rows < j->N ? r0 + j->rows : j->N;
+    if (j->b)
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t o = 0; o < j->OUT; o++) j->y[r * j->OUT + o] = j->b[o];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), j->OUT, j->IN, 1.0f, j->x + r0 * j->IN, j->IN,
+                j->w, j->IN, j->b ? 1.0f : 0.0f, j->y + r0 * j->OUT, j->OUT);
+}
+
+static void linear_dx_task(void *u, int64_t t, int worker) { /* dx (+)= dy · w, rows of the batch */
+    const linear_job *j = u;
+    (void)worker;
+    int64_t r0 = t * j->rows, r1 = r0 + j->rows < j->N ? r0 + j->rows : j->N;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), j->IN, j->OUT, 1.0f, j->dy + r0 * j->OUT,
+                j->OUT, j->w, j->IN, j->store ? 0.0f : 1.0f, j->gx + r0 * j->IN, j->IN);
+}
+
+static void linear_dw_task(void *u, int64_t t, int worker) { /* dw += dyᵀ · x, rows of out */
+    const linear_job *j = u;
+    (void)worker;
+    int64_t o0 = t * j->rows, o1 = o0 + j->rows < j->OUT ? o0 + j->rows : j->OUT;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(o1 - o0), j->IN, j->N, 1.0f, j->dy + o0, j->OUT, j->x,
+                j->IN, 1.0f, j->gw + o0 * j->IN, j->IN);
+}
+
+static void linear_db_range(void *u, int64_t o0, int64_t o1) { /* each feature summed over rows in order */
+    const linear_job *j = u;
+    for (int r = 0; r < j->N; r++)
+        for (int64_t o = o0; o < o1; o++) j->gb[o] += j->dy[(int64_t)r * j->OUT + o];
+}
+
 static void linear_bw(qat_ctx *ctx, qat_node *n) {
     qat_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int N = (int)x->shape[0], IN = (int)x->shape[1], OUT = (int)w->shape[0];
-    const float *dy = n->out->grad;
-    if (qat__wants_grad(x)) { /* dx [N,in] (+)= dy [N,out] · w [out,in] */
-        bool store;
-        float *gx = qat__grad_dst(ctx, x, &store);
-        if (!gx) return;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dy, OUT,
-                    w->data, IN, store ? 0.0f : 1.0f, gx, IN);
+    linear_job j = {.N = N, .IN = IN, .OUT = OUT, .x = x->data, .w = w->data, .dy = n->out->grad};
+    if (qat__wants_grad(x)) {
+        if (!(j.gx = qat__grad_dst(ctx, x, &j.store))) return;
+        j.rows = block_rows(N, (int64_t)IN * OUT);
+        qat__par(ctx, (N + j.rows - 1) / j.rows, linear_dx_task, &j);
     }
-    if (qat__wants_grad(w)) { /* dw [out,in] += dyᵀ · x */
-        float *gw = qat__grad(ctx, w);
-        if (!gw) return;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dy, OUT, x->data,
-                    IN, 1.0f, gw, IN);
+    if (qat__wants_grad(w)) {
+        if (!(j.gw = qat__grad(ctx, w))) return;
+        j.rows = block_rows(OUT, (int64_t)IN * N);
+        qat__par(ctx, (OUT + j.rows - 1) / j.rows, linear_dw_task, &j);
     }
     if (qat__wants_grad(b)) {
-        float *gb = qat__grad(ctx, b);
-        if (!gb) return;
-        for (int r = 0; r < N; r++)
-            for (int o = 0; o < OUT; o++) gb[o] += dy[(int64_t)r * OUT + o];
+        if (!(j.gb = qat__grad(ctx, b))) return;
+        qat__par_range(ctx, OUT, N >= QAT__GRAIN ? 1 : QAT__GRAIN / (N > 0 ? N : 1), linear_db_range, &j);
     }
 }
 
@@ -133,11 +182,9 @@ qat_tensor *qat_linear(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b
     int64_t shape[2] = {N, OUT};
     qat_tensor *y = qat__new_out(ctx, 2, shape);
     if (!y) return NULL;
-    if (b)
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t o = 0; o < OUT; o++) y->data[r * OUT + o] = b->data[o];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)OUT, (int)IN, 1.0f, x->data,
-                (int)IN, w->data, (int)IN, b ? 1.0f : 0.0f, y->data, (int)OUT);
+    linear_job j = {.N = (int)N, .IN = (int)IN, .OUT = (int)OUT, .x = x->data, .w = w->data, .b = b ? b->data : NULL,
+                    .y = y->data, .rows = block_rows(N, IN * OUT)};
+    if (N > 0) qat__par(ctx, (N + j.rows - 1) / j.rows, linear_fw_task, &j);
     qat_node *n = qat__record(ctx, "qat_linear", linear_bw, y, x, w, b);
     if (n) n->out_free = true; /* its backward reads the inputs */
     return y;

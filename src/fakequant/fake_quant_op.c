@@ -80,14 +80,31 @@ static void ste_mask(float *restrict g, const uint8_t *restrict bits, int64_t n)
     for (; i < n; i++) g[i] = bit(bits, i) ? g[i] : 0.0f;
 }
 
+/* The pool's tasks take QAT__GRAIN elements each: a multiple of 64, so
+ * each starts on a whole mask byte and a 16-lane block. */
+typedef struct {
+    float *g;
+    const float *gy;
+    const uint8_t *bits;
+} ste_job;
+
+static void ste_mask_range(void *u, int64_t i0, int64_t i1) {
+    const ste_job *j = u;
+    ste_mask(j->g + i0, j->bits + i0 / 8, i1 - i0);
+}
+
+static void ste_accumulate_range(void *u, int64_t i0, int64_t i1) {
+    const ste_job *j = u;
+    ste_accumulate(j->g + i0, j->gy + i0, j->bits ? j->bits + i0 / 8 : NULL, i1 - i0);
+}
+
 static void fq_bw(qat_ctx *ctx, qat_node *n) {
-    float *g = qat__grad_reuse(n->in[0], n->out);
-    if (g) {
-        if (n->saved) ste_mask(g, n->saved, n->in[0]->numel);
+    ste_job j = {.gy = n->out->grad, .bits = n->saved};
+    if ((j.g = qat__grad_reuse(n->in[0], n->out))) {
+        if (n->saved) qat__par_range(ctx, n->in[0]->numel, QAT__GRAIN, ste_mask_range, &j);
         return;
     }
-    float *gx = qat__grad(ctx, n->in[0]);
-    if (gx) ste_accumulate(gx, n->out->grad, n->saved, n->out->numel);
+    if ((j.g = qat__grad(ctx, n->in[0]))) qat__par_range(ctx, n->out->numel, QAT__GRAIN, ste_accumulate_range, &j);
 }
 
 /* One run of elements sharing (scale, zero point): y = clamp(rint(x·inv),
@@ -134,6 +151,39 @@ static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float in
     }
 }
 
+/* Elements [i0, i1) (i0 a multiple of 64 but at the start), run by run:
+ * each run shares one (scale, zero point); then their mask bytes packed. */
+typedef struct {
+    const qat_qtype *q;
+    const float *x;
+    float *y;
+    uint8_t *mask, *bits;
+    int64_t run;
+    bool in_place, clipped;
+    float clo, chi;
+} fq_job;
+
+static void fq_range(void *u, int64_t i0, int64_t i1) {
+    const fq_job *j = u;
+    const qat_qtype *q = j->q;
+    for (int64_t s = i0; s < i1;) {
+        int64_t e = (s / j->run + 1) * j->run;
+        if (e > i1) e = i1;
+        int64_t p = qat_qtype_param_index(q, s);
+        float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
+        /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly
+         * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
+         * passes through (no comparison holds) and is out of range. */
+        float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
+        if (j->in_place)
+            fq_run_inplace(j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi, j->clo, j->chi, j->clipped);
+        else
+            fq_run(j->x + s, j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi);
+        s = e;
+    }
+    if (j->mask) pack_bits(j->mask + i0, j->bits + i0 / 8, i1 - i0);
+}
+
 /* in_place: write over x when allowed; clo < chi: quantize clamp(x, clo,
  * chi) instead (a fused ReLU/ReLU6, only in place). */
 static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste, bool in_place, float clo,
@@ -165,26 +215,11 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
         bits = qat__step_scratch(ctx, (size_t)(x->numel + 7) / 8);
     }
     if (!y || (want_mask && (!mask || !bits))) return NULL;
-    int64_t n = x->numel, run = q->rank == 0 ? n : qat__qtype_run(q);
-    const float *restrict xs = x->data;
-    float *restrict ys = y->data;
-    for (int64_t s = 0; s < n; s += run) {
-        int64_t p = qat_qtype_param_index(q, s);
-        float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
-        /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly
-         * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
-         * passes through (no comparison holds) and is out of range. */
-        float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
-        if (in_place)
-            fq_run_inplace(ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi, clamp ? clo : 0.0f, clamp ? chi : 0.0f,
-                           ste == QAT_STE_CLIPPED);
-        else
-            fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
-    }
-    if (mask) {
-        pack_bits(mask, bits, n);
-        qat__step_release(ctx, (float *)(void *)mask, (size_t)n);
-    }
+    int64_t n = x->numel;
+    fq_job j = {.q = q, .x = x->data, .y = y->data, .mask = mask, .bits = bits, .run = q->rank == 0 ? n : qat__qtype_run(q),
+                .in_place = in_place, .clo = clamp ? clo : 0.0f, .chi = clamp ? chi : 0.0f, .clipped = ste == QAT_STE_CLIPPED};
+    qat__par_range(ctx, n, QAT__GRAIN, fq_range, &j);
+    if (mask) qat__step_release(ctx, (float *)(void *)mask, (size_t)n);
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
     if (node) node->saved = bits;
     return y;

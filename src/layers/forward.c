@@ -15,14 +15,14 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, boo
     if (!a || !x) return x;
     bool fused = clo < chi;
     if (m->training && !m->observers_frozen) {
-        if (fused) {
-            float lo = INFINITY, hi = -INFINITY;
-            qat__minmax(x->data, x->numel, &lo, &hi);
-            float pair[2] = {fminf(fmaxf(lo, clo), chi), fminf(fmaxf(hi, clo), chi)};
-            if (lo <= hi) qat_observer_update(&a->obs, pair, 2);
-        } else {
-            qat_observer_update(&a->obs, x->data, x->numel);
-        }
+        /* the batch's range; with a reducer (data-parallel training) the
+         * global batch's, so every process folds in the same range */
+        float lo = INFINITY, hi = -INFINITY;
+        qat__minmax_par(m->ctx, x->data, x->numel, &lo, &hi);
+        if (qat__reduce_minmax(m->ctx, &lo, &hi, 1) != QAT_OK) return NULL;
+        float pair[2] = {lo, hi};
+        if (fused) pair[0] = fminf(fmaxf(lo, clo), chi), pair[1] = fminf(fmaxf(hi, clo), chi);
+        if (lo <= hi) qat_observer_update(&a->obs, pair, 2);
         qat_observer_qparams(&a->obs, &a->q);
     }
     if (!m->fake_quant_on || a->obs.updates == 0) /* nothing observed yet: the float value */

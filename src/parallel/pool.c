@@ -1,0 +1,178 @@
+/* A small fork-join pool on pthreads (qat/parallel.h).
+ *
+ * Why not OpenMP: libgomp keeps one process-wide team that no caller
+ * owns, clang builds (the fuzz targets) would need libomp besides, and
+ * its spinning is tuned by environment variables the library cannot
+ * scope. Here the pool is an object: its threads live and die with it.
+ *
+ * One loop at a time: the caller publishes (fn, user, n_tasks), bumps the
+ * generation, and runs tasks itself; tasks are handed out by an atomic
+ * counter, so a worker that the OS descheduled (this machine is shared)
+ * holds up no one. Between loops a worker spins briefly on the
+ * generation — a training step's loops come microseconds apart, and a
+ * sleep/wake through the kernel costs more than a small loop — then
+ * sleeps on a condition variable. */
+#include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "qat/parallel.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+/* Spins before sleeping: about 30-60 µs of pause instructions. */
+#define SPIN_ROUNDS 1024
+
+struct qat_pool {
+    int n;                 /* threads in all, the caller's included */
+    pthread_t *threads;    /* [n - 1] workers */
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    atomic_uint_fast64_t gen;   /* bumped for every loop */
+    atomic_int_fast64_t next;   /* the next task to hand out */
+    atomic_int pending;         /* workers still inside the current loop */
+    atomic_bool busy;           /* a loop is running (nested calls run inline) */
+    int sleepers;               /* workers waiting on wake (under mu) */
+    bool caller_waits;          /* the caller sleeps on done (under mu) */
+    bool stop;
+    qat_task_fn fn;
+    void *user;
+    int64_t n_tasks;
+    struct worker_arg {
+        qat_pool *pool;
+        int index;
+    } *args;
+};
+
+static void run_tasks(qat_pool *p, int worker) {
+    int64_t t;
+    while ((t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->n_tasks) p->fn(p->user, t, worker);
+}
+
+static void *worker_main(void *arg) {
+    struct worker_arg *a = arg;
+    qat_pool *p = a->pool;
+    uint_fast64_t seen = 0;
+    for (;;) {
+        uint_fast64_t g;
+        int spins = 0;
+        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spins++ < SPIN_ROUNDS) CPU_RELAX();
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !p->stop) {
+                p->sleepers++;
+                pthread_cond_wait(&p->wake, &p->mu);
+                p->sleepers--;
+            }
+            bool stop = p->stop;
+            pthread_mutex_unlock(&p->mu);
+            if (stop) return NULL;
+        }
+        seen = g;
+        run_tasks(p, a->index);
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_waits) pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+qat_pool *qat_pool_new(int threads, qat_status *status) {
+    qat_status st = QAT_OK;
+    qat_pool *p = NULL;
+    if (threads < 1 || threads > QAT_POOL_MAX) {
+        st = QAT_ERR_ARG;
+        goto out;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p || (threads > 1 && (!(p->threads = calloc((size_t)threads - 1, sizeof *p->threads)) ||
+                               !(p->args = calloc((size_t)threads - 1, sizeof *p->args))))) {
+        if (p) free(p->threads), free(p->args);
+        free(p);
+        p = NULL;
+        st = QAT_ERR_NOMEM;
+        goto out;
+    }
+    p->n = 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->next, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->busy, false);
+    for (int i = 0; i < threads - 1; i++) {
+        p->args[i] = (struct worker_arg){p, i + 1};
+        if (pthread_create(&p->threads[i], NULL, worker_main, &p->args[i]) != 0) {
+            st = QAT_ERR_STATE; /* the ones started are joined by qat_pool_free */
+            qat_pool_free(p);
+            p = NULL;
+            goto out;
+        }
+        p->n++;
+    }
+    /* the tasks call sgemm on blocks they own: OpenBLAS's own threads
+     * would multiply the pool's (T tasks × B threads on T cores) */
+    if (threads > 1) openblas_set_num_threads(1);
+out:
+    if (status) *status = st;
+    return p;
+}
+
+void qat_pool_free(qat_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n - 1; i++) pthread_join(p->threads[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    free(p->threads);
+    free(p->args);
+    free(p);
+}
+
+int qat_pool_threads(const qat_pool *p) { return p ? p->n : 1; }
+
+void qat_pool_run(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user) {
+    if (n_tasks <= 0) return;
+    bool expected = false;
+    if (!p || p->n == 1 || n_tasks == 1 ||
+        !atomic_compare_exchange_strong_explicit(&p->busy, &expected, true, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        for (int64_t t = 0; t < n_tasks; t++) fn(user, t, 0);
+        return;
+    }
+    p->fn = fn, p->user = user, p->n_tasks = n_tasks;
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release); /* publishes the loop */
+    pthread_mutex_lock(&p->mu);
+    if (p->sleepers) pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    run_tasks(p, 0);
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) && spins < SPIN_ROUNDS * 4; spins++)
+        CPU_RELAX();
+    if (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+        pthread_mutex_lock(&p->mu);
+        p->caller_waits = true;
+        while (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+            /* a worker descheduled for long: give it the core, then wait */
+            pthread_cond_wait(&p->done, &p->mu);
+        }
+        p->caller_waits = false;
+        pthread_mutex_unlock(&p->mu);
+    }
+    atomic_store_explicit(&p->busy, false, memory_order_release);
+}
