@@ -407,6 +407,7 @@ static qat_status prepare(trainer *t) {
     qat_status st = qat_prepare(t->m, &t->o->qcfg);
     int64_t nq = qat_model_n_qparams(t->m);
     if (st == QAT_OK && nq > 0) st = qat_optim_init(&t->qopt, t->ctx, &t->oc, nq);
+    qat_optim_set_pool(&t->qopt, qat_ctx_pool(t->ctx));
     return st;
 }
 
@@ -505,6 +506,7 @@ static int setup(trainer *t) {
     if (t->oc.kind == QAT_OPTIM_SGD) t->oc.momentum = (float)o->momentum;
     if (st == QAT_OK) st = qat_optim_init(&t->opt, t->ctx, &t->oc, qat_model_n_params(m));
     if (st != QAT_OK) return fail(t);
+    qat_optim_set_pool(&t->opt, qat_ctx_pool(t->ctx));
     t->perm = malloc((size_t)n * sizeof *t->perm);
     t->labels = malloc((size_t)o->batch * sizeof *t->labels);
     if (!t->perm || !t->labels) return cli_fail(PROG, o->json, 1, "out of memory");

@@ -278,7 +278,6 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     qat_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
     int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW;
     int64_t chunks = (d->N + DW_CHUNK - 1) / DW_CHUNK, workers = qat__workers(ctx), nw = G * d->O * CKK;
-    if (workers > chunks) workers = chunks;
     const float *gy = node->out->grad; /* [N, G*O, OHW] */
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
     bool store = false, wide = false; /* store: gx is new, not zeroed */
