@@ -3,6 +3,9 @@
 # As root: apt-get; otherwise sudo; otherwise a message naming the packages.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev zlib1g-dev)
+# data-parallel training (mpirun -np N qat-mnist train): optional for the
+# library, which builds without it; the test suite's mpi_train needs both
+pkgs+=(libopenmpi-dev openmpi-bin)
 # fetch-mnist.sh downloads over HTTPS: a minimal Debian has neither curl nor the CA certificates
 pkgs+=(curl ca-certificates)
 [ "${QAT_WITH_VALGRIND:-0}" = 1 ] && pkgs+=(valgrind)
