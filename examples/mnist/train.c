@@ -449,6 +449,7 @@ typedef struct {
     char model_name[64];   /* the built-in model, or the model file's name */
     uint32_t model_crc;    /* of the model file's text (0: a built-in model) */
     double train_time, acc, loss_avg;
+    double pool_time; /* of train_time, in the pool's loops */
     bool stopped;
     dist *d;        /* the data-parallel job (one process without mpirun) */
     float *stage;   /* [n_stage]: gradients, LSQ gradients and the loss, all-reduced in one call */
@@ -726,7 +727,8 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
     snprintf(label, sizeof label, "epoch %ld/%ld", epoch, t->all_epochs);
     progress bar;
     progress_start(&bar, label, n);
-    double t0 = cli_now(), loss_sum = 0;
+    double t0 = cli_now(), loss_sum = 0, p0;
+    qat_pool_stats(qat_ctx_pool(t->ctx), &p0, NULL);
     int64_t k = 0;
     for (int64_t s = start_s; s < n; s += o->batch) {
         int64_t b = n - s < o->batch ? n - s : o->batch;
@@ -752,6 +754,9 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
         }
     }
     t->train_time += cli_now() - t0;
+    double p1;
+    qat_pool_stats(qat_ctx_pool(t->ctx), &p1, NULL);
+    t->pool_time += p1 - p0;
     t->loss_avg = loss_sum / (double)k;
     progress_end(&bar, extra);
     if (t->stopped) fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)t->step);
@@ -770,9 +775,11 @@ static void print_json(const trainer *t, double rate, double fake_quant, double 
     printf("{\"model\": \"%s\", \"epochs\": %ld, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
            "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
            "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
-           "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\", \"ranks\": %d, \"ranks_identical\": true",
+           "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\", \"ranks\": %d, \"ranks_identical\": true, "
+           "\"in_parallel_loops\": %.3f",
            t->model_name, t->all_epochs, o->batch, o->optimizer, o->lr, o->seed, o->threads, (long long)t->n, rate,
-           t->loss_avg, t->acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core(), t->d->size);
+           t->loss_avg, t->acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core(), t->d->size,
+           t->train_time > 0 ? t->pool_time / t->train_time : 0.0);
     if (o->qat) {
         printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
                "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": ",

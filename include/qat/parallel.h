@@ -60,6 +60,12 @@ QAT_API int qat_pool_threads(const qat_pool *pool);
 typedef void (*qat_task_fn)(void *user, int64_t task, int worker);
 QAT_API void qat_pool_run(qat_pool *pool, int64_t n_tasks, qat_task_fn fn, void *user);
 
+/* Wall time spent in qat_pool_run's loops of two tasks or more since the
+ * pool was made, and their count (NULL pool: 0): with one thread, the
+ * share of a run that more threads would split, which bounds what they
+ * can gain (Amdahl). */
+QAT_API void qat_pool_stats(const qat_pool *pool, double *seconds, int64_t *loops);
+
 /* ---- reducing statistics across processes ------------------------------------ */
 
 /* Each function reduces in place over every participant (every process

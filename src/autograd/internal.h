@@ -101,7 +101,7 @@ typedef void (*qat__range_fn)(void *user, int64_t i0, int64_t i1);
 void qat__par_range(qat_ctx *ctx, int64_t n, int64_t grain, qat__range_fn fn, void *user);
 /* Element-wise loops: tasks of this many floats (a multiple of 64, so that
  * every task but the last starts on a cache line and a whole mask byte). */
-#define QAT__GRAIN ((int64_t)1 << 14)
+#define QAT__GRAIN ((int64_t)1 << 12)
 
 /* Puts printf-formatted text in front of the current error message. */
 void qat__error_prefix(qat_ctx *ctx, const char *fmt, ...)

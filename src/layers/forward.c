@@ -42,7 +42,7 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
         return qat_fake_quant_lsq(m->ctx, w, l->wscale, l->wzero, l->wq,
                                   qat_lsq_grad_factor(w->numel / l->wq->nparams, l->wq->qmax));
     }
-    qat_qtype_calibrate(l->wq, w->data, true);
+    qat__qtype_calibrate_par(m->ctx, l->wq, w->data, true);
     return qat_fake_quant(m->ctx, w, l->wq, l->qcfg->ste);
 }
 

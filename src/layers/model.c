@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "internal.h"
 
 static const char *const kind_names[QAT_LAYER_KIND_COUNT] = {
@@ -381,8 +382,10 @@ void qat_model_train(qat_model *m, bool training) {
 }
 bool qat_model_training(const qat_model *m) { return m && m->training; }
 
+static void zero_range(void *u, int64_t i0, int64_t i1) { memset((float *)u + i0, 0, (size_t)(i1 - i0) * sizeof(float)); }
+
 void qat_model_zero_grad(qat_model *m) {
-    if (m && m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+    if (m && m->grads) qat__par_range(m->ctx, m->n_params, 4 * QAT__GRAIN, zero_range, m->grads);
     if (m && m->qgrads) memset(m->qgrads, 0, (size_t)m->n_qparams * sizeof(float));
 }
 

@@ -12,12 +12,14 @@
  * generation — a training step's loops come microseconds apart, and a
  * sleep/wake through the kernel costs more than a small loop — then
  * sleeps on a condition variable. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <cblas.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "qat/parallel.h"
 
@@ -46,6 +48,8 @@ struct qat_pool {
     qat_task_fn fn;
     void *user;
     int64_t n_tasks;
+    double seconds;             /* wall time inside qat_pool_run, and the loops run */
+    int64_t loops;
     struct worker_arg {
         qat_pool *pool;
         int index;
@@ -145,15 +149,43 @@ void qat_pool_free(qat_pool *p) {
 
 int qat_pool_threads(const qat_pool *p) { return p ? p->n : 1; }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void qat_pool_stats(const qat_pool *p, double *seconds, int64_t *loops) {
+    if (seconds) *seconds = p ? p->seconds : 0;
+    if (loops) *loops = p ? p->loops : 0;
+}
+
+static void run_loop(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user);
+
 void qat_pool_run(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user) {
     if (n_tasks <= 0) return;
     bool expected = false;
-    if (!p || p->n == 1 || n_tasks == 1 ||
-        !atomic_compare_exchange_strong_explicit(&p->busy, &expected, true, memory_order_acquire,
-                                                 memory_order_relaxed)) {
-        for (int64_t t = 0; t < n_tasks; t++) fn(user, t, 0);
+    if (!p || !atomic_compare_exchange_strong_explicit(&p->busy, &expected, true, memory_order_acquire,
+                                                       memory_order_relaxed)) {
+        for (int64_t t = 0; t < n_tasks; t++) fn(user, t, 0); /* no pool, or nested: inline */
         return;
     }
+    if (n_tasks == 1) { /* one task: nothing to split, and not counted */
+        fn(user, 0, 0);
+        atomic_store_explicit(&p->busy, false, memory_order_release);
+        return;
+    }
+    double t0 = now();
+    if (p->n == 1)
+        for (int64_t t = 0; t < n_tasks; t++) fn(user, t, 0);
+    else
+        run_loop(p, n_tasks, fn, user);
+    p->seconds += now() - t0;
+    p->loops++;
+    atomic_store_explicit(&p->busy, false, memory_order_release);
+}
+
+static void run_loop(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user) {
     p->fn = fn, p->user = user, p->n_tasks = n_tasks;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
@@ -174,5 +206,4 @@ void qat_pool_run(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user) {
         p->caller_waits = false;
         pthread_mutex_unlock(&p->mu);
     }
-    atomic_store_explicit(&p->busy, false, memory_order_release);
 }
