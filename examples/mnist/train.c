@@ -115,7 +115,7 @@ static const char *const train_usage =
     "\n"
     "Data-parallel: mpirun -np N qat-mnist train ... runs N processes (docs/parallel.md).\n"
     "--batch is the global batch: each step every rank takes its share of the same B\n"
-    "samples (B/N, the first B mod N ranks one more), gradients are summed with one\n"
+    "samples (B/N each, give or take one), gradients are summed with one\n"
     "MPI_Allreduce, observers see the global batch's range and BatchNorm its statistics.\n"
     "Rank 0 alone prints and writes checkpoints; a resume with the same N is bit-identical.\n";
 
