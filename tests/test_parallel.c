@@ -196,7 +196,7 @@ static void test_ops_equal_on_any_thread_count(void) {
         {"conv grouped, non-square", 2, {{9, 4, 10, 12}, {6, 2, 3, 2}}, {4, 4}, f_conv, &grouped},
         {"conv pointwise", 3, {{17, 8, 7, 7}, {5, 8, 1, 1}, {5}}, {4, 4, 1}, f_conv, &pw},
         /* columns too large to keep (> 6 MiB): rebuilt in backward, per thread */
-        {"conv with rebuilt columns", 2, {{40, 16, 28, 28}, {16, 16, 3, 3}}, {4, 4}, f_conv, &same},
+        {"conv with rebuilt columns", 2, {{24, 16, 28, 28}, {16, 16, 3, 3}}, {4, 4}, f_conv, &same},
         {"linear, several row blocks", 3, {{100, 300}, {70, 300}, {70}}, {2, 2, 1}, f_linear, NULL},
         {"maxpool 2x2", 1, {{21, 6, 28, 28}}, {4}, f_maxpool, &two},
         {"maxpool 2x2 odd input", 1, {{21, 6, 13, 13}}, {4}, f_maxpool, &odd},
@@ -255,7 +255,7 @@ static void *train_state(const char *model, int threads, int steps, size_t *byte
     qat_model_train(m, true);
     qat_rng rng;
     qat_rng_seed(&rng, 5);
-    enum { B = 45 };
+    enum { B = 26 }; /* 4 chunks of the convolutions' weight gradient, the last short */
     int32_t labels[B];
     for (int s = 0; s < steps; s++) {
         int64_t shape[4] = {B, 1, 28, 28}, flat[2] = {B, 784};
@@ -282,9 +282,9 @@ static void *train_state(const char *model, int threads, int steps, size_t *byte
 
 static void check_training(const char *model) {
     size_t n1, n;
-    void *one = train_state(model, 1, 4, &n1, NULL, NULL);
+    void *one = train_state(model, 1, 3, &n1, NULL, NULL);
     for (int threads = 2; threads <= 3; threads++) {
-        void *many = train_state(model, threads, 4, &n, NULL, NULL);
+        void *many = train_state(model, threads, 3, &n, NULL, NULL);
         bool same = n == n1 && !memcmp(one, many, n);
         if (!same) printf("\n  %s: %d threads end in another state\n", model, threads);
         CU_ASSERT(same);
