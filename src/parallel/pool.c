@@ -7,11 +7,13 @@
  *
  * One loop at a time: the caller publishes (fn, user, n_tasks), bumps the
  * generation, and runs tasks itself; tasks are handed out by an atomic
- * counter, so a worker that the OS descheduled (this machine is shared)
- * holds up no one. Between loops a worker spins briefly on the
- * generation — a training step's loops come microseconds apart, and a
- * sleep/wake through the kernel costs more than a small loop — then
- * sleeps on a condition variable. */
+ * counter, and the caller waits only for the workers that joined the loop
+ * (see the state word below), so a worker that the OS descheduled (a
+ * shared machine) holds up no one: with no core free, T threads run
+ * about as fast as one, not slower. Between loops a worker spins briefly
+ * — a training step's loops come microseconds apart, and a sleep/wake
+ * through the kernel costs more than a small loop — then sleeps on a
+ * condition variable. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <cblas.h>
 #include <pthread.h>
@@ -33,14 +35,24 @@
 /* Spins before sleeping: about 30-60 µs of pause instructions. */
 #define SPIN_ROUNDS 1024
 
+/* The loop's state in one word: the generation (bumped for every loop),
+ * a CLOSED bit, and the number of workers inside the loop. A worker joins
+ * only an open loop of a generation it has not seen (a compare-and-swap
+ * that adds one); the caller, once every task is handed out, closes the
+ * loop and waits for the workers inside it alone. A worker the OS has
+ * descheduled (this machine is shared) is never waited for: it finds the
+ * loop closed when it wakes, and the caller has run its tasks. */
+#define ACTIVE_MASK ((uint_fast64_t)0xFFFF)
+#define CLOSED ((uint_fast64_t)1 << 16)
+#define GEN_SHIFT 17
+
 struct qat_pool {
     int n;                 /* threads in all, the caller's included */
     pthread_t *threads;    /* [n - 1] workers */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_uint_fast64_t gen;   /* bumped for every loop */
+    atomic_uint_fast64_t state; /* generation, CLOSED, workers inside */
     atomic_int_fast64_t next;   /* the next task to hand out */
-    atomic_int pending;         /* workers still inside the current loop */
     atomic_bool busy;           /* a loop is running (nested calls run inline) */
     int sleepers;               /* workers waiting on wake (under mu) */
     bool caller_waits;          /* the caller sleeps on done (under mu) */
@@ -61,28 +73,41 @@ static void run_tasks(qat_pool *p, int worker) {
     while ((t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < p->n_tasks) p->fn(p->user, t, worker);
 }
 
+static uint_fast64_t gen_of(uint_fast64_t s) { return s >> GEN_SHIFT; }
+
 static void *worker_main(void *arg) {
     struct worker_arg *a = arg;
     qat_pool *p = a->pool;
     uint_fast64_t seen = 0;
     for (;;) {
-        uint_fast64_t g;
-        int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spins++ < SPIN_ROUNDS) CPU_RELAX();
-        if (g == seen) {
-            pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !p->stop) {
-                p->sleepers++;
-                pthread_cond_wait(&p->wake, &p->mu);
-                p->sleepers--;
+        uint_fast64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+        if (gen_of(s) == seen) { /* wait for a new loop: spin, then sleep */
+            for (int spins = 0; gen_of(s) == seen && spins < SPIN_ROUNDS; spins++) {
+                CPU_RELAX();
+                s = atomic_load_explicit(&p->state, memory_order_acquire);
             }
-            bool stop = p->stop;
-            pthread_mutex_unlock(&p->mu);
-            if (stop) return NULL;
+            if (gen_of(s) == seen) {
+                pthread_mutex_lock(&p->mu);
+                while (gen_of(s = atomic_load_explicit(&p->state, memory_order_acquire)) == seen && !p->stop) {
+                    p->sleepers++;
+                    pthread_cond_wait(&p->wake, &p->mu);
+                    p->sleepers--;
+                }
+                bool stop = p->stop;
+                pthread_mutex_unlock(&p->mu);
+                if (stop) return NULL;
+            }
         }
-        seen = g;
+        if (s & CLOSED) { /* missed it: the caller ran the tasks */
+            seen = gen_of(s);
+            continue;
+        }
+        if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acquire, memory_order_relaxed))
+            continue; /* the state moved: look again */
+        seen = gen_of(s);
         run_tasks(p, a->index);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+        uint_fast64_t before = atomic_fetch_sub_explicit(&p->state, 1, memory_order_acq_rel);
+        if ((before & ACTIVE_MASK) == 1 && (before & CLOSED)) { /* the last one out of a closed loop */
             pthread_mutex_lock(&p->mu);
             if (p->caller_waits) pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -110,9 +135,8 @@ qat_pool *qat_pool_new(int threads, qat_status *status) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->gen, 0);
+    atomic_init(&p->state, 0);
     atomic_init(&p->next, 0);
-    atomic_init(&p->pending, 0);
     atomic_init(&p->busy, false);
     for (int i = 0; i < threads - 1; i++) {
         p->args[i] = (struct worker_arg){p, i + 1};
@@ -188,21 +212,23 @@ void qat_pool_run(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user) {
 static void run_loop(qat_pool *p, int64_t n_tasks, qat_task_fn fn, void *user) {
     p->fn = fn, p->user = user, p->n_tasks = n_tasks;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release); /* publishes the loop */
+    /* a new generation, open, no worker inside (the last loop ended with none) */
+    uint_fast64_t gen = gen_of(atomic_load_explicit(&p->state, memory_order_relaxed)) + 1;
+    atomic_store_explicit(&p->state, gen << GEN_SHIFT, memory_order_release);
     pthread_mutex_lock(&p->mu);
     if (p->sleepers) pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, 0);
-    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) && spins < SPIN_ROUNDS * 4; spins++)
+    /* every task is handed out: close the loop, then wait for the workers inside */
+    uint_fast64_t s = atomic_fetch_or_explicit(&p->state, CLOSED, memory_order_acq_rel) | CLOSED;
+    for (int spins = 0; (s & ACTIVE_MASK) && spins < SPIN_ROUNDS * 4; spins++) {
         CPU_RELAX();
-    if (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+        s = atomic_load_explicit(&p->state, memory_order_acquire);
+    }
+    if (s & ACTIVE_MASK) {
         pthread_mutex_lock(&p->mu);
         p->caller_waits = true;
-        while (atomic_load_explicit(&p->pending, memory_order_acquire)) {
-            /* a worker descheduled for long: give it the core, then wait */
-            pthread_cond_wait(&p->done, &p->mu);
-        }
+        while (atomic_load_explicit(&p->state, memory_order_acquire) & ACTIVE_MASK) pthread_cond_wait(&p->done, &p->mu);
         p->caller_waits = false;
         pthread_mutex_unlock(&p->mu);
     }
