@@ -88,16 +88,20 @@ qat_tensor *qat_matmul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b, bool trans_a,
 
 /* y [N, out] = x [N, in] · w [out, in]ᵀ + b [out]
  *
- * On the pool, each product is cut into blocks of rows, sized by the
- * product alone (about 2^20 multiply-adds a block, a multiple of 8 rows),
- * never by the thread count: y and dx by rows of the batch, dw by rows of
- * out (each block sums over the whole batch, in one sgemm), db by
- * features. Every element is computed by one sgemm call whose shape
- * depends only on the sizes: the same bits on any number of threads. */
-static int64_t block_rows(int64_t rows, int64_t per_row) {
-    int64_t b = ((int64_t)1 << 20) / (per_row > 0 ? per_row : 1);
-    b = (b + 7) / 8 * 8;
-    return b < 8 ? 8 : b > rows ? (rows > 0 ? rows : 1) : b;
+ * On the pool, each product is cut into blocks sized by the product
+ * alone (about 2^21 multiply-adds a block, a multiple of 16 rows or
+ * columns), never by the thread count: y by columns (output features), dx
+ * by columns (input features), dw by rows (output features), each block
+ * one sgemm over the whole inner dimension; db by features. Blocks of the
+ * weight's side, not of the batch's: a block of batch rows would pack the
+ * whole weight again in every call (the MLP's first layer ran 1.7x
+ * slower that way). Every element is computed by one sgemm call whose
+ * shape depends only on the sizes: the same bits on any number of
+ * threads. */
+static int64_t block_of(int64_t count, int64_t per_item) {
+    int64_t b = ((int64_t)1 << 21) / (per_item > 0 ? per_item : 1);
+    b = (b + 15) / 16 * 16;
+    return b < 16 ? 16 : b > count ? (count > 0 ? count : 1) : b;
 }
 
 typedef struct {
@@ -105,26 +109,26 @@ typedef struct {
     const float *x, *w, *b, *dy;
     float *y, *gx, *gw, *gb;
     bool store;
-    int64_t rows; /* per task */
+    int64_t rows; /* rows or columns per task */
 } linear_job;
 
-static void linear_fw_task(void *u, int64_t t, int worker) {
+static void linear_fw_task(void *u, int64_t t, int worker) { /* y[:, o0:o1] = x · w[o0:o1]ᵀ (+ b) */
     const linear_job *j = u;
     (void)worker;
-    int64_t r0 = t * j->rows, r1 = r0 + j->rows < j->N ? r0 + j->rows : j->N;
+    int64_t o0 = t * j->rows, o1 = o0 + j->rows < j->OUT ? o0 + j->rows : j->OUT;
     if (j->b)
-        for (int64_t r = r0; r < r1; r++)
-            for (int64_t o = 0; o < j->OUT; o++) j->y[r * j->OUT + o] = j->b[o];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), j->OUT, j->IN, 1.0f, j->x + r0 * j->IN, j->IN,
-                j->w, j->IN, j->b ? 1.0f : 0.0f, j->y + r0 * j->OUT, j->OUT);
+        for (int64_t r = 0; r < j->N; r++)
+            for (int64_t o = o0; o < o1; o++) j->y[r * j->OUT + o] = j->b[o];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->N, (int)(o1 - o0), j->IN, 1.0f, j->x, j->IN,
+                j->w + o0 * j->IN, j->IN, j->b ? 1.0f : 0.0f, j->y + o0, j->OUT);
 }
 
-static void linear_dx_task(void *u, int64_t t, int worker) { /* dx (+)= dy · w, rows of the batch */
+static void linear_dx_task(void *u, int64_t t, int worker) { /* dx[:, i0:i1] (+)= dy · w[:, i0:i1] */
     const linear_job *j = u;
     (void)worker;
-    int64_t r0 = t * j->rows, r1 = r0 + j->rows < j->N ? r0 + j->rows : j->N;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), j->IN, j->OUT, 1.0f, j->dy + r0 * j->OUT,
-                j->OUT, j->w, j->IN, j->store ? 0.0f : 1.0f, j->gx + r0 * j->IN, j->IN);
+    int64_t i0 = t * j->rows, i1 = i0 + j->rows < j->IN ? i0 + j->rows : j->IN;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->N, (int)(i1 - i0), j->OUT, 1.0f, j->dy, j->OUT,
+                j->w + i0, j->IN, j->store ? 0.0f : 1.0f, j->gx + i0, j->IN);
 }
 
 static void linear_dw_task(void *u, int64_t t, int worker) { /* dw += dyᵀ · x, rows of out */
@@ -147,12 +151,12 @@ static void linear_bw(qat_ctx *ctx, qat_node *n) {
     linear_job j = {.N = N, .IN = IN, .OUT = OUT, .x = x->data, .w = w->data, .dy = n->out->grad};
     if (qat__wants_grad(x)) {
         if (!(j.gx = qat__grad_dst(ctx, x, &j.store))) return;
-        j.rows = block_rows(N, (int64_t)IN * OUT);
-        qat__par(ctx, (N + j.rows - 1) / j.rows, linear_dx_task, &j);
+        j.rows = block_of(IN, (int64_t)N * OUT);
+        qat__par(ctx, (IN + j.rows - 1) / j.rows, linear_dx_task, &j);
     }
     if (qat__wants_grad(w)) {
         if (!(j.gw = qat__grad(ctx, w))) return;
-        j.rows = block_rows(OUT, (int64_t)IN * N);
+        j.rows = block_of(OUT, (int64_t)IN * N);
         qat__par(ctx, (OUT + j.rows - 1) / j.rows, linear_dw_task, &j);
     }
     if (qat__wants_grad(b)) {
@@ -183,8 +187,8 @@ qat_tensor *qat_linear(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b
     qat_tensor *y = qat__new_out(ctx, 2, shape);
     if (!y) return NULL;
     linear_job j = {.N = (int)N, .IN = (int)IN, .OUT = (int)OUT, .x = x->data, .w = w->data, .b = b ? b->data : NULL,
-                    .y = y->data, .rows = block_rows(N, IN * OUT)};
-    if (N > 0) qat__par(ctx, (N + j.rows - 1) / j.rows, linear_fw_task, &j);
+                    .y = y->data, .rows = block_of(OUT, N * IN)};
+    if (N > 0) qat__par(ctx, (OUT + j.rows - 1) / j.rows, linear_fw_task, &j);
     qat_node *n = qat__record(ctx, "qat_linear", linear_bw, y, x, w, b);
     if (n) n->out_free = true; /* its backward reads the inputs */
     return y;
