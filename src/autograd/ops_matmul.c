@@ -89,19 +89,22 @@ qat_tensor *qat_matmul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b, bool trans_a,
 /* y [N, out] = x [N, in] · w [out, in]ᵀ + b [out]
  *
  * On the pool, each product is cut into blocks sized by the product
- * alone (about 2^21 multiply-adds a block, a multiple of 16 rows or
- * columns), never by the thread count: y by columns (output features), dx
- * by columns (input features), dw by rows (output features), each block
- * one sgemm over the whole inner dimension; db by features. Blocks of the
- * weight's side, not of the batch's: a block of batch rows would pack the
- * whole weight again in every call (the MLP's first layer ran 1.7x
- * slower that way). Every element is computed by one sgemm call whose
- * shape depends only on the sizes: the same bits on any number of
- * threads. */
+ * alone, never by the thread count: one block per 2^20 multiply-adds, at
+ * most 4, each a multiple of 16 rows or columns. y is cut by columns
+ * (output features), dx by columns (input features), dw by rows (output
+ * features), each block one sgemm over the whole inner dimension; db by
+ * features. Blocks of the weight's side, not of the batch's: a block of
+ * batch rows would pack the whole weight again in every call (the MLP's
+ * first layer ran 1.7x slower that way), and each block packs the batch's
+ * side again, hence at most 4. Every element is computed by one sgemm
+ * call whose shape depends only on the sizes: the same bits on any number
+ * of threads. */
 static int64_t block_of(int64_t count, int64_t per_item) {
-    int64_t b = ((int64_t)1 << 21) / (per_item > 0 ? per_item : 1);
-    b = (b + 15) / 16 * 16;
-    return b < 16 ? 16 : b > count ? (count > 0 ? count : 1) : b;
+    if (count <= 0) return 1;
+    int64_t blocks = (count * per_item + ((int64_t)1 << 20) - 1) >> 20;
+    blocks = blocks < 1 ? 1 : blocks > 4 ? 4 : blocks;
+    int64_t b = ((count + blocks - 1) / blocks + 15) / 16 * 16;
+    return b > count ? count : b;
 }
 
 typedef struct {
