@@ -188,6 +188,7 @@ static qat_tensor *f_fake_quant(qat_ctx *ctx, qat_tensor *const *in, void *u) {
 
 static void test_ops_equal_on_any_thread_count(void) {
     qat_conv2d_params same = {1, 1, 2, 2, 1}, strided = {2, 2, 1, 1, 1}, grouped = {1, 2, 0, 1, 2}, pw = {1, 1, 0, 0, 1};
+    qat_conv2d_params dw = {1, 1, 1, 1, 8}, dw2 = {2, 2, 1, 1, 6};
     qat_pool2d_params two = {2, 2, 2, 2, 0, 0}, three = {3, 3, 2, 2, 1, 1}, odd = {2, 2, 2, 2, 0, 0};
     bn_user bn_train = {.training = true}, bn_eval = {.training = false};
     op_case cases[] = {
@@ -197,7 +198,9 @@ static void test_ops_equal_on_any_thread_count(void) {
         {"conv pointwise", 3, {{17, 8, 7, 7}, {5, 8, 1, 1}, {5}}, {4, 4, 1}, f_conv, &pw},
         /* columns too large to keep (> 6 MiB): rebuilt in backward, per thread */
         {"conv with rebuilt columns", 2, {{24, 16, 28, 28}, {16, 16, 3, 3}}, {4, 4}, f_conv, &same},
-        {"linear, several row blocks", 3, {{100, 300}, {70, 300}, {70}}, {2, 2, 1}, f_linear, NULL},
+        {"depthwise 3x3 padded", 3, {{11, 8, 14, 14}, {8, 1, 3, 3}, {8}}, {4, 4, 1}, f_conv, &dw},
+        {"depthwise, multiplier 2, stride 2", 2, {{9, 6, 15, 15}, {12, 1, 3, 3}}, {4, 4}, f_conv, &dw2},
+        {"linear, several blocks", 3, {{100, 300}, {70, 300}, {70}}, {2, 2, 1}, f_linear, NULL},
         {"maxpool 2x2", 1, {{21, 6, 28, 28}}, {4}, f_maxpool, &two},
         {"maxpool 2x2 odd input", 1, {{21, 6, 13, 13}}, {4}, f_maxpool, &odd},
         {"maxpool 3x3 padded", 1, {{21, 6, 16, 16}}, {4}, f_maxpool, &three},
