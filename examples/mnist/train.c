@@ -26,15 +26,17 @@
  * to /dev/null, and stderr comes back for an error (every failure goes
  * through cli_fail and cli_usage_fail, which unmute first). The process's
  * own stderr is the state this keeps, so it lives here. */
-static int muted_stderr = -1;
+static int muted_stderr = -1, muted_rank;
 static void unmute(void) {
     if (muted_stderr < 0) return;
     fflush(stderr);
     dup2(muted_stderr, 2);
     close(muted_stderr);
     muted_stderr = -1;
+    fprintf(stderr, "rank %d: ", muted_rank); /* the error that follows is this rank's */
 }
-static void mute(void) {
+static void mute(int rank) {
+    muted_rank = rank;
     int null = open("/dev/null", O_WRONLY);
     if (null < 0) return;
     fflush(stdout), fflush(stderr);
@@ -863,7 +865,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", PROG, d.msg);
         return dist_abort(&d, 1);
     }
-    if (d.rank > 0) mute();
+    if (d.rank > 0) mute(d.rank);
     train_opts o;
     int rc = parse(argc, argv, &o);
     if (!rc) rc = train_job(&o, &d);
