@@ -18,6 +18,8 @@ bin=$build/examples/mnist/qat-mnist
 [ -x "$bin" ] || { echo "bench: build first ($bin missing)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# one machine: mpirun starts the ranks itself, no ssh/rsh agent needed
+export OMPI_MCA_plm=isolated
 have_mpi=0; command -v mpirun >/dev/null && have_mpi=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 field() { sed -nE "s/.*\"$1\": \"?([^,\"}]+)\"?.*/\1/p"; }

@@ -16,6 +16,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 # containers often forbid the cross-memory attach that the shared-memory
 # transport tries first: plain copies instead
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# one machine: mpirun starts the ranks itself, no ssh/rsh agent needed
+export OMPI_MCA_plm=isolated
 # Under ASan (QAT_SANITIZE=1): OpenMPI leaves what MPI_Init allocated to
 # the process's exit. tests/mpi.lsan.supp suppresses leaks whose stack
 # holds an OpenMPI library frame, which needs whole stacks (the fast
