@@ -213,12 +213,17 @@ void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
  * the backward that stores a row pair of a gradient not yet written. The
  * portable versions live in ops_pool.c; on x86-64 with GCC or clang,
  * AVX-512 ones (ops_pool_avx512.c) give the same bits. */
-void qat__maxpool2_row(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
-void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
+/* spill: the caller writes the memory right after this row next (the
+ * next row of its range), so a vector version may store whole vectors
+ * past the row's end instead of masked ones (slow on some CPUs); the
+ * portable versions ignore it. */
+void qat__maxpool2_row(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
+void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW, bool spill);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QAT__POOL_AVX512 1
-void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
-void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
+void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
+void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
+                                       bool spill);
 #else
 #define QAT__POOL_AVX512 0
 #endif

@@ -61,8 +61,8 @@ typedef struct {
     void *saved;
     int64_t per_task; /* planes */
     bool store;
-    void (*row)(const float *, const float *, float *, uint8_t *, int64_t);
-    void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t);
+    void (*row)(const float *, const float *, float *, uint8_t *, int64_t, bool);
+    void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t, bool);
 } plane_job;
 
 static int64_t planes_per_task(int64_t plane) { return plane >= QAT__GRAIN ? 1 : QAT__GRAIN / plane; }
@@ -86,7 +86,8 @@ static void plane_range(const plane_job *j, int64_t t, int64_t *p0, int64_t *p1)
  * it; the AVX-512 version (ops_pool_avx512.c) does the same comparisons
  * with masked row ends. */
 void qat__maxpool2_row(const float *restrict r0, const float *restrict r1, float *restrict y,
-                       uint8_t *restrict code, int64_t OW) {
+                       uint8_t *restrict code, int64_t OW, bool spill) {
+    (void)spill;
     for (int64_t ow = 0; ow < OW; ow++) {
         float m = r0[2 * ow], v;
         uint8_t k = 0;
@@ -101,7 +102,8 @@ void qat__maxpool2_row(const float *restrict r0, const float *restrict r1, float
 /* Routes each output's gradient to its window's maximum: one add per
  * output (the compiler's vectorised four-way select was slower). */
 static void maxpool2_row_bw(float *restrict g0, int64_t W, const float *restrict gy,
-                            const uint8_t *restrict code, int64_t OW) {
+                            const uint8_t *restrict code, int64_t OW, bool spill) {
+    (void)spill;
     for (int64_t ow = 0; ow < OW; ow++) g0[(code[ow] >> 1) * W + 2 * ow + (code[ow] & 1)] += gy[ow];
 }
 
@@ -110,9 +112,9 @@ static void maxpool2_row_bw(float *restrict g0, int64_t W, const float *restrict
  * both rows, then place each gradient: in cache, cheaper than a select
  * per input. */
 void qat__maxpool2_row_bw_store(float *restrict g0, int64_t W, const float *restrict gy,
-                                const uint8_t *restrict code, int64_t OW) {
+                                const uint8_t *restrict code, int64_t OW, bool spill) {
     memset(g0, 0, (size_t)(2 * W) * sizeof(float));
-    maxpool2_row_bw(g0, W, gy, code, OW);
+    maxpool2_row_bw(g0, W, gy, code, OW, spill);
 }
 
 static void maxpool2_bw_task(void *u, int64_t t, int worker) {
@@ -123,7 +125,8 @@ static void maxpool2_bw_task(void *u, int64_t t, int worker) {
     for (int64_t p = p0; p < p1; p++)
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t o = (p * OH + oh) * OW;
-            j->put(j->gx + (p * H + 2 * oh) * W, W, j->gy + o, (const uint8_t *)j->saved + o, OW);
+            j->put(j->gx + (p * H + 2 * oh) * W, W, j->gy + o, (const uint8_t *)j->saved + o, OW,
+                   p < p1 - 1 || oh < OH - 1); /* the task's last row pair stays inside */
         }
 }
 
@@ -149,7 +152,7 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
         bool store = false;
         float *gx = H % 2 == 0 && W % 2 == 0 ? qat__grad_dst(ctx, x, &store) : qat__grad(ctx, x);
         if (!gx) return;
-        void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t) =
+        void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t, bool) =
             store ? qat__maxpool2_row_bw_store : maxpool2_row_bw;
 #if QAT__POOL_AVX512
         if (store && qat__have_avx512bw()) put = qat__maxpool2_row_bw_store_avx512;
@@ -197,7 +200,8 @@ static void maxpool2_task(void *u, int64_t t, int worker) {
         const float *xp = j->x + pl * d->H * d->W;
         int64_t i = pl * d->OH * d->OW;
         for (int64_t oh = 0; oh < d->OH; oh++, i += d->OW)
-            j->row(xp + 2 * oh * d->W, xp + (2 * oh + 1) * d->W, j->y + i, (uint8_t *)j->saved + i, d->OW);
+            j->row(xp + 2 * oh * d->W, xp + (2 * oh + 1) * d->W, j->y + i, (uint8_t *)j->saved + i, d->OW,
+                   pl < p1 - 1 || oh < d->OH - 1); /* the task's last row stays inside */
     }
 }
 
