@@ -598,7 +598,8 @@ static void test_conv_rows_match_portable(void) {
 
 /* The AVX-512 max-pool rows give the portable rows' values, codes and
  * gradients bit for bit: every width from 1 to 40 outputs (masked tails,
- * more than one step), on data full of ties, signed zeros and NaNs. */
+ * more than one step), on data full of ties, signed zeros and NaNs; one
+ * row, and a plane of rows storing whole vectors past each row's end. */
 static void test_maxpool2_rows_match_portable(void) {
 #if QAT__POOL_AVX512
     if (!qat__have_avx512f() || !qat__have_avx512bw())
@@ -612,14 +613,40 @@ static void test_maxpool2_rows_match_portable(void) {
         for (int64_t i = 0; i < 2 * W; i++) x[i] = pool[qat_rng_below(&rng, 8)];
         for (int64_t i = 0; i < OW; i++) gy[i] = (float)(i + 1);
         for (int64_t i = 0; i < 2 * W + 16; i++) g0[i] = g1[i] = -7.0f; /* beyond 2W: must stay */
-        qat__maxpool2_row(x, x + W, y0, c0, OW);
-        qat__maxpool2_row_avx512(x, x + W, y1, c1, OW);
+        qat__maxpool2_row(x, x + W, y0, c0, OW, false);
+        qat__maxpool2_row_avx512(x, x + W, y1, c1, OW, false);
         CU_ASSERT_EQUAL(memcmp(y0, y1, (size_t)OW * sizeof(float)), 0);
         CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)OW), 0);
-        qat__maxpool2_row_bw_store(g0, W, gy, c0, OW);
-        qat__maxpool2_row_bw_store_avx512(g1, W, gy, c0, OW);
+        qat__maxpool2_row_bw_store(g0, W, gy, c0, OW, false);
+        qat__maxpool2_row_bw_store_avx512(g1, W, gy, c0, OW, false);
         CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)(2 * W + 16) * sizeof(float)), 0);
         CU_ASSERT_EQUAL(g1[2 * W], -7.0f);
+    }
+    /* A plane of R row pairs as ops_pool.c runs it: spill (whole vectors
+     * past a row's end, written again by the next row) on every row but
+     * the last, which must not touch what follows the plane. */
+    enum { R = 3 };
+    for (int64_t OW = 1; OW <= 40; OW++) {
+        int64_t W = 2 * OW;
+        float x[2 * R * 80], y0[R * 40 + 16], y1[R * 40 + 16], gy[R * 40], g0[2 * R * 80 + 32], g1[2 * R * 80 + 32];
+        uint8_t c0[R * 40 + 16], c1[R * 40 + 16];
+        for (int64_t i = 0; i < 2 * R * W; i++) x[i] = pool[qat_rng_below(&rng, 8)];
+        for (int64_t i = 0; i < R * OW; i++) gy[i] = (float)(i + 1);
+        for (int64_t i = 0; i < R * 40 + 16; i++) y0[i] = y1[i] = -5.0f, c0[i] = c1[i] = 0xEE;
+        for (int64_t i = 0; i < 2 * R * 80 + 32; i++) g0[i] = g1[i] = -7.0f;
+        for (int64_t r = 0; r < R; r++) {
+            const float *r0 = x + 2 * r * W, *r1 = r0 + W;
+            qat__maxpool2_row(r0, r1, y0 + r * OW, c0 + r * OW, OW, r < R - 1);
+            qat__maxpool2_row_avx512(r0, r1, y1 + r * OW, c1 + r * OW, OW, r < R - 1);
+        }
+        CU_ASSERT_EQUAL(memcmp(y0, y1, sizeof y0), 0); /* the sentinels after the plane too */
+        CU_ASSERT_EQUAL(memcmp(c0, c1, sizeof c0), 0);
+        for (int64_t r = 0; r < R; r++) {
+            qat__maxpool2_row_bw_store(g0 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
+            qat__maxpool2_row_bw_store_avx512(g1 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
+        }
+        CU_ASSERT_EQUAL(memcmp(g0, g1, sizeof g0), 0);
+        CU_ASSERT_EQUAL(g1[2 * R * W], -7.0f);
     }
 #else
     QAT_TEST_SKIP("built without the AVX-512 rows (x86-64 GCC or clang only)");

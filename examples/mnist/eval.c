@@ -24,7 +24,8 @@ static const char *const eval_usage =
     "  --data DIR               MNIST directory (default data/mnist)\n"
     "  --batch B                samples per run (default 64)\n"
     "  --limit-test N           use the first N test samples (default all)\n"
-    "  --threads T              OpenBLAS threads for the float engines (default 1)\n"
+    "  --threads T              threads (default 1): the integer engine runs a slice of each\n"
+    "                           batch per thread, the float engines split their ops\n"
     "  --predictions FILE       write each test image's predicted label, one a line\n"
     "  --json                   print a JSON summary as the last line of stdout\n"
     "                           ({\"error\": ..., \"status\": ...} when it fails)\n"
@@ -114,10 +115,14 @@ int cmd_eval(int argc, char **argv) {
     int rc = parse_engine("--engine", engine, json, &mode);
     if (!rc && compare) rc = parse_engine("--compare", compare, json, &cmode);
     if (rc) return rc;
-    qat_set_threads((int)threads);
+    qat_set_threads(1); /* the pool splits the work: OpenBLAS's own threads would multiply it */
     if (mode != QAT_ENGINE_INT || (compare && cmode != QAT_ENGINE_INT)) cli_blas_note();
+    qat_status pst;
+    qat_pool *pool = qat_pool_new((int)threads, &pst);
+    if (!pool) return cli_fail("qat-mnist", json, 1, "cannot start %ld threads: %s", threads, qat_status_str(pst));
     qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
+    if (!ctx) return qat_pool_free(pool), cli_fail("qat-mnist", json, 1, "out of memory");
+    qat_ctx_set_pool(ctx, pool);
     qat_mnist test = {0};
     qat_engine *e = NULL, *ce = NULL;
     float *x = NULL, *logits = NULL;
@@ -168,8 +173,8 @@ int cmd_eval(int argc, char **argv) {
         printf("{\"model\": ");
         cli_json_str(path);
         printf(", \"engine\": \"%s\", \"test_samples\": %lld, \"test_accuracy\": %.6f, \"infer_samples_per_s\": %.1f, "
-               "\"batch\": %ld, \"peak_rss_mib\": %.1f, \"peak_activation_bytes\": %lld, \"openblas_coretype\": ",
-               engine, (long long)n, acc, rate, batch, cli_peak_rss_mib(), (long long)peak);
+               "\"batch\": %ld, \"threads\": %ld, \"peak_rss_mib\": %.1f, \"peak_activation_bytes\": %lld, \"openblas_coretype\": ",
+               engine, (long long)n, acc, rate, batch, threads, cli_peak_rss_mib(), (long long)peak);
         cli_json_str(core ? core : "");
         printf(", \"blas_core\": ");
         cli_json_str(qat_blas_core());
@@ -191,5 +196,6 @@ done:
     free(x), free(logits), free(idx), free(y), free(pred), free(cpred);
     qat_mnist_free(&test);
     qat_ctx_free(ctx);
+    qat_pool_free(pool);
     return rc;
 }

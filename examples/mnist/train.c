@@ -1,15 +1,19 @@
 /* qat-mnist train: float training of the MLP or LeNet-5 on MNIST, or
  * quantization-aware training with --qat. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "cli.h"
 #include "metrics_log.h"
+#include "dist.h"
 #include "progress.h"
 #include "qat/data.h"
 #include "qat/fakequant.h"
@@ -18,6 +22,46 @@
 #include "qat/optim.h"
 
 #define PROG "qat-mnist"
+
+/* Under mpirun, rank 0 alone prints: the other ranks' stdout and stderr go
+ * to /dev/null, and stderr comes back for an error (every failure goes
+ * through cli_fail and cli_usage_fail, which unmute first). The process's
+ * own stderr is the state this keeps, so it lives here. */
+static int muted_stderr = -1, muted_rank;
+static void unmute(void) {
+    if (muted_stderr < 0) return;
+    fflush(stderr);
+    dup2(muted_stderr, 2);
+    close(muted_stderr);
+    muted_stderr = -1;
+    fprintf(stderr, "rank %d: ", muted_rank); /* the error that follows is this rank's */
+}
+static void mute(int rank) {
+    muted_rank = rank;
+    int null = open("/dev/null", O_WRONLY);
+    if (null < 0) return;
+    fflush(stdout), fflush(stderr);
+    muted_stderr = dup(2);
+    dup2(null, 1), dup2(null, 2);
+    close(null);
+}
+#define cli_fail(...) (unmute(), cli_fail(__VA_ARGS__))
+#define cli_usage_fail(...) (unmute(), cli_usage_fail(__VA_ARGS__))
+
+/* A rank killed, or ended by the MPI runtime after another rank died:
+ * rank 0 says which checkpoint is the last complete one (atomic saves:
+ * a save cut short leaves the previous file whole). The message is
+ * formatted after every save, written by the handler with write(2). */
+static char last_ckpt_msg[600];
+static volatile sig_atomic_t last_ckpt_len;
+static void on_term(int sig) {
+    static const char head[] = "\nqat-mnist: rank 0: stopped by a signal (the MPI runtime ends the job when a rank dies)";
+    ssize_t w = write(2, head, sizeof head - 1);
+    if (last_ckpt_len > 0) w = write(2, last_ckpt_msg, (size_t)last_ckpt_len);
+    else w = write(2, "; no checkpoint written yet\n", 29);
+    (void)w;
+    _exit(128 + sig);
+}
 /* What a resume may change; every other option must be the checkpoint's. */
 #define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test, --log, --log-every"
 
@@ -40,7 +84,7 @@ static const char *const train_usage =
     "  --clip X                    clip gradients to global norm X (default off)\n"
     "  --seed S                    seed for initialisation, shuffling, dropout (default 1)\n"
     "  --data DIR                  MNIST directory (default data/mnist)\n"
-    "  --threads T                 OpenBLAS threads (default 1)\n"
+    "  --threads T                 threads in this process (default 1); results do not depend on T\n"
     "  --limit-train N             use the first N training samples (default all)\n"
     "  --limit-test N              use the first N test samples (default all)\n"
     "  --qat                       quantization-aware training (fake quantization)\n"
@@ -60,28 +104,27 @@ static const char *const train_usage =
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
     "  --out CKPT                  write the final training checkpoint (HDF5) to CKPT\n"
     "  --save-every N              also write it every N steps (needs --out)\n"
-    "  --resume CKPT               continue from a checkpoint of this program, with the options that\n"
-    "                              made it: a resume may change only --epochs, --out, --save-every,\n"
-    "                              --stop-after, --threads, --json, --data, --limit-test, --log and\n"
-    "                              --log-every; any other option that differs is refused (exit 2).\n"
-    "                              With the same --epochs the run ends bit-identical to one that\n"
-    "                              never stopped; another --epochs also changes the length of the\n"
-    "                              cosine schedule\n"
+    "  --resume CKPT               continue from a checkpoint of this program; it may change only\n"
+    "                              " RESUME_MAY_CHANGE "\n"
+    "                              (another option that differs: exit 2). The same --epochs ends\n"
+    "                              bit-identical to a run that never stopped\n"
     "  --stop-after N              stop after N steps in all, writing --out (split a long run)\n"
-    "  --log FILE.csv              write a metrics log: a row every --log-every steps (loss, lr,\n"
-    "                              samples/s, each quantization point's range and scale) and per\n"
-    "                              epoch (test accuracy: float, fake-quantized, integer); a resume\n"
-    "                              appends to it. qat-mnist plot draws it\n"
+    "  --log FILE.csv              a metrics log (loss, lr, ranges, scales; per epoch the float,\n"
+    "                              fake and integer accuracies); qat-mnist plot draws it\n"
     "  --log-every N               steps between log rows (default 10)\n"
+    "  --rank-checkpoints          under mpirun, ranks r > 0 also write CKPT.rank<r> (tests)\n"
     "  --json                      print a JSON summary as the last line of stdout ({\"error\": ...,\n"
     "                              \"status\": ...} when the run fails)\n"
-    "  --help                      this text\n";
+    "  --help                      this text\n"
+    "\n"
+    "Data-parallel: mpirun -np N qat-mnist train ... runs N processes; --batch is the\n"
+    "global batch, rank 0 alone prints and saves (docs/parallel.md).\n";
 
 typedef struct {
     const char *model, *model_file, *optimizer, *schedule, *data;
     long epochs, batch, seed, threads, limit_train, limit_test, warmup;
     double lr, momentum, weight_decay, clip;
-    bool nesterov, json, lr_set, wd_set;
+    bool nesterov, json, lr_set, wd_set, rank_checkpoints;
     bool qat, lsq, ragged_blocks;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
     const char *granularity, *observer, *out, *resume;
@@ -150,6 +193,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
         else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
+        else if (!strcmp(a, "--rank-checkpoints")) o->rank_checkpoints = true;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
             ok = false;
@@ -458,8 +502,12 @@ typedef struct {
     char model_name[64];   /* the built-in model, or the model file's name */
     uint32_t model_crc;    /* of the model file's text (0: a built-in model) */
     double train_time, acc, loss_avg;
+    double pool_time; /* of train_time, in the pool's loops */
     bool stopped;
-    metrics_log log;       /* --log */
+    metrics_log log;       /* --log (rank 0 only) */
+    dist *d;        /* the data-parallel job (one process without mpirun) */
+    float *stage;   /* [n_stage]: gradients, LSQ gradients and the loss, all-reduced in one call */
+    int64_t n_stage;
 } trainer;
 
 static int fail(const trainer *t) { return cli_fail(PROG, t->o->json, 1, "%s", qat_ctx_error(t->ctx)); }
@@ -469,6 +517,13 @@ static qat_status prepare(trainer *t) {
     qat_status st = qat_prepare(t->m, &t->o->qcfg);
     int64_t nq = qat_model_n_qparams(t->m);
     if (st == QAT_OK && nq > 0) st = qat_optim_init(&t->qopt, t->ctx, &t->oc, nq);
+    qat_optim_set_pool(&t->qopt, qat_ctx_pool(t->ctx));
+    if (st == QAT_OK && t->stage && nq > 0) { /* LSQ's scales join the all-reduce */
+        t->n_stage = qat_model_n_params(t->m) + nq + 1;
+        float *s = realloc(t->stage, (size_t)t->n_stage * sizeof *s);
+        if (!s) return qat_ctx_fail(t->ctx, QAT_ERR_NOMEM, "out of memory");
+        t->stage = s;
+    }
     return st;
 }
 
@@ -481,15 +536,17 @@ static qat_tensor *input_tensor(qat_model *m, const qat_mnist *d, int64_t n) {
 
 /* Test-set accuracy in eval mode with grad off; predictions (optional) gets
  * the predicted class of every sample. Returns -1 on error. */
-static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, int32_t *predictions) {
+static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, int32_t *predictions, dist *D) {
     int64_t n = limit > 0 && limit < d->n ? limit : d->n, correct = 0, B = 100; /* small: the step arena keeps its high-water mark */
+    /* each rank its share of the test set (the models are identical), counts summed */
+    int64_t lo = n * D->rank / D->size, hi = n * (D->rank + 1) / D->size;
     qat_ctx *ctx = qat_model_ctx(m);
     bool was_training = qat_model_training(m), grad = qat_ctx_grad_enabled(ctx);
     qat_model_train(m, false);
     qat_ctx_set_grad_enabled(ctx, false);
     int32_t idx[100], y[100];
-    for (int64_t s = 0; s < n; s += B) {
-        int64_t b = n - s < B ? n - s : B;
+    for (int64_t s = lo; s < hi; s += B) {
+        int64_t b = hi - s < B ? hi - s : B;
         for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
         qat_tensor *x = input_tensor(m, d, b);
         if (!x) return -1;
@@ -507,7 +564,16 @@ static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, in
     }
     qat_model_train(m, was_training);
     qat_ctx_set_grad_enabled(ctx, grad);
+    if (dist_sum_i64(D, &correct, 1)) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s", D->msg), -1;
     return (double)correct / (double)n;
+}
+
+/* The metrics log's evaluations: rank 0 alone writes the log, so it
+ * evaluates the whole test set itself (no collective the other ranks
+ * would have to join). */
+static double log_accuracy(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions) {
+    dist solo = {.rank = 0, .size = 1};
+    return mnist_accuracy(m, test, limit, predictions, &solo);
 }
 
 /* The model: a built-in one, or a model file (read here once, so that its
@@ -567,11 +633,21 @@ static int setup(trainer *t) {
     if (t->oc.kind == QAT_OPTIM_SGD) t->oc.momentum = (float)o->momentum;
     if (st == QAT_OK) st = qat_optim_init(&t->opt, t->ctx, &t->oc, qat_model_n_params(m));
     if (st != QAT_OK) return fail(t);
+    qat_optim_set_pool(&t->opt, qat_ctx_pool(t->ctx));
     t->perm = malloc((size_t)n * sizeof *t->perm);
     t->labels = malloc((size_t)o->batch * sizeof *t->labels);
     if (!t->perm || !t->labels) return cli_fail(PROG, o->json, 1, "out of memory");
     t->all_epochs = o->epochs + (o->qat ? o->float_epochs : 0);
     t->steps_per_epoch = (n + o->batch - 1) / o->batch;
+    int N = t->d->size;
+    if (o->batch < N || (n % o->batch && n % o->batch < N))
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%d ranks need at least %d samples in every batch: --batch %ld, "
+                        "and the last batch of an epoch has %lld (choose --batch or --limit-train so that it has "
+                        "none or at least %d)", N, N, o->batch, (long long)(n % o->batch ? n % o->batch : o->batch), N);
+    if (N > 1) { /* the all-reduce's staging block */
+        t->n_stage = qat_model_n_params(m) + 1;
+        if (!(t->stage = malloc((size_t)t->n_stage * sizeof *t->stage))) return cli_fail(PROG, o->json, 1, "out of memory");
+    }
     t->sched = (qat_lr_schedule){.kind = !strcmp(o->schedule, "cosine") ? QAT_LR_COSINE
                                          : !strcmp(o->schedule, "step") ? QAT_LR_STEP : QAT_LR_CONSTANT,
                                  .base_lr = (float)o->lr, .total_steps = t->steps_per_epoch * t->all_epochs,
@@ -585,12 +661,14 @@ static int setup(trainer *t) {
     t->qat_step0 = o->qat ? o->float_epochs * t->steps_per_epoch : -1;
     t->qat_start = -1;
     char err[512];
-    if (o->log && metrics_log_open(&t->log, o->log, o->resume != NULL, m, o->qat ? &o->qcfg : NULL, o->log_every,
+    if (o->log && t->d->rank == 0 && metrics_log_open(&t->log, o->log, o->resume != NULL, m, o->qat ? &o->qcfg : NULL, o->log_every,
                                    t->steps_per_epoch, err, sizeof err))
         return cli_fail(PROG, o->json, 1, "%s", err);
     fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
-            "%s lr %g, %ld thread(s)\n", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
+            "%s lr %g, %ld thread(s)", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
             o->batch, o->optimizer, o->lr, o->threads);
+    if (N > 1) fprintf(stderr, " per rank, %d ranks (global batch %ld)", N, o->batch);
+    fputc('\n', stderr);
     return 0;
 }
 
@@ -634,11 +712,28 @@ static double train_step(trainer *t, int64_t s, int64_t b) {
         qat_model_freeze_observers(m, o->freeze_observers >= 0 && t->step - t->qat_start >= o->freeze_observers);
         qat_model_freeze_bn(m, o->freeze_bn >= 0 && t->step - t->qat_start >= o->freeze_bn);
     }
-    qat_tensor *x = input_tensor(m, &t->train, b);
-    if (x) qat_mnist_batch(&t->train, t->perm + s, b, x->data, t->labels);
+    /* this rank's share of the global batch perm[s, s + b) */
+    int N = t->d->size, r = t->d->rank;
+    int64_t lo = b * r / N, hi = b * (r + 1) / N;
+    qat_tensor *x = input_tensor(m, &t->train, hi - lo);
+    if (x) qat_mnist_batch(&t->train, t->perm + s + lo, hi - lo, x->data, t->labels);
     qat_tensor *loss = qat_cross_entropy(t->ctx, qat_model_forward(m, x), t->labels);
+    /* the global loss is the mean over b: each rank differentiates its
+     * share, (local mean)·(local count / b), and the gradients add up */
+    if (N > 1) loss = qat_scale(t->ctx, loss, (float)((double)(hi - lo) / (double)b));
     if (qat_backward(t->ctx, loss) != QAT_OK) return NAN;
     double l = loss->data[0];
+    if (N > 1) { /* one MPI_Allreduce: the gradient block, LSQ's, and the loss */
+        int64_t np = qat_model_n_params(m), nq = t->qopt.n ? qat_model_n_qparams(m) : 0;
+        memcpy(t->stage, qat_model_grads(m), (size_t)np * sizeof(float));
+        if (nq) memcpy(t->stage + np, qat_model_qgrads(m), (size_t)nq * sizeof(float));
+        t->stage[np + nq] = (float)l;
+        if (dist_sum_floats(t->d, t->stage, np + nq + 1))
+            return qat_ctx_fail(t->ctx, QAT_ERR_IO, "%s", t->d->msg), NAN;
+        memcpy(qat_model_grads(m), t->stage, (size_t)np * sizeof(float));
+        if (nq) memcpy(qat_model_qgrads(m), t->stage + np, (size_t)nq * sizeof(float));
+        l = t->stage[np + nq];
+    }
     if (!isfinite(l)) return l;
     if (o->clip > 0) qat_clip_grad_norm(qat_model_grads(m), qat_model_n_params(m), (float)o->clip);
     float lr = qat_lr_at(&t->sched, t->step);
@@ -651,8 +746,33 @@ static double train_step(trainer *t, int64_t s, int64_t b) {
 
 /* Writes the training checkpoint --out: 0, or the exit status (reported). */
 static int save(trainer *t) {
+    if (t->d->rank != 0) return 0; /* rank 0 alone writes: every rank holds the same state */
     if (qat_checkpoint_save(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, t->o->out) != QAT_OK) return fail(t);
+    if (t->d->size > 1) {
+        int len = snprintf(last_ckpt_msg, sizeof last_ckpt_msg, "; the last complete checkpoint is %.400s (step %lld)\n",
+                           t->o->out, (long long)t->ts.step);
+        last_ckpt_len = len > 0 && len < (int)sizeof last_ckpt_msg ? len : 0;
+    }
     return 0;
+}
+
+/* --rank-checkpoints: rank r > 0 writes its own state beside --out. */
+static int save_rank(trainer *t) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s.rank%d", t->o->out, t->d->rank);
+    if (qat_checkpoint_save(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, path) != QAT_OK) return fail(t);
+    return 0;
+}
+
+/* Do all ranks hold the same model state, bit for bit? 1, 0, or -1. */
+static int ranks_identical(trainer *t) {
+    size_t n = qat_model_state_bytes(t->m, NULL, 0);
+    void *buf = malloc(n ? n : 1);
+    if (!buf) return -1;
+    qat_model_state_bytes(t->m, buf, n);
+    int same = dist_identical(t->d, buf, n);
+    free(buf);
+    return same;
 }
 
 /* Epoch `epoch` (1-based) from sample start_s, or up to --stop-after, then
@@ -673,7 +793,8 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
     snprintf(label, sizeof label, "epoch %ld/%ld", epoch, t->all_epochs);
     progress bar;
     progress_start(&bar, label, n);
-    double t0 = cli_now(), loss_sum = 0;
+    double t0 = cli_now(), loss_sum = 0, p0;
+    qat_pool_stats(qat_ctx_pool(t->ctx), &p0, NULL);
     int64_t k = 0;
     for (int64_t s = start_s; s < n; s += o->batch) {
         int64_t b = n - s < o->batch ? n - s : o->batch;
@@ -700,12 +821,15 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
         }
     }
     t->train_time += cli_now() - t0;
+    double p1;
+    qat_pool_stats(qat_ctx_pool(t->ctx), &p1, NULL);
+    t->pool_time += p1 - p0;
     t->loss_avg = loss_sum / (double)k;
     progress_end(&bar, extra);
     if (t->stopped) fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)t->step);
     /* at a stop too: every figure the run prints is the model's as it stands */
-    if ((t->acc = mnist_accuracy(t->m, &t->test, o->limit_test, NULL)) < 0) return fail(t);
-    metrics_log_epoch(&t->log, t->m, t->step, epoch, t->loss_avg, t->acc, &t->test, o->limit_test, mnist_accuracy);
+    if ((t->acc = mnist_accuracy(t->m, &t->test, o->limit_test, NULL, t->d)) < 0) return fail(t);
+    metrics_log_epoch(&t->log, t->m, t->step, epoch, t->loss_avg, t->acc, &t->test, o->limit_test, log_accuracy);
     fprintf(stderr, "epoch %ld%s: train loss %.4f, test accuracy %.2f %%\n", epoch,
             t->stopped ? " (stopped part way)" : "", t->loss_avg, 100 * t->acc);
     return 0;
@@ -719,9 +843,11 @@ static void print_json(const trainer *t, double rate, double fake_quant, double 
     printf("{\"model\": \"%s\", \"epochs\": %ld, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
            "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
            "\"train_loss\": %.6f, \"test_accuracy\": %.6f, \"peak_rss_mib\": %.1f, "
-           "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\"",
+           "\"openblas_coretype\": \"%s\", \"blas_core\": \"%s\", \"ranks\": %d, \"ranks_identical\": true, "
+           "\"in_parallel_loops\": %.3f",
            t->model_name, t->all_epochs, o->batch, o->optimizer, o->lr, o->seed, o->threads, (long long)t->n, rate,
-           t->loss_avg, t->acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core());
+           t->loss_avg, t->acc, cli_peak_rss_mib(), core ? core : "", qat_blas_core(), t->d->size,
+           t->train_time > 0 ? t->pool_time / t->train_time : 0.0);
     if (o->qat) {
         printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
                "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": ",
@@ -740,14 +866,21 @@ static int finish(trainer *t) {
         t->ts.step = t->step;
         if (!t->stopped) t->ts.epoch = t->all_epochs;
         int rc = save(t);
+        if (!rc && o->rank_checkpoints && t->d->rank > 0) rc = save_rank(t);
         if (rc) return rc;
         fprintf(stderr, "qat-mnist: wrote %s\n", o->out);
     }
+    int same = ranks_identical(t);
+    if (same < 0) return cli_fail(PROG, o->json, 1, "comparing the ranks' states: %s", t->d->msg);
+    if (!same) return cli_fail(PROG, o->json, 1, "the %d ranks ended with different model states (a bug: please "
+                               "report it)", t->d->size);
+    if (t->d->size > 1) fprintf(stderr, "qat-mnist: all %d ranks hold the same parameters, observers and BatchNorm "
+                                "statistics, bit for bit\n", t->d->size);
     double rate = (double)t->samples_done / t->train_time, acc_float = t->acc;
     if (qat_model_prepared(m)) { /* the same weights with fake quantization off */
         bool on = qat_model_fake_quant_on(m);
         qat_model_set_fake_quant(m, false);
-        acc_float = mnist_accuracy(m, &t->test, o->limit_test, NULL);
+        acc_float = mnist_accuracy(m, &t->test, o->limit_test, NULL, t->d);
         qat_model_set_fake_quant(m, on);
         if (acc_float < 0) return fail(t);
         fprintf(stderr, "qat-mnist: fake-quant accuracy %.2f %%, same weights in float %.2f %%\n", 100 * t->acc,
@@ -769,20 +902,43 @@ static int train(trainer *t) {
     return rc ? rc : finish(t);
 }
 
-int cmd_train(int argc, char **argv) {
-    train_opts o;
-    int rc = parse(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
-    qat_set_threads((int)o.threads);
+static int train_job(train_opts *o, dist *d) {
+    if (d->rank == 0 && d->size > 1) signal(SIGTERM, on_term), signal(SIGINT, on_term);
+    qat_set_threads(1); /* the pool splits the work, OpenBLAS's threads would multiply it */
     cli_blas_note();
-    trainer t = {.o = &o, .ctx = qat_ctx_new()};
-    if (!t.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
-    rc = train(&t);
-    if (metrics_log_close(&t.log) && !rc) rc = cli_fail(PROG, o.json, 1, "--log %s: cannot write it", o.log);
+    qat_status pst;
+    qat_pool *pool = qat_pool_new((int)o->threads, &pst);
+    if (!pool) return cli_fail(PROG, o->json, 1, "cannot start %ld threads: %s", o->threads, qat_status_str(pst));
+    trainer t = {.o = o, .ctx = qat_ctx_new(), .d = d};
+    if (!t.ctx) return qat_pool_free(pool), cli_fail(PROG, o->json, 1, "out of memory");
+    qat_ctx_set_pool(t.ctx, pool);
+    qat_reducer red = dist_reducer(d);
+    if (d->size > 1) qat_ctx_set_reducer(t.ctx, &red);
+    int rc = train(&t);
+    if (metrics_log_close(&t.log) && !rc) rc = cli_fail(PROG, o->json, 1, "--log %s: cannot write it", o->log);
     free(t.perm);
     free(t.labels);
     qat_mnist_free(&t.train);
     qat_mnist_free(&t.test);
     qat_ctx_free(t.ctx);
+    qat_pool_free(pool);
+    free(t.stage);
     return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    dist d;
+    if (dist_init(&d, &argc, &argv)) { /* before the options: only rank 0 prints their errors */
+        fprintf(stderr, "%s: %s\n", PROG, d.msg);
+        return dist_abort(&d, 1);
+    }
+    if (d.rank > 0) mute(d.rank);
+    train_opts o;
+    int rc = parse(argc, argv, &o);
+    if (!rc) rc = train_job(&o, &d);
+    else if (rc < 0) rc = 0;
+    fflush(stdout);
+    if (rc) return dist_abort(&d, rc); /* one rank's error ends the job: none may wait in a collective */
+    dist_finalize(&d);
+    return 0;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "qat/core.h"
+#include "qat/parallel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -65,8 +66,23 @@ QAT_API size_t qat_ctx_step_mallocs(const qat_ctx *ctx);
 /* Raw memory from the context, 64-byte aligned, zeroed. NULL + error on OOM. */
 QAT_API void *qat_ctx_alloc(qat_ctx *ctx, qat_mem where, size_t bytes);
 
+/* Threads: a context given a pool (qat/parallel.h; the caller owns it,
+ * and it must outlive the context's use of it) splits its ops' work over
+ * it; NULL (the default) runs everything on the calling thread. The
+ * results are the same bits whatever the pool's size. */
+QAT_API void qat_ctx_set_pool(qat_ctx *ctx, qat_pool *pool);
+QAT_API qat_pool *qat_ctx_pool(const qat_ctx *ctx);
+/* Data-parallel training: with a reducer (qat/parallel.h; copied, its
+ * user pointer must stay valid), the observers of models on this context
+ * and BatchNorm in training reduce their batch statistics through it, so
+ * that every process sees the global batch's. NULL removes it. */
+QAT_API void qat_ctx_set_reducer(qat_ctx *ctx, const qat_reducer *reducer);
+QAT_API bool qat_ctx_has_reducer(const qat_ctx *ctx);
+
 /* Threads OpenBLAS may use for every sgemm (process-wide, OpenBLAS's own
- * setting). Returns the number in force. */
+ * setting). Returns the number in force. With a pool of more than one
+ * thread, keep it at 1 (qat_pool_new sets it so): the pool's tasks make
+ * the sgemm calls, each on its own block. */
 QAT_API int qat_set_threads(int n);
 /* The name of the kernel family OpenBLAS chose for this CPU ("Haswell",
  * "SkylakeX", "Prescott", ...): it decides most of the float speed, and

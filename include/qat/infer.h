@@ -34,7 +34,11 @@ QAT_API const char *qat_engine_mode_str(qat_engine_mode mode); /* "int", "hybrid
 typedef struct qat_engine qat_engine;
 
 /* Prepares an engine for batches of up to max_batch samples: every buffer
- * is allocated here, none while running. q must outlive the engine. NULL
+ * is allocated here, none while running. Threads: the engines run on the
+ * pool of ctx (qat_ctx_set_pool); the integer engine cuts each batch into
+ * one slice per thread the pool has now (each slice its own activation
+ * arena), the float engines split their ops' work. The outputs are the
+ * same bits for any number of threads. q must outlive the engine. NULL
  * on error, with the message on ctx (the integer engine refuses types it
  * cannot run exactly: storage wider than 8 bits). Sub-channel weights run
  * on every engine: the integer one converts each block's partial sum to

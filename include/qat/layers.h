@@ -176,6 +176,13 @@ QAT_API float *qat_model_grads(qat_model *m);
 QAT_API int64_t qat_model_n_qparams(const qat_model *m);
 QAT_API float *qat_model_qparams(qat_model *m);
 QAT_API float *qat_model_qgrads(qat_model *m);
+/* The model's whole training state as bytes: parameters, buffers
+ * (BatchNorm's running statistics), LSQ scales, the dropout RNG, the mode
+ * flags, and every quantizer's observer and quantization parameters (in an
+ * unspecified layout), for comparing models bit for bit — e.g. the
+ * processes of a data-parallel job. Returns the bytes needed; writes them
+ * only when cap is enough. */
+QAT_API size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap);
 /* Per-sample output shapes of every layer for an input of the given
  * shape: ranks[id] (1 or 3) and shapes[id][0..2]. Errors name the layer
  * whose shapes do not fit. */

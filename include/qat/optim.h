@@ -35,10 +35,14 @@ typedef struct {
     int64_t steps; /* taken so far (Adam's t) */
     float *m;      /* SGD momentum buffer, or Adam first moment [n] */
     float *v;      /* Adam second moment [n] (NULL for SGD) */
+    qat_pool *pool; /* borrowed (qat_optim_set_pool); NULL: one thread */
 } qat_optim;
 
 /* State in ctx's persistent memory, zeroed. Checks the config. */
 QAT_API qat_status qat_optim_init(qat_optim *o, qat_ctx *ctx, const qat_optim_config *cfg, int64_t n);
+/* Splits every step over pool's threads (the caller's; NULL: one
+ * thread). The update is element-wise: the same bits either way. */
+QAT_API void qat_optim_set_pool(qat_optim *o, qat_pool *pool);
 /* One update of params from grads at learning rate lr (the schedule's). */
 QAT_API void qat_optim_step(qat_optim *o, float *params, const float *grads, float lr);
 

@@ -175,3 +175,56 @@ void qat__step_release(qat_ctx *ctx, float *p, size_t bytes) {
         if (ctx->pool[i].bytes < ctx->pool[small].bytes) small = i;
     if (ctx->pool[small].bytes < bytes) ctx->pool[small] = (qat__block){p, bytes};
 }
+
+void qat_ctx_set_pool(qat_ctx *ctx, qat_pool *pool) {
+    if (ctx) ctx->threads = pool;
+}
+qat_pool *qat_ctx_pool(const qat_ctx *ctx) { return ctx ? ctx->threads : NULL; }
+
+void qat_ctx_set_reducer(qat_ctx *ctx, const qat_reducer *r) {
+    if (!ctx) return;
+    ctx->has_reducer = r && r->sum && r->minmax;
+    ctx->reducer = ctx->has_reducer ? *r : (qat_reducer){0};
+}
+bool qat_ctx_has_reducer(const qat_ctx *ctx) { return ctx && ctx->has_reducer; }
+
+qat_status qat__reduce_sum(qat_ctx *ctx, double *v, int64_t n) {
+    if (!ctx->has_reducer || n <= 0) return QAT_OK;
+    char msg[256] = "";
+    qat_status st = ctx->reducer.sum(ctx->reducer.user, v, n, msg, sizeof msg);
+    if (st != QAT_OK) qat_ctx_fail(ctx, st, "reducer (sum of %lld values): %s", (long long)n, msg[0] ? msg : qat_status_str(st));
+    return st;
+}
+
+qat_status qat__reduce_minmax(qat_ctx *ctx, float *lo, float *hi, int64_t n) {
+    if (!ctx->has_reducer || n <= 0) return QAT_OK;
+    char msg[256] = "";
+    qat_status st = ctx->reducer.minmax(ctx->reducer.user, lo, hi, n, msg, sizeof msg);
+    if (st != QAT_OK)
+        qat_ctx_fail(ctx, st, "reducer (min/max of %lld ranges): %s", (long long)n, msg[0] ? msg : qat_status_str(st));
+    return st;
+}
+
+typedef struct {
+    qat__range_fn fn;
+    void *user;
+    int64_t n, grain;
+} range_job;
+
+static void range_task(void *u, int64_t t, int worker) {
+    const range_job *j = u;
+    (void)worker;
+    int64_t i0 = t * j->grain, i1 = i0 + j->grain < j->n ? i0 + j->grain : j->n;
+    j->fn(j->user, i0, i1);
+}
+
+void qat__par_range(qat_ctx *ctx, int64_t n, int64_t grain, qat__range_fn fn, void *user) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    if (n <= grain) {
+        fn(user, 0, n);
+        return;
+    }
+    range_job j = {fn, user, n, grain};
+    qat__par(ctx, (n + grain - 1) / grain, range_task, &j);
+}

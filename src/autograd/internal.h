@@ -75,7 +75,33 @@ struct qat_ctx {
     bool backward_done;       /* this step's tape has been consumed */
     qat_status status;
     char msg[512];
+    qat_pool *threads;        /* borrowed; NULL: one thread */
+    qat_reducer reducer;      /* across processes; has_reducer false: none */
+    bool has_reducer;
 };
+
+/* ---- threads (the pool) and reductions across processes ----
+ * Every parallel loop is cut into tasks by the problem's size alone (never
+ * by the thread count), so results do not depend on how many threads run
+ * them. Tasks must not allocate from the context (the arena is not
+ * thread-safe): scratch is taken before the loop, one block per worker. */
+static inline int qat__workers(const qat_ctx *ctx) { return qat_pool_threads(ctx->threads); }
+static inline void qat__par(qat_ctx *ctx, int64_t n_tasks, qat_task_fn fn, void *user) {
+    qat_pool_run(ctx->threads, n_tasks, fn, user);
+}
+/* Tasks of `grain` items each over n items (at least 1 task). */
+static inline int64_t qat__n_tasks(int64_t n, int64_t grain) { return n <= grain ? 1 : (n + grain - 1) / grain; }
+/* The reducer's sum and min/max; without a reducer they do nothing. An
+ * error of the reducer is recorded on ctx (first one wins) and returned. */
+qat_status qat__reduce_sum(qat_ctx *ctx, double *v, int64_t n);
+qat_status qat__reduce_minmax(qat_ctx *ctx, float *lo, float *hi, int64_t n);
+/* fn(user, i0, i1) over [0, n) in tasks of `grain` items (the last may be
+ * shorter), on the context's pool. */
+typedef void (*qat__range_fn)(void *user, int64_t i0, int64_t i1);
+void qat__par_range(qat_ctx *ctx, int64_t n, int64_t grain, qat__range_fn fn, void *user);
+/* Element-wise loops: tasks of this many floats (a multiple of 64, so that
+ * every task but the last starts on a cache line and a whole mask byte). */
+#define QAT__GRAIN ((int64_t)1 << 12)
 
 /* Puts printf-formatted text in front of the current error message. */
 void qat__error_prefix(qat_ctx *ctx, const char *fmt, ...)
@@ -137,8 +163,9 @@ typedef struct {
     int64_t G;              /* groups */
 } qat__conv_dims;
 /* db[o] += Σ over samples and pixels of gy [N, O, OHW]: 8 float lanes
- * within a plane, double across planes (ops_conv.c). */
-void qat__conv_bias_grad(int64_t N, int64_t O, int64_t OHW, const float *gy, float *gb);
+ * within a plane, double across planes (ops_conv.c); channels over the
+ * context's pool. */
+void qat__conv_bias_grad(qat_ctx *ctx, int64_t N, int64_t O, int64_t OHW, const float *gy, float *gb);
 /* The depthwise case (G == input channels > 1, any multiplier O): direct
  * kernels, no im2col (ops_conv_depthwise.c). Inputs checked by the caller;
  * records its own node. */
@@ -186,12 +213,17 @@ void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
  * the backward that stores a row pair of a gradient not yet written. The
  * portable versions live in ops_pool.c; on x86-64 with GCC or clang,
  * AVX-512 ones (ops_pool_avx512.c) give the same bits. */
-void qat__maxpool2_row(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
-void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
+/* spill: the caller writes the memory right after this row next (the
+ * next row of its range), so a vector version may store whole vectors
+ * past the row's end instead of masked ones (slow on some CPUs); the
+ * portable versions ignore it. */
+void qat__maxpool2_row(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
+void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW, bool spill);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QAT__POOL_AVX512 1
-void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW);
-void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW);
+void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
+void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
+                                       bool spill);
 #else
 #define QAT__POOL_AVX512 0
 #endif

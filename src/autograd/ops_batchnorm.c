@@ -10,35 +10,103 @@
 
 /* xhat is not kept: backward computes it again from x with the forward's
  * float operations (the same bits), which saves a tensor the size of the
- * activation for every BatchNorm of the step. */
+ * activation for every BatchNorm of the step.
+ *
+ * Channels are the pool's tasks: each channel's sums run in one task in
+ * the one-thread order, so the bits do not depend on the thread count.
+ * With a reducer on the context (data-parallel training), the batch sums
+ * of training — Σx, Σx² and the count forward, Σdy and Σdy·xhat backward —
+ * are summed over every process between the passes (synchronized
+ * BatchNorm); the gradients of gamma and beta stay this process's share,
+ * which the caller's gradient all-reduce adds up. */
 typedef struct {
     float *mu, *invstd; /* [C] */
     bool training;
+    double m; /* values per channel in the (global) batch */
 } bn_saved;
+
+typedef struct {
+    const float *x, *dy, *gamma, *beta;
+    float *y, *gx, *gg, *gb, *mu, *invstd, *running_mean, *running_var;
+    double *acc, *global; /* [C][2] forward, [C][6] backward; global: the reduced [C][2] (or acc) */
+    int64_t N, C, HW;
+    double m;
+    float momentum, eps;
+    bool training;
+} bn_job;
+
+static void bn_moments_task(void *u, int64_t c, int worker) {
+    const bn_job *j = u;
+    (void)worker;
+    double *acc = j->acc + 2 * c;
+    acc[0] = acc[1] = 0;
+    for (int64_t b = 0; b < j->N; b++) qat__bn_moments_row(j->x + (b * j->C + c) * j->HW, NULL, j->HW, 1.0f, 0.0f, acc);
+}
+
+static void bn_normalize_task(void *u, int64_t c, int worker) {
+    const bn_job *j = u;
+    (void)worker;
+    float mu, var;
+    if (j->training) {
+        const double *acc = j->acc + 2 * c;
+        double m = j->m, mean = acc[0] / m, sq = acc[1] - acc[0] * mean; /* Σ(x - mean)² */
+        if (sq < 0) sq = 0;
+        mu = (float)mean;
+        var = (float)(sq / m);
+        j->running_mean[c] = (1.0f - j->momentum) * j->running_mean[c] + j->momentum * mu;
+        j->running_var[c] = (1.0f - j->momentum) * j->running_var[c] + j->momentum * (float)(sq / (m - 1));
+    } else {
+        mu = j->running_mean[c];
+        var = j->running_var[c];
+    }
+    j->invstd[c] = 1.0f / sqrtf(var + j->eps);
+    j->mu[c] = mu;
+    for (int64_t b = 0; b < j->N; b++)
+        qat__bn_normalize_row(j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, mu, j->invstd[c],
+                              j->gamma[c], j->beta[c]);
+}
+
+static void bn_grad_sums_task(void *u, int64_t c, int worker) {
+    const bn_job *j = u;
+    (void)worker;
+    double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, ... (bn_rows.c) */
+    for (int k = 0; k < 6; k++) acc[k] = 0;
+    for (int64_t b = 0; b < j->N; b++)
+        qat__bn_grad_sums_row(j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, 1.0f, 0.0f,
+                              j->mu[c], j->invstd[c], acc);
+    if (j->global) j->global[2 * c] = acc[0], j->global[2 * c + 1] = acc[1];
+}
+
+static void bn_grad_task(void *u, int64_t c, int worker) {
+    const bn_job *j = u;
+    (void)worker;
+    const double *acc = j->acc + 6 * c, *g = j->global ? j->global + 2 * c : acc;
+    if (j->gg) j->gg[c] += (float)acc[1];
+    if (j->gb) j->gb[c] += (float)acc[0];
+    if (!j->gx) return;
+    float is = j->invstd[c], k = j->gamma[c] * is;
+    float a = (float)(g[0] / j->m), bb = (float)(g[1] / j->m);
+    for (int64_t b = 0; b < j->N; b++)
+        qat__bn_grad_x_row(j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->gx + (b * j->C + c) * j->HW,
+                           j->HW, 1.0f, 0.0f, j->mu[c], is, k, a, bb, j->training, false);
+}
 
 static void bn_bw(qat_ctx *ctx, qat_node *n) {
     const bn_saved *s = n->saved;
     qat_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
-    int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C), m = N * HW;
-    const float *dy = n->out->grad;
-    float *gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
-    float *gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
-    float *gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
+    int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
+    bn_job j = {.x = x->data, .dy = n->out->grad, .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd,
+                .N = N, .C = C, .HW = HW, .m = s->m, .training = s->training};
+    j.gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
+    j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
+    j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
+    bool sync = s->training && ctx->has_reducer;
+    j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
+    j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
     if (ctx->status != QAT_OK) return;
-    for (int64_t c = 0; c < C; c++) {
-        double acc[6] = {0}; /* Σdy, Σdy·xhat, ... (bn_rows.c) */
-        float mu = s->mu[c], is = s->invstd[c];
-        for (int64_t b = 0; b < N; b++)
-            qat__bn_grad_sums_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, HW, 1.0f, 0.0f, mu, is, acc);
-        if (gg) gg[c] += (float)acc[1];
-        if (gb) gb[c] += (float)acc[0];
-        if (!gx) continue;
-        float k = gamma->data[c] * is;
-        float a = (float)(acc[0] / (double)m), bb = (float)(acc[1] / (double)m);
-        for (int64_t b = 0; b < N; b++)
-            qat__bn_grad_x_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, gx + (b * C + c) * HW, HW, 1.0f,
-                               0.0f, mu, is, k, a, bb, s->training, false);
-    }
+    qat__par(ctx, C, bn_grad_sums_task, &j);
+    if (sync && qat__reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
+    qat__par(ctx, C, bn_grad_task, &j);
 }
 
 qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_tensor *beta,
@@ -56,7 +124,7 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
                             (long long)C), NULL;
     if (!running_mean || !running_var)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: NULL running statistics"), NULL;
-    if (training && m < 2)
+    if (training && m < 2 && !ctx->has_reducer)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: training needs more than one value "
                             "per channel (got %lld)", (long long)m), NULL;
     if (!(eps > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f))
@@ -66,31 +134,27 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
     bn_saved *s = qat__step_alloc(ctx, sizeof *s);
     float *mus = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
-    if (!y || !s || !mus || !invstd) return NULL;
-    for (int64_t c = 0; c < C; c++) {
-        float mu, var;
-        if (training) {
-            double acc[2] = {0}; /* Σx, Σx² */
-            for (int64_t b = 0; b < N; b++) qat__bn_moments_row(x->data + (b * C + c) * HW, NULL, HW, 1.0f, 0.0f, acc);
-            double mean = acc[0] / (double)m, sq = acc[1] - acc[0] * mean; /* Σ(x - mean)² */
-            if (sq < 0) sq = 0;
-            mu = (float)mean;
-            var = (float)(sq / (double)m);
-            running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
-            running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (float)(sq / (double)(m - 1));
-        } else {
-            mu = running_mean[c];
-            var = running_var[c];
+    double *acc = training ? qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double)) : NULL;
+    if (!y || !s || !mus || !invstd || (training && !acc)) return NULL;
+    bn_job j = {.x = x->data, .y = y->data, .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd,
+                .running_mean = running_mean, .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW,
+                .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
+    if (training) {
+        qat__par(ctx, C, bn_moments_task, &j);
+        if (ctx->has_reducer) { /* synchronized: the global batch's sums and count */
+            acc[2 * C] = (double)m;
+            if (qat__reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
+            j.m = acc[2 * C];
+            if (j.m < 2)
+                return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: training needs more than one value per "
+                                    "channel in the global batch (got %g)", j.m), NULL;
         }
-        invstd[c] = 1.0f / sqrtf(var + eps);
-        mus[c] = mu;
-        for (int64_t b = 0; b < N; b++)
-            qat__bn_normalize_row(x->data + (b * C + c) * HW, y->data + (b * C + c) * HW, HW, mu, invstd[c],
-                                  gamma->data[c], beta->data[c]);
     }
+    qat__par(ctx, C, bn_normalize_task, &j);
     s->mu = mus;
     s->invstd = invstd;
     s->training = training;
+    s->m = j.m;
     qat_node *n = qat__record(ctx, "qat_batchnorm", bn_bw, y, x, gamma, beta);
     if (n) n->saved = s, n->out_free = true;
     return y;

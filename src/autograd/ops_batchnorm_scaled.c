@@ -14,45 +14,118 @@
 
 /* xhat is not kept: backward computes z and xhat again from x with the
  * forward's float operations (the same bits), which saves a tensor the
- * size of the activation for every folded BatchNorm of the step. */
+ * size of the activation for every folded BatchNorm of the step.
+ *
+ * Channels are the pool's tasks, and a reducer on the context makes the
+ * training statistics global, as in ops_batchnorm.c: forward Σz, Σz² and
+ * the count; backward Σdy and Σdy·xhat (the a and b of dz). The scale's,
+ * shift's, gamma's and beta's gradients stay this process's sums. */
 typedef struct {
     float *mu, *invstd; /* [C] */
     bool training;
+    double m;          /* values per channel in the (global) batch */
     qat_tensor *in[5]; /* x, scale, shift (or NULL), gamma, beta */
 } bns_saved;
+
+typedef struct {
+    const float *x, *dy, *scale, *shift, *gamma, *beta;
+    float *y, *gx, *gs, *gsh, *gg, *gb, *mu, *invstd, *running_mean, *running_var;
+    double *acc, *global;
+    int64_t N, C, HW;
+    double m;
+    float momentum, eps;
+    bool training, store;
+} bns_job;
+
+static float shift_of(const bns_job *j, int64_t c) { return j->shift ? j->shift[c] : 0.0f; }
+
+static void bns_grad_sums_task(void *u, int64_t c, int worker) {
+    const bns_job *j = u;
+    (void)worker;
+    double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, Σxhat, Σdy·x, Σx, Σxhat·x */
+    for (int k = 0; k < 6; k++) acc[k] = 0;
+    for (int64_t b = 0; b < j->N; b++)
+        qat__bn_grad_sums_row(j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, j->scale[c],
+                              shift_of(j, c), j->mu[c], j->invstd[c], acc);
+    if (j->global) j->global[2 * c] = acc[0], j->global[2 * c + 1] = acc[1];
+}
+
+static void bns_grad_task(void *u, int64_t c, int worker) {
+    const bns_job *j = u;
+    (void)worker;
+    const double *acc = j->acc + 6 * c, *g = j->global ? j->global + 2 * c : acc;
+    float is = j->invstd[c];
+    if (j->gg) j->gg[c] += (float)acc[1];
+    if (j->gb) j->gb[c] += (float)acc[0];
+    float k = j->gamma[c] * is;
+    float a = (float)(g[0] / j->m), bb = (float)(g[1] / j->m);
+    double m = (double)(j->N * j->HW); /* this process's values: its share of Σdz */
+    /* Σdz and Σdz·x in closed form from the sums (dz = k·(dy - a - xhat·b)
+     * in training, k·dy with frozen statistics): the scale's and the
+     * shift's gradients without a second reduction. */
+    double sdz = j->training ? k * (acc[0] - (double)a * m - (double)bb * acc[2]) : k * acc[0];
+    double sdzx = j->training ? k * (acc[3] - (double)a * acc[4] - (double)bb * acc[5]) : k * acc[3];
+    if (j->gs) j->gs[c] += (float)sdzx;
+    if (j->gsh) j->gsh[c] += (float)sdz;
+    if (j->gx)
+        for (int64_t b = 0; b < j->N; b++)
+            qat__bn_grad_x_row(j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW,
+                               j->gx + (b * j->C + c) * j->HW, j->HW, j->scale[c], shift_of(j, c), j->mu[c], is, k, a,
+                               bb, j->training, j->store);
+}
 
 static void bns_bw(qat_ctx *ctx, qat_node *n) {
     const bns_saved *s = n->saved;
     qat_tensor *x = s->in[0], *scale = s->in[1], *shift = s->in[2], *gamma = s->in[3], *beta = s->in[4];
-    int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C), m = N * HW;
-    const float *dy = n->out->grad;
-    bool store = false;
-    float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
-    float *gs = qat__wants_grad(scale) ? qat__grad(ctx, scale) : NULL;
-    float *gsh = qat__wants_grad(shift) ? qat__grad(ctx, shift) : NULL;
-    float *gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
-    float *gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
+    int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
+    bns_job j = {.x = x->data, .dy = n->out->grad, .scale = scale->data, .shift = shift ? shift->data : NULL,
+                 .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd, .N = N, .C = C, .HW = HW, .m = s->m,
+                 .training = s->training};
+    j.gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &j.store) : NULL;
+    j.gs = qat__wants_grad(scale) ? qat__grad(ctx, scale) : NULL;
+    j.gsh = qat__wants_grad(shift) ? qat__grad(ctx, shift) : NULL;
+    j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
+    j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
+    bool sync = s->training && ctx->has_reducer;
+    j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
+    j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
     if (ctx->status != QAT_OK) return;
-    for (int64_t c = 0; c < C; c++) {
-        double acc[6] = {0}; /* Σdy, Σdy·xhat, Σxhat, Σdy·x, Σx, Σxhat·x */
-        float mu = s->mu[c], is = s->invstd[c], sc = scale->data[c], sh = shift ? shift->data[c] : 0.0f;
-        for (int64_t b = 0; b < N; b++)
-            qat__bn_grad_sums_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, HW, sc, sh, mu, is, acc);
-        if (gg) gg[c] += (float)acc[1];
-        if (gb) gb[c] += (float)acc[0];
-        float k = gamma->data[c] * is;
-        float a = (float)(acc[0] / (double)m), bb = (float)(acc[1] / (double)m);
-        /* Σdz and Σdz·x in closed form from the sums (dz = k·(dy - a - xhat·b)
-         * in training, k·dy with frozen statistics): the scale's and the
-         * shift's gradients without a second reduction. */
-        double sdz = s->training ? k * (acc[0] - (double)a * (double)m - (double)bb * acc[2]) : k * acc[0];
-        double sdzx = s->training ? k * (acc[3] - (double)a * acc[4] - (double)bb * acc[5]) : k * acc[3];
-        if (gs) gs[c] += (float)sdzx;
-        if (gsh) gsh[c] += (float)sdz;
-        if (gx)
-            for (int64_t b = 0; b < N; b++)
-                qat__bn_grad_x_row(x->data + (b * C + c) * HW, dy + (b * C + c) * HW, gx + (b * C + c) * HW, HW, sc,
-                                   sh, mu, is, k, a, bb, s->training, store);
+    qat__par(ctx, C, bns_grad_sums_task, &j);
+    if (sync && qat__reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
+    qat__par(ctx, C, bns_grad_task, &j);
+}
+
+static void bns_moments_task(void *u, int64_t c, int worker) {
+    const bns_job *j = u;
+    (void)worker;
+    double *acc = j->acc + 2 * c; /* Σz, Σz²; z (x·scale + shift) goes into y first */
+    acc[0] = acc[1] = 0;
+    for (int64_t b = 0; b < j->N; b++)
+        qat__bn_moments_row(j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, j->scale[c],
+                            shift_of(j, c), acc);
+}
+
+static void bns_normalize_task(void *u, int64_t c, int worker) {
+    const bns_job *j = u;
+    (void)worker;
+    float mu, var;
+    if (j->training) {
+        const double *acc = j->acc + 2 * c;
+        double m = j->m, mean = acc[0] / m, sq = acc[1] - acc[0] * mean; /* Σ(z - mean)² */
+        if (sq < 0) sq = 0;
+        mu = (float)mean;
+        var = (float)(sq / m);
+        j->running_mean[c] = (1.0f - j->momentum) * j->running_mean[c] + j->momentum * mu;
+        j->running_var[c] = (1.0f - j->momentum) * j->running_var[c] + j->momentum * (float)(sq / (m - 1));
+    } else {
+        mu = j->running_mean[c];
+        var = j->running_var[c];
+    }
+    j->invstd[c] = 1.0f / sqrtf(var + j->eps);
+    j->mu[c] = mu;
+    for (int64_t b = 0; b < j->N; b++) {
+        float *o = j->y + (b * j->C + c) * j->HW;
+        qat__bn_normalize_row(o, o, j->HW, mu, j->invstd[c], j->gamma[c], j->beta[c]);
     }
 }
 
@@ -69,39 +142,32 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
     if (gamma->numel != C || beta->numel != C || scale->numel != C || (shift && shift->numel != C))
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_batchnorm_scaled: scale, shift, gamma and beta need %lld elements",
                             (long long)C), NULL;
-    if (!running_mean || !running_var || (training && m < 2) || !(eps > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f))
+    if (!running_mean || !running_var || (training && m < 2 && !ctx->has_reducer) || !(eps > 0.0f) ||
+        !(momentum >= 0.0f && momentum <= 1.0f))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm_scaled: bad statistics, eps %g or momentum %g, or one "
                             "value per channel in training", (double)eps, (double)momentum), NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     bns_saved *s = qat__step_alloc(ctx, sizeof *s);
     float *mus = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
-    if (!y || !s || !mus || !invstd) return NULL;
-    for (int64_t c = 0; c < C; c++) {
-        float sc = scale->data[c], sh = shift ? shift->data[c] : 0.0f;
-        double acc[2] = {0}; /* Σz, Σz²; z (x·scale + shift) goes into y first */
-        for (int64_t b = 0; b < N; b++)
-            qat__bn_moments_row(x->data + (b * C + c) * HW, y->data + (b * C + c) * HW, HW, sc, sh, acc);
-        float mu, var;
-        if (training) {
-            double mean = acc[0] / (double)m, sq = acc[1] - acc[0] * mean; /* Σ(z - mean)² */
-            if (sq < 0) sq = 0;
-            mu = (float)mean;
-            var = (float)(sq / (double)m);
-            running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mu;
-            running_var[c] = (1.0f - momentum) * running_var[c] + momentum * (float)(sq / (double)(m - 1));
-        } else {
-            mu = running_mean[c];
-            var = running_var[c];
-        }
-        invstd[c] = 1.0f / sqrtf(var + eps);
-        mus[c] = mu;
-        for (int64_t b = 0; b < N; b++) {
-            float *o = y->data + (b * C + c) * HW;
-            qat__bn_normalize_row(o, o, HW, mu, invstd[c], gamma->data[c], beta->data[c]);
-        }
+    double *acc = qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double));
+    if (!y || !s || !mus || !invstd || !acc) return NULL;
+    bns_job j = {.x = x->data, .y = y->data, .scale = scale->data, .shift = shift ? shift->data : NULL,
+                 .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd, .running_mean = running_mean,
+                 .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW, .m = (double)m,
+                 .momentum = momentum, .eps = eps, .training = training};
+    qat__par(ctx, C, bns_moments_task, &j);
+    if (training && ctx->has_reducer) { /* synchronized: the global batch's sums and count */
+        acc[2 * C] = (double)m;
+        if (qat__reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
+        j.m = acc[2 * C];
+        if (j.m < 2)
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm_scaled: training needs more than one value per "
+                                "channel in the global batch (got %g)", j.m), NULL;
     }
-    *s = (bns_saved){.mu = mus, .invstd = invstd, .training = training, .in = {x, scale, shift, gamma, beta}};
+    qat__par(ctx, C, bns_normalize_task, &j);
+    *s = (bns_saved){.mu = mus, .invstd = invstd, .training = training, .m = j.m,
+                     .in = {x, scale, shift, gamma, beta}};
     qat_tensor *rec[5] = {x, scale, gamma, beta, shift};
     qat_node *n = qat__record_n(ctx, "qat_batchnorm_scaled", bns_bw, y, shift ? 5 : 4, rec);
     if (n) n->saved = s, n->out_free = true;

@@ -121,9 +121,9 @@ void qat__col2im_add(const conv_dims *d, const float *restrict col, float *restr
 }
 
 /* db[o] += Σ over samples and pixels of dy: 8 float lanes within a plane,
- * double across planes. */
-void qat__conv_bias_grad(int64_t N, int64_t O, int64_t OHW, const float *gy, float *gb) {
-    for (int64_t o = 0; o < O; o++) {
+ * double across planes. Channels [o0, o1) of O. */
+static void bias_grad_range(int64_t N, int64_t O, int64_t OHW, const float *gy, float *gb, int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; o++) {
         double acc = 0.0;
         for (int64_t n = 0; n < N; n++) {
             const float *g = gy + (n * O + o) * OHW;
@@ -136,6 +136,26 @@ void qat__conv_bias_grad(int64_t N, int64_t O, int64_t OHW, const float *gy, flo
         }
         gb[o] += (float)acc;
     }
+}
+
+typedef struct {
+    int64_t N, O, OHW;
+    const float *gy;
+    float *gb;
+} bias_job;
+
+static void bias_task(void *u, int64_t t, int worker) {
+    const bias_job *j = u;
+    (void)worker;
+    bias_grad_range(j->N, j->O, j->OHW, j->gy, j->gb, t, t + 1);
+}
+
+/* Each channel is one task, summed in the same order on any thread: the
+ * bits of the one-thread loop. */
+void qat__conv_bias_grad(qat_ctx *ctx, int64_t N, int64_t O, int64_t OHW, const float *gy, float *gb) {
+    bias_job j = {N, O, OHW, gy, gb};
+    if (N * O * OHW < QAT__GRAIN) bias_grad_range(N, O, OHW, gy, gb, 0, O);
+    else qat__par(ctx, O, bias_task, &j);
 }
 
 typedef struct {
@@ -198,35 +218,124 @@ static void conv_bw_group(const conv_dims *d, const float *gyg, const float *col
     qat__col2im_add(d, dcol, gxg);
 }
 
+/* The weight gradient is a sum over samples. It is summed in fixed
+ * chunks of this many samples, each into its own partial (the chunk's
+ * first sample stores, the others add, sample by sample as before), and
+ * the partials are then added into dw in chunk order: the chunks are the
+ * tasks, so the bits are the same for any number of threads. */
+#define DW_CHUNK 8
+
+typedef struct {
+    const conv_dims *d;
+    const conv_saved *sv;
+    const float *x, *w, *gy;
+    float *partial;   /* [chunks][G·O·CKK] or NULL (no dw wanted) */
+    float *gx;        /* or NULL */
+    float *dcol, *col; /* [workers][CKK·OHW] each, or NULL */
+    void (*im2col)(const conv_dims *, const float *, float *);
+    bool wide, store, rebuild, zero_gx;
+} conv_bw_job;
+
+static void conv_bw_task(void *u, int64_t chunk, int worker) {
+    const conv_bw_job *j = u;
+    const conv_dims *d = j->d;
+    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW, CHW = d->C * d->H * d->W;
+    int64_t n0 = chunk * DW_CHUNK, n1 = n0 + DW_CHUNK < d->N ? n0 + DW_CHUNK : d->N;
+    float *dcol = j->dcol ? j->dcol + worker * CKK * OHW : NULL, *col = j->col ? j->col + worker * CKK * OHW : NULL;
+    float *part = j->partial ? j->partial + chunk * G * d->O * CKK : NULL;
+    if (j->zero_gx) memset(j->gx + n0 * G * CHW, 0, (size_t)((n1 - n0) * G * CHW) * sizeof(float));
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t g = 0; g < G; g++) {
+            int64_t ng = n * G + g;
+            const float *colg = j->sv->cols ? j->sv->cols + ng * CKK * OHW : j->x + ng * CHW;
+            if (j->rebuild) j->im2col(d, j->x + ng * CHW, col), colg = col;
+            float *gwg = part ? part + g * d->O * CKK : NULL;
+            if (gwg && n == n0) memset(gwg, 0, (size_t)(d->O * CKK) * sizeof(float));
+            conv_bw_group(d, j->gy + ng * d->O * OHW, colg, j->w + g * d->O * CKK, gwg,
+                          j->gx ? j->gx + ng * CHW : NULL, dcol, j->wide, j->store);
+        }
+}
+
+typedef struct {
+    float *gw;
+    const float *partial;
+    int64_t n, chunks;
+} dw_sum_job;
+
+static void dw_sum_task(void *u, int64_t t, int worker) {
+    const dw_sum_job *j = u;
+    (void)worker;
+    int64_t i0 = t * QAT__GRAIN, i1 = i0 + QAT__GRAIN < j->n ? i0 + QAT__GRAIN : j->n;
+    for (int64_t c = 0; c < j->chunks; c++) {
+        const float *p = j->partial + c * j->n;
+        for (int64_t i = i0; i < i1; i++) j->gw[i] += p[i];
+    }
+}
+
 static void conv_bw(qat_ctx *ctx, qat_node *node) {
     const conv_saved *sv = node->saved;
     const conv_dims *d = &sv->d;
     qat_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW, CHW = d->C * d->H * d->W;
+    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW;
+    int64_t chunks = (d->N + DW_CHUNK - 1) / DW_CHUNK, workers = qat__workers(ctx), nw = G * d->O * CKK;
     const float *gy = node->out->grad; /* [N, G*O, OHW] */
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
     bool store = false, wide = false; /* store: gx is new, not zeroed */
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
-    float *dcol = gx ? qat__step_scratch(ctx, (size_t)(CKK * OHW) * sizeof(float)) : NULL;
+    float *dcol = gx ? qat__step_scratch(ctx, (size_t)(workers * CKK * OHW) * sizeof(float)) : NULL;
     bool rebuild = !sv->cols && !pointwise(d);
-    float *col = rebuild ? qat__step_scratch(ctx, (size_t)(CKK * OHW) * sizeof(float)) : NULL;
-    if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(x) && !gx)) return;
-    void (*im2col)(const conv_dims *, const float *, float *) = im2col_for(d);
+    float *col = rebuild ? qat__step_scratch(ctx, (size_t)(workers * CKK * OHW) * sizeof(float)) : NULL;
+    float *partial = gw ? qat__step_scratch(ctx, (size_t)(chunks * nw) * sizeof(float)) : NULL;
+    if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && (!gw || !partial)) || (qat__wants_grad(x) && !gx))
+        return;
 #if QAT__CONV_AVX512
     wide = qat__conv_avx512_fits(d); /* it can write a new gradient row by row */
 #endif
-    if (store && !wide && !pointwise(d)) memset(gx, 0, (size_t)(d->N * G * CHW) * sizeof(float));
-    for (int64_t n = 0; n < d->N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            int64_t ng = n * G + g;
-            const float *colg = sv->cols ? sv->cols + ng * CKK * OHW : x->data + ng * CHW;
-            if (rebuild) im2col(d, x->data + ng * CHW, col), colg = col;
-            conv_bw_group(d, gy + ng * d->O * OHW, colg, w->data + g * d->O * CKK,
-                          gw ? gw + g * d->O * CKK : NULL, gx ? gx + ng * CHW : NULL, dcol, wide, store);
-        }
+    conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .w = w->data, .gy = gy, .partial = partial, .gx = gx,
+                     .dcol = dcol, .col = col, .im2col = im2col_for(d), .wide = wide, .store = store,
+                     .rebuild = rebuild, .zero_gx = gx && store && !wide && !pointwise(d)};
+    qat__par(ctx, chunks, conv_bw_task, &j);
+    if (gw) {
+        dw_sum_job s = {gw, partial, nw, chunks};
+        qat__par(ctx, qat__n_tasks(nw, QAT__GRAIN), dw_sum_task, &s);
+    }
     if (qat__wants_grad(b)) {
         float *gb = qat__grad(ctx, b);
-        if (gb) qat__conv_bias_grad(d->N, G * d->O, OHW, gy, gb);
+        if (gb) qat__conv_bias_grad(ctx, d->N, G * d->O, OHW, gy, gb);
+    }
+}
+
+/* Forward: samples are independent; tasks of FW_CHUNK samples. */
+#define FW_CHUNK 2
+
+typedef struct {
+    const conv_dims *d;
+    const float *x, *w, *b;
+    float *y, *cols;
+    bool keep, pw;
+    void (*im2col)(const conv_dims *, const float *, float *);
+} conv_fw_job;
+
+static void conv_fw_task(void *u, int64_t chunk, int worker) {
+    const conv_fw_job *j = u;
+    const conv_dims *d = j->d;
+    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW, CHW = d->C * d->H * d->W;
+    int64_t n0 = chunk * FW_CHUNK, n1 = n0 + FW_CHUNK < d->N ? n0 + FW_CHUNK : d->N;
+    for (int64_t n = n0; n < n1; n++) {
+        if (j->b) /* start from the bias, accumulate the products onto it */
+            for (int64_t o = 0; o < G * d->O; o++)
+                for (int64_t i = 0; i < OHW; i++) j->y[(n * G * d->O + o) * OHW + i] = j->b[o];
+        for (int64_t g = 0; g < G; g++) {
+            const float *col = j->x + (n * G + g) * CHW;
+            if (!j->pw) {
+                float *c = j->cols + (j->keep ? (n * G + g) * CKK * OHW : worker * CKK * OHW);
+                j->im2col(d, col, c);
+                col = c;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d->O, (int)OHW, (int)CKK, 1.0f,
+                        j->w + g * d->O * CKK, (int)CKK, col, (int)OHW, j->b ? 1.0f : 0.0f,
+                        j->y + (n * G + g) * d->O * OHW, (int)OHW);
+        }
     }
 }
 
@@ -234,33 +343,20 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
 static qat_tensor *conv_im2col(qat_ctx *ctx, const char *name, qat_tensor *x, qat_tensor *w, qat_tensor *b,
                                const conv_dims *dp) {
     conv_dims d = *dp;
-    int64_t G = d.G, OHW = d.OH * d.OW, CKK = d.C * d.KH * d.KW, CHW = d.C * d.H * d.W;
+    int64_t G = d.G, OHW = d.OH * d.OW, CKK = d.C * d.KH * d.KW;
     int64_t shape[4] = {d.N, G * d.O, d.OH, d.OW};
     qat_tensor *y = qat__new_out(ctx, 4, shape);
     conv_saved *s = qat__step_alloc(ctx, sizeof *s);
     /* columns are kept only for a backward that will come */
     bool record = ctx->grad_enabled && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
     bool pw = pointwise(&d), keep = record && !pw && (size_t)(d.N * G * CKK * OHW) * sizeof(float) <= QAT__KEEP_COLS;
-    /* kept: every sample's columns; not kept: one sample's, reused */
-    float *cols = pw ? NULL : qat__step_scratch(ctx, (size_t)((keep ? d.N * G : 1) * CKK * OHW) * sizeof(float));
+    /* kept: every sample's columns; not kept: one sample's per thread, reused */
+    int64_t workers = qat__workers(ctx);
+    float *cols = pw ? NULL : qat__step_scratch(ctx, (size_t)((keep ? d.N * G : workers) * CKK * OHW) * sizeof(float));
     if (!y || !s || (!pw && !cols)) return NULL;
-    void (*im2col)(const conv_dims *, const float *, float *) = im2col_for(&d);
-    for (int64_t n = 0; n < d.N; n++) {
-        if (b) /* start from the bias, accumulate the products onto it */
-            for (int64_t o = 0; o < G * d.O; o++)
-                for (int64_t i = 0; i < OHW; i++) y->data[(n * G * d.O + o) * OHW + i] = b->data[o];
-        for (int64_t g = 0; g < G; g++) {
-            const float *col = x->data + (n * G + g) * CHW;
-            if (!pw) {
-                float *c = cols + (keep ? (n * G + g) * CKK * OHW : 0);
-                im2col(&d, col, c);
-                col = c;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.O, (int)OHW, (int)CKK, 1.0f,
-                        w->data + g * d.O * CKK, (int)CKK, col, (int)OHW, b ? 1.0f : 0.0f,
-                        y->data + (n * G + g) * d.O * OHW, (int)OHW);
-        }
-    }
+    conv_fw_job j = {.d = &d, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data, .cols = cols,
+                     .keep = keep, .pw = pw, .im2col = im2col_for(&d)};
+    qat__par(ctx, (d.N + FW_CHUNK - 1) / FW_CHUNK, conv_fw_task, &j);
     s->d = d;
     s->cols = keep ? cols : NULL;
     qat_node *node = qat__record(ctx, name, conv_bw, y, x, w, b);

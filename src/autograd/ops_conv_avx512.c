@@ -37,6 +37,11 @@ QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, flo
     const __mmask16 all = lanes(0, OW);
     const __m512 zero = _mm512_setzero_ps();
     float *row = col;
+    /* Rows are stored whole (16 lanes, zeros past OW) in increasing
+     * address order, so each store's tail is overwritten by the next row:
+     * masked stores, slow on some CPUs (AMD's), only for the last row,
+     * whose tail would fall past this sample's columns. */
+    const float *last = col + C * KH * KW * OH * OW - OW;
     for (int64_t c = 0; c < C; c++)
         for (int64_t kh = 0; kh < KH; kh++)
             for (int64_t kw = 0; kw < KW; kw++, row += OH * OW) {
@@ -46,7 +51,8 @@ QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, flo
                 for (int64_t oh = 0; oh < OH; oh++) {
                     int64_t ih = oh - ph + kh;
                     __m512 v = ih >= 0 && ih < H ? _mm512_maskz_loadu_ps(valid, src + ih * W) : zero;
-                    _mm512_mask_storeu_ps(row + oh * OW, all, v);
+                    if (row + oh * OW != last) _mm512_storeu_ps(row + oh * OW, v);
+                    else _mm512_mask_storeu_ps(row + oh * OW, all, v);
                 }
             }
 }

@@ -327,44 +327,71 @@ static void dw_bw_channel(const dw_plan *pl, dw_work *wk, int64_t c, const float
     stack_unbuild(pl, c, wk->gplanes, gx, store);
 }
 
+/* Channels are the pool's tasks (each writes only its own outputs and
+ * gradients, computed as on one thread); each thread has its own
+ * working memory. */
+typedef struct {
+    const dw_plan *pl;
+    dw_work *wk; /* [workers] */
+    const float *x, *gy, *w, *b;
+    float *y, *gw, *gb, *gx, *planes, *yr;
+    bool store;
+} dw_job;
+
+static void dw_bw_task(void *u, int64_t c, int worker) {
+    const dw_job *j = u;
+    dw_bw_channel(j->pl, &j->wk[worker], c, j->x, j->gy, j->w, j->gw, j->gb, j->gx, j->store);
+}
+
 static void dw_bw(qat_ctx *ctx, qat_node *node) {
     const dw_plan *pl = &((const dw_saved *)node->saved)->pl;
     const qat__conv_dims *d = &pl->d;
     qat_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    const float *gy = node->out->grad; /* [N, C*M, OH, OW] */
-    bool store = false;
-    float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
-    float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL, *gb = qat__wants_grad(b) ? qat__grad(ctx, b) : NULL;
-    dw_work wk;
-    if ((qat__wants_grad(x) && !gx) || (qat__wants_grad(w) && !gw) || (qat__wants_grad(b) && !gb) ||
-        !dw_work_init(ctx, pl, gw != NULL, gx != NULL, &wk))
+    dw_job j = {.pl = pl, .x = x->data, .gy = node->out->grad, .w = w->data}; /* gy [N, C*M, OH, OW] */
+    j.gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &j.store) : NULL;
+    j.gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL, j.gb = qat__wants_grad(b) ? qat__grad(ctx, b) : NULL;
+    int workers = qat__workers(ctx);
+    j.wk = qat__step_scratch(ctx, (size_t)workers * sizeof *j.wk);
+    if ((qat__wants_grad(x) && !j.gx) || (qat__wants_grad(w) && !j.gw) || (qat__wants_grad(b) && !j.gb) || !j.wk)
         return;
-    for (int64_t c = 0; c < d->G; c++) dw_bw_channel(pl, &wk, c, x->data, gy, w->data, gw, gb, gx, store);
+    for (int i = 0; i < workers; i++)
+        if (!dw_work_init(ctx, pl, j.gw != NULL, j.gx != NULL, &j.wk[i])) return;
+    qat__par(ctx, d->G, dw_bw_task, &j);
+}
+
+static void dw_fw_task(void *u, int64_t c, int worker) {
+    const dw_job *j = u;
+    const dw_plan *pl = j->pl;
+    const qat__conv_dims *d = &pl->d;
+    int64_t M = d->O, CM = d->G * M, KK = d->KH * d->KW, OHW = d->OH * d->OW;
+    float *planes = j->planes + worker * pl->phases * pl->PL, *yr = j->yr + worker * pl->L;
+    qat__rows out = {.planes = d->N, .rows = d->OH, .dplane = CM * OHW, .dpitch = d->OW, .splane = pl->B,
+                     .spitch = pl->P, .width = d->OW};
+    stack_build(pl, c, j->x, planes);
+    for (int64_t m = 0; m < M; m++) {
+        int64_t o = c * M + m;
+        dw_weighted_run(planes, pl->tap_at, j->w + o * KK, KK, j->b ? j->b[o] : 0.0f, pl->L, yr);
+        pl->copy(&out, j->y + o * OHW, yr);
+    }
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
 qat_tensor *qat__conv2d_depthwise(qat_ctx *ctx, const char *name, qat_tensor *x, qat_tensor *w, qat_tensor *b,
                                   const qat__conv_dims *d) {
-    int64_t M = d->O, CM = d->G * M, KK = d->KH * d->KW, OHW = d->OH * d->OW;
+    int64_t CM = d->G * d->O;
     int64_t shape[4] = {d->N, CM, d->OH, d->OW};
     dw_saved *s = qat__step_alloc(ctx, sizeof *s);
     if (!s || !dw_plan_init(ctx, &s->pl, d)) return NULL;
     const dw_plan *pl = &s->pl;
     qat_tensor *y = qat__new_out(ctx, 4, shape);
-    float *planes = qat__step_alloc(ctx, (size_t)(pl->phases * pl->PL) * sizeof(float)); /* one channel's; zeroed once */
-    float *yr = qat__step_scratch(ctx, (size_t)pl->L * sizeof(float));                   /* one output's run */
+    int64_t workers = qat__workers(ctx);
+    /* per thread: one channel's stack (zeroed once), one output's run */
+    float *planes = qat__step_alloc(ctx, (size_t)(workers * pl->phases * pl->PL) * sizeof(float));
+    float *yr = qat__step_scratch(ctx, (size_t)(workers * pl->L) * sizeof(float));
     if (!y || !planes || !yr) return NULL;
-    qat__rows out = {.planes = d->N, .rows = d->OH, .dplane = CM * OHW, .dpitch = d->OW, .splane = pl->B,
-                     .spitch = pl->P, .width = d->OW};
-    for (int64_t c = 0; c < d->G; c++) {
-        stack_build(pl, c, x->data, planes);
-        for (int64_t m = 0; m < M; m++) {
-            int64_t o = c * M + m;
-            dw_weighted_run(planes, pl->tap_at, w->data + o * KK, KK, b ? b->data[o] : 0.0f, pl->L, yr);
-            pl->copy(&out, y->data + o * OHW, yr);
-        }
-    }
+    dw_job j = {.pl = pl, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data, .planes = planes, .yr = yr};
+    qat__par(ctx, d->G, dw_fw_task, &j);
     qat_node *node = qat__record(ctx, name, dw_bw, y, x, w, b);
     if (node) node->saved = s, node->out_free = true;
     return y;

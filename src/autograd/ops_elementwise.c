@@ -35,44 +35,71 @@ static bool broadcast(qat_ctx *ctx, const char *op, const qat_tensor *a, const q
 
 enum { OP_ADD, OP_SUB, OP_MUL };
 
-static void binary_forward(int op, const bcast *bc, const float *a, const float *b, float *y) {
-    int64_t i = 0;
-    for (int64_t i0 = 0; i0 < bc->shape[0]; i0++)
-        for (int64_t i1 = 0; i1 < bc->shape[1]; i1++)
-            for (int64_t i2 = 0; i2 < bc->shape[2]; i2++) {
-                const float *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
-                const float *pb = b + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
-                int64_t n = bc->shape[3], ta = bc->sa[3], tb = bc->sb[3];
-                float *py = y + i;
-                switch (op) {
-                case OP_ADD: for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] + pb[j * tb]; break;
-                case OP_SUB: for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] - pb[j * tb]; break;
-                default:     for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] * pb[j * tb]; break;
-                }
-                i += n;
-            }
+/* Rows [r0, r1) of the output, a row being its last dimension. */
+static void binary_forward(int op, const bcast *bc, const float *a, const float *b, float *y, int64_t r0, int64_t r1) {
+    int64_t i = r0 * bc->shape[3];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i2 = r % bc->shape[2], i1 = r / bc->shape[2] % bc->shape[1], i0 = r / bc->shape[2] / bc->shape[1];
+        const float *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+        const float *pb = b + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+        int64_t n = bc->shape[3], ta = bc->sa[3], tb = bc->sb[3];
+        float *py = y + i;
+        switch (op) {
+        case OP_ADD: for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] + pb[j * tb]; break;
+        case OP_SUB: for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] - pb[j * tb]; break;
+        default:     for (int64_t j = 0; j < n; j++) py[j] = pa[j * ta] * pb[j * tb]; break;
+        }
+        i += n;
+    }
 }
 
 /* Accumulates dy into ga (and gb) through the same index map; a broadcast
  * operand's elements receive the sum over the axes they were repeated on. */
 static void binary_backward(int op, const bcast *bc, const float *a, const float *b,
-                            const float *gy, float *ga, float *gb) {
-    int64_t i = 0;
-    for (int64_t i0 = 0; i0 < bc->shape[0]; i0++)
-        for (int64_t i1 = 0; i1 < bc->shape[1]; i1++)
-            for (int64_t i2 = 0; i2 < bc->shape[2]; i2++) {
-                int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
-                int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
-                int64_t n = bc->shape[3], ta = bc->sa[3], tb = bc->sb[3];
-                for (int64_t j = 0; j < n; j++) {
-                    float g = gy[i + j];
-                    float da = op == OP_MUL ? g * b[ob + j * tb] : g;
-                    float db = op == OP_MUL ? g * a[oa + j * ta] : (op == OP_SUB ? -g : g);
-                    if (ga) ga[oa + j * ta] += da;
-                    if (gb) gb[ob + j * tb] += db;
-                }
-                i += n;
-            }
+                            const float *gy, float *ga, float *gb, int64_t r0, int64_t r1) {
+    int64_t i = r0 * bc->shape[3];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i2 = r % bc->shape[2], i1 = r / bc->shape[2] % bc->shape[1], i0 = r / bc->shape[2] / bc->shape[1];
+        int64_t oa = i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+        int64_t ob = i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+        int64_t n = bc->shape[3], ta = bc->sa[3], tb = bc->sb[3];
+        for (int64_t j = 0; j < n; j++) {
+            float g = gy[i + j];
+            float da = op == OP_MUL ? g * b[ob + j * tb] : g;
+            float db = op == OP_MUL ? g * a[oa + j * ta] : (op == OP_SUB ? -g : g);
+            if (ga) ga[oa + j * ta] += da;
+            if (gb) gb[ob + j * tb] += db;
+        }
+        i += n;
+    }
+}
+
+typedef struct {
+    int op;
+    const bcast *bc;
+    const float *a, *b, *gy;
+    float *y, *ga, *gb;
+} binary_job;
+
+static void binary_forward_range(void *u, int64_t r0, int64_t r1) {
+    const binary_job *j = u;
+    binary_forward(j->op, j->bc, j->a, j->b, j->y, r0, r1);
+}
+
+static void binary_backward_range(void *u, int64_t r0, int64_t r1) {
+    const binary_job *j = u;
+    binary_backward(j->op, j->bc, j->a, j->b, j->gy, j->ga, j->gb, r0, r1);
+}
+
+static int64_t rows_of(const bcast *bc) { return bc->shape[0] * bc->shape[1] * bc->shape[2]; }
+static int64_t row_grain(const bcast *bc) { return bc->shape[3] >= QAT__GRAIN ? 1 : QAT__GRAIN / bc->shape[3]; }
+
+/* Does operand stride set s cover the output without repeating an
+ * element (no broadcasting)? Then its gradient's rows are disjoint. */
+static bool full(const bcast *bc, const int64_t *s) {
+    for (int k = 0; k < 4; k++)
+        if (bc->shape[k] > 1 && s[k] == 0) return false;
+    return true;
 }
 
 static bool recompute_bcast(qat_node *n, bcast *bc) {
@@ -87,7 +114,10 @@ static void binary_bw(qat_ctx *ctx, qat_node *n) {
     float *ga = qat__wants_grad(a) ? qat__grad(ctx, a) : NULL;
     float *gb = qat__wants_grad(b) ? qat__grad(ctx, b) : NULL;
     if ((qat__wants_grad(a) && !ga) || (qat__wants_grad(b) && !gb)) return;
-    binary_backward((int)n->i[0], &bc, a->data, b->data, n->out->grad, ga, gb);
+    binary_job j = {(int)n->i[0], &bc, a->data, b->data, n->out->grad, NULL, ga, gb};
+    /* a broadcast operand's gradient sums over rows: one thread, in order */
+    if ((ga && !full(&bc, bc.sa)) || (gb && !full(&bc, bc.sb))) binary_backward_range(&j, 0, rows_of(&bc));
+    else qat__par_range(ctx, rows_of(&bc), row_grain(&bc), binary_backward_range, &j);
 }
 
 static qat_tensor *binary(qat_ctx *ctx, int op, const char *name, qat_tensor *a, qat_tensor *b) {
@@ -98,7 +128,8 @@ static qat_tensor *binary(qat_ctx *ctx, int op, const char *name, qat_tensor *a,
     if (!broadcast(ctx, name, a, b, &bc, &rank)) return NULL;
     qat_tensor *y = qat__new_out(ctx, rank, bc.shape + (4 - rank));
     if (!y) return NULL;
-    binary_forward(op, &bc, a->data, b->data, y->data);
+    binary_job j = {op, &bc, a->data, b->data, NULL, y->data, NULL, NULL};
+    if (bc.shape[3] > 0) qat__par_range(ctx, rows_of(&bc), row_grain(&bc), binary_forward_range, &j);
     qat_node *n = qat__record(ctx, name, binary_bw, y, a, b, NULL);
     if (n) n->i[0] = op, n->out_free = true; /* its backward reads the inputs */
     return y;
@@ -119,18 +150,36 @@ static bool unary_in(qat_ctx *ctx, const char *name, qat_tensor *x) {
     return true;
 }
 
+/* The unary ops' loops over a range of elements, for the pool. */
+typedef struct {
+    const float *x, *gy;
+    float *y, *g;
+    float lo, hi, c;
+} unary_job;
+
+static void scale_bw_range(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    for (int64_t i = i0; i < i1; i++) j->g[i] += j->c * j->gy[i];
+}
+
+static void scale_range(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = j->c * j->x[i];
+}
+
 static void scale_bw(qat_ctx *ctx, qat_node *n) {
-    float *restrict gx = qat__grad(ctx, n->in[0]), c = n->f[0];
-    const float *restrict gy = n->out->grad;
+    float *gx = qat__grad(ctx, n->in[0]);
     if (!gx) return;
-    for (int64_t i = 0; i < n->out->numel; i++) gx[i] += c * gy[i];
+    unary_job j = {.gy = n->out->grad, .g = gx, .c = n->f[0]};
+    qat__par_range(ctx, n->out->numel, QAT__GRAIN, scale_bw_range, &j);
 }
 
 qat_tensor *qat_scale(qat_ctx *ctx, qat_tensor *x, float c) {
     if (!unary_in(ctx, "qat_scale", x)) return NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
-    for (int64_t i = 0; i < x->numel; i++) y->data[i] = c * x->data[i];
+    unary_job j = {.x = x->data, .y = y->data, .c = c};
+    qat__par_range(ctx, x->numel, QAT__GRAIN, scale_range, &j);
     qat_node *n = qat__record(ctx, "qat_scale", scale_bw, y, x, NULL, NULL);
     if (n) n->f[0] = c;
     return y;
@@ -138,20 +187,39 @@ qat_tensor *qat_scale(qat_ctx *ctx, qat_tensor *x, float c) {
 
 /* Gradient passes where lo < x < hi, as PyTorch's hardtanh/relu backward:
  * at exactly 0 a ReLU passes no gradient. */
-static void clamp_bw(qat_ctx *ctx, qat_node *n) {
-    float lo = n->f[0], hi = n->f[1];
-    const float *restrict x = n->in[0]->data;
-    float *g = qat__grad_reuse(n->in[0], n->out);
-    if (g) { /* in place */
-        for (int64_t i = 0; i < n->in[0]->numel; i++) g[i] = (x[i] > lo) & (x[i] < hi) ? g[i] : 0.0f;
-        return;
-    }
-    float *restrict gx = qat__grad(ctx, n->in[0]);
-    const float *restrict gy = n->out->grad;
-    if (!gx) return;
-    for (int64_t i = 0; i < n->out->numel; i++) {
+static void clamp_bw_inplace(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    const float *restrict x = j->x;
+    float *g = j->g, lo = j->lo, hi = j->hi;
+    for (int64_t i = i0; i < i1; i++) g[i] = (x[i] > lo) & (x[i] < hi) ? g[i] : 0.0f;
+}
+
+static void clamp_bw_add(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    const float *restrict x = j->x, *restrict gy = j->gy;
+    float *restrict gx = j->g, lo = j->lo, hi = j->hi;
+    for (int64_t i = i0; i < i1; i++) {
         float v = x[i];
         gx[i] += (v > lo) & (v < hi) ? gy[i] : 0.0f;
+    }
+}
+
+static void clamp_bw(qat_ctx *ctx, qat_node *n) {
+    unary_job j = {.x = n->in[0]->data, .lo = n->f[0], .hi = n->f[1], .gy = n->out->grad};
+    if ((j.g = qat__grad_reuse(n->in[0], n->out))) { /* in place */
+        qat__par_range(ctx, n->in[0]->numel, QAT__GRAIN, clamp_bw_inplace, &j);
+        return;
+    }
+    if (!(j.g = qat__grad(ctx, n->in[0]))) return;
+    qat__par_range(ctx, n->out->numel, QAT__GRAIN, clamp_bw_add, &j);
+}
+
+static void clamp_range(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    float lo = j->lo, hi = j->hi;
+    for (int64_t i = i0; i < i1; i++) {
+        float v = j->x[i];
+        j->y[i] = v < lo ? lo : (v > hi ? hi : v);
     }
 }
 
@@ -163,10 +231,8 @@ qat_tensor *qat_clamp(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
     }
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
-    for (int64_t i = 0; i < x->numel; i++) {
-        float v = x->data[i];
-        y->data[i] = v < lo ? lo : (v > hi ? hi : v);
-    }
+    unary_job j = {.x = x->data, .y = y->data, .lo = lo, .hi = hi};
+    qat__par_range(ctx, x->numel, QAT__GRAIN, clamp_range, &j);
     qat_node *n = qat__record(ctx, "qat_clamp", clamp_bw, y, x, NULL, NULL);
     if (n) n->out_free = true; /* its backward reads the input */
     if (n) {
@@ -239,28 +305,45 @@ qat_tensor *qat_reciprocal(qat_ctx *ctx, qat_tensor *x) {
 
 /* From the input (x > 0 where relu(x) > 0), so that the output is free
  * for an op that writes over it (out_free). */
-static void relu_bw(qat_ctx *ctx, qat_node *n) {
-    const float *restrict y = n->in[0]->data;
-    float *g = qat__grad_reuse(n->in[0], n->out);
-    if (g) { /* in place */
-        for (int64_t i = 0; i < n->out->numel; i++) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
-        return;
-    }
-    float *restrict gx = qat__grad(ctx, n->in[0]);
-    const float *restrict gy = n->out->grad;
-    if (!gx) return;
+static void relu_bw_inplace(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    const float *restrict y = j->x;
+    float *g = j->g;
+    for (int64_t i = i0; i < i1; i++) g[i] = y[i] > 0.0f ? g[i] : 0.0f;
+}
+
+static void relu_bw_add(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    const float *restrict y = j->x, *restrict gy = j->gy;
+    float *restrict gx = j->g;
     /* load unconditionally, then select: lets the compiler vectorise */
-    for (int64_t i = 0; i < n->out->numel; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         float g = gy[i];
         gx[i] += y[i] > 0.0f ? g : 0.0f;
     }
+}
+
+static void relu_bw(qat_ctx *ctx, qat_node *n) {
+    unary_job j = {.x = n->in[0]->data, .gy = n->out->grad};
+    if ((j.g = qat__grad_reuse(n->in[0], n->out))) { /* in place */
+        qat__par_range(ctx, n->out->numel, QAT__GRAIN, relu_bw_inplace, &j);
+        return;
+    }
+    if (!(j.g = qat__grad(ctx, n->in[0]))) return;
+    qat__par_range(ctx, n->out->numel, QAT__GRAIN, relu_bw_add, &j);
+}
+
+static void relu_range(void *u, int64_t i0, int64_t i1) {
+    const unary_job *j = u;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
 }
 
 qat_tensor *qat_relu(qat_ctx *ctx, qat_tensor *x) {
     if (!unary_in(ctx, "qat_relu", x)) return NULL;
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
-    for (int64_t i = 0; i < x->numel; i++) y->data[i] = x->data[i] > 0.0f ? x->data[i] : 0.0f;
+    unary_job j = {.x = x->data, .y = y->data};
+    qat__par_range(ctx, x->numel, QAT__GRAIN, relu_range, &j);
     qat_node *n = qat__record(ctx, "qat_relu", relu_bw, y, x, NULL, NULL);
     if (n) n->out_free = true;
     return y;

@@ -86,29 +86,85 @@ qat_tensor *qat_matmul(qat_ctx *ctx, qat_tensor *a, qat_tensor *b, bool trans_a,
     return y;
 }
 
-/* y [N, out] = x [N, in] · w [out, in]ᵀ + b [out] */
+/* y [N, out] = x [N, in] · w [out, in]ᵀ + b [out]
+ *
+ * On the pool, each product is cut into blocks sized by the product
+ * alone, never by the thread count: one block per 2^20 multiply-adds, at
+ * most 4, each a multiple of 16 rows or columns. y is cut by columns
+ * (output features), dx by columns (input features), dw by rows (output
+ * features), each block one sgemm over the whole inner dimension; db by
+ * features. Blocks of the weight's side, not of the batch's: a block of
+ * batch rows would pack the whole weight again in every call (the MLP's
+ * first layer ran 1.7x slower that way), and each block packs the batch's
+ * side again, hence at most 4. Every element is computed by one sgemm
+ * call whose shape depends only on the sizes: the same bits on any number
+ * of threads. */
+static int64_t block_of(int64_t count, int64_t per_item) {
+    if (count <= 0) return 1;
+    int64_t blocks = (count * per_item + ((int64_t)1 << 20) - 1) >> 20;
+    blocks = blocks < 1 ? 1 : blocks > 4 ? 4 : blocks;
+    int64_t b = ((count + blocks - 1) / blocks + 15) / 16 * 16;
+    return b > count ? count : b;
+}
+
+typedef struct {
+    int N, IN, OUT;
+    const float *x, *w, *b, *dy;
+    float *y, *gx, *gw, *gb;
+    bool store;
+    int64_t rows; /* rows or columns per task */
+} linear_job;
+
+static void linear_fw_task(void *u, int64_t t, int worker) { /* y[:, o0:o1] = x · w[o0:o1]ᵀ (+ b) */
+    const linear_job *j = u;
+    (void)worker;
+    int64_t o0 = t * j->rows, o1 = o0 + j->rows < j->OUT ? o0 + j->rows : j->OUT;
+    if (j->b)
+        for (int64_t r = 0; r < j->N; r++)
+            for (int64_t o = o0; o < o1; o++) j->y[r * j->OUT + o] = j->b[o];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->N, (int)(o1 - o0), j->IN, 1.0f, j->x, j->IN,
+                j->w + o0 * j->IN, j->IN, j->b ? 1.0f : 0.0f, j->y + o0, j->OUT);
+}
+
+static void linear_dx_task(void *u, int64_t t, int worker) { /* dx[:, i0:i1] (+)= dy · w[:, i0:i1] */
+    const linear_job *j = u;
+    (void)worker;
+    int64_t i0 = t * j->rows, i1 = i0 + j->rows < j->IN ? i0 + j->rows : j->IN;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->N, (int)(i1 - i0), j->OUT, 1.0f, j->dy, j->OUT,
+                j->w + i0, j->IN, j->store ? 0.0f : 1.0f, j->gx + i0, j->IN);
+}
+
+static void linear_dw_task(void *u, int64_t t, int worker) { /* dw += dyᵀ · x, rows of out */
+    const linear_job *j = u;
+    (void)worker;
+    int64_t o0 = t * j->rows, o1 = o0 + j->rows < j->OUT ? o0 + j->rows : j->OUT;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(o1 - o0), j->IN, j->N, 1.0f, j->dy + o0, j->OUT, j->x,
+                j->IN, 1.0f, j->gw + o0 * j->IN, j->IN);
+}
+
+static void linear_db_range(void *u, int64_t o0, int64_t o1) { /* each feature summed over rows in order */
+    const linear_job *j = u;
+    for (int r = 0; r < j->N; r++)
+        for (int64_t o = o0; o < o1; o++) j->gb[o] += j->dy[(int64_t)r * j->OUT + o];
+}
+
 static void linear_bw(qat_ctx *ctx, qat_node *n) {
     qat_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int N = (int)x->shape[0], IN = (int)x->shape[1], OUT = (int)w->shape[0];
-    const float *dy = n->out->grad;
-    if (qat__wants_grad(x)) { /* dx [N,in] (+)= dy [N,out] · w [out,in] */
-        bool store;
-        float *gx = qat__grad_dst(ctx, x, &store);
-        if (!gx) return;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dy, OUT,
-                    w->data, IN, store ? 0.0f : 1.0f, gx, IN);
+    linear_job j = {.N = N, .IN = IN, .OUT = OUT, .x = x->data, .w = w->data, .dy = n->out->grad};
+    if (qat__wants_grad(x)) {
+        if (!(j.gx = qat__grad_dst(ctx, x, &j.store))) return;
+        j.rows = block_of(IN, (int64_t)N * OUT);
+        qat__par(ctx, (IN + j.rows - 1) / j.rows, linear_dx_task, &j);
     }
-    if (qat__wants_grad(w)) { /* dw [out,in] += dyᵀ · x */
-        float *gw = qat__grad(ctx, w);
-        if (!gw) return;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dy, OUT, x->data,
-                    IN, 1.0f, gw, IN);
+    if (qat__wants_grad(w)) {
+        if (!(j.gw = qat__grad(ctx, w))) return;
+        j.rows = block_of(OUT, (int64_t)IN * N);
+        qat__par(ctx, (OUT + j.rows - 1) / j.rows, linear_dw_task, &j);
     }
     if (qat__wants_grad(b)) {
-        float *gb = qat__grad(ctx, b);
-        if (!gb) return;
-        for (int r = 0; r < N; r++)
-            for (int o = 0; o < OUT; o++) gb[o] += dy[(int64_t)r * OUT + o];
+        if (!(j.gb = qat__grad(ctx, b))) return;
+        qat__par_range(ctx, OUT, N >= QAT__GRAIN ? 1 : QAT__GRAIN / (N > 0 ? N : 1), linear_db_range, &j);
     }
 }
 
@@ -133,11 +189,9 @@ qat_tensor *qat_linear(qat_ctx *ctx, qat_tensor *x, qat_tensor *w, qat_tensor *b
     int64_t shape[2] = {N, OUT};
     qat_tensor *y = qat__new_out(ctx, 2, shape);
     if (!y) return NULL;
-    if (b)
-        for (int64_t r = 0; r < N; r++)
-            for (int64_t o = 0; o < OUT; o++) y->data[r * OUT + o] = b->data[o];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)OUT, (int)IN, 1.0f, x->data,
-                (int)IN, w->data, (int)IN, b ? 1.0f : 0.0f, y->data, (int)OUT);
+    linear_job j = {.N = (int)N, .IN = (int)IN, .OUT = (int)OUT, .x = x->data, .w = w->data, .b = b ? b->data : NULL,
+                    .y = y->data, .rows = block_of(OUT, N * IN)};
+    if (N > 0) qat__par(ctx, (OUT + j.rows - 1) / j.rows, linear_fw_task, &j);
     qat_node *n = qat__record(ctx, "qat_linear", linear_bw, y, x, w, b);
     if (n) n->out_free = true; /* its backward reads the inputs */
     return y;

@@ -27,7 +27,8 @@ QAT_AVX512 __attribute__((always_inline)) static inline void step_masks(int64_t 
     *hi = (__mmask16)(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
 }
 
-QAT_AVX512 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW) {
+QAT_AVX512 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW,
+                                         bool spill) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int64_t o = 0; o < OW; o += 16) {
@@ -48,13 +49,20 @@ QAT_AVX512 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float
         v = _mm512_permutex2var_ps(u0, odd, u1);
         g = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ), m = _mm512_mask_mov_ps(m, g, v);
         k = _mm512_mask_mov_epi32(k, g, _mm512_set1_epi32(3));
-        _mm512_mask_storeu_ps(y + o, mo, m);
-        _mm512_mask_cvtepi32_storeu_epi8(code + o, mo, k);
+        /* whole vectors when the caller's next row overwrites the tail: it
+         * must fall inside that row (OW >= 8), never beyond */
+        if (spill && OW >= 8) {
+            _mm512_storeu_ps(y + o, m);
+            _mm_storeu_si128((__m128i *)(void *)(code + o), _mm512_cvtepi32_epi8(k));
+        } else {
+            _mm512_mask_storeu_ps(y + o, mo, m);
+            _mm512_mask_cvtepi32_storeu_epi8(code + o, mo, k);
+        }
     }
 }
 
 QAT_AVX512BW void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code,
-                                                  int64_t OW) {
+                                                  int64_t OW, bool spill) {
     /* interleave two vectors of 16: lanes 0..7 of each, then 8..15 */
     const __m512i il_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i il_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -68,10 +76,34 @@ QAT_AVX512BW void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const 
         for (int j = 0; j < 4; j++)
             e[j] = _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(j)), g);
         float *p0 = g0 + 2 * o, *p1 = g0 + W + 2 * o;
-        _mm512_mask_storeu_ps(p0, mlo, _mm512_permutex2var_ps(e[0], il_lo, e[1]));
-        _mm512_mask_storeu_ps(p0 + 16, mhi, _mm512_permutex2var_ps(e[0], il_hi, e[1]));
-        _mm512_mask_storeu_ps(p1, mlo, _mm512_permutex2var_ps(e[2], il_lo, e[3]));
-        _mm512_mask_storeu_ps(p1 + 16, mhi, _mm512_permutex2var_ps(e[2], il_hi, e[3]));
+        /* Rows of one step 16 to 32 floats wide (8 <= OW <= 16: LeNet's
+         * first pooling): whole vectors where the tail is written again
+         * later and lies inside what writes it — the first row's tail in
+         * the second row (stored after it here), the second row's in the
+         * caller's next row pair (spill). A vector wholly past the row
+         * (no tail) is not stored. Other rows: masked stores (a shorter
+         * row's tail would reach past the next row; a longer row's last
+         * step would write over the second row's start, stored in an
+         * earlier step). */
+        __m512 a = _mm512_permutex2var_ps(e[0], il_lo, e[1]), b = _mm512_permutex2var_ps(e[0], il_hi, e[1]);
+        __m512 c = _mm512_permutex2var_ps(e[2], il_lo, e[3]), dd = _mm512_permutex2var_ps(e[2], il_hi, e[3]);
+        bool tail = 2 * n > 16;
+        if (OW >= 8 && OW <= 16) {
+            _mm512_storeu_ps(p0, a);
+            if (tail) _mm512_storeu_ps(p0 + 16, b);
+            if (spill) {
+                _mm512_storeu_ps(p1, c);
+                if (tail) _mm512_storeu_ps(p1 + 16, dd);
+            } else {
+                _mm512_mask_storeu_ps(p1, mlo, c);
+                if (tail) _mm512_mask_storeu_ps(p1 + 16, mhi, dd);
+            }
+        } else {
+            _mm512_mask_storeu_ps(p0, mlo, a);
+            _mm512_mask_storeu_ps(p0 + 16, mhi, b);
+            _mm512_mask_storeu_ps(p1, mlo, c);
+            _mm512_mask_storeu_ps(p1 + 16, mhi, dd);
+        }
     }
 }
 #endif

@@ -103,18 +103,37 @@ static void ste_mask(float *restrict g, const uint8_t *restrict mul, const uint8
     for (; i < n; i++) g[i] = masked1(g[i], mul, sel, i);
 }
 
+/* The pool's tasks take QAT__GRAIN elements each: a multiple of 64, so
+ * each starts on a whole mask byte and a 16-lane block. */
+typedef struct {
+    float *g;
+    const float *gy;
+    const uint8_t *mul, *sel;
+} ste_job;
+
+#define PLANE_AT(p, i) ((p) ? (p) + (i) / 8 : NULL)
+
+static void ste_mask_range(void *u, int64_t i0, int64_t i1) {
+    const ste_job *j = u;
+    ste_mask(j->g + i0, PLANE_AT(j->mul, i0), PLANE_AT(j->sel, i0), i1 - i0);
+}
+
+static void ste_accumulate_range(void *u, int64_t i0, int64_t i1) {
+    const ste_job *j = u;
+    ste_accumulate(j->g + i0, j->gy + i0, PLANE_AT(j->mul, i0), PLANE_AT(j->sel, i0), i1 - i0);
+}
+
 static void fq_bw(qat_ctx *ctx, qat_node *n) {
     int64_t numel = n->in[0]->numel, nb = (numel + 7) / 8;
     const uint8_t *planes = n->saved;
-    const uint8_t *mul = n->i[0] & MASK_MUL ? planes : NULL;
-    const uint8_t *sel = n->i[0] & MASK_SEL ? planes + (mul ? nb : 0) : NULL;
-    float *g = qat__grad_reuse(n->in[0], n->out);
-    if (g) {
-        if (mul || sel) ste_mask(g, mul, sel, numel);
+    ste_job j = {.gy = n->out->grad};
+    j.mul = n->i[0] & MASK_MUL ? planes : NULL;
+    j.sel = n->i[0] & MASK_SEL ? planes + (j.mul ? nb : 0) : NULL;
+    if ((j.g = qat__grad_reuse(n->in[0], n->out))) {
+        if (j.mul || j.sel) qat__par_range(ctx, numel, QAT__GRAIN, ste_mask_range, &j);
         return;
     }
-    float *gx = qat__grad(ctx, n->in[0]);
-    if (gx) ste_accumulate(gx, n->out->grad, mul, sel, numel);
+    if ((j.g = qat__grad(ctx, n->in[0]))) qat__par_range(ctx, numel, QAT__GRAIN, ste_accumulate_range, &j);
 }
 
 /* One run of elements sharing (scale, zero point): y = clamp(rint(x·inv),
@@ -161,6 +180,42 @@ static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float in
     }
 }
 
+/* Elements [i0, i1), run by run (each run shares one (scale, zero point)),
+ * then their mask bytes packed into the planes. With runs of one length
+ * (fixed > 0) a task may start inside a run: i0 is a multiple of 64, and
+ * the run ends at the next multiple of fixed. Ragged runs (fixed == 0) are
+ * walked from a run's start: those calls cover [0, n) in one task. */
+typedef struct {
+    const qat_qtype *q;
+    const float *x;
+    float *y;
+    uint8_t *mask, *mul, *sel;
+    int64_t fixed;
+    bool in_place, clipped;
+    float clo, chi;
+} fq_job;
+
+static void fq_range(void *u, int64_t i0, int64_t i1) {
+    const fq_job *j = u;
+    const qat_qtype *q = j->q;
+    for (int64_t s = i0, e; s < i1; s = e) {
+        e = j->fixed ? (s / j->fixed + 1) * j->fixed : s + qat__qtype_run_len(q, s);
+        if (e > i1) e = i1;
+        int64_t p = qat_qtype_param_index(q, s);
+        float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
+        /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly
+         * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
+         * passes through (no comparison holds) and is out of range. */
+        float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
+        if (j->in_place)
+            fq_run_inplace(j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi, j->clo, j->chi, j->clipped);
+        else
+            fq_run(j->x + s, j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi);
+    }
+    if (j->mul) pack_bits(j->mask + i0, j->mul + i0 / 8, i1 - i0, 0);
+    if (j->sel) pack_bits(j->mask + i0, j->sel + i0 / 8, i1 - i0, 1);
+}
+
 /* in_place: write over x when allowed; clo < chi: quantize clamp(x, clo,
  * chi) instead (a fused ReLU/ReLU6, only in place). */
 static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, qat_ste ste, bool in_place, float clo,
@@ -196,29 +251,15 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
     }
     if (!y || (kinds && (!mask || !bits))) return NULL;
     int64_t n = x->numel;
-    const float *restrict xs = x->data;
-    float *restrict ys = y->data;
-    int64_t fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q);
-    for (int64_t s = 0, run; s < n; s += run) {
-        run = QAT__RUN(q, fixed, s);
-        int64_t p = qat_qtype_param_index(q, s);
-        float sc = q->scale[p], inv = 1.0f / sc; /* x * (1/scale), as PyTorch */
-        /* clamp r = round(x/s) to [qmin - zp, qmax - zp]: then r = q - zp exactly
-         * (small integers), and x_hat = r * s is (q - zp) * s bit for bit. NaN
-         * passes through (no comparison holds) and is out of range. */
-        float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
-        if (in_place)
-            fq_run_inplace(ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi, clamp ? clo : 0.0f, clamp ? chi : 0.0f,
-                           ste == QAT_STE_CLIPPED);
-        else
-            fq_run(xs + s, ys + s, mask ? mask + s : NULL, run, inv, sc, lo, hi);
-    }
-    if (mask) {
-        uint8_t *at = bits;
-        if (kinds & MASK_MUL) pack_bits(mask, at, n, 0), at += nb;
-        if (kinds & MASK_SEL) pack_bits(mask, at, n, 1);
-        qat__step_release(ctx, (float *)(void *)mask, (size_t)n);
-    }
+    fq_job j = {.q = q, .x = x->data, .y = y->data, .mask = mask, .fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q),
+                .in_place = in_place, .clo = clamp ? clo : 0.0f, .chi = clamp ? chi : 0.0f, .clipped = ste == QAT_STE_CLIPPED};
+    j.mul = kinds & MASK_MUL ? bits : NULL;
+    j.sel = kinds & MASK_SEL ? bits + (j.mul ? nb : 0) : NULL;
+    if (j.fixed)
+        qat__par_range(ctx, n, QAT__GRAIN, fq_range, &j);
+    else
+        fq_range(&j, 0, n);
+    if (mask) qat__step_release(ctx, (float *)(void *)mask, (size_t)n);
     qat_node *node = qat__record(ctx, "qat_fake_quant", fq_bw, y, x, NULL, NULL);
     if (node) node->saved = bits, node->i[0] = kinds;
     return y;

@@ -34,6 +34,10 @@ static inline float qat__rint(float v) {
  * the one-lane loop's (up to the sign of a zero, which no range-to-qparams
  * formula sees). */
 void qat__minmax(const float *x, int64_t n, float *lo, float *hi);
+/* The same over ctx's pool (the same range for any number of threads). */
+void qat__minmax_par(qat_ctx *ctx, const float *x, int64_t n, float *lo, float *hi);
+/* qat_qtype_calibrate over ctx's pool (the same parameters). */
+void qat__qtype_calibrate_par(qat_ctx *ctx, qat_qtype *q, const float *x, bool symmetric);
 
 /* round_half_even(clamp(v, lo, hi)) for integer-valued lo, hi with
  * |lo|, |hi| < 2^23: clamping first makes the 2^23 trick exact with no

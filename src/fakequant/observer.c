@@ -90,6 +90,42 @@ void qat__minmax(const float *x, int64_t n, float *lo, float *hi) {
     minmax_portable(x, n, lo, hi);
 }
 
+/* The range over the context's pool: tasks of at least 64 Ki floats (at
+ * most 256 of them), each its own partial range, folded in task order.
+ * min and max are exact: the same range for any number of threads. */
+#define MINMAX_GRAIN ((int64_t)1 << 16)
+#define MINMAX_TASKS 256
+
+typedef struct {
+    const float *x;
+    int64_t n, grain;
+    float lo[MINMAX_TASKS], hi[MINMAX_TASKS];
+} minmax_job;
+
+static void minmax_task(void *u, int64_t t, int worker) {
+    minmax_job *j = u;
+    (void)worker;
+    int64_t i0 = t * j->grain, i1 = i0 + j->grain < j->n ? i0 + j->grain : j->n;
+    j->lo[t] = INFINITY, j->hi[t] = -INFINITY;
+    qat__minmax(j->x + i0, i1 - i0, &j->lo[t], &j->hi[t]);
+}
+
+void qat__minmax_par(qat_ctx *ctx, const float *x, int64_t n, float *lo, float *hi) {
+    int64_t grain = (n + MINMAX_TASKS - 1) / MINMAX_TASKS;
+    if (grain < MINMAX_GRAIN) grain = MINMAX_GRAIN;
+    if (n <= grain) {
+        qat__minmax(x, n, lo, hi);
+        return;
+    }
+    minmax_job j = {.x = x, .n = n, .grain = grain};
+    int64_t tasks = (n + grain - 1) / grain;
+    qat__par(ctx, tasks, minmax_task, &j);
+    for (int64_t t = 0; t < tasks; t++) {
+        *lo = j.lo[t] < *lo ? j.lo[t] : *lo;
+        *hi = j.hi[t] > *hi ? j.hi[t] : *hi;
+    }
+}
+
 void qat_observer_update(qat_observer *o, const float *x, int64_t n) {
     float lo = INFINITY, hi = -INFINITY;
     qat__minmax(x, n, &lo, &hi);

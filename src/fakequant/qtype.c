@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "internal.h"
 
 qat_status qat_qtype_init_blocks(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,
@@ -142,4 +143,47 @@ void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *out) {
         for (int64_t j = 0; j < run; j++)
             out[s + j] = (float)(qv[s + j] - q->zero_point[p]) * q->scale[p];
     }
+}
+
+/* qat_qtype_calibrate over ctx's pool when the blocks allow it: one
+ * (scale, zero point) for the whole tensor (its range over the pool), or
+ * one per run in order (per-channel weights: a task per run of channels);
+ * each block's range is computed as the one-thread loop computes it.
+ * Other layouts (a block's runs scattered) stay on one thread. */
+typedef struct {
+    qat_qtype *q;
+    const float *x;
+    int64_t run, per_task, runs;
+    bool symmetric;
+} calib_job;
+
+static void calib_task(void *u, int64_t t, int worker) {
+    const calib_job *j = u;
+    (void)worker;
+    int64_t r1 = (t + 1) * j->per_task < j->runs ? (t + 1) * j->per_task : j->runs;
+    for (int64_t r = t * j->per_task; r < r1; r++) {
+        float lo = INFINITY, hi = -INFINITY;
+        qat__minmax(j->x + r * j->run, j->run, &lo, &hi);
+        qat_qparams_from_range(lo, hi, j->q->qmin, j->q->qmax, j->symmetric, j->q->is_signed, &j->q->scale[r],
+                               &j->q->zero_point[r]);
+    }
+}
+
+void qat__qtype_calibrate_par(qat_ctx *ctx, qat_qtype *q, const float *x, bool symmetric) {
+    /* fixed: 0 when a ragged block makes runs of two lengths (one thread) */
+    int64_t run = qat__qtype_fixed_run(q), n = qat__qtype_numel(q), runs = run > 0 ? n / run : 0;
+    if (q->nparams == 1) {
+        float lo = INFINITY, hi = -INFINITY;
+        qat__minmax_par(ctx, x, n, &lo, &hi);
+        qat_qparams_from_range(lo, hi, q->qmin, q->qmax, symmetric, q->is_signed, &q->scale[0], &q->zero_point[0]);
+        return;
+    }
+    bool in_order = runs == q->nparams && n >= QAT__GRAIN;
+    for (int64_t r = 0; in_order && r < runs; r++) in_order = qat_qtype_param_index(q, r * run) == r;
+    if (!in_order) {
+        qat_qtype_calibrate(q, x, symmetric);
+        return;
+    }
+    calib_job j = {q, x, run, run >= QAT__GRAIN ? 1 : QAT__GRAIN / run, runs, symmetric};
+    qat__par(ctx, (runs + j.per_task - 1) / j.per_task, calib_task, &j);
 }

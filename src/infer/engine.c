@@ -19,9 +19,13 @@ struct qat_engine {
     const qat_qmodel *q;
     qat_engine_mode mode;
     int64_t max_batch, in_numel, out_numel;
-    /* int: the runtime's plan and its three buffers */
+    /* int: the runtime's plan (for a slice of the batch), the shared
+     * constants, and an arena and a scratch buffer per slice */
     qat_plan plan;
-    void *consts, *arena, *scratch;
+    void *consts;
+    void **arena, **scratch;
+    int slices;          /* the batch is cut into this many slices, one task each */
+    int64_t slice;       /* samples per slice (the plan's max_batch) */
     /* float engines */
     qat_qtype inq;       /* fake: the input's quantization */
     engine_op *ops;      /* [n_ops] */
@@ -40,19 +44,33 @@ static void *alloc(qat_engine *e, size_t bytes) {
 
 /* ---- integer engine ------------------------------------------------------------- */
 
+/* Threads: the batch is cut into one slice per thread of the caller's
+ * pool at creation (samples are independent and the arithmetic is on
+ * integers, so any cut gives the same outputs), each slice with its own
+ * arena and scratch planned for its size; the constants are shared. */
 static qat_status setup_int(qat_engine *e) {
     const qat_qmodel *q = e->q;
     int64_t *offsets = alloc(e, (size_t)(q->n_tensors + q->n_ops) * sizeof *offsets);
     if (!offsets) return QAT_ERR_NOMEM;
     char msg[320];
-    qat_status st = qat_plan_program(q, (int)e->max_batch, offsets, &e->plan, msg, sizeof msg);
+    int threads = qat_pool_threads(qat_ctx_pool(e->err));
+    e->slices = threads < e->max_batch ? threads : (int)e->max_batch;
+    e->slice = (e->max_batch + e->slices - 1) / e->slices;
+    e->slices = (int)((e->max_batch + e->slice - 1) / e->slice);
+    e->arena = alloc(e, (size_t)e->slices * sizeof *e->arena);
+    e->scratch = alloc(e, (size_t)e->slices * sizeof *e->scratch);
+    if (!e->arena || !e->scratch) return QAT_ERR_NOMEM;
+    qat_status st = qat_plan_program(q, (int)e->slice, offsets, &e->plan, msg, sizeof msg);
     if (st != QAT_OK)
         return qat_ctx_fail(e->err, st, "int engine: %s%s", msg,
                             st == QAT_ERR_UNSUPPORTED ? " (use the hybrid engine)" : "");
     e->consts = alloc(e, (size_t)e->plan.const_bytes);
-    e->arena = alloc(e, (size_t)e->plan.arena_bytes);
-    e->scratch = alloc(e, (size_t)e->plan.scratch_bytes);
-    if (!e->consts || !e->arena || !e->scratch) return QAT_ERR_NOMEM;
+    if (!e->consts) return QAT_ERR_NOMEM;
+    for (int i = 0; i < e->slices; i++) {
+        e->arena[i] = alloc(e, (size_t)e->plan.arena_bytes);
+        e->scratch[i] = alloc(e, (size_t)e->plan.scratch_bytes);
+        if (!e->arena[i] || !e->scratch[i]) return QAT_ERR_NOMEM;
+    }
     qat_runtime_prepare(q, &e->plan, e->consts);
     return QAT_OK;
 }
@@ -68,17 +86,36 @@ static void quantize_input(const float *restrict x, int64_t n, const qat_aparams
     }
 }
 
-static qat_status run_int(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q) {
+typedef struct {
+    qat_engine *e;
+    const float *x;
+    int64_t n;
+    float *logits;
+    int32_t *logits_q;
+} int_job;
+
+/* Slice t: samples [t·slice, ...) through arena t. */
+static void int_task(void *u, int64_t t, int worker) {
+    const int_job *j = u;
+    qat_engine *e = j->e;
     const qat_qmodel *q = e->q;
-    int8_t *arena = e->arena;
-    quantize_input(x, n * e->in_numel, &q->tensors[q->input].q, arena + e->plan.offset[q->input]);
-    qat_runtime_run(q, &e->plan, e->consts, arena, e->scratch, n);
+    (void)worker;
+    int64_t s0 = t * e->slice, n = j->n - s0 < e->slice ? j->n - s0 : e->slice;
+    int8_t *arena = e->arena[t];
+    quantize_input(j->x + s0 * e->in_numel, n * e->in_numel, &q->tensors[q->input].q, arena + e->plan.offset[q->input]);
+    qat_runtime_run(q, &e->plan, e->consts, arena, e->scratch[t], n);
     const int8_t *y = arena + e->plan.offset[q->output];
     const qat_aparams *o = &q->tensors[q->output].q;
-    for (int64_t j = 0; j < n * e->out_numel; j++) {
-        if (logits_q) logits_q[j] = y[j];
-        if (logits) logits[j] = (float)(y[j] - o->zero_point) * o->scale;
+    for (int64_t k = 0; k < n * e->out_numel; k++) {
+        int64_t i = s0 * e->out_numel + k;
+        if (j->logits_q) j->logits_q[i] = y[k];
+        if (j->logits) j->logits[i] = (float)(y[k] - o->zero_point) * o->scale;
     }
+}
+
+static qat_status run_int(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q) {
+    int_job j = {e, x, n, logits, logits_q};
+    qat_pool_run(qat_ctx_pool(e->err), (n + e->slice - 1) / e->slice, int_task, &j);
     return QAT_OK;
 }
 
@@ -161,6 +198,7 @@ static qat_status run_float(qat_engine *e, const float *x, int64_t n, float *log
     const qat_qmodel *q = e->q;
     const qat_qtensor *in = &q->tensors[q->input];
     int64_t shape[4] = {n, in->shape[0], in->shape[1], in->shape[2]};
+    qat_ctx_set_pool(e->mem, qat_ctx_pool(e->err)); /* the caller's threads, as they are now */
     qat_tensor *t = qat_tensor_from(e->mem, QAT_MEM_STEP, x, in->rank + 1, shape, false);
     if (e->mode == QAT_ENGINE_FAKE) t = qat_fake_quant(e->mem, t, &e->inq, QAT_STE_CLIPPED);
     e->vals[q->input] = t;

@@ -15,14 +15,14 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, boo
     if (!a || !x) return x;
     bool fused = clo < chi;
     if (m->training && !m->observers_frozen) {
-        if (fused) {
-            float lo = INFINITY, hi = -INFINITY;
-            qat__minmax(x->data, x->numel, &lo, &hi);
-            float pair[2] = {fminf(fmaxf(lo, clo), chi), fminf(fmaxf(hi, clo), chi)};
-            if (lo <= hi) qat_observer_update(&a->obs, pair, 2);
-        } else {
-            qat_observer_update(&a->obs, x->data, x->numel);
-        }
+        /* the batch's range; with a reducer (data-parallel training) the
+         * global batch's, so every process folds in the same range */
+        float lo = INFINITY, hi = -INFINITY;
+        qat__minmax_par(m->ctx, x->data, x->numel, &lo, &hi);
+        if (qat__reduce_minmax(m->ctx, &lo, &hi, 1) != QAT_OK) return NULL;
+        float pair[2] = {lo, hi};
+        if (fused) pair[0] = fminf(fmaxf(lo, clo), chi), pair[1] = fminf(fmaxf(hi, clo), chi);
+        if (lo <= hi) qat_observer_update(&a->obs, pair, 2);
         qat_observer_qparams(&a->obs, &a->q);
     }
     if (!m->fake_quant_on || a->off || a->obs.updates == 0) /* off, or nothing observed yet: the float value */
@@ -47,7 +47,7 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
         y = qat_fake_quant_lsq(m->ctx, v, l->wscale, l->wzero, l->wq,
                                qat_lsq_grad_factor(w->numel / l->wq->nparams, l->wq->qmax));
     } else {
-        qat_qtype_calibrate(l->wq, w->data, true);
+        qat__qtype_calibrate_par(m->ctx, l->wq, w->data, true);
         y = qat_fake_quant(m->ctx, v, l->wq, l->qcfg->ste);
     }
     return v == w || !y ? y : qat_reshape(m->ctx, y, w->rank, w->shape);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/internal.h"
 #include "internal.h"
 
 static const char *const kind_names[QAT_LAYER_KIND_COUNT] = {
@@ -381,8 +382,10 @@ void qat_model_train(qat_model *m, bool training) {
 }
 bool qat_model_training(const qat_model *m) { return m && m->training; }
 
+static void zero_range(void *u, int64_t i0, int64_t i1) { memset((float *)u + i0, 0, (size_t)(i1 - i0) * sizeof(float)); }
+
 void qat_model_zero_grad(qat_model *m) {
-    if (m && m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+    if (m && m->grads) qat__par_range(m->ctx, m->n_params, 4 * QAT__GRAIN, zero_range, m->grads);
     if (m && m->qgrads) memset(m->qgrads, 0, (size_t)m->n_qparams * sizeof(float));
 }
 
@@ -425,3 +428,39 @@ float *qat_model_grads(qat_model *m) { return m ? m->grads : NULL; }
 int64_t qat_model_n_qparams(const qat_model *m) { return m ? m->n_qparams : 0; }
 float *qat_model_qparams(qat_model *m) { return m ? m->qparams : NULL; }
 float *qat_model_qgrads(qat_model *m) { return m ? m->qgrads : NULL; }
+
+/* Appends n bytes at *off when they fit. */
+static void put(void *buf, size_t cap, size_t *off, const void *p, size_t n) {
+    if (buf && *off + n <= cap && n) memcpy((char *)buf + *off, p, n);
+    *off += n;
+}
+
+static void put_qtype(void *buf, size_t cap, size_t *off, const qat_qtype *q) {
+    put(buf, cap, off, q->scale, (size_t)q->nparams * sizeof *q->scale);
+    put(buf, cap, off, q->zero_point, (size_t)q->nparams * sizeof *q->zero_point);
+}
+
+size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap) {
+    size_t off = 0;
+    if (!m || !m->built) return 0;
+    put(buf, cap, &off, m->params, (size_t)m->n_params * sizeof(float));
+    put(buf, cap, &off, m->buffers, (size_t)m->n_buffers * sizeof(float));
+    put(buf, cap, &off, m->qparams, (size_t)m->n_qparams * sizeof(float));
+    put(buf, cap, &off, m->rng.s, sizeof m->rng.s);
+    uint8_t flags[4] = {m->prepared, m->fake_quant_on, m->observers_frozen, m->bn_frozen};
+    put(buf, cap, &off, flags, sizeof flags);
+    for (int i = 0; i < m->n_layers; i++) {
+        const qat__layer *l = &m->layers[i];
+        if (l->aq) { /* the observer's numbers, field by field (the struct has padding) */
+            const qat_observer *o = &l->aq->obs;
+            float f[5] = {o->min, o->max, o->state, o->acc_min, o->acc_max};
+            put(buf, cap, &off, f, sizeof f);
+            put(buf, cap, &off, o->win_min, sizeof o->win_min);
+            put(buf, cap, &off, o->win_max, sizeof o->win_max);
+            put(buf, cap, &off, &o->updates, sizeof o->updates);
+            put_qtype(buf, cap, &off, &l->aq->q);
+        }
+        if (l->wq) put_qtype(buf, cap, &off, l->wq);
+    }
+    return off;
+}

@@ -61,12 +61,33 @@ static void sgd_loop(float *restrict p, const float *restrict g, float *restrict
     }
 }
 
-static void sgd_step(qat_optim *o, float *p, const float *g, float lr) {
-    const qat_optim_config *c = &o->cfg;
-    sgd_loop(p, g, o->m, o->n, lr, c->weight_decay, c->momentum, 1.0f - c->dampening, o->steps == 1, c->nesterov);
-}
+/* Both loops are element-wise: the pool's tasks are fixed ranges of
+ * STEP_GRAIN parameters, the same bits on any number of threads. */
+#define STEP_GRAIN ((int64_t)1 << 14)
 
 typedef struct {
+    qat_optim *o;
+    float *p;
+    const float *g;
+    float lr;
+    const struct adam_consts_ *k;
+} step_job;
+
+static void sgd_task(void *u, int64_t t, int worker) {
+    const step_job *j = u;
+    const qat_optim_config *c = &j->o->cfg;
+    (void)worker;
+    int64_t i0 = t * STEP_GRAIN, n = j->o->n - i0 < STEP_GRAIN ? j->o->n - i0 : STEP_GRAIN;
+    sgd_loop(j->p + i0, j->g + i0, j->o->m ? j->o->m + i0 : NULL, n, j->lr, c->weight_decay, c->momentum,
+             1.0f - c->dampening, j->o->steps == 1, c->nesterov);
+}
+
+static void sgd_step(qat_optim *o, float *p, const float *g, float lr) {
+    step_job j = {o, p, g, lr, NULL};
+    qat_pool_run(o->pool, (o->n + STEP_GRAIN - 1) / STEP_GRAIN, sgd_task, &j);
+}
+
+typedef struct adam_consts_ {
     float b1, b2, wd, lr, eps, step_size, bc2_sqrt;
     bool decoupled;
 } adam_consts;
@@ -91,12 +112,20 @@ static void adam_loop(const adam_consts *k, float *restrict p, const float *rest
     }
 }
 
+static void adam_task(void *u, int64_t t, int worker) {
+    const step_job *j = u;
+    (void)worker;
+    int64_t i0 = t * STEP_GRAIN, n = j->o->n - i0 < STEP_GRAIN ? j->o->n - i0 : STEP_GRAIN;
+    adam_loop(j->k, j->p + i0, j->g + i0, j->o->m + i0, j->o->v + i0, n);
+}
+
 static void adam_step(qat_optim *o, float *p, const float *g, float lr) {
     const qat_optim_config *c = &o->cfg;
     float bc1 = 1.0f - powf(c->beta1, (float)o->steps), bc2 = 1.0f - powf(c->beta2, (float)o->steps);
     adam_consts k = {.b1 = c->beta1, .b2 = c->beta2, .wd = c->weight_decay, .lr = lr, .eps = c->eps,
                      .step_size = lr / bc1, .bc2_sqrt = sqrtf(bc2), .decoupled = c->kind == QAT_OPTIM_ADAMW};
-    adam_loop(&k, p, g, o->m, o->v, o->n);
+    step_job j = {o, p, g, lr, &k};
+    qat_pool_run(o->pool, (o->n + STEP_GRAIN - 1) / STEP_GRAIN, adam_task, &j);
 }
 
 void qat_optim_step(qat_optim *o, float *params, const float *grads, float lr) {
@@ -104,6 +133,10 @@ void qat_optim_step(qat_optim *o, float *params, const float *grads, float lr) {
     o->steps++;
     if (o->cfg.kind == QAT_OPTIM_SGD) sgd_step(o, params, grads, lr);
     else adam_step(o, params, grads, lr);
+}
+
+void qat_optim_set_pool(qat_optim *o, qat_pool *pool) {
+    if (o) o->pool = pool;
 }
 
 float qat_clip_grad_norm(float *grads, int64_t n, float max_norm) {

@@ -1,0 +1,50 @@
+/* qat-mnist's data-parallel glue: the processes of an `mpirun -np N
+ * qat-mnist train ...` job, and the reductions the training loop needs.
+ *
+ * The library knows nothing of MPI: it reduces observer ranges and
+ * BatchNorm sums through a qat_reducer (qat/parallel.h), which dist
+ * implements with MPI_Allreduce; the gradient block is all-reduced here,
+ * once per step. Built without MPI (or run without mpirun: no
+ * OMPI_COMM_WORLD_SIZE / PMI_SIZE / PMIX_RANK in the environment), a job
+ * is one process of rank 0 and every function is a no-op. See
+ * docs/parallel.md. */
+#ifndef QAT_MNIST_DIST_H
+#define QAT_MNIST_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qat/parallel.h"
+
+typedef struct {
+    int rank, size; /* 0, 1 without MPI */
+    bool mpi;       /* MPI was initialised (and must be finalised) */
+    char msg[256];  /* the last error */
+} dist;
+
+/* Joins the job when launched by mpirun (MPI_Init_thread, FUNNELED: only
+ * the main thread calls MPI; the pool's threads never do). 0, or 1 with
+ * d->msg set. */
+int dist_init(dist *d, int *argc, char ***argv);
+void dist_finalize(dist *d);
+/* Ends every process of the job with status rc (MPI_Abort): one process's
+ * error must not leave the others waiting in a collective. Returns rc
+ * when there is no job to end. */
+int dist_abort(dist *d, int rc);
+
+/* The reducer for qat_ctx_set_reducer: sums with MPI_SUM; ranges with one
+ * MPI_MIN over [lo, -hi] (min of -hi is -max: exact). */
+qat_reducer dist_reducer(dist *d);
+/* v[i] summed over the job, in place (MPI_FLOAT, MPI_SUM): the gradient
+ * block. 0, or 1 with d->msg set. */
+int dist_sum_floats(dist *d, float *v, int64_t n);
+int dist_sum_i64(dist *d, int64_t *v, int n);
+/* Are these bytes the same on every process? An MPI_BAND and an MPI_BOR
+ * of them as 64-bit words agree exactly when they are: no hash, no
+ * collision. 1 same, 0 different, -1 error. */
+int dist_identical(dist *d, const void *bytes, size_t n);
+/* Waits for every process. */
+void dist_barrier(dist *d);
+
+#endif

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Data-parallel training on 2 MPI ranks (CTest mpi_train):
+#   1. the ranks end with identical parameters, observers and BatchNorm
+#      buffers (LeNet-BN W8A8 QAT with LSQ: BatchNorm synchronized, folded);
+#   2. a rerun (with 2 threads per rank) gives the same bits;
+#   3. stopped and resumed on 2 ranks, the run ends bit-identical;
+#   4. the comparison is not vacuous: one process differs from two;
+#   5. a rank killed mid-run ends the job with an error that names the
+#      last complete checkpoint, and that checkpoint is whole and resumes.
+# Skipped (77) without mpirun or a qat-mnist built with MPI.
+#   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
+set -uo pipefail
+bin=$1 cmp=$2 data=$3
+command -v mpirun >/dev/null || { echo "SKIPPED: mpi_train: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+# containers often forbid the cross-memory attach that the shared-memory
+# transport tries first: plain copies instead
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# one machine: mpirun starts the ranks itself, no ssh/rsh agent needed
+export OMPI_MCA_plm=isolated
+# Under ASan (QAT_SANITIZE=1): OpenMPI leaves what MPI_Init allocated to
+# the process's exit. tests/mpi.lsan.supp suppresses leaks whose stack
+# holds an OpenMPI library frame, which needs whole stacks (the fast
+# unwinder stops in libraries built without frame pointers) and the MCA
+# components kept loaded so that their frames have names. Ignored by
+# a build without ASan.
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/mpi.lsan.supp" ASAN_OPTIONS=fast_unwind_on_malloc=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAILED: $*"; fails=$((fails + 1)); }
+mpi() { mpirun -np 2 --oversubscribe -x LSAN_OPTIONS -x ASAN_OPTIONS "$bin" train "$@"; }
+common=(--model lenet-bn --qat --lsq --limit-train 1280 --limit-test 200 --epochs 2 --seed 5 --data "$data")
+
+out=$(mpi "${common[@]}" --out "$tmp/a.h5" --rank-checkpoints --json 2> "$tmp/a.err"); arc=$?
+if grep -q "built without MPI" "$tmp/a.err"; then
+  echo "SKIPPED: mpi_train: qat-mnist was built without MPI"; exit 77
+fi
+[ -f "$tmp/a.h5" ] && [ $arc = 0 ] || { tail -30 "$tmp/a.err"; echo "FAILED: the 2-rank run failed (exit $arc)"; exit 1; }
+echo "$out" | tail -1 | grep -q '"ranks": 2, "ranks_identical": true' || fail "1: JSON does not report 2 identical ranks"
+"$cmp" "$tmp/a.h5" "$tmp/a.h5.rank1" || fail "1: rank 0 and rank 1 ended with different states"
+[ "$(grep -c "test accuracy" "$tmp/a.err")" -ge 1 ] && [ "$(grep -c "^epoch 1:" "$tmp/a.err")" = 1 ] \
+  || fail "1: rank 0 alone should print (one line per epoch)"
+
+mpi "${common[@]}" --threads 2 --out "$tmp/b.h5" 2> "$tmp/b.err" >/dev/null || { tail "$tmp/b.err"; fail "2: rerun failed"; }
+"$cmp" "$tmp/a.h5" "$tmp/b.h5" || fail "2: a rerun with the same 2 ranks (2 threads each) is not bit-identical"
+
+mpi "${common[@]}" --stop-after 27 --out "$tmp/c.h5" 2> "$tmp/c.err" >/dev/null || fail "3: stopped run failed"
+mpi "${common[@]}" --resume "$tmp/c.h5" --out "$tmp/c.h5" 2> "$tmp/c2.err" >/dev/null || fail "3: resume failed"
+grep -q "resumed from" "$tmp/c2.err" || fail "3: no resume message"
+"$cmp" "$tmp/a.h5" "$tmp/c.h5" || fail "3: stop + resume on 2 ranks is not bit-identical to the straight run"
+
+"$bin" train "${common[@]}" --out "$tmp/one.h5" 2>/dev/null >/dev/null || fail "4: one-process run failed"
+"$cmp" "$tmp/a.h5" "$tmp/one.h5" >/dev/null
+[ $? = 1 ] || fail "4: ckpt_cmp found one process and two ranks identical (or could not compare)"
+
+# 5: kill rank 1 once a checkpoint exists
+mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "$data" --out "$tmp/d.h5" \
+  --save-every 5 2> "$tmp/d.err" > /dev/null &
+job=$!
+for _ in $(seq 300); do [ -f "$tmp/d.h5" ] && break; sleep 0.1; done
+sleep 0.5
+victim=""
+for p in $(pgrep -P "$job") $(for c in $(pgrep -P "$job"); do pgrep -P "$c"; done); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
+done
+if [ -z "$victim" ]; then
+  fail "5: rank 1 not found"; kill "$job" 2>/dev/null
+else
+  kill -9 "$victim"
+fi
+wait "$job"; rc=$?
+[ "$rc" != 0 ] || fail "5: the job survived the death of a rank (exit 0)"
+grep -q "the last complete checkpoint is $tmp/d.h5" "$tmp/d.err" || { tail -5 "$tmp/d.err"; fail "5: no message naming the checkpoint"; }
+"$cmp" "$tmp/d.h5" "$tmp/d.h5" >/dev/null || fail "5: the last checkpoint does not load"
+mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "$data" --resume "$tmp/d.h5" \
+  --stop-after 400 2> "$tmp/d2.err" > /dev/null
+grep -q "resumed from" "$tmp/d2.err" || fail "5: the last checkpoint does not resume"
+
+if [ $fails = 0 ]; then echo "mpi_train: 5 checks passed"; exit 0; fi
+echo "mpi_train: $fails failed"; exit 1
