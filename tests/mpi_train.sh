@@ -6,7 +6,10 @@
 #   3. stopped and resumed on 2 ranks, the run ends bit-identical;
 #   4. the comparison is not vacuous: one process differs from two;
 #   5. a rank killed mid-run ends the job with an error that names the
-#      last complete checkpoint, and that checkpoint is whole and resumes.
+#      last complete checkpoint, and that checkpoint is whole and resumes;
+#   6. the ranks stay identical through what touches state on the side:
+#      the metrics log's evaluations (--log, fake quantization switched on
+#      during --qat-warmup) and dropout with uneven shares (batch 63).
 # Skipped (77) without mpirun or a qat-mnist built with MPI.
 #   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
 set -uo pipefail
@@ -78,5 +81,13 @@ mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "
   --stop-after 400 2> "$tmp/d2.err" > /dev/null
 grep -q "resumed from" "$tmp/d2.err" || fail "5: the last checkpoint does not resume"
 
-if [ $fails = 0 ]; then echo "mpi_train: 5 checks passed"; exit 0; fi
+# 6: identical ranks (the run compares them, and fails if they differ)
+mpi --model mlp --qat --qat-warmup 1000 --limit-train 512 --limit-test 200 --epochs 1 --data "$data" \
+  --log "$tmp/e.csv" 2> "$tmp/e.err" > /dev/null || { tail -3 "$tmp/e.err"; fail "6: --log with --qat-warmup on 2 ranks"; }
+[ "$(grep -c '^epoch,' "$tmp/e.csv" 2>/dev/null)" = 1 ] || fail "6: the log should have one epoch row, from rank 0"
+printf 'input shape=784\nlinear fc1 input out=64\nrelu r1 fc1\ndropout d1 r1 p=0.5\nlinear fc2 d1 out=10\n' > "$tmp/drop.qnet"
+mpi --model-file "$tmp/drop.qnet" --batch 63 --limit-train 630 --limit-test 200 --epochs 1 --data "$data" \
+  2> "$tmp/f.err" > /dev/null || { tail -3 "$tmp/f.err"; fail "6: dropout with uneven shares on 2 ranks"; }
+
+if [ $fails = 0 ]; then echo "mpi_train: 6 checks passed"; exit 0; fi
 echo "mpi_train: $fails failed"; exit 1

@@ -265,6 +265,49 @@ static void test_fake_quant_tasks_match_quantize(void) {
     qat_pool_free(pool);
 }
 
+/* Dropout on slices of a global batch (qat_model_set_batch_slice): two
+ * "processes" forwarding samples [0, 3) and [3, 7) draw the masks one
+ * process draws for all 7, and end with its RNG state. */
+static qat_model *dropout_model(qat_ctx *ctx) {
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, "input shape=5\ndropout d input p=0.5\n", "test"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 9), QAT_OK);
+    qat_model_train(m, true);
+    return m;
+}
+
+static void test_dropout_slices_draw_the_global_masks(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *whole = dropout_model(ctx), *a = dropout_model(ctx), *b = dropout_model(ctx);
+    int64_t s7[2] = {7, 5}, s3[2] = {3, 5}, s4[2] = {4, 5};
+    qat_tensor *x7 = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, s7, false), *x3 = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, s3, false),
+               *x4 = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, s4, false);
+    for (int64_t i = 0; i < 35; i++) x7->data[i] = 1.0f;
+    for (int64_t i = 0; i < 15; i++) x3->data[i] = 1.0f;
+    for (int64_t i = 0; i < 20; i++) x4->data[i] = 1.0f;
+    CU_ASSERT_EQUAL(qat_model_set_batch_slice(a, 0, 7), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_set_batch_slice(b, 3, 7), QAT_OK);
+    for (int step = 0; step < 2; step++) {
+        qat_tensor *y7 = qat_model_forward(whole, x7), *ya = qat_model_forward(a, x3), *yb = qat_model_forward(b, x4);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y7);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ya);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(yb);
+        CU_ASSERT(!memcmp(ya->data, y7->data, 15 * sizeof(float)));
+        CU_ASSERT(!memcmp(yb->data, y7->data + 15, 20 * sizeof(float)));
+        qat_ctx_step_reset(ctx);
+    }
+    size_t n = qat_model_state_bytes(whole, NULL, 0);
+    unsigned char *sw = malloc(n), *sa = malloc(n), *sb = malloc(n);
+    qat_model_state_bytes(whole, sw, n), qat_model_state_bytes(a, sa, n), qat_model_state_bytes(b, sb, n);
+    CU_ASSERT(!memcmp(sw, sa, n) && !memcmp(sw, sb, n));
+    /* a batch that does not fit its slice is an error, not a silent overrun */
+    CU_ASSERT_EQUAL(qat_model_set_batch_slice(b, 5, 7), QAT_OK);
+    CU_ASSERT_PTR_NULL(qat_model_forward(b, x4));
+    CU_ASSERT_EQUAL(qat_model_set_batch_slice(b, 8, 7), QAT_ERR_ARG);
+    free(sw), free(sa), free(sb);
+    qat_ctx_free(ctx);
+}
+
 static void test_observer_range_equal_on_any_thread_count(void) {
     enum { N = 3000001 };
     float *x = malloc(N * sizeof *x);
@@ -531,6 +574,7 @@ int main(int argc, char **argv) {
         {"every threaded op: the same outputs and gradients on 1, 2 and 3 threads", test_ops_equal_on_any_thread_count},
         {"fake quantization in tasks equals quantize -> dequantize (blocks cut by tasks, ragged)",
          test_fake_quant_tasks_match_quantize},
+        {"dropout on slices of a global batch draws its masks", test_dropout_slices_draw_the_global_masks},
         {"observer range: the same on 1 and 3 threads", test_observer_range_equal_on_any_thread_count},
         {"LeNet-BN QAT steps: the same state on 1, 2 and 3 threads", test_lenet_bn_qat_steps_equal_on_any_thread_count},
         {"LeNet QAT steps: the same state on 1, 2 and 3 threads", test_lenet_qat_steps_equal_on_any_thread_count},

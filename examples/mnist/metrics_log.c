@@ -66,6 +66,7 @@ int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_mo
     }
     if (!append) fputs(line, g->f);
     fflush(g->f);
+    g->measuring = true;
     rc = 0;
 done:
     free(line), free(old);
@@ -141,18 +142,21 @@ static void acc_field(FILE *f, double acc) {
     else fputc(',', f);
 }
 
+void metrics_log_follow(metrics_log *g) { g->measuring = true; }
+
 void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, double acc,
-                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy) {
-    if (!g->f) return;
+                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy, void *user) {
+    if (!g->measuring) return;
     double acc_float = acc, acc_fake = -1, acc_int = -1;
     if (qat_model_prepared(m)) { /* the other one of float and fake-quantized, then the integers */
         bool on = qat_model_fake_quant_on(m);
         qat_model_set_fake_quant(m, !on);
-        double other = accuracy(m, test, limit, NULL);
+        double other = accuracy(m, test, limit, NULL, user);
         qat_model_set_fake_quant(m, on);
         acc_float = on ? other : acc, acc_fake = on ? acc : other;
         acc_int = int_accuracy(m, test, limit > 0 && limit < test->n ? limit : test->n);
     }
+    if (!g->f) return;
     (void)epoch; /* the column is step / steps per epoch: a run stopped part way is at 0.7, not 1 */
     fprintf(g->f, "epoch,%lld,%.6g,%.6g,,", (long long)step, (double)step / (double)g->steps_per_epoch, loss);
     phase(m, g->f);

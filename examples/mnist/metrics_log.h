@@ -33,10 +33,13 @@ typedef struct {
     double loss_sum;         /* since the last step row */
     int64_t loss_n, samples;
     double last_time;
+    bool measuring;          /* the run logs: epochs are measured (f: and written here) */
 } metrics_log;
 
-/* Test-set accuracy of the model as it stands (-1 on error): train.c's. */
-typedef double (*metrics_accuracy_fn)(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions);
+/* Test-set accuracy of the model as it stands (-1 on error): train.c's;
+ * user is what metrics_log_epoch was given (the MPI job). */
+typedef double (*metrics_accuracy_fn)(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions,
+                                      void *user);
 
 /* Opens path for the run of model m (built), whose QAT configuration is
  * qcfg (NULL: a float run). A resume appends to an existing log whose
@@ -47,9 +50,15 @@ int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_mo
 /* After a step: step is the number of steps done, b its samples. */
 void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double loss, float lr, int64_t b);
 /* After an epoch: its mean loss and the test accuracy already measured
- * (the fake-quantized model's once QAT runs); measures the others. */
+ * (the fake-quantized model's once QAT runs); measures the others. A log
+ * that is measuring without a file (an MPI rank > 0: metrics_log_follow)
+ * measures the same way and writes nothing: an evaluation can touch the
+ * model's state (weight scales are recomputed when fake quantization is
+ * switched on), so every rank must run it for the ranks to stay equal. */
 void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, double acc,
-                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy);
+                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy, void *user);
+/* A log on a process that does not write it: metrics_log_epoch measures. */
+void metrics_log_follow(metrics_log *g);
 /* Flushes and closes (accepts a log never opened); -1 on a write error. */
 int metrics_log_close(metrics_log *g);
 

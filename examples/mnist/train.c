@@ -58,7 +58,7 @@ static void on_term(int sig) {
     static const char head[] = "\nqat-mnist: rank 0: stopped by a signal (the MPI runtime ends the job when a rank dies)";
     ssize_t w = write(2, head, sizeof head - 1);
     if (last_ckpt_len > 0) w = write(2, last_ckpt_msg, (size_t)last_ckpt_len);
-    else w = write(2, "; no checkpoint written yet\n", 29);
+    else w = write(2, "; no checkpoint written yet\n", sizeof "; no checkpoint written yet\n" - 1);
     (void)w;
     _exit(128 + sig);
 }
@@ -568,12 +568,10 @@ static double mnist_accuracy(qat_model *m, const qat_mnist *d, int64_t limit, in
     return (double)correct / (double)n;
 }
 
-/* The metrics log's evaluations: rank 0 alone writes the log, so it
- * evaluates the whole test set itself (no collective the other ranks
- * would have to join). */
-static double log_accuracy(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions) {
-    dist solo = {.rank = 0, .size = 1};
-    return mnist_accuracy(m, test, limit, predictions, &solo);
+/* The metrics log's evaluations: every rank runs them (each its share of
+ * the test set, counts summed), rank 0 alone writes the log. */
+static double log_accuracy(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions, void *job) {
+    return mnist_accuracy(m, test, limit, predictions, job);
 }
 
 /* The model: a built-in one, or a model file (read here once, so that its
@@ -664,6 +662,7 @@ static int setup(trainer *t) {
     if (o->log && t->d->rank == 0 && metrics_log_open(&t->log, o->log, o->resume != NULL, m, o->qat ? &o->qcfg : NULL, o->log_every,
                                    t->steps_per_epoch, err, sizeof err))
         return cli_fail(PROG, o->json, 1, "%s", err);
+    if (o->log && t->d->rank > 0) metrics_log_follow(&t->log); /* measures with rank 0, writes nothing */
     fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
             "%s lr %g, %ld thread(s)", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
             o->batch, o->optimizer, o->lr, o->threads);
@@ -715,6 +714,7 @@ static double train_step(trainer *t, int64_t s, int64_t b) {
     /* this rank's share of the global batch perm[s, s + b) */
     int N = t->d->size, r = t->d->rank;
     int64_t lo = b * r / N, hi = b * (r + 1) / N;
+    if (N > 1 && qat_model_set_batch_slice(m, lo, b) != QAT_OK) return NAN; /* dropout: the global batch's masks */
     qat_tensor *x = input_tensor(m, &t->train, hi - lo);
     if (x) qat_mnist_batch(&t->train, t->perm + s + lo, hi - lo, x->data, t->labels);
     qat_tensor *loss = qat_cross_entropy(t->ctx, qat_model_forward(m, x), t->labels);
@@ -829,7 +829,7 @@ static int run_epoch(trainer *t, long epoch, int64_t start_s) {
     if (t->stopped) fprintf(stderr, "qat-mnist: stopped after step %lld (--stop-after)\n", (long long)t->step);
     /* at a stop too: every figure the run prints is the model's as it stands */
     if ((t->acc = mnist_accuracy(t->m, &t->test, o->limit_test, NULL, t->d)) < 0) return fail(t);
-    metrics_log_epoch(&t->log, t->m, t->step, epoch, t->loss_avg, t->acc, &t->test, o->limit_test, log_accuracy);
+    metrics_log_epoch(&t->log, t->m, t->step, epoch, t->loss_avg, t->acc, &t->test, o->limit_test, log_accuracy, t->d);
     fprintf(stderr, "epoch %ld%s: train loss %.4f, test accuracy %.2f %%\n", epoch,
             t->stopped ? " (stopped part way)" : "", t->loss_avg, 100 * t->acc);
     return 0;

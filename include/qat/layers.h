@@ -183,6 +183,14 @@ QAT_API float *qat_model_qgrads(qat_model *m);
  * processes of a data-parallel job. Returns the bytes needed; writes them
  * only when cap is enough. */
 QAT_API size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap);
+/* Data parallelism: the batches this process forwards are the samples
+ * [first, first + n) of global batches of `global` samples (the others
+ * run elsewhere). Dropout then draws the masks of the whole global batch
+ * and keeps this slice's, so the dropout RNG stays the same on every
+ * process, and the masks are the ones one process would draw for the
+ * global batch. global = 0 (the default): a batch is the whole batch.
+ * QAT_ERR_ARG for first < 0 or first > global. */
+QAT_API qat_status qat_model_set_batch_slice(qat_model *m, int64_t first, int64_t global);
 /* Per-sample output shapes of every layer for an input of the given
  * shape: ranks[id] (1 or 3) and shapes[id][0..2]. Errors name the layer
  * whose shapes do not fit. */

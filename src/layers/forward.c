@@ -53,6 +53,25 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
     return v == w || !y ? y : qat_reshape(m->ctx, y, w->rank, w->shape);
 }
 
+/* Dropout on this process's slice of the global batch: one uniform per
+ * element, drawn for the samples before the slice and after it too (and
+ * thrown away), so every process's RNG moves by the global batch. */
+static qat_tensor *dropout(qat_model *m, const qat__layer *l, qat_tensor *x) {
+    int64_t n = x->rank > 0 ? x->shape[0] : 1, per = n > 0 ? x->numel / n : 0;
+    int64_t before = 0, after = 0;
+    if (m->slice_global > 0) {
+        if (m->slice_first + n > m->slice_global)
+            return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: layer %s: a batch of %lld at sample %lld of a global "
+                                "batch of %lld", l->name, (long long)n, (long long)m->slice_first,
+                                (long long)m->slice_global), NULL;
+        before = m->slice_first * per, after = (m->slice_global - m->slice_first - n) * per;
+    }
+    for (int64_t i = 0; i < before; i++) (void)qat_rng_uniform(&m->rng);
+    qat_tensor *y = qat_dropout(m->ctx, x, l->p, &m->rng);
+    for (int64_t i = 0; i < after; i++) (void)qat_rng_uniform(&m->rng);
+    return y;
+}
+
 /* The weight as the layer sees it: fake-quantized with scales from the
  * current weights (dynamic strategy) once the model is prepared. */
 static qat_tensor *weight(qat_model *m, qat__layer *l) {
@@ -126,7 +145,7 @@ static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const 
     case QAT_LAYER_AVGPOOL2D: return qat_avgpool2d_ex(ctx, x, &pp);
     case QAT_LAYER_GLOBAL_AVGPOOL: return qat_global_avgpool2d(ctx, x);
     case QAT_LAYER_FLATTEN: return qat_flatten(ctx, x);
-    case QAT_LAYER_DROPOUT: return m->training && l->p > 0 ? qat_dropout(ctx, x, l->p, &m->rng) : x;
+    case QAT_LAYER_DROPOUT: return m->training && l->p > 0 ? dropout(m, l, x) : x;
     case QAT_LAYER_ADD: return qat_add(ctx, x, xs[1]);
     case QAT_LAYER_CONCAT: return qat_concat(ctx, l->n_in, xs, 1);
     case QAT_LAYER_SIGMOID: return qat_sigmoid(ctx, x);

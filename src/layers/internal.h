@@ -62,6 +62,7 @@ struct qat_model {
     int n_param_tensors, n_buffer_tensors;
     qat__named_tensor *param_list, *buffer_list;
     qat_rng rng;              /* dropout masks; part of the training state */
+    int64_t slice_first, slice_global; /* qat_model_set_batch_slice (0, 0: the whole batch) */
     /* quantization-aware training */
     bool prepared;
     qat_prepare_config qcfg;  /* the global configuration */

@@ -227,6 +227,15 @@ void qat_model_set_fake_quant(qat_model *m, bool on) {
 void qat_model_freeze_observers(qat_model *m, bool frozen) {
     if (m) m->observers_frozen = frozen;
 }
+qat_status qat_model_set_batch_slice(qat_model *m, int64_t first, int64_t global) {
+    if (!m) return QAT_ERR_ARG;
+    if (first < 0 || global < 0 || first > global)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "qat_model_set_batch_slice: sample %lld of a global batch of %lld",
+                            (long long)first, (long long)global);
+    m->slice_first = first, m->slice_global = global;
+    return QAT_OK;
+}
+
 void qat_model_freeze_bn(qat_model *m, bool frozen) {
     if (m) m->bn_frozen = frozen;
 }
