@@ -173,6 +173,10 @@ typedef struct {
  * copy, ~2 % of a ResNet-8 step, for 14 MiB less at its peak). */
 #define QAT__KEEP_COLS ((size_t)6 << 20)
 
+/* The AVX-512 rows when they apply (stride 1, or 2 across; rows of up to
+ * 128): 2-3x the portable rows on every layer of the reference models
+ * (bench: 5.5 vs 11.7 µs for a 16-channel 28x28 3x3 sample, 1.2 vs 3.7
+ * for LeNet's second layer). */
 static void (*im2col_for(const conv_dims *d))(const conv_dims *, const float *, float *) {
 #if QAT__CONV_AVX512
     if (qat__conv_avx512_fits(d)) return qat__im2col_avx512;

@@ -19,11 +19,13 @@
 #include <string.h>
 
 #define QAT_AVX512 __attribute__((target("avx512f")))
+#define QAT__IM2COL_MAX_CHUNKS 8 /* rows of up to 128 outputs */
 
 bool qat__conv_avx512_fits(const qat__conv_dims *d) {
     /* stride 1 both ways (the register col2im), or stride 2 across with any
-     * stride down (the strided col2im) */
-    return ((d->sw == 1 && d->sh == 1) || d->sw == 2) && qat__have_avx512f();
+     * stride down (the strided col2im); rows of at most QAT__IM2COL_MAX_CHUNKS
+     * chunks (the masks of one kernel column are kept in an array) */
+    return ((d->sw == 1 && d->sh == 1) || d->sw == 2) && d->OW <= 16 * QAT__IM2COL_MAX_CHUNKS && qat__have_avx512f();
 }
 
 /* Lanes [lo, hi) of 16, clipped to [0, 16). */
@@ -42,7 +44,7 @@ QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, flo
     /* the sizes in locals: the masked stores may alias anything, so the
      * compiler would reload every field after each one */
     const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, ph = d->ph, pw = d->pw;
-    const int64_t sh = d->sh, sw = d->sw;
+    const int64_t sh = d->sh, sw = d->sw, nch = (OW + 15) / 16;
     const __m512 zero = _mm512_setzero_ps();
     const __m512i even = EVEN_LANES;
     float *row = col;
@@ -52,28 +54,61 @@ QAT_AVX512 void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, flo
      * only for the last chunk of the sample, whose spill would fall past
      * this sample's columns. */
     const float *end = col + C * KH * KW * OH * OW;
+    /* The masks of a kernel column, made once per column */
+    __mmask16 all[QAT__IM2COL_MAX_CHUNKS], m0[QAT__IM2COL_MAX_CHUNKS], m1[QAT__IM2COL_MAX_CHUNKS];
+    for (int64_t j = 0; j < nch; j++) all[j] = lanes(0, OW - 16 * j);
+    if (sw == 1 && nch <= 2) {
+        /* rows of one or two chunks (LeNet's layers, ResNet-8's 28-wide
+         * ones): the masks in registers. A mask loaded from memory (or
+         * made from a general register) right before its load cost three
+         * times the copy itself. */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++, row += OH * OW) {
+                    int64_t shift = kw - pw;
+                    const __mmask16 va = lanes(-shift, W - shift) & all[0];
+                    const __mmask16 vb = nch == 2 ? lanes(-shift - 16, W - shift - 16) & all[1] : 0;
+                    const float *src = xn + c * H * W + shift;
+                    for (int64_t oh = 0; oh < OH; oh++) {
+                        int64_t ih = oh * sh - ph + kh;
+                        bool in = ih >= 0 && ih < H;
+                        float *at = row + oh * OW;
+                        __m512 v = in ? _mm512_maskz_loadu_ps(va, src + ih * W) : zero;
+                        if (at + 16 <= end) _mm512_storeu_ps(at, v);
+                        else _mm512_mask_storeu_ps(at, all[0], v);
+                        if (nch == 1) continue;
+                        v = in ? _mm512_maskz_loadu_ps(vb, src + ih * W + 16) : zero;
+                        if (at + 32 <= end) _mm512_storeu_ps(at + 16, v);
+                        else _mm512_mask_storeu_ps(at + 16, all[1], v);
+                    }
+                }
+        return;
+    }
     for (int64_t c = 0; c < C; c++)
         for (int64_t kh = 0; kh < KH; kh++)
             for (int64_t kw = 0; kw < KW; kw++, row += OH * OW) {
                 int64_t shift = kw - pw; /* output column ow reads input column sw·ow + shift */
+                for (int64_t j = 0; j < nch; j++) {
+                    int64_t base = sw * 16 * j + shift; /* the input column of the chunk's lane 0 */
+                    m0[j] = lanes(-base, W - base) & (sw == 1 ? all[j] : 0xFFFF);
+                    m1[j] = lanes(-base - 16, W - base - 16);
+                }
                 for (int64_t oh = 0; oh < OH; oh++) {
                     int64_t ih = oh * sh - ph + kh;
                     bool in = ih >= 0 && ih < H;
-                    const float *src = xn + (c * H + ih) * W; /* only read when in */
-                    for (int64_t b = 0; b < OW; b += 16) {
-                        __mmask16 all = lanes(0, OW - b);
+                    const float *src = xn + (c * H + ih) * W + shift; /* only read when in */
+                    float *at = row + oh * OW;
+                    for (int64_t j = 0; j < nch; j++, at += 16) {
                         __m512 v = zero;
                         if (in && sw == 1) {
-                            v = _mm512_maskz_loadu_ps(lanes(-shift - b, W - shift - b) & all, src + b + shift);
-                        } else if (in) { /* input lanes from base, every other one */
-                            int64_t base = 2 * b + shift;
-                            __m512 v0 = _mm512_maskz_loadu_ps(lanes(-base, W - base), src + base);
-                            __m512 v1 = _mm512_maskz_loadu_ps(lanes(-base - 16, W - base - 16), src + base + 16);
-                            v = _mm512_maskz_permutex2var_ps(all, v0, even, v1);
+                            v = _mm512_maskz_loadu_ps(m0[j], src + 16 * j);
+                        } else if (in) { /* every other input lane, from two vectors */
+                            __m512 v0 = _mm512_maskz_loadu_ps(m0[j], src + 32 * j);
+                            __m512 v1 = _mm512_maskz_loadu_ps(m1[j], src + 32 * j + 16);
+                            v = _mm512_maskz_permutex2var_ps(all[j], v0, even, v1);
                         }
-                        float *at = row + oh * OW + b;
                         if (at + 16 <= end) _mm512_storeu_ps(at, v);
-                        else _mm512_mask_storeu_ps(at, all, v);
+                        else _mm512_mask_storeu_ps(at, all[j], v);
                     }
                 }
             }
