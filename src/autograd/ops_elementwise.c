@@ -1,7 +1,6 @@
 /* Elementwise ops: add, sub, mul with broadcasting; scale; relu; clamp. */
-#include <string.h>
-
 #include <math.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -107,7 +106,55 @@ static bool recompute_bcast(qat_node *n, bcast *bc) {
     return broadcast(NULL, "", n->in[0], n->in[1], bc, &r);
 }
 
+/* The residual add's backward without broadcasting: both gradients are
+ * dy. The first operand takes dy's buffer itself when it can (no pass),
+ * the second stores or adds a copy. */
+typedef struct {
+    const float *g;
+    float *dst;
+    bool store;
+} pass_job;
+
+static void pass_range(void *u, int64_t i0, int64_t i1) {
+    const pass_job *j = u;
+    const float *restrict g = j->g;
+    float *restrict d = j->dst;
+    if (j->store) memcpy(d + i0, g + i0, (size_t)(i1 - i0) * sizeof(float));
+    else
+        for (int64_t i = i0; i < i1; i++) d[i] += g[i];
+}
+
+static bool contiguous_same(const qat_tensor *t, const qat_tensor *out) {
+    if (t->rank != out->rank || !qat_tensor_is_contiguous(t)) return false;
+    for (int d = 0; d < t->rank; d++)
+        if (t->shape[d] != out->shape[d]) return false;
+    return true;
+}
+
+static bool add_bw_plain(qat_ctx *ctx, qat_node *n) {
+    qat_tensor *a = n->in[0], *b = n->in[1], *y = n->out;
+    if (n->i[0] != OP_ADD || a == b || !contiguous_same(a, y) || !contiguous_same(b, y)) return false;
+    const float *g = y->grad;
+    if (qat__wants_grad(a)) {
+        float *ra = qat__grad_reuse(a, y); /* y's gradient buffer is a's now */
+        if (ra) g = ra;
+        else {
+            float *ga = qat__grad(ctx, a);
+            if (!ga) return true;
+            pass_job j = {g, ga, false};
+            qat__par_range(ctx, y->numel, QAT__GRAIN, pass_range, &j);
+        }
+    }
+    if (qat__wants_grad(b)) {
+        pass_job j = {g, NULL, false};
+        if (!(j.dst = qat__grad_dst(ctx, b, &j.store))) return true;
+        qat__par_range(ctx, y->numel, QAT__GRAIN, pass_range, &j);
+    }
+    return true;
+}
+
 static void binary_bw(qat_ctx *ctx, qat_node *n) {
+    if (add_bw_plain(ctx, n)) return;
     bcast bc;
     recompute_bcast(n, &bc);
     qat_tensor *a = n->in[0], *b = n->in[1];
