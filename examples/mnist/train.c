@@ -504,8 +504,9 @@ typedef struct {
     double train_time, acc, loss_avg;
     double pool_time; /* of train_time, in the pool's loops */
     bool stopped;
-    metrics_log log;       /* --log (rank 0 only) */
+    metrics_log log;       /* --log (rank 0 writes it; every rank measures) */
     dist *d;        /* the data-parallel job (one process without mpirun) */
+    qat_pool *pool; /* --threads */
     float *stage;   /* [n_stage]: gradients, LSQ gradients and the loss, all-reduced in one call */
     int64_t n_stage;
 } trainer;
@@ -701,6 +702,28 @@ static int resume(trainer *t, long *first_epoch, int64_t *start_s) {
     return 0;
 }
 
+/* The batch's pixels, copied from the data set in chunks of samples over
+ * the pool: each sample is a random read of 784 bytes, so the copy waits
+ * on memory, and two threads wait half as long. Each pixel is the same
+ * table lookup, so the bits do not depend on the split. */
+typedef struct {
+    const qat_mnist *d;
+    const int32_t *idx;
+    int64_t n;
+    float *x;
+    int32_t *y;
+} batch_job;
+
+enum { BATCH_CHUNK = 16 };
+
+static void batch_task(void *u, int64_t task, int worker) {
+    const batch_job *j = u;
+    (void)worker;
+    int64_t i0 = task * BATCH_CHUNK, k = j->n - i0 < BATCH_CHUNK ? j->n - i0 : BATCH_CHUNK;
+    int64_t px = (int64_t)j->d->rows * j->d->cols;
+    qat_mnist_batch(j->d, j->idx + i0, k, j->x + i0 * px, j->y + i0);
+}
+
 /* One training step on the batch at perm[s], b samples: its loss, or NAN
  * after an error (reported through the context). */
 static double train_step(trainer *t, int64_t s, int64_t b) {
@@ -716,7 +739,10 @@ static double train_step(trainer *t, int64_t s, int64_t b) {
     int64_t lo = b * r / N, hi = b * (r + 1) / N;
     if (N > 1 && qat_model_set_batch_slice(m, lo, b) != QAT_OK) return NAN; /* dropout: the global batch's masks */
     qat_tensor *x = input_tensor(m, &t->train, hi - lo);
-    if (x) qat_mnist_batch(&t->train, t->perm + s + lo, hi - lo, x->data, t->labels);
+    if (x) {
+        batch_job bj = {&t->train, t->perm + s + lo, hi - lo, x->data, t->labels};
+        qat_pool_run(t->pool, (bj.n + BATCH_CHUNK - 1) / BATCH_CHUNK, batch_task, &bj);
+    }
     qat_tensor *loss = qat_cross_entropy(t->ctx, qat_model_forward(m, x), t->labels);
     /* the global loss is the mean over b: each rank differentiates its
      * share, (local mean)·(local count / b), and the gradients add up */
@@ -909,7 +935,7 @@ static int train_job(train_opts *o, dist *d) {
     qat_status pst;
     qat_pool *pool = qat_pool_new((int)o->threads, &pst);
     if (!pool) return cli_fail(PROG, o->json, 1, "cannot start %ld threads: %s", o->threads, qat_status_str(pst));
-    trainer t = {.o = o, .ctx = qat_ctx_new(), .d = d};
+    trainer t = {.o = o, .ctx = qat_ctx_new(), .d = d, .pool = pool};
     if (!t.ctx) return qat_pool_free(pool), cli_fail(PROG, o->json, 1, "out of memory");
     qat_ctx_set_pool(t.ctx, pool);
     qat_reducer red = dist_reducer(d);
