@@ -91,6 +91,18 @@ static void bn_grad_task(void *u, int64_t c, int worker) {
                            j->HW, 1.0f, 0.0f, j->mu[c], is, k, a, bb, j->training, false);
 }
 
+/* Without a reducer, one channel's two passes in one task, while its
+ * values are in the core's cache (as ops_batchnorm_scaled.c does). */
+static void bn_grad_fused_task(void *u, int64_t c, int worker) {
+    bn_grad_sums_task(u, c, worker);
+    bn_grad_task(u, c, worker);
+}
+
+static void bn_forward_fused_task(void *u, int64_t c, int worker) {
+    bn_moments_task(u, c, worker);
+    bn_normalize_task(u, c, worker);
+}
+
 static void bn_bw(qat_ctx *ctx, qat_node *n) {
     const bn_saved *s = n->saved;
     qat_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
@@ -104,8 +116,12 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
     j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
     if (ctx->status != QAT_OK) return;
+    if (!sync) {
+        qat__par(ctx, C, bn_grad_fused_task, &j);
+        return;
+    }
     qat__par(ctx, C, bn_grad_sums_task, &j);
-    if (sync && qat__reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
+    if (qat__reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
     qat__par(ctx, C, bn_grad_task, &j);
 }
 
@@ -139,18 +155,20 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
     bn_job j = {.x = x->data, .y = y->data, .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd,
                 .running_mean = running_mean, .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW,
                 .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
-    if (training) {
+    if (training && !ctx->has_reducer) {
+        qat__par(ctx, C, bn_forward_fused_task, &j);
+    } else if (training) { /* synchronized: the global batch's sums and count */
         qat__par(ctx, C, bn_moments_task, &j);
-        if (ctx->has_reducer) { /* synchronized: the global batch's sums and count */
-            acc[2 * C] = (double)m;
-            if (qat__reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
-            j.m = acc[2 * C];
-            if (j.m < 2)
-                return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: training needs more than one value per "
-                                    "channel in the global batch (got %g)", j.m), NULL;
-        }
+        acc[2 * C] = (double)m;
+        if (qat__reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
+        j.m = acc[2 * C];
+        if (j.m < 2)
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: training needs more than one value per "
+                                "channel in the global batch (got %g)", j.m), NULL;
+        qat__par(ctx, C, bn_normalize_task, &j);
+    } else {
+        qat__par(ctx, C, bn_normalize_task, &j);
     }
-    qat__par(ctx, C, bn_normalize_task, &j);
     s->mu = mus;
     s->invstd = invstd;
     s->training = training;
