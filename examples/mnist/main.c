@@ -1,4 +1,4 @@
-/* qat-mnist: train, export and evaluate quantized MNIST models. */
+/* qat-mnist: train, export, evaluate and inspect quantized MNIST models. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,8 +10,12 @@ static const char *const usage =
     "\n"
     "commands:\n"
     "  train    train a model on MNIST (float, or with --qat fake quantization)\n"
-    "  export   turn a QAT training checkpoint into a quantized checkpoint (HDF5)\n"
-    "  eval     run a quantized checkpoint on the test set (int, hybrid or fake engine)\n"
+    "  export   turn a QAT training checkpoint into a quantized model (HDF5; --onnx: ONNX;\n"
+    "           --c: C for microcontrollers)\n"
+    "  eval     run a quantized model on the test set (int, hybrid or fake engine)\n"
+    "  summary  a model's layers or ops: parameters, MACs, quantization, memory\n"
+    "  analyze  which quantization points cost accuracy (SQNR, clipping), ranked\n"
+    "  plot     draw a training log (train --log) as PNG pictures (gnuplot)\n"
     "  info     the BLAS kernels this machine runs, and a better choice if there is one\n"
     "\n"
     "`qat-mnist COMMAND --help` describes each command's options.\n";

@@ -619,7 +619,9 @@ static qat_status check_mnist_input(trainer *t, qat_model *m) {
 static int setup(trainer *t) {
     const train_opts *o = t->o;
     if (qat_mnist_load(t->ctx, o->data, "train", &t->train) || qat_mnist_load(t->ctx, o->data, "test", &t->test))
-        return fail(t);
+        return cli_fail(PROG, o->json, 1, "%s (the MNIST files: scripts/fetch-mnist.sh fetches them into data/mnist, "
+                        "with QAT_MNIST_DIR=DIR it copies them from a local directory; --data DIR reads them elsewhere)",
+                        qat_ctx_error(t->ctx));
     int64_t n = t->n = o->limit_train > 0 && o->limit_train < t->train.n ? o->limit_train : t->train.n;
     qat_model *m = t->m = qat_model_new(t->ctx);
     qat_status st = !m ? qat_ctx_status(t->ctx) : make_model(t, m);
@@ -664,9 +666,9 @@ static int setup(trainer *t) {
                                    t->steps_per_epoch, err, sizeof err))
         return cli_fail(PROG, o->json, 1, "%s", err);
     if (o->log && t->d->rank > 0) metrics_log_follow(&t->log); /* measures with rank 0, writes nothing */
-    fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epochs, batch %ld, "
+    fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epoch%s, batch %ld, "
             "%s lr %g, %ld thread(s)", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
-            o->batch, o->optimizer, o->lr, o->threads);
+            o->epochs == 1 ? "" : "s", o->batch, o->optimizer, o->lr, o->threads);
     if (N > 1) fprintf(stderr, " per rank, %d ranks (global batch %ld)", N, o->batch);
     fputc('\n', stderr);
     return 0;
