@@ -10,9 +10,32 @@
  * is fixed (lane j takes the elements j, j + 8, ...; the tail has its own
  * accumulator; lanes are added in order), so results are the same on
  * every CPU and in every clone. */
+#include <math.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* One channel's statistics: in training (acc = Σz, Σz² over m values)
+ * the batch's mean and biased variance, and the running statistics moved
+ * by momentum toward them (with the unbiased variance, as PyTorch); in
+ * evaluation (acc NULL) the running ones. Then mu and 1/sqrt(var + eps). */
+void qat__bn_channel_stats(const double *acc, double m, float momentum, float eps, float *running_mean,
+                           float *running_var, float *mu, float *invstd) {
+    float mean_f, var;
+    if (acc) {
+        double mean = acc[0] / m, sq = acc[1] - acc[0] * mean; /* Σ(z - mean)² */
+        if (sq < 0) sq = 0;
+        mean_f = (float)mean;
+        var = (float)(sq / m);
+        *running_mean = (1.0f - momentum) * *running_mean + momentum * mean_f;
+        *running_var = (1.0f - momentum) * *running_var + momentum * (float)(sq / (m - 1));
+    } else {
+        mean_f = *running_mean;
+        var = *running_var;
+    }
+    *invstd = 1.0f / sqrtf(var + eps);
+    *mu = mean_f;
+}
 
 /* Eight floats and eight doubles as GCC/Clang vector types: the compiler
  * maps them onto whatever registers the clone targets (one zmm, two ymm,

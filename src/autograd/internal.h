@@ -235,7 +235,6 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                                   qat_tensor *beta, float *running_mean, float *running_var, float momentum, float eps,
                                   bool training);
 
-/* True when t exists and wants a gradient. */
 /* qat_clamp (a ReLU when lo = 0, hi = +inf) written over x, for a caller
  * that knows x has no other reader; a new tensor when x's producer needs
  * it for backward (ops_elementwise.c). */
@@ -244,12 +243,17 @@ qat_tensor *qat__clamp_over(qat_ctx *ctx, qat_tensor *x, float lo, float hi);
 /* The BatchNorms' row loops (bn_rows.c): sums in double with 8
  * independent accumulators each, in a fixed order. */
 void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]);
+/* One channel's mean and 1/std (training: from acc = Σz, Σz² over m
+ * values, moving the running statistics; acc NULL: the running ones). */
+void qat__bn_channel_stats(const double *acc, double m, float momentum, float eps, float *running_mean,
+                           float *running_var, float *mu, float *invstd);
 void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float is, float g, float bt);
 void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc, float sh, float mu, float is,
                            double acc[6]);
 void qat__bn_grad_x_row(const float *x, const float *dy, float *gx, int64_t n, float sc, float sh, float mu, float is,
                         float k, float a, float b, bool training, bool store);
 
+/* True when t exists and wants a gradient. */
 static inline bool qat__wants_grad(const qat_tensor *t) { return t && t->requires_grad; }
 
 #endif

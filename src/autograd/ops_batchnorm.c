@@ -46,21 +46,9 @@ static void bn_moments_task(void *u, int64_t c, int worker) {
 static void bn_normalize_task(void *u, int64_t c, int worker) {
     const bn_job *j = u;
     (void)worker;
-    float mu, var;
-    if (j->training) {
-        const double *acc = j->acc + 2 * c;
-        double m = j->m, mean = acc[0] / m, sq = acc[1] - acc[0] * mean; /* Σ(x - mean)² */
-        if (sq < 0) sq = 0;
-        mu = (float)mean;
-        var = (float)(sq / m);
-        j->running_mean[c] = (1.0f - j->momentum) * j->running_mean[c] + j->momentum * mu;
-        j->running_var[c] = (1.0f - j->momentum) * j->running_var[c] + j->momentum * (float)(sq / (m - 1));
-    } else {
-        mu = j->running_mean[c];
-        var = j->running_var[c];
-    }
-    j->invstd[c] = 1.0f / sqrtf(var + j->eps);
-    j->mu[c] = mu;
+    qat__bn_channel_stats(j->training ? j->acc + 2 * c : NULL, j->m, j->momentum, j->eps, j->running_mean + c,
+                          j->running_var + c, j->mu + c, j->invstd + c);
+    float mu = j->mu[c];
     for (int64_t b = 0; b < j->N; b++)
         qat__bn_normalize_row(j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, mu, j->invstd[c],
                               j->gamma[c], j->beta[c]);
