@@ -661,13 +661,21 @@ static int setup(trainer *t) {
     t->ts = (qat_train_state){.shuffle_rng = shuffle_rng, .order = t->perm, .n_order = n, .config = t->config};
     t->qat_step0 = o->qat ? o->float_epochs * t->steps_per_epoch : -1;
     t->qat_start = -1;
+    return 0;
+}
+
+/* Once the run is known to go ahead (a resume's options checked): the
+ * metrics log, and the line that says what trains. */
+static int start(trainer *t) {
+    const train_opts *o = t->o;
+    int N = t->d->size;
     char err[512];
-    if (o->log && t->d->rank == 0 && metrics_log_open(&t->log, o->log, o->resume != NULL, m, o->qat ? &o->qcfg : NULL, o->log_every,
-                                   t->steps_per_epoch, err, sizeof err))
+    if (o->log && t->d->rank == 0 && metrics_log_open(&t->log, o->log, o->resume != NULL, t->m, o->qat ? &o->qcfg : NULL,
+                                                      o->log_every, t->steps_per_epoch, err, sizeof err))
         return cli_fail(PROG, o->json, 1, "%s", err);
     if (o->log && t->d->rank > 0) metrics_log_follow(&t->log); /* measures with rank 0, writes nothing */
     fprintf(stderr, "qat-mnist: %s, %lld parameters, %lld training samples, %ld epoch%s, batch %ld, "
-            "%s lr %g, %ld thread(s)", t->model_name, (long long)qat_model_n_params(m), (long long)n, o->epochs,
+            "%s lr %g, %ld thread(s)", t->model_name, (long long)qat_model_n_params(t->m), (long long)t->n, o->epochs,
             o->epochs == 1 ? "" : "s", o->batch, o->optimizer, o->lr, o->threads);
     if (N > 1) fprintf(stderr, " per rank, %d ranks (global batch %ld)", N, o->batch);
     fputc('\n', stderr);
@@ -679,8 +687,6 @@ static int setup(trainer *t) {
  * exit status (reported). */
 static int resume(trainer *t, long *first_epoch, int64_t *start_s) {
     const train_opts *o = t->o;
-    int rc = check_resume_options(o, t->ctx, t->config);
-    if (rc) return rc;
     int64_t rstep, repoch, total = t->steps_per_epoch * t->all_epochs;
     bool rprepared;
     if (qat_checkpoint_info(t->ctx, o->resume, &rstep, &repoch, &rprepared) != QAT_OK) return fail(t);
@@ -924,6 +930,9 @@ static int train(trainer *t) {
     int rc = setup(t);
     long first_epoch = 1;
     int64_t start_s = 0;
+    /* a resume that contradicts the checkpoint is refused before anything is said or written */
+    if (!rc && t->o->resume) rc = check_resume_options(t->o, t->ctx, t->config);
+    if (!rc) rc = start(t);
     if (!rc && t->o->resume) rc = resume(t, &first_epoch, &start_s);
     for (long epoch = first_epoch; !rc && !t->stopped && epoch <= t->all_epochs; epoch++, start_s = 0)
         rc = run_epoch(t, epoch, start_s);
