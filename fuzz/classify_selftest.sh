@@ -17,6 +17,8 @@
 # The libhdf5-* ones are reproducers the fuzzer found in libhdf5 1.10.8,
 # replayed with fast_unwind_on_malloc=0 (the fork-child one as a fork-mode
 # child logs it: fast unwinding, the allocation stack cut inside libhdf5).
+# libhdf5-malloc-limit is an out-of-memory stopped at its malloc by
+# -malloc_limit_mb (libhdf5 sizing a 16 GiB buffer from a crafted header).
 # replay-passed is a replay that does not fail; unsymbolized was run with
 # ASAN_OPTIONS=symbolize=0 and must be refused, not guessed at.
 set -euo pipefail
@@ -36,6 +38,7 @@ cases=(
   "libhdf5-segv-in-libc-memcpy.log|libhdf5|SEGV|top~H5O__msg_iterate_real"
   "qat-undefined-behavior.log|qat|undefined-behavior: signed integer overflow|frame~qat_idx_read src/data/idx.c"
   "qat-timeout.log|qat|timeout|frame~qat_idx_read src/data/idx.c"
+  "libhdf5-malloc-limit.log|libhdf5|out-of-memory|frame~H5C_protect"
   "replay-passed.log|none|none|why~no failure"
 )
 

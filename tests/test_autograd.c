@@ -562,8 +562,9 @@ static void test_conv_rows_match_portable(void) {
 #if QAT__CONV_AVX512
     if (!qat__have_avx512f()) QAT_TEST_SKIP("this CPU has no AVX-512F: the AVX-512 rows never run");
     qat_rng rng = rng_for(22);
-    enum { MAXH = 13, MAXW = 40, MAXF = 3 * 25 * (MAXH + 4) * (MAXW + 4) + 64 };
-    static float x[3 * MAXH * MAXW], c0[MAXF], c1[MAXF], g0[3 * MAXH * MAXW], g1[3 * MAXH * MAXW];
+    /* buffers of the case's exact sizes (the columns with 16 sentinels):
+     * under AddressSanitizer a read or write past them is caught */
+    enum { MAXH = 13, MAXW = 40 };
     int checked = 0;
     for (int64_t H = 1; H <= MAXH; H += 3)
         for (int64_t W = 1; W <= MAXW; W += 3)
@@ -577,6 +578,10 @@ static void test_conv_rows_match_portable(void) {
                     d.OH = (H + 2 * pad - K) / sh + 1, d.OW = (W + 2 * pad - K) / sw + 1;
                     if (d.OH < 1 || d.OW < 1 || !qat__conv_avx512_fits(&d)) continue;
                     int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
+                    float *x = malloc((size_t)n_x * sizeof *x), *g0 = malloc((size_t)n_x * sizeof *g0),
+                          *g1 = malloc((size_t)n_x * sizeof *g1), *c0 = malloc((size_t)(n_col + 16) * sizeof *c0),
+                          *c1 = malloc((size_t)(n_col + 16) * sizeof *c1);
+                    CU_ASSERT_FATAL(x && g0 && g1 && c0 && c1);
                     for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(&rng);
                     for (int64_t i = 0; i < n_col + 16; i++) c0[i] = c1[i] = 99.0f;
                     qat__im2col(&d, x, c0);
@@ -595,6 +600,7 @@ static void test_conv_rows_match_portable(void) {
                     qat__col2im_add(&d, c0, g0);
                     qat__col2im_add_avx512(&d, c0, g1, true);
                     CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+                    free(x), free(g0), free(g1), free(c0), free(c1);
                     checked++;
                 }
     CU_ASSERT(checked > 900);

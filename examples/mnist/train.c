@@ -682,20 +682,29 @@ static int start(trainer *t) {
     return 0;
 }
 
-/* Continues from o->resume, whose options must be this run's (but the
- * free ones): the first epoch to run and the sample it starts at, or the
- * exit status (reported). */
-static int resume(trainer *t, long *first_epoch, int64_t *start_s) {
+/* What a resume checks before anything is said or written: the options
+ * against the checkpoint's, its kind (float or QAT) and how far it got.
+ * *prepared: it is a QAT checkpoint. */
+static int resume_check(trainer *t, bool *prepared) {
     const train_opts *o = t->o;
+    int rc = check_resume_options(o, t->ctx, t->config);
+    if (rc) return rc;
     int64_t rstep, repoch, total = t->steps_per_epoch * t->all_epochs;
-    bool rprepared;
-    if (qat_checkpoint_info(t->ctx, o->resume, &rstep, &repoch, &rprepared) != QAT_OK) return fail(t);
-    if (rprepared && !o->qat)
+    if (qat_checkpoint_info(t->ctx, o->resume, &rstep, &repoch, prepared) != QAT_OK) return fail(t);
+    if (*prepared && !o->qat)
         return cli_fail(PROG, o->json, 1, "%s is a QAT checkpoint: resume with the --qat options that made it",
                         o->resume);
     if (rstep >= total)
         return cli_fail(PROG, o->json, 1, "%s is at step %lld of %lld: nothing left to train (raise --epochs)",
                         o->resume, (long long)rstep, (long long)total);
+    return 0;
+}
+
+/* Continues from o->resume (resume_check passed; rprepared: a QAT
+ * checkpoint): the first epoch to run and the sample it starts at, or the
+ * exit status (reported). */
+static int resume(trainer *t, bool rprepared, long *first_epoch, int64_t *start_s) {
+    const train_opts *o = t->o;
     if (rprepared && prepare(t) != QAT_OK) return fail(t);
     if (qat_checkpoint_load(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, o->resume) != QAT_OK) return fail(t);
     if (t->ts.n_order != t->n)
@@ -930,10 +939,11 @@ static int train(trainer *t) {
     int rc = setup(t);
     long first_epoch = 1;
     int64_t start_s = 0;
+    bool prepared = false;
     /* a resume that contradicts the checkpoint is refused before anything is said or written */
-    if (!rc && t->o->resume) rc = check_resume_options(t->o, t->ctx, t->config);
+    if (!rc && t->o->resume) rc = resume_check(t, &prepared);
     if (!rc) rc = start(t);
-    if (!rc && t->o->resume) rc = resume(t, &first_epoch, &start_s);
+    if (!rc && t->o->resume) rc = resume(t, prepared, &first_epoch, &start_s);
     for (long epoch = first_epoch; !rc && !t->stopped && epoch <= t->all_epochs; epoch++, start_s = 0)
         rc = run_epoch(t, epoch, start_s);
     return rc ? rc : finish(t);

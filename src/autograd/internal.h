@@ -153,10 +153,10 @@ float *qat__grad_reuse(qat_tensor *in, qat_tensor *out);
  * col [C*KH*KW, OH*OW] of xn [C, H, W], and the adjoint that adds col into
  * gxn. C and O count one group's channels (all of them when G == 1): the
  * tensors have G*C input and G*O output channels. The portable versions
- * live in ops_conv.c. At stride 1 with rows of at most 16 floats (LeNet's
- * second layer), AVX-512 ones (ops_conv_avx512.c) do a row in one masked
- * load and store, and col2im sums each input row in a register in the
- * portable per-element order: the same bits. */
+ * live in ops_conv.c. At stride 1, or 2 across, with rows of up to 128
+ * outputs, AVX-512 ones (ops_conv_avx512.c) copy rows 16 floats at a time
+ * with masked loads (stride 2: a permute picks every other input), and
+ * col2im adds in the portable per-element order: the same bits. */
 typedef struct {
     int64_t N, C, H, W, O, KH, KW, OH, OW;
     int64_t sh, sw, ph, pw; /* strides and zero padding, height and width */

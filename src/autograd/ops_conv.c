@@ -43,6 +43,10 @@ static inline void copy_run(float *restrict dst, const float *restrict src, int6
 static void im2col_row_same(const conv_dims *d, const float *xc, int64_t kh, int64_t kw, float *row) {
     int64_t W = d->W, OW = d->OW, lo, hi;
     valid_cols(d, kw, &lo, &hi);
+    if (hi <= lo) { /* this kernel column reaches no input (W <= padding): all zeros */
+        memset(row, 0, (size_t)(d->OH * OW) * sizeof(float));
+        return;
+    }
     int64_t oh0 = d->ph - kh > 0 ? d->ph - kh : 0;                   /* first valid output row */
     int64_t oh1 = d->H + d->ph - kh < d->OH ? d->H + d->ph - kh : d->OH; /* one past the last */
     if (oh0 > d->OH) oh0 = d->OH; /* inputs shorter than the kernel's reach */

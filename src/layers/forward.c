@@ -57,7 +57,8 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
  * element, drawn for the samples before the slice and after it too (and
  * thrown away), so every process's RNG moves by the global batch. */
 static qat_tensor *dropout(qat_model *m, const qat__layer *l, qat_tensor *x) {
-    int64_t n = x->rank > 0 ? x->shape[0] : 1, per = n > 0 ? x->numel / n : 0;
+    int64_t n = x->rank > 0 ? x->shape[0] : 1, per = 1; /* elements per sample, also when n is 0 */
+    for (int d = 1; d < x->rank; d++) per *= x->shape[d];
     int64_t before = 0, after = 0;
     if (m->slice_global > 0) {
         if (m->slice_first + n > m->slice_global)
