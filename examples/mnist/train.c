@@ -905,6 +905,7 @@ static void print_json(const trainer *t, double rate, double fake_quant, double 
 static int finish(trainer *t) {
     const train_opts *o = t->o;
     qat_model *m = t->m;
+    qat_ctx_step_trim(t->ctx); /* training is over: the save and the last evaluations start from little */
     if (o->out) {
         t->ts.step = t->step;
         if (!t->stopped) t->ts.epoch = t->all_epochs;

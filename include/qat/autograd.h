@@ -51,6 +51,11 @@ QAT_API qat_status qat_ctx_fail(qat_ctx *ctx, qat_status s, const char *fmt, ...
 
 /* Frees every QAT_MEM_STEP tensor and the tape. Keeps the arena's memory. */
 QAT_API void qat_ctx_step_reset(qat_ctx *ctx);
+/* qat_ctx_step_reset, and the arena's memory given back to the system:
+ * when training is over and other work (saving a checkpoint, evaluating)
+ * should not sit on top of the training step's high-water mark. The next
+ * step allocates again. */
+QAT_API void qat_ctx_step_trim(qat_ctx *ctx);
 
 /* Grad mode: when off (evaluation), ops record nothing. On by default. */
 QAT_API void qat_ctx_set_grad_enabled(qat_ctx *ctx, bool enabled);

@@ -122,6 +122,12 @@ void qat_ctx_step_reset(qat_ctx *ctx) {
     ctx->backward_done = false;
 }
 
+void qat_ctx_step_trim(qat_ctx *ctx) {
+    if (!ctx) return;
+    qat_ctx_step_reset(ctx);
+    qat__arena_free(&ctx->step); /* keeps the high-water figure */
+}
+
 void qat_ctx_set_grad_enabled(qat_ctx *ctx, bool enabled) {
     if (ctx) ctx->grad_enabled = enabled;
 }
