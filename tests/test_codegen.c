@@ -106,27 +106,7 @@ static bool have_cc(void) { return system("cc --version >/dev/null 2>&1") == 0; 
 
 /* ---- every op kind ---------------------------------------------------------------- */
 
-static const char *const every_op_text =
-        "input shape=2,10,9\n"
-        "conv2d    stem  input out=8 kernel=3x2 stride=1x2 pad=1x0\n"
-        "batchnorm bn    stem\n"
-        "relu6     r6    bn\n"
-        "conv2d    dw    r6 out=8 kernel=3 pad=1 groups=depthwise\n"
-        "relu      r1    dw\n"
-        "conv2d    g2    r1 out=8 kernel=1 groups=2\n"
-        "add       sum   g2,r6\n"
-        "relu      r2    sum\n"
-        "maxpool2d mp    r2 kernel=3 stride=2 pad=1\n"
-        "relu      rmp   mp\n"
-        "avgpool2d ap    r2 kernel=2x3 stride=2x2 pad=0x1\n"
-        "concat    cat   rmp,ap\n"
-        "sigmoid   sg    cat\n"
-        "tanh      th    cat\n"
-        "add       sum2  sg,th\n"
-        "hardswish hs    sum2\n"
-        "global_avgpool gap hs\n"
-        "dropout   d     gap p=0.1\n"
-        "linear    fc    d out=5\n";
+static const char *const every_op_text = QAT_TEST_EVERY_OP;
 
 /* A wide first convolution (7 taps a row: a DSP word and three single
  * taps, border columns on both sides, stride 2), a pointwise one over 6
