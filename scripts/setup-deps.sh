@@ -16,6 +16,8 @@ pkgs+=(gnuplot-nox)
 [ "${QAT_WITH_VALGRIND:-0}" = 1 ] && pkgs+=(valgrind)
 # the test suite runs examples/mnist/run_qat_h5.py (the format document, in numpy)
 [ "${QAT_WITH_PYTHON:-0}" = 1 ] && pkgs+=(python3-h5py python3-numpy)
+# a caller's own additions (setup-python.sh: python3-venv)
+[ -n "${QAT_EXTRA_PKGS:-}" ] && pkgs+=($QAT_EXTRA_PKGS)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

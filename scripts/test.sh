@@ -8,6 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 QAT_WITH_PYTHON=1 bash scripts/setup-deps.sh
+bash scripts/setup-python.sh   # onnxruntime from PyPI, in .venv/
 bash scripts/fetch-mnist.sh "$root/data/mnist"
 if [ "${QAT_SANITIZE:-0}" = 1 ]; then
   dir=build-asan; flags=(-DQAT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)

@@ -1,7 +1,7 @@
 /* The ONNX export (qat/onnx.h): a model of every op kind exported and read
  * back (protobuf-c) — one QDQ group per integer op, the weights' integers
  * and scales, the fused clamps, the metadata — and checked by Debian's
- * onnx.checker; run by onnxruntime-node against the int engine when it is
+ * onnx.checker; run by onnxruntime (PyPI, .venv/) against the int engine when it is
  * installed (tests/onnx); refusals (float model, sub-channel and wide
  * weights, repeated names) that leave no file; the atomic write. */
 #include <dirent.h>
@@ -339,11 +339,13 @@ static void test_narrow_activations_are_clipped(void) {
 
 /* ---- onnxruntime against the int engine --------------------------------------------------- */
 
-/* onnxruntime-node installed in tests/onnx (npm install --ignore-scripts)? */
-static bool have_onnxruntime(const char *src) {
+/* The Python with onnxruntime (QAT_PYTHON: ctest passes .venv/bin/python,
+ * made by scripts/setup-python.sh); NULL when it cannot import it. */
+static const char *onnxruntime_python(void) {
+    const char *py = getenv("QAT_PYTHON");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "command -v node >/dev/null && test -d '%s/tests/onnx/node_modules/onnxruntime-node'", src);
-    return src && system(cmd) == 0;
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import onnxruntime' 2>/dev/null", py ? py : "");
+    return py && system(cmd) == 0 ? py : NULL;
 }
 
 /* The every-op model on random inputs through onnxruntime, fused (its
@@ -352,9 +354,11 @@ static bool have_onnxruntime(const char *src) {
  * round a requantization differently (docs/onnx.md): at most by a few
  * steps, and mostly not at all. */
 static void test_onnxruntime_runs_every_op(void) {
-    const char *src = getenv("QAT_SOURCE_DIR");
-    if (!src || !have_onnxruntime(src))
-        QAT_TEST_SKIP("node and tests/onnx/node_modules/onnxruntime-node are needed (tests/onnx/setup.sh)");
+    const char *src = getenv("QAT_SOURCE_DIR"), *py = onnxruntime_python();
+    /* not a skip: the suite's setup (scripts/setup-python.sh) always provides it */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    if (!py) printf("\nQAT_PYTHON=%s cannot import onnxruntime: run scripts/setup-python.sh\n", getenv("QAT_PYTHON") ? getenv("QAT_PYTHON") : "(unset)");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(py);
     /* W8A8; W4A4 (an integer Clip after every QuantizeLinear); W8A8 with symmetric activations (zero
      * point 0: the ReLUs clamp above the bottom of int8, integer Clips again) */
     for (int variant = 0; variant < 3; variant++) {
@@ -387,8 +391,8 @@ static void test_onnxruntime_runs_every_op(void) {
         CU_ASSERT_EQUAL(qat_engine_run(fe, x, N, NULL, qf), QAT_OK);
         const qat_aparams *o = &q.tensors[q.output].q;
         for (int level = 0; level < 2; level++) {
-            snprintf(cmd, sizeof cmd, "node '%s/tests/onnx/ort_run.js' '%s' --input '%s' --shape 2,10,9 --logits '%s' "
-                     "--level %s --optimized '%s' >/dev/null", src, model, in, out, level ? "disabled" : "all", opt);
+            snprintf(cmd, sizeof cmd, "'%s' '%s/tests/onnx/ort_run.py' '%s' --input '%s' --shape 2,10,9 --logits '%s' "
+                     "--level %s --optimized '%s' >/dev/null", py, src, model, in, out, level ? "disabled" : "all", opt);
             CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
             f = fopen(out, "rb");
             CU_ASSERT_FATAL(f && fread(lo, sizeof lo, 1, f) == 1);
