@@ -9,6 +9,7 @@
 
 #include "autograd/internal.h"
 #include "golden/conv_golden.h"
+#include "golden/loss_golden.h"
 #include "test_util.h"
 
 /* ---- gradient-check harness --------------------------------------------------------- */
@@ -17,7 +18,7 @@ enum {
     G_ADD, G_SUB, G_MUL, G_SCALE, G_MATMUL, G_LINEAR, G_RELU, G_CLAMP, G_SUM, G_MEAN,
     G_FLATTEN_LINEAR, G_XENT, G_CONV, G_MAXPOOL, G_AVGPOOL, G_DROPOUT, G_BN_TRAIN, G_BN_EVAL, G_RECIP,
     G_SHARED, G_CONV_MID, G_CONV_EX, G_MAXPOOL_EX, G_AVGPOOL_EX, G_GAP, G_CONCAT, G_SIGMOID, G_TANH,
-    G_HARDSWISH, G_CUSTOM
+    G_HARDSWISH, G_CUSTOM, G_XENT_EX, G_MSE
 };
 
 typedef struct {
@@ -25,6 +26,8 @@ typedef struct {
     bool ta, tb;
     int stride, pad, k;
     const int32_t *labels;
+    const float *weights, *target; /* G_XENT_EX's class weights; G_MSE's target */
+    float smoothing;
     qat_rng rng0;
     qat_conv2d_params cp;
     qat_pool2d_params pp;
@@ -51,6 +54,8 @@ static qat_tensor *gc_fn(qat_ctx *ctx, qat_tensor *const *in, void *user) {
     case G_MEAN: return qat_mean(ctx, qat_mul(ctx, in[0], in[0]));
     case G_FLATTEN_LINEAR: y = qat_linear(ctx, qat_flatten(ctx, in[0]), in[1], NULL); break;
     case G_XENT: return qat_cross_entropy(ctx, in[0], u->labels);
+    case G_XENT_EX: return qat_cross_entropy_ex(ctx, in[0], u->labels, u->weights, u->smoothing);
+    case G_MSE: return qat_mse_loss(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0], u->target);
     case G_CONV: y = qat_conv2d(ctx, in[0], in[1], u->k ? in[2] : NULL, u->stride, u->pad); break;
     case G_MAXPOOL: /* u->ta: on an intermediate, whose gradient pooling writes */
         y = qat_maxpool2d(ctx, u->ta ? qat_scale(ctx, in[0], 0.5f) : in[0], u->k, u->stride);
@@ -512,6 +517,93 @@ static void test_grad_cross_entropy(void) {
         gc_user u = {.kind = G_XENT, .labels = lab};
         check(ctx, &u, &x, 1);
     }
+    qat_ctx_free(ctx);
+}
+
+/* Class weights and label smoothing, each alone and together, and MSE
+ * (on a leaf, and on an intermediate whose gradient the loss writes). */
+static void test_grad_losses(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(41);
+    int32_t lab[5] = {2, 0, 3, 3, 1};
+    const float w[4] = {0.5f, 2.0f, 0.0f, 1.5f};
+    const int64_t shape[2] = {5, 4};
+    const struct { const float *w; float eps; } cases[] = {{w, 0.0f}, {NULL, 0.1f}, {w, 0.3f}};
+    for (int c = 0; c < 3; c++) {
+        qat_tensor *x = t_rand(ctx, &rng, 2, shape, -3, 3, true);
+        gc_user u = {.kind = G_XENT_EX, .labels = lab, .weights = cases[c].w, .smoothing = cases[c].eps};
+        check(ctx, &u, &x, 1);
+    }
+    float t[3 * 2 * 4];
+    for (int i = 0; i < 24; i++) t[i] = qat_rng_normal(&rng);
+    for (int mid = 0; mid < 2; mid++) {
+        const int64_t s3[3] = {3, 2, 4};
+        qat_tensor *x = t_rand(ctx, &rng, 3, s3, -2, 2, true);
+        gc_user u = {.kind = G_MSE, .target = t, .ta = mid};
+        check(ctx, &u, &x, 1);
+    }
+    qat_ctx_free(ctx);
+}
+
+/* A persistent leaf holding a copy of v, with a zeroed gradient. */
+static qat_tensor *leaf_of(qat_ctx *ctx, const float *v, int rank, const int64_t *shape) {
+    qat_tensor *t = qat_tensor_new(ctx, QAT_MEM_PERSIST, rank, shape, true);
+    if (t) memcpy(t->data, v, (size_t)t->numel * sizeof(float));
+    return t;
+}
+
+/* The losses against PyTorch's cross_entropy(weight=, label_smoothing=)
+ * and mse_loss (tests/golden/make_loss_golden.py): the loss and the
+ * logits' gradient within float rounding; no weights and no smoothing
+ * gives qat_cross_entropy's bits. Bad arguments are refused. */
+static void test_losses_match_pytorch(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    const int64_t shape[2] = {6, 5};
+    const float *losses[] = {xent_plain_loss, xent_weighted_loss, xent_smooth_loss, xent_both_loss};
+    const float *grads[] = {xent_plain_grad, xent_weighted_grad, xent_smooth_grad, xent_both_grad};
+    const float *weights[] = {NULL, xent_w, NULL, xent_w};
+    const float eps[] = {0.0f, 0.0f, 0.1f, 0.2f};
+    for (int c = 0; c < 4; c++) {
+        qat_tensor *x = leaf_of(ctx, xent_x, 2, shape);
+        qat_tensor *l = qat_cross_entropy_ex(ctx, x, xent_y, weights[c], eps[c]);
+        CU_ASSERT_FATAL(l != NULL);
+        CU_ASSERT_EQUAL(qat_backward(ctx, l), QAT_OK);
+        CU_ASSERT(fabsf(l->data[0] - losses[c][0]) <= 2e-6f * fabsf(losses[c][0]));
+        float worst = 0;
+        for (int i = 0; i < 30; i++) worst = fmaxf(worst, fabsf(x->grad[i] - grads[c][i]));
+        CU_ASSERT(worst <= 1e-6f);
+        if (c == 0) { /* the plain op, in a context of its own */
+            qat_ctx *c2 = qat_ctx_new();
+            qat_tensor *x2 = leaf_of(c2, xent_x, 2, shape), *l2 = qat_cross_entropy(c2, x2, xent_y);
+            CU_ASSERT_FATAL(l2 != NULL);
+            CU_ASSERT_EQUAL(qat_backward(c2, l2), QAT_OK);
+            CU_ASSERT_EQUAL(memcmp(&l2->data[0], &l->data[0], sizeof(float)), 0);
+            CU_ASSERT_EQUAL(memcmp(x2->grad, x->grad, 30 * sizeof(float)), 0);
+            qat_ctx_free(c2);
+        }
+        qat_ctx_step_reset(ctx);
+    }
+    const int64_t ms[2] = {3, 7};
+    qat_tensor *p = leaf_of(ctx, mse_x, 2, ms);
+    qat_tensor *l = qat_mse_loss(ctx, p, mse_t);
+    CU_ASSERT_FATAL(l != NULL);
+    CU_ASSERT_EQUAL(qat_backward(ctx, l), QAT_OK);
+    CU_ASSERT(fabsf(l->data[0] - mse_loss[0]) <= 2e-6f * mse_loss[0]);
+    for (int i = 0; i < 21; i++) CU_ASSERT(fabsf(p->grad[i] - mse_grad[i]) <= 1e-6f);
+    qat_ctx_step_reset(ctx);
+    /* refusals: smoothing outside [0, 1), a negative weight, every label of weight 0 */
+    qat_tensor *x = leaf_of(ctx, xent_x, 2, shape);
+    CU_ASSERT_PTR_NULL(qat_cross_entropy_ex(ctx, x, xent_y, NULL, 1.0f));
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "smoothing") != NULL);
+    qat_ctx_clear_error(ctx);
+    const float neg[5] = {1, 1, -1, 1, 1}, zero[5] = {1, 1, 1, 0, 1};
+    CU_ASSERT_PTR_NULL(qat_cross_entropy_ex(ctx, x, xent_y, neg, 0.0f));
+    qat_ctx_clear_error(ctx);
+    const int32_t threes[6] = {3, 3, 3, 3, 3, 3};
+    CU_ASSERT_PTR_NULL(qat_cross_entropy_ex(ctx, x, threes, zero, 0.0f));
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "weight 0") != NULL);
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_PTR_NULL(qat_mse_loss(ctx, x, NULL));
     qat_ctx_free(ctx);
 }
 
@@ -1486,6 +1578,8 @@ int main(int argc, char **argv) {
         {"forward: elementwise and broadcasting", test_forward_elementwise_broadcast},
         {"forward: matmul and linear", test_forward_matmul_linear},
         {"forward: cross-entropy", test_forward_cross_entropy},
+        {"losses: class weights, label smoothing and MSE match PyTorch", test_losses_match_pytorch},
+        {"gradcheck: weighted and smoothed cross-entropy, MSE", test_grad_losses},
         {"forward: conv2d and pooling", test_forward_conv_pool},
         {"forward: dropout", test_forward_dropout},
         {"grad: add/sub/mul/scale", test_grad_elementwise},

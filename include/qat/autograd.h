@@ -171,6 +171,20 @@ QAT_API qat_tensor *qat_flatten(qat_ctx *ctx, qat_tensor *x);
 /* Mean over the batch of -log softmax(logits)[label]; logits [N, K],
  * labels[i] in [0, K). Fused and stable (max subtracted). */
 QAT_API qat_tensor *qat_cross_entropy(qat_ctx *ctx, qat_tensor *logits, const int32_t *labels);
+/* Cross-entropy with class weights (weights [K], each >= 0, or NULL) and
+ * label smoothing eps in [0, 1), as PyTorch's cross_entropy(weight=,
+ * label_smoothing=, reduction='mean'):
+ *     loss = [(1 - eps)·Σ_r w[y_r]·(-log p[r, y_r])
+ *             + (eps/K)·Σ_r Σ_k w[k]·(-log p[r, k])] / Σ_r w[y_r]
+ * (w = 1 without weights, so the divisor is N). No weights and eps 0 is
+ * qat_cross_entropy, bit for bit. QAT_ERR_ARG when the batch's weights
+ * sum to 0. */
+QAT_API qat_tensor *qat_cross_entropy_ex(qat_ctx *ctx, qat_tensor *logits, const int32_t *labels,
+                                         const float *weights, float smoothing);
+/* Mean squared error over every element: Σ (x - target)² / numel, summed
+ * in double (PyTorch's mse_loss, reduction='mean'). target has x's
+ * numel, in x's (row-major) order. */
+QAT_API qat_tensor *qat_mse_loss(qat_ctx *ctx, qat_tensor *x, const float *target);
 
 /* x [N, C, H, W], w [O, C, KH, KW], b [O] or NULL; same stride and zero
  * padding on both spatial axes. im2col + one cblas_sgemm per call. */
