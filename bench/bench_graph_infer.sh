@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-4096}; rounds=${4:-3}
 shift $(($# < 4 ? $# : 4))
 models=("$@"); [ ${#models[@]} -gt 0 ] || models=(resnet8 ds-cnn mobilenet-v1 lenet mlp)
-bin=$build/examples/mnist/qat-mnist
+bin=$build/tools/qat/qat
 for x in "$bin" "$build/bench/bench_infer" "$build/bench/bench_ops" "$build/bench/bench_vnni_peak"; do
   [ -x "$x" ] || { echo "bench: build first ($x missing)" >&2; exit 1; }
 done

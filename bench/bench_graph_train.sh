@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 case "${1:-}" in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-3200}
 models=${4:-resnet8,ds-cnn,mobilenet-v1}
-bin=$build/examples/mnist/qat-mnist
+bin=$build/tools/qat/qat
 [ -x "$bin" ] || { echo "bench: build first ($bin missing)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1
 if [ -z "${OPENBLAS_CORETYPE+set}" ]; then env_core="(unset)"; else env_core="\"$OPENBLAS_CORETYPE\""; fi

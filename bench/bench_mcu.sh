@@ -15,7 +15,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; n=${3:-100}
-bin=$build/examples/mnist/qat-mnist ref=$build/tests/codegen_ref
+bin=$build/tools/qat/qat ref=$build/tests/codegen_ref
 [ -x "$bin" ] && [ -x "$ref" ] || { echo "bench: build first (cmake --build build)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

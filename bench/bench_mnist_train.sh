@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 qat=(); mode=float
 if [ "${1:-}" = --qat ]; then qat=(--qat --wbits 8 --abits 8); mode=qat; shift; fi
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-20000}
-bin=$build/examples/mnist/qat-mnist
+bin=$build/tools/qat/qat
 [ -x "$bin" ] || { echo "bench: build first ($bin missing)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1
 if [ -z "${OPENBLAS_CORETYPE+set}" ]; then env_core="(unset)"; else env_core="\"$OPENBLAS_CORETYPE\""; fi

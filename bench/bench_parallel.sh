@@ -14,7 +14,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 acc=0; if [ "${1:-}" = --accuracy ]; then acc=1; shift; fi
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-12800}; rounds=${4:-3}
-bin=$build/examples/mnist/qat-mnist
+bin=$build/tools/qat/qat
 [ -x "$bin" ] || { echo "bench: build first ($bin missing)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none

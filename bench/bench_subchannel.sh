@@ -11,7 +11,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-10000}
-bin=$build/examples/mnist/qat-mnist
+bin=$build/tools/qat/qat
 [ -x "$bin" ] && [ -x "$build/bench/bench_subchannel" ] || { echo "bench: build first" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

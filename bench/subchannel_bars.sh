@@ -12,7 +12,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; out=${3:-}
-bin=$build/examples/mnist/qat-mnist; ref=$build/tests/codegen_ref
+bin=$build/tools/qat/qat; ref=$build/tests/codegen_ref
 [ -x "$bin" ] && [ -x "$ref" ] || { echo "subchannel_bars: build first ($bin, $ref)" >&2; exit 1; }
 /usr/bin/python3 -c "import h5py, numpy" 2>/dev/null || { echo "subchannel_bars: needs python3-h5py, python3-numpy" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}

@@ -27,7 +27,7 @@ static void rebuild(const char *path) {
     qat_ctx_free(ctx);
 }
 
-/* The model qat-mnist trains with --qat, as qat-mnist would resume it. */
+/* The model qat trains with --qat, as qat would resume it. */
 static void load_into_lenet(const char *path) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = ctx ? qat_model_new(ctx) : NULL;

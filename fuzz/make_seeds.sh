@@ -4,9 +4,9 @@
 #   idx         tiny IDX files written byte by byte: valid ones of 1 to 4
 #               dimensions, plain and gzipped, and edge cases (two gzip
 #               members, cut, trailing bytes, a header promising 2 GiB...)
-#   checkpoint  training checkpoints from qat-mnist: LeNet W8A8 QAT, LeNet
+#   checkpoint  training checkpoints from qat: LeNet W8A8 QAT, LeNet
 #               float, the MLP W8A8 QAT, LeNet-BN QAT (one epoch over 256 samples)
-#   qmodel      their quantized exports (qat-mnist export) in the current
+#   qmodel      their quantized exports (qat export) in the current
 #               format, as NAME-v3.h5 (one with 4-bit sub-channel weights in
 #               blocks of 16, packed, ragged blocks), and those of the
 #               residual and depthwise reference models (models/resnet8.qnet,
@@ -22,7 +22,7 @@
 # cuts its inputs to 1 MiB unless told otherwise, and a cut HDF5 file is
 # just a damaged one.
 #   fuzz/make_seeds.sh [--all] [OUT]
-#   QAT_MNIST_BIN  qat-mnist (default build/examples/mnist/qat-mnist, made by scripts/test.sh)
+#   QAT_BIN  qat (default build/tools/qat/qat, made by scripts/test.sh)
 #   QAT_MNIST_DIR  the MNIST .gz files (default data/mnist)
 # Seeds are named *.h5, not *.ckpt.h5 / *.qat.h5, which .gitignore hides.
 set -euo pipefail
@@ -30,7 +30,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 all=0
 [ "${1:-}" = --all ] && { all=1; shift; }
 out=${1:-$root/fuzz/seeds}
-bin=${QAT_MNIST_BIN:-$root/build/examples/mnist/qat-mnist}
+bin=${QAT_BIN:-$root/build/tools/qat/qat}
 data=${QAT_MNIST_DIR:-$root/data/mnist}
 limit=$((200 * 1024))
 mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel"
@@ -58,7 +58,7 @@ idx empty           ''
 cp "$out/idx/u8-3d.gz" "$out/idx/gz-trailing-garbage.gz"; printf 'junk' >> "$out/idx/gz-trailing-garbage.gz"
 head -c 20 "$out/idx/u8-3d.gz" > "$out/idx/gz-cut.gz"
 
-# ---- checkpoints and quantized models, from qat-mnist --------------------------
+# ---- checkpoints and quantized models, from qat --------------------------
 if [ ! -x "$bin" ] || [ ! -d "$data" ]; then
   echo "make_seeds: $bin or $data missing (scripts/test.sh builds and fetches them): IDX seeds only" >&2
   exit 0

@@ -8,7 +8,7 @@
 # builds the targets in build-fuzz/ (clang, QAT_FUZZ=ON: the whole tree
 # instrumented), and fuzzes each one on a copy of its seeds
 # (fuzz/seeds/<target>/, plus the checkpoints fuzz/make_seeds.sh --all makes
-# when qat-mnist and MNIST are there, as after scripts/test.sh).
+# when qat and MNIST are there, as after scripts/test.sh).
 #
 # The HDF5 targets reach bugs inside libhdf5 1.10.8 within seconds, so each
 # target runs in libFuzzer's fork mode, which keeps fuzzing past crashes,
@@ -93,11 +93,11 @@ bash fuzz/classify_selftest.sh > build-fuzz/classify-selftest.log 2>&1 || {
 
 # ---- seeds: the committed ones, and the checkpoints too big to commit
 extra=build-fuzz/seeds-extra
-if [ -x build/examples/mnist/qat-mnist ] && [ -d "${QAT_MNIST_DIR:-data/mnist}" ]; then
+if [ -x build/tools/qat/qat ] && [ -d "${QAT_MNIST_DIR:-data/mnist}" ]; then
   rm -rf "$extra"
   bash fuzz/make_seeds.sh --all "$extra" 2>/dev/null
 else
-  echo "fuzz: no build/examples/mnist/qat-mnist or MNIST: committed seeds only (no training checkpoint)" >&2
+  echo "fuzz: no build/tools/qat/qat or MNIST: committed seeds only (no training checkpoint)" >&2
 fi
 
 # replay options: whole allocation stacks (libhdf5 has no frame pointers, so

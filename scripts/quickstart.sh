@@ -13,10 +13,10 @@ bash scripts/setup-deps.sh
 bash scripts/fetch-mnist.sh "$root/data/mnist"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
-bin=./build/examples/mnist/qat-mnist
+bin=./build/tools/qat/qat
 # OpenBLAS 0.3.21 falls back to its generic Prescott kernels on CPUs newer
 # than it knows, at half the float speed. Unless the caller chose a core
-# type, take the better one qat-mnist names (and say so).
+# type, take the better one qat names (and say so).
 if [ -z "${OPENBLAS_CORETYPE+set}" ]; then
   better=$($bin info --better-coretype)
   if [ -n "$better" ]; then

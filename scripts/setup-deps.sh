@@ -6,12 +6,12 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev
 # ONNX export: protobuf-c and its compiler, and the onnx.proto schema (and
 # the checker the tests run) from Debian's python3-onnx
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler python3-onnx)
-# data-parallel training (mpirun -np N qat-mnist train): optional for the
+# data-parallel training (mpirun -np N qat train): optional for the
 # library, which builds without it; the test suite's mpi_train needs both
 pkgs+=(libopenmpi-dev openmpi-bin)
 # fetch-mnist.sh downloads over HTTPS: a minimal Debian has neither curl nor the CA certificates
 pkgs+=(curl ca-certificates)
-# qat-mnist plot draws training logs with gnuplot (tests/test_plot is skipped without it)
+# qat plot draws training logs with gnuplot (tests/test_plot is skipped without it)
 pkgs+=(gnuplot-nox)
 [ "${QAT_WITH_VALGRIND:-0}" = 1 ] && pkgs+=(valgrind)
 # the test suite runs examples/mnist/run_qat_h5.py (the format document, in numpy)

@@ -1,4 +1,4 @@
-/* Running the qat-mnist program from a CUnit suite: its exit status, its
+/* Running the qat program from a CUnit suite: its exit status, its
  * stderr and stdout, and the numbers in its one-line JSON. The suite
  * defines cli_bin (the program) and cli_dir (a directory for the
  * captured output) before using these. */

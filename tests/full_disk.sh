@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Saving onto a full disk, for real: mounts a 64 KiB tmpfs (a LeNet
-# checkpoint is ~790 KB, its export ~106 KB) and has qat-mnist save into
+# checkpoint is ~790 KB, its export ~106 KB) and has qat save into
 # it. Each save must fail cleanly: exit status 1, no crash, no HDF5 error
 # dump, one line that names the file and the reason, the old file there
 # kept byte for byte, no temporary file left (docs/saving.md).
 #
-#   tests/full_disk.sh QAT_MNIST_BIN MNIST_DIR
+#   tests/full_disk.sh QAT_BIN MNIST_DIR
 #
 # Needs root and a working `mount`; otherwise exits 77, which CTest
 # reports as skipped (SKIP_RETURN_CODE 77).
 set -uo pipefail
 if [ $# -ne 2 ]; then
-  echo "usage: $0 QAT_MNIST_BIN MNIST_DIR" >&2
+  echo "usage: $0 QAT_BIN MNIST_DIR" >&2
   exit 2
 fi
 bin=$1 data=$2
@@ -39,7 +39,7 @@ fail() {
 # stderr to judge (the error line alone), $4 the whole stderr.
 check() {
   local status=$1 target=$2 lines=$3 all=$4
-  local want="qat-mnist: $target: cannot write: No space left on device"
+  local want="qat: $target: cannot write: No space left on device"
   [ "$status" -eq 1 ] || fail "$target: exit status $status, want 1 (139 = segfault)"
   grep -qiE 'HDF5|#0[0-9]+:|major:|minor:' "$all" && fail "$target: HDF5 printed its error stack"
   [ "$(wc -l <"$lines")" -eq 1 ] || fail "$target: $(wc -l <"$lines") lines on stderr, want 1"
@@ -62,7 +62,7 @@ old_file "$T"
 "$bin" train --data "$data" --model lenet --qat --limit-train 256 --limit-test 10 --epochs 1 --save-every 1 \
   --out "$T" >/dev/null 2>"$work/train.err"
 status=$?
-grep -vE '^qat-mnist: (lenet|mlp|lenet-bn), |^qat-mnist: fake quantization on: |^qat-mnist: note: |^epoch ' \
+grep -vE '^qat: (lenet|mlp|lenet-bn), |^qat: fake quantization on: |^qat: note: |^epoch ' \
   "$work/train.err" >"$work/train.lines"
 check "$status" "$T" "$work/train.lines" "$work/train.err"
 

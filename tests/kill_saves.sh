@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Kills qat-mnist with SIGKILL at random moments while it saves, and checks
+# Kills qat with SIGKILL at random moments while it saves, and checks
 # after every kill that the saved file is whole and that killed saves do
 # not pile up temporary files (docs/saving.md).
 #
-#   tests/kill_saves.sh QAT_MNIST_BIN MNIST_DIR [N]     (N kills of each kind, default 10)
+#   tests/kill_saves.sh QAT_BIN MNIST_DIR [N]     (N kills of each kind, default 10)
 #
 # train: `train --model lenet --qat --limit-train 2048 --epochs 50
 #   --save-every 1 --out T` (with --resume T once T exists, so that every
@@ -21,7 +21,7 @@
 # makes the delays repeatable.
 set -uo pipefail
 if [ $# -lt 2 ]; then
-  echo "usage: $0 QAT_MNIST_BIN MNIST_DIR [N]" >&2
+  echo "usage: $0 QAT_BIN MNIST_DIR [N]" >&2
   exit 2
 fi
 bin=$1 data=$2 n=${3:-10}

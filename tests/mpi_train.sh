@@ -10,7 +10,7 @@
 #   6. the ranks stay identical through what touches state on the side:
 #      the metrics log's evaluations (--log, fake quantization switched on
 #      during --qat-warmup) and dropout with uneven shares (batch 63).
-# Skipped (77) without mpirun or a qat-mnist built with MPI.
+# Skipped (77) without mpirun or a qat built with MPI.
 #   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
 set -uo pipefail
 bin=$1 cmp=$2 data=$3
@@ -38,7 +38,7 @@ common=(--model lenet-bn --qat --lsq --limit-train 1280 --limit-test 200 --epoch
 
 out=$(mpi "${common[@]}" --out "$tmp/a.h5" --rank-checkpoints --json 2> "$tmp/a.err"); arc=$?
 if grep -q "built without MPI" "$tmp/a.err"; then
-  echo "SKIPPED: mpi_train: qat-mnist was built without MPI"; exit 77
+  echo "SKIPPED: mpi_train: qat was built without MPI"; exit 77
 fi
 [ -f "$tmp/a.h5" ] && [ $arc = 0 ] || { tail -30 "$tmp/a.err"; echo "FAILED: the 2-rank run failed (exit $arc)"; exit 1; }
 echo "$out" | tail -1 | grep -q '"ranks": 2, "ranks_identical": true' || fail "1: JSON does not report 2 identical ranks"

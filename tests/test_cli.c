@@ -1,4 +1,4 @@
-/* The qat-mnist program end to end: exit codes and messages for bad input,
+/* The qat program end to end: exit codes and messages for bad input,
  * a run stopped with --stop-after and resumed from its checkpoint ends
  * bit-identical to a run that never stopped, and train -> export -> eval
  * with every engine. */
@@ -276,7 +276,7 @@ static void test_resume_refuses_other_options(void) {
     library_checkpoint(other, "{\"model\": \"mlp\", \"optimizer\": \"adam\", \"lr\": 0.001, \"batch\": 64}");
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s'", data, common, other);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not in the form this qat-mnist writes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not in the form this qat writes"));
     library_checkpoint(other, NULL);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "records no training options"));
@@ -389,11 +389,11 @@ static void test_export_refuses_its_checkpoint(void) {
 }
 
 int main(int argc, char **argv) {
-    bin = getenv("QAT_MNIST_BIN");
+    bin = getenv("QAT_BIN");
     data = getenv("QAT_MNIST_DATA");
     bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
     if (!listing && (!bin || !data)) {
-        fprintf(stderr, "test_cli: set QAT_MNIST_BIN and QAT_MNIST_DATA (ctest does)\n");
+        fprintf(stderr, "test_cli: set QAT_BIN and QAT_MNIST_DATA (ctest does)\n");
         return 2;
     }
     if (!qat_test_tmpdir(dir, sizeof dir, "cli")) return 2;

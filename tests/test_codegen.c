@@ -339,11 +339,11 @@ static void test_refusals_name_the_op(void) {
     qat_ctx_free(ctx);
 }
 
-/* qat-mnist export --quantized MODEL --c DIR [--name NAME]: the files, the
+/* qat export --quantized MODEL --c DIR [--name NAME]: the files, the
  * JSON line, and the refusals (no --c; a name that is not a C identifier). */
 static void test_cli_export_c(void) {
-    const char *bin = getenv("QAT_MNIST_BIN");
-    if (!bin) QAT_TEST_SKIP("QAT_MNIST_BIN is not set (ctest sets it)");
+    const char *bin = getenv("QAT_BIN");
+    if (!bin) QAT_TEST_SKIP("QAT_BIN is not set (ctest sets it)");
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 3);
@@ -392,7 +392,7 @@ int main(int argc, char **argv) {
         {"every branch of the requantization equals the engine", test_requant_branches},
         {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
         {"refusals name the op or the argument", test_refusals_name_the_op},
-        {"qat-mnist export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
+        {"qat export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
         {NULL, NULL},
     };
     int rc = qat_test_main("codegen", cases, argc, argv);

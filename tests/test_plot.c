@@ -1,4 +1,4 @@
-/* qat-mnist plot draws valid PNG pictures with gnuplot: each a PNG file
+/* qat plot draws valid PNG pictures with gnuplot: each a PNG file
  * (its signature) of a sensible size, the ones a log's rows call for.
  * Every test here needs gnuplot: the suite reports itself skipped (77)
  * on a machine without it (scripts/setup-deps.sh installs gnuplot-nox). */
@@ -84,11 +84,11 @@ static void test_plot_draws_what_the_log_has(void) {
 }
 
 int main(int argc, char **argv) {
-    cli_bin = getenv("QAT_MNIST_BIN");
+    cli_bin = getenv("QAT_BIN");
     data = getenv("QAT_MNIST_DATA");
     bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
     if (!listing && (!cli_bin || !data)) {
-        fprintf(stderr, "test_plot: set QAT_MNIST_BIN and QAT_MNIST_DATA (ctest does)\n");
+        fprintf(stderr, "test_plot: set QAT_BIN and QAT_MNIST_DATA (ctest does)\n");
         return 2;
     }
     if (!qat_test_tmpdir(cli_dir, sizeof cli_dir, "plot")) return 2;

@@ -1,4 +1,4 @@
-/* qat-mnist summary, analyze and train --log, through the program: the
+/* qat summary, analyze and train --log, through the program: the
  * summary's totals against hand-computed LeNet and MLP figures and across
  * the four sources, the analysis as JSON, a badly scaled point planted in
  * a checkpoint ranked first with its hint, the metrics log's rows (and a
@@ -111,7 +111,7 @@ static void test_summary_checkpoint_and_qmodel(void) {
 static void test_summary_bad_input(void) {
     char err[8192], out[8192];
     CU_ASSERT_EQUAL(cli_run("summary --help", NULL, 0, out, sizeof out), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat-mnist summary"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat summary"));
     CU_ASSERT_EQUAL(cli_run("summary", err, sizeof err, NULL, 0), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "give exactly one of --model, --model-file, --checkpoint and --qmodel"));
     CU_ASSERT_EQUAL(cli_run("summary --model lenet --model mlp --qmodel x.h5 --json", err, sizeof err, out, sizeof out), 2);
@@ -202,7 +202,7 @@ static void test_analyze_ranks_a_planted_point_first(void) {
 static void test_analyze_bad_input(void) {
     char args[1024], err[8192], out[8192], flt[300];
     CU_ASSERT_EQUAL(cli_run("analyze --help", NULL, 0, out, sizeof out), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat-mnist analyze"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat analyze"));
     CU_ASSERT_EQUAL(cli_run("analyze --json", err, sizeof err, out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "{\"error\": \"--checkpoint is required\", \"status\": 2}"));
     CU_ASSERT_EQUAL(cli_run("analyze --checkpoint x.h5 --limit-test 0", err, sizeof err, NULL, 0), 2);
@@ -333,14 +333,14 @@ static void test_plot_without_gnuplot(void) {
 static void test_plot_bad_input(void) {
     char args[1024], err[8192], out[8192], path[300];
     CU_ASSERT_EQUAL(cli_run("plot --help", NULL, 0, out, sizeof out), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat-mnist plot"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: qat plot"));
     CU_ASSERT_EQUAL(cli_run("plot", err, sizeof err, NULL, 0), 2);
     CU_ASSERT_EQUAL(cli_run("plot a.csv", err, sizeof err, NULL, 0), 2);
     CU_ASSERT_EQUAL(cli_run("plot a.csv b.csv --out d", err, sizeof err, NULL, 0), 2);
     CU_ASSERT_EQUAL(cli_run("plot /nonexistent.csv --out /tmp", err, sizeof err, NULL, 0), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.csv: cannot open: No such file or directory"));
     const char *bad[][2] = {
-        {"a,b,c\n1,2,3\n", "not a training log of qat-mnist train --log"},
+        {"a,b,c\n1,2,3\n", "not a training log of qat train --log"},
         {"", "empty: not a training log"},
         {"kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,acc_float,acc_fake_quant,acc_int\n",
          "no rows yet"},
@@ -363,11 +363,11 @@ static void test_plot_bad_input(void) {
 }
 
 int main(int argc, char **argv) {
-    cli_bin = getenv("QAT_MNIST_BIN");
+    cli_bin = getenv("QAT_BIN");
     data = getenv("QAT_MNIST_DATA");
     bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
     if (!listing && (!cli_bin || !data || !getenv("QAT_SOURCE_DIR"))) {
-        fprintf(stderr, "test_tools: set QAT_MNIST_BIN, QAT_MNIST_DATA and QAT_SOURCE_DIR (ctest does)\n");
+        fprintf(stderr, "test_tools: set QAT_BIN, QAT_MNIST_DATA and QAT_SOURCE_DIR (ctest does)\n");
         return 2;
     }
     if (!qat_test_tmpdir(cli_dir, sizeof cli_dir, "tools")) return 2;

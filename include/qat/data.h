@@ -203,6 +203,39 @@ QAT_API qat_status qat_dataset_read_raw(qat_dataset *d, qat_split s, const int32
 QAT_API qat_status qat_dataset_channel_stats(qat_dataset *d, qat_split s, int64_t limit, double divisor,
                                              double *mean, double *std);
 
+/* Writes a .npy file (format version 1.0, C order, little-endian) of
+ * `rank` dimensions holding data of type t, atomically (docs/saving.md):
+ * the path holds the old file or the whole new one. */
+QAT_API qat_status qat_npy_save(qat_ctx *ctx, const char *path, qat_dtype t, int rank, const int64_t *shape,
+                                const void *data);
+
+/* ---- augmentation ------------------------------------------------------------------
+ * Random transformations of training samples, on raw values (before the
+ * model's normalization), each sample drawing from its own generator
+ * seeded by (seed, key): the key is the sample's position in the run
+ * (step · batch + its place in the global batch), so the result depends
+ * neither on the threads, nor on how a batch is shared among processes,
+ * nor on a resume. Samples are [C, H, W] (rank 3) or [F] (rank 1). */
+typedef struct {
+    int crop_pad;   /* images: pad each side with P zeros, crop a random H x W window (0: off) */
+    bool hflip;     /* images: mirror left-right with probability 1/2 */
+    int time_shift; /* sequences: shift along axis 1 of [C, T, F] (along F for [F]) by a random
+                       s in [-S, S], zeros entering (0: off) */
+    float noise;    /* add noise·N(0, 1) to every element, in raw units (0: off) */
+} qat_augment;
+#define QAT_AUGMENT_MAX_PAD 64
+
+QAT_API bool qat_augment_on(const qat_augment *a);
+/* Can a run on samples of this shape (rank 1 or 3) apply a? QAT_ERR_ARG
+ * with the reason (crop and flip need images, a pad or shift larger
+ * than the axis, a noise that is not finite and >= 0). */
+QAT_API qat_status qat_augment_check(qat_ctx *ctx, const qat_augment *a, int rank, const int64_t *shape);
+/* Applies a to n samples x [n, numel] in place, sample i with key
+ * first_key + i, over the context's pool (one task per 16 samples).
+ * scratch holds qat_pool_threads(pool) · numel floats. */
+QAT_API void qat_augment_batch(qat_ctx *ctx, const qat_augment *a, uint64_t seed, int64_t first_key, int64_t n,
+                               int rank, const int64_t *shape, float *x, float *scratch);
+
 /* Fisher-Yates shuffle of perm[0..n) with the caller's RNG. */
 QAT_API void qat_shuffle(int32_t *perm, int64_t n, qat_rng *rng);
 

@@ -20,6 +20,7 @@
 
 #include "qat/fakequant.h"
 #include "qat/runtime.h"
+#include "qat/train.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,6 +55,24 @@ QAT_API int64_t qat_engine_peak_activation_bytes(const qat_engine *e);
  * was trained on). logits gets [n, n_outputs] floats; logits_q (int and
  * fake engines; may be NULL) the output integers. */
 QAT_API qat_status qat_engine_run(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q);
+
+/* ---- measuring an engine on a data set ------------------------------------------------- */
+
+typedef struct {
+    int64_t limit;                 /* the first N samples of the split (0: all) */
+    int batch;                     /* samples per qat_engine_run: at most the engine's max_batch */
+    const qat_normalization *norm; /* the autoencoder's target is norm's x (NULL: x itself) */
+    int32_t *outputs_q;            /* [n, outputs]: every sample's output integers (int, fake), or NULL */
+    float *outputs_f;              /* [n, outputs]: every sample's outputs as floats, or NULL */
+    void (*progress)(void *user, int64_t done, int64_t total); /* after every batch (may be NULL) */
+    void *user;
+    double seconds;                /* out: the time spent inside qat_engine_run */
+} qat_engine_eval;
+
+/* Runs e (made for q) on split s of d and measures the task (qat/train.h):
+ * *out gets the metrics (qat_metrics_free after). Errors on ctx. */
+QAT_API qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q, qat_dataset *d, qat_split s,
+                                       const qat_task *task, qat_engine_eval *opt, qat_metrics *out);
 
 #ifdef __cplusplus
 }

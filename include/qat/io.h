@@ -27,6 +27,9 @@ typedef struct {
     int32_t *order;          /* sample order of the current epoch [n_order] (may be NULL) */
     int64_t n_order;
     const char *config;      /* free text (e.g. JSON) recorded with the checkpoint; may be NULL */
+    int64_t best_epoch;      /* the best epoch so far by the run's validation metric (0: none) */
+    float best_value;        /* its value */
+    int64_t since_best;      /* epochs since then (early stopping's count) */
 } qat_train_state;
 
 /* opt and qopt (the LSQ scales' optimizer) may be NULL. */

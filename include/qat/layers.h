@@ -119,6 +119,10 @@ typedef struct {
 QAT_API qat_status qat_model_set_normalization(qat_model *m, const qat_normalization *norm);
 /* The model's normalization, NULL when it has none. */
 QAT_API const qat_normalization *qat_model_normalization(const qat_model *m);
+/* y = n's normalization of `count` raw samples x of numel elements each
+ * (the formula above, its operations in that order); a copy when n is
+ * NULL or has no channels. numel must be a multiple of n->channels. */
+QAT_API void qat_normalize_samples(const qat_normalization *n, int64_t numel, const float *x, float *y, int64_t count);
 
 /* Each returns the new layer's id, or -1 (bad sizes, an input id that does
  * not exist, a name clash, the model already built). name may be NULL for

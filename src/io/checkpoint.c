@@ -84,6 +84,11 @@ static void write_all(qat__h5w *w, qat_model *m, const qat_optim *opt, const qat
         qat__h5w_i64(w, g, "bn_frozen", m->bn_frozen);
         put_rng(w, g, "model_rng", &m->rng);
         if (ts) put_rng(w, g, "shuffle_rng", &ts->shuffle_rng);
+        if (ts && ts->best_epoch > 0) { /* the validation's best so far, for a resume's early stopping */
+            qat__h5w_i64(w, g, "best_epoch", ts->best_epoch);
+            qat__h5w_f32(w, g, "best_value", ts->best_value);
+            qat__h5w_i64(w, g, "since_best", ts->since_best);
+        }
         if (ts && ts->order && ts->n_order > 0 && w->ok) {
             hsize_t n = (hsize_t)ts->n_order;
             if (H5LTmake_dataset_int(g, "order", 1, &n, ts->order) < 0) qat__h5w_fail(w, "order");
@@ -270,6 +275,13 @@ static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt,
         got.step = qat__h5r_i64(r, g, "step", 0, MAX_COUNT);
         got.epoch = qat__h5r_i64(r, g, "epoch", 0, MAX_COUNT);
         get_rng(r, g, "shuffle_rng", &got.shuffle_rng);
+        got.best_epoch = 0, got.best_value = 0.0f, got.since_best = 0;
+        if (qat__h5r_has_attr(g, "best_epoch")) {
+            got.best_epoch = qat__h5r_i64(r, g, "best_epoch", 1, MAX_COUNT);
+            got.best_value = qat__h5r_f32(r, g, "best_value");
+            got.since_best = qat__h5r_i64(r, g, "since_best", 0, MAX_COUNT);
+            if (r->ok && !isfinite(got.best_value)) qat__h5r_fail(r, QAT_ERR_FORMAT, "state/best_value is not finite");
+        }
         get_order(r, g, &got);
         if (r->ok) *ts = got;
     }

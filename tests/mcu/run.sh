@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The generated microcontroller code, end to end, for each model named:
-#   train it briefly (qat-mnist train --qat on a slice of MNIST), export its
-#   quantized file and its C (qat-mnist export --c), run the first N MNIST
+#   train it briefly (qat train --qat on a slice of MNIST), export its
+#   quantized file and its C (qat export --c), run the first N MNIST
 #   test images through qat's integer engine (codegen_ref), then
 #   - host: NAME.c compiled with -std=c99 -Wall -Wextra -Wpedantic -Werror
 #     -Wdouble-promotion -Wfloat-conversion, run: the same integers;

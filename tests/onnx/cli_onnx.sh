@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# qat-mnist export --onnx: writes the file (and --json names it); a float
+# qat export --onnx: writes the file (and --json names it); a float
 # checkpoint and a model ONNX cannot express (sub-channel weights) are
 # refused with a clear message, and neither file is written.
 #
-#   cli_onnx.sh QAT_MNIST_BIN MNIST_DIR
+#   cli_onnx.sh QAT_BIN MNIST_DIR
 set -euo pipefail
 bin=$1 data=$2
 work=$(mktemp -d /tmp/qat-cli-onnx-XXXXXX)
@@ -35,4 +35,4 @@ if ls -a "$work" | grep -q qat-tmp; then fail "a temporary file was left"; fi
 
 # --onnx onto the checkpoint itself: a usage error, nothing replaced
 if "$bin" export --checkpoint "$work/qat.ckpt.h5" --onnx "$work/qat.ckpt.h5" 2>/dev/null; then fail "overwrote the checkpoint"; fi
-echo "qat-mnist export --onnx: ok"
+echo "qat export --onnx: ok"

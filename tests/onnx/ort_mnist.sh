@@ -5,7 +5,7 @@
 # 10 000 test images and compared sample by sample with qat's int engine
 # (tests/onnx/ort_compare.c prints the figures).
 #
-#   ort_mnist.sh QAT_MNIST_BIN QAT_ORT_COMPARE_BIN MNIST_DIR
+#   ort_mnist.sh QAT_BIN QAT_ORT_COMPARE_BIN MNIST_DIR
 #
 # QAT_ORT_MODELS (default: all five) picks models. LeNet and the MLP train
 # one full epoch and must meet the bars of docs/onnx.md against the int

@@ -108,33 +108,24 @@ void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double l
 /* The integer program's test accuracy: the model lowered in a context of
  * its own and run by the int engine; -1 when it cannot be (a point never
  * observed, types the runtime does not run). */
-static double int_accuracy(qat_model *m, const qat_mnist *test, int64_t n) {
+static double int_accuracy(qat_model *m, qat_dataset *data, int64_t limit) {
     qat_ctx *pctx = qat_ctx_new();
     if (!pctx) return -1;
-    int64_t shape[3], B = 100, correct = 0;
+    int64_t shape[3];
     int rank = tools_input_shape(m, shape);
     qat_qmodel q;
     qat_engine *e = NULL;
-    float *x = malloc((size_t)(B * test->rows * test->cols) * sizeof *x), logits[100 * 10];
-    int32_t idx[100], y[100];
-    bool ok = x && qat_qmodel_lower(m, rank, shape, pctx, &q) == QAT_OK &&
-              qat_qtensor_numel(&q.tensors[q.output]) == 10 && (e = qat_engine_new(pctx, &q, QAT_ENGINE_INT, (int)B));
-    for (int64_t s = 0; ok && s < n; s += B) {
-        int64_t b = n - s < B ? n - s : B;
-        for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
-        qat_mnist_batch(test, idx, b, x, y);
-        ok = qat_engine_run(e, x, b, logits, NULL) == QAT_OK;
-        for (int64_t i = 0; ok && i < b; i++) {
-            int best = 0;
-            for (int k = 1; k < 10; k++) best = logits[i * 10 + k] > logits[i * 10 + best] ? k : best;
-            correct += best == y[i];
-        }
-    }
+    qat_metrics mt = {0};
+    qat_task task = {.kind = QAT_TASK_CLASSIFY};
+    qat_engine_eval how = {.limit = limit, .batch = 100};
+    bool ok = qat_qmodel_lower(m, rank, shape, pctx, &q) == QAT_OK && (e = qat_engine_new(pctx, &q, QAT_ENGINE_INT, 100)) &&
+              qat_engine_evaluate(pctx, e, &q, data, QAT_SPLIT_TEST, &task, &how, &mt) == QAT_OK;
     if (!ok) qat_ctx_clear_error(qat_model_ctx(m)); /* lowering's message: the column stays empty */
+    double acc = ok ? mt.accuracy : -1;
+    qat_metrics_free(&mt);
     qat_engine_free(e);
     qat_ctx_free(pctx);
-    free(x);
-    return ok ? (double)correct / (double)n : -1;
+    return acc;
 }
 
 static void acc_field(FILE *f, double acc) {
@@ -144,17 +135,22 @@ static void acc_field(FILE *f, double acc) {
 
 void metrics_log_follow(metrics_log *g) { g->measuring = true; }
 
-void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, double acc,
-                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy, void *user) {
+void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, const qat_metrics *test,
+                       qat_dataset *data, int64_t limit, const qat_train_dist *dist) {
     if (!g->measuring) return;
-    double acc_float = acc, acc_fake = -1, acc_int = -1;
-    if (qat_model_prepared(m)) { /* the other one of float and fake-quantized, then the integers */
+    bool classify = test->task == QAT_TASK_CLASSIFY;
+    double acc = classify ? test->accuracy : -1, acc_float = acc, acc_fake = -1, acc_int = -1;
+    if (qat_model_prepared(m) && classify) { /* the other one of float and fake-quantized, then the integers */
         bool on = qat_model_fake_quant_on(m);
         qat_model_set_fake_quant(m, !on);
-        double other = accuracy(m, test, limit, NULL, user);
+        qat_task task = {.kind = QAT_TASK_CLASSIFY};
+        qat_metrics other;
+        double o = qat_model_evaluate(m, data, QAT_SPLIT_TEST, limit, &task, dist, &other) == QAT_OK ? other.accuracy : -1;
+        if (o >= 0) qat_metrics_free(&other);
+        else qat_ctx_clear_error(qat_model_ctx(m));
         qat_model_set_fake_quant(m, on);
-        acc_float = on ? other : acc, acc_fake = on ? acc : other;
-        acc_int = int_accuracy(m, test, limit > 0 && limit < test->n ? limit : test->n);
+        acc_float = on ? o : acc, acc_fake = on ? acc : o;
+        acc_int = int_accuracy(m, data, limit);
     }
     if (!g->f) return;
     (void)epoch; /* the column is step / steps per epoch: a run stopped part way is at 0.7, not 1 */

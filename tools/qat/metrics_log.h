@@ -1,4 +1,4 @@
-/* The training metrics log (qat-mnist train --log FILE.csv): what `plot`
+/* The training metrics log (qat train --log FILE.csv): what `plot`
  * draws.
  *
  * One CSV file, a header line, then two kinds of rows (the first column
@@ -9,13 +9,15 @@
  *   epoch  after every epoch: the mean loss of the epoch, the test accuracy
  *          of the float weights, of the fake-quantized model and of the
  *          integer program (lowered in memory and run by the int engine),
- *          and the points again.
+ *          and the points again. The accuracy columns are a classifier's;
+ *          for the other tasks they stay empty (the loss column has the
+ *          training loss).
  * Columns: kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,
  * acc_float,acc_fake_quant,acc_int, then <point>.min,<point>.max,<point>.scale
  * for every point the QAT pass places (named before it runs, so a run's
  * float epochs have the columns too, empty). */
-#ifndef QAT_MNIST_METRICS_LOG_H
-#define QAT_MNIST_METRICS_LOG_H
+#ifndef QAT_TOOL_METRICS_LOG_H
+#define QAT_TOOL_METRICS_LOG_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,6 +25,7 @@
 
 #include "qat/data.h"
 #include "qat/layers.h"
+#include "qat/train.h"
 
 typedef struct {
     FILE *f;
@@ -36,11 +39,6 @@ typedef struct {
     bool measuring;          /* the run logs: epochs are measured (f: and written here) */
 } metrics_log;
 
-/* Test-set accuracy of the model as it stands (-1 on error): train.c's;
- * user is what metrics_log_epoch was given (the MPI job). */
-typedef double (*metrics_accuracy_fn)(qat_model *m, const qat_mnist *test, int64_t limit, int32_t *predictions,
-                                      void *user);
-
 /* Opens path for the run of model m (built), whose QAT configuration is
  * qcfg (NULL: a float run). A resume appends to an existing log whose
  * header is this run's; otherwise the file is started afresh. 0, or a
@@ -49,14 +47,15 @@ int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_mo
                      const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len);
 /* After a step: step is the number of steps done, b its samples. */
 void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double loss, float lr, int64_t b);
-/* After an epoch: its mean loss and the test accuracy already measured
- * (the fake-quantized model's once QAT runs); measures the others. A log
- * that is measuring without a file (an MPI rank > 0: metrics_log_follow)
- * measures the same way and writes nothing: an evaluation can touch the
- * model's state (weight scales are recomputed when fake quantization is
- * switched on), so every rank must run it for the ranks to stay equal. */
-void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, double acc,
-                       const qat_mnist *test, int64_t limit, metrics_accuracy_fn accuracy, void *user);
+/* After an epoch: its mean loss and the test metrics already measured
+ * (the fake-quantized model's once QAT runs); measures the others (each
+ * process its share, with dist). A log that is measuring without a file
+ * (an MPI rank > 0: metrics_log_follow) measures the same way and writes
+ * nothing: an evaluation can touch the model's state (weight scales are
+ * recomputed when fake quantization is switched on), so every rank must
+ * run it for the ranks to stay equal. */
+void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, const qat_metrics *test,
+                       qat_dataset *data, int64_t limit, const qat_train_dist *dist);
 /* A log on a process that does not write it: metrics_log_epoch measures. */
 void metrics_log_follow(metrics_log *g);
 /* Flushes and closes (accepts a log never opened); -1 on a write error. */

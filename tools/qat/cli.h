@@ -1,6 +1,6 @@
-/* qat-mnist: option parsing and the shared bits of every subcommand. */
-#ifndef QAT_MNIST_CLI_H
-#define QAT_MNIST_CLI_H
+/* qat: option parsing and the shared bits of every subcommand. */
+#ifndef QAT_TOOL_CLI_H
+#define QAT_TOOL_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* qat-mnist summary: a row per node of a model — shape, parameters,
+/* qat summary: a row per node of a model — shape, parameters,
  * multiply-accumulates, weight and activation quantization — and the
  * totals, from a built-in model, a model file, a training checkpoint or a
  * quantized model file. */
@@ -12,7 +12,7 @@
 #include "tools.h"
 
 static const char *const summary_usage =
-    "usage: qat-mnist summary (--model NAME | --model-file F | --checkpoint CKPT | --qmodel M) [options]\n"
+    "usage: qat summary (--model NAME | --model-file F | --checkpoint CKPT | --qmodel M) [options]\n"
     "\n"
     "Prints a row per node — output shape, parameters, multiply-accumulates per\n"
     "sample, weight quantization (bits, granularity, range of the scales) and the\n"
@@ -23,8 +23,8 @@ static const char *const summary_usage =
     "\n"
     "  --model mlp|lenet|lenet-bn  a built-in model, untrained\n"
     "  --model-file F              a model file (docs/model-format.md), untrained\n"
-    "  --checkpoint CKPT           a training checkpoint (qat-mnist train --out)\n"
-    "  --qmodel M                  a quantized model (qat-mnist export): a row per integer op\n"
+    "  --checkpoint CKPT           a training checkpoint (qat train --out)\n"
+    "  --qmodel M                  a quantized model (qat export): a row per integer op\n"
     "  --wbits B, --abits B        a model that is not QAT-trained (the first two, a float\n"
     "  --granularity G             checkpoint) is shown as qat_prepare would quantize it\n"
     "                              (default W8A8, per-channel weights): its scales are then\n"
@@ -33,7 +33,7 @@ static const char *const summary_usage =
     "  --json                      the summary as one JSON object (last line of stdout)\n"
     "  --help                      this text\n";
 
-#define P "qat-mnist summary"
+#define P "qat summary"
 
 typedef struct {
     const char *model, *model_file, *checkpoint, *qmodel, *granularity;
@@ -241,7 +241,7 @@ int cmd_summary(int argc, char **argv) {
     qat_prepare_config unused; /* checked before anything is read */
     if (!o.qmodel && (rc = qat_config(&o, &unused))) return rc;
     qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return cli_fail("qat-mnist", o.json, 1, "out of memory");
+    if (!ctx) return cli_fail("qat", o.json, 1, "out of memory");
     qat_summary s;
     const char *kind = "qmodel", *source = o.qmodel ? o.qmodel : o.checkpoint ? o.checkpoint
                                                           : o.model_file ? o.model_file : o.model;
@@ -270,7 +270,7 @@ int cmd_summary(int argc, char **argv) {
                       source, o.wbits, o.abits, o.granularity);
     }
     if (st != QAT_OK) {
-        rc = cli_fail("qat-mnist", o.json, 1, "%s", qat_ctx_error(ctx));
+        rc = cli_fail("qat", o.json, 1, "%s", qat_ctx_error(ctx));
     } else {
         if (o.json) print_json(&s, kind, source, quantized);
         else print_table(&s, title, quantized);

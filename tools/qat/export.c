@@ -1,4 +1,4 @@
-/* qat-mnist export: training checkpoint -> quantized checkpoint (HDF5),
+/* qat export: training checkpoint -> quantized checkpoint (HDF5),
  * ONNX (QDQ), and/or C source for a microcontroller (qat/codegen.h). */
 #include <stdio.h>
 #include <string.h>
@@ -11,10 +11,10 @@
 #include "qat/onnx.h"
 
 static const char *const export_usage =
-    "usage: qat-mnist export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--c DIR [--name NAME]] [--json]\n"
-    "       qat-mnist export --quantized MODEL --c DIR [--name NAME] [--json]\n"
+    "usage: qat export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--c DIR [--name NAME]] [--json]\n"
+    "       qat export --quantized MODEL --c DIR [--name NAME] [--json]\n"
     "\n"
-    "Turns a QAT training checkpoint (qat-mnist train --qat --out CKPT) into a\n"
+    "Turns a QAT training checkpoint (qat train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
     "requantization multipliers and shifts, activation parameters and the\n"
     "layer graph (layout: docs/quantized-model-format.md). The file is written\n"
@@ -39,8 +39,8 @@ static const char *const export_usage =
  * and fills info for the JSON summary. */
 static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json,
                    qat_codegen_info *info) {
-    if (qat_codegen_c(ctx, q, dir, name, info) != QAT_OK) return cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
-    fprintf(stderr, "qat-mnist: wrote %s/%s.h, %s/%s.c and %s/%s_io.c (%d ops; %lld bytes of constants; a static arena "
+    if (qat_codegen_c(ctx, q, dir, name, info) != QAT_OK) return cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
+    fprintf(stderr, "qat: wrote %s/%s.h, %s/%s.c and %s/%s_io.c (%d ops; %lld bytes of constants; a static arena "
             "of %lld bytes)\n", dir, name, dir, name, dir, name, info->n_ops, (long long)info->weight_bytes,
             (long long)info->arena_bytes);
     return 0;
@@ -58,7 +58,7 @@ static void print_c_json(const char *dir, const char *name, const qat_codegen_in
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *P = "qat-mnist export", *ckpt = NULL, *out = NULL, *onnx = NULL, *cdir = NULL, *name = "model",
+    const char *P = "qat export", *ckpt = NULL, *out = NULL, *onnx = NULL, *cdir = NULL, *name = "model",
                *quantized = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
@@ -81,11 +81,11 @@ int cmd_export(int argc, char **argv) {
             return cli_usage_fail(P, json, export_usage,
                                   "--quantized MODEL takes --c DIR, and none of --checkpoint, --out, --onnx");
         qat_ctx *ctx = qat_ctx_new();
-        if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
+        if (!ctx) return cli_fail("qat", json, 1, "out of memory");
         qat_qmodel q;
         qat_codegen_info info;
         int rc = qat_qmodel_load(ctx, quantized, &q) == QAT_OK ? write_c(ctx, &q, cdir, name, json, &info)
-                                                               : cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+                                                               : cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
         if (rc == 0 && json) {
             printf("{\"quantized\": ");
             cli_json_str(quantized);
@@ -109,13 +109,13 @@ int cmd_export(int argc, char **argv) {
     if (out && onnx && !strcmp(out, onnx))
         return cli_usage_fail(P, json, export_usage, "--out and --onnx name the same file");
     qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
+    if (!ctx) return cli_fail("qat", json, 1, "out of memory");
     int rc = 1;
     qat_model *m = NULL;
     static char config[1 << 16];
     if (qat_checkpoint_model(ctx, ckpt, &m, config, sizeof config) != QAT_OK) goto fail;
     if (!qat_model_prepared(m)) {
-        cli_fail("qat-mnist", json, 1, "%s is a float checkpoint: train with --qat to get a model that can be "
+        cli_fail("qat", json, 1, "%s is a float checkpoint: train with --qat to get a model that can be "
                  "exported to integers", ckpt);
         goto done;
     }
@@ -133,25 +133,25 @@ int cmd_export(int argc, char **argv) {
     if (onnx && qat_onnx_export(m, rank, shape, config, onnx) != QAT_OK) goto fail;
     if (onnx) {
         onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
-        fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
+        fprintf(stderr, "qat: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
     }
     if (out && qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
     long long bytes = out && stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
     int64_t n_weights = qat_model_n_quantized_weights(m);
     const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
     if (out)
-        fprintf(stderr, "qat-mnist: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
+        fprintf(stderr, "qat: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
                 "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
     qat_codegen_info info;
     if (cdir) {
         qat_ctx *pctx = qat_ctx_new(); /* the program's memory */
         qat_qmodel q;
         if (!pctx) {
-            cli_fail("qat-mnist", json, 1, "out of memory");
+            cli_fail("qat", json, 1, "out of memory");
             goto done;
         }
         if (qat_qmodel_lower(m, rank, shape, pctx, &q) != QAT_OK) {
-            cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(pctx));
+            cli_fail("qat", json, 1, "%s", qat_ctx_error(pctx));
             qat_ctx_free(pctx);
             goto done;
         }
@@ -175,7 +175,7 @@ int cmd_export(int argc, char **argv) {
     rc = 0;
     goto done;
 fail:
-    cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+    cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
 done:
     qat_ctx_free(ctx);
     return rc;

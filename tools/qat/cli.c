@@ -131,13 +131,13 @@ const char *cli_blas_better_core(void) {
 void cli_blas_note(void) {
     const char *better = cli_blas_better_core();
     if (better)
-        fprintf(stderr, "qat-mnist: note: OpenBLAS does not know this CPU and runs its generic Prescott (SSE3) "
+        fprintf(stderr, "qat: note: OpenBLAS does not know this CPU and runs its generic Prescott (SSE3) "
                         "kernels; the CPU has %s: export OPENBLAS_CORETYPE=%s for about twice the float speed\n",
                 strcmp(better, "SkylakeX") ? "AVX2" : "AVX-512", better);
 }
 
 static const char *const info_usage =
-    "usage: qat-mnist info [--better-coretype]\n"
+    "usage: qat info [--better-coretype]\n"
     "\n"
     "Prints the kernel family OpenBLAS chose on this machine and the OPENBLAS_CORETYPE\n"
     "environment it saw. With --better-coretype, prints only the OPENBLAS_CORETYPE to\n"
@@ -149,7 +149,7 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return fputs(info_usage, stdout), 0;
         if (!strcmp(argv[i], "--better-coretype")) better_only = true;
-        else return fprintf(stderr, "qat-mnist info: unknown option \"%s\"\n%s", argv[i], info_usage), EXIT_USAGE;
+        else return fprintf(stderr, "qat info: unknown option \"%s\"\n%s", argv[i], info_usage), EXIT_USAGE;
     }
     const char *better = cli_blas_better_core(), *env = getenv("OPENBLAS_CORETYPE");
     if (better_only) return printf("%s\n", better ? better : ""), 0;

@@ -1,7 +1,7 @@
-/* qat-mnist summary, analyze and plot: looking inside a model, and at a
+/* qat summary, analyze and plot: looking inside a model, and at a
  * training run (the library side is qat/analyze.h). */
-#ifndef QAT_MNIST_TOOLS_H
-#define QAT_MNIST_TOOLS_H
+#ifndef QAT_TOOL_TOOLS_H
+#define QAT_TOOL_TOOLS_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* MPI for qat-mnist train (dist.h). Compiled with QAT_HAVE_MPI when CMake
+/* MPI for qat train (dist.h). Compiled with QAT_HAVE_MPI when CMake
  * found an MPI; otherwise the single-process stubs at the end. */
 #include "dist.h"
 
@@ -119,7 +119,7 @@ int dist_init(dist *d, int *argc, char ***argv) {
     (void)argc, (void)argv;
     *d = (dist){.rank = 0, .size = 1};
     if (launched()) {
-        snprintf(d->msg, sizeof d->msg, "launched by mpirun, but this qat-mnist was built without MPI "
+        snprintf(d->msg, sizeof d->msg, "launched by mpirun, but this qat was built without MPI "
                  "(install libopenmpi-dev and rebuild: scripts/setup-deps.sh)");
         return 1;
     }

@@ -1,5 +1,5 @@
-/* qat-mnist analyze: where a QAT checkpoint's quantization loses
- * accuracy, point by point, on the first images of the MNIST test set —
+/* qat analyze: where a QAT checkpoint's quantization loses
+ * accuracy, point by point, on the first samples of a data set's test split —
  * ranked worst first, with a hint where one point stands out. */
 #include <math.h>
 #include <stdio.h>
@@ -9,16 +9,18 @@
 #include "cli.h"
 #include "progress.h"
 #include "qat/analyze.h"
+#include "data_arg.h"
 #include "qat/data.h"
 #include "qat/io.h"
+#include "qat/train.h"
 #include "tools.h"
 
 static const char *const analyze_usage =
-    "usage: qat-mnist analyze --checkpoint CKPT [options]\n"
+    "usage: qat analyze --checkpoint CKPT [options]\n"
     "\n"
     "Measures each quantization point of a QAT checkpoint (each tensor the\n"
     "integer program stores, with the weights of the layer that computes it) on\n"
-    "the first test images, in eval mode, float and fake-quantized side by side:\n"
+    "the first test samples, in eval mode, float and fake-quantized side by side:\n"
     "  SQNR     the point's tensor, float forward against all points quantized (dB)\n"
     "  own      its quantizer's input against its output: the noise it adds itself (dB)\n"
     "  clipped  the values its quantizer clamps at qmin or qmax\n"
@@ -28,15 +30,15 @@ static const char *const analyze_usage =
     "Points are ranked by that share, worst first; a point that stands out gets a\n"
     "one-line hint.\n"
     "\n"
-    "  --checkpoint CKPT   a training checkpoint of a --qat run (qat-mnist train --out)\n"
-    "  --data DIR          MNIST directory (default data/mnist)\n"
-    "  --limit-test N      the first N test images (default 1000)\n"
+    "  --checkpoint CKPT   a training checkpoint of a --qat run (qat train --out)\n"
+    DATA_ARG_USAGE
+    "  --limit-test N      the first N test samples (default 1000)\n"
     "  --batch B           samples per forward (default 100)\n"
     "  --threads T         OpenBLAS threads (default 1)\n"
     "  --json              the figures as one JSON object (last line of stdout)\n"
     "  --help              this text\n";
 
-#define P "qat-mnist analyze"
+#define P "qat analyze"
 
 /* Is there a drop to explain? The fake-quantized model 0.2 points or more
  * less accurate than its own weights in float, on this sample (less is a
@@ -172,19 +174,15 @@ static void print_table(const char *ckpt, const qat_analysis_report *r, int outp
                "longer QAT run), not from one\n");
 }
 
-/* Does m take MNIST's images ([1, 28, 28] or 784 pixels)? */
-static bool mnist_input(const qat_model *m) {
-    int64_t s[3];
-    int rank = tools_input_shape(m, s);
-    return (rank == 3 && s[0] == 1 && s[1] == 28 && s[2] == 28) || (rank == 1 && s[0] == 784);
-}
-
-/* Runs the analysis over the first n test images. */
-static qat_status run(qat_model *m, const qat_mnist *test, int64_t n, int64_t B, qat_analysis_report *r) {
-    int64_t shape[3];
+/* Runs the analysis over the first n test samples (with their labels
+ * when the split has classes: the accuracies). */
+static qat_status run(qat_model *m, qat_dataset *d, int64_t n, int64_t B, qat_analysis_report *r) {
+    int64_t shape[3], numel = 1;
     int rank = tools_input_shape(m, shape);
+    for (int k = 0; k < rank; k++) numel *= shape[k];
+    bool labelled = qat_dataset_info(d, QAT_SPLIT_TEST)->target == QAT_TARGET_CLASS;
     qat_analysis *a = qat_analysis_new(m, (int)B, rank, shape);
-    float *x = malloc((size_t)(B * test->rows * test->cols) * sizeof *x);
+    float *x = malloc((size_t)(B * numel) * sizeof *x);
     int32_t *idx = malloc((size_t)B * sizeof *idx), *y = malloc((size_t)B * sizeof *y);
     qat_status st = !a ? qat_ctx_status(qat_model_ctx(m)) : QAT_OK;
     if (st == QAT_OK && (!x || !idx || !y)) st = qat_ctx_fail(qat_model_ctx(m), QAT_ERR_NOMEM, "out of memory");
@@ -193,8 +191,8 @@ static qat_status run(qat_model *m, const qat_mnist *test, int64_t n, int64_t B,
     for (int64_t s = 0; st == QAT_OK && s < n; s += B) {
         int64_t b = n - s < B ? n - s : B;
         for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
-        qat_mnist_batch(test, idx, b, x, y);
-        st = qat_analysis_add(a, x, b, y);
+        st = qat_dataset_read(d, QAT_SPLIT_TEST, idx, b, x, labelled ? y : NULL, NULL, NULL);
+        if (st == QAT_OK) st = qat_analysis_add(a, x, b, labelled ? y : NULL);
         progress_update(&bar, s + b, "");
     }
     if (st == QAT_OK) progress_end(&bar, ""), st = qat_analysis_result(a, r);
@@ -203,17 +201,19 @@ static qat_status run(qat_model *m, const qat_mnist *test, int64_t n, int64_t B,
 }
 
 int cmd_analyze(int argc, char **argv) {
-    const char *ckpt = NULL, *data = "data/mnist";
+    const char *ckpt = NULL;
+    data_arg data = {.path = "data/mnist"};
     long limit = 1000, batch = 100, threads = 1;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
 #define VAL() (v = cli_value(P, argc, argv, &i))
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(analyze_usage, stdout), 0;
+        int d = data_arg_parse(&data, P, argc, argv, &i);
+        if (d) ok = d > 0;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(analyze_usage, stdout), 0;
         else if (!strcmp(a, "--checkpoint")) ok = VAL() && (ckpt = v);
-        else if (!strcmp(a, "--data")) ok = VAL() && (data = v);
-        else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(P, a, v, 1, 10000, &limit);
+        else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(P, a, v, 1, 2147483647L, &limit);
         else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(P, a, v, 1, 1000, &batch);
         else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(P, a, v, 1, 256, &threads);
         else if (!strcmp(a, "--json")) json = true;
@@ -225,26 +225,25 @@ int cmd_analyze(int argc, char **argv) {
     qat_set_threads((int)threads);
     cli_blas_note();
     qat_ctx *ctx = qat_ctx_new();
-    if (!ctx) return cli_fail("qat-mnist", json, 1, "out of memory");
-    qat_mnist test = {0};
+    if (!ctx) return cli_fail("qat", json, 1, "out of memory");
+    qat_dataset *test = NULL;
     qat_model *m = NULL;
     qat_analysis_report r;
     int rc = 0;
-    if (qat_checkpoint_model(ctx, ckpt, &m, NULL, 0) != QAT_OK || qat_mnist_load(ctx, data, "test", &test) != QAT_OK) {
-        rc = cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(ctx));
+    if (qat_checkpoint_model(ctx, ckpt, &m, NULL, 0) != QAT_OK || data_arg_open(&data, "qat", 1, ctx, &test) != QAT_OK) {
+        rc = cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
     } else if (!qat_model_prepared(m)) {
-        rc = cli_fail("qat-mnist", json, 1, "%s is a float checkpoint: analyze measures quantization, train with --qat",
+        rc = cli_fail("qat", json, 1, "%s is a float checkpoint: analyze measures quantization, train with --qat",
                       ckpt);
-    } else if (!mnist_input(m)) {
-        rc = cli_fail("qat-mnist", json, 1, "%s: the model does not take MNIST's 28x28 images", ckpt);
-    } else if (run(m, &test, limit < test.n ? limit : test.n, batch, &r) != QAT_OK) {
-        rc = cli_fail("qat-mnist", json, 1, "%s: %s", ckpt, qat_ctx_error(ctx));
+    } else if (run(m, test, limit < qat_dataset_info(test, QAT_SPLIT_TEST)->n ? limit : qat_dataset_info(test, QAT_SPLIT_TEST)->n,
+                   batch, &r) != QAT_OK) {
+        rc = cli_fail("qat", json, 1, "%s: %s", ckpt, qat_ctx_error(ctx));
     } else if (json) {
         print_json(ckpt, &r, qat_model_output(m), qat_model_observers_frozen(m));
     } else {
         print_table(ckpt, &r, qat_model_output(m), qat_model_observers_frozen(m));
     }
-    qat_mnist_free(&test);
+    qat_dataset_free(test);
     qat_ctx_free(ctx);
     return rc;
 }

@@ -1,5 +1,5 @@
-/* qat-mnist's data-parallel glue: the processes of an `mpirun -np N
- * qat-mnist train ...` job, and the reductions the training loop needs.
+/* qat's data-parallel glue: the processes of an `mpirun -np N
+ * qat train ...` job, and the reductions the training loop needs.
  *
  * The library knows nothing of MPI: it reduces observer ranges and
  * BatchNorm sums through a qat_reducer (qat/parallel.h), which dist
@@ -8,8 +8,8 @@
  * OMPI_COMM_WORLD_SIZE / PMI_SIZE / PMIX_RANK in the environment), a job
  * is one process of rank 0 and every function is a no-op. See
  * docs/parallel.md. */
-#ifndef QAT_MNIST_DIST_H
-#define QAT_MNIST_DIST_H
+#ifndef QAT_TOOL_DIST_H
+#define QAT_TOOL_DIST_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* A progress bar with rate and ETA on a terminal; plain lines otherwise. */
-#ifndef QAT_MNIST_PROGRESS_H
-#define QAT_MNIST_PROGRESS_H
+#ifndef QAT_TOOL_PROGRESS_H
+#define QAT_TOOL_PROGRESS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* qat-mnist plot: a training log (train --log) as PNG pictures, drawn by
+/* qat plot: a training log (train --log) as PNG pictures, drawn by
  * gnuplot through a pipe: the loss, the test accuracy (float,
  * fake-quantized, integer) and each quantization point's range over the
  * run, with the QAT phases marked. The script also goes to DIR/plots.gp,
@@ -21,9 +21,9 @@
 #include "tools.h"
 
 static const char *const plot_usage =
-    "usage: qat-mnist plot LOG.csv --out DIR [--json]\n"
+    "usage: qat plot LOG.csv --out DIR [--json]\n"
     "\n"
-    "Draws a training log (qat-mnist train --log LOG.csv) as PNG pictures in DIR,\n"
+    "Draws a training log (qat train --log LOG.csv) as PNG pictures in DIR,\n"
     "with gnuplot (Debian: apt-get install gnuplot-nox):\n"
     "  loss.png      training loss and learning rate against epochs (steps on top)\n"
     "  accuracy.png  test accuracy per epoch: float weights, fake-quantized, integer\n"
@@ -40,7 +40,7 @@ static const char *const plot_usage =
     "The environment variable QAT_GNUPLOT names the gnuplot program (default: gnuplot\n"
     "on the PATH).\n";
 
-#define P "qat-mnist plot"
+#define P "qat plot"
 
 /* ---- the gnuplot script ---------------------------------------------------------------- */
 
@@ -244,20 +244,20 @@ int cmd_plot(int argc, char **argv) {
         return cli_usage_fail(P, json, plot_usage, "--out %s: a directory name without ' or a newline, please", dir);
     char err[600];
     metrics_log_data d;
-    if (metrics_log_read(log, &d, err, sizeof err)) return metrics_log_free(&d), cli_fail("qat-mnist", json, 1, "%s", err);
+    if (metrics_log_read(log, &d, err, sizeof err)) return metrics_log_free(&d), cli_fail("qat", json, 1, "%s", err);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         int e = errno;
         metrics_log_free(&d);
-        return cli_fail("qat-mnist", json, 1, "--out %s: cannot make the directory: %s", dir, strerror(e));
+        return cli_fail("qat", json, 1, "--out %s: cannot make the directory: %s", dir, strerror(e));
     }
     /* the script, in memory: to the pipe and to DIR/plots.gp */
     char *script = NULL, gp_path[4200], found[4200];
     size_t len = 0;
     FILE *s = open_memstream(&script, &len);
-    if (!s) return metrics_log_free(&d), cli_fail("qat-mnist", json, 1, "out of memory");
+    if (!s) return metrics_log_free(&d), cli_fail("qat", json, 1, "out of memory");
     bool epochs = false;
     for (int r = 0; r < d.n_rows; r++) epochs |= d.is_epoch[r];
-    fprintf(s, "# drawn by qat-mnist plot from %s: gnuplot %s/plots.gp redraws the pictures\n", log, dir);
+    fprintf(s, "# drawn by qat plot from %s: gnuplot %s/plots.gp redraws the pictures\n", log, dir);
     loss_plot(s, &d, dir);
     if (epochs) accuracy_plot(s, &d, dir);
     if (d.n_points) ranges_plot(s, &d, dir);
@@ -266,36 +266,36 @@ int cmd_plot(int argc, char **argv) {
     FILE *gp = fopen(gp_path, "w");
     int rc = 0;
     if (!gp || fwrite(script, 1, len, gp) != len || fclose(gp) != 0) {
-        rc = cli_fail("qat-mnist", json, 1, "%s: cannot write: %s", gp_path, strerror(errno));
+        rc = cli_fail("qat", json, 1, "%s: cannot write: %s", gp_path, strerror(errno));
         goto done;
     }
     const char *gnuplot = find_gnuplot(found, sizeof found);
     if (!gnuplot) {
-        rc = cli_fail("qat-mnist", json, 1, "gnuplot is not installed%s: install it (Debian/Ubuntu: apt-get install "
-                      "gnuplot-nox), then run qat-mnist plot again, or gnuplot %s; the log %s is complete without it",
+        rc = cli_fail("qat", json, 1, "gnuplot is not installed%s: install it (Debian/Ubuntu: apt-get install "
+                      "gnuplot-nox), then run qat plot again, or gnuplot %s; the log %s is complete without it",
                       getenv("QAT_GNUPLOT") ? " (QAT_GNUPLOT names no program)" : "", gp_path, log);
         goto done;
     }
     if (run_gnuplot(gnuplot, script, len)) {
-        rc = cli_fail("qat-mnist", json, 1, "%s failed on the script (kept in %s)", gnuplot, gp_path);
+        rc = cli_fail("qat", json, 1, "%s failed on the script (kept in %s)", gnuplot, gp_path);
         goto done;
     }
     const char *files[] = {"loss.png", epochs ? "accuracy.png" : NULL, d.n_points ? "ranges.png" : NULL};
     long sizes[3];
     for (int i = 0; i < 3; i++)
         if (files[i] && (sizes[i] = png_size(dir, files[i])) <= 0) {
-            rc = cli_fail("qat-mnist", json, 1, "%s/%s: gnuplot wrote no PNG", dir, files[i]);
+            rc = cli_fail("qat", json, 1, "%s/%s: gnuplot wrote no PNG", dir, files[i]);
             goto done;
         }
     if (json) printf("{\"log\": "), cli_json_str(log), printf(", \"out\": "), cli_json_str(dir), printf(", \"files\": [");
     for (int i = 0, k = 0; i < 3; i++) {
         if (!files[i]) continue;
-        fprintf(stderr, "qat-mnist: wrote %s/%s (%ld bytes)\n", dir, files[i], sizes[i]);
+        fprintf(stderr, "qat: wrote %s/%s (%ld bytes)\n", dir, files[i], sizes[i]);
         if (json) printf("%s{\"file\": \"%s\", \"bytes\": %ld}", k++ ? ", " : "", files[i], sizes[i]);
     }
     if (json) printf("]}\n");
-    if (!epochs) fprintf(stderr, "qat-mnist: no epoch rows yet: no accuracy.png\n");
-    if (!d.n_points) fprintf(stderr, "qat-mnist: a float run: no quantization points, no ranges.png\n");
+    if (!epochs) fprintf(stderr, "qat: no epoch rows yet: no accuracy.png\n");
+    if (!d.n_points) fprintf(stderr, "qat: a float run: no quantization points, no ranges.png\n");
 done:
     free(script);
     metrics_log_free(&d);

@@ -1,4 +1,4 @@
-/* The training metrics log's reader (qat-mnist plot): the layout is
+/* The training metrics log's reader (qat plot): the layout is
  * metrics_log.h's; every field is checked (a number, or empty). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -62,7 +62,7 @@ static int read_header(metrics_log_data *d, char *line, const char *path, char *
     rc = 0;
     goto done;
 bad:
-    snprintf(err, len, "%s: not a training log of qat-mnist train --log (its header is not %s,%s,...)", path,
+    snprintf(err, len, "%s: not a training log of qat train --log (its header is not %s,%s,...)", path,
              fixed_cols[0], fixed_cols[1]);
     goto done;
 oom:

@@ -1,0 +1,65 @@
+/* An engine measured on a split of a data set (qat/infer.h): batches
+ * read, run, and their outputs handed to the task's metrics. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "qat/infer.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q, qat_dataset *d, qat_split s,
+                               const qat_task *task, qat_engine_eval *opt, qat_metrics *out) {
+    memset(out, 0, sizeof *out);
+    const qat_split_info *info = qat_dataset_info(d, s);
+    if (!info) return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: the data set has no %s split", qat_split_str(s));
+    int64_t in = qat_qtensor_numel(&q->tensors[q->input]), K = qat_qtensor_numel(&q->tensors[q->output]);
+    if (info->x_numel != in)
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the model takes %lld values per sample, the data's samples have %lld",
+                            (long long)in, (long long)info->x_numel);
+    if (task->kind == QAT_TASK_CLASSIFY && info->target == QAT_TARGET_CLASS && info->label_max >= K)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "
+                            "outputs)", qat_split_str(s), (long long)info->label_max, (long long)info->label_max_row,
+                            (long long)K - 1, (long long)K);
+    if (task->kind == QAT_TASK_REGRESS && info->y_numel != K)
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "y has %lld values per sample, the model outputs %lld",
+                            (long long)info->y_numel, (long long)K);
+    if (task->kind == QAT_TASK_AUTOENCODER && in != K)
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "an autoencoder's output must have its input's %lld values; this model "
+                            "outputs %lld", (long long)in, (long long)K);
+    int64_t n = opt->limit > 0 && opt->limit < info->n ? opt->limit : info->n, B = opt->batch > 0 ? opt->batch : 64;
+    float *x = malloc((size_t)(B * in) * sizeof *x), *y = malloc((size_t)(B * K) * sizeof *y);
+    float *t = task->kind == QAT_TASK_CLASSIFY ? NULL : malloc((size_t)(B * K) * sizeof *t);
+    int32_t *idx = malloc((size_t)B * sizeof *idx), *labels = malloc((size_t)B * sizeof *labels);
+    uint8_t *anomaly = malloc((size_t)B);
+    qat_status st = qat_metrics_init(out, task, n, K);
+    if (st == QAT_OK && (!x || !y || !idx || !labels || !anomaly || (task->kind != QAT_TASK_CLASSIFY && !t)))
+        st = QAT_ERR_NOMEM;
+    if (st != QAT_OK) st = qat_ctx_fail(ctx, st, "evaluation: out of memory or a bad task");
+    opt->seconds = 0;
+    for (int64_t at = 0; st == QAT_OK && at < n; at += B) {
+        int64_t b = n - at < B ? n - at : B;
+        for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(at + i);
+        st = qat_dataset_read(d, s, idx, b, x, task->kind == QAT_TASK_CLASSIFY ? labels : NULL,
+                              task->kind == QAT_TASK_REGRESS ? t : NULL, info->has_anomaly ? anomaly : NULL);
+        if (st != QAT_OK) break;
+        if (task->kind == QAT_TASK_AUTOENCODER) qat_normalize_samples(opt->norm, in, x, t, b);
+        double t0 = now();
+        st = qat_engine_run(e, x, b, y, opt->outputs_q ? opt->outputs_q + at * K : NULL);
+        opt->seconds += now() - t0;
+        if (st != QAT_OK) break;
+        if (opt->outputs_f) memcpy(opt->outputs_f + at * K, y, (size_t)(b * K) * sizeof *y);
+        st = qat_metrics_add(out, at, b, y, labels, t, info->has_anomaly ? anomaly : NULL);
+        if (st != QAT_OK) st = qat_ctx_fail(ctx, st, "evaluation: the outputs do not fit the task");
+        if (opt->progress) opt->progress(opt->user, at + b, n);
+    }
+    free(x), free(y), free(t), free(idx), free(labels), free(anomaly);
+    if (st != QAT_OK) return qat_metrics_free(out), st;
+    qat_metrics_finish(out);
+    return QAT_OK;
+}

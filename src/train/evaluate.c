@@ -1,0 +1,134 @@
+/* A model measured on a split of a data set, in eval mode, on one
+ * process or shared among the processes of a data-parallel job. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qat/train.h"
+
+bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, const int64_t *in_shape) {
+    int64_t a[QAT_DATA_MAX_RANK], b[3], na = 0, nb = 0, numel = 1, in_numel = 1;
+    for (int d = 0; d < rank; d++) {
+        numel *= shape[d];
+        if (shape[d] != 1) a[na++] = shape[d];
+    }
+    for (int d = 0; d < in_rank; d++) {
+        in_numel *= in_shape[d];
+        if (in_shape[d] != 1) b[nb++] = in_shape[d];
+    }
+    if (in_rank == 1) return numel == in_numel;
+    if (na != nb) return false;
+    for (int d = 0; d < na; d++)
+        if (a[d] != b[d]) return false;
+    return true;
+}
+
+/* Sums the figures of every process (each measured its own share of the
+ * samples, its other entries zero). */
+static qat_status reduce(qat_metrics *m, const qat_train_dist *D, qat_ctx *ctx) {
+    if (!D || D->size <= 1) return QAT_OK;
+    int64_t cap = m->cap, K = m->classes, len = 5 + (m->task == QAT_TASK_CLASSIFY ? K * K + cap : 2 * cap);
+    double *v = calloc((size_t)len, sizeof *v);
+    if (!v) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "evaluation: out of memory");
+    v[0] = (double)m->n, v[1] = (double)m->correct, v[2] = (double)m->topk_correct, v[3] = m->loss_sum;
+    v[4] = m->se_sum; /* has_auc travels in the anomaly flags below */
+    double *p = v + 5;
+    if (m->task == QAT_TASK_CLASSIFY) {
+        for (int64_t i = 0; i < K * K; i++) p[i] = (double)m->confusion[i];
+        for (int64_t i = 0; i < cap; i++) p[K * K + i] = (double)m->predictions[i];
+    } else {
+        for (int64_t i = 0; i < cap; i++) p[i] = m->errors[i], p[cap + i] = m->anomaly[i] + (m->has_auc ? 2.0 : 0.0);
+    }
+    char msg[256] = "";
+    qat_status st = D->sum_f64(D->user, v, len, msg, sizeof msg);
+    if (st != QAT_OK) return free(v), qat_ctx_fail(ctx, st, "evaluation: %s", msg);
+    m->n = (int64_t)v[0], m->correct = (int64_t)v[1], m->topk_correct = (int64_t)v[2], m->loss_sum = v[3];
+    m->se_sum = v[4];
+    if (m->task == QAT_TASK_CLASSIFY) {
+        for (int64_t i = 0; i < K * K; i++) m->confusion[i] = (int64_t)p[i];
+        for (int64_t i = 0; i < cap; i++) m->predictions[i] = (int32_t)p[K * K + i];
+    } else {
+        bool any = false;
+        for (int64_t i = 0; i < cap; i++) {
+            /* each process adds 2 to its flags when it has anomaly labels: every process does or none */
+            double f = p[cap + i];
+            any = any || f >= 2.0;
+            m->errors[i] = (float)p[i];
+            m->anomaly[i] = (uint8_t)((int64_t)f % 2);
+        }
+        m->has_auc = any;
+    }
+    free(v);
+    return QAT_OK;
+}
+
+qat_status qat_model_evaluate(qat_model *m, qat_dataset *d, qat_split s, int64_t limit, const qat_task *task,
+                              const qat_train_dist *D, qat_metrics *out) {
+    qat_ctx *ctx = qat_model_ctx(m);
+    memset(out, 0, sizeof *out);
+    const qat_split_info *info = qat_dataset_info(d, s);
+    if (!info) return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: the data set has no %s split", qat_split_str(s));
+    int64_t in_shape[3];
+    int in_rank = qat_model_input_shape(m, in_shape);
+    if (in_rank == 0) return qat_ctx_fail(ctx, QAT_ERR_STATE, "evaluation: the model declares no input shape");
+    int64_t n = limit > 0 && limit < info->n ? limit : info->n, B = 100, out_numel = 0;
+    int size = D ? D->size : 1, rank = D ? D->rank : 0;
+    int64_t lo = n * rank / size, hi = n * (rank + 1) / size;
+    bool was_training = qat_model_training(m), grad = qat_ctx_grad_enabled(ctx);
+    qat_model_train(m, false);
+    qat_ctx_set_grad_enabled(ctx, false);
+    int32_t idx[100], labels[100];
+    uint8_t anomaly[100];
+    float *targets = NULL;
+    qat_status st = QAT_OK;
+    bool inited = false;
+    for (int64_t at = lo; st == QAT_OK && (at < hi || !inited); at += B) {
+        /* the first batch runs even on a process with no share: it learns the output's size */
+        int64_t b = at < hi ? (hi - at < B ? hi - at : B) : 0, bb = b > 0 ? b : 1;
+        for (int64_t i = 0; i < bb; i++) idx[i] = (int32_t)(b > 0 ? at + i : 0);
+        int64_t shape[4] = {bb, in_shape[0], in_shape[1], in_shape[2]};
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, in_rank + 1, shape, false);
+        if (!x) {
+            st = qat_ctx_status(ctx);
+            break;
+        }
+        st = qat_dataset_read(d, s, idx, bb, x->data, info->target == QAT_TARGET_CLASS ? labels : NULL, NULL,
+                              info->has_anomaly ? anomaly : NULL);
+        qat_tensor *y = st == QAT_OK ? qat_model_forward(m, x) : NULL;
+        if (!y) {
+            st = qat_ctx_status(ctx);
+            break;
+        }
+        if (!inited) {
+            out_numel = y->numel / bb;
+            if ((st = qat_metrics_init(out, task, n, out_numel)) != QAT_OK) {
+                st = qat_ctx_fail(ctx, st, "evaluation: cannot measure %lld outputs per sample for the %s task",
+                                  (long long)out_numel, qat_task_kind_str(task->kind));
+                break;
+            }
+            inited = true;
+            targets = task->kind == QAT_TASK_CLASSIFY ? NULL : malloc((size_t)(B * out_numel) * sizeof *targets);
+            if (task->kind != QAT_TASK_CLASSIFY && !targets) {
+                st = qat_ctx_fail(ctx, QAT_ERR_NOMEM, "evaluation: out of memory");
+                break;
+            }
+        }
+        if (b > 0 && task->kind == QAT_TASK_REGRESS)
+            st = qat_dataset_read(d, s, idx, b, NULL, NULL, targets, NULL);
+        else if (b > 0 && task->kind == QAT_TASK_AUTOENCODER)
+            qat_normalize_samples(qat_model_normalization(m), x->numel / bb, x->data, targets, b);
+        if (st == QAT_OK && b > 0 && y->numel != b * out_numel) st = QAT_ERR_SHAPE;
+        if (st == QAT_OK && b > 0)
+            st = qat_metrics_add(out, at, b, y->data, labels, targets, info->has_anomaly ? anomaly : NULL);
+        if (st != QAT_OK && qat_ctx_status(ctx) == QAT_OK)
+            st = qat_ctx_fail(ctx, st, "evaluation: the outputs do not fit the %s task", qat_task_kind_str(task->kind));
+        qat_ctx_step_reset(ctx);
+    }
+    free(targets);
+    qat_model_train(m, was_training);
+    qat_ctx_set_grad_enabled(ctx, grad);
+    if (st == QAT_OK) st = reduce(out, D, ctx);
+    if (st != QAT_OK) return qat_metrics_free(out), st;
+    qat_metrics_finish(out);
+    return QAT_OK;
+}

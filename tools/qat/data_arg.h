@@ -1,0 +1,40 @@
+/* --data and the options that shape how a data set is read, shared by
+ * the commands that read one (train, eval, analyze). */
+#ifndef QAT_TOOL_DATA_ARG_H
+#define QAT_TOOL_DATA_ARG_H
+
+#include <stdbool.h>
+
+#include "qat/data.h"
+
+typedef struct {
+    const char *path;       /* an HDF5 file, a .npy directory or an IDX directory (default data/mnist) */
+    double val;             /* --val FRACTION: carve a val split from train */
+    long val_seed;          /* --val-seed (default: the run's --seed) */
+    bool val_seed_set;
+    bool channels_last;     /* --channels-last */
+    bool allow_nonfinite;   /* --allow-nonfinite */
+    long memory_cap_mib;    /* --memory-cap MIB (0: the default) */
+} data_arg;
+
+/* The data options' lines of a command's --help. */
+#define DATA_ARG_USAGE                                                                                         \
+    "  --data PATH                 the data set (default data/mnist): an HDF5 file, a directory of .npy\n"       \
+    "                              files or a directory of IDX files (docs/data-format.md)\n"                   \
+    "  --val FRACTION              carve a validation split of this fraction from train (seeded)\n"             \
+    "  --val-seed S                its seed (default: --seed)\n"                                                 \
+    "  --channels-last             x is [N, H, W, C] (numpy's image layout): read as [C, H, W]\n"               \
+    "  --allow-nonfinite           skip rows holding NaN or infinity (default: refuse the data set)\n"          \
+    "  --memory-cap MIB            a split larger than this is read from the file batch by batch\n"             \
+    "                              (HDF5; default 1024)\n"
+
+/* Consumes argv[*i] (and its value) when it is a data option: 1, 0 when
+ * it is not one, -1 after a bad value (reported). */
+int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i);
+/* Opens d->path with d's options (seed: the default val seed) and says on
+ * stderr what it found. QAT_OK, or the context's error. */
+qat_status data_arg_open(const data_arg *d, const char *prog, long seed, qat_ctx *ctx, qat_dataset **out);
+/* "[1, 28, 28]" into buf. */
+const char *data_shape_str(int rank, const int64_t *shape, char *buf, size_t len);
+
+#endif

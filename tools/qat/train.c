@@ -1,0 +1,461 @@
+/* qat train: the command over the library's trainer (qat/train.h): its
+ * options (train_options.c), the data set, the model, the processes of
+ * an MPI job, Ctrl-C, progress, the metrics log and the summary. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cli.h"
+#include "dist.h"
+#include "metrics_log.h"
+#include "progress.h"
+#include "train_options.h"
+
+#define PROG "qat"
+
+/* Under mpirun, rank 0 alone prints: the other ranks' stdout and stderr go
+ * to /dev/null, and stderr comes back for an error (every failure goes
+ * through cli_fail, which unmutes first). The process's own stderr is the
+ * state this keeps, so it lives here. */
+static int muted_stderr = -1, muted_rank;
+static void unmute(void) {
+    if (muted_stderr < 0) return;
+    fflush(stderr);
+    dup2(muted_stderr, 2);
+    close(muted_stderr);
+    muted_stderr = -1;
+    fprintf(stderr, "rank %d: ", muted_rank); /* the error that follows is this rank's */
+}
+static void mute(int rank) {
+    muted_rank = rank;
+    int null = open("/dev/null", O_WRONLY);
+    if (null < 0) return;
+    fflush(stdout), fflush(stderr);
+    muted_stderr = dup(2);
+    dup2(null, 1), dup2(null, 2);
+    close(null);
+}
+#define cli_fail(...) (unmute(), cli_fail(__VA_ARGS__))
+
+/* ---- signals ------------------------------------------------------------------------------
+ * Ctrl-C (SIGINT) and SIGTERM ask the trainer to stop after the step it
+ * is in: it writes --out and the command says how to resume. A second
+ * signal ends the process at once. In an MPI job SIGTERM comes from the
+ * runtime when another rank died: no collective can complete then, so
+ * rank 0 says which checkpoint is the last complete one (saves are
+ * atomic) and ends at once; the message is formatted after every save. */
+static volatile int stop_requested;
+static volatile sig_atomic_t in_mpi_job;
+static char last_ckpt_msg[600];
+static volatile sig_atomic_t last_ckpt_len;
+
+static void on_signal(int sig) {
+    if (in_mpi_job && sig == SIGTERM) {
+        static const char head[] = "\nqat: rank 0: stopped by a signal (the MPI runtime ends the job when a rank dies)";
+        ssize_t w = write(2, head, sizeof head - 1);
+        if (last_ckpt_len > 0) w = write(2, last_ckpt_msg, (size_t)last_ckpt_len);
+        else w = write(2, "; no checkpoint written yet\n", sizeof "; no checkpoint written yet\n" - 1);
+        (void)w;
+        _exit(128 + sig);
+    }
+    if (stop_requested) _exit(128 + sig); /* the second one */
+    stop_requested = 1;
+    static const char msg[] = "\nqat: stopping after this step (again to quit at once)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+}
+
+static void catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---- the processes of an MPI job, for the trainer -------------------------------------- */
+
+static qat_status dist_f32(void *user, float *v, int64_t n, char *msg, size_t len) {
+    dist *d = user;
+    if (dist_sum_floats(d, v, n)) return snprintf(msg, len, "%s", d->msg), QAT_ERR_IO;
+    return QAT_OK;
+}
+static qat_status dist_f64(void *user, double *v, int64_t n, char *msg, size_t len) {
+    qat_reducer r = dist_reducer(user);
+    return r.sum(r.user, v, n, msg, len);
+}
+static qat_status dist_same(void *user, const void *bytes, size_t n, int *same, char *msg, size_t len) {
+    dist *d = user;
+    *same = dist_identical(d, bytes, n);
+    if (*same < 0) return snprintf(msg, len, "%s", d->msg), QAT_ERR_IO;
+    return QAT_OK;
+}
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const train_opts *o;
+    qat_ctx *ctx;
+    qat_dataset *data;
+    qat_model *m;
+    qat_trainer *tr;
+    qat_task_kind task;
+    dist *d;
+    qat_train_dist td;
+    char model_name[64];
+    uint32_t model_crc;
+    char config[4096];
+    progress bar;
+    bool bar_on;
+    int bar_epoch;
+    metrics_log log;
+} run;
+
+static int fail(const run *r) { return cli_fail(PROG, r->o->json, 1, "%s", qat_ctx_error(r->ctx)); }
+
+/* A path for an output: its folder exists and can be written, and it is
+ * not a folder itself. Checked before the training starts. */
+static int check_output(const run *r, const char *opt, const char *path) {
+    if (!path) return 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_fail(PROG, r->o->json, 1, "%s %s is a directory (give a file name)", opt, path);
+    if (stat(dir, &st) != 0)
+        return cli_fail(PROG, r->o->json, 1, "%s %s: the folder %s does not exist", opt, path, dir);
+    if (access(dir, W_OK) != 0)
+        return cli_fail(PROG, r->o->json, 1, "%s %s: cannot write in %s: %s", opt, path, dir, strerror(errno));
+    return 0;
+}
+
+/* The model file's text (a regular file, at most 1 MiB), and its CRC. */
+static qat_status read_model_file(run *r, const char *path, char **text) {
+    enum { MAX = 1 << 20 };
+    *text = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not hang the open */
+    if (fd < 0) return qat_ctx_fail(r->ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return qat_ctx_fail(r->ctx, QAT_ERR_FORMAT, "%s: not a regular file (a model file is a .qnet text)", path);
+    }
+    if (st.st_size > MAX) {
+        close(fd);
+        return qat_ctx_fail(r->ctx, QAT_ERR_FORMAT, "%s: %lld bytes; a model file has at most %d", path,
+                            (long long)st.st_size, MAX);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    ssize_t n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+    close(fd);
+    if (!buf) return qat_ctx_fail(r->ctx, QAT_ERR_NOMEM, "out of memory");
+    if (n != st.st_size || memchr(buf, '\0', (size_t)n)) {
+        free(buf);
+        return qat_ctx_fail(r->ctx, QAT_ERR_FORMAT, "%s: not a model file (binary, or it changed while read)", path);
+    }
+    buf[n] = '\0';
+    r->model_crc = (uint32_t)crc32(0L, (const Bytef *)buf, (uInt)n);
+    *text = buf;
+    return QAT_OK;
+}
+
+static const char *const builtin_models[] = {"mlp", "lenet", "lenet-bn", NULL};
+
+/* --model: a built-in name, or a model file (a path: it has a '/' or ends in .qnet). */
+static qat_status make_model(run *r) {
+    const char *name = r->o->model;
+    qat_model *m = r->m = qat_model_new(r->ctx);
+    if (!m) return qat_ctx_status(r->ctx);
+    size_t len = strlen(name);
+    bool file = strchr(name, '/') || (len > 5 && !strcmp(name + len - 5, ".qnet"));
+    qat_status st;
+    if (!file) {
+        char list[64];
+        int k = cli_choice(name, builtin_models);
+        if (k < 0)
+            return qat_ctx_fail(r->ctx, QAT_ERR_ARG, "--model %s: no built-in model of that name (%s); a model file "
+                                "is a path, e.g. models/%s.qnet", name, cli_choice_list(builtin_models, list, sizeof list),
+                                name);
+        snprintf(r->model_name, sizeof r->model_name, "%s", name);
+        st = k == 0 ? qat_model_mlp(m) : qat_model_lenet(m, k == 2);
+    } else {
+        const char *base = strrchr(name, '/');
+        snprintf(r->model_name, sizeof r->model_name, "%.48s", base ? base + 1 : name);
+        for (char *c = r->model_name; *c; c++)
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_'; /* it goes into JSON text */
+        char *text;
+        st = read_model_file(r, name, &text);
+        if (st == QAT_OK) st = qat_model_from_text(m, text, name);
+        free(text);
+    }
+    return st == QAT_OK ? qat_model_build(m, (uint64_t)r->o->seed) : st;
+}
+
+/* --task, or the data's y: class labels, float targets, or none. */
+static qat_task_kind task_of(const run *r) {
+    const char *t = r->o->task;
+    if (t) return !strcmp(t, "classify") ? QAT_TASK_CLASSIFY : !strcmp(t, "regress") ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER;
+    qat_target_kind y = qat_dataset_info(r->data, QAT_SPLIT_TRAIN)->target;
+    return y == QAT_TARGET_CLASS ? QAT_TASK_CLASSIFY : y == QAT_TARGET_VALUES ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER;
+}
+
+/* ---- callbacks: progress, messages, epochs ---------------------------------------------- */
+
+static void on_message(void *user, const char *line) {
+    run *r = user;
+    if (r->bar_on) progress_end(&r->bar, NULL), r->bar_on = false;
+    fprintf(stderr, "%s: %s\n", PROG, line);
+}
+
+static void on_step(void *user, const qat_train_progress *p, qat_model *m) {
+    run *r = user;
+    if (!r->bar_on || r->bar_epoch != p->epoch) {
+        static char label[64];
+        snprintf(label, sizeof label, "epoch %d/%d", p->epoch, p->epochs);
+        progress_start(&r->bar, label, p->epoch_samples);
+        r->bar.done = p->epoch_done - p->batch; /* a resumed epoch starts part way */
+        r->bar_on = true, r->bar_epoch = p->epoch;
+    }
+    char extra[64];
+    snprintf(extra, sizeof extra, "loss %.4f", p->epoch_loss);
+    progress_update(&r->bar, p->epoch_done, extra);
+    metrics_log_step(&r->log, m, p->step, p->loss, p->lr, p->batch);
+    if (r->o->save_every && p->step % r->o->save_every == 0 && r->d->size > 1) { /* written right after this */
+        int len = snprintf(last_ckpt_msg, sizeof last_ckpt_msg, "; the last complete checkpoint is %.400s (step %lld)\n",
+                           r->o->out, (long long)p->step);
+        last_ckpt_len = len > 0 && len < (int)sizeof last_ckpt_msg ? len : 0;
+    }
+    if (p->epoch_done >= p->epoch_samples) progress_end(&r->bar, extra), r->bar_on = false;
+}
+
+/* "accuracy 98.12 %" or "mse 0.0123, auc 0.912": a split's headline figures. */
+static const char *figures(const qat_metrics *m, char *buf, size_t len) {
+    if (m->task == QAT_TASK_CLASSIFY) {
+        int at = snprintf(buf, len, "accuracy %.2f %%", 100 * m->accuracy);
+        if (m->topk && at > 0 && (size_t)at < len)
+            snprintf(buf + at, len - (size_t)at, ", top-%d %.2f %%", m->topk, 100 * m->topk_accuracy);
+    } else {
+        int at = snprintf(buf, len, "mse %.6g", m->mse);
+        if (m->has_auc && at > 0 && (size_t)at < len) snprintf(buf + at, len - (size_t)at, ", auc %.4f", m->auc);
+    }
+    return buf;
+}
+
+static void on_epoch(void *user, const qat_epoch_report *e, qat_model *m) {
+    run *r = user;
+    if (r->bar_on) progress_end(&r->bar, NULL), r->bar_on = false;
+    char a[96], b[96] = "";
+    if (e->has_val) {
+        char v[80];
+        snprintf(b, sizeof b, ", val %s%s", figures(e->val, v, sizeof v), e->best ? " (best)" : "");
+    }
+    fprintf(stderr, "epoch %d%s: train loss %.4f%s, test %s\n", e->epoch, e->partial ? " (stopped part way)" : "",
+            e->train_loss, b, figures(e->test, a, sizeof a));
+    if (e->best && r->o->best_out && r->d->rank == 0)
+        fprintf(stderr, "%s: wrote %s (the best epoch so far)\n", PROG, r->o->best_out);
+    metrics_log_epoch(&r->log, m, e->step, e->epoch, e->train_loss, e->test, r->data, r->o->limit_test, &r->td);
+}
+
+/* ---- the summary --------------------------------------------------------------------------- */
+
+static void json_metrics(const char *prefix, const qat_metrics *m) {
+    if (m->task == QAT_TASK_CLASSIFY) {
+        printf(", \"%saccuracy\": %.6f", prefix, m->accuracy);
+        if (m->topk) printf(", \"%stop%d_accuracy\": %.6f", prefix, m->topk, m->topk_accuracy);
+    } else {
+        printf(", \"%smse\": %.8g", prefix, m->mse);
+        if (m->has_auc) printf(", \"%sauc\": %.6f", prefix, m->auc);
+        else printf(", \"%sauc\": null", prefix);
+    }
+    printf(", \"%sloss\": %.6f", prefix, m->loss);
+}
+
+static void print_json(const run *r, const qat_train_result *res) {
+    const train_opts *o = r->o;
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    const qat_metrics *t = &res->test;
+    bool classify = t->task == QAT_TASK_CLASSIFY;
+    printf("{\"model\": \"%s\", \"task\": \"%s\", \"data\": ", r->model_name, qat_task_kind_str(r->task));
+    cli_json_str(o->data.path);
+    printf(", \"data_format\": \"%s\", \"epochs\": %d, \"batch\": %ld, \"optimizer\": \"%s\", \"lr\": %g, "
+           "\"seed\": %ld, \"threads\": %ld, \"train_samples\": %lld, \"train_samples_per_s\": %.1f, "
+           "\"train_loss\": %.6f, \"test_samples\": %lld",
+           qat_dataset_format(r->data), (int)(o->epochs + (o->qat ? o->float_epochs : 0)), o->batch, o->optimizer,
+           o->lr, o->seed, o->threads, (long long)qat_trainer_train_samples(r->tr), res->samples_per_s,
+           res->train_loss, (long long)t->n);
+    if (classify) printf(", \"test_accuracy\": %.6f", t->accuracy);
+    json_metrics("test_", t);
+    printf(", \"peak_rss_mib\": %.1f, \"openblas_coretype\": \"%s\", \"blas_core\": \"%s\", \"ranks\": %d, "
+           "\"ranks_identical\": true, \"in_parallel_loops\": %.3f, \"stopped\": %s, \"interrupted\": %s, "
+           "\"early_stopped\": %s, \"best_epoch\": ",
+           cli_peak_rss_mib(), core ? core : "", qat_blas_core(), r->d->size, res->pool_share,
+           res->stopped ? "true" : "false", res->interrupted ? "true" : "false", res->early_stopped ? "true" : "false");
+    if (res->best_epoch > 0) printf("%d, \"best_value\": %.6g", res->best_epoch, res->best_value);
+    else printf("null");
+    if (o->qat) {
+        bool fq = qat_model_prepared(r->m);
+        printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
+               "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": ",
+               o->wbits, o->abits, o->gran, o->observer, o->float_epochs);
+        if (fq && classify) printf("%.6f", t->accuracy);
+        else printf("null");
+        if (res->has_test_float) {
+            if (classify) printf(", \"test_accuracy_float_weights\": %.6f", res->test_float.accuracy);
+            json_metrics("test_float_weights_", &res->test_float);
+        }
+    }
+    printf("}\n");
+}
+
+static int report(run *r) {
+    const qat_train_result *res = qat_trainer_result(r->tr);
+    const train_opts *o = r->o;
+    if (res->interrupted) {
+        if (o->out) fprintf(stderr, "%s: interrupted at step %lld; wrote %s: continue with the same command and "
+                            "--resume %s\n", PROG, (long long)res->steps, o->out, o->out);
+        else fprintf(stderr, "%s: interrupted at step %lld; nothing saved (no --out)\n", PROG, (long long)res->steps);
+        if (o->json) cli_json_error("interrupted", 130);
+        return 130;
+    }
+    if (o->out) fprintf(stderr, "%s: wrote %s\n", PROG, o->out);
+    if (r->d->size > 1) fprintf(stderr, "%s: all %d ranks hold the same parameters, observers and BatchNorm "
+                                "statistics, bit for bit\n", PROG, r->d->size);
+    char a[96], b[96];
+    if (res->has_test_float)
+        fprintf(stderr, "%s: fake-quantized test %s; same weights in float %s\n", PROG, figures(&res->test, a, sizeof a),
+                figures(&res->test_float, b, sizeof b));
+    fprintf(stderr, "%s: test %s, %.0f training samples/s, peak RSS %.1f MiB\n", PROG, figures(&res->test, a, sizeof a),
+            res->samples_per_s, cli_peak_rss_mib());
+    if (o->json) print_json(r, res);
+    return 0;
+}
+
+/* The trainer's configuration from the options. */
+static void configure(run *r, qat_train_config *c) {
+    const train_opts *o = r->o;
+    *c = qat_train_defaults();
+    c->data = r->data;
+    c->limit_train = o->limit_train, c->limit_test = o->limit_test;
+    c->task = (qat_task){.kind = r->task, .label_smoothing = (float)o->label_smoothing,
+                         .class_weights = o->n_weights ? o->weights : NULL, .n_class_weights = o->n_weights,
+                         .topk = (int)o->topk};
+    c->epochs = (int)o->epochs, c->batch = o->batch, c->seed = (uint64_t)o->seed;
+    c->optim = qat_optim_defaults(!strcmp(o->optimizer, "sgd") ? QAT_OPTIM_SGD
+                                  : !strcmp(o->optimizer, "adam") ? QAT_OPTIM_ADAM
+                                                                  : QAT_OPTIM_ADAMW);
+    c->optim.lr = (float)o->lr, c->optim.weight_decay = (float)o->weight_decay, c->optim.nesterov = o->nesterov;
+    if (c->optim.kind == QAT_OPTIM_SGD) c->optim.momentum = (float)o->momentum;
+    c->schedule = !strcmp(o->schedule, "cosine") ? QAT_LR_COSINE : !strcmp(o->schedule, "step") ? QAT_LR_STEP : QAT_LR_CONSTANT;
+    c->warmup = o->warmup, c->clip = (float)o->clip;
+    c->qat = o->qat, c->qcfg = o->qcfg, c->float_epochs = (int)o->float_epochs, c->qat_warmup = o->qat_warmup;
+    c->freeze_observers = o->freeze_observers, c->freeze_bn = o->freeze_bn;
+    c->norm_mode = o->norm_mode, c->norm = o->norm;
+    if (o->norm_mode == QAT_NORM_GIVEN) { /* uint8 data is divided by 255 first, as torchvision's ToTensor */
+        bool u8 = qat_dataset_info(r->data, QAT_SPLIT_TRAIN)->x_dtype == QAT_DT_U8;
+        c->norm.divisor = u8 ? 255.0f : 1.0f, c->norm.raw_uint8 = u8;
+    }
+    c->augment = (qat_augment){.crop_pad = (int)o->aug_crop, .hflip = o->aug_flip, .time_shift = (int)o->aug_shift,
+                               .noise = (float)o->aug_noise};
+    c->metric = o->metric, c->patience = (int)o->patience;
+    c->out = o->out, c->best_out = o->best_out, c->save_every = o->save_every, c->resume = o->resume;
+    c->stop_after = o->stop_after, c->config = r->config;
+    c->dist = r->d->size > 1 ? &r->td : NULL;
+    c->on_step = on_step, c->on_epoch = on_epoch, c->on_message = on_message, c->user = r;
+    c->stop = &stop_requested;
+}
+
+static int train(run *r) {
+    const train_opts *o = r->o;
+    int rc;
+    if ((rc = check_output(r, "--out", o->out)) || (rc = check_output(r, "--best-out", o->best_out)) ||
+        (rc = check_output(r, "--log", o->log)))
+        return rc;
+    if (data_arg_open(&o->data, PROG, o->seed, r->ctx, &r->data) != QAT_OK) return fail(r);
+    if (make_model(r) != QAT_OK) return fail(r);
+    r->task = task_of(r);
+    if (o->n_weights && r->task != QAT_TASK_CLASSIFY)
+        return cli_fail(PROG, o->json, EXIT_USAGE, "--class-weights is for classification; this is a %s task",
+                        qat_task_kind_str(r->task));
+    train_config_text(o, r->model_name, r->model_crc, r->task, r->config, sizeof r->config);
+    /* a resume that contradicts the checkpoint is refused before anything is said or written */
+    if (o->resume && (rc = train_check_resume(o, r->ctx, r->config))) return rc;
+    qat_train_config c;
+    configure(r, &c);
+    if (qat_trainer_new(r->m, &c, &r->tr) != QAT_OK) return fail(r);
+    char err[512];
+    if (o->log && r->d->rank == 0 &&
+        metrics_log_open(&r->log, o->log, o->resume != NULL, r->m, o->qat ? &o->qcfg : NULL, o->log_every,
+                         qat_trainer_steps_per_epoch(r->tr), err, sizeof err))
+        return cli_fail(PROG, o->json, 1, "%s", err);
+    if (o->log && r->d->rank > 0) metrics_log_follow(&r->log); /* measures with rank 0, writes nothing */
+    fprintf(stderr, "%s: %s, %s, %lld parameters, %lld training samples, %ld epoch%s, batch %ld, %s lr %g, %ld "
+            "thread(s)", PROG, r->model_name, qat_task_kind_str(r->task), (long long)qat_model_n_params(r->m),
+            (long long)qat_trainer_train_samples(r->tr), o->epochs, o->epochs == 1 ? "" : "s", o->batch, o->optimizer,
+            o->lr, o->threads);
+    if (r->d->size > 1) fprintf(stderr, " per rank, %d ranks (global batch %ld)", r->d->size, o->batch);
+    fputc('\n', stderr);
+    if (qat_trainer_run(r->tr) != QAT_OK) return fail(r);
+    if (o->rank_checkpoints && o->out && r->d->rank > 0) { /* the tests compare every rank's state */
+        char path[4200];
+        snprintf(path, sizeof path, "%s.rank%d", o->out, r->d->rank);
+        if (qat_trainer_save(r->tr, path) != QAT_OK) return fail(r);
+    }
+    if (o->out && r->d->size > 1) {
+        int len = snprintf(last_ckpt_msg, sizeof last_ckpt_msg, "; the last complete checkpoint is %.400s\n", o->out);
+        last_ckpt_len = len > 0 && len < (int)sizeof last_ckpt_msg ? len : 0;
+    }
+    return report(r);
+}
+
+static int train_job(const train_opts *o, dist *d) {
+    in_mpi_job = d->size > 1;
+    catch_signals();
+    qat_set_threads(1); /* the pool splits the work, OpenBLAS's threads would multiply it */
+    cli_blas_note();
+    qat_status pst;
+    qat_pool *pool = qat_pool_new((int)o->threads, &pst);
+    if (!pool) return cli_fail(PROG, o->json, 1, "cannot start %ld threads: %s", o->threads, qat_status_str(pst));
+    run r = {.o = o, .ctx = qat_ctx_new(), .d = d,
+             .td = {.rank = d->rank, .size = d->size, .sum_f32 = dist_f32, .sum_f64 = dist_f64,
+                    .identical = dist_same, .user = d}};
+    if (!r.ctx) return qat_pool_free(pool), cli_fail(PROG, o->json, 1, "out of memory");
+    qat_ctx_set_pool(r.ctx, pool);
+    qat_reducer red = dist_reducer(d);
+    if (d->size > 1) qat_ctx_set_reducer(r.ctx, &red);
+    int rc = train(&r);
+    if (metrics_log_close(&r.log) && !rc) rc = cli_fail(PROG, o->json, 1, "--log %s: cannot write it", o->log);
+    qat_trainer_free(r.tr);
+    qat_dataset_free(r.data);
+    qat_ctx_free(r.ctx);
+    qat_pool_free(pool);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    dist d;
+    if (dist_init(&d, &argc, &argv)) { /* before the options: only rank 0 prints their errors */
+        fprintf(stderr, "%s: %s\n", PROG, d.msg);
+        return dist_abort(&d, 1);
+    }
+    if (d.rank > 0) mute(d.rank);
+    static train_opts o; /* large (class weights, normalization): not on the stack */
+    int rc = train_parse(argc, argv, &o);
+    if (!rc) rc = train_job(&o, &d);
+    else if (rc < 0) rc = 0;
+    fflush(stdout);
+    if (rc && rc != 130) return dist_abort(&d, rc); /* one rank's error ends the job: none may wait in a collective */
+    dist_finalize(&d);
+    return rc;
+}
