@@ -339,8 +339,7 @@ float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
     return ok ? v : 0;
 }
 
-bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long max_version,
-                   long long *version) {
+bool qat__h5r_open_file(qat__h5r *r) {
     if (H5Fis_hdf5(r->path) <= 0) { /* H5Fis_hdf5: HDF5 1.10 (Debian 12) */
         FILE *f = fopen(r->path, "rb");
         int err = errno;
@@ -350,6 +349,12 @@ bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long 
     }
     if ((r->file = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot open as HDF5 (damaged or truncated?)");
+    return true;
+}
+
+bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long max_version,
+                   long long *version) {
+    if (!qat__h5r_open_file(r)) return false;
     char have[64] = "";
     if (!qat__h5r_has_attr(r->file, "format"))
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (no format attribute)", what);

@@ -75,6 +75,9 @@ bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...)
  * said (a layer it describes was refused, say): puts the path and `what`
  * in front of that message and fails the reader. */
 bool qat__h5r_adopt(qat__h5r *r, const char *what);
+/* Opens r->path read-only (r->file): an HDF5 file of any kind (data
+ * sets). The reason an open fails (errno) is in the message. */
+bool qat__h5r_open_file(qat__h5r *r);
 /* Opens r->path read-only and checks its "format" attribute names `format`
  * and its "version" is in [1, max_version]; *version gets it. The reason
  * an open fails (errno) is in the message. */
