@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Runs a qat quantized model file (.qat.h5, version 2 or 3) with h5py and
+"""Runs a qat quantized model file (.qat.h5, version 2 to 4) with h5py and
 numpy alone, from docs/quantized-model-format.md and docs/subchannel.md: the
 integer program, bit for bit as the C integer engine runs it, sub-channel
-(blockwise) weights included.
+(blockwise) weights and the input normalization included.
 
   run_qat_h5.py MODEL.qat.h5 INPUT.f32 N OUTPUT.i32
+  run_qat_h5.py MODEL.qat.h5 INPUT.u8 N OUTPUT.i32 --u8
 
-INPUT.f32: N float32 samples of the model's input shape (raw little-endian).
+INPUT.f32: N float32 samples of the model's input shape (raw little-endian):
+the raw samples when the file has a normalization, which is applied first.
+With --u8, INPUT.u8 holds N samples of raw bytes, each mapped through the
+per-channel table of 256 input integers the normalization gives.
 OUTPUT.i32: the N x outputs output integers (int32), written raw.
 Prints the predicted class of each sample. Exit status 1 on a bad file."""
 import sys
@@ -39,6 +43,19 @@ def quantize_multiplier(M):
     m0, e = np.where(low, 0, m0), np.where(low, 0, e)
     high = e > 30
     return np.where(high, 2**31 - 1, m0), np.where(high, 30, e)
+
+def normalize(x, norm):
+    """The input normalization (version 4, /normalization): per element of channel c, in float32
+    with each operation rounded, ((x / divisor) - mean[c]) / std[c]; channels are axis 1 of
+    [N, C, H, W] (one channel: every element)."""
+    x = x.astype(np.float32)
+    if norm is None:
+        return x
+    c = int(norm.attrs["channels"])
+    d = np.float32(norm.attrs["divisor"])
+    mean, std = norm["mean"][...].astype(np.float32), norm["std"][...].astype(np.float32)
+    shape = (1, c) + (1,) * (x.ndim - 2) if c > 1 else (1,) * x.ndim
+    return ((x / d) - mean.reshape(shape)) / std.reshape(shape)
 
 def quantize(x, t):
     """The input quantization: x·(1/scale) in float32, round half to even; NaN -> zero point."""
@@ -191,16 +208,33 @@ def run_op(op, vals, tensors):
         return table[x.astype(np.int64) - int(tin[0].attrs["qmin"])]
     raise ValueError(f"unknown op kind {kind}")
 
+def byte_table(norm, t):
+    """The raw-byte table [C, 256]: each byte b as the float b through normalize and quantize,
+    so it holds the float path's integers by construction."""
+    c = int(norm.attrs["channels"]) if norm is not None else 1
+    b = np.broadcast_to(np.arange(256, dtype=np.float32), (c, 256))
+    return quantize(normalize(b[None, :, :, None], norm), t)[0, :, :, 0]
+
 def main():
     path, inp, n, outp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    raw_bytes = "--u8" in sys.argv[5:]
     with h5py.File(path, "r") as f:
-        if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) not in (2, 3):
-            sys.exit(f"{path}: not a version 2 or 3 qat quantized model")
+        if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) not in (2, 3, 4):
+            sys.exit(f"{path}: not a version 2, 3 or 4 qat quantized model")
         tensors = f["tensors"]
+        norm = f["normalization"] if "normalization" in f else None
         t_in, t_out = str(int(f.attrs["input"])), str(int(f.attrs["output"]))
         shape = [int(d) for d in np.atleast_1d(tensors[t_in].attrs["shape"])]
-        x = np.fromfile(inp, np.float32, count=n * int(np.prod(shape))).reshape([n] + shape)
-        vals = {int(t_in): quantize(x, tensors[t_in])}
+        count = n * int(np.prod(shape))
+        if raw_bytes:  # each byte through its channel's table
+            x = np.fromfile(inp, np.uint8, count=count).reshape([n] + shape)
+            table = byte_table(norm, tensors[t_in])
+            c = table.shape[0]
+            chan = (np.arange(int(np.prod(shape))) // (int(np.prod(shape)) // c)).reshape(shape)
+            vals = {int(t_in): table[chan[None], x]}
+        else:
+            x = np.fromfile(inp, np.float32, count=count).reshape([n] + shape)
+            vals = {int(t_in): quantize(normalize(x, norm), tensors[t_in])}
         for i in range(int(f.attrs["n_ops"])):
             op = f["ops"][str(i)]
             vals[int(op.attrs["output"])] = run_op(op, vals, tensors)

@@ -75,6 +75,35 @@ QAT_API int qat_qtype_axis(const qat_qtype *q);
 /* Index of the (scale, zero point) pair of flat element `i`. */
 QAT_API int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i);
 
+/* ---- the model's input normalization -----------------------------------------
+ * Raw samples go in (uint8 pixels as the floats 0..255, float features as
+ * they are), and per element of channel c, in float32 with each operation
+ * rounded:  x' = ((x / divisor) - mean[c]) / std[c]  (qat/layers.h says
+ * where it applies; docs/quantization.md, "Normalization", why the uint8
+ * table is exact). Channels are axis 0 of a [C, H, W] input; a rank-1
+ * input is one channel. The model (qat_model_set_normalization), its
+ * checkpoint, the integer program (qat_qmodel.norm) and its file carry it.
+ * The type lives here, at the bottom, because both sides use it: the
+ * training side and the integer program. */
+#define QAT_NORM_MAX_CHANNELS 1024
+typedef struct {
+    int channels;       /* 0 (none), 1 (every element), or the input's C */
+    float divisor;      /* 255 for uint8 data (torchvision's ToTensor), 1 otherwise; a positive normal float */
+    float mean[QAT_NORM_MAX_CHANNELS]; /* [channels] used; each finite */
+    float std[QAT_NORM_MAX_CHANNELS];  /* [channels] used; each a positive normal float */
+    bool raw_uint8;     /* the data are uint8: the integer targets also take bytes (a table) */
+} qat_normalization;
+
+/* Checks a normalization that is set (channels >= 1) against a per-sample
+ * input shape (rank 1 or 3; rank 0: not known, only the bounds): channels
+ * in 1..QAT_NORM_MAX_CHANNELS and 1 or the C of a [C, H, W] input; divisor
+ * and every std[c] positive normal floats (a subnormal one would divide
+ * differently where denormals flush to zero); every mean[c] finite. QAT_OK,
+ * or QAT_ERR_ARG with a message naming the field, its value and the limit
+ * in msg (len bytes; msg may be NULL). No libm: the tests read the bits. */
+QAT_API qat_status qat_normalization_check(const qat_normalization *n, int rank, const int64_t *shape, char *msg,
+                                           size_t len);
+
 /* ---- fixed-point requantization (contract §5) ---------------------------------
  * An int32 accumulator at scale s_in·s_w becomes an output at scale s_out
  * through M = s_in·s_w/s_out, represented as M0·2^(shift-31) with M0 in

@@ -27,14 +27,16 @@ extern "C" {
 #endif
 
 #define QAT_QMODEL_FORMAT "qat-quantized-model"
-/* 3: weights of <= 4 bits packed, quantized_shape, ragged blocks, the MLIR
- * text as bytes, sub-channel integer sums; 2 (tensor table, ops naming
- * tensors) and 1 (a chain of ops) still load */
-#define QAT_QMODEL_VERSION 3
+/* 4: the input normalization (/normalization); 3 (weights of <= 4 bits
+ * packed, quantized_shape, ragged blocks, the MLIR text as bytes,
+ * sub-channel integer sums), 2 (tensor table, ops naming tensors) and 1 (a
+ * chain of ops) still load, as programs without normalization */
+#define QAT_QMODEL_VERSION 4
 
 /* Lowers a prepared, trained model (its activation observers must have
  * seen data) for inputs of per-sample shape in_shape (rank 1 or 3; NULL:
- * the model's declared input shape). The program's arrays live in ctx
+ * the model's declared input shape). The program carries the model's
+ * normalization (a copy in ctx), which must fit in_shape. The program's arrays live in ctx
  * (give each export its own context and free it after, so exporting every
  * epoch does not grow the model's memory). Errors name the layer: an
  * unfolded BatchNorm, a standalone ReLU6, a custom op, a shape that does
@@ -43,12 +45,13 @@ QAT_API qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in
                                     qat_qmodel *out);
 
 /* Checks the program (qat_qmodel_check) and writes it atomically
- * (docs/saving.md) in the version-3 layout. */
+ * (docs/saving.md) in the version-4 layout. */
 QAT_API qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
 
-/* Reads and checks a quantized model file of version 1, 2 or 3: every
+/* Reads and checks a quantized model file of version 1 to 4: every
  * attribute's type and size, then qat_qmodel_check on the whole program.
- * A version-1 chain of ops becomes the same program. Arrays live in ctx. */
+ * A version-1 chain of ops becomes the same program; versions 1 to 3 have
+ * no normalization (norm NULL). Arrays live in ctx. */
 QAT_API qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out);
 
 /* qat_qmodel_check with the message on the context. */

@@ -1,9 +1,10 @@
 /* qat/infer.h — running an integer program (qat/runtime.h) on the host.
  *
- * Three engines over the same program:
+ * Three engines over the same program, each taking raw inputs (the
+ * program's normalization, qat_qmodel.norm, is applied first):
  *   QAT_ENGINE_INT     integer only: the device runtime (qat/runtime.h),
- *                      with the float input quantized on the way in and
- *                      the logits dequantized on the way out.
+ *                      with the raw input normalized and quantized on the
+ *                      way in and the logits dequantized on the way out.
  *   QAT_ENGINE_HYBRID  weight-only (the hybrid seed): float activations,
  *                      op(x, dequantize(w)), through sgemm.
  *   QAT_ENGINE_FAKE    the fake-quantized float model the QAT run trained:
@@ -51,10 +52,32 @@ QAT_API void qat_engine_free(qat_engine *e); /* accepts NULL */
  * lifetime-based plan (-1 for the float engines). */
 QAT_API int64_t qat_engine_peak_activation_bytes(const qat_engine *e);
 
-/* Runs n <= max_batch samples: x is [n, input_shape] (float, as the model
- * was trained on). logits gets [n, n_outputs] floats; logits_q (int and
- * fake engines; may be NULL) the output integers. */
+/* Runs n <= max_batch samples: x is [n, input_shape], RAW floats (uint8
+ * pixels as 0..255, features as they are): the program's normalization,
+ * if it has one, then the input quantization, exactly the training
+ * forward's float32 operations and the fake quantization's rounding
+ * (docs/quantization.md, "Normalization"). Without a normalization x is
+ * what the model was trained on. logits gets [n, n_outputs] floats;
+ * logits_q (int and fake engines; may be NULL) the output integers. */
 QAT_API qat_status qat_engine_run(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q);
+
+/* The same on raw bytes x [n, input numel] (uint8 images, C·H·W per
+ * sample). The integer engine maps each byte through a table of 256 input
+ * integers per channel, built once when the engine is made
+ * (qat_input_table): the integers qat_engine_run computes for the floats
+ * (float)b, with no float arithmetic per sample. The float engines run
+ * (float)b through qat_engine_run's path. */
+QAT_API qat_status qat_engine_run_u8(qat_engine *e, const uint8_t *x, int64_t n, float *logits, int32_t *logits_q);
+
+/* The raw-byte table: table[c·256 + b] (c < qat_input_table_channels(q):
+ * the normalization's channels, 1 without one) is the input integer of
+ * byte b in channel c, computed by the element function qat_engine_run
+ * uses on the float (float)b, so the two agree by construction. The
+ * channel of element i of a [C, H, W] sample is i / (H·W) (always 0 with
+ * one channel). QAT_ERR_ARG for a NULL argument, QAT_ERR_UNSUPPORTED for
+ * an input whose storage range is wider than int8. */
+QAT_API int qat_input_table_channels(const qat_qmodel *q);
+QAT_API qat_status qat_input_table(const qat_qmodel *q, int8_t *table);
 
 /* ---- measuring an engine on a data set ------------------------------------------------- */
 

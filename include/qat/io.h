@@ -18,7 +18,8 @@ extern "C" {
 #endif
 
 #define QAT_CHECKPOINT_FORMAT "qat-training-checkpoint"
-#define QAT_CHECKPOINT_VERSION 3 /* 3: the model graph; 2 (a chain) still rebuilds; 1 still resumes */
+#define QAT_CHECKPOINT_VERSION 4 /* 4: the input normalization; 3 (the model graph, no normalization) and 2 (a
+                                    chain) still rebuild; 1 still resumes */
 
 /* The training loop's own state, saved and restored with the model. */
 typedef struct {

@@ -97,28 +97,29 @@ QAT_API int qat_model_input_shape(const qat_model *m, int64_t *shape);
  * first computes, per element of channel c, in float32 with each
  * operation rounded:
  *     x' = ((x / divisor) - mean[c]) / std[c]
- * Channels are axis 0 of a [C, H, W] input; a rank-1 input is one
- * channel. The checkpoint, the quantized file and every target (the
- * integer engine, the generated C, ONNX) carry it and take raw inputs;
- * for uint8 inputs the integer targets map each raw byte through a table
- * of 256 input integers per channel, exactly these formulas followed by
- * the input quantization (docs/quantization.md, "Normalization").
+ * then the input's fake quantization. Channels are axis 0 of a [C, H, W]
+ * input; a rank-1 input is one channel. The checkpoint, the quantized
+ * file and every target (the integer engine, the generated C, ONNX)
+ * carry it and take raw inputs; for uint8 inputs the integer targets map
+ * each raw byte through a table of 256 input integers per channel,
+ * exactly these formulas followed by the input quantization
+ * (docs/quantization.md, "Normalization"). The type, qat_normalization,
+ * is in qat/core.h (the integer program carries it too).
  * channels 0: none (the default; inputs are used as they are). */
-#define QAT_NORM_MAX_CHANNELS 1024
-typedef struct {
-    int channels;       /* 0, 1, or the input's C */
-    float divisor;      /* 255 for uint8 data (torchvision's ToTensor), 1 otherwise; > 0 */
-    float mean[QAT_NORM_MAX_CHANNELS];
-    float std[QAT_NORM_MAX_CHANNELS]; /* each > 0 and finite */
-    bool raw_uint8;     /* the data are uint8: the integer targets take bytes (a table) */
-} qat_normalization;
-/* Sets (or with NULL or channels 0, removes) the model's normalization;
- * QAT_ERR_ARG for a divisor or std that is not positive and finite, a
- * non-finite mean, or channels that do not fit the declared input shape.
- * Before or after qat_model_build and qat_prepare. */
+/* Sets (or with NULL or channels 0, removes) the model's normalization
+ * (a copy); QAT_ERR_ARG for a divisor or std that is not a positive
+ * normal float, a non-finite mean, or channels that do not fit the
+ * declared input shape (qat_normalization_check). Before or after
+ * qat_model_build and qat_prepare; a checkpoint carries it. */
 QAT_API qat_status qat_model_set_normalization(qat_model *m, const qat_normalization *norm);
 /* The model's normalization, NULL when it has none. */
 QAT_API const qat_normalization *qat_model_normalization(const qat_model *m);
+/* The forward's first op, for callers that normalize outside a model (the
+ * float engines): x [N, C, H, W] (C = norm->channels, or any C when it is
+ * 1) or [N, F] (norm->channels 1), contiguous; a new step tensor, each
+ * element ((x / divisor) - mean[c]) / std[c] in float32. The backward
+ * passes dy / std[c] / divisor. NULL norm (or channels 0): x itself. */
+QAT_API qat_tensor *qat_normalize(qat_ctx *ctx, qat_tensor *x, const qat_normalization *norm);
 /* y = n's normalization of `count` raw samples x of numel elements each
  * (the formula above, its operations in that order); a copy when n is
  * NULL or has no channels. numel must be a multiple of n->channels. */

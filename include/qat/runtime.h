@@ -121,6 +121,12 @@ typedef struct {
     int version;         /* the file format version it was read from; 0 when lowered in memory */
     char producer[64];
     const char *config;  /* training configuration (free text, JSON from qat-mnist); never NULL once made */
+    /* The model's input normalization (qat/core.h): the targets take raw
+     * inputs and normalize them before the input quantization (the host
+     * engines, qat/infer.h; the generated C; ONNX). NULL: none, the input
+     * quantization takes the inputs as they are. The runtime itself never
+     * reads it: it starts from the input integers. */
+    const qat_normalization *norm;
 } qat_qmodel;
 
 /* Elements of a tensor per sample. */
@@ -144,6 +150,7 @@ QAT_API qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, 
 /* Checks every quantity of a program: storage ranges inside their bit
  * width, scales positive normal floats, zero points and integers in their
  * ranges, multipliers in [2^30, 2^31) (or 0) with shifts in [-31, 30],
+ * the normalization (qat_normalization_check against the input's shape),
  * weight blocks (1 <= block <= dim, ceil(dim / block) scales along each
  * dimension), and for sub-channel weights the accumulation bounds of
  * docs/subchannel.md (no int32 partial sum, conversion or sum can

@@ -53,4 +53,12 @@ void qat__cg_concat(qat__cg *g, int i);
 void qat__cg_lut(qat__cg *g, int i);
 void qat__cg_relu(qat__cg *g, int i);
 
+/* The input path (emit_input.c): NAME.h's declarations of the input
+ * functions (and the normalization's macros); NAME_io.c whole; and, in
+ * NAME.c, NAME_quantize_input_u8 with its table when the program's
+ * normalization says raw_uint8 (nothing otherwise). */
+void qat__cg_input_header(qat__cg *g, const char *name, const char *up);
+void qat__cg_io_file(qat__cg *g, const char *name, const char *up);
+qat_status qat__cg_input_u8(qat_ctx *ctx, qat__cg *g, const char *name);
+
 #endif

@@ -2,6 +2,8 @@
  * arithmetic, and the fixed-point requantization (contract §5; gemmlowp's
  * SaturatingRoundingDoublingHighMul and RoundingDivideByPOT). No libm: the
  * multiplier is taken from the bits of the double. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qat/core.h"
@@ -87,4 +89,53 @@ int32_t qat_rounding_divide_by_pot(int32_t x, int exponent) {
 
 int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift) {
     return qat__mbqm(x, m0, shift);
+}
+
+/* ---- the input normalization ---------------------------------------------------------- */
+
+/* From the bits: exponent field 1..254 is a normal float, 255 inf or NaN. */
+static int float_exponent(float v) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    return (int)((b >> 23) & 0xFF);
+}
+static bool positive_normal(float v) { return v > 0 && float_exponent(v) != 0 && float_exponent(v) != 255; }
+static bool finite(float v) { return float_exponent(v) != 255; }
+
+#ifdef __GNUC__
+__attribute__((format(printf, 3, 4)))
+#endif
+static qat_status norm_fail(char *msg, size_t len, const char *fmt, ...) {
+    if (msg && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, len, fmt, ap);
+        va_end(ap);
+    }
+    return QAT_ERR_ARG;
+}
+
+qat_status qat_normalization_check(const qat_normalization *n, int rank, const int64_t *shape, char *msg,
+                                   size_t len) {
+    if (msg && len) msg[0] = '\0';
+    if (!n) return norm_fail(msg, len, "normalization: NULL");
+    if (n->channels < 1 || n->channels > QAT_NORM_MAX_CHANNELS)
+        return norm_fail(msg, len, "normalization: channels %d is outside 1..%d", n->channels, QAT_NORM_MAX_CHANNELS);
+    if (n->channels > 1 && rank == 1)
+        return norm_fail(msg, len, "normalization: channels %d for an input of rank 1 (a vector is one channel)",
+                         n->channels);
+    if (n->channels > 1 && rank == 3 && shape && shape[0] != n->channels)
+        return norm_fail(msg, len, "normalization: channels %d, the input [%lld, %lld, %lld] has %lld (want 1 or %lld)",
+                         n->channels, (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                         (long long)shape[0], (long long)shape[0]);
+    if (!positive_normal(n->divisor))
+        return norm_fail(msg, len, "normalization: divisor %g is not a positive normal float", (double)n->divisor);
+    for (int c = 0; c < n->channels; c++) {
+        if (!finite(n->mean[c]))
+            return norm_fail(msg, len, "normalization: mean[%d] = %g is not finite", c, (double)n->mean[c]);
+        if (!positive_normal(n->std[c]))
+            return norm_fail(msg, len, "normalization: std[%d] = %g is not a positive normal float", c,
+                             (double)n->std[c]);
+    }
+    return QAT_OK;
 }

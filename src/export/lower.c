@@ -335,6 +335,14 @@ qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in_shape, 
         st = aparams_of(&L, &m->layers[0], &a);
         if (st == QAT_OK) out->input = new_tensor(&L, 0, &a);
     }
+    if (st == QAT_OK && m->norm) { /* the program's own copy, checked against the shape lowered for */
+        char msg[200];
+        qat_normalization *norm = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *norm);
+        if (!norm) st = qat_ctx_fail(m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
+        else if (qat_normalization_check(m->norm, in_rank, in_shape, msg, sizeof msg) != QAT_OK)
+            st = qat_ctx_fail(m->ctx, QAT_ERR_SHAPE, "lower: the input: %s", msg);
+        else *norm = *m->norm, out->norm = norm;
+    }
     int last = qat__model_output(m);
     for (int i = 1; st == QAT_OK && i <= last; i++) st = lower_layer(&L, i);
     if (st == QAT_OK) {

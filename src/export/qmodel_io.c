@@ -1,5 +1,5 @@
-/* The quantized model file in HDF5: writing (version 2) and checked
- * reading (versions 1 and 2). Layout: docs/quantized-model-format.md.
+/* The quantized model file in HDF5: writing (version 4) and checked
+ * reading (versions 1 to 4). Layout: docs/quantized-model-format.md.
  *
  * The reader bounds what the file says (types, element counts, ranks, the
  * integer ranges that size arrays) as it reads; the whole program is then
@@ -37,7 +37,7 @@ qat_status qat_qmodel_validate(qat_ctx *ctx, const qat_qmodel *q) {
     return st == QAT_OK ? QAT_OK : qat_ctx_fail(ctx, st, "%s", msg);
 }
 
-/* ---- writing (version 2) ------------------------------------------------------------ */
+/* ---- writing (version 4) ------------------------------------------------------------ */
 
 static void put_aparams(qat__h5w *w, hid_t g, const char *prefix, const qat_aparams *a) {
     char name[64], text[256];
@@ -198,6 +198,20 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
     }
 }
 
+/* The input normalization (version 4): a group of its own, only when the
+ * program has one. */
+static void put_norm(qat__h5w *w, hid_t f, const qat_normalization *n) {
+    hid_t g = qat__h5w_group(w, f, "normalization");
+    if (g < 0) return;
+    int64_t c = n->channels;
+    qat__h5w_i64(w, g, "channels", n->channels);
+    qat__h5w_f32(w, g, "divisor", n->divisor);
+    qat__h5w_i64(w, g, "raw_uint8", n->raw_uint8);
+    qat__h5w_floats(w, g, "mean", 1, &c, n->mean);
+    qat__h5w_floats(w, g, "std", 1, &c, n->std);
+    H5Gclose(g);
+}
+
 static void write_qmodel(qat__h5w *w, void *user) {
     const qat_qmodel *q = user;
     hid_t f = w->file;
@@ -231,6 +245,7 @@ static void write_qmodel(qat__h5w *w, void *user) {
         H5Gclose(g);
     }
     if (ops >= 0) H5Gclose(ops);
+    if (q->norm) put_norm(w, f, q->norm);
 }
 
 /* The file does not store block multipliers: the reader derives them
@@ -687,6 +702,24 @@ static void finish_subchannel(qat__h5r *r, qat_qmodel *q, int version) {
     }
 }
 
+/* Version 4's optional /normalization: channels bounded before the
+ * arrays are read; the values are qat_qmodel_check's (against the input's
+ * shape, once the tensors are read). */
+static void read_norm(qat__h5r *r, qat_qmodel *q) {
+    if (!r->ok || H5Lexists(r->file, "normalization", H5P_DEFAULT) <= 0) return;
+    hid_t g = qat__h5r_group(r, r->file, "normalization");
+    if (g < 0) return;
+    qat_normalization *n = alloc(r, 1, sizeof *n);
+    int64_t c = qat__h5r_i64(r, g, "channels", 1, QAT_NORM_MAX_CHANNELS);
+    float divisor = qat__h5r_f32(r, g, "divisor");
+    bool raw = qat__h5r_i64(r, g, "raw_uint8", 0, 1) != 0;
+    if (n && r->ok && qat__h5r_floats(r, g, "mean", 1, &c, n->mean)) qat__h5r_floats(r, g, "std", 1, &c, n->std);
+    H5Gclose(g);
+    if (!r->ok) return;
+    n->channels = (int)c, n->divisor = divisor, n->raw_uint8 = raw;
+    q->norm = n;
+}
+
 qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qmodel: NULL path or output");
@@ -699,6 +732,7 @@ qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
             out->config = get_config(&r, r.file);
             if (version == 1) read_v1(&r, out);
             else read_v2(&r, out, (int)version);
+            if (version >= 4) read_norm(&r, out);
             if (r.ok) finish_subchannel(&r, out, (int)version);
             out->version = (int)version;
         }

@@ -1,12 +1,14 @@
 /* The engines of qat/infer.h over an integer program: integer-only (the
- * device runtime, with the float input quantized and the logits
- * dequantized at the edges), hybrid (weight-only) and fake-quantized float. */
+ * device runtime, with the raw input normalized and quantized and the
+ * logits dequantized at the edges), hybrid (weight-only) and
+ * fake-quantized float. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fakequant/internal.h"
-#include "qat/infer.h"
+#include "internal.h"
+#include "qat/layers.h"
 
 typedef struct {
     qat_tensor *wf, *bf; /* float engines: dequantized weight and bias */
@@ -26,6 +28,7 @@ struct qat_engine {
     void **arena, **scratch;
     int slices;          /* the batch is cut into this many slices, one task each */
     int64_t slice;       /* samples per slice (the plan's max_batch) */
+    int8_t *table;       /* raw bytes to input integers, [channels][256] (qat_input_table) */
     /* float engines */
     qat_qtype inq;       /* fake: the input's quantization */
     engine_op *ops;      /* [n_ops] */
@@ -72,23 +75,16 @@ static qat_status setup_int(qat_engine *e) {
         if (!e->arena[i] || !e->scratch[i]) return QAT_ERR_NOMEM;
     }
     qat_runtime_prepare(q, &e->plan, e->consts);
-    return QAT_OK;
-}
-
-/* q[i] = clamp(round_half_even(x[i]·inv) + zp, qmin, qmax), exactly as the
- * fake quantization rounds (x·(1/scale) in float32), branch-free; NaN
- * becomes zp (real 0): an integer has no NaN. */
-static void quantize_input(const float *restrict x, int64_t n, const qat_aparams *a, int8_t *restrict q) {
-    float inv = 1.0f / a->scale, lo = (float)(a->qmin - a->zero_point), hi = (float)(a->qmax - a->zero_point);
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i] * inv;
-        q[i] = (int8_t)((int32_t)qat__rint_clamped(v == v ? v : 0.0f, lo, hi) + a->zero_point);
-    }
+    /* the byte table, built once: 256 bytes per channel */
+    if (!(e->table = alloc(e, (size_t)qat_input_table_channels(q) * 256))) return QAT_ERR_NOMEM;
+    st = qat_input_table(q, e->table);
+    return st == QAT_OK ? QAT_OK : qat_ctx_fail(e->err, st, "int engine: the input's storage is not a byte");
 }
 
 typedef struct {
     qat_engine *e;
-    const float *x;
+    const float *x;     /* raw float samples, or */
+    const uint8_t *xb;  /* raw bytes */
     int64_t n;
     float *logits;
     int32_t *logits_q;
@@ -102,7 +98,8 @@ static void int_task(void *u, int64_t t, int worker) {
     (void)worker;
     int64_t s0 = t * e->slice, n = j->n - s0 < e->slice ? j->n - s0 : e->slice;
     int8_t *arena = e->arena[t];
-    quantize_input(j->x + s0 * e->in_numel, n * e->in_numel, &q->tensors[q->input].q, arena + e->plan.offset[q->input]);
+    if (j->x) qat__input_quantize(q, j->x + s0 * e->in_numel, n, arena + e->plan.offset[q->input]);
+    else qat__input_lookup(q, e->table, j->xb + s0 * e->in_numel, n, arena + e->plan.offset[q->input]);
     qat_runtime_run(q, &e->plan, e->consts, arena, e->scratch[t], n);
     const int8_t *y = arena + e->plan.offset[q->output];
     const qat_aparams *o = &q->tensors[q->output].q;
@@ -113,8 +110,9 @@ static void int_task(void *u, int64_t t, int worker) {
     }
 }
 
-static qat_status run_int(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q) {
-    int_job j = {e, x, n, logits, logits_q};
+static qat_status run_int(qat_engine *e, const float *x, const uint8_t *xb, int64_t n, float *logits,
+                          int32_t *logits_q) {
+    int_job j = {e, x, xb, n, logits, logits_q};
     qat_pool_run(qat_ctx_pool(e->err), (n + e->slice - 1) / e->slice, int_task, &j);
     return QAT_OK;
 }
@@ -194,12 +192,19 @@ static qat_tensor *run_float_op(qat_engine *e, int i) {
     return e->mode == QAT_ENGINE_FAKE ? qat_fake_quant(c, y, &eo->oq, QAT_STE_CLIPPED) : y;
 }
 
-static qat_status run_float(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q) {
+/* The float engines take raw floats x, or raw bytes xb as the floats
+ * (float)b; the program's normalization first (the training forward's op),
+ * then, fake, the input's quantization. */
+static qat_status run_float(qat_engine *e, const float *x, const uint8_t *xb, int64_t n, float *logits,
+                            int32_t *logits_q) {
     const qat_qmodel *q = e->q;
     const qat_qtensor *in = &q->tensors[q->input];
     int64_t shape[4] = {n, in->shape[0], in->shape[1], in->shape[2]};
     qat_ctx_set_pool(e->mem, qat_ctx_pool(e->err)); /* the caller's threads, as they are now */
-    qat_tensor *t = qat_tensor_from(e->mem, QAT_MEM_STEP, x, in->rank + 1, shape, false);
+    qat_tensor *t = x ? qat_tensor_from(e->mem, QAT_MEM_STEP, x, in->rank + 1, shape, false)
+                      : qat_tensor_new(e->mem, QAT_MEM_STEP, in->rank + 1, shape, false);
+    for (int64_t i = 0; t && xb && i < t->numel; i++) t->data[i] = (float)xb[i];
+    t = qat_normalize(e->mem, t, q->norm);
     if (e->mode == QAT_ENGINE_FAKE) t = qat_fake_quant(e->mem, t, &e->inq, QAT_STE_CLIPPED);
     e->vals[q->input] = t;
     for (int i = 0; t && i < q->n_ops; i++) t = e->vals[q->ops[i].output] = run_float_op(e, i);
@@ -256,12 +261,22 @@ int64_t qat_engine_peak_activation_bytes(const qat_engine *e) {
     return e && e->mode == QAT_ENGINE_INT ? e->plan.peak_activation_bytes : -1;
 }
 
-qat_status qat_engine_run(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q) {
+static qat_status run(qat_engine *e, const float *x, const uint8_t *xb, int64_t n, float *logits, int32_t *logits_q) {
     if (!e) return QAT_ERR_ARG;
-    if (!x || n < 1 || n > e->max_batch || (!logits && !logits_q))
+    if ((!x && !xb) || n < 1 || n > e->max_batch || (!logits && !logits_q))
         return qat_ctx_fail(e->err, QAT_ERR_ARG, "engine: need input, 1 <= n <= %lld and an output",
                             (long long)e->max_batch);
     if (logits_q && e->mode == QAT_ENGINE_HYBRID)
         return qat_ctx_fail(e->err, QAT_ERR_ARG, "engine: the hybrid engine has float logits only");
-    return e->mode == QAT_ENGINE_INT ? run_int(e, x, n, logits, logits_q) : run_float(e, x, n, logits, logits_q);
+    return e->mode == QAT_ENGINE_INT ? run_int(e, x, xb, n, logits, logits_q) : run_float(e, x, xb, n, logits, logits_q);
+}
+
+qat_status qat_engine_run(qat_engine *e, const float *x, int64_t n, float *logits, int32_t *logits_q) {
+    if (e && !x) return qat_ctx_fail(e->err, QAT_ERR_ARG, "engine: NULL input");
+    return run(e, x, NULL, n, logits, logits_q);
+}
+
+qat_status qat_engine_run_u8(qat_engine *e, const uint8_t *x, int64_t n, float *logits, int32_t *logits_q) {
+    if (e && !x) return qat_ctx_fail(e->err, QAT_ERR_ARG, "engine: NULL input");
+    return run(e, NULL, x, n, logits, logits_q);
 }

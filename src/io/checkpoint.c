@@ -293,6 +293,15 @@ static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt,
             if (m->layers[i].aq) get_act(r, g, m->layers[i].name, m->layers[i].aq);
         H5Gclose(g);
     }
+    /* the checkpoint's normalization replaces the model's (none when it has none) */
+    qat_normalization *norm = malloc(sizeof *norm);
+    if (!norm) {
+        qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory for the normalization");
+        return;
+    }
+    qat__arch_read_norm(r, m, norm);
+    if (r->ok && qat_model_set_normalization(m, norm) != QAT_OK) qat__h5r_adopt(r, "");
+    free(norm);
     if (!r->ok) return;
     m->training = training, m->fake_quant_on = fq, m->observers_frozen = obs_frozen, m->bn_frozen = bn_frozen;
     m->rng = rng;

@@ -221,8 +221,12 @@ static qat_tensor *run(qat_model *m, qat_tensor *x, qat_tensor **vals, qat_tenso
         vals[i] = NULL;
         if (pre) pre[i] = NULL;
     }
-    if (pre) pre[0] = x;
-    vals[0] = act_quant(m, m->layers[0].aq, x, false, 0.0f, 0.0f);
+    /* the input: normalized first (the model's own tensor then, which its
+     * quantizer may write over unless the caller inspects it), quantized */
+    qat_tensor *xn = qat_normalize(m->ctx, x, m->norm);
+    if (!xn) return qat__error_prefix(m->ctx, "model input: "), NULL;
+    if (pre) pre[0] = xn;
+    vals[0] = act_quant(m, m->layers[0].aq, xn, xn != x && !inspect, 0.0f, 0.0f);
     for (int i = 1; i <= out; i++) {
         qat__layer *l = &m->layers[i];
         qat_tensor *xs[QAT_CUSTOM_MAX_INPUTS];

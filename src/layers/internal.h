@@ -54,6 +54,8 @@ struct qat_model {
     int output;               /* -1: the last layer */
     int in_rank;              /* declared per-sample input shape (0: none) */
     int64_t in_shape[3];
+    const qat_normalization *norm; /* the input's normalization; NULL: none (qat_model_set_normalization) */
+    qat_normalization *norm_mem;   /* its storage, allocated on first use and reused */
     bool built;
     bool training;            /* train mode: batch statistics, dropout on */
     /* flat blocks: parameters, their gradients (same layout), buffers */

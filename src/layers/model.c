@@ -49,6 +49,9 @@ qat_status qat_model_set_input_shape(qat_model *m, int rank, const int64_t *shap
     for (int d = 0; d < rank; d++)
         if (shape[d] < 1 || shape[d] > (1 << 24))
             return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: input dimension %lld", (long long)shape[d]);
+    char msg[200];
+    if (m->norm && qat_normalization_check(m->norm, rank, shape, msg, sizeof msg) != QAT_OK)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: the input shape does not fit the model's %s", msg);
     m->in_rank = rank;
     memcpy(m->in_shape, shape, (size_t)rank * sizeof *shape);
     return QAT_OK;
@@ -59,6 +62,29 @@ int qat_model_input_shape(const qat_model *m, int64_t *shape) {
     if (shape) memcpy(shape, m->in_shape, sizeof m->in_shape);
     return m->in_rank;
 }
+
+qat_status qat_model_set_normalization(qat_model *m, const qat_normalization *norm) {
+    if (!m) return QAT_ERR_ARG;
+    if (!norm || norm->channels == 0) {
+        m->norm = NULL;
+        return QAT_OK;
+    }
+    char msg[200];
+    if (qat_normalization_check(norm, m->in_rank, m->in_shape, msg, sizeof msg) != QAT_OK)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s", msg);
+    if (!m->norm_mem && !(m->norm_mem = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, sizeof *m->norm_mem)))
+        return qat_ctx_status(m->ctx);
+    /* the channels in use, the rest zero: two equal normalizations are equal bytes */
+    qat_normalization *n = m->norm_mem;
+    memset(n, 0, sizeof *n);
+    n->channels = norm->channels, n->divisor = norm->divisor, n->raw_uint8 = norm->raw_uint8;
+    memcpy(n->mean, norm->mean, (size_t)norm->channels * sizeof *n->mean);
+    memcpy(n->std, norm->std, (size_t)norm->channels * sizeof *n->std);
+    m->norm = n;
+    return QAT_OK;
+}
+
+const qat_normalization *qat_model_normalization(const qat_model *m) { return m ? m->norm : NULL; }
 
 static bool name_taken(const qat_model *m, const char *name) {
     for (int i = 0; i < m->n_layers; i++)

@@ -353,6 +353,13 @@ qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len) {
         snprintf(c.where, sizeof c.where, "tensor %d (%.*s)", t, QAT_NAME_LEN, q->tensors[t].name);
         if (!check_tensor(&c, &q->tensors[t])) return c.st;
     }
+    if (q->norm) {
+        const qat_qtensor *in = &q->tensors[q->input];
+        char text[200];
+        snprintf(c.where, sizeof c.where, "input");
+        if (qat_normalization_check(q->norm, in->rank, in->shape, text, sizeof text) != QAT_OK)
+            return bad(&c, "%s", text), c.st;
+    }
     bool defined[QAT_QMODEL_MAX_OPS + 1] = {false};
     defined[q->input] = true;
     for (int i = 0; i < q->n_ops; i++)
