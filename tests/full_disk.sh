@@ -62,7 +62,7 @@ old_file "$T"
 "$bin" train --data "$data" --model lenet --qat --limit-train 256 --limit-test 10 --epochs 1 --save-every 1 \
   --out "$T" >/dev/null 2>"$work/train.err"
 status=$?
-grep -vE '^qat: (lenet|mlp|lenet-bn), |^qat: fake quantization on: |^qat: note: |^epoch ' \
+grep -vE '^qat: (lenet|mlp|lenet-bn), |^qat: data |^qat: fake quantization on: |^qat: note: |^epoch ' \
   "$work/train.err" >"$work/train.lines"
 check "$status" "$T" "$work/train.lines" "$work/train.err"
 

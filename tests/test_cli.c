@@ -86,9 +86,23 @@ static void test_bad_input(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--epochs wants a whole number"));
     CU_ASSERT_EQUAL(run("train --model resnet", err, sizeof err), 2);
     CU_ASSERT_EQUAL(run("train --save-every 5", err, sizeof err), 2);
+    /* options that used to be taken silently (issue 21): each refused in one line with the reason */
+    CU_ASSERT_EQUAL(run("train --model mlp --model-file models/lenet.qnet", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the model is already \"mlp\""));
+    CU_ASSERT_EQUAL(run("train --lr 0", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lr wants a number from 1e-07 to 10"));
+    CU_ASSERT_EQUAL(run("train --lr 1e-50", err, sizeof err), 2);
+    CU_ASSERT_EQUAL(run("train --wbits 4", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "need --qat"));
+    CU_ASSERT_EQUAL(run("train --granularity block:16 --abits 4", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "need --qat"));
+    /* one line and a hint, not the whole usage */
+    CU_ASSERT_EQUAL(run("train --frobnicate", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown option \"--frobnicate\" (qat train --help lists the options)"));
+    CU_ASSERT_PTR_NULL(strstr(err, "usage:"));
     CU_ASSERT_EQUAL(run("train --data /nonexistent", err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "fetch-mnist"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent: cannot read the MNIST directory: No such file or directory"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent: cannot read the data set: No such file or directory"));
     snprintf(args, sizeof args, "train --data '%s' --resume /nonexistent.h5 --limit-train 64", data);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.h5: cannot open"));
@@ -127,7 +141,7 @@ static void test_json_failures(void) {
     CU_ASSERT_EQUAL(run2("train --json --save-every 5", err, sizeof err, out, sizeof out), 2);
     expect_json_error(out, 2, "--save-every needs --out");
     CU_ASSERT_EQUAL(run2("train --data /nonexistent --json", err, sizeof err, out, sizeof out), 1);
-    expect_json_error(out, 1, "/nonexistent: cannot read the MNIST directory");
+    expect_json_error(out, 1, "/nonexistent: cannot read the data set");
     snprintf(args, sizeof args, "train --data '%s' --limit-train 64 --resume /nonexistent.h5 --json", data);
     CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 1);
     expect_json_error(out, 1, "/nonexistent.h5: cannot open");
@@ -223,15 +237,11 @@ static void test_resume_refuses_other_options(void) {
     CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
     static const char *const refused[][2] = {
         {"--qat", "made without --qat, this run asks for --qat"},
-        {"--wbits 4", "made with --wbits 8, this run asks for --wbits 4"},
-        {"--granularity tensor", "made with --granularity channel, this run asks for --granularity tensor"},
         {"--batch 32", "made with --batch 64, this run asks for --batch 32"},
         {"--lr 0.002", "made with --lr 0.001, this run asks for --lr 0.002"},
         {"--optimizer sgd", "made with --optimizer adam, this run asks for --optimizer sgd"},
         {"--seed 2", "made with --seed 1, this run asks for --seed 2"},
         {"--clip 1", "made without --clip, this run asks for --clip 1"},
-        {"--freeze-bn 5", "made without --freeze-bn, this run asks for --freeze-bn 5"},
-        {"--observer minmax", "made with --observer ema, this run asks for --observer minmax"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' %s", data, common, ckpt, refused[i][0]);
@@ -239,6 +249,13 @@ static void test_resume_refuses_other_options(void) {
         if (!strstr(err, refused[i][1])) printf("\n  %s: %.300s\n", refused[i][0], err);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, refused[i][1]));
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "a resume may change only --epochs, --out"));
+    }
+    /* quantization options without --qat are refused before the checkpoint is read */
+    static const char *const quant[] = {"--wbits 4", "--granularity tensor", "--freeze-bn 5", "--observer minmax"};
+    for (size_t i = 0; i < sizeof quant / sizeof *quant; i++) {
+        snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' %s", data, common, ckpt, quant[i]);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "need --qat"));
     }
     /* the record is one JSON object (export copies it into the quantized file) holding every
      * option a resume keeps */

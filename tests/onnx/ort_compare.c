@@ -28,6 +28,7 @@
 #include "qat/data.h"
 #include "qat/export.h"
 #include "qat/infer.h"
+#include "qat/layers.h"
 
 static int read_labels(const char *path, int32_t *v, int64_t n) {
     FILE *f = fopen(path, "r");
@@ -83,7 +84,9 @@ int main(int argc, char **argv) {
     for (int64_t s = 0; s < n; s += B) {
         int64_t b = n - s < B ? n - s : B;
         for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(s + i);
-        qat_mnist_batch(&d, idx, b, x, y);
+        /* raw pixels: the model normalizes them itself (its program carries the normalization) */
+        int64_t px = (int64_t)d.rows * d.cols;
+        for (int64_t i = 0; i < b * px; i++) x[i] = (float)d.images[s * px + i];
         if (qat_engine_run(e, x, b, NULL, qi + s * K) != QAT_OK || qat_engine_run(fe, x, b, NULL, qf + s * K) != QAT_OK) {
             fprintf(stderr, "qat_ort_compare: %s\n", qat_ctx_error(ctx));
             goto done;
@@ -119,7 +122,8 @@ int main(int argc, char **argv) {
     const qat_aparams *ia = &q.tensors[q.input].q;
     int input_diff = 0;
     for (int v = 0; v < 256; v++) {
-        float xv = ((float)v / 255.0f - QAT_MNIST_MEAN) / QAT_MNIST_STD;
+        float xv, raw = (float)v;
+        qat_normalize_samples(q.norm, 1, &raw, &xv, 1);
         input_diff += nearbyintf(xv * (1.0f / ia->scale)) != nearbyintf(xv / ia->scale);
     }
     double agreement = (double)agree / (double)n, acc_q = 100.0 * (double)qc / (double)n, acc_o = 100.0 * (double)oc / (double)n;

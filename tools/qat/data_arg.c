@@ -1,8 +1,10 @@
 /* --data and its options (data_arg.h). */
 #include "data_arg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -41,16 +43,22 @@ qat_status data_arg_open(const data_arg *d, const char *prog, long seed, qat_ctx
     opt.channels_last = d->channels_last;
     opt.allow_nonfinite = d->allow_nonfinite;
     if (d->memory_cap_mib) opt.memory_cap = (int64_t)d->memory_cap_mib << 20;
+    struct stat sb;
+    if (stat(d->path, &sb) != 0) /* the OS's reason: missing and unreadable need different fixes */
+        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot read the data set: %s (an HDF5 file, a directory of .npy or "
+                            "IDX files; MNIST: scripts/fetch-mnist.sh DIR fetches it, and with QAT_MNIST_DIR naming a "
+                            "local copy it copies from there)", d->path, strerror(errno));
     qat_status st = qat_dataset_open(ctx, d->path, &opt, out);
     if (st != QAT_OK) return st;
     const qat_split_info *tr = qat_dataset_info(*out, QAT_SPLIT_TRAIN), *te = qat_dataset_info(*out, QAT_SPLIT_TEST),
                          *va = qat_dataset_info(*out, QAT_SPLIT_VAL);
     static const char *const targets[] = {"no y", "class labels", "float targets"};
-    char shape[96];
-    fprintf(stderr, "%s: data %s (%s): %s samples of %s, %s; train %lld, %s%lld%s test %lld%s%s\n", prog, d->path,
-            qat_dataset_format(*out), qat_dtype_str(tr->x_dtype), data_shape_str(tr->x_rank, tr->x_shape, shape,
-            sizeof shape), targets[tr->target], (long long)tr->n, va ? "val " : "", va ? (long long)va->n : 0LL,
-            va ? "," : "", (long long)te->n, te->has_anomaly ? " (with anomaly labels)" : "",
+    char shape[96], val[48] = "";
+    if (va) snprintf(val, sizeof val, ", val %lld", (long long)va->n);
+    fprintf(stderr, "%s: data %s (%s): %s samples of %s, %s; train %lld%s, test %lld%s%s\n", prog, d->path,
+            qat_dataset_format(*out), qat_dtype_str(tr->x_dtype),
+            data_shape_str(tr->x_rank, tr->x_shape, shape, sizeof shape), targets[tr->target], (long long)tr->n, val,
+            (long long)te->n, te->has_anomaly ? " (with anomaly labels)" : "",
             tr->streaming ? "; train streams from the file" : "");
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         const qat_split_info *i = qat_dataset_info(*out, (qat_split)s);

@@ -135,9 +135,9 @@ static int check_output(const run *r, const char *opt, const char *path) {
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return cli_fail(PROG, r->o->json, 1, "%s %s is a directory (give a file name)", opt, path);
     if (stat(dir, &st) != 0)
-        return cli_fail(PROG, r->o->json, 1, "%s %s: the folder %s does not exist", opt, path, dir);
+        return cli_fail(PROG, r->o->json, 1, "%s %s: cannot open: %s (no folder %s)", opt, path, strerror(errno), dir);
     if (access(dir, W_OK) != 0)
-        return cli_fail(PROG, r->o->json, 1, "%s %s: cannot write in %s: %s", opt, path, dir, strerror(errno));
+        return cli_fail(PROG, r->o->json, 1, "%s %s: cannot open: %s (the folder %s)", opt, path, strerror(errno), dir);
     return 0;
 }
 
@@ -171,23 +171,14 @@ static qat_status read_model_file(run *r, const char *path, char **text) {
     return QAT_OK;
 }
 
-static const char *const builtin_models[] = {"mlp", "lenet", "lenet-bn", NULL};
-
 /* --model: a built-in name, or a model file (a path: it has a '/' or ends in .qnet). */
 static qat_status make_model(run *r) {
     const char *name = r->o->model;
     qat_model *m = r->m = qat_model_new(r->ctx);
     if (!m) return qat_ctx_status(r->ctx);
-    size_t len = strlen(name);
-    bool file = strchr(name, '/') || (len > 5 && !strcmp(name + len - 5, ".qnet"));
     qat_status st;
-    if (!file) {
-        char list[64];
-        int k = cli_choice(name, builtin_models);
-        if (k < 0)
-            return qat_ctx_fail(r->ctx, QAT_ERR_ARG, "--model %s: no built-in model of that name (%s); a model file "
-                                "is a path, e.g. models/%s.qnet", name, cli_choice_list(builtin_models, list, sizeof list),
-                                name);
+    if (!train_model_is_file(name)) { /* a built-in one: train_parse checked the name */
+        int k = cli_choice(name, train_builtin_models);
         snprintf(r->model_name, sizeof r->model_name, "%s", name);
         st = k == 0 ? qat_model_mlp(m) : qat_model_lenet(m, k == 2);
     } else {
@@ -295,7 +286,6 @@ static void print_json(const run *r, const qat_train_result *res) {
            qat_dataset_format(r->data), (int)(o->epochs + (o->qat ? o->float_epochs : 0)), o->batch, o->optimizer,
            o->lr, o->seed, o->threads, (long long)qat_trainer_train_samples(r->tr), res->samples_per_s,
            res->train_loss, (long long)t->n);
-    if (classify) printf(", \"test_accuracy\": %.6f", t->accuracy);
     json_metrics("test_", t);
     printf(", \"peak_rss_mib\": %.1f, \"openblas_coretype\": \"%s\", \"blas_core\": \"%s\", \"ranks\": %d, "
            "\"ranks_identical\": true, \"in_parallel_loops\": %.3f, \"stopped\": %s, \"interrupted\": %s, "
@@ -311,10 +301,10 @@ static void print_json(const run *r, const qat_train_result *res) {
                o->wbits, o->abits, o->gran, o->observer, o->float_epochs);
         if (fq && classify) printf("%.6f", t->accuracy);
         else printf("null");
-        if (res->has_test_float) {
-            if (classify) printf(", \"test_accuracy_float_weights\": %.6f", res->test_float.accuracy);
-            json_metrics("test_float_weights_", &res->test_float);
-        }
+        /* before fake quantization starts, the float weights are the model */
+        const qat_metrics *fw = res->has_test_float ? &res->test_float : t;
+        if (classify) printf(", \"test_accuracy_float_weights\": %.6f", fw->accuracy);
+        else json_metrics("test_float_weights_", fw);
     }
     printf("}\n");
 }
@@ -382,8 +372,8 @@ static int train(run *r) {
     if ((rc = check_output(r, "--out", o->out)) || (rc = check_output(r, "--best-out", o->best_out)) ||
         (rc = check_output(r, "--log", o->log)))
         return rc;
-    if (data_arg_open(&o->data, PROG, o->seed, r->ctx, &r->data) != QAT_OK) return fail(r);
     if (make_model(r) != QAT_OK) return fail(r);
+    if (data_arg_open(&o->data, PROG, o->seed, r->ctx, &r->data) != QAT_OK) return fail(r);
     r->task = task_of(r);
     if (o->n_weights && r->task != QAT_TASK_CLASSIFY)
         return cli_fail(PROG, o->json, EXIT_USAGE, "--class-weights is for classification; this is a %s task",

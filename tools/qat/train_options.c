@@ -100,6 +100,13 @@ void train_usage(FILE *f) {
     for (int i = 0; usage_parts[i]; i++) fputs(usage_parts[i], f);
 }
 
+const char *const train_builtin_models[] = {"mlp", "lenet", "lenet-bn", NULL};
+
+bool train_model_is_file(const char *model) {
+    size_t len = strlen(model);
+    return strchr(model, '/') || (len > 5 && !strcmp(model + len - 5, ".qnet"));
+}
+
 static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 static const char *const schedules[] = {"cosine", "step", "constant", NULL};
 static const char *const tasks[] = {"classify", "regress", "autoencoder", NULL};
@@ -322,6 +329,11 @@ int train_parse(int argc, char **argv, train_opts *o) {
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     if (!o->model) o->model = "lenet";
+    if (!train_model_is_file(o->model) && cli_choice(o->model, train_builtin_models) < 0) {
+        char list[64];
+        return usage_error(o, "unknown value \"%s\" for --model (one of %s); a model file is a path, e.g. "
+                           "models/%s.qnet", o->model, cli_choice_list(train_builtin_models, list, sizeof list), o->model);
+    }
     qat_prepare_config *q = &o->qcfg;
     *q = qat_prepare_defaults();
     q->wbits = (int)o->wbits, q->abits = (int)o->abits, q->window = (int)o->window;

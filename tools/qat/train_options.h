@@ -37,6 +37,11 @@ typedef struct {
     qat_norm_mode norm_mode;
 } train_opts;
 
+/* The built-in models (NULL-ended), and whether --model names a file
+ * instead (a path: it has a '/' or ends in .qnet). */
+extern const char *const train_builtin_models[];
+bool train_model_is_file(const char *model);
+
 /* Prints qat train --help. */
 void train_usage(FILE *f);
 
