@@ -204,6 +204,7 @@ typedef struct {
     double train_loss;           /* the last epoch's mean */
     double train_seconds, samples_per_s; /* this process's training steps */
     double pool_share;           /* of train_seconds, in the pool's parallel loops */
+    double data_share;           /* of train_seconds, reading and augmenting batches */
     int best_epoch;              /* 0: none measured */
     double best_value;
     qat_metrics test;            /* the final model on the test split */

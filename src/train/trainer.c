@@ -334,6 +334,7 @@ static double train_step(qat_trainer *t, int64_t s, int64_t b, bool *stop) {
     qat_tensor *x = input_tensor(t, k);
     if (!x) return NAN;
     const int32_t *idx = t->perm + s + lo;
+    double t0 = now();
     qat_status st = qat_dataset_read(c->data, QAT_SPLIT_TRAIN, idx, k, x->data,
                                      c->task.kind == QAT_TASK_CLASSIFY ? t->labels : NULL,
                                      c->task.kind == QAT_TASK_REGRESS ? t->targets : NULL, NULL);
@@ -342,6 +343,7 @@ static double train_step(qat_trainer *t, int64_t s, int64_t b, bool *stop) {
         qat_normalize_samples(qat_model_normalization(m), t->in_numel, x->data, t->targets, k);
     qat_augment_batch(t->ctx, &c->augment, c->seed, t->step * c->batch + lo, k, t->in_rank, t->in_shape, x->data,
                       t->scratch);
+    t->r.data_share += now() - t0; /* seconds, until finish divides */
     qat_tensor *loss = task_loss(t, qat_model_forward(m, x));
     /* the global loss is the mean over b: each process differentiates its
      * share, (local mean)·(local count / b), and the gradients add up */
@@ -522,6 +524,7 @@ static qat_status finish(qat_trainer *t) {
     t->r.steps = t->step;
     t->r.samples_per_s = t->r.train_seconds > 0 ? (double)t->samples_done / t->r.train_seconds : 0;
     t->r.pool_share = t->r.train_seconds > 0 ? t->r.pool_share / t->r.train_seconds : 0;
+    t->r.data_share = t->r.train_seconds > 0 ? t->r.data_share / t->r.train_seconds : 0;
     if (t->r.interrupted) return QAT_OK;
     if (t->r.test.n == 0 && (st = qat_model_evaluate(t->m, c->data, QAT_SPLIT_TEST, c->limit_test, &c->task, c->dist,
                                                      &t->r.test)) != QAT_OK)
