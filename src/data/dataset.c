@@ -570,7 +570,7 @@ static qat_dataset *dataset_new(qat_ctx *ctx, const char *path, const qat_datase
         return NULL;
     }
     strcpy(p, path);
-    d->ctx = ctx, d->path = p, d->h5file = -1;
+    d->ctx = ctx, d->path = p, d->h5file = -1, d->h5fd = -1;
     d->opt = opt ? *opt : qat_dataset_defaults();
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         d->stores[s].x.h5set = d->stores[s].targets.h5set = -1;

@@ -66,6 +66,8 @@ struct qat_dataset {
     qat__store stores[QAT_SPLIT_COUNT];  /* by the split they came as */
     qat__split splits[QAT_SPLIT_COUNT];
     int64_t h5file;                      /* hid_t of the open HDF5 file, or -1 */
+    int h5fd;                            /* its descriptor (HDF5's sec2 driver), or -1 */
+    int64_t h5size;                      /* its size when opened: a file cut since is refused */
     /* scratch of streamed reads, kept between calls (no malloc per batch) */
     void *stage;
     size_t stage_cap;

@@ -6,9 +6,11 @@
  *
  * Every HDF5 call runs inside H5E_BEGIN_TRY: HDF5 prints nothing, and the
  * message on the context names the file, the dataset and the fault. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/dataset_internal.h"
 #include "io/h5util.h"
@@ -180,7 +182,30 @@ static bool read_rows(const qat__array *a, hid_t mt, int64_t row0, int64_t count
     return ok;
 }
 
+/* The file's size now, or -1 when unknown. */
+static int64_t file_size(const qat_dataset *d) {
+    struct stat sb;
+    return d->h5fd >= 0 && fstat(d->h5fd, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
+
+/* HDF5's sec2 driver reads zeros past the end of a file cut after it
+ * was opened: the descriptor is watched instead (one fstat a read). */
+static void watch_size(qat_dataset *d) {
+    hid_t fapl = H5Fget_access_plist((hid_t)d->h5file);
+    void *handle = NULL;
+    if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle((hid_t)d->h5file, fapl, &handle) >= 0 &&
+        handle)
+        d->h5fd = *(int *)handle;
+    if (fapl >= 0) H5Pclose(fapl);
+    d->h5size = file_size(d);
+}
+
 qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int64_t count, void *buf) {
+    int64_t now = file_size(d);
+    if (now >= 0 && now < d->h5size)
+        return qat_ctx_fail(d->ctx, QAT_ERR_IO, "%s: %s: cannot read rows %lld to %lld: the file was cut from %lld to "
+                            "%lld bytes since it was opened", a->file, a->name, (long long)row0,
+                            (long long)(row0 + count - 1), (long long)d->h5size, (long long)now);
     bool ok = false;
     H5E_BEGIN_TRY { ok = a->h5set >= 0 && read_rows(a, mem_type(a->dtype), row0, count, buf); }
     H5E_END_TRY;
@@ -338,6 +363,7 @@ qat_status qat__hdf5_open(qat_dataset *d, const char *path) {
     H5E_BEGIN_TRY {
         if (qat__h5r_open_file(&r)) {
             d->h5file = r.file;
+            watch_size(d);
             static const qat_split order[QAT_SPLIT_COUNT] = {QAT_SPLIT_TRAIN, QAT_SPLIT_TEST, QAT_SPLIT_VAL};
             for (int i = 0; i < QAT_SPLIT_COUNT && r.ok; i++) open_split(&r, d, order[i], &anomaly[order[i]]);
             int64_t budget = qat__data_cap(d);
@@ -361,7 +387,7 @@ void qat__hdf5_close(qat_dataset *d) {
             close_array(&d->stores[s].targets);
         }
         if (d->h5file >= 0) H5Fclose((hid_t)d->h5file);
-        d->h5file = -1;
+        d->h5file = -1, d->h5fd = -1;
     }
     H5E_END_TRY;
 }
