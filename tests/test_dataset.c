@@ -21,6 +21,7 @@
 #include "test_util.h"
 
 static char dir[256];
+static char convert_beside[600]; /* qat_data_convert in this suite's directory */
 
 /* ---- the library's live bytes ----------------------------------------------------------------
  * tests/CMakeLists.txt links this suite with --wrap for malloc, calloc,
@@ -531,7 +532,7 @@ static void test_bad_hdf5(void) {
     h5_case("train-dataset.h5", train_dataset, "\"train\" is not a group", NULL);
     h5_case("no-x.h5", no_x, "group train has no dataset x (it holds: images)", NULL);
     h5_case("enum.h5", bool_enum, "train/x holds an enum (h5py's bool?)", NULL);
-    h5_case("huge.h5", huge_sample, "have more than 16777216 elements", NULL);
+    h5_case("unwritten.h5", huge_sample, "train/x stores 0 bytes of its 33554432 (created but never written", NULL);
     char p[300];
     path_of(p, sizeof p, "not-hdf5.h5");
     put_file(p, "this is not HDF5 at all, just text\n", 35);
@@ -687,8 +688,9 @@ static void test_bad_npy(void) {
     snprintf(p, sizeof p, "%s/test_x.npy", d);
     npy_write(p, 1, "|u1", false, 2, sh, zeros, 8);
     qat_dataset_options o = qat_dataset_defaults();
-    o.memory_cap = 15;
-    refused_opt(d, &o, "the .npy arrays take 16 bytes, over the memory cap of 15", "convert the set to HDF5");
+    o.memory_cap = 47;
+    refused_opt(d, &o, "the .npy arrays take 48 bytes (with the labels and row maps), over the memory cap of 47",
+                "convert the set to HDF5");
     fresh_dir("empty", d, sizeof d);
     refused(d, "a directory with neither .npy files", "it holds: none");
 }
@@ -746,6 +748,17 @@ static void test_bad_options(void) {
     qat_ctx_clear_error(ctx);
     CU_ASSERT_EQUAL(qat_dataset_from_arrays(ctx, &a, NULL, NULL, NULL, &d), QAT_ERR_ARG);
     CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "the test split is missing"));
+    qat_ctx_clear_error(ctx);
+    qat_array_split big = a;
+    big.x_shape[0] = 4096, big.x_shape[1] = 4097;
+    CU_ASSERT_EQUAL(qat_dataset_from_arrays(ctx, &big, NULL, &a, NULL, &d), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "train: x samples of shape [4096, 4097] have more than 16777216 "
+                                  "elements"));
+    qat_ctx_clear_error(ctx);
+    big = a;
+    big.n = QAT_DATA_MAX_SAMPLES + 1;
+    CU_ASSERT_EQUAL(qat_dataset_from_arrays(ctx, &big, NULL, &a, NULL, &d), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "train: x has 2147483649 rows (at most 2147483648)"));
     qat_ctx_clear_error(ctx);
     qat_array_split e = a;
     e.n = 0;
@@ -972,7 +985,7 @@ static void test_channels_last(void) {
         qat_ctx *ctx = qat_ctx_new();
         qat_dataset_options o = qat_dataset_defaults();
         o.channels_last = true;
-        o.memory_cap = cap ? 100 : 0;
+        o.memory_cap = cap ? 200 : 0; /* 112 bytes of labels and row maps, then no room for x */
         qat_dataset *d = open_ok(ctx, p, &o);
         CU_ASSERT_FATAL(d != NULL);
         const qat_split_info *in = qat_dataset_info(d, QAT_SPLIT_TRAIN);
@@ -1085,9 +1098,9 @@ static void test_threads(void) {
 
 static void test_mnist_three_ways(void) {
     const char *data = getenv("QAT_MNIST_DATA"), *conv = getenv("QAT_DATA_CONVERT");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(data); /* ctest sets both; scripts/test.sh fetches MNIST */
-    CU_ASSERT_PTR_NOT_NULL_FATAL(conv);
-    char h5[300], npy[300], cmd[1400];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(data); /* ctest sets it; scripts/test.sh fetches MNIST */
+    if (!conv) conv = convert_beside; /* the program built beside this suite */
+    char h5[300], npy[300], cmd[2600];
     path_of(h5, sizeof h5, "mnist.h5");
     path_of(npy, sizeof npy, "mnist-npy");
     snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' 2>/dev/null && '%s' '%s' '%s' 2>/dev/null", conv, data, h5, conv, data, npy);
@@ -1138,6 +1151,9 @@ static void test_mnist_three_ways(void) {
 
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "dataset")) return 2;
+    const char *slash = strrchr(argv[0], '/');
+    snprintf(convert_beside, sizeof convert_beside, "%.*sqat_data_convert", slash ? (int)(slash - argv[0] + 1) : 0,
+             argv[0]);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     const qat_test_case cases[] = {
         {"formats: HDF5, .npy 1.0/2.0/3.0 and IDX read back the arrays written", test_formats},

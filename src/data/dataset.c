@@ -47,6 +47,10 @@ qat_dataset_options qat_dataset_defaults(void) {
     return o;
 }
 
+int64_t qat__table_bytes(const qat__store *st, bool anomaly) {
+    return st->rows * (4 + (st->target == QAT_TARGET_CLASS ? 4 : 0) + (anomaly ? 1 : 0));
+}
+
 int64_t qat__data_cap(const qat_dataset *d) { return d->opt.memory_cap > 0 ? d->opt.memory_cap : QAT__DATA_DEFAULT_CAP; }
 
 static bool is_int(qat_dtype t) { return t <= QAT_DT_I64; }

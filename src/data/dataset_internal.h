@@ -118,6 +118,10 @@ qat_status qat__anomaly_convert(qat_ctx *ctx, const void *src, qat_dtype t, int6
  * names the array in messages ("x", "y"). *numel gets the product. */
 qat_status qat__check_shape(qat_ctx *ctx, const char *file, const char *split, const char *what, int64_t n,
                             int rank, const int64_t *shape, int64_t *numel);
+/* What a store holds a sample beside x and float y, counted against the
+ * memory cap: labels (4 bytes), the anomaly flag (1), a row map entry
+ * (4: skipped rows or a carved val split may need one). */
+int64_t qat__table_bytes(const qat__store *st, bool anomaly);
 /* The dataset's memory cap (the option, or the default). */
 int64_t qat__data_cap(const qat_dataset *d);
 /* "a, b, c" of the names, cut with "..." to fit len bytes; "none" for n = 0 */

@@ -137,6 +137,17 @@ static bool open_array(qat__h5r *r, const char *path, bool rank1_rows, int64_t *
     if (layout == H5D_LAYOUT_ERROR || external != 0)
         return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s %s", path, external > 0 ? "keeps its data in external "
                              "files: not read; copy it into a plain dataset" : "has an unreadable storage layout");
+    /* data declared but never written (h5py's create_dataset(shape=...)
+     * without data: reads give the fill value) are refused: no deflate
+     * stream expands more than about 1032 times, so storage below 1/4096
+     * of the declared bytes is chunks that were never written. This also
+     * bounds the time a scan of a small hostile file can take. */
+    double declared = (double)qat_dtype_size(a->dtype);
+    for (int i = 0; i < rank; i++) declared *= (double)dims[i];
+    double stored = (double)H5Dget_storage_size(set);
+    if (declared > 0 && stored * 4096.0 < declared)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s stores %.0f bytes of its %.0f (created but never written, or "
+                             "chunks left unwritten?)", path, stored, declared);
     *n = dims[0];
     a->h5rank = rank;
     a->rank = rank - 1;
@@ -367,6 +378,12 @@ qat_status qat__hdf5_open(qat_dataset *d, const char *path) {
             static const qat_split order[QAT_SPLIT_COUNT] = {QAT_SPLIT_TRAIN, QAT_SPLIT_TEST, QAT_SPLIT_VAL};
             for (int i = 0; i < QAT_SPLIT_COUNT && r.ok; i++) open_split(&r, d, order[i], &anomaly[order[i]]);
             int64_t budget = qat__data_cap(d);
+            for (int s = 0; s < QAT_SPLIT_COUNT && r.ok; s++)
+                if (d->stores[s].present) budget -= qat__table_bytes(&d->stores[s], anomaly[s].h5set >= 0);
+            if (r.ok && budget < 0)
+                qat__h5r_fail(&r, QAT_ERR_UNSUPPORTED, "the labels and row maps of the set's samples take %lld "
+                              "bytes, over the memory cap of %lld", (long long)(qat__data_cap(d) - budget),
+                              (long long)qat__data_cap(d));
             for (int s = 0; s < QAT_SPLIT_COUNT && r.ok; s++)
                 if (d->stores[s].present) load_split(&r, d, (qat_split)s, &anomaly[s], &budget);
         }

@@ -87,10 +87,10 @@ static qat_status load_split(qat_dataset *d, qat_split s, const char *ipath, con
     if (status != QAT_OK) return status;
     st->present = true;
     st->rows = im.dims[0];
-    *bytes += im.size;
+    *bytes += im.size + st->rows * (lpath ? 8 : 4); /* with the labels and row map (qat__table_bytes) */
     if (*bytes > qat__data_cap(d))
-        return qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the IDX images take %lld bytes, over the memory cap of "
-                            "%lld: IDX sets are read whole (raise the cap, or convert the set to HDF5, which streams)",
+        return qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the IDX images take %lld bytes (with the labels and row "
+                            "maps), over the memory cap of %lld: IDX sets are read whole (raise the cap, or convert the set to HDF5, which streams)",
                             ipath, (long long)*bytes, (long long)qat__data_cap(d));
     if (!lpath) return QAT_OK;
     if ((status = qat_idx_read(d->ctx, lpath, &lb)) != QAT_OK) return status;

@@ -492,10 +492,14 @@ qat_status qat__npy_dir_open(qat_dataset *d, const char *dir) {
         int part = i % N_PARTS;
         if (status == QAT_OK && (part == PART_X || (part == PART_Y && files[i].h.dtype > QAT_DT_I64)))
             bytes += files[i].h.count * (int64_t)qat_dtype_size(files[i].h.dtype);
+        /* and the per-sample tables (qat__table_bytes): labels, flags, row map */
+        int64_t rows = files[i].h.rank ? files[i].h.shape[0] : 1;
+        if (status == QAT_OK)
+            bytes += rows * (part == PART_X ? 4 : part == PART_ANOMALY ? 1 : files[i].h.dtype <= QAT_DT_I64 ? 4 : 0);
     }
     if (status == QAT_OK && bytes > qat__data_cap(d))
-        status = qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the .npy arrays take %lld bytes, over the memory cap "
-                              "of %lld: .npy sets are read whole (raise the cap, or convert the set to HDF5, which "
+        status = qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the .npy arrays take %lld bytes (with the labels and "
+                              "row maps), over the memory cap of %lld: .npy sets are read whole (raise the cap, or convert the set to HDF5, which "
                               "streams)", dir, (long long)bytes, (long long)qat__data_cap(d));
     for (int s = 0; s < QAT_SPLIT_COUNT && status == QAT_OK; s++)
         if (files[s * N_PARTS].present) status = load_split(d, (qat_split)s, &files[s * N_PARTS]);
