@@ -388,6 +388,52 @@ static void test_float_targets(void) {
     qat_ctx_free(ctx);
 }
 
+/* h5py writes bool arrays as an enum of int8 {FALSE: 0, TRUE: 1}: an
+ * anomaly flag or a 0/1 label written as bool reads as uint8. */
+static void put_bool(hid_t f, const char *name, const uint8_t *v, hsize_t n) {
+    hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
+    int8_t v0 = 0, v1 = 1;
+    H5Tenum_insert(t, "FALSE", &v0), H5Tenum_insert(t, "TRUE", &v1);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t sp = H5Screate_simple(1, &n, NULL), set = H5Dcreate2(f, name, t, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    CU_ASSERT(H5Dwrite(set, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+    H5Dclose(set), H5Sclose(sp), H5Tclose(t), H5Pclose(lcpl);
+}
+
+static void test_h5py_bool(void) {
+    char p[300];
+    path_of(p, sizeof p, "bool.h5");
+    hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    float x[10 * 3];
+    for (int i = 0; i < 30; i++) x[i] = (float)i;
+    uint8_t flags[10] = {0, 1, 1, 0, 0, 0, 1, 0, 1, 1};
+    int64_t d[2] = {10, 3};
+    h5_put(f, "train/x", QAT_DT_F32, 2, d, x, 0);
+    put_bool(f, "train/y", flags, 10);
+    h5_put(f, "test/x", QAT_DT_F32, 2, d, x, 0);
+    put_bool(f, "test/y", flags, 10);
+    put_bool(f, "test/anomaly", flags, 10);
+    H5Fclose(f);
+    for (int cap = 0; cap < 2; cap++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_dataset_options o = qat_dataset_defaults();
+        o.memory_cap = cap ? 200 : 0;
+        qat_dataset *ds = open_ok(ctx, p, &o);
+        if (ds) {
+            const qat_split_info *in = qat_dataset_info(ds, QAT_SPLIT_TEST);
+            CU_ASSERT(in->has_anomaly && in->target == QAT_TARGET_CLASS && in->y_dtype == QAT_DT_U8);
+            CU_ASSERT_EQUAL(in->label_max, 1);
+            int32_t idx[10] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, lab[10];
+            uint8_t an[10];
+            CU_ASSERT_EQUAL(qat_dataset_read(ds, QAT_SPLIT_TEST, idx, 10, NULL, lab, NULL, an), QAT_OK);
+            for (int i = 0; i < 10; i++) CU_ASSERT(lab[i] == flags[9 - i] && an[i] == flags[9 - i]);
+        }
+        qat_dataset_free(ds);
+        qat_ctx_free(ctx);
+    }
+}
+
 /* ---- bad input --------------------------------------------------------------------------------- */
 
 /* path must be refused with a message holding every fragment (NULL ends). */
@@ -493,10 +539,10 @@ static void rank_6(hid_t f) {
 static void x_1d(hid_t f) { h5_put(f, "train/x", QAT_DT_U8, 1, D10, U8, 0); }
 static void train_dataset(hid_t f) { h5_put(f, "train", QAT_DT_U8, 2, D10x2, U8, 0); }
 static void no_x(hid_t f) { h5_put(f, "train/images", QAT_DT_U8, 2, D10x2, U8, 0); }
-static void bool_enum(hid_t f) {
+static void three_enum(hid_t f) {
     hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
-    int8_t v0 = 0, v1 = 1;
-    H5Tenum_insert(t, "FALSE", &v0), H5Tenum_insert(t, "TRUE", &v1);
+    int8_t v0 = 0, v1 = 1, v2 = 2;
+    H5Tenum_insert(t, "RED", &v0), H5Tenum_insert(t, "GREEN", &v1), H5Tenum_insert(t, "BLUE", &v2);
     hsize_t d[2] = {10, 2};
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
@@ -531,7 +577,7 @@ static void test_bad_hdf5(void) {
     h5_case("x1d.h5", x_1d, "train/x has rank 1: want [N, ...]", NULL);
     h5_case("train-dataset.h5", train_dataset, "\"train\" is not a group", NULL);
     h5_case("no-x.h5", no_x, "group train has no dataset x (it holds: images)", NULL);
-    h5_case("enum.h5", bool_enum, "train/x holds an enum (h5py's bool?)", NULL);
+    h5_case("enum.h5", three_enum, "train/x holds an enum, which no array of a data set may hold", NULL);
     h5_case("unwritten.h5", huge_sample, "train/x stores 0 bytes of its 33554432 (created but never written", NULL);
     char p[300];
     path_of(p, sizeof p, "not-hdf5.h5");
@@ -590,7 +636,6 @@ static void test_bad_npy(void) {
              "payload is 9 bytes but shape [4, 2] of uint8 needs 8 (trailing bytes)", NULL);
     npy_case("int16", "{'descr': '<i2', 'fortran_order': False, 'shape': (4, 2), }\n", 16,
              "train: x is int16 (want uint8, int8, float32 or float64)", NULL);
-    npy_case("bool", "{'descr': '|b1', 'fortran_order': False, 'shape': (4, 2), }\n", 8, "(bool) is not supported", NULL);
     npy_case("half", "{'descr': '<f2', 'fortran_order': False, 'shape': (4, 2), }\n", 16, "(float16)", NULL);
     npy_case("pipe4", "{'descr': '|f4', 'fortran_order': False, 'shape': (4, 2), }\n", 32, "does not say its byte order",
              NULL);
@@ -630,8 +675,9 @@ static void test_bad_npy(void) {
     const char *good[] = {"{\"descr\": \"|u1\", \"fortran_order\": False, \"shape\": (4, 2)}\n",
                           "{'shape': (4,2), 'fortran_order': False, 'descr': '<u1'}          \n",
                           "#2{'descr': '|u1', 'fortran_order': False, 'shape': (4, 2,), }\n",
-                          "#3{\t'descr':'|u1','fortran_order':False,'shape':(4,2)}\n"};
-    for (int i = 0; i < 4; i++) {
+                          "#3{\t'descr':'|u1','fortran_order':False,'shape':(4,2)}\n",
+                          "{'descr': '|b1', 'fortran_order': False, 'shape': (4, 2), }\n"}; /* bool: uint8 */
+    for (int i = 0; i < 5; i++) {
         char d[300], p[400], name[16];
         snprintf(name, sizeof name, "good%d", i);
         fresh_dir(name, d, sizeof d);
@@ -1260,6 +1306,7 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"formats: HDF5, .npy 1.0/2.0/3.0 and IDX read back the arrays written", test_formats},
         {"float x and targets, int8 and float64 x: HDF5, .npy and arrays", test_float_targets},
+        {"h5py's bool (an enum): anomaly flags and 0/1 labels", test_h5py_bool},
         {"bad HDF5 sets: one line naming file, split, row and value", test_bad_hdf5},
         {"bad .npy files: every header fault refused by name", test_bad_npy},
         {"bad IDX sets", test_bad_idx},

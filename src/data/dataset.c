@@ -519,6 +519,7 @@ static int64_t held_bytes(const qat_dataset *d) {
         if (!st->present) continue;
         if (st->x.mem && st->x.owned) held += st->rows * (int64_t)row_bytes(&st->x);
         if (st->targets.mem && st->targets.owned) held += st->rows * (int64_t)row_bytes(&st->targets);
+        held += qat__table_bytes(st, st->anomaly != NULL);
     }
     return held;
 }
@@ -579,6 +580,7 @@ static qat_dataset *dataset_new(qat_ctx *ctx, const char *path, const qat_datase
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         d->stores[s].x.h5set = d->stores[s].targets.h5set = -1;
         d->stores[s].x.h5space = d->stores[s].targets.h5space = -1;
+        d->stores[s].x.h5memtype = d->stores[s].targets.h5memtype = -1;
     }
     return d;
 }

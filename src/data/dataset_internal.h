@@ -32,6 +32,7 @@ typedef struct {
     void *owned;                         /* what the store frees (mem, or NULL when borrowed) */
     int64_t h5set;                       /* streamed: the open HDF5 dataset (hid_t), else -1 */
     int64_t h5space;                     /* its file dataspace (hid_t), else -1 */
+    int64_t h5memtype;                   /* h5py's bool: the enum's native type to read with (hid_t), else -1 */
     int h5rank;                          /* its rank in the file (1 + rank, or 1 for float y [N]) */
     char file[QAT__DATA_PATH];           /* for messages: the file it came from ("" in memory) */
     char name[QAT__DATA_NAME];           /* for messages: "x", "y" */

@@ -42,14 +42,32 @@ static hid_t mem_type(qat_dtype t) {
     }
 }
 
-/* The qat_dtype of a dataset's file type; false (and a description in
- * what) for the types no array of a data set may have. */
-static bool dtype_of(hid_t set, qat_dtype *t, char *what, size_t len) {
+/* h5py's bool: an enum over a 1-byte integer with the two members 0 and 1. */
+static bool is_h5py_bool(hid_t ft) {
+    hid_t base = H5Tget_super(ft);
+    bool ok = base >= 0 && H5Tget_class(base) == H5T_INTEGER && H5Tget_size(base) == 1 && H5Tget_nmembers(ft) == 2;
+    for (unsigned i = 0; ok && i < 2; i++) {
+        uint8_t v = 9;
+        ok = H5Tget_member_value(ft, i, &v) >= 0 && v == i;
+    }
+    if (base >= 0) H5Tclose(base);
+    return ok;
+}
+
+/* The qat_dtype of a dataset's file type (h5py's bool reads as uint8 0/1,
+ * *is_bool set); false (and the type's name in what) for the types no
+ * array of a data set may hold. */
+static bool dtype_of(hid_t set, qat_dtype *t, bool *is_bool, char *what, size_t len) {
     hid_t ft = H5Dget_type(set);
     H5T_class_t cls = ft < 0 ? H5T_NO_CLASS : H5Tget_class(ft);
     size_t size = ft < 0 ? 0 : H5Tget_size(ft);
     H5T_sign_t sign = cls == H5T_INTEGER ? H5Tget_sign(ft) : H5T_SGN_NONE;
+    *is_bool = cls == H5T_ENUM && is_h5py_bool(ft);
     if (ft >= 0) H5Tclose(ft);
+    if (*is_bool) {
+        *t = QAT_DT_U8;
+        return true;
+    }
     if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8) && sign != H5T_SGN_ERROR) {
         int k = size == 1 ? 0 : size == 2 ? 2 : size == 4 ? 4 : 6;
         *t = (qat_dtype)(k + (sign == H5T_SGN_2)); /* U8, I8, U16, I16, ... */
@@ -59,12 +77,12 @@ static bool dtype_of(hid_t set, qat_dtype *t, char *what, size_t len) {
         *t = size == 4 ? QAT_DT_F32 : QAT_DT_F64;
         return true;
     }
-    const char *name = cls == H5T_INTEGER ? "integers" : cls == H5T_FLOAT ? "floats" : cls == H5T_STRING ? "strings"
-                       : cls == H5T_ENUM ? "an enum (h5py's bool?)" : cls == H5T_COMPOUND ? "a compound type"
-                       : cls == H5T_BITFIELD ? "a bitfield" : cls == H5T_OPAQUE ? "an opaque type"
-                       : cls == H5T_ARRAY ? "an array type" : cls == H5T_VLEN ? "variable-length sequences"
-                       : cls == H5T_REFERENCE ? "references" : "an unreadable type";
-    if (cls == H5T_INTEGER || cls == H5T_FLOAT) snprintf(what, len, "%s of %zu bytes", name, size);
+    const char *name = cls == H5T_STRING ? "strings" : cls == H5T_ENUM ? "an enum" : cls == H5T_COMPOUND ?
+                       "a compound type" : cls == H5T_BITFIELD ? "a bitfield" : cls == H5T_OPAQUE ? "an opaque type" :
+                       cls == H5T_ARRAY ? "an array type" : cls == H5T_VLEN ? "variable-length sequences" :
+                       cls == H5T_REFERENCE ? "references" : "an unreadable type";
+    if (cls == H5T_INTEGER) snprintf(what, len, "%zu-byte integers", size);
+    else if (cls == H5T_FLOAT) snprintf(what, len, "%zu-byte floats%s", size, size == 2 ? " (float16)" : "");
     else snprintf(what, len, "%s", name);
     return false;
 }
@@ -123,8 +141,16 @@ static bool open_array(qat__h5r *r, const char *path, bool rank1_rows, int64_t *
     if (set < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot open %s", path);
     a->h5set = set;
     char what[64];
-    if (!dtype_of(set, &a->dtype, what, sizeof what))
-        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s holds %s (want integers or floats)", path, what);
+    bool is_bool = false;
+    if (!dtype_of(set, &a->dtype, &is_bool, what, sizeof what))
+        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s holds %s, which no array of a data set may hold (x: uint8, "
+                             "int8, float32 or float64; y: integers, float32 or float64)", path, what);
+    if (is_bool) { /* read through the enum's own native type: HDF5 converts no enum to integers */
+        hid_t ft = H5Dget_type(set);
+        a->h5memtype = ft < 0 ? -1 : H5Tget_native_type(ft, H5T_DIR_ASCEND);
+        if (ft >= 0) H5Tclose(ft);
+        if (a->h5memtype < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read the type of %s", path);
+    }
     /* data that live elsewhere are not read: another file's bytes could
      * end up in training (external storage), or a mapping (virtual) */
     hid_t dcpl = H5Dget_create_plist(set);
@@ -176,8 +202,13 @@ static int64_t chunk_bytes(const qat__array *a) {
 static void close_array(qat__array *a) {
     if (a->h5space >= 0) H5Sclose((hid_t)a->h5space);
     if (a->h5set >= 0) H5Dclose((hid_t)a->h5set);
-    a->h5space = a->h5set = -1;
+    if (a->h5memtype >= 0) H5Tclose((hid_t)a->h5memtype);
+    a->h5space = a->h5set = a->h5memtype = -1;
 }
+
+/* The memory type rows of a are read as: the stored type's native
+ * spelling (or, for h5py's bool, the enum's). */
+static hid_t rows_type(const qat__array *a) { return a->h5memtype >= 0 ? (hid_t)a->h5memtype : mem_type(a->dtype); }
 
 /* count rows from row0 of the open dataset, converted to mt, into buf. */
 static bool read_rows(const qat__array *a, hid_t mt, int64_t row0, int64_t count, void *buf) {
@@ -218,7 +249,7 @@ qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int
                             "%lld bytes since it was opened", a->file, a->name, (long long)row0,
                             (long long)(row0 + count - 1), (long long)d->h5size, (long long)now);
     bool ok = false;
-    H5E_BEGIN_TRY { ok = a->h5set >= 0 && read_rows(a, mem_type(a->dtype), row0, count, buf); }
+    H5E_BEGIN_TRY { ok = a->h5set >= 0 && read_rows(a, rows_type(a), row0, count, buf); }
     H5E_END_TRY;
     if (ok) return QAT_OK;
     return qat_ctx_fail(d->ctx, QAT_ERR_IO, "%s: %s: cannot read rows %lld to %lld (the file changed or was "
@@ -230,18 +261,18 @@ qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int
  * int64 (uint64 for unsigned 8-byte ones, which int64 cannot hold), each
  * block handed to the check-and-convert function. */
 static bool read_ints(qat__h5r *r, qat__array *a, int64_t n, const char *split, bool labels, void *dst) {
-    bool u64 = a->dtype == QAT_DT_U64;
+    bool u64 = a->dtype == QAT_DT_U64, byte = a->h5memtype >= 0; /* h5py's bool: bytes 0/1 */
     int64_t block = n < BLOCK_ROWS ? n : BLOCK_ROWS;
     void *buf = malloc((size_t)block * 8);
     if (!buf) return qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory to read %s/%s", split, a->name);
     bool ok = true;
     for (int64_t r0 = 0; r0 < n && ok; r0 += block) {
         int64_t cnt = n - r0 < block ? n - r0 : block;
-        if (!read_rows(a, u64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, r0, cnt, buf)) {
+        if (!read_rows(a, byte ? (hid_t)a->h5memtype : u64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, r0, cnt, buf)) {
             ok = qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s/%s (damaged?)", split, a->name);
             break;
         }
-        qat_dtype t = u64 ? QAT_DT_U64 : QAT_DT_I64;
+        qat_dtype t = byte ? QAT_DT_U8 : u64 ? QAT_DT_U64 : QAT_DT_I64;
         qat_status st = labels ? qat__labels_convert(r->ctx, buf, t, cnt, r0, (int32_t *)dst + r0, r->path, split)
                                : qat__anomaly_convert(r->ctx, buf, t, cnt, r0, (uint8_t *)dst + r0, r->path, split);
         if (st != QAT_OK) ok = false, r->ok = false;
@@ -343,7 +374,7 @@ static bool load_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
         size_t size = (size_t)st->rows * (size_t)a->row_elems * qat_dtype_size(a->dtype);
         if (!(a->owned = malloc(size ? size : 1)))
             return qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory for %s (%zu bytes)", a->name, size);
-        if (!read_rows(a, mem_type(a->dtype), 0, st->rows, a->owned))
+        if (!read_rows(a, rows_type(a), 0, st->rows, a->owned))
             return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s (damaged, or compressed with a filter this HDF5 "
                                  "lacks?)", a->name);
         a->mem = a->owned;
@@ -370,7 +401,7 @@ qat_status qat__hdf5_open(qat_dataset *d, const char *path) {
     qat__h5r r = {d->ctx, path, -1, true};
     qat__array anomaly[QAT_SPLIT_COUNT];
     memset(anomaly, 0, sizeof anomaly);
-    for (int s = 0; s < QAT_SPLIT_COUNT; s++) anomaly[s].h5set = anomaly[s].h5space = -1;
+    for (int s = 0; s < QAT_SPLIT_COUNT; s++) anomaly[s].h5set = anomaly[s].h5space = anomaly[s].h5memtype = -1;
     H5E_BEGIN_TRY {
         if (qat__h5r_open_file(&r)) {
             d->h5file = r.file;
