@@ -73,7 +73,8 @@ struct qat_dataset {
     void *stage;
     size_t stage_cap;
     int64_t *order;                      /* [2·n] (row, position) pairs */
-    size_t order_cap;
+    int64_t *runs;                       /* [2·n] (first row, count) runs of a batch */
+    size_t order_cap;                    /* n that order and runs have room for */
 };
 
 /* ---- the format readers (each fills d->stores; dataset.c finishes) ---------------- */
@@ -87,6 +88,9 @@ bool qat__is_npy(const char *path);
 
 /* count rows from row0 of a streamed array, in its stored type, into buf */
 qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int64_t count, void *buf);
+/* n runs of rows (runs[2i] the first, runs[2i + 1] how many; ascending and
+ * apart), packed into buf in order: one read */
+qat_status qat__hdf5_runs(qat_dataset *d, const qat__array *a, const int64_t *runs, int64_t n, void *buf);
 void qat__hdf5_close(qat_dataset *d);
 
 /* ---- .npy files (npy.c) --------------------------------------------------------- */
