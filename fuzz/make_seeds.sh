@@ -15,6 +15,16 @@
 #               2 (before sub-channel weights), which the loader still reads,
 #               kept as they are (test_hostile mutates lenet-w8a8-v1.h5);
 #               this script does not write them.
+#   npy         a selector byte (which file of fuzz_npy's valid set the rest
+#               replaces: 0 train_x, 1 train_y, 2 test_x, 3 test_y, 4
+#               test_anomaly) and a .npy file written byte by byte: valid
+#               ones (versions 1.0, 2.0, 3.0; uint8, int64, float32,
+#               float64) and edge cases (Fortran order, big-endian, cut,
+#               NaN, a negative label, a flag of 2...)
+#   h5data      HDF5 data sets made by qat_data_convert from small .npy sets
+#               (uint8 with labels and anomaly flags, chunked, float x with
+#               float targets, one over fuzz_h5data's 4 KiB cap); skipped
+#               when build/tests/qat_data_convert is missing
 # Files over 200 KB are written only with --all: every checkpoint is (the
 # LeNet parameters alone are 247 KB), so the committed corpus has none and
 # scripts/fuzz.sh makes them in build-fuzz/ with --all before fuzzing.
@@ -33,7 +43,7 @@ out=${1:-$root/fuzz/seeds}
 bin=${QAT_BIN:-$root/build/tools/qat/qat}
 data=${QAT_MNIST_DIR:-$root/data/mnist}
 limit=$((200 * 1024))
-mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel"
+mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel" "$out/npy" "$out/h5data"
 
 # ---- IDX: bytes by hand (printf's \ooo octal escapes) --------------------------
 idx() { printf "$2" > "$out/idx/$1"; }
@@ -57,6 +67,85 @@ idx five-dims       '\0\0\010\005\0\0\0\001\0\0\0\001\0\0\0\001\0\0\0\001\0\0\0\
 idx empty           ''
 cp "$out/idx/u8-3d.gz" "$out/idx/gz-trailing-garbage.gz"; printf 'junk' >> "$out/idx/gz-trailing-garbage.gz"
 head -c 20 "$out/idx/u8-3d.gz" > "$out/idx/gz-cut.gz"
+
+# ---- .npy: headers by hand (the dict padded to 64 bytes, '\n' last) -------------
+# bytes N EXPR: N bytes, byte i = EXPR (in i), as printf octal escapes
+bytes() { local i; for ((i = 0; i < $1; i++)); do printf '\\%03o' $(( ($2) & 255 )); done; }
+# npyfile OUT DESCR SHAPE PAYLOAD(printf escapes) [MAJOR [FORTRAN]]
+npyfile() {
+  local major=${5:-1} fortran=${6:-False} pre=10
+  [ "$major" = 1 ] || pre=12
+  local dict="{'descr': '$2', 'fortran_order': $fortran, 'shape': $3, }"
+  local pad=$(( (64 - (pre + ${#dict} + 1) % 64) % 64 ))
+  local hlen=$(( ${#dict} + pad + 1 ))
+  { printf '\223NUMPY'; printf "\\$(printf %03o "$major")\\000"
+    printf "\\$(printf %03o $((hlen & 255)))\\$(printf %03o $((hlen >> 8)))"
+    [ "$pre" = 12 ] && printf '\000\000'
+    printf '%s' "$dict"; printf "%${pad}s" ''; printf '\n'; printf "$4"; } > "$1"
+}
+# seed NAME SELECTOR NPYARGS...: the selector byte, then the file
+seed() {
+  local name=$1 sel=$2; shift 2
+  npyfile "$out/npy/.tmp" "$@"
+  { printf "\\$(printf %03o "$sel")"; cat "$out/npy/.tmp"; } > "$out/npy/$name"
+  rm -f "$out/npy/.tmp"
+}
+x72=$(bytes 72 'i * 37')
+f1='\000\000\200\077'          # 1.0f
+fnan='\000\000\300\177'        # NaN
+seed x-u8           0 '|u1' '(6, 2, 2, 3)' "$x72"
+seed x-u8-v2        0 '|u1' '(6, 2, 2, 3)' "$x72" 2
+seed x-u8-v3        0 '<u1' '(6, 2, 2, 3)' "$x72" 3
+seed x-i8-rank2     0 '|i1' '(6, 12)' "$x72"
+seed x-f4           0 '<f4' '(6, 2, 2, 3)' "$(for i in $(seq 72); do printf '%s' "$f1"; done)"
+seed x-f4-nan       0 '<f4' '(6, 2, 2, 3)' "$(for i in $(seq 71); do printf '%s' "$f1"; done)$fnan"
+seed x-f8           0 '<f8' '(6, 12)' "$(bytes 576 'i % 8 == 7 ? 63 : 0')"
+seed x-fortran      0 '|u1' '(6, 2, 2, 3)' "$x72" 1 True
+seed x-bigendian    0 '>f4' '(6, 2, 2, 3)' "$(for i in $(seq 72); do printf '%s' '\077\200\000\000'; done)"
+seed x-cut          0 '|u1' '(6, 2, 2, 3)' "$(bytes 71 'i')"
+seed x-7rows        0 '|u1' '(7, 2, 2, 3)' "$(bytes 84 'i')"
+seed x-int16        0 '<i2' '(6, 2, 2, 3)' "$(bytes 144 'i')"
+seed x-scalar       0 '|u1' '()' '\001'
+seed y-u8           1 '|u1' '(6,)' "$(bytes 6 'i % 4')"
+seed y-i8-negative  1 '<i8' '(6,)' "$(bytes 48 'i == 47 ? 255 : (i % 8 ? 0 : 1)')"
+seed y-u8-2d        1 '|u1' '(6, 2)' "$(bytes 12 'i')"
+seed y-f4-targets   1 '<f4' '(6, 2)' "$(for i in $(seq 12); do printf '%s' "$f1"; done)"
+seed testx-u8       2 '|u1' '(4, 2, 2, 3)' "$(bytes 48 'i * 5')"
+seed testx-other    2 '|u1' '(4, 3, 2, 2)' "$(bytes 48 'i * 5')"
+seed testy-i8       3 '<i8' '(4,)' "$(bytes 32 'i % 8 ? 0 : i / 8')"
+seed testy-u64-huge 3 '<u8' '(4,)' "$(bytes 32 '255')"
+seed anomaly-u8     4 '|u1' '(4,)' '\000\001\001\000'
+seed anomaly-two    4 '|u1' '(4,)' '\000\002\001\000'
+seed anomaly-short  4 '|u1' '(3,)' '\000\001\001'
+
+# ---- HDF5 data sets: small .npy sets converted by qat_data_convert ---------------
+conv=${QAT_DATA_CONVERT:-$root/build/tests/qat_data_convert}
+if [ -x "$conv" ]; then
+  sets=$(mktemp -d)
+  # set DIR TRAIN_X_ARGS(descr shape payload) TEST_X_ARGS TRAIN_Y_ARGS TEST_Y_ARGS [ANOMALY_PAYLOAD]
+  mkset() {
+    local d=$sets/$1; mkdir -p "$d"
+    npyfile "$d/train_x.npy" "$2" "$3" "$4"; npyfile "$d/test_x.npy" "$2" "$5" "$6"
+    npyfile "$d/train_y.npy" "$7" "$8" "$9"; npyfile "$d/test_y.npy" "$7" "${10}" "${11}"
+    [ -n "${12:-}" ] && npyfile "$d/test_anomaly.npy" '|u1' "${10}" "${12}"
+    return 0
+  }
+  mkset u8 '|u1' '(6, 2, 2, 3)' "$x72" '(4, 2, 2, 3)' "$(bytes 48 'i * 5')" '|u1' '(6,)' "$(bytes 6 'i % 4')" \
+    '(4,)' "$(bytes 4 'i')" '\000\001\001\000'
+  mkset f4 '<f4' '(6, 3)' "$(for i in $(seq 18); do printf '%s' "$f1"; done)" '(2, 3)' \
+    "$(for i in $(seq 6); do printf '%s' "$f1"; done)" '<f4' '(6, 2)' "$(for i in $(seq 12); do printf '%s' "$f1"; done)" \
+    '(2, 2)' "$(for i in $(seq 4); do printf '%s' "$f1"; done)"
+  mkset stream '|u1' '(64, 1, 8, 8)' "$(bytes 4096 'i * 13')" '(8, 1, 8, 8)' "$(bytes 512 'i')" '<i8' '(64,)' \
+    "$(bytes 512 'i % 8 ? 0 : (i / 8) % 10')" '(8,)' "$(bytes 64 'i % 8 ? 0 : 1')"
+  "$conv" "$sets/u8" "$out/h5data/u8.h5" 2>/dev/null
+  "$conv" --chunk-rows 2 "$sets/u8" "$out/h5data/u8-chunked.h5" 2>/dev/null
+  "$conv" "$sets/f4" "$out/h5data/f4-targets.h5" 2>/dev/null
+  "$conv" "$sets/stream" "$out/h5data/stream-4k.h5" 2>/dev/null
+  "$conv" --chunk-rows 16 "$sets/stream" "$out/h5data/stream-4k-chunked.h5" 2>/dev/null
+  rm -rf "$sets"
+else
+  echo "make_seeds: $conv missing (build the tests first): no HDF5 data-set seeds" >&2
+fi
 
 # ---- checkpoints and quantized models, from qat --------------------------
 if [ ! -x "$bin" ] || [ ! -d "$data" ]; then

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes qat's file readers with libFuzzer: fuzz_idx (qat_idx_read),
 # fuzz_checkpoint (the training checkpoint readers), fuzz_qmodel
-# (qat_qmodel_load, then the integer engine on what it accepts).
+# (qat_qmodel_load, then the integer engine on what it accepts), fuzz_npy
+# (the .npy reader inside a data-set directory) and fuzz_h5data (HDF5 data
+# sets, in memory and streamed); the data-set targets read what opened.
 #   scripts/fuzz.sh [SECONDS]    each target for SECONDS (default 30)
 #   scripts/fuzz.sh --selftest   only the classifier's self-test
+#   QAT_FUZZ_TARGETS="npy h5data" scripts/fuzz.sh 120   only those targets
 # Installs clang, its sanitizer runtimes and llvm-symbolizer when missing,
 # builds the targets in build-fuzz/ (clang, QAT_FUZZ=ON: the whole tree
 # instrumented), and fuzzes each one on a copy of its seeds
@@ -121,7 +124,11 @@ child_log() {
 get() { sed -n "s/^$1=//p" <<< "$out"; }
 
 qat_total=0 hdf5_total=0 nrep_total=0 broken=0
-for t in idx checkpoint qmodel; do
+targets=${QAT_FUZZ_TARGETS:-idx checkpoint qmodel npy h5data}
+for t in $targets; do
+  case "$t" in idx|checkpoint|qmodel|npy|h5data) ;; *) echo "fuzz: unknown target $t in QAT_FUZZ_TARGETS" >&2; exit 2 ;; esac
+done
+for t in $targets; do
   bin=build-fuzz/fuzz/fuzz_$t
   run=build-fuzz/run/$t
   rm -rf "$run"
@@ -130,9 +137,9 @@ for t in idx checkpoint qmodel; do
   for dir in "fuzz/seeds/$t" "$extra/$t"; do
     for f in "$dir"/*; do [ -f "$f" ] && cp "$f" "$run/corpus/$(basename "$dir")-$(basename "$f")"; done
   done
-  # the checkpoint readers also start from the quantized models: valid
-  # HDF5 files of the other kind
-  if [ "$t" = checkpoint ]; then
+  # the checkpoint and data-set readers also start from the quantized
+  # models: valid HDF5 files of another kind
+  if [ "$t" = checkpoint ] || [ "$t" = h5data ]; then
     for f in fuzz/seeds/qmodel/*; do [ -f "$f" ] && cp "$f" "$run/corpus/qmodel-$(basename "$f")"; done
   fi
 

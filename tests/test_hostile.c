@@ -1,10 +1,11 @@
 /* Hostile files: every loader against files changed one object at a time.
  *
- * A valid training checkpoint, a valid quantized model and a valid IDX
- * file are mutated in every way the catalogues below list (attributes and
- * datasets replaced by other types, ranks, element counts, huge, negative,
- * NaN, infinite and denormal values, removed, strings too long or without
- * a terminator; IDX headers rewritten byte by byte, truncated, padded).
+ * A valid training checkpoint, a valid quantized model, a valid IDX file
+ * and valid data sets (HDF5, .npy, IDX) are mutated in every way the
+ * catalogues below list (attributes and datasets replaced by other types,
+ * ranks, element counts, huge, negative, NaN, infinite and denormal
+ * values, removed, strings too long or without a terminator; IDX and .npy
+ * headers rewritten byte by byte, truncated, padded).
  * Each mutant must be either refused with a message that names the file,
  * or accepted and then usable: a loaded model passes validation and runs.
  * The sanitizer build of the suite turns any out-of-bounds access into a
@@ -403,9 +404,10 @@ static int stride(void) {
     return k >= 1 ? k : 1;
 }
 
-static void run_hdf5_catalogue(const char *good, const char *kind, void (*load)(tally *, const char *, const char *)) {
+static void run_hdf5_catalogue_n(const char *good, const char *kind, void (*load)(tally *, const char *, const char *),
+                                 int min_targets, int min_refused) {
     targets ts = list_targets(good);
-    CU_ASSERT_FATAL(ts.n > 20);
+    CU_ASSERT_FATAL(ts.n >= min_targets);
     char mutant[320];
     path_of(mutant, sizeof mutant, "mutant.h5");
     tally t = {0};
@@ -435,8 +437,12 @@ static void run_hdf5_catalogue(const char *good, const char *kind, void (*load)(
     }
     printf("\n  %s: %d objects and attributes, %d mutants: %d refused, %d accepted ", kind, ts.n,
            t.refused + t.accepted, t.refused, t.accepted);
-    CU_ASSERT(t.refused >= 40 / every);
+    CU_ASSERT(t.refused >= min_refused / every);
     free(ts.t);
+}
+
+static void run_hdf5_catalogue(const char *good, const char *kind, void (*load)(tally *, const char *, const char *)) {
+    run_hdf5_catalogue_n(good, kind, load, 21, 40);
 }
 
 static void test_checkpoint_mutants(void) { run_hdf5_catalogue(ckpt_path, "checkpoint", load_checkpoint); }
@@ -526,6 +532,211 @@ static void test_idx_mutants(void) {
     fclose(f);
     load_idx(&t, path, "idx gzip trailing garbage");
     printf("\n  idx: %d mutants: %d refused, %d accepted ", t.refused + t.accepted, t.refused, t.accepted);
+    CU_ASSERT(t.refused >= 40);
+}
+
+/* ---- data sets: HDF5, .npy and IDX --------------------------------------------------------- */
+
+/* A data set that opened must read: every sample finite, every label in
+ * [0, label_max], every flag 0/1, the statistics defined. */
+static void use_dataset(qat_ctx *ctx, qat_dataset *d) {
+    for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
+        const qat_split_info *in = qat_dataset_info(d, (qat_split)s);
+        if (!in) continue;
+        CU_ASSERT(in->n >= 1 && in->x_numel >= 1 && in->x_numel <= QAT_DATA_MAX_SAMPLE);
+        int64_t n = in->n < 64 ? in->n : 64;
+        int32_t idx[64], lab[64];
+        uint8_t an[64];
+        for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(in->n - 1 - i);
+        float *x = malloc((size_t)(n * in->x_numel) * sizeof *x);
+        float *t = in->target == QAT_TARGET_VALUES ? malloc((size_t)(n * in->y_numel) * sizeof *t) : NULL;
+        qat_status st = qat_dataset_read(d, (qat_split)s, idx, n, x, in->target == QAT_TARGET_CLASS ? lab : NULL, t,
+                                         in->has_anomaly ? an : NULL);
+        CU_ASSERT_EQUAL(st, QAT_OK);
+        int bad = 0;
+        for (int64_t i = 0; st == QAT_OK && i < n * in->x_numel; i++) bad += !isfinite(x[i]);
+        for (int64_t i = 0; st == QAT_OK && t && i < n * in->y_numel; i++) bad += !isfinite(t[i]);
+        for (int64_t i = 0; st == QAT_OK && in->target == QAT_TARGET_CLASS && i < n; i++)
+            bad += lab[i] < 0 || lab[i] > in->label_max;
+        for (int64_t i = 0; st == QAT_OK && in->has_anomaly && i < n; i++) bad += an[i] > 1;
+        CU_ASSERT_EQUAL(bad, 0);
+        double mean[64], sd[64];
+        if (in->x_rank != 3 || in->x_shape[0] <= 64) {
+            CU_ASSERT_EQUAL(qat_dataset_channel_stats(d, (qat_split)s, 0, 1.0, mean, sd), QAT_OK);
+        }
+        qat_ctx_clear_error(ctx);
+        free(x), free(t);
+    }
+}
+
+/* Opened in memory and streamed (a 1 KiB cap); named: what a refusal's
+ * message must name (the file, or the directory of a .npy set). */
+static void load_dataset_named(tally *t, const char *path, const char *named, const char *what) {
+    qat_status first = QAT_OK;
+    qat_ctx *keep = NULL;
+    for (int k = 0; k < 2; k++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_dataset_options o = qat_dataset_defaults();
+        if (k) o.memory_cap = 1024, o.allow_nonfinite = true, o.val_fraction = 0.3;
+        qat_dataset *d = NULL;
+        qat_status st = qat_dataset_open(ctx, path, &o, &d);
+        if (st == QAT_OK) use_dataset(ctx, d);
+        qat_dataset_free(d);
+        if (k == 0) first = st, keep = ctx;
+        else qat_ctx_free(ctx);
+    }
+    verdict(t, keep, first, named, what);
+    qat_ctx_free(keep);
+}
+
+static void load_dataset(tally *t, const char *path, const char *what) { load_dataset_named(t, path, path, what); }
+
+/* Two valid sets: uint8 images with labels, a val split and anomaly flags;
+ * float features with float targets. */
+static void make_dataset_files(const char *u8path, const char *f32path) {
+    hid_t f = H5Fcreate(u8path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    uint8_t x[24 * 16], y[24];
+    float xf[24 * 6], yf[24 * 2];
+    for (int i = 0; i < 24 * 16; i++) x[i] = (uint8_t)(i * 11);
+    for (int i = 0; i < 24; i++) y[i] = (uint8_t)(i % 5);
+    for (int i = 0; i < 24 * 6; i++) xf[i] = (float)i / 7.0f - 3.0f;
+    for (int i = 0; i < 24 * 2; i++) yf[i] = (float)(i % 3);
+    static const char *const names[7] = {"train/x", "train/y", "val/x", "val/y", "test/x", "test/y", "test/anomaly"};
+    for (int k = 0; k < 7; k++) {
+        bool isx = k % 2 == 0 && k < 6;
+        hsize_t d[4] = {k < 2 ? 24 : 8, 1, 4, 4};
+        hid_t sp = H5Screate_simple(isx ? 4 : 1, d, NULL);
+        hid_t set = H5Dcreate2(f, names[k], H5T_STD_U8LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        static const uint8_t flags[8] = {0, 1, 1, 0, 0, 0, 1, 0};
+        H5Dwrite(set, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, isx ? x : k == 6 ? flags : y);
+        H5Dclose(set), H5Sclose(sp);
+    }
+    H5Fclose(f);
+    f = H5Fcreate(f32path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    for (int k = 0; k < 4; k++) {
+        hsize_t d[2] = {k < 2 ? 24 : 8, k % 2 ? 2 : 6};
+        hid_t sp = H5Screate_simple(2, d, NULL);
+        hid_t set = H5Dcreate2(f, names[k < 2 ? k : k + 2], H5T_IEEE_F32LE, sp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, k % 2 ? yf : xf);
+        H5Dclose(set), H5Sclose(sp);
+    }
+    H5Fclose(f);
+    H5Pclose(lcpl);
+}
+
+static void test_dataset_hdf5_mutants(void) {
+    char u8[320], f32[320];
+    path_of(u8, sizeof u8, "data-u8.h5");
+    path_of(f32, sizeof f32, "data-f32.h5");
+    make_dataset_files(u8, f32);
+    tally t = {0};
+    load_dataset(&t, u8, "the valid uint8 set");
+    load_dataset(&t, f32, "the valid float set");
+    CU_ASSERT_EQUAL(t.accepted, 2);
+    run_hdf5_catalogue_n(u8, "data set, uint8", load_dataset, 7, 40);
+    run_hdf5_catalogue_n(f32, "data set, float32", load_dataset, 4, 20);
+}
+
+/* A valid .npy file of a data-set directory, changed byte by byte in its
+ * header (every position, values that matter to the grammar), cut at
+ * every length, and padded; the set is opened each time. */
+static void npy_file_bytes(uint8_t *out, size_t *len, const char *descr, const char *shape, const void *payload,
+                           size_t bytes) {
+    char dict[128];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    int pad = (64 - (10 + n + 1) % 64) % 64, hlen = n + pad + 1;
+    memcpy(out, "\x93NUMPY\x01\x00", 8);
+    out[8] = (uint8_t)hlen, out[9] = (uint8_t)(hlen >> 8);
+    memcpy(out + 10, dict, (size_t)n);
+    memset(out + 10 + n, ' ', (size_t)pad);
+    out[10 + n + pad] = '\n';
+    memcpy(out + 10 + hlen, payload, bytes);
+    *len = (size_t)(10 + hlen) + bytes;
+}
+
+static void test_dataset_npy_mutants(void) {
+    char d[320], px[400], py[400], pt[400];
+    path_of(d, sizeof d, "npyset");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(px, sizeof px, "%s/train_x.npy", d);
+    snprintf(py, sizeof py, "%s/train_y.npy", d);
+    snprintf(pt, sizeof pt, "%s/test_x.npy", d);
+    float xs[6 * 4];
+    uint8_t ys[6] = {0, 1, 2, 0, 1, 2}, good[256], other[256];
+    for (int i = 0; i < 24; i++) xs[i] = (float)i - 10.0f;
+    size_t n, no;
+    npy_file_bytes(good, &n, "<f4", "(6, 2, 2)", xs, sizeof xs);
+    write_bytes(px, good, n, false);
+    npy_file_bytes(other, &no, "|u1", "(6,)", ys, sizeof ys);
+    write_bytes(py, other, no, false);
+    npy_file_bytes(other, &no, "<f4", "(3, 2, 2)", xs, 48);
+    write_bytes(pt, other, no, false);
+    snprintf(pt, sizeof pt, "%s/test_y.npy", d);
+    npy_file_bytes(other, &no, "|u1", "(3,)", ys, 3);
+    write_bytes(pt, other, no, false);
+    tally t = {0};
+    static const uint8_t values[] = {0x00, 0x01, 0x7F, 0x80, 0xFF, ' ', '\n', '(', ')', ',', '\'', '0', '9', '<'};
+    for (size_t pos = 0; pos < n - sizeof xs; pos++)
+        for (size_t v = 0; v < sizeof values; v++) {
+            uint8_t b[256];
+            memcpy(b, good, n);
+            if (b[pos] == values[v]) continue;
+            b[pos] = values[v];
+            write_bytes(px, b, n, false);
+            load_dataset_named(&t, d, d, "npy header byte");
+        }
+    for (size_t keep = 0; keep < n; keep++) {
+        write_bytes(px, good, keep, false);
+        load_dataset_named(&t, d, d, "npy truncated");
+    }
+    uint8_t longer[260];
+    memcpy(longer, good, n);
+    memset(longer + n, 0xAB, 3);
+    write_bytes(px, longer, n + 3, false);
+    load_dataset_named(&t, d, d, "npy padded");
+    write_bytes(px, good, n, false);
+    load_dataset_named(&t, d, d, "npy valid");
+    printf("\n  npy: %d mutants: %d refused, %d accepted ", t.refused + t.accepted, t.refused, t.accepted);
+    CU_ASSERT(t.refused >= 400);
+    CU_ASSERT(t.accepted >= 1);
+}
+
+/* The images file of an IDX set, header byte by byte (qat_idx_read's own
+ * mutants are above): the set checks what the file then says. */
+static void test_dataset_idx_mutants(void) {
+    char d[320], pi[400], pl[400], ti[400], tl[400];
+    path_of(d, sizeof d, "idxset");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(pi, sizeof pi, "%s/train-images-idx3-ubyte", d);
+    snprintf(pl, sizeof pl, "%s/train-labels-idx1-ubyte", d);
+    snprintf(ti, sizeof ti, "%s/t10k-images-idx3-ubyte", d);
+    snprintf(tl, sizeof tl, "%s/t10k-labels-idx1-ubyte", d);
+    uint8_t good[16 + 24];
+    const uint8_t head[16] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4};
+    memcpy(good, head, 16);
+    for (int i = 0; i < 24; i++) good[16 + i] = (uint8_t)(i * 7);
+    const uint8_t labels[10] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 0};
+    write_bytes(pi, good, sizeof good, false);
+    write_bytes(ti, good, sizeof good, false);
+    write_bytes(pl, labels, sizeof labels, false);
+    write_bytes(tl, labels, sizeof labels, false);
+    tally t = {0};
+    static const uint8_t values[] = {0x00, 0x01, 0x02, 0x03, 0x7F, 0x80, 0xFF};
+    for (int pos = 0; pos < 16; pos++)
+        for (size_t v = 0; v < sizeof values; v++) {
+            uint8_t b[sizeof good];
+            memcpy(b, good, sizeof good);
+            b[pos] = values[v];
+            write_bytes(pi, b, sizeof b, pos % 2 == 1);
+            load_dataset_named(&t, d, d, "idx set: images header byte");
+        }
+    printf("\n  idx set: %d mutants: %d refused, %d accepted ", t.refused + t.accepted, t.refused, t.accepted);
     CU_ASSERT(t.refused >= 40);
 }
 
@@ -757,6 +968,9 @@ int main(int argc, char **argv) {
         {"quantized model, version 1: every mutant refused clearly or usable", test_qmodel_v1_mutants},
         {"quantized model, 4-bit sub-channel: every mutant refused clearly or usable", test_qmodel_subchannel_mutants},
         {"IDX: every mutant refused clearly or usable", test_idx_mutants},
+        {"data set, HDF5: every mutant refused clearly or usable", test_dataset_hdf5_mutants},
+        {"data set, .npy: every mutant refused clearly or usable", test_dataset_npy_mutants},
+        {"data set, IDX: every mutant refused clearly or usable", test_dataset_idx_mutants},
         {"format attribute: long, unterminated, integer, variable-length", test_format_attribute},
         {"quantized model: the review's cases", test_qmodel_review_cases},
         {"training checkpoint: the review's cases", test_checkpoint_review_cases},
@@ -765,6 +979,6 @@ int main(int argc, char **argv) {
     if (setup()) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int rc = qat_test_main("hostile files", cases, argc, argv);
-    qat_test_rmdir(dir);
+    if (!getenv("QAT_KEEP_TMP")) qat_test_rmdir(dir);
     return rc;
 }

@@ -47,6 +47,10 @@ qat_dataset_options qat_dataset_defaults(void) {
     return o;
 }
 
+int64_t qat__table_bytes(const qat__store *st, bool anomaly) {
+    return st->rows * (4 + (st->target == QAT_TARGET_CLASS ? 4 : 0) + (anomaly ? 1 : 0));
+}
+
 int64_t qat__data_cap(const qat_dataset *d) { return d->opt.memory_cap > 0 ? d->opt.memory_cap : QAT__DATA_DEFAULT_CAP; }
 
 static bool is_int(qat_dtype t) { return t <= QAT_DT_I64; }
@@ -515,6 +519,7 @@ static int64_t held_bytes(const qat_dataset *d) {
         if (!st->present) continue;
         if (st->x.mem && st->x.owned) held += st->rows * (int64_t)row_bytes(&st->x);
         if (st->targets.mem && st->targets.owned) held += st->rows * (int64_t)row_bytes(&st->targets);
+        held += qat__table_bytes(st, st->anomaly != NULL);
     }
     return held;
 }
@@ -570,11 +575,12 @@ static qat_dataset *dataset_new(qat_ctx *ctx, const char *path, const qat_datase
         return NULL;
     }
     strcpy(p, path);
-    d->ctx = ctx, d->path = p, d->h5file = -1;
+    d->ctx = ctx, d->path = p, d->h5file = -1, d->h5fd = -1;
     d->opt = opt ? *opt : qat_dataset_defaults();
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         d->stores[s].x.h5set = d->stores[s].targets.h5set = -1;
         d->stores[s].x.h5space = d->stores[s].targets.h5space = -1;
+        d->stores[s].x.h5memtype = d->stores[s].targets.h5memtype = -1;
     }
     return d;
 }
@@ -587,7 +593,7 @@ void qat_dataset_free(qat_dataset *d) {
         free(st->x.owned), free(st->targets.owned), free(st->labels_owned), free(st->anomaly_owned);
         free(d->splits[s].rows);
     }
-    free(d->stage), free(d->order), free(d->path), free(d);
+    free(d->stage), free(d->order), free(d->runs), free(d->path), free(d);
 }
 
 /* ---- opening ------------------------------------------------------------------------------ */
@@ -793,8 +799,11 @@ static qat_status gather_streamed(qat_dataset *d, const gather_job *j) {
     size_t rb = row_bytes(j->a);
     if ((size_t)j->n > d->order_cap) {
         int64_t *p = realloc(d->order, (size_t)j->n * 2 * sizeof *p);
-        if (!p) return qat_ctx_fail(d->ctx, QAT_ERR_NOMEM, "%s: no memory to order %lld rows", d->path, (long long)j->n);
-        d->order = p, d->order_cap = (size_t)j->n;
+        if (p) d->order = p;
+        int64_t *q = p ? realloc(d->runs, (size_t)j->n * 2 * sizeof *q) : NULL;
+        if (q) d->runs = q;
+        if (!p || !q) return qat_ctx_fail(d->ctx, QAT_ERR_NOMEM, "%s: no memory to order %lld rows", d->path, (long long)j->n);
+        d->order_cap = (size_t)j->n;
     }
     int64_t *ord = d->order;
     for (int64_t i = 0; i < j->n; i++) ord[2 * i] = store_row(j->sp, j->idx[i]), ord[2 * i + 1] = i;
@@ -813,20 +822,21 @@ static qat_status gather_streamed(qat_dataset *d, const gather_job *j) {
             k += q == p || ord[2 * q] != ord[2 * q - 2];
             q++;
         }
-        /* read its runs of consecutive rows: slot i holds the group's i-th distinct row */
-        int64_t slot = 0;
-        for (int64_t i = p; i < q && status == QAT_OK;) {
-            int64_t r0 = ord[2 * i], len = 1;
-            int64_t e = i + 1;
+        /* its runs of consecutive rows, read at once: slot i of the stage
+         * holds the group's i-th distinct row */
+        int64_t n_runs = 0;
+        for (int64_t i = p; i < q;) {
+            int64_t r0 = ord[2 * i], len = 1, e = i + 1;
             for (; e < q; e++) {
                 if (ord[2 * e] == ord[2 * e - 2]) continue;
                 if (ord[2 * e] != r0 + len) break;
                 len++;
             }
-            status = qat__hdf5_rows(d, j->a, r0, len, stage + (size_t)slot * rb);
-            slot += len, i = e;
+            d->runs[2 * n_runs] = r0, d->runs[2 * n_runs + 1] = len, n_runs++;
+            i = e;
         }
-        slot = -1;
+        status = qat__hdf5_runs(d, j->a, d->runs, n_runs, stage);
+        int64_t slot = -1;
         for (int64_t i = p; i < q && status == QAT_OK; i++) {
             slot += i == p || ord[2 * i] != ord[2 * i - 2];
             put_row(j->a, j->hwc, stage + (size_t)slot * rb, j->out + (size_t)ord[2 * i + 1] * j->out_row, j->as_float);

@@ -32,6 +32,7 @@ typedef struct {
     void *owned;                         /* what the store frees (mem, or NULL when borrowed) */
     int64_t h5set;                       /* streamed: the open HDF5 dataset (hid_t), else -1 */
     int64_t h5space;                     /* its file dataspace (hid_t), else -1 */
+    int64_t h5memtype;                   /* h5py's bool: the enum's native type to read with (hid_t), else -1 */
     int h5rank;                          /* its rank in the file (1 + rank, or 1 for float y [N]) */
     char file[QAT__DATA_PATH];           /* for messages: the file it came from ("" in memory) */
     char name[QAT__DATA_NAME];           /* for messages: "x", "y" */
@@ -66,11 +67,14 @@ struct qat_dataset {
     qat__store stores[QAT_SPLIT_COUNT];  /* by the split they came as */
     qat__split splits[QAT_SPLIT_COUNT];
     int64_t h5file;                      /* hid_t of the open HDF5 file, or -1 */
+    int h5fd;                            /* its descriptor (HDF5's sec2 driver), or -1 */
+    int64_t h5size;                      /* its size when opened: a file cut since is refused */
     /* scratch of streamed reads, kept between calls (no malloc per batch) */
     void *stage;
     size_t stage_cap;
     int64_t *order;                      /* [2·n] (row, position) pairs */
-    size_t order_cap;
+    int64_t *runs;                       /* [2·n] (first row, count) runs of a batch */
+    size_t order_cap;                    /* n that order and runs have room for */
 };
 
 /* ---- the format readers (each fills d->stores; dataset.c finishes) ---------------- */
@@ -84,6 +88,9 @@ bool qat__is_npy(const char *path);
 
 /* count rows from row0 of a streamed array, in its stored type, into buf */
 qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int64_t count, void *buf);
+/* n runs of rows (runs[2i] the first, runs[2i + 1] how many; ascending and
+ * apart), packed into buf in order: one read */
+qat_status qat__hdf5_runs(qat_dataset *d, const qat__array *a, const int64_t *runs, int64_t n, void *buf);
 void qat__hdf5_close(qat_dataset *d);
 
 /* ---- .npy files (npy.c) --------------------------------------------------------- */
@@ -116,6 +123,10 @@ qat_status qat__anomaly_convert(qat_ctx *ctx, const void *src, qat_dtype t, int6
  * names the array in messages ("x", "y"). *numel gets the product. */
 qat_status qat__check_shape(qat_ctx *ctx, const char *file, const char *split, const char *what, int64_t n,
                             int rank, const int64_t *shape, int64_t *numel);
+/* What a store holds a sample beside x and float y, counted against the
+ * memory cap: labels (4 bytes), the anomaly flag (1), a row map entry
+ * (4: skipped rows or a carved val split may need one). */
+int64_t qat__table_bytes(const qat__store *st, bool anomaly);
 /* The dataset's memory cap (the option, or the default). */
 int64_t qat__data_cap(const qat_dataset *d);
 /* "a, b, c" of the names, cut with "..." to fit len bytes; "none" for n = 0 */

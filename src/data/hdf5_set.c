@@ -6,9 +6,11 @@
  *
  * Every HDF5 call runs inside H5E_BEGIN_TRY: HDF5 prints nothing, and the
  * message on the context names the file, the dataset and the fault. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/dataset_internal.h"
 #include "io/h5util.h"
@@ -40,14 +42,32 @@ static hid_t mem_type(qat_dtype t) {
     }
 }
 
-/* The qat_dtype of a dataset's file type; false (and a description in
- * what) for the types no array of a data set may have. */
-static bool dtype_of(hid_t set, qat_dtype *t, char *what, size_t len) {
+/* h5py's bool: an enum over a 1-byte integer with the two members 0 and 1. */
+static bool is_h5py_bool(hid_t ft) {
+    hid_t base = H5Tget_super(ft);
+    bool ok = base >= 0 && H5Tget_class(base) == H5T_INTEGER && H5Tget_size(base) == 1 && H5Tget_nmembers(ft) == 2;
+    for (unsigned i = 0; ok && i < 2; i++) {
+        uint8_t v = 9;
+        ok = H5Tget_member_value(ft, i, &v) >= 0 && v == i;
+    }
+    if (base >= 0) H5Tclose(base);
+    return ok;
+}
+
+/* The qat_dtype of a dataset's file type (h5py's bool reads as uint8 0/1,
+ * *is_bool set); false (and the type's name in what) for the types no
+ * array of a data set may hold. */
+static bool dtype_of(hid_t set, qat_dtype *t, bool *is_bool, char *what, size_t len) {
     hid_t ft = H5Dget_type(set);
     H5T_class_t cls = ft < 0 ? H5T_NO_CLASS : H5Tget_class(ft);
     size_t size = ft < 0 ? 0 : H5Tget_size(ft);
     H5T_sign_t sign = cls == H5T_INTEGER ? H5Tget_sign(ft) : H5T_SGN_NONE;
+    *is_bool = cls == H5T_ENUM && is_h5py_bool(ft);
     if (ft >= 0) H5Tclose(ft);
+    if (*is_bool) {
+        *t = QAT_DT_U8;
+        return true;
+    }
     if (cls == H5T_INTEGER && (size == 1 || size == 2 || size == 4 || size == 8) && sign != H5T_SGN_ERROR) {
         int k = size == 1 ? 0 : size == 2 ? 2 : size == 4 ? 4 : 6;
         *t = (qat_dtype)(k + (sign == H5T_SGN_2)); /* U8, I8, U16, I16, ... */
@@ -57,12 +77,12 @@ static bool dtype_of(hid_t set, qat_dtype *t, char *what, size_t len) {
         *t = size == 4 ? QAT_DT_F32 : QAT_DT_F64;
         return true;
     }
-    const char *name = cls == H5T_INTEGER ? "integers" : cls == H5T_FLOAT ? "floats" : cls == H5T_STRING ? "strings"
-                       : cls == H5T_ENUM ? "an enum (h5py's bool?)" : cls == H5T_COMPOUND ? "a compound type"
-                       : cls == H5T_BITFIELD ? "a bitfield" : cls == H5T_OPAQUE ? "an opaque type"
-                       : cls == H5T_ARRAY ? "an array type" : cls == H5T_VLEN ? "variable-length sequences"
-                       : cls == H5T_REFERENCE ? "references" : "an unreadable type";
-    if (cls == H5T_INTEGER || cls == H5T_FLOAT) snprintf(what, len, "%s of %zu bytes", name, size);
+    const char *name = cls == H5T_STRING ? "strings" : cls == H5T_ENUM ? "an enum" : cls == H5T_COMPOUND ?
+                       "a compound type" : cls == H5T_BITFIELD ? "a bitfield" : cls == H5T_OPAQUE ? "an opaque type" :
+                       cls == H5T_ARRAY ? "an array type" : cls == H5T_VLEN ? "variable-length sequences" :
+                       cls == H5T_REFERENCE ? "references" : "an unreadable type";
+    if (cls == H5T_INTEGER) snprintf(what, len, "%zu-byte integers", size);
+    else if (cls == H5T_FLOAT) snprintf(what, len, "%zu-byte floats%s", size, size == 2 ? " (float16)" : "");
     else snprintf(what, len, "%s", name);
     return false;
 }
@@ -121,8 +141,16 @@ static bool open_array(qat__h5r *r, const char *path, bool rank1_rows, int64_t *
     if (set < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot open %s", path);
     a->h5set = set;
     char what[64];
-    if (!dtype_of(set, &a->dtype, what, sizeof what))
-        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s holds %s (want integers or floats)", path, what);
+    bool is_bool = false;
+    if (!dtype_of(set, &a->dtype, &is_bool, what, sizeof what))
+        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s holds %s, which no array of a data set may hold (x: uint8, "
+                             "int8, float32 or float64; y: integers, float32 or float64)", path, what);
+    if (is_bool) { /* read through the enum's own native type: HDF5 converts no enum to integers */
+        hid_t ft = H5Dget_type(set);
+        a->h5memtype = ft < 0 ? -1 : H5Tget_native_type(ft, H5T_DIR_ASCEND);
+        if (ft >= 0) H5Tclose(ft);
+        if (a->h5memtype < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read the type of %s", path);
+    }
     /* data that live elsewhere are not read: another file's bytes could
      * end up in training (external storage), or a mapping (virtual) */
     hid_t dcpl = H5Dget_create_plist(set);
@@ -135,6 +163,17 @@ static bool open_array(qat__h5r *r, const char *path, bool rank1_rows, int64_t *
     if (layout == H5D_LAYOUT_ERROR || external != 0)
         return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s %s", path, external > 0 ? "keeps its data in external "
                              "files: not read; copy it into a plain dataset" : "has an unreadable storage layout");
+    /* data declared but never written (h5py's create_dataset(shape=...)
+     * without data: reads give the fill value) are refused: no deflate
+     * stream expands more than about 1032 times, so storage below 1/4096
+     * of the declared bytes is chunks that were never written. This also
+     * bounds the time a scan of a small hostile file can take. */
+    double declared = (double)qat_dtype_size(a->dtype);
+    for (int i = 0; i < rank; i++) declared *= (double)dims[i];
+    double stored = (double)H5Dget_storage_size(set);
+    if (declared > 0 && stored * 4096.0 < declared)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s stores %.0f bytes of its %.0f (created but never written, or "
+                             "chunks left unwritten?)", path, stored, declared);
     *n = dims[0];
     a->h5rank = rank;
     a->rank = rank - 1;
@@ -163,49 +202,97 @@ static int64_t chunk_bytes(const qat__array *a) {
 static void close_array(qat__array *a) {
     if (a->h5space >= 0) H5Sclose((hid_t)a->h5space);
     if (a->h5set >= 0) H5Dclose((hid_t)a->h5set);
-    a->h5space = a->h5set = -1;
+    if (a->h5memtype >= 0) H5Tclose((hid_t)a->h5memtype);
+    a->h5space = a->h5set = a->h5memtype = -1;
 }
 
-/* count rows from row0 of the open dataset, converted to mt, into buf. */
-static bool read_rows(const qat__array *a, hid_t mt, int64_t row0, int64_t count, void *buf) {
+/* The memory type rows of a are read as: the stored type's native
+ * spelling (or, for h5py's bool, the enum's). */
+static hid_t rows_type(const qat__array *a) { return a->h5memtype >= 0 ? (hid_t)a->h5memtype : mem_type(a->dtype); }
+
+/* Runs of rows (runs[2i] the first row, runs[2i + 1] how many; ascending,
+ * apart) of the open dataset, converted to mt, packed into buf in order:
+ * one selection (the union of the runs' hyperslabs), one H5Dread. A batch
+ * of 256 random rows of 4 KiB takes 2.6 ms so, 5.7 ms as 256 reads
+ * (docs/data-format.md). */
+static bool read_runs(const qat__array *a, hid_t mt, const int64_t *runs, int64_t n, void *buf) {
     hsize_t start[QAT_DATA_MAX_RANK + 1] = {0}, cnt[QAT_DATA_MAX_RANK + 1];
-    start[0] = (hsize_t)row0, cnt[0] = (hsize_t)count;
     for (int i = 1; i < a->h5rank; i++) cnt[i] = (hsize_t)a->shape[i - 1];
-    hsize_t elems = (hsize_t)count * (hsize_t)(a->h5rank == 1 ? 1 : a->row_elems);
     hid_t fs = (hid_t)a->h5space;
-    hid_t ms = H5Screate_simple(1, &elems, NULL);
-    bool ok = ms >= 0 && H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, cnt, NULL) >= 0 &&
-              H5Dread((hid_t)a->h5set, mt, ms, fs, H5P_DEFAULT, buf) >= 0;
+    hsize_t rows = 0;
+    bool ok = true;
+    for (int64_t i = 0; i < n && ok; i++) {
+        start[0] = (hsize_t)runs[2 * i], cnt[0] = (hsize_t)runs[2 * i + 1];
+        rows += cnt[0];
+        ok = H5Sselect_hyperslab(fs, i ? H5S_SELECT_OR : H5S_SELECT_SET, start, NULL, cnt, NULL) >= 0;
+    }
+    hsize_t elems = rows * (hsize_t)(a->h5rank == 1 ? 1 : a->row_elems);
+    hid_t ms = ok ? H5Screate_simple(1, &elems, NULL) : -1;
+    ok = ms >= 0 && H5Dread((hid_t)a->h5set, mt, ms, fs, H5P_DEFAULT, buf) >= 0;
     if (ms >= 0) H5Sclose(ms);
     return ok;
 }
 
-qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int64_t count, void *buf) {
+static bool read_rows(const qat__array *a, hid_t mt, int64_t row0, int64_t count, void *buf) {
+    int64_t run[2] = {row0, count};
+    return read_runs(a, mt, run, 1, buf);
+}
+
+/* The file's size now, or -1 when unknown. */
+static int64_t file_size(const qat_dataset *d) {
+    struct stat sb;
+    return d->h5fd >= 0 && fstat(d->h5fd, &sb) == 0 ? (int64_t)sb.st_size : -1;
+}
+
+/* HDF5's sec2 driver reads zeros past the end of a file cut after it
+ * was opened: the descriptor is watched instead (one fstat a read). */
+static void watch_size(qat_dataset *d) {
+    hid_t fapl = H5Fget_access_plist((hid_t)d->h5file);
+    void *handle = NULL;
+    if (fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle((hid_t)d->h5file, fapl, &handle) >= 0 &&
+        handle)
+        d->h5fd = *(int *)handle;
+    if (fapl >= 0) H5Pclose(fapl);
+    d->h5size = file_size(d);
+}
+
+qat_status qat__hdf5_runs(qat_dataset *d, const qat__array *a, const int64_t *runs, int64_t n, void *buf) {
+    int64_t first = runs[0], last = runs[2 * n - 2] + runs[2 * n - 1] - 1;
+    int64_t now = file_size(d);
+    if (now >= 0 && now < d->h5size)
+        return qat_ctx_fail(d->ctx, QAT_ERR_IO, "%s: %s: cannot read rows %lld to %lld: the file was cut from %lld to "
+                            "%lld bytes since it was opened", a->file, a->name, (long long)first, (long long)last,
+                            (long long)d->h5size, (long long)now);
     bool ok = false;
-    H5E_BEGIN_TRY { ok = a->h5set >= 0 && read_rows(a, mem_type(a->dtype), row0, count, buf); }
+    H5E_BEGIN_TRY { ok = a->h5set >= 0 && read_runs(a, rows_type(a), runs, n, buf); }
     H5E_END_TRY;
     if (ok) return QAT_OK;
     return qat_ctx_fail(d->ctx, QAT_ERR_IO, "%s: %s: cannot read rows %lld to %lld (the file changed or was "
-                        "truncated since it was opened, or its data are damaged)", a->file, a->name, (long long)row0,
-                        (long long)(row0 + count - 1));
+                        "truncated since it was opened, or its data are damaged)", a->file, a->name, (long long)first,
+                        (long long)last);
+}
+
+qat_status qat__hdf5_rows(qat_dataset *d, const qat__array *a, int64_t row0, int64_t count, void *buf) {
+    int64_t run[2] = {row0, count};
+    return qat__hdf5_runs(d, a, run, 1, buf);
 }
 
 /* Integers of an [N] dataset (labels or anomaly flags), block by block, as
  * int64 (uint64 for unsigned 8-byte ones, which int64 cannot hold), each
  * block handed to the check-and-convert function. */
 static bool read_ints(qat__h5r *r, qat__array *a, int64_t n, const char *split, bool labels, void *dst) {
-    bool u64 = a->dtype == QAT_DT_U64;
+    bool u64 = a->dtype == QAT_DT_U64, byte = a->h5memtype >= 0; /* h5py's bool: bytes 0/1 */
     int64_t block = n < BLOCK_ROWS ? n : BLOCK_ROWS;
     void *buf = malloc((size_t)block * 8);
     if (!buf) return qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory to read %s/%s", split, a->name);
     bool ok = true;
     for (int64_t r0 = 0; r0 < n && ok; r0 += block) {
         int64_t cnt = n - r0 < block ? n - r0 : block;
-        if (!read_rows(a, u64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, r0, cnt, buf)) {
+        if (!read_rows(a, byte ? (hid_t)a->h5memtype : u64 ? H5T_NATIVE_UINT64 : H5T_NATIVE_INT64, r0, cnt, buf)) {
             ok = qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s/%s (damaged?)", split, a->name);
             break;
         }
-        qat_dtype t = u64 ? QAT_DT_U64 : QAT_DT_I64;
+        qat_dtype t = byte ? QAT_DT_U8 : u64 ? QAT_DT_U64 : QAT_DT_I64;
         qat_status st = labels ? qat__labels_convert(r->ctx, buf, t, cnt, r0, (int32_t *)dst + r0, r->path, split)
                                : qat__anomaly_convert(r->ctx, buf, t, cnt, r0, (uint8_t *)dst + r0, r->path, split);
         if (st != QAT_OK) ok = false, r->ok = false;
@@ -307,7 +394,7 @@ static bool load_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
         size_t size = (size_t)st->rows * (size_t)a->row_elems * qat_dtype_size(a->dtype);
         if (!(a->owned = malloc(size ? size : 1)))
             return qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory for %s (%zu bytes)", a->name, size);
-        if (!read_rows(a, mem_type(a->dtype), 0, st->rows, a->owned))
+        if (!read_rows(a, rows_type(a), 0, st->rows, a->owned))
             return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read %s (damaged, or compressed with a filter this HDF5 "
                                  "lacks?)", a->name);
         a->mem = a->owned;
@@ -334,13 +421,20 @@ qat_status qat__hdf5_open(qat_dataset *d, const char *path) {
     qat__h5r r = {d->ctx, path, -1, true};
     qat__array anomaly[QAT_SPLIT_COUNT];
     memset(anomaly, 0, sizeof anomaly);
-    for (int s = 0; s < QAT_SPLIT_COUNT; s++) anomaly[s].h5set = anomaly[s].h5space = -1;
+    for (int s = 0; s < QAT_SPLIT_COUNT; s++) anomaly[s].h5set = anomaly[s].h5space = anomaly[s].h5memtype = -1;
     H5E_BEGIN_TRY {
         if (qat__h5r_open_file(&r)) {
             d->h5file = r.file;
+            watch_size(d);
             static const qat_split order[QAT_SPLIT_COUNT] = {QAT_SPLIT_TRAIN, QAT_SPLIT_TEST, QAT_SPLIT_VAL};
             for (int i = 0; i < QAT_SPLIT_COUNT && r.ok; i++) open_split(&r, d, order[i], &anomaly[order[i]]);
             int64_t budget = qat__data_cap(d);
+            for (int s = 0; s < QAT_SPLIT_COUNT && r.ok; s++)
+                if (d->stores[s].present) budget -= qat__table_bytes(&d->stores[s], anomaly[s].h5set >= 0);
+            if (r.ok && budget < 0)
+                qat__h5r_fail(&r, QAT_ERR_UNSUPPORTED, "the labels and row maps of the set's samples take %lld "
+                              "bytes, over the memory cap of %lld", (long long)(qat__data_cap(d) - budget),
+                              (long long)qat__data_cap(d));
             for (int s = 0; s < QAT_SPLIT_COUNT && r.ok; s++)
                 if (d->stores[s].present) load_split(&r, d, (qat_split)s, &anomaly[s], &budget);
         }
@@ -361,7 +455,7 @@ void qat__hdf5_close(qat_dataset *d) {
             close_array(&d->stores[s].targets);
         }
         if (d->h5file >= 0) H5Fclose((hid_t)d->h5file);
-        d->h5file = -1;
+        d->h5file = -1, d->h5fd = -1;
     }
     H5E_END_TRY;
 }

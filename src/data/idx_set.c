@@ -87,10 +87,10 @@ static qat_status load_split(qat_dataset *d, qat_split s, const char *ipath, con
     if (status != QAT_OK) return status;
     st->present = true;
     st->rows = im.dims[0];
-    *bytes += im.size;
+    *bytes += im.size + st->rows * (lpath ? 8 : 4); /* with the labels and row map (qat__table_bytes) */
     if (*bytes > qat__data_cap(d))
-        return qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the IDX images take %lld bytes, over the memory cap of "
-                            "%lld: IDX sets are read whole (raise the cap, or convert the set to HDF5, which streams)",
+        return qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the IDX images take %lld bytes (with the labels and row "
+                            "maps), over the memory cap of %lld: IDX sets are read whole (raise the cap, or convert the set to HDF5, which streams)",
                             ipath, (long long)*bytes, (long long)qat__data_cap(d));
     if (!lpath) return QAT_OK;
     if ((status = qat_idx_read(d->ctx, lpath, &lb)) != QAT_OK) return status;
@@ -116,22 +116,24 @@ qat_status qat__idx_dir_open(qat_dataset *d, const char *dir) {
     int n;
     qat_status status = qat__dir_list(d->ctx, dir, &names, &n);
     if (status != QAT_OK) return status;
-    int64_t bytes = 0;
+    /* every file found before any is read: a missing one is named first */
     static const qat_split splits[2] = {QAT_SPLIT_TRAIN, QAT_SPLIT_TEST};
+    char ipath[2][QAT__DATA_PATH], lpath[2][QAT__DATA_PATH];
+    bool has_i[2] = {false, false}, has_l[2] = {false, false};
     for (int k = 0; k < 2 && status == QAT_OK; k++) {
-        char ipath[QAT__DATA_PATH], lpath[QAT__DATA_PATH];
-        bool has_i, has_l;
-        status = find(d, dir, names, n, splits[k], IMAGES, ipath, sizeof ipath, &has_i);
-        if (status == QAT_OK) status = find(d, dir, names, n, splits[k], LABELS, lpath, sizeof lpath, &has_l);
-        if (status == QAT_OK && !has_i) {
+        status = find(d, dir, names, n, splits[k], IMAGES, ipath[k], sizeof ipath[k], &has_i[k]);
+        if (status == QAT_OK) status = find(d, dir, names, n, splits[k], LABELS, lpath[k], sizeof lpath[k], &has_l[k]);
+        if (status == QAT_OK && !has_i[k]) {
             char list[256];
             qat__join_names(list, sizeof list, names, n);
             status = qat_ctx_fail(d->ctx, QAT_ERR_FORMAT, "%s: no %s images (want %s-images-idx3-ubyte[.gz]; the "
                                   "directory holds: %s)", dir, qat_split_str(splits[k]),
                                   k ? "t10k" : "train", list);
         }
-        if (status == QAT_OK) status = load_split(d, splits[k], ipath, has_l ? lpath : NULL, &bytes);
     }
+    int64_t bytes = 0;
+    for (int k = 0; k < 2 && status == QAT_OK; k++)
+        status = load_split(d, splits[k], ipath[k], has_l[k] ? lpath[k] : NULL, &bytes);
     free(names);
     return status;
 }

@@ -8,7 +8,8 @@
  * payload. The parser here takes exactly that grammar: the three keys,
  * each once, nothing else; a shape that is a tuple of decimal integers
  * (one element needs its comma: "(5)" is not a tuple); the dtypes of
- * qat_dtype in little-endian (or byte-order-free) spelling. Before a byte
+ * qat_dtype in little-endian (or byte-order-free) spelling, and bool
+ * ('|b1'), which reads as uint8. Before a byte
  * of payload is read, the file's size must be exactly what the header
  * promises: a payload shorter or longer than the shape says is refused,
  * and memory is never sized by a header that the file does not back. */
@@ -116,7 +117,7 @@ static qat_status parse_descr(lexer *lx, const char *d, qat_dtype *t) {
     } types[] = {{'u', 1, QAT_DT_U8},  {'i', 1, QAT_DT_I8},  {'u', 2, QAT_DT_U16}, {'i', 2, QAT_DT_I16},
                  {'u', 4, QAT_DT_U32}, {'i', 4, QAT_DT_I32}, {'u', 8, QAT_DT_U64}, {'i', 8, QAT_DT_I64},
                  {'f', 4, QAT_DT_F32}, {'f', 8, QAT_DT_F64}};
-    const char *want = "want one of |u1 |i1 <u2 <i2 <u4 <i4 <u8 <i8 <f4 <f8";
+    const char *want = "want one of |u1 |i1 <u2 <i2 <u4 <i4 <u8 <i8 <f4 <f8 |b1";
     size_t n = strlen(d);
     char order = n ? d[0] : 0, kind = n > 1 ? d[1] : 0;
     int size = n == 3 && d[2] >= '1' && d[2] <= '9' ? d[2] - '0' : -1;
@@ -134,9 +135,10 @@ static qat_status parse_descr(lexer *lx, const char *d, qat_dtype *t) {
         *t = types[i].t;
         return QAT_OK;
     }
-    if (kind == 'b' && size == 1)
-        return qat_ctx_fail(lx->ctx, QAT_ERR_UNSUPPORTED, "%s: .npy dtype '%s' (bool) is not supported: store 0/1 "
-                            "as uint8 (numpy: a.astype(np.uint8))", lx->path, d);
+    if (kind == 'b' && size == 1) { /* numpy's bool: bytes 0 and 1 */
+        *t = QAT_DT_U8;
+        return QAT_OK;
+    }
     if (kind == 'f' && size == 2)
         return qat_ctx_fail(lx->ctx, QAT_ERR_UNSUPPORTED, "%s: .npy dtype '%s' (float16) is not supported: store "
                             "float32 (numpy: a.astype(np.float32))", lx->path, d);
@@ -492,10 +494,14 @@ qat_status qat__npy_dir_open(qat_dataset *d, const char *dir) {
         int part = i % N_PARTS;
         if (status == QAT_OK && (part == PART_X || (part == PART_Y && files[i].h.dtype > QAT_DT_I64)))
             bytes += files[i].h.count * (int64_t)qat_dtype_size(files[i].h.dtype);
+        /* and the per-sample tables (qat__table_bytes): labels, flags, row map */
+        int64_t rows = files[i].h.rank ? files[i].h.shape[0] : 1;
+        if (status == QAT_OK)
+            bytes += rows * (part == PART_X ? 4 : part == PART_ANOMALY ? 1 : files[i].h.dtype <= QAT_DT_I64 ? 4 : 0);
     }
     if (status == QAT_OK && bytes > qat__data_cap(d))
-        status = qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the .npy arrays take %lld bytes, over the memory cap "
-                              "of %lld: .npy sets are read whole (raise the cap, or convert the set to HDF5, which "
+        status = qat_ctx_fail(d->ctx, QAT_ERR_UNSUPPORTED, "%s: the .npy arrays take %lld bytes (with the labels and "
+                              "row maps), over the memory cap of %lld: .npy sets are read whole (raise the cap, or convert the set to HDF5, which "
                               "streams)", dir, (long long)bytes, (long long)qat__data_cap(d));
     for (int s = 0; s < QAT_SPLIT_COUNT && status == QAT_OK; s++)
         if (files[s * N_PARTS].present) status = load_split(d, (qat_split)s, &files[s * N_PARTS]);
