@@ -71,6 +71,10 @@ void cli_json_str(const char *s) {
     putchar('"');
 }
 
+int cli_status_of(qat_status st) {
+    return st == QAT_ERR_ARG || st == QAT_ERR_SHAPE || st == QAT_ERR_FORMAT || st == QAT_ERR_UNSUPPORTED ? EXIT_USAGE : 1;
+}
+
 void cli_json_error(const char *message, int status) {
     printf("{\"error\": ");
     cli_json_str(message);

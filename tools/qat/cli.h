@@ -29,6 +29,11 @@
  * follow the JSON line on stdout. */
 int cli_fail(const char *prog, bool json, int status, const char *fmt, ...) CLI_PRINTF(4, 5);
 int cli_usage_fail(const char *prog, bool json, const char *usage, const char *fmt, ...) CLI_PRINTF(4, 5);
+/* The exit status of a failure the library reported: 2 when the input is
+ * bad (a file or data set of the wrong form, a configuration the model
+ * or the data cannot take: QAT_ERR_ARG, _SHAPE, _FORMAT, _UNSUPPORTED),
+ * 1 otherwise (the system: I/O, memory; or a run that went wrong). */
+int cli_status_of(qat_status st);
 /* Prints {"error": message, "status": status} and a newline on stdout. */
 void cli_json_error(const char *message, int status);
 

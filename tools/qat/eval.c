@@ -174,7 +174,7 @@ static int measure(eval_run *r, qat_engine_mode mode, const char *name, qat_metr
     else how.outputs_f = outputs;
     qat_status st = qat_engine_evaluate(r->ctx, e, r->q, r->data, r->split, &r->task, &how, m);
     qat_engine_free(e);
-    if (st != QAT_OK) return cli_fail(PROG, r->o.json, 1, "%s", qat_ctx_error(r->ctx));
+    if (st != QAT_OK) return cli_fail(PROG, r->o.json, cli_status_of(st), "%s", qat_ctx_error(r->ctx));
     progress_end(&bar, NULL);
     *seconds = how.seconds;
     return 0;
@@ -185,7 +185,8 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     r->q = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, sizeof *r->q);
     if (!r->q || qat_qmodel_load(r->ctx, o->path, r->q) != QAT_OK) return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
     fprintf(stderr, "%s: building the evaluation: %s on %s\n", PROG, o->path, o->data.path);
-    if (data_arg_open(&o->data, PROG, 1, r->ctx, &r->data) != QAT_OK) return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
+    if (data_arg_open(&o->data, PROG, 1, r->ctx, &r->data) != QAT_OK)
+        return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
     const qat_split_info *info = qat_dataset_info(r->data, r->split);
     if (!info) return cli_fail(PROG, o->json, 1, "%s: the data set has no %s split", o->data.path, o->split);
     int t;

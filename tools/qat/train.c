@@ -121,6 +121,10 @@ typedef struct {
 } run;
 
 static int fail(const run *r) { return cli_fail(PROG, r->o->json, 1, "%s", qat_ctx_error(r->ctx)); }
+/* A failure of the input (the data set, its fit to the model): exit 2 unless the system failed. */
+static int bad_input(const run *r) {
+    return cli_fail(PROG, r->o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
+}
 
 /* A path for an output: its folder exists and can be written, and it is
  * not a folder itself. Checked before the training starts. */
@@ -372,8 +376,8 @@ static int train(run *r) {
     if ((rc = check_output(r, "--out", o->out)) || (rc = check_output(r, "--best-out", o->best_out)) ||
         (rc = check_output(r, "--log", o->log)))
         return rc;
-    if (make_model(r) != QAT_OK) return fail(r);
-    if (data_arg_open(&o->data, PROG, o->seed, r->ctx, &r->data) != QAT_OK) return fail(r);
+    if (make_model(r) != QAT_OK) return bad_input(r);
+    if (data_arg_open(&o->data, PROG, o->seed, r->ctx, &r->data) != QAT_OK) return bad_input(r);
     r->task = task_of(r);
     if (o->n_weights && r->task != QAT_TASK_CLASSIFY)
         return cli_fail(PROG, o->json, EXIT_USAGE, "--class-weights is for classification; this is a %s task",
@@ -383,7 +387,7 @@ static int train(run *r) {
     if (o->resume && (rc = train_check_resume(o, r->ctx, r->config))) return rc;
     qat_train_config c;
     configure(r, &c);
-    if (qat_trainer_new(r->m, &c, &r->tr) != QAT_OK) return fail(r);
+    if (qat_trainer_new(r->m, &c, &r->tr) != QAT_OK) return bad_input(r);
     char err[512];
     if (o->log && r->d->rank == 0 &&
         metrics_log_open(&r->log, o->log, o->resume != NULL, r->m, o->qat ? &o->qcfg : NULL, o->log_every,

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# qat train on your own data, through the program:
+#  - MNIST as IDX, as an HDF5 file and as a .npy directory (converted by
+#    qat_data_convert) trains to the same weights, bit for bit;
+#  - eval --outputs writes every sample's output integers as .npy, and the
+#    int engine's predictions match them;
+#  - Ctrl-C (SIGINT) saves --out atomically and says how to resume; the
+#    resumed run ends bit-identical to one that never stopped;
+#  - bad data sets (NaN, labels past the model's classes, a sample shape
+#    the model does not take, a missing split, N of x and y apart, an
+#    unsupported dtype, Fortran order, a truncated .npy, a file that is not
+#    HDF5): one line naming the fault, exit 2, nothing written.
+#
+#   train_data.sh QAT_BIN QAT_DATA_CONVERT CKPT_CMP MNIST_DIR PYTHON
+set -euo pipefail
+bin=$1 convert=$2 cmp=$3 mnist=$4 py=$5
+work=$(mktemp -d /tmp/qat-train-data-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+common=(--model lenet --qat --epochs 1 --limit-train 1000 --limit-test 200 --seed 3)
+
+# ---- the same weights from three formats --------------------------------------------------
+"$convert" "$mnist" "$work/mnist.h5" >/dev/null
+"$convert" "$mnist" "$work/npy" >/dev/null
+for f in idx h5 npy; do
+  case $f in idx) d=$mnist ;; h5) d=$work/mnist.h5 ;; npy) d=$work/npy ;; esac
+  "$bin" train --data "$d" "${common[@]}" --out "$work/$f.ckpt.h5" 2>"$work/$f.err" >/dev/null ||
+    { cat "$work/$f.err"; fail "train on $f"; }
+  grep -q "^qat: data $d ($([ $f = h5 ] && echo hdf5 || echo $f))" "$work/$f.err" || fail "$f: the data line: $(head -3 "$work/$f.err")"
+done
+"$cmp" "$work/idx.ckpt.h5" "$work/h5.ckpt.h5" >/dev/null || fail "IDX and HDF5 trained to different weights"
+"$cmp" "$work/idx.ckpt.h5" "$work/npy.ckpt.h5" >/dev/null || fail "IDX and .npy trained to different weights"
+echo "IDX, HDF5 and .npy: the same weights, bit for bit"
+
+# ---- eval --outputs and --predictions --------------------------------------------------------
+"$bin" export --checkpoint "$work/idx.ckpt.h5" --out "$work/m.qat.h5" 2>/dev/null
+"$bin" eval --model "$work/m.qat.h5" --data "$work/npy" --limit-test 300 --outputs "$work/out.npy" \
+  --predictions "$work/pred.txt" --json > "$work/eval.json" 2>/dev/null || fail "eval --outputs"
+"$py" - "$work/out.npy" "$work/pred.txt" <<'EOF' || fail "eval --outputs: the integers do not give the predictions"
+import sys, numpy as np
+out = np.load(sys.argv[1])
+pred = np.loadtxt(sys.argv[2], dtype=np.int64)
+assert out.dtype == np.int32 and out.shape == (300, 10), (out.dtype, out.shape)
+assert (out.argmax(axis=1) == pred).all()
+assert out.min() >= -128 and out.max() <= 127
+EOF
+echo "eval --outputs: [300, 10] int32, argmax = the predictions"
+
+# ---- Ctrl-C saves; the resume ends where a run that never stopped ends ------------------------
+long=(--model lenet --qat --epochs 2 --limit-train 12000 --limit-test 200 --seed 5 --data "$mnist")
+"$bin" train "${long[@]}" --out "$work/straight.ckpt.h5" >/dev/null 2>&1
+"$bin" train "${long[@]}" --out "$work/int.ckpt.h5" >/dev/null 2>"$work/int.err" &
+pid=$!
+for _ in $(seq 100); do grep -q "epoch 1/2" "$work/int.err" 2>/dev/null && break; sleep 0.05; done
+sleep 0.3
+kill -INT "$pid"
+rc=0; wait "$pid" || rc=$?
+[ "$rc" = 130 ] || { cat "$work/int.err"; fail "SIGINT: exit $rc, want 130"; }
+grep -q "interrupted at step [0-9]*; wrote $work/int.ckpt.h5: continue with the same command and --resume" "$work/int.err" ||
+  fail "SIGINT: the message: $(tail -2 "$work/int.err")"
+ls "$work"/.int.ckpt.h5.qat-tmp.* >/dev/null 2>&1 && fail "SIGINT left a temporary file"
+"$bin" train "${long[@]}" --out "$work/int.ckpt.h5" --resume "$work/int.ckpt.h5" >/dev/null 2>"$work/res.err" ||
+  { cat "$work/res.err"; fail "resume after SIGINT"; }
+"$cmp" "$work/straight.ckpt.h5" "$work/int.ckpt.h5" >/dev/null || fail "interrupted + resumed differs from straight"
+echo "SIGINT: saved $(grep -o 'at step [0-9]*' "$work/int.err" | head -1), resumed bit-identical"
+
+# ---- bad data sets: one line, exit 2, nothing written -----------------------------------------
+mk() { "$py" - "$@" <<'EOF'
+import os, sys, numpy as np
+kind, d = sys.argv[1], sys.argv[2]
+os.makedirs(d, exist_ok=True)
+r = np.random.default_rng(1)
+x = r.random((40, 1, 28, 28), dtype=np.float32); y = (np.arange(40) % 10).astype(np.int64)
+xt, yt = x[:20].copy(), y[:20].copy()
+if kind == "nan": x[17, 0, 3, 4] = np.nan
+if kind == "label": y[23] = 12
+if kind == "shape": x = r.random((40, 1, 20, 20), dtype=np.float32); xt = x[:20].copy()
+if kind == "count": y = y[:39]
+if kind == "dtype": x = x.astype(np.float16)
+save = lambda n, a: np.save(os.path.join(d, n), a)
+save("train_x.npy", np.asfortranarray(x) if kind == "fortran" else x); save("train_y.npy", y)
+if kind != "split": save("test_x.npy", xt); save("test_y.npy", yt)
+if kind == "truncated":
+    p = os.path.join(d, "train_x.npy"); b = open(p, "rb").read(); open(p, "wb").write(b[:len(b) - 100])
+EOF
+}
+check() { # KIND EXPECTED-TEXT
+  mk "$1" "$work/bad-$1"
+  rc=0; "$bin" train --data "$work/bad-$1" --model lenet --epochs 1 --out "$work/bad.ckpt.h5" >/dev/null 2>"$work/bad.err" || rc=$?
+  [ "$rc" = 2 ] || { cat "$work/bad.err"; fail "$1: exit $rc, want 2"; }
+  [ "$(grep -vc '^qat: data ' "$work/bad.err")" = 1 ] || { cat "$work/bad.err"; fail "$1: more than one line"; }
+  grep -q -- "$2" "$work/bad.err" || fail "$1: want \"$2\", got: $(cat "$work/bad.err")"
+  [ -e "$work/bad.ckpt.h5" ] && fail "$1: wrote a checkpoint"
+  echo "bad data ($1): $(grep -v '^qat: data ' "$work/bad.err")"
+}
+check nan "row 17"
+check label "label 12 at row 23"
+check shape "\[1, 20, 20\]"
+check split "test"
+check count "40"
+check dtype "float16"
+check fortran "Fortran"
+check truncated "train_x.npy"
+printf 'not an HDF5 file at all\n' > "$work/bad.h5"
+rc=0; "$bin" train --data "$work/bad.h5" --epochs 1 >/dev/null 2>"$work/bad.err" || rc=$?
+[ "$rc" = 2 ] || { cat "$work/bad.err"; fail "not HDF5: exit $rc, want 2"; }
+echo "bad data (not HDF5): $(cat "$work/bad.err")"
+echo "train_data: ok"
