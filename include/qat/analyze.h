@@ -74,6 +74,8 @@ typedef struct {
     int64_t peak_activation_bytes;  /* the integer runtime's plan for one sample; -1 when the model
                                        cannot be lowered or planned (a float model, a point never
                                        observed, a custom op, types the runtime does not run) */
+    const qat_normalization *normalization; /* the input's (the model's or the program's, valid
+                                               while it lives); NULL: none */
 } qat_summary;
 
 /* A row per layer of m, the input included, up to the model's output,

@@ -51,7 +51,7 @@ qat_status qat_model_set_input_shape(qat_model *m, int rank, const int64_t *shap
             return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: input dimension %lld", (long long)shape[d]);
     char msg[200];
     if (m->norm && qat_normalization_check(m->norm, rank, shape, msg, sizeof msg) != QAT_OK)
-        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: the input shape does not fit the model's %s", msg);
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: the input shape does not fit the model's normalization: %s", msg);
     m->in_rank = rank;
     memcpy(m->in_shape, shape, (size_t)rank * sizeof *shape);
     return QAT_OK;
@@ -71,7 +71,7 @@ qat_status qat_model_set_normalization(qat_model *m, const qat_normalization *no
     }
     char msg[200];
     if (qat_normalization_check(norm, m->in_rank, m->in_shape, msg, sizeof msg) != QAT_OK)
-        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s", msg);
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: normalization: %s", msg);
     if (!m->norm_mem && !(m->norm_mem = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, sizeof *m->norm_mem)))
         return qat_ctx_status(m->ctx);
     /* the channels in use, the rest zero: two equal normalizations are equal bytes */
