@@ -466,7 +466,7 @@ static bool write_probe(const char *path, const char *probe) {
  * fused and unoptimized, computes qat's input integers on every byte value
  * of every channel (one sample of [3, 16, 16] holds each once per channel),
  * and then logits within a step of qat's fake-quantized engine. */
-static void test_onnxruntime_normalized_input(void) {
+static void normalized_input_case(int io_bits) {
     const char *src = getenv("QAT_SOURCE_DIR"), *py = onnxruntime_python();
     CU_ASSERT_PTR_NOT_NULL_FATAL(src);
     if (!py) printf("\nQAT_PYTHON=%s cannot import onnxruntime: run scripts/setup-python.sh\n", getenv("QAT_PYTHON") ? getenv("QAT_PYTHON") : "(unset)");
@@ -483,7 +483,9 @@ static void test_onnxruntime_normalized_input(void) {
     const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.2470f, 0.2435f, 0.2616f};
     memcpy(n.mean, mean, sizeof mean), memcpy(n.std, std, sizeof std);
     CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_prepare_config cfg = qat_prepare_defaults();
+    cfg.io_bits = io_bits; /* under 8 bits: an integer Clip after the input's QuantizeLinear */
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &cfg), QAT_OK);
     qat_rng rng;
     qat_rng_seed(&rng, 31);
     for (int i = 0; i < 4; i++) { /* observe raw bytes */
@@ -503,9 +505,9 @@ static void test_onnxruntime_normalized_input(void) {
     Onnx__ModelProto *mp = read_model(model);
     CU_ASSERT_FATAL(mp && mp->graph);
     const Onnx__GraphProto *g = mp->graph;
-    const char *chain[5] = {"QuantizeLinear", "Mul", "Div", "Sub", "Div"};
+    const char *chain[6] = {"Clip", "QuantizeLinear", "Mul", "Div", "Sub", "Div"};
     const char *v = "input.q";
-    for (int k = 0; k < 5; k++) {
+    for (int k = io_bits < 8 ? 0 : 1; k < 6; k++) {
         const Onnx__NodeProto *nd = producer(g, v);
         CU_ASSERT_FATAL(nd != NULL);
         CU_ASSERT_STRING_EQUAL(nd->op_type, chain[k]);
@@ -543,8 +545,8 @@ static void test_onnxruntime_normalized_input(void) {
         fclose(f);
         int same = 0;
         for (int i = 0; i < IN; i++) same += lo[i] == (float)table[(i / 256) * 256 + i % 256]; /* sample 0: every byte */
-        printf(" [onnxruntime %s: input integers = qat's on %d of %d byte values]", level ? "unoptimized" : "fused",
-               same, IN);
+        printf(" [%d-bit input, onnxruntime %s: input integers = qat's on %d of %d byte values]", io_bits,
+               level ? "unoptimized" : "fused", same, IN);
         CU_ASSERT_EQUAL(same, IN);
         snprintf(cmd, sizeof cmd, "'%s' '%s/tests/onnx/ort_run.py' '%s' --input '%s' --shape 3,16,16 --logits '%s' "
                  "--level %s >/dev/null", py, src, model, in, out, level ? "disabled" : "all");
@@ -561,6 +563,11 @@ static void test_onnxruntime_normalized_input(void) {
     }
     qat_engine_free(fe);
     qat_ctx_free(ctx);
+}
+
+static void test_onnxruntime_normalized_input(void) {
+    normalized_input_case(8);
+    normalized_input_case(6);
 }
 
 /* ---- refusals and the atomic write ------------------------------------------------------- */
