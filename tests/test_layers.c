@@ -2,6 +2,7 @@
  * initialisation, BatchNorm train vs eval, gradient checks through whole
  * models, the input normalization (the forward's first op, its checks and
  * its gradient), and misuse. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "qat/layers.h"
@@ -290,6 +291,23 @@ static void test_normalization_refusals(void) {
         CU_ASSERT_PTR_NULL(qat_model_normalization(m)); /* nothing set */
         qat_ctx_clear_error(ctx);
     }
+    /* the state bytes (ranks compare them) see the normalization */
+    qat_normalization other = n;
+    other.std[2] = 0.3f;
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    size_t bytes = qat_model_state_bytes(m, NULL, 0);
+    unsigned char *s1 = malloc(bytes), *s2 = malloc(bytes);
+    CU_ASSERT_FATAL(s1 && s2);
+    qat_model_state_bytes(m, s1, bytes);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &other), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_state_bytes(m, s2, bytes), bytes);
+    CU_ASSERT_NOT_EQUAL(memcmp(s1, s2, bytes), 0);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    qat_model_state_bytes(m, s2, bytes);
+    CU_ASSERT_EQUAL(memcmp(s1, s2, bytes), 0);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, NULL), QAT_OK);
+    CU_ASSERT(qat_model_state_bytes(m, NULL, 0) < bytes);
+    free(s1), free(s2);
     /* one channel fits any input; channels 0 and NULL remove it */
     qat_normalization one = norm_of(1, 255.0f, mean, std, true);
     CU_ASSERT_EQUAL(qat_model_set_normalization(m, &one), QAT_OK);

@@ -475,6 +475,14 @@ size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap) {
     put(buf, cap, &off, m->rng.s, sizeof m->rng.s);
     uint8_t flags[4] = {m->prepared, m->fake_quant_on, m->observers_frozen, m->bn_frozen};
     put(buf, cap, &off, flags, sizeof flags);
+    if (m->norm) { /* the processes of a data-parallel job must normalize alike too */
+        const qat_normalization *n = m->norm;
+        float d[2] = {(float)n->channels, n->divisor};
+        put(buf, cap, &off, d, sizeof d);
+        put(buf, cap, &off, n->mean, (size_t)n->channels * sizeof *n->mean);
+        put(buf, cap, &off, n->std, (size_t)n->channels * sizeof *n->std);
+        put(buf, cap, &off, &n->raw_uint8, sizeof n->raw_uint8);
+    }
     for (int i = 0; i < m->n_layers; i++) {
         const qat__layer *l = &m->layers[i];
         if (l->aq) { /* the observer's numbers, field by field (the struct has padding) */
