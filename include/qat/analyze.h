@@ -131,7 +131,7 @@ typedef struct qat_analysis qat_analysis;
 QAT_API qat_analysis *qat_analysis_new(qat_model *m, int max_batch, int in_rank, const int64_t *in_shape);
 
 /* Adds a batch: x holds n samples of the model's input, contiguous floats
- * ([n, C, H, W] or [n, F]); labels (may be NULL) their classes. Runs the
+ * ([n, C, H, W] or [n, F]; raw when the model normalizes its input); labels (may be NULL) their classes. Runs the
  * model 2 + 3·(points) times in eval mode with gradients off, resetting
  * the model context's step arena after each run (call it between training
  * steps, not inside one); the model's mode, phase and switches are as
