@@ -517,6 +517,10 @@ static void normalized_input_case(int io_bits) {
     const Onnx__TensorProto *mt = initializer(g, "input.mean"), *us = initializer(g, "input.unit_scale");
     CU_ASSERT_FATAL(mt && us);
     CU_ASSERT(mt->n_dims == 4 && mt->dims[1] == 3 && f32_at(mt, 2) == mean[2] && f32_at(us, 0) == 1.0f);
+    const char *meta = metadata(mp, "qat.normalization");
+    CU_ASSERT_FATAL(meta != NULL);
+    CU_ASSERT_STRING_EQUAL(meta, "channels=3 divisor=255 mean=0.491400003,0.482199997,0.446500003 "
+                                 "std=0.246999994,0.243499994,0.261599988 raw_uint8=1");
     onnx__model_proto__free_unpacked(mp, NULL);
     int rc = checker(model); /* onnx.checker, where Debian's python3-onnx is installed */
     if (rc >= 0) CU_ASSERT_EQUAL(rc, 0);
