@@ -44,12 +44,13 @@ static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat
 }
 
 /* Compiles the generated NAME.c with strict C99 warnings and NAME_io.c and
- * tests/mcu/host_main.c beside it, runs it on n inputs x [n][in], and
- * compares its output integers with want [n][out] and (when wantf is
- * given) its dequantized outputs with wantf. false with a message when a
- * step fails. */
-static bool run_generated(const char *name, const float *x, int n, int64_t in, const int32_t *want,
-                          const float *wantf, int64_t out) {
+ * tests/mcu/host_main.c beside it, runs it on n inputs x [n][in] (floats,
+ * or with bytes raw bytes through NAME_quantize_input_u8: the harness's
+ * -DQAT_INPUT_U8), and compares its output integers with want [n][out]
+ * and (when wantf is given) its dequantized outputs with wantf. false with
+ * a message when a step fails. */
+static bool run_generated_ex(const char *name, const void *x, bool bytes, int n, int64_t in, const int32_t *want,
+                             const float *wantf, int64_t out) {
     const char *src = getenv("QAT_SOURCE_DIR");
     char up[64], cmd[4096], path[512];
     size_t k = 0;
@@ -57,14 +58,16 @@ static bool run_generated(const char *name, const float *x, int n, int64_t in, c
     up[k] = '\0';
     snprintf(path, sizeof path, "%s/%s.f32", dir, name);
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(x, sizeof *x * (size_t)in, (size_t)n, f) != (size_t)n) return false;
+    size_t elem = bytes ? 1 : sizeof(float);
+    if (!f || fwrite(x, elem * (size_t)in, (size_t)n, f) != (size_t)n) return false;
     fclose(f);
     const char *strict = "-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion -O2";
+    const char *u8 = bytes ? "-DQAT_INPUT_U8" : "";
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && cc %s -c %s.c -o %s.o && cc %s -DQAT_MODEL=%s -DQAT_MODEL_UP=%s "
+             "cd '%s' && cc %s -c %s.c -o %s.o && cc %s %s -DQAT_MODEL=%s -DQAT_MODEL_UP=%s "
              "-DQAT_MODEL_HEADER='\"%s.h\"' -I. '%s/tests/mcu/host_main.c' %s_io.c %s.o -o %s.host && "
              "./%s.host %s.f32 %d %s.out %s.inc %s.deq",
-             dir, strict, name, name, strict, name, up, name, src, name, name, name, name, name, n, name, name, name);
+             dir, strict, name, name, strict, u8, name, up, name, src, name, name, name, name, name, n, name, name, name);
     if (system(cmd) != 0) return printf("\n  failed: %s\n", cmd), false;
     snprintf(path, sizeof path, "%s/%s.out", dir, name);
     FILE *o = fopen(path, "r");
@@ -94,12 +97,17 @@ static bool run_generated(const char *name, const float *x, int n, int64_t in, c
         return true;
     }
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && bash '%s/tests/mcu/qemu_run.sh' . %s %s.inc %s-mcu >/dev/null && "
+             "cd '%s' && MCU_DEFS='%s' bash '%s/tests/mcu/qemu_run.sh' . %s %s.inc %s-mcu >/dev/null && "
              "grep '^[0-9]*:' %s-mcu/cortex-m4.txt | cmp -s - %s.out && grep '^[0-9]*:' %s-mcu/cortex-m3.txt | cmp -s - %s.out",
-             dir, src, name, name, name, name, name, name, name);
+             dir, u8, src, name, name, name, name, name, name, name);
     if (system(cmd) != 0) return printf("\n  failed: %s\n", cmd), false;
     printf(" [%s: host, Cortex-M4 and Cortex-M3 equal the engine]", name);
     return true;
+}
+
+static bool run_generated(const char *name, const float *x, int n, int64_t in, const int32_t *want,
+                          const float *wantf, int64_t out) {
+    return run_generated_ex(name, x, false, n, in, want, wantf, out);
 }
 
 static bool have_cc(void) { return system("cc --version >/dev/null 2>&1") == 0; }
@@ -273,6 +281,116 @@ static void test_io_equals_engine(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- the input normalization: raw floats and raw bytes ----------------------------------- */
+
+/* A program whose output is its input integers ([3, 16, 16] -> flatten),
+ * with a per-channel normalization of raw bytes: one sample holds every
+ * byte value once per channel. NAME_quantize_input_u8 (its table, in
+ * NAME.c) and NAME_quantize_input on raw floats give the engine's
+ * integers, on the host and (where qemu runs) on the Cortex-M, whose
+ * harness quantizes the bytes on the device. */
+static void test_normalized_input_every_byte(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    static qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = 3, n.divisor = 255.0f, n.raw_uint8 = true;
+    const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.2470f, 0.2435f, 0.2616f};
+    memcpy(n.mean, mean, sizeof mean), memcpy(n.std, std, sizeof std);
+    qat_aparams a = ap(0.0171f, 3);
+    a.qmin = -120, a.qmax = 110; /* a storage range narrower than the type: the clamp shows */
+    qat_qtensor ts[2] = {{.rank = 3, .shape = {3, 16, 16}, .q = a}, vec("flat", 768, a)};
+    snprintf(ts[0].name, sizeof ts[0].name, "input");
+    qat_qop op = {.kind = QAT_QOP_FLATTEN, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = a.qmin,
+                  .act_max = a.qmax};
+    snprintf(op.name, sizeof op.name, "flat");
+    qat_qmodel q = {.n_tensors = 2, .n_ops = 1, .tensors = ts, .ops = &op, .input = 0, .output = 1, .config = "",
+                    .norm = &n};
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    qat_codegen_info info;
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "norm_bytes", &info), QAT_OK);
+    CU_ASSERT(info.weight_bytes >= 3 * 256); /* the table, in flash */
+    enum { N = 3, IN = 768 };
+    static uint8_t xb[N * IN];
+    static float x[N * IN], yf[N * IN];
+    static int32_t yq[N * IN], yb[N * IN];
+    qat_rng rng;
+    qat_rng_seed(&rng, 12);
+    for (int i = 0; i < N * IN; i++) xb[i] = (uint8_t)(i < IN ? (uint32_t)(i % 256) : qat_rng_below(&rng, 256));
+    for (int i = 0; i < N * IN; i++) x[i] = i < IN ? (float)xb[i] : qat_rng_uniform(&rng) * 300.0f - 20.0f;
+    x[IN] = NAN, x[IN + 1] = INFINITY, x[IN + 2] = -INFINITY;
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run_u8(e, xb, N, NULL, yb), QAT_OK);
+    CU_ASSERT(run_generated_ex("norm_bytes", xb, true, N, IN, yb, NULL, IN));
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated("norm_bytes", x, N, IN, yq, yf, IN));
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* The every-op graph trained on raw bytes with a two-channel
+ * normalization: the generated C on raw floats and on raw bytes equals
+ * the engine's qat_engine_run / qat_engine_run_u8. Without raw_uint8 no
+ * byte function is written. */
+static void test_normalized_model(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, every_op_text, "every_op"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    static qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = 2, n.divisor = 255.0f, n.raw_uint8 = true;
+    n.mean[0] = 0.35f, n.std[0] = 0.21f, n.mean[1] = 0.6f, n.std[1] = 0.33f;
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 21);
+    qat_optim opt;
+    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
+    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
+    for (int i = 0; i < 6; i++) { /* a few steps on raw bytes */
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){8, 2, 10, 9}, false);
+        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = (float)qat_rng_below(&rng, 256);
+        int32_t y[8] = {0, 1, 2, 3, 4, 0, 1, 2};
+        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, qat_model_forward(m, x), y)), QAT_OK);
+        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
+        qat_model_zero_grad(m);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+    qat_ctx *pctx = qat_ctx_new();
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "norm_every", NULL), QAT_OK);
+    enum { N = 8, IN = 2 * 10 * 9, K = 5 };
+    static uint8_t xb[N * IN];
+    static float x[N * IN], yf[N * K];
+    static int32_t yq[N * K], yb[N * K];
+    for (int i = 0; i < N * IN; i++) xb[i] = (uint8_t)qat_rng_below(&rng, 256), x[i] = (float)xb[i] + 0.25f;
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run_u8(e, xb, N, NULL, yb), QAT_OK);
+    CU_ASSERT(run_generated_ex("norm_every", xb, true, N, IN, yb, NULL, K));
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated("norm_every", x, N, IN, yq, yf, K));
+    qat_engine_free(e);
+    /* float features (raw_uint8 off): no table, no byte function */
+    qat_normalization f = n;
+    f.raw_uint8 = false;
+    q.norm = &f;
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "norm_float", NULL), QAT_OK);
+    char path[400], cmd[1200];
+    snprintf(path, sizeof path, "%s/norm_float.h", dir);
+    snprintf(cmd, sizeof cmd, "grep -q quantize_input_u8 '%s' || grep -q input_table '%s/norm_float.c'", path, dir);
+    CU_ASSERT_NOT_EQUAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "grep -q NORM_CHANNELS '%s'", path);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    qat_ctx_free(pctx);
+    qat_ctx_free(ctx);
+}
+
 /* ---- refusals --------------------------------------------------------------------- */
 
 static void test_refusals_name_the_op(void) {
@@ -391,6 +509,8 @@ int main(int argc, char **argv) {
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
         {"every branch of the requantization equals the engine", test_requant_branches},
         {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
+        {"normalized input: every byte of every channel, raw bytes and raw floats", test_normalized_input_every_byte},
+        {"normalized model: the generated C on raw floats and raw bytes equals the engine", test_normalized_model},
         {"refusals name the op or the argument", test_refusals_name_the_op},
         {"qat export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
         {NULL, NULL},

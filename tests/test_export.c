@@ -1,8 +1,9 @@
 /* The quantized export and the engines: a two-layer model computed by
  * hand, the integer kernels against a plain reference, lowering against
  * the fake-quantized model it comes from, file round trips, damaged files,
- * what the integer engine refuses, and rebuilding a model from a training
- * checkpoint. */
+ * what the integer engine refuses, rebuilding a model from a training
+ * checkpoint, and a model with an input normalization from training to
+ * its file, the engines and the numpy reader on raw inputs. */
 #include <hdf5.h>
 #include <hdf5_hl.h>
 #include <stdlib.h>
@@ -330,6 +331,16 @@ static void model_logits(small *s, const float *x, int n, float *out) {
     CU_ASSERT_FATAL(y != NULL);
     memcpy(out, y->data, (size_t)(n * 5) * sizeof *out);
     qat_ctx_step_reset(s->ctx);
+}
+
+/* m's own eval forward on n inputs of the given batch shape, k outputs each. */
+static void model_logits_of(qat_model *m, const float *x, int n, const int64_t *shape, int k, float *out) {
+    qat_ctx *ctx = qat_model_ctx(m);
+    qat_tensor *t = qat_tensor_from(ctx, QAT_MEM_STEP, x, 4, shape, false);
+    qat_tensor *y = qat_model_forward(m, t);
+    CU_ASSERT_FATAL(y != NULL);
+    memcpy(out, y->data, (size_t)(n * k) * sizeof *out);
+    qat_ctx_step_reset(ctx);
 }
 
 static void check_lowering(int variant) {
@@ -732,6 +743,194 @@ static void test_checkpoint_rebuilds_the_model(void) {
     qat_ctx_free(s.ctx);
 }
 
+/* ---- the input normalization: checkpoint -> export -> load ------------------------------ */
+
+/* conv(3→4, 3x3, pad 1) relu maxpool2 flatten fc(64→5) on [3, 8, 8] raw
+ * pixels with a per-channel normalization, prepared and run over a few
+ * batches of raw bytes (as floats), then eval. */
+static void normalized_init(small *s, qat_normalization *n) {
+    s->ctx = qat_ctx_new();
+    s->m = qat_model_new(s->ctx);
+    qat_rng_seed(&s->rng, 23);
+    CU_ASSERT_EQUAL(qat_model_set_input_shape(s->m, 3, (int64_t[]){3, 8, 8}), QAT_OK);
+    qat_model_add_conv2d(s->m, NULL, 3, 4, 3, 1, 1, true);
+    qat_model_add_relu(s->m);
+    qat_model_add_maxpool2d(s->m, 2, 2);
+    qat_model_add_flatten(s->m);
+    qat_model_add_linear(s->m, NULL, 64, 5, true);
+    CU_ASSERT_EQUAL(qat_model_build(s->m, 5), QAT_OK);
+    memset(n, 0, sizeof *n);
+    n->channels = 3, n->divisor = 255.0f, n->raw_uint8 = true;
+    const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.2470f, 0.2435f, 0.2616f};
+    memcpy(n->mean, mean, sizeof mean), memcpy(n->std, std, sizeof std);
+    CU_ASSERT_EQUAL(qat_model_set_normalization(s->m, n), QAT_OK);
+    qat_prepare_config cfg = qat_prepare_defaults();
+    CU_ASSERT_EQUAL(qat_prepare(s->m, &cfg), QAT_OK);
+    for (int step = 0; step < 5; step++) {
+        qat_tensor *x = qat_tensor_new(s->ctx, QAT_MEM_STEP, 4, (int64_t[]){16, 3, 8, 8}, false);
+        for (int64_t i = 0; i < x->numel; i++) x->data[i] = (float)qat_rng_below(&s->rng, 256);
+        CU_ASSERT(qat_model_forward(s->m, x) != NULL);
+        qat_ctx_step_reset(s->ctx);
+    }
+    qat_model_train(s->m, false);
+    qat_ctx_set_grad_enabled(s->ctx, false);
+}
+
+static bool same_norm(const qat_normalization *a, const qat_normalization *b) {
+    if (!a || !b) return a == b;
+    return a->channels == b->channels && a->divisor == b->divisor && a->raw_uint8 == b->raw_uint8 &&
+           !memcmp(a->mean, b->mean, (size_t)a->channels * sizeof(float)) &&
+           !memcmp(a->std, b->std, (size_t)a->channels * sizeof(float));
+}
+
+/* A model trained on raw pixels: its checkpoint rebuilds it with its
+ * normalization, its export (version 4) carries it, and the loaded program
+ * run on raw inputs gives — on the int engine, float or bytes, and the
+ * numpy reader of the format document, float or bytes — the same integers;
+ * the same program without the normalization fed the normalized images
+ * too; and the fake engine on raw images is the model's own forward. */
+static void test_normalized_checkpoint_export_load(void) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    small s;
+    qat_normalization n;
+    normalized_init(&s, &n);
+    char ckpt[300], model[300], in[300], inb[300], out[300], cmd[2048];
+    path_of(ckpt, sizeof ckpt, "norm.ckpt.h5");
+    path_of(model, sizeof model, "norm.qat.h5");
+    path_of(in, sizeof in, "norm.f32");
+    path_of(inb, sizeof inb, "norm.u8");
+    path_of(out, sizeof out, "norm.i32");
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(s.m, NULL, NULL, NULL, ckpt), QAT_OK);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, ckpt, &m, NULL, 0), QAT_OK);
+    CU_ASSERT(same_norm(qat_model_normalization(m), &n));
+    CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, "{}", model, NULL), QAT_OK);
+    qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q), *a = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *a);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, model, q), QAT_OK);
+    CU_ASSERT_EQUAL(q->version, 4);
+    CU_ASSERT(same_norm(q->norm, &n));
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 0, NULL, ctx, a), QAT_OK); /* the trained model's own program */
+    CU_ASSERT(same_qmodel(a, q) && same_norm(a->norm, q->norm));
+    enum { N = 48, IN = 3 * 8 * 8, K = 5 };
+    static float x[N * IN], xn[N * IN], ref[N * K], fake[N * K];
+    static uint8_t xb[N * IN];
+    static int32_t qf[N * K], qb[N * K], qn[N * K], py[N * K];
+    for (int i = 0; i < N * IN; i++) {
+        xb[i] = (uint8_t)qat_rng_below(&s.rng, 256);
+        x[i] = (float)xb[i];
+    }
+    qat_tensor *t = qat_tensor_from(ctx, QAT_MEM_STEP, x, 4, (int64_t[]){N, 3, 8, 8}, false);
+    memcpy(xn, qat_normalize(ctx, t, &n)->data, sizeof xn);
+    qat_ctx_step_reset(ctx);
+    qat_engine *ie = qat_engine_new(ctx, q, QAT_ENGINE_INT, N), *fe = qat_engine_new(ctx, q, QAT_ENGINE_FAKE, N);
+    CU_ASSERT_FATAL(ie && fe);
+    CU_ASSERT_EQUAL(qat_engine_run(ie, x, N, NULL, qf), QAT_OK);
+    CU_ASSERT_EQUAL(qat_engine_run_u8(ie, xb, N, NULL, qb), QAT_OK);
+    CU_ASSERT_EQUAL(memcmp(qf, qb, sizeof qf), 0);
+    qat_qmodel plain = *q;
+    plain.norm = NULL;
+    qat_engine *pe = qat_engine_new(ctx, &plain, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(pe != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(pe, xn, N, NULL, qn), QAT_OK);
+    CU_ASSERT_EQUAL(memcmp(qf, qn, sizeof qf), 0);
+    /* the fake engine on raw images is the QAT model on them, up to the int32 bias rounding */
+    CU_ASSERT_EQUAL(qat_engine_run(fe, x, N, fake, NULL), QAT_OK);
+    model_logits_of(s.m, x, N, (int64_t[]){N, 3, 8, 8}, K, ref);
+    int same = 0;
+    for (int i = 0; i < N * K; i++) same += ref[i] == fake[i];
+    CU_ASSERT(same >= N * K * 95 / 100);
+    /* the numpy reader, raw floats and raw bytes */
+    for (int bytes = 0; bytes < 2; bytes++) {
+        FILE *f = fopen(bytes ? inb : in, "wb");
+        CU_ASSERT_FATAL(f != NULL);
+        CU_ASSERT_EQUAL(bytes ? fwrite(xb, sizeof xb, 1, f) : fwrite(x, sizeof x, 1, f), 1);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' %s >/dev/null",
+                 src, model, bytes ? inb : in, N, out, bytes ? "--u8" : "");
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        memset(py, 0, sizeof py);
+        f = fopen(out, "rb");
+        CU_ASSERT_FATAL(f != NULL);
+        CU_ASSERT_EQUAL(fread(py, sizeof py, 1, f), 1);
+        fclose(f);
+        if (memcmp(py, qf, sizeof py)) printf("\n  the numpy reader (%s) differs\n", bytes ? "bytes" : "floats");
+        CU_ASSERT_EQUAL(memcmp(py, qf, sizeof py), 0);
+    }
+    qat_engine_free(ie), qat_engine_free(fe), qat_engine_free(pe);
+    qat_ctx_free(ctx);
+    qat_ctx_free(s.ctx);
+}
+
+/* A copy of good whose /normalization has one float attribute or dataset changed. */
+static void tampered_norm(const char *good, const char *path, const char *name, const float *v, hsize_t n) {
+    copy_file(good, path, -1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (n == 0) {
+        H5LTset_attribute_float(f, "normalization", name, v, 1);
+    } else {
+        hid_t g = H5Gopen2(f, "normalization", H5P_DEFAULT);
+        H5Ldelete(g, name, H5P_DEFAULT);
+        H5LTmake_dataset_float(g, name, 1, &n, v);
+        H5Gclose(g);
+    }
+    H5Fclose(f);
+}
+
+/* A hostile /normalization is refused, naming the file and the field; a
+ * version-3 file loads as a program without one (it cannot have one). */
+static void test_normalization_hostile_files(void) {
+    small s;
+    qat_normalization n;
+    normalized_init(&s, &n);
+    char good[300], bad[300];
+    path_of(good, sizeof good, "norm-good.qat.h5");
+    path_of(bad, sizeof bad, "norm-bad.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_export(s.m, 0, NULL, NULL, good, NULL), QAT_OK);
+    tampered(good, bad, "normalization", "channels", 0);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: channels = 0 is outside [1, 1024]");
+    tampered(good, bad, "normalization", "channels", 1 << 30);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: channels = 1073741824 is outside [1, 1024]");
+    tampered(good, bad, "normalization", "channels", 2);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization/mean has 3 value(s), channels says 2");
+    tampered(good, bad, "normalization", "raw_uint8", -1);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: raw_uint8 = -1 is outside [0, 1]");
+    const float zero = 0.0f, big = INFINITY, two[2] = {0.5f, 0.5f};
+    tampered_norm(good, bad, "divisor", &zero, 0);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: divisor 0 is not a positive normal float");
+    tampered_norm(good, bad, "divisor", &big, 0);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: divisor inf is not a positive normal float");
+    float bad_mean[3] = {0.5f, NAN, 0.5f}, bad_std[3] = {0.5f, 0.5f, -2.0f};
+    tampered_norm(good, bad, "mean", bad_mean, 3);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: mean[1] = nan is not finite");
+    tampered_norm(good, bad, "std", bad_std, 3);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: std[2] = -2 is not a positive normal float");
+    /* two channels on a [3, 8, 8] input */
+    tampered(good, bad, "normalization", "channels", 2);
+    hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(f, "normalization", H5P_DEFAULT);
+    hsize_t two_n = 2;
+    H5Ldelete(g, "mean", H5P_DEFAULT), H5Ldelete(g, "std", H5P_DEFAULT);
+    H5LTmake_dataset_float(g, "mean", 1, &two_n, two), H5LTmake_dataset_float(g, "std", 1, &two_n, two);
+    H5Gclose(g), H5Fclose(f);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization: channels 2, the input [3, 8, 8] has 3");
+    /* a group that is not one */
+    copy_file(good, bad, -1);
+    f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Ldelete(f, "normalization", H5P_DEFAULT);
+    H5LTmake_dataset_float(f, "normalization", 1, &two_n, two);
+    H5Fclose(f);
+    expect_refused(bad, QAT_ERR_FORMAT, "normalization");
+    /* version 3: no normalization, whatever the file holds */
+    tampered(good, bad, "/", "version", 3);
+    qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
+    CU_ASSERT_EQUAL(qat_qmodel_load(s.ctx, bad, q), QAT_OK);
+    CU_ASSERT_EQUAL(q->version, 3);
+    CU_ASSERT_PTR_NULL(q->norm);
+    qat_ctx_free(s.ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "export")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the tests' own HDF5 calls print nothing */
@@ -751,6 +950,8 @@ int main(int argc, char **argv) {
         {"saving is atomic", test_save_is_atomic},
         {"the numpy reader of the format document gives the C engine's integers", test_numpy_reader_gives_the_same_integers},
         {"a training checkpoint rebuilds its model", test_checkpoint_rebuilds_the_model},
+        {"normalization: checkpoint -> export -> load; engines and numpy reader on raw inputs", test_normalized_checkpoint_export_load},
+        {"normalization: hostile attributes are refused; version 3 loads as none", test_normalization_hostile_files},
         {NULL, NULL},
     };
     int rc = qat_test_main("export", cases, argc, argv);

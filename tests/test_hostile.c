@@ -50,6 +50,9 @@ static void make_valid_files(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = tiny_model(ctx);
     CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    /* an input normalization: /architecture/normalization and /normalization get mutated too */
+    static qat_normalization norm = {.channels = 1, .divisor = 2.0f, .mean = {0.1f}, .std = {0.4f}};
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &norm), QAT_OK);
     qat_prepare_config c = qat_prepare_defaults();
     c.lsq = true;
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);

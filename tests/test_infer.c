@@ -1,8 +1,12 @@
 /* Integer inference: the fixed-point requantization against hand-computed
  * values and edge cases (negative values, ties, saturation, multipliers
- * below 2^-31), and against a double-precision reference. */
+ * below 2^-31), and against a double-precision reference; the engines'
+ * raw input path (normalization, then the input quantization) against the
+ * documented formulas, on every byte value of every channel. */
 #include <math.h>
+#include <stdlib.h>
 
+#include "qat/export.h"
 #include "qat/infer.h"
 #include "layers/internal.h"
 #include "test_util.h"
@@ -93,12 +97,167 @@ static void test_against_double(void) {
     CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier(INT32_MAX, 1073741824, 4), INT32_MAX / 2 + 1);
 }
 
+/* ---- the raw input: normalization, then quantization ------------------------------------ */
+
+/* The documented input integer of raw value x in channel c
+ * (docs/quantization.md, "Normalization"), written from the formulas:
+ * each float32 operation rounded (volatile keeps every one), the product
+ * by 1/scale, round half to even (nearbyintf), zero point, clamp. */
+static int32_t documented(const qat_normalization *n, const qat_aparams *a, int c, float x) {
+    volatile float v = x;
+    if (n) {
+        volatile float d = v / n->divisor;
+        volatile float m = d - n->mean[c];
+        v = m / n->std[c];
+    }
+    volatile float inv = 1.0f / a->scale;
+    volatile float p = v * inv;
+    if (p != p) return a->zero_point;
+    float r = nearbyintf(p);
+    if (r < (float)(a->qmin - a->zero_point)) return a->qmin;
+    if (r > (float)(a->qmax - a->zero_point)) return a->qmax;
+    return (int32_t)r + a->zero_point;
+}
+
+/* A program whose output is its input integers: [C, 16, 16] -> flatten
+ * (C·256), so one sample holds every byte value once in every channel
+ * (element i of channel c is the value i). */
+typedef struct {
+    qat_qtensor t[2];
+    qat_qop op;
+    qat_qmodel q;
+} probe;
+
+static void probe_init(probe *p, int C, qat_aparams a, const qat_normalization *n) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->t[0].name, sizeof p->t[0].name, "input");
+    snprintf(p->t[1].name, sizeof p->t[1].name, "flat");
+    p->t[0].rank = 3, p->t[0].shape[0] = C, p->t[0].shape[1] = 16, p->t[0].shape[2] = 16, p->t[0].q = a;
+    p->t[1].rank = 1, p->t[1].shape[0] = 256 * C, p->t[1].q = a;
+    p->op = (qat_qop){.kind = QAT_QOP_FLATTEN, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1,
+                      .act_min = a.qmin, .act_max = a.qmax};
+    snprintf(p->op.name, sizeof p->op.name, "flat");
+    p->q = (qat_qmodel){.n_tensors = 2, .n_ops = 1, .tensors = p->t, .ops = &p->op, .input = 0, .output = 1,
+                        .config = "", .norm = n};
+}
+
+/* Every byte value of every channel, through the int engine's float path
+ * (qat_engine_run on (float)b), its byte path (qat_engine_run_u8, the
+ * table), qat_input_table and the fake engine: each gives the documented
+ * integer. Several normalizations and input quantizations: MNIST's, an
+ * RGB one, one channel, a narrow storage range, a normalization that
+ * pushes values past both clamps, none at all. */
+static void test_raw_input_every_byte(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    static qat_normalization ns[5];
+    memset(ns, 0, sizeof ns);
+    ns[0] = (qat_normalization){.channels = 1, .divisor = 255.0f, .raw_uint8 = true};
+    ns[0].mean[0] = 0.1307f, ns[0].std[0] = 0.3081f;
+    ns[1] = (qat_normalization){.channels = 3, .divisor = 255.0f, .raw_uint8 = true};
+    const float rm[3] = {0.4914f, 0.4822f, 0.4465f}, rs[3] = {0.2470f, 0.2435f, 0.2616f};
+    memcpy(ns[1].mean, rm, sizeof rm), memcpy(ns[1].std, rs, sizeof rs);
+    ns[2] = (qat_normalization){.channels = 2, .divisor = 1.0f};
+    ns[2].mean[0] = 127.5f, ns[2].std[0] = 3.0f, ns[2].mean[1] = -20.25f, ns[2].std[1] = 0.1f;
+    ns[3] = (qat_normalization){.channels = 3, .divisor = 7.0f};
+    for (int c = 0; c < 3; c++) ns[3].mean[c] = 1.0f / 3.0f * (float)c, ns[3].std[c] = 0.7f + 0.3f * (float)c;
+    struct {
+        int C;
+        const qat_normalization *n;
+        qat_aparams a;
+    } cases[] = {
+        {1, &ns[0], {.scale = 0.0255f, .zero_point = -14, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127}},
+        {3, &ns[1], {.scale = 0.0171f, .zero_point = 3, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127}},
+        {2, &ns[2], {.scale = 0.33f, .zero_point = 7, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127}},
+        {3, &ns[3], {.scale = 0.0093f, .zero_point = -3, .bits = 6, .is_signed = true, .qmin = -32, .qmax = 31}},
+        {3, &ns[1], {.scale = 0.0371f, .zero_point = 0, .bits = 8, .is_signed = true, .qmin = -100, .qmax = 90}},
+        {2, NULL, {.scale = 1.1f, .zero_point = -128, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        probe p;
+        int C = cases[k].C;
+        probe_init(&p, C, cases[k].a, cases[k].n);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &p.q), QAT_OK);
+        int n = 256 * C;
+        float *x = malloc((size_t)n * sizeof *x);
+        uint8_t *xb = malloc((size_t)n);
+        int32_t *qf = malloc((size_t)n * sizeof *qf), *qb = malloc((size_t)n * sizeof *qb), *qk = malloc((size_t)n * sizeof *qk);
+        int8_t *table = malloc((size_t)n);
+        CU_ASSERT_FATAL(x && xb && qf && qb && qk && table);
+        for (int i = 0; i < n; i++) xb[i] = (uint8_t)(i % 256), x[i] = (float)(i % 256);
+        qat_engine *e = qat_engine_new(ctx, &p.q, QAT_ENGINE_INT, 1), *fe = qat_engine_new(ctx, &p.q, QAT_ENGINE_FAKE, 1);
+        CU_ASSERT_FATAL(e && fe);
+        CU_ASSERT_EQUAL(qat_engine_run(e, x, 1, NULL, qf), QAT_OK);
+        CU_ASSERT_EQUAL(qat_engine_run_u8(e, xb, 1, NULL, qb), QAT_OK);
+        CU_ASSERT_EQUAL(qat_engine_run_u8(fe, xb, 1, NULL, qk), QAT_OK);
+        CU_ASSERT_EQUAL(qat_input_table_channels(&p.q), cases[k].n ? C : 1);
+        CU_ASSERT_EQUAL(qat_input_table(&p.q, table), QAT_OK);
+        int same = 0, clamped = 0;
+        for (int i = 0; i < n; i++) {
+            int c = i / 256;
+            int32_t want = documented(cases[k].n, &cases[k].a, cases[k].n ? c : 0, x[i]);
+            same += qf[i] == want && qb[i] == want && qk[i] == want &&
+                    table[(cases[k].n ? c : 0) * 256 + i % 256] == want;
+            clamped += want == cases[k].a.qmin || want == cases[k].a.qmax;
+        }
+        if (same != n) printf("\n  case %zu: %d of %d bytes give the documented integer\n", k, same, n);
+        CU_ASSERT_EQUAL(same, n);
+        if (k == 2 || k == 3) CU_ASSERT(clamped > 0 && clamped < n); /* both sides of the clamps seen */
+        qat_engine_free(e), qat_engine_free(fe);
+        free(x), free(xb), free(qf), free(qb), free(qk), free(table);
+    }
+    qat_ctx_free(ctx);
+}
+
+/* Raw floats: non-integer values, negatives, NaN (the zero point) and
+ * infinities (the clamps) through the int engine's float path equal the
+ * documented integers. The hybrid engine quantizes no activation, so its
+ * output here is the normalized input itself: the formula's float32 bits. */
+static void test_raw_input_floats(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    static qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = 2, n.divisor = 3.0f;
+    n.mean[0] = -0.4f, n.std[0] = 1.7f, n.mean[1] = 2.2f, n.std[1] = 0.6f;
+    qat_aparams a = {.scale = 0.021f, .zero_point = 5, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127};
+    probe p;
+    probe_init(&p, 2, a, &n);
+    enum { S = 3, NUM = 512 };
+    float x[S * NUM], h[S * NUM];
+    int32_t q[S * NUM];
+    qat_rng rng;
+    qat_rng_seed(&rng, 8);
+    for (int i = 0; i < S * NUM; i++) x[i] = qat_rng_normal(&rng) * 6.0f;
+    x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[300] = NAN, x[700] = -0.0f;
+    qat_engine *e = qat_engine_new(ctx, &p.q, QAT_ENGINE_INT, S), *he = qat_engine_new(ctx, &p.q, QAT_ENGINE_HYBRID, S);
+    CU_ASSERT_FATAL(e && he);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, S, NULL, q), QAT_OK);
+    CU_ASSERT_EQUAL(qat_engine_run(he, x, S, h, NULL), QAT_OK);
+    int same = 0, hsame = 0;
+    for (int i = 0; i < S * NUM; i++) {
+        int c = i % NUM / 256;
+        same += q[i] == documented(&n, &a, c, x[i]);
+        float v = ((x[i] / n.divisor) - n.mean[c]) / n.std[c];
+        hsame += memcmp(&v, &h[i], sizeof v) == 0;
+    }
+    CU_ASSERT_EQUAL(same, S * NUM);
+    CU_ASSERT_EQUAL(hsame, S * NUM);
+    CU_ASSERT_EQUAL(q[0], a.zero_point);
+    CU_ASSERT(q[1] == a.qmax && q[2] == a.qmin);
+    /* a NULL input is refused, naming it */
+    CU_ASSERT_EQUAL(qat_engine_run_u8(e, NULL, 1, NULL, q), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "NULL input"));
+    qat_engine_free(e), qat_engine_free(he);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"QuantizeMultiplier: hand values and edge cases", test_quantize_multiplier},
         {"SRDHM: saturation, ties, signs", test_srdhm},
         {"RoundingDivideByPOT: ties away from zero, negatives", test_rounding_divide_by_pot},
         {"requantization against a double reference", test_against_double},
+        {"raw bytes: every value of every channel gives the documented integer", test_raw_input_every_byte},
+        {"raw floats: normalized and quantized as documented (NaN, infinities)", test_raw_input_floats},
         {NULL, NULL},
     };
     return qat_test_main("infer", cases, argc, argv);

@@ -1,6 +1,7 @@
 /* Training checkpoints: resuming continues bit-identically; damaged,
  * truncated, wrong-version and mismatched files are refused with a clear
- * error; saving is atomic. */
+ * error; saving is atomic; the input normalization is stored, rebuilt and
+ * checked like hostile input. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <hdf5.h>
@@ -179,6 +180,158 @@ static void test_saving_is_atomic(void) {
     qat_ctx_free(a.ctx);
 }
 
+/* ---- the input normalization ------------------------------------------------------------ */
+
+static qat_normalization test_norm(int channels) {
+    qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = channels, n.divisor = 255.0f, n.raw_uint8 = true;
+    for (int c = 0; c < channels; c++) n.mean[c] = 0.1307f + 0.01f * (float)c, n.std[c] = 0.3081f - 0.02f * (float)c;
+    return n;
+}
+
+static bool same_norm(const qat_normalization *a, const qat_normalization *b) {
+    if (!a || !b) return a == b;
+    return a->channels == b->channels && a->divisor == b->divisor && a->raw_uint8 == b->raw_uint8 &&
+           !memcmp(a->mean, b->mean, (size_t)a->channels * sizeof(float)) &&
+           !memcmp(a->std, b->std, (size_t)a->channels * sizeof(float));
+}
+
+/* A checkpoint stores the model's normalization; qat_checkpoint_load
+ * puts it on the model it loads into (resume continues bit-identically
+ * on raw inputs), qat_checkpoint_model rebuilds it; a checkpoint without
+ * one (none set, or written before normalization was stored: version 3)
+ * loads as none. */
+static void test_normalization_round_trip(void) {
+    char path[512], plain[512];
+    path_of(path, sizeof path, "norm.h5");
+    path_of(plain, sizeof plain, "plain.h5");
+    qat_normalization n = test_norm(1);
+    run a, b;
+    run_init(&a, 16);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(a.m, &n), QAT_OK);
+    for (int i = 0; i < 4; i++) step(&a);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, path), QAT_OK);
+    for (int i = 0; i < 5; i++) step(&a);
+    run_init(&b, 16); /* no normalization of its own: the checkpoint's */
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_load(b.m, &b.opt, &b.qopt, &b.ts, path), QAT_OK);
+    CU_ASSERT(same_norm(qat_model_normalization(b.m), &n));
+    for (int i = 0; i < 5; i++) step(&b);
+    CU_ASSERT_EQUAL(memcmp(a.m->params, b.m->params, (size_t)a.m->n_params * sizeof(float)), 0);
+    qat_model *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(b.ctx, path, &r, NULL, 0), QAT_OK);
+    CU_ASSERT(same_norm(qat_model_normalization(r), &n));
+    /* a checkpoint without one replaces the model's by none */
+    qat_ctx_free(b.ctx);
+    run_init(&b, 16);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(b.m, &b.opt, &b.qopt, &b.ts, plain), QAT_OK);
+    CU_ASSERT_EQUAL(qat_checkpoint_load(a.m, &a.opt, &a.qopt, &a.ts, plain), QAT_OK);
+    CU_ASSERT_PTR_NULL(qat_model_normalization(a.m));
+    /* version 3 (before the normalization was stored) loads and rebuilds as none */
+    hid_t h = H5Fopen(plain, H5F_ACC_RDWR, H5P_DEFAULT);
+    long long v = 3;
+    H5LTset_attribute_long_long(h, ".", "version", &v, 1);
+    H5Fclose(h);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(a.m, &n), QAT_OK);
+    CU_ASSERT_EQUAL(qat_checkpoint_load(a.m, &a.opt, &a.qopt, &a.ts, plain), QAT_OK);
+    CU_ASSERT_PTR_NULL(qat_model_normalization(a.m));
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(a.ctx, plain, &r, NULL, 0), QAT_OK);
+    CU_ASSERT_PTR_NULL(qat_model_normalization(r));
+    qat_ctx_free(a.ctx);
+    qat_ctx_free(b.ctx);
+}
+
+/* Rewrites one float dataset of /architecture/normalization (n values). */
+static void put_norm_floats(const char *path, const char *name, const float *v, hsize_t n) {
+    hid_t h = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(h, "architecture/normalization", H5P_DEFAULT);
+    H5Ldelete(g, name, H5P_DEFAULT);
+    H5LTmake_dataset_float(g, name, 1, &n, v);
+    H5Gclose(g);
+    H5Fclose(h);
+}
+
+static void put_norm_attr(const char *path, const char *name, bool is_float, double v) {
+    hid_t h = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (is_float) {
+        float f = (float)v;
+        H5LTset_attribute_float(h, "architecture/normalization", name, &f, 1);
+    } else {
+        long long i = (long long)v;
+        H5LTset_attribute_long_long(h, "architecture/normalization", name, &i, 1);
+    }
+    H5Fclose(h);
+}
+
+/* A hostile /architecture/normalization is refused, naming the file and
+ * the field; the model's own normalization stays as it was. */
+static void test_normalization_hostile(void) {
+    char good[512], bad[512], err[512];
+    path_of(good, sizeof good, "norm-good.h5");
+    path_of(bad, sizeof bad, "norm-bad.h5");
+    qat_normalization n = test_norm(1);
+    run a;
+    run_init(&a, 16);
+    qat_model_set_input_shape(a.m, 1, (int64_t[]){IN});
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(a.m, &n), QAT_OK);
+    step(&a);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, good), QAT_OK);
+    const float nan1 = NAN, zero = 0.0f, three[3] = {0.1f, 0.2f, 0.3f};
+    struct {
+        const char *what, *field;
+        bool is_float;
+        double v;
+        const float *data;
+        hsize_t len;
+        const char *needle;
+    } cases[] = {
+        {"channels 0", "channels", false, 0, NULL, 0, "channels = 0 is outside [1, 1024]"},
+        {"channels 5000", "channels", false, 5000, NULL, 0, "channels = 5000 is outside [1, 1024]"},
+        {"channels 2, arrays of 1", "channels", false, 2, NULL, 0, "architecture/normalization/mean has 1 value(s), channels says 2"},
+        {"divisor 0", "divisor", true, 0, NULL, 0, "divisor 0 is not a positive normal float"},
+        {"divisor NaN", "divisor", true, NAN, NULL, 0, "divisor nan is not a positive normal float"},
+        {"divisor -1", "divisor", true, -1, NULL, 0, "divisor -1 is not a positive normal float"},
+        {"raw_uint8 2", "raw_uint8", false, 2, NULL, 0, "raw_uint8 = 2 is outside [0, 1]"},
+        {"mean NaN", "mean", false, 0, &nan1, 1, "mean[0] = nan is not finite"},
+        {"std 0", "std", false, 0, &zero, 1, "std[0] = 0 is not a positive normal float"},
+        {"std of 3", "std", false, 0, three, 3, "architecture/normalization/std has 3 value(s), channels says 1"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char cmd[1100];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", good, bad);
+        CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+        if (cases[k].data) put_norm_floats(bad, cases[k].field, cases[k].data, cases[k].len);
+        else put_norm_attr(bad, cases[k].field, cases[k].is_float, cases[k].v);
+        qat_normalization mine = test_norm(1);
+        mine.mean[0] = 0.5f;
+        run r;
+        run_init(&r, 16);
+        qat_model_set_input_shape(r.m, 1, (int64_t[]){IN});
+        qat_model_set_normalization(r.m, &mine);
+        qat_status st = qat_checkpoint_load(r.m, &r.opt, &r.qopt, &r.ts, bad);
+        snprintf(err, sizeof err, "%s", qat_ctx_error(r.ctx));
+        CU_ASSERT_EQUAL(st, QAT_ERR_FORMAT);
+        CU_ASSERT(same_norm(qat_model_normalization(r.m), &mine));
+        if (!strstr(err, cases[k].needle) || !strstr(err, "norm-bad.h5"))
+            printf("\n  %s: %s (want \"%s\")\n", cases[k].what, err, cases[k].needle);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[k].needle));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "norm-bad.h5"));
+        qat_ctx_free(r.ctx);
+    }
+    /* three channels for a vector input: rebuilding the model refuses it */
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", good, bad);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    put_norm_attr(bad, "channels", false, 3);
+    put_norm_floats(bad, "mean", three, 3);
+    put_norm_floats(bad, "std", three, 3);
+    qat_model *m = NULL;
+    CU_ASSERT_EQUAL(qat_checkpoint_model(a.ctx, bad, &m, NULL, 0), QAT_ERR_FORMAT);
+    if (!strstr(qat_ctx_error(a.ctx), "channels 3 for an input of rank 1")) printf("\n  %s\n", qat_ctx_error(a.ctx));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(a.ctx), "architecture/normalization: channels 3 for an input of rank 1"));
+    qat_ctx_free(a.ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "io")) return 2;
     qat_rng rng;
@@ -189,6 +342,8 @@ int main(int argc, char **argv) {
         {"resume continues bit-identically (QAT, LSQ, dropout, shuffling)", test_resume_is_bit_identical},
         {"damaged, truncated, wrong-version, other-model files are refused", test_bad_files_are_refused},
         {"saving is atomic and leaves no temporary file", test_saving_is_atomic},
+        {"the normalization: stored, loaded, rebuilt; none for older files", test_normalization_round_trip},
+        {"a hostile normalization is refused, naming the field", test_normalization_hostile},
         {NULL, NULL},
     };
     int rc = qat_test_main("io", cases, argc, argv);

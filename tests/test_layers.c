@@ -1,6 +1,8 @@
 /* Layers and the model container: naming, parameter counts, seeded
  * initialisation, BatchNorm train vs eval, gradient checks through whole
- * models, and misuse. */
+ * models, the input normalization (the forward's first op, its checks and
+ * its gradient), and misuse. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "qat/layers.h"
@@ -157,6 +159,228 @@ static void test_dropout_layer_modes(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- the input normalization ---------------------------------------------------------- */
+
+static qat_normalization norm_of(int channels, float divisor, const float *mean, const float *std, bool raw) {
+    qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = channels, n.divisor = divisor, n.raw_uint8 = raw;
+    for (int c = 0; c < channels; c++) n.mean[c] = mean[c], n.std[c] = std[c];
+    return n;
+}
+
+/* The documented formula, one element at a time, as the test computes it. */
+static float normalized(const qat_normalization *n, int c, float x) {
+    volatile float a = x / n->divisor; /* each operation rounded to float32 */
+    volatile float b = a - n->mean[c];
+    return b / n->std[c];
+}
+
+/* conv(3→4) relu flatten linear on [3, 5, 6] images. */
+static qat_model *small_conv(qat_ctx *ctx) {
+    qat_model *m = qat_model_new(ctx);
+    qat_model_set_input_shape(m, 3, (int64_t[]){3, 5, 6});
+    qat_model_add_conv2d(m, NULL, 3, 4, 3, 1, 1, true);
+    qat_model_add_relu(m);
+    qat_model_add_flatten(m);
+    qat_model_add_linear(m, NULL, 4 * 5 * 6, 5, true);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 7), QAT_OK);
+    return m;
+}
+
+/* The forward normalizes first: each element is the documented formula's
+ * float32 value (qat_normalize and pre[0], the input quantizer's input),
+ * and the logits are the bits of the same model without a normalization
+ * fed the normalized images — float, and prepared for QAT (after one
+ * observing step) in eval mode. Setting NULL gives today's forward back. */
+static void test_normalization_forward(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = small_conv(ctx);
+    const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.247f, 0.2435f, 0.2616f};
+    qat_normalization n = norm_of(3, 255.0f, mean, std, true);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    const qat_normalization *got = qat_model_normalization(m);
+    CU_ASSERT_FATAL(got != NULL && got != &n);
+    CU_ASSERT(got->channels == 3 && got->divisor == 255.0f && got->raw_uint8 && got->std[2] == std[2]);
+    int64_t s[4] = {4, 3, 5, 6};
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, s, false);
+    qat_tensor *xn = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, s, false);
+    qat_rng rng;
+    qat_rng_seed(&rng, 11);
+    for (int64_t i = 0; i < x->numel; i++) {
+        x->data[i] = (float)(int)(qat_rng_uniform(&rng) * 256.0f); /* raw pixels */
+        xn->data[i] = normalized(&n, (int)(i / 30 % 3), x->data[i]);
+    }
+    qat_tensor *y = qat_normalize(ctx, x, &n);
+    CU_ASSERT_FATAL(y != NULL && y != x);
+    CU_ASSERT_EQUAL(memcmp(y->data, xn->data, (size_t)x->numel * sizeof(float)), 0);
+    float out_norm[4 * 5], out_pre[4 * 5];
+    for (int phase = 0; phase < 2; phase++) {
+        if (phase == 1) { /* QAT: one observing step on the raw images, then eval */
+            qat_prepare_config cfg = qat_prepare_defaults();
+            CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &cfg), QAT_OK);
+            qat_model_train(m, true);
+            CU_ASSERT_PTR_NOT_NULL(qat_model_forward(m, x));
+            qat_ctx_step_reset(ctx);
+            qat_act_quant_info in;
+            CU_ASSERT(qat_model_act_quant(m, 0, &in) && in.updates == 1);
+            CU_ASSERT(in.min < -1.5f && in.max > 1.5f); /* the normalized range, not 0..255 */
+        }
+        qat_model_train(m, false);
+        qat_tensor *pre[8] = {NULL};
+        qat_tensor *yo = qat_model_forward_all(m, x, NULL, pre);
+        CU_ASSERT_FATAL(yo != NULL && pre[0] != NULL);
+        CU_ASSERT_EQUAL(memcmp(pre[0]->data, xn->data, (size_t)x->numel * sizeof(float)), 0);
+        memcpy(out_norm, qat_model_forward(m, x)->data, sizeof out_norm);
+        CU_ASSERT_EQUAL(memcmp(out_norm, yo->data, sizeof out_norm), 0);
+        CU_ASSERT_EQUAL(qat_model_set_normalization(m, NULL), QAT_OK);
+        CU_ASSERT_PTR_NULL(qat_model_normalization(m));
+        memcpy(out_pre, qat_model_forward(m, xn)->data, sizeof out_pre);
+        CU_ASSERT_EQUAL(memcmp(out_norm, out_pre, sizeof out_pre), 0);
+        CU_ASSERT_EQUAL(qat_model_set_normalization(m, &n), QAT_OK);
+        qat_ctx_step_reset(ctx);
+    }
+    /* one channel on a vector input: every feature the same mean and std */
+    qat_model *v = qat_model_new(ctx);
+    qat_model_set_input_shape(v, 1, (int64_t[]){6});
+    qat_model_add_linear(v, NULL, 6, 3, true);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(v, 3), QAT_OK);
+    qat_model_train(v, false);
+    qat_normalization one = norm_of(1, 1.0f, (float[]){-3.5f}, (float[]){7.25f}, false);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(v, &one), QAT_OK);
+    int64_t sv[2] = {2, 6};
+    qat_tensor *xv = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, sv, false), *xvn = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, sv, false);
+    for (int i = 0; i < 12; i++) xv->data[i] = qat_rng_normal(&rng) * 10.0f, xvn->data[i] = normalized(&one, 0, xv->data[i]);
+    float a[6], b[6];
+    memcpy(a, qat_model_forward(v, xv)->data, sizeof a);
+    qat_model_set_normalization(v, NULL);
+    memcpy(b, qat_model_forward(v, xvn)->data, sizeof b);
+    CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+    qat_ctx_free(ctx);
+}
+
+/* What qat_model_set_normalization refuses, naming the field and value. */
+static void test_normalization_refusals(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = small_conv(ctx);
+    const float mean[3] = {0.5f, 0.5f, 0.5f}, std[3] = {0.25f, 0.25f, 0.25f};
+    qat_normalization n = norm_of(3, 255.0f, mean, std, true);
+    const char *needle[] = {"divisor 0 is not", "divisor -255 is not", "divisor inf is not", "divisor nan is not",
+                            "divisor 9.99995e-41 is not", "std[1] = 0 is not", "std[2] = -0.25 is not", "mean[0] = nan is not",
+                            "mean[2] = inf is not", "channels 2, the input [3, 5, 6] has 3", "channels 1025 is outside 1..1024",
+                            "channels -1 is outside"};
+    for (int k = 0; k < 12; k++) {
+        qat_normalization b = n;
+        switch (k) {
+        case 0: b.divisor = 0; break;
+        case 1: b.divisor = -255; break;
+        case 2: b.divisor = INFINITY; break;
+        case 3: b.divisor = NAN; break;
+        case 4: b.divisor = 1e-40f; break; /* subnormal */
+        case 5: b.std[1] = 0; break;
+        case 6: b.std[2] = -0.25f; break;
+        case 7: b.mean[0] = NAN; break;
+        case 8: b.mean[2] = INFINITY; break;
+        case 9: b.channels = 2; break;
+        case 10: b.channels = 1025; break;
+        default: b.channels = -1; break;
+        }
+        CU_ASSERT_EQUAL(qat_model_set_normalization(m, &b), QAT_ERR_ARG);
+        if (!strstr(qat_ctx_error(ctx), needle[k])) printf("\n  case %d: %s\n", k, qat_ctx_error(ctx));
+        CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), needle[k]));
+        CU_ASSERT_PTR_NULL(qat_model_normalization(m)); /* nothing set */
+        qat_ctx_clear_error(ctx);
+    }
+    /* the state bytes (ranks compare them) see the normalization */
+    qat_normalization other = n;
+    other.std[2] = 0.3f;
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    size_t bytes = qat_model_state_bytes(m, NULL, 0);
+    unsigned char *s1 = malloc(bytes), *s2 = malloc(bytes);
+    CU_ASSERT_FATAL(s1 && s2);
+    qat_model_state_bytes(m, s1, bytes);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &other), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_state_bytes(m, s2, bytes), bytes);
+    CU_ASSERT_NOT_EQUAL(memcmp(s1, s2, bytes), 0);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    qat_model_state_bytes(m, s2, bytes);
+    CU_ASSERT_EQUAL(memcmp(s1, s2, bytes), 0);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, NULL), QAT_OK);
+    CU_ASSERT(qat_model_state_bytes(m, NULL, 0) < bytes);
+    free(s1), free(s2);
+    /* one channel fits any input; channels 0 and NULL remove it */
+    qat_normalization one = norm_of(1, 255.0f, mean, std, true);
+    CU_ASSERT_EQUAL(qat_model_set_normalization(m, &one), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(qat_model_normalization(m));
+    one.channels = 0;
+    CU_ASSERT_EQUAL(qat_model_set_normalization(m, &one), QAT_OK);
+    CU_ASSERT_PTR_NULL(qat_model_normalization(m));
+    /* the declared shape and the normalization must agree, whichever comes first */
+    CU_ASSERT_EQUAL(qat_model_set_normalization(m, &n), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_set_input_shape(m, 3, (int64_t[]){2, 5, 6}), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "does not fit the model's normalization: channels 3"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_model_set_input_shape(m, 1, (int64_t[]){90}), QAT_ERR_ARG);
+    qat_ctx_clear_error(ctx);
+    /* a batch of another channel count: the forward names the input */
+    int64_t s[4] = {1, 2, 5, 6};
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, s, false);
+    CU_ASSERT_PTR_NULL(qat_model_forward(m, x));
+    if (!strstr(qat_ctx_error(ctx), "model input: qat_normalize: the normalization has 3 channels"))
+        printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "model input: qat_normalize: the normalization has 3 channels"));
+    qat_ctx_free(ctx);
+}
+
+typedef struct {
+    const qat_normalization *n;
+} norm_user;
+
+static qat_tensor *norm_loss(qat_ctx *ctx, qat_tensor *const *in, void *user) {
+    const norm_user *u = user;
+    qat_tensor *y = qat_normalize(ctx, in[0], u->n);
+    return qat_sum(ctx, qat_mul(ctx, y, y));
+}
+
+/* The op's backward, gradient-checked: per channel (a [N, C, H, W]
+ * batch) and with one channel (a [N, F] batch). */
+static void test_normalization_gradcheck(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    const float mean[3] = {0.2f, -0.7f, 1.5f}, std[3] = {0.5f, 2.0f, 0.75f};
+    qat_normalization n3 = norm_of(3, 4.0f, mean, std, false), n1 = norm_of(1, 2.0f, mean, std, false);
+    qat_tensor *x4 = t_rand(ctx, &rng, 4, (int64_t[]){2, 3, 2, 3}, -4, 4, true);
+    qat_tensor *x2 = t_rand(ctx, &rng, 2, (int64_t[]){3, 5}, -4, 4, true);
+    norm_user u3 = {&n3}, u1 = {&n1};
+    qat_gradcheck_result r;
+    CU_ASSERT_EQUAL(qat_gradcheck(ctx, norm_loss, &u3, &x4, 1, 1e-2f, 1e-3f, 1e-2f, &r), QAT_OK);
+    CU_ASSERT_EQUAL(r.n_checked, x4->numel);
+    CU_ASSERT_EQUAL(qat_gradcheck(ctx, norm_loss, &u1, &x2, 1, 1e-2f, 1e-3f, 1e-2f, &r), QAT_OK);
+    CU_ASSERT_EQUAL(r.n_checked, x2->numel);
+    /* and through a model whose input wants a gradient: dL/dx = dL/dx' / std[c] / divisor */
+    qat_model *m = small_conv(ctx);
+    const float m3[3] = {0.5f, 0.4f, 0.3f}, s3[3] = {0.2f, 0.4f, 0.8f};
+    qat_normalization nm = norm_of(3, 255.0f, m3, s3, true);
+    qat_tensor *x = t_rand(ctx, &rng, 4, (int64_t[]){1, 3, 5, 6}, 0, 255, true);
+    qat_tensor *xn = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, (int64_t[]){1, 3, 5, 6}, true);
+    for (int64_t i = 0; i < x->numel; i++) xn->data[i] = normalized(&nm, (int)(i / 30), x->data[i]);
+    qat_model_train(m, false);
+    qat_tensor *y = qat_model_forward(m, xn); /* no normalization: the gradient at x' */
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, y))), QAT_OK);
+    qat_ctx_step_reset(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &nm), QAT_OK);
+    y = qat_model_forward(m, x);
+    CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, y))), QAT_OK);
+    int same = 0;
+    for (int64_t i = 0; i < x->numel; i++) {
+        int c = (int)(i / 30);
+        same += x->grad[i] == (xn->grad[i] / s3[c]) / 255.0f;
+    }
+    CU_ASSERT_EQUAL(same, x->numel);
+    qat_ctx_free(ctx);
+}
+
 static void test_model_misuse(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = qat_model_new(ctx);
@@ -188,6 +412,9 @@ int main(int argc, char **argv) {
         {"batchnorm: batch statistics in training, running in eval", test_batchnorm_train_vs_eval},
         {"gradient check through whole models", test_gradcheck_through_models},
         {"dropout layer: on in training, identity in eval", test_dropout_layer_modes},
+        {"normalization: the forward normalizes first, the documented float32 formula", test_normalization_forward},
+        {"normalization: refusals name the field and the value", test_normalization_refusals},
+        {"normalization: the backward, gradient-checked", test_normalization_gradcheck},
         {"misuse is reported", test_model_misuse},
         {NULL, NULL},
     };

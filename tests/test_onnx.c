@@ -428,6 +428,152 @@ static void test_onnxruntime_runs_every_op(void) {
     }
 }
 
+/* ---- the input normalization: raw inputs, qat's input integers --------------------------- */
+
+/* Writes model `path` again as `probe` with one more graph output: the
+ * int8 value "input.q", the input integers. */
+static bool write_probe(const char *path, const char *probe) {
+    Onnx__ModelProto *mp = read_model(path);
+    if (!mp || !mp->graph) return false;
+    Onnx__GraphProto *g = mp->graph;
+    Onnx__ValueInfoProto vi, *outs[8];
+    Onnx__TypeProto tp;
+    Onnx__TypeProto__Tensor tt;
+    onnx__value_info_proto__init(&vi), onnx__type_proto__init(&tp), onnx__type_proto__tensor__init(&tt);
+    tt.has_elem_type = 1, tt.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
+    tp.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tp.tensor_type = &tt;
+    vi.name = "input.q", vi.type = &tp;
+    size_t n = g->n_output;
+    Onnx__ValueInfoProto **old = g->output;
+    for (size_t i = 0; i < n && i < 7; i++) outs[i] = old[i];
+    outs[n] = &vi;
+    g->output = outs, g->n_output = n + 1;
+    size_t len = onnx__model_proto__get_packed_size(mp);
+    uint8_t *buf = malloc(len);
+    bool ok = buf && onnx__model_proto__pack(mp, buf) == len;
+    g->output = old, g->n_output = n; /* the unpacked message frees only its own */
+    onnx__model_proto__free_unpacked(mp, NULL);
+    FILE *f = ok ? fopen(probe, "wb") : NULL;
+    ok = f && fwrite(buf, 1, len, f) == len;
+    if (f) fclose(f);
+    free(buf);
+    return ok;
+}
+
+/* A model trained on raw pixels with a per-channel normalization: its ONNX
+ * graph takes the raw image (Div, Sub, Div in the model's order, then the
+ * product by 1/scale and a QuantizeLinear at scale 1), and onnxruntime,
+ * fused and unoptimized, computes qat's input integers on every byte value
+ * of every channel (one sample of [3, 16, 16] holds each once per channel),
+ * and then logits within a step of qat's fake-quantized engine. */
+static void normalized_input_case(int io_bits) {
+    const char *src = getenv("QAT_SOURCE_DIR"), *py = onnxruntime_python();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    if (!py) printf("\nQAT_PYTHON=%s cannot import onnxruntime: run scripts/setup-python.sh\n", getenv("QAT_PYTHON") ? getenv("QAT_PYTHON") : "(unset)");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(py);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = model_of(ctx, "input shape=3,16,16\n"
+                                 "conv2d c  input out=4 kernel=3 pad=1\n"
+                                 "relu   r  c\n"
+                                 "global_avgpool g r\n"
+                                 "linear fc g out=3\n", NULL, false);
+    static qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = 3, n.divisor = 255.0f, n.raw_uint8 = true;
+    const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.2470f, 0.2435f, 0.2616f};
+    memcpy(n.mean, mean, sizeof mean), memcpy(n.std, std, sizeof std);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    qat_prepare_config cfg = qat_prepare_defaults();
+    cfg.io_bits = io_bits; /* under 8 bits: an integer Clip after the input's QuantizeLinear */
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &cfg), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 31);
+    for (int i = 0; i < 4; i++) { /* observe raw bytes */
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){8, 3, 16, 16}, false);
+        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = (float)qat_rng_below(&rng, 256);
+        CU_ASSERT_PTR_NOT_NULL(qat_model_forward(m, x));
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+    char model[300], probe[300], in[300], out[300], cmd[2048];
+    path_of(model, sizeof model, "norm.onnx");
+    path_of(probe, sizeof probe, "norm-probe.onnx");
+    path_of(in, sizeof in, "norm.f32");
+    path_of(out, sizeof out, "norm-ort.f32");
+    CU_ASSERT_EQUAL_FATAL(qat_onnx_export(m, 0, NULL, NULL, model), QAT_OK);
+    /* the graph: input -> Div -> Sub -> Div -> Mul -> QuantizeLinear (scale 1) -> input.q */
+    Onnx__ModelProto *mp = read_model(model);
+    CU_ASSERT_FATAL(mp && mp->graph);
+    const Onnx__GraphProto *g = mp->graph;
+    const char *chain[6] = {"Clip", "QuantizeLinear", "Mul", "Div", "Sub", "Div"};
+    const char *v = "input.q";
+    for (int k = io_bits < 8 ? 0 : 1; k < 6; k++) {
+        const Onnx__NodeProto *nd = producer(g, v);
+        CU_ASSERT_FATAL(nd != NULL);
+        CU_ASSERT_STRING_EQUAL(nd->op_type, chain[k]);
+        v = nd->input[0];
+    }
+    CU_ASSERT_STRING_EQUAL(v, "input");
+    const Onnx__TensorProto *mt = initializer(g, "input.mean"), *us = initializer(g, "input.unit_scale");
+    CU_ASSERT_FATAL(mt && us);
+    CU_ASSERT(mt->n_dims == 4 && mt->dims[1] == 3 && f32_at(mt, 2) == mean[2] && f32_at(us, 0) == 1.0f);
+    const char *meta = metadata(mp, "qat.normalization");
+    CU_ASSERT_FATAL(meta != NULL);
+    CU_ASSERT_STRING_EQUAL(meta, "channels=3 divisor=255 mean=0.491400003,0.482199997,0.446500003 "
+                                 "std=0.246999994,0.243499994,0.261599988 raw_uint8=1");
+    onnx__model_proto__free_unpacked(mp, NULL);
+    int rc = checker(model); /* onnx.checker, where Debian's python3-onnx is installed */
+    if (rc >= 0) CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_FATAL(write_probe(model, probe));
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
+    enum { N = 16, IN = 3 * 256, K = 3 };
+    static float x[N * IN], lo[N * IN], fl[N * K];
+    static int32_t qf[N * K];
+    static int8_t table[3 * 256];
+    CU_ASSERT_EQUAL_FATAL(qat_input_table(&q, table), QAT_OK);
+    for (int i = 0; i < N * IN; i++) x[i] = i < IN ? (float)(i % 256) : (float)qat_rng_below(&rng, 256);
+    FILE *f = fopen(in, "wb");
+    CU_ASSERT_FATAL(f && fwrite(x, sizeof x, 1, f) == 1);
+    fclose(f);
+    qat_engine *fe = qat_engine_new(ctx, &q, QAT_ENGINE_FAKE, N);
+    CU_ASSERT_FATAL(fe != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(fe, x, N, NULL, qf), QAT_OK);
+    const qat_aparams *o = &q.tensors[q.output].q;
+    for (int level = 0; level < 2; level++) {
+        snprintf(cmd, sizeof cmd, "'%s' '%s/tests/onnx/ort_run.py' '%s' --input '%s' --shape 3,16,16 --logits '%s' "
+                 "--output input.q --level %s >/dev/null", py, src, probe, in, out, level ? "disabled" : "all");
+        CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+        f = fopen(out, "rb");
+        CU_ASSERT_FATAL(f && fread(lo, sizeof lo, 1, f) == 1);
+        fclose(f);
+        int same = 0;
+        for (int i = 0; i < IN; i++) same += lo[i] == (float)table[(i / 256) * 256 + i % 256]; /* sample 0: every byte */
+        printf(" [%d-bit input, onnxruntime %s: input integers = qat's on %d of %d byte values]", io_bits,
+               level ? "unoptimized" : "fused", same, IN);
+        CU_ASSERT_EQUAL(same, IN);
+        snprintf(cmd, sizeof cmd, "'%s' '%s/tests/onnx/ort_run.py' '%s' --input '%s' --shape 3,16,16 --logits '%s' "
+                 "--level %s >/dev/null", py, src, model, in, out, level ? "disabled" : "all");
+        CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+        f = fopen(out, "rb");
+        CU_ASSERT_FATAL(f && fread(fl, sizeof fl, 1, f) == 1);
+        fclose(f);
+        int fsame = 0, fmaxd = 0;
+        for (int i = 0; i < N * K; i++) {
+            int32_t d = abs((int32_t)lrintf(fl[i] / o->scale) + o->zero_point - qf[i]);
+            fsame += d == 0, fmaxd = d > fmaxd ? d : fmaxd;
+        }
+        CU_ASSERT(fsame >= N * K * 9 / 10 && fmaxd <= 1);
+    }
+    qat_engine_free(fe);
+    qat_ctx_free(ctx);
+}
+
+static void test_onnxruntime_normalized_input(void) {
+    normalized_input_case(8);
+    normalized_input_case(6);
+}
+
 /* ---- refusals and the atomic write ------------------------------------------------------- */
 
 /* An export that fails leaves what was at the path untouched, and no
@@ -530,6 +676,7 @@ int main(int argc, char **argv) {
         {"every op kind: one QDQ group per op, weights, clamps, metadata; onnx.checker", test_every_op_exports_and_checks},
         {"4-bit activations: an integer Clip after every QuantizeLinear", test_narrow_activations_are_clipped},
         {"onnxruntime (fused and unoptimized) against the int engine, every op kind", test_onnxruntime_runs_every_op},
+        {"normalization: raw input; onnxruntime gives qat's input integers on every byte value", test_onnxruntime_normalized_input},
         {"float model, sub-channel and 12-bit weights: refused by name, no file", test_refusals_leave_no_file},
         {"repeated names and unchecked programs are refused", test_program_errors},
         {"a second export replaces the first; memory does not grow", test_replace_and_memory},

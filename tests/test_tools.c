@@ -2,12 +2,15 @@
  * summary's totals against hand-computed LeNet and MLP figures and across
  * the four sources, the analysis as JSON, a badly scaled point planted in
  * a checkpoint ranked first with its hint, the metrics log's rows (and a
- * resume appending to it). plot's pictures are test_plot's (gnuplot). */
+ * resume appending to it), the input normalization in the summary of a
+ * checkpoint and of its export. plot's pictures are test_plot's (gnuplot). */
 #define _POSIX_C_SOURCE 200809L
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
 #include "cli_util.h"
+#include "qat/export.h"
+#include "qat/io.h"
 #include "test_util.h"
 
 static const char *data;
@@ -106,6 +109,53 @@ static void test_summary_checkpoint_and_qmodel(void) {
     snprintf(args, sizeof args, "summary --qmodel '%s'", model);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "the integer program, a row per op"));
+}
+
+/* A LeNet with MNIST's normalization written by the library (its
+ * checkpoint and export): summary shows the normalization in the table
+ * and the JSON of both, and "normalization": null for a model without. */
+static void test_summary_normalization(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_lenet(m, false), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    static qat_normalization n;
+    memset(&n, 0, sizeof n);
+    n.channels = 1, n.divisor = 255.0f, n.mean[0] = 0.1307f, n.std[0] = 0.3081f, n.raw_uint8 = true;
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(m, &n), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){4, 1, 28, 28}, false);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = (float)(i * 37 % 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(qat_model_forward(m, x)); /* every point observed */
+    qat_ctx_step_reset(ctx);
+    qat_model_train(m, false);
+    char ck[300], qm[300], args[1024], err[8192], line[1 << 16];
+    static char out[1 << 17];
+    snprintf(ck, sizeof ck, "%s/norm.ckpt.h5", cli_dir);
+    snprintf(qm, sizeof qm, "%s/norm.qat.h5", cli_dir);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, NULL, NULL, NULL, ck), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, NULL, qm, NULL), QAT_OK);
+    qat_ctx_free(ctx);
+    const char *src[2] = {"--checkpoint", "--qmodel"}, *path[2] = {ck, qm};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "summary %s '%s' --json", src[k], path[k]);
+        CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+        cli_last_line(out, line, sizeof line);
+        if (!strstr(line, "\"normalization\": {\"channels\": 1, \"divisor\": 255, \"mean\": [0.130700007], \"std\": "
+                          "[0.308099985], \"raw_uint8\": true}"))
+            printf("\n  %s\n", strstr(line, "\"normalization\"") ? strstr(line, "\"normalization\"") : line);
+        CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"normalization\": {\"channels\": 1, \"divisor\": 255, \"mean\": [0.130700007], "
+                                            "\"std\": [0.308099985], \"raw_uint8\": true}"));
+        snprintf(args, sizeof args, "summary %s '%s'", src[k], path[k]);
+        CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "input normalization: ((x / 255) - mean[c]) / std[c] in float32, 1 channel, "
+                                           "raw uint8 data (a byte table)\n  mean 0.130700007\n  std  0.308099985\n"));
+    }
+    CU_ASSERT_EQUAL_FATAL(cli_run("summary --model lenet --json", err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, line, sizeof line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"normalization\": null}"));
+    CU_ASSERT_EQUAL_FATAL(cli_run("summary --model lenet", err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "input normalization: none"));
 }
 
 static void test_summary_bad_input(void) {
@@ -373,6 +423,7 @@ int main(int argc, char **argv) {
     if (!qat_test_tmpdir(cli_dir, sizeof cli_dir, "tools")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     const qat_test_case cases[] = {
+        {"summary: the input normalization of a checkpoint and of its export", test_summary_normalization},
         {"summary: totals equal hand-computed LeNet and MLP figures", test_summary_totals},
         {"summary: a checkpoint and its export agree", test_summary_checkpoint_and_qmodel},
         {"summary: bad input", test_summary_bad_input},

@@ -74,6 +74,8 @@ typedef struct {
     int64_t peak_activation_bytes;  /* the integer runtime's plan for one sample; -1 when the model
                                        cannot be lowered or planned (a float model, a point never
                                        observed, a custom op, types the runtime does not run) */
+    const qat_normalization *normalization; /* the input's (the model's or the program's, valid
+                                               while it lives); NULL: none */
 } qat_summary;
 
 /* A row per layer of m, the input included, up to the model's output,
@@ -129,7 +131,7 @@ typedef struct qat_analysis qat_analysis;
 QAT_API qat_analysis *qat_analysis_new(qat_model *m, int max_batch, int in_rank, const int64_t *in_shape);
 
 /* Adds a batch: x holds n samples of the model's input, contiguous floats
- * ([n, C, H, W] or [n, F]); labels (may be NULL) their classes. Runs the
+ * ([n, C, H, W] or [n, F]; raw when the model normalizes its input); labels (may be NULL) their classes. Runs the
  * model 2 + 3·(points) times in eval mode with gradients off, resetting
  * the model context's step arena after each run (call it between training
  * steps, not inside one); the model's mode, phase and switches are as

@@ -7,10 +7,15 @@
  *                  arrays, one static arena laid out by qat_plan_program
  *                  (max_batch 1). C99, <stdint.h> and <string.h> only, no
  *                  malloc, no float; the DSP extension through ACLE
- *                  intrinsics where __ARM_FEATURE_DSP is defined.
+ *                  intrinsics where __ARM_FEATURE_DSP is defined. For a
+ *                  program whose normalization says raw_uint8, also
+ *                  NAME_quantize_input_u8: raw bytes to input integers
+ *                  through a const table of 256 per channel
+ *                  (qat_input_table's), no float.
  *   DIR/NAME_io.c  float at the edges: NAME_quantize_input (the integer
- *                  engine's input quantization, bit for bit) and
- *                  NAME_dequantize_output.
+ *                  engine's input path on raw floats, bit for bit: the
+ *                  program's normalization, then the input quantization)
+ *                  and NAME_dequantize_output.
  * The generated NAME_run computes the integers qat_runtime_run computes,
  * bit for bit (docs/codegen.md says how that is tested).
  *

@@ -100,7 +100,8 @@ typedef struct {
  * and every std[c] positive normal floats (a subnormal one would divide
  * differently where denormals flush to zero); every mean[c] finite. QAT_OK,
  * or QAT_ERR_ARG with a message naming the field, its value and the limit
- * in msg (len bytes; msg may be NULL). No libm: the tests read the bits. */
+ * in msg (len bytes; msg may be NULL; "divisor 0 is not a positive normal
+ * float": the caller says whose normalization it is). No libm: the tests read the bits. */
 QAT_API qat_status qat_normalization_check(const qat_normalization *n, int rank, const int64_t *shape, char *msg,
                                            size_t len);
 

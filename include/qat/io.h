@@ -40,7 +40,9 @@ QAT_API qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const
 /* Restores into a model of the same architecture (built, and prepared the
  * same way if the checkpoint was), and optimizers initialised with the
  * same sizes. ts->order must have room for the saved order (ts->n_order
- * in: capacity, out: count). Mismatches, damaged and wrong-version files
+ * in: capacity, out: count). The model's input normalization becomes the
+ * checkpoint's (none when it has none: a model saved without one, or a
+ * file of version 1 to 3). Mismatches, damaged and wrong-version files
  * are errors that name what is wrong. */
 QAT_API qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt,
                                        qat_train_state *ts, const char *path);
@@ -55,10 +57,10 @@ QAT_API qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *
  * len bytes, or the file is not a training checkpoint. */
 QAT_API qat_status qat_checkpoint_config(qat_ctx *ctx, const char *path, char *buf, size_t len);
 
-/* Rebuilds, in ctx, the model a (version 2) training checkpoint was made
- * from: its layers from the recorded architecture, prepared for QAT as it
- * was (global and per-layer settings), then its parameters, buffers, LSQ
- * scales, observers and mode flags loaded. *out lives in ctx. For export
+/* Rebuilds, in ctx, the model a (version 2 or later) training checkpoint
+ * was made from: its layers from the recorded architecture, prepared for
+ * QAT as it was (global and per-layer settings), then its parameters,
+ * buffers, LSQ scales, observers, mode flags and normalization loaded. *out lives in ctx. For export
  * and evaluation: no optimizer state is read. config (may be NULL) gets
  * the checkpoint's configuration text ("" if none), cut to len bytes. */
 QAT_API qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config,

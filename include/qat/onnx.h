@@ -34,7 +34,8 @@ extern "C" {
 
 #define QAT_ONNX_OPSET 14         /* the default domain's opset the files import */
 #define QAT_ONNX_IR_VERSION 7     /* the ONNX IR version that goes with opset 14 */
-#define QAT_ONNX_LAYOUT_VERSION 1 /* the naming and QDQ layout of docs/onnx.md */
+#define QAT_ONNX_LAYOUT_VERSION 2 /* the naming and QDQ layout of docs/onnx.md (2: a model with a
+                                     normalization takes its raw input; 1 had none) */
 
 /* Whether this build of the library can write ONNX. */
 QAT_API bool qat_onnx_available(void);

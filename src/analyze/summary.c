@@ -114,6 +114,7 @@ qat_status qat_model_summary(qat_model *m, int in_rank, const int64_t *in_shape,
     if (st != QAT_OK) return st;
     out->float_weight_bytes = 4 * out->params;
     out->peak_activation_bytes = model_peak(m, in_rank, in_shape);
+    out->normalization = m->norm;
     return QAT_OK;
 }
 
@@ -150,5 +151,6 @@ qat_status qat_qmodel_summary(const qat_qmodel *q, qat_ctx *ctx, qat_summary *ou
     qat_ctx *pctx = qat_ctx_new(); /* the plan's offsets: freed with it */
     out->peak_activation_bytes = pctx ? plan_peak(q, pctx) : -1;
     qat_ctx_free(pctx);
+    out->normalization = q->norm;
     return QAT_OK;
 }

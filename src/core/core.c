@@ -118,23 +118,23 @@ static qat_status norm_fail(char *msg, size_t len, const char *fmt, ...) {
 qat_status qat_normalization_check(const qat_normalization *n, int rank, const int64_t *shape, char *msg,
                                    size_t len) {
     if (msg && len) msg[0] = '\0';
-    if (!n) return norm_fail(msg, len, "normalization: NULL");
+    if (!n) return norm_fail(msg, len, "NULL");
     if (n->channels < 1 || n->channels > QAT_NORM_MAX_CHANNELS)
-        return norm_fail(msg, len, "normalization: channels %d is outside 1..%d", n->channels, QAT_NORM_MAX_CHANNELS);
+        return norm_fail(msg, len, "channels %d is outside 1..%d", n->channels, QAT_NORM_MAX_CHANNELS);
     if (n->channels > 1 && rank == 1)
-        return norm_fail(msg, len, "normalization: channels %d for an input of rank 1 (a vector is one channel)",
+        return norm_fail(msg, len, "channels %d for an input of rank 1 (a vector is one channel)",
                          n->channels);
     if (n->channels > 1 && rank == 3 && shape && shape[0] != n->channels)
-        return norm_fail(msg, len, "normalization: channels %d, the input [%lld, %lld, %lld] has %lld (want 1 or %lld)",
+        return norm_fail(msg, len, "channels %d, the input [%lld, %lld, %lld] has %lld (want 1 or %lld)",
                          n->channels, (long long)shape[0], (long long)shape[1], (long long)shape[2],
                          (long long)shape[0], (long long)shape[0]);
     if (!positive_normal(n->divisor))
-        return norm_fail(msg, len, "normalization: divisor %g is not a positive normal float", (double)n->divisor);
+        return norm_fail(msg, len, "divisor %g is not a positive normal float", (double)n->divisor);
     for (int c = 0; c < n->channels; c++) {
         if (!finite(n->mean[c]))
-            return norm_fail(msg, len, "normalization: mean[%d] = %g is not finite", c, (double)n->mean[c]);
+            return norm_fail(msg, len, "mean[%d] = %g is not finite", c, (double)n->mean[c]);
         if (!positive_normal(n->std[c]))
-            return norm_fail(msg, len, "normalization: std[%d] = %g is not a positive normal float", c,
+            return norm_fail(msg, len, "std[%d] = %g is not a positive normal float", c,
                              (double)n->std[c]);
     }
     return QAT_OK;

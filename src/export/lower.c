@@ -340,7 +340,7 @@ qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in_shape, 
         qat_normalization *norm = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *norm);
         if (!norm) st = qat_ctx_fail(m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
         else if (qat_normalization_check(m->norm, in_rank, in_shape, msg, sizeof msg) != QAT_OK)
-            st = qat_ctx_fail(m->ctx, QAT_ERR_SHAPE, "lower: the input: %s", msg);
+            st = qat_ctx_fail(m->ctx, QAT_ERR_SHAPE, "lower: the input normalization: %s", msg);
         else *norm = *m->norm, out->norm = norm;
     }
     int last = qat__model_output(m);

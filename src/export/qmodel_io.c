@@ -14,6 +14,7 @@
 
 #include "autograd/internal.h"
 #include "internal.h"
+#include "io/h5norm.h"
 #include "io/h5util.h"
 
 #define MAX_DIM QAT_QMODEL_MAX_DIM
@@ -198,20 +199,6 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
     }
 }
 
-/* The input normalization (version 4): a group of its own, only when the
- * program has one. */
-static void put_norm(qat__h5w *w, hid_t f, const qat_normalization *n) {
-    hid_t g = qat__h5w_group(w, f, "normalization");
-    if (g < 0) return;
-    int64_t c = n->channels;
-    qat__h5w_i64(w, g, "channels", n->channels);
-    qat__h5w_f32(w, g, "divisor", n->divisor);
-    qat__h5w_i64(w, g, "raw_uint8", n->raw_uint8);
-    qat__h5w_floats(w, g, "mean", 1, &c, n->mean);
-    qat__h5w_floats(w, g, "std", 1, &c, n->std);
-    H5Gclose(g);
-}
-
 static void write_qmodel(qat__h5w *w, void *user) {
     const qat_qmodel *q = user;
     hid_t f = w->file;
@@ -245,7 +232,7 @@ static void write_qmodel(qat__h5w *w, void *user) {
         H5Gclose(g);
     }
     if (ops >= 0) H5Gclose(ops);
-    if (q->norm) put_norm(w, f, q->norm);
+    if (q->norm) qat__h5w_norm(w, f, q->norm); /* version 4: a group of its own, only with one */
 }
 
 /* The file does not store block multipliers: the reader derives them
@@ -702,22 +689,13 @@ static void finish_subchannel(qat__h5r *r, qat_qmodel *q, int version) {
     }
 }
 
-/* Version 4's optional /normalization: channels bounded before the
- * arrays are read; the values are qat_qmodel_check's (against the input's
- * shape, once the tensors are read). */
+/* Version 4's optional /normalization, checked against the input
+ * tensor's shape (the tensors are read). */
 static void read_norm(qat__h5r *r, qat_qmodel *q) {
     if (!r->ok || H5Lexists(r->file, "normalization", H5P_DEFAULT) <= 0) return;
-    hid_t g = qat__h5r_group(r, r->file, "normalization");
-    if (g < 0) return;
     qat_normalization *n = alloc(r, 1, sizeof *n);
-    int64_t c = qat__h5r_i64(r, g, "channels", 1, QAT_NORM_MAX_CHANNELS);
-    float divisor = qat__h5r_f32(r, g, "divisor");
-    bool raw = qat__h5r_i64(r, g, "raw_uint8", 0, 1) != 0;
-    if (n && r->ok && qat__h5r_floats(r, g, "mean", 1, &c, n->mean)) qat__h5r_floats(r, g, "std", 1, &c, n->std);
-    H5Gclose(g);
-    if (!r->ok) return;
-    n->channels = (int)c, n->divisor = divisor, n->raw_uint8 = raw;
-    q->norm = n;
+    const qat_qtensor *in = &q->tensors[q->input];
+    if (n && qat__h5r_norm(r, r->file, "normalization", in->rank, in->shape, n)) q->norm = n;
 }
 
 qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {

@@ -7,6 +7,8 @@
  * still rebuilds (each layer reads the one before it). */
 #include "architecture.h"
 
+#include "h5norm.h"
+
 #include <hdf5_hl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -43,19 +45,6 @@ static void put_qcfg(qat__h5w *w, hid_t g, const qat_prepare_config *c) {
     qat__h5w_i64s(w, g, "qat_config_blocks", b, N_BLOCKS);
 }
 
-/* The input normalization: a group of its own, only when the model has one. */
-static void put_norm(qat__h5w *w, hid_t a, const qat_normalization *n) {
-    hid_t g = qat__h5w_group(w, a, "normalization");
-    if (g < 0) return;
-    int64_t c = n->channels;
-    qat__h5w_i64(w, g, "channels", n->channels);
-    qat__h5w_f32(w, g, "divisor", n->divisor);
-    qat__h5w_i64(w, g, "raw_uint8", n->raw_uint8);
-    qat__h5w_floats(w, g, "mean", 1, &c, n->mean);
-    qat__h5w_floats(w, g, "std", 1, &c, n->std);
-    H5Gclose(g);
-}
-
 void qat__arch_write(qat__h5w *w, const qat_model *m) {
     hid_t a = qat__h5w_group(w, w->file, "architecture");
     if (a < 0) return;
@@ -67,7 +56,7 @@ void qat__arch_write(qat__h5w *w, const qat_model *m) {
         qat__h5w_i64s(w, a, "input_shape", s, m->in_rank);
     }
     if (m->prepared) put_qcfg(w, a, &m->qcfg); /* the global configuration qat_prepare ran with */
-    if (m->norm) put_norm(w, a, m->norm);
+    if (m->norm) qat__h5w_norm(w, a, m->norm); /* a group of its own, only when the model has one */
     for (int i = 0; w->ok && i < m->n_layers; i++) {
         const qat__layer *l = &m->layers[i];
         char name[16];
@@ -294,23 +283,10 @@ bool qat__arch_read_norm(qat__h5r *r, const qat_model *m, qat_normalization *out
     if (!r->ok || H5Lexists(r->file, "architecture", H5P_DEFAULT) <= 0) return r->ok; /* version 1: none */
     hid_t a = qat__h5r_group(r, r->file, "architecture");
     if (a < 0) return false;
-    if (H5Lexists(a, "normalization", H5P_DEFAULT) <= 0) return H5Gclose(a), true;
-    hid_t g = qat__h5r_group(r, a, "normalization");
+    bool ok = H5Lexists(a, "normalization", H5P_DEFAULT) <= 0 ||
+              qat__h5r_norm(r, a, "architecture/normalization", m->in_rank, m->in_shape, out);
     H5Gclose(a);
-    if (g < 0) return false;
-    int64_t c = qat__h5r_i64(r, g, "channels", 1, QAT_NORM_MAX_CHANNELS);
-    float divisor = qat__h5r_f32(r, g, "divisor");
-    bool raw = qat__h5r_i64(r, g, "raw_uint8", 0, 1) != 0;
-    if (r->ok && qat__h5r_floats(r, g, "mean", 1, &c, out->mean)) qat__h5r_floats(r, g, "std", 1, &c, out->std);
-    H5Gclose(g);
-    if (!r->ok) return memset(out, 0, sizeof *out), false;
-    out->channels = (int)c, out->divisor = divisor, out->raw_uint8 = raw;
-    char msg[200];
-    if (qat_normalization_check(out, m->in_rank, m->in_shape, msg, sizeof msg) != QAT_OK) {
-        memset(out, 0, sizeof *out);
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "architecture/%s", msg);
-    }
-    return true;
+    return ok;
 }
 
 qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config, size_t len) {

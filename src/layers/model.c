@@ -51,7 +51,7 @@ qat_status qat_model_set_input_shape(qat_model *m, int rank, const int64_t *shap
             return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: input dimension %lld", (long long)shape[d]);
     char msg[200];
     if (m->norm && qat_normalization_check(m->norm, rank, shape, msg, sizeof msg) != QAT_OK)
-        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: the input shape does not fit the model's %s", msg);
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: the input shape does not fit the model's normalization: %s", msg);
     m->in_rank = rank;
     memcpy(m->in_shape, shape, (size_t)rank * sizeof *shape);
     return QAT_OK;
@@ -71,7 +71,7 @@ qat_status qat_model_set_normalization(qat_model *m, const qat_normalization *no
     }
     char msg[200];
     if (qat_normalization_check(norm, m->in_rank, m->in_shape, msg, sizeof msg) != QAT_OK)
-        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s", msg);
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: normalization: %s", msg);
     if (!m->norm_mem && !(m->norm_mem = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, sizeof *m->norm_mem)))
         return qat_ctx_status(m->ctx);
     /* the channels in use, the rest zero: two equal normalizations are equal bytes */
@@ -475,6 +475,14 @@ size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap) {
     put(buf, cap, &off, m->rng.s, sizeof m->rng.s);
     uint8_t flags[4] = {m->prepared, m->fake_quant_on, m->observers_frozen, m->bn_frozen};
     put(buf, cap, &off, flags, sizeof flags);
+    if (m->norm) { /* the processes of a data-parallel job must normalize alike too */
+        const qat_normalization *n = m->norm;
+        float d[2] = {(float)n->channels, n->divisor};
+        put(buf, cap, &off, d, sizeof d);
+        put(buf, cap, &off, n->mean, (size_t)n->channels * sizeof *n->mean);
+        put(buf, cap, &off, n->std, (size_t)n->channels * sizeof *n->std);
+        put(buf, cap, &off, &n->raw_uint8, sizeof n->raw_uint8);
+    }
     for (int i = 0; i < m->n_layers; i++) {
         const qat__layer *l = &m->layers[i];
         if (l->aq) { /* the observer's numbers, field by field (the struct has padding) */

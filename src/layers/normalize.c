@@ -61,7 +61,7 @@ qat_tensor *qat_normalize(qat_ctx *ctx, qat_tensor *x, const qat_normalization *
     if (!n || n->channels == 0) return x;
     char s[64], msg[200];
     if (qat_normalization_check(n, 0, NULL, msg, sizeof msg) != QAT_OK)
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_normalize: %s", msg), NULL;
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_normalize: normalization: %s", msg), NULL;
     if (!qat_tensor_is_contiguous(x) || x->rank < 2)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_normalize: the input %s is not a contiguous batch",
                             qat_shape_str(x, s, sizeof s)), NULL;

@@ -11,6 +11,10 @@
  * QuantizeLinear where the Q's saturation makes it redundant, else an
  * integer Clip after it (see quantize).
  *
+ * With a normalization, the graph's float input is raw: Div(divisor),
+ * Sub(mean), Div(std), as float32 ops in the model's order, then the
+ * input's quantization as qat rounds it (raw_input).
+ *
  * Names: "<t>.q", "<t>.dq", "<t>.scale", "<t>.zero_point" for tensors;
  * "<op>.weight.q" / ".weight.scale" / ".weight.zero_point" -> "<op>.weight",
  * the same for ".bias"; the graph's input "input", output "logits". The
@@ -144,6 +148,57 @@ static const char *dq(qdq *x, int t) {
         x->dqv[t] = out;
     }
     return x->dqv[t];
+}
+
+/* ---- the raw input: normalization, then qat's input quantization ---------------------- */
+
+/* A per-channel constant of the normalization: [1, C, 1, 1] for C > 1
+ * (broadcast along the channels of [N, C, H, W]), a scalar for one channel. */
+static const char *norm_const(qdq *x, const char *what, const float *v, int channels) {
+    const char *name = qat__ob_str(x->b, "input.%s", what);
+    int64_t dims[4] = {1, channels, 1, 1};
+    qat__ob_init_floats(x->b, name, channels > 1 ? 4 : 0, dims, v);
+    return name;
+}
+
+/* ((input / divisor) - mean) / std, as qat computes it: three float32
+ * operations in that order (onnxruntime computes each elementwise, in
+ * IEEE single precision), then the quantization. QuantizeLinear(v, s)
+ * would compute v / s; qat computes v · (1/s) (the fake quantization's
+ * rounding), and the two can round apart. So the product is a Mul by the
+ * float32 constant 1/s, and its QuantizeLinear has scale 1: dividing by 1
+ * is exact, and the integers are qat's on every input. The DequantizeLinear
+ * that the first op reads keeps the input's real scale. */
+static void raw_input(qdq *x, const char *in) {
+    qat__onnx_builder *b = x->b;
+    const qat_normalization *n = x->q->norm;
+    int t = x->q->input;
+    const qat_aparams *a = &x->q->tensors[t].q;
+    const char *d = qat__ob_str(b, "input.divisor");
+    qat__ob_init_floats(b, d, 0, NULL, &n->divisor);
+    const char *args[3] = {in, d, NULL};
+    qat__ob_node(b, "Div", "input.divided", 2, args, "input.divided");
+    args[0] = "input.divided", args[1] = norm_const(x, "mean", n->mean, n->channels);
+    qat__ob_node(b, "Sub", "input.centered", 2, args, "input.centered");
+    args[0] = "input.centered", args[1] = norm_const(x, "std", n->std, n->channels);
+    qat__ob_node(b, "Div", "input.normalized", 2, args, "input.normalized");
+    float inv = 1.0f / a->scale, one = 1.0f;
+    args[0] = "input.normalized", args[1] = "input.inv_scale";
+    qat__ob_init_floats(b, "input.inv_scale", 0, NULL, &inv);
+    qat__ob_node(b, "Mul", "input.times_inv_scale", 2, args, "input.times_inv_scale");
+    params(x, t);
+    qat__ob_init_floats(b, "input.unit_scale", 0, NULL, &one);
+    bool saturates = a->qmin <= type_min(a) && a->qmax >= type_max(a);
+    const char *q = saturates ? x->qv[t] : "input.unclamped";
+    const char *qin[3] = {"input.times_inv_scale", "input.unit_scale", x->zp[t]};
+    qat__ob_node(b, "QuantizeLinear", q, 3, qin, q);
+    if (saturates) return;
+    /* a storage range narrower than the type: the integer Clip, as quantize() */
+    int type = is_signed(a) ? QAT__ONNX_INT8 : QAT__ONNX_UINT8;
+    qat__ob_init_ints(b, "input.act_min", type, 0, NULL, &a->qmin);
+    qat__ob_init_ints(b, "input.act_max", type, 0, NULL, &a->qmax);
+    const char *cin[3] = {q, "input.act_min", "input.act_max"};
+    qat__ob_node(b, "Clip", x->qv[t], 3, cin, x->qv[t]);
 }
 
 /* ---- weights and biases --------------------------------------------------------------- */
@@ -305,7 +360,8 @@ qat_status qat__onnx_graph(qat__onnx_builder *b, const qat_qmodel *q, qat_ctx *e
     if (st == QAT_OK) {
         const qat_qtensor *in = &q->tensors[q->input], *out = &q->tensors[q->output];
         qat__ob_input(b, "input", QAT__ONNX_FLOAT, in->rank, in->shape);
-        quantize(&x, q->input, "input", QAT_ACT_NONE, in->q.qmin, in->q.qmax, x.qv[q->input]);
+        if (q->norm) raw_input(&x, "input");
+        else quantize(&x, q->input, "input", QAT_ACT_NONE, in->q.qmin, in->q.qmax, x.qv[q->input]);
         for (int i = 0; i < q->n_ops; i++) emit(&x, &q->ops[i]);
         /* the logits: the output integers dequantized */
         params(&x, q->output);

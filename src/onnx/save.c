@@ -35,10 +35,24 @@ static const char *mlir(qat__onnx_builder *b, const qat_qtype *t) {
     return s ? s : "";
 }
 
+/* The input normalization in one line: "channels=3 divisor=255
+ * mean=0.49140000,... std=... raw_uint8=1" (%.9g: each float32 exactly). */
+static const char *normalization_text(qat__onnx_builder *b, const qat_normalization *n) {
+    size_t cap = 64 + 2 * 18 * (size_t)n->channels, k = 0;
+    char *s = qat__ob_alloc(b, cap);
+    if (!s) return "";
+    k += (size_t)snprintf(s + k, cap - k, "channels=%d divisor=%.9g mean=", n->channels, (double)n->divisor);
+    for (int c = 0; c < n->channels && k < cap; c++) k += (size_t)snprintf(s + k, cap - k, "%s%.9g", c ? "," : "", (double)n->mean[c]);
+    if (k < cap) k += (size_t)snprintf(s + k, cap - k, " std=");
+    for (int c = 0; c < n->channels && k < cap; c++) k += (size_t)snprintf(s + k, cap - k, "%s%.9g", c ? "," : "", (double)n->std[c]);
+    if (k < cap) snprintf(s + k, cap - k, " raw_uint8=%d", n->raw_uint8 ? 1 : 0);
+    return s;
+}
+
 /* What a reader needs to know where the file came from and to check its
  * types against qat's: the keys are in docs/onnx.md. */
 static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Onnx__ModelProto *m) {
-    metadata md = {.b = b, .cap = 8 + (size_t)q->n_ops + (size_t)q->n_tensors};
+    metadata md = {.b = b, .cap = 9 + (size_t)q->n_ops + (size_t)q->n_tensors};
     md.props = qat__ob_alloc(b, md.cap * sizeof *md.props);
     if (!md.props) return;
     char num[32];
@@ -49,6 +63,7 @@ static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Onnx__Model
     put(&md, "qat.onnx_layout_version", num);
     put(&md, "qat.producer", q->producer);
     put(&md, "qat.training_config", q->config ? q->config : "");
+    if (q->norm) put(&md, "qat.normalization", normalization_text(b, q->norm));
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
         if (op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D)

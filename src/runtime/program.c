@@ -356,7 +356,7 @@ qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len) {
     if (q->norm) {
         const qat_qtensor *in = &q->tensors[q->input];
         char text[200];
-        snprintf(c.where, sizeof c.where, "input");
+        snprintf(c.where, sizeof c.where, "input normalization");
         if (qat_normalization_check(q->norm, in->rank, in->shape, text, sizeof text) != QAT_OK)
             return bad(&c, "%s", text), c.st;
     }

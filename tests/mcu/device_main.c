@@ -9,7 +9,9 @@
  *          qemu's -icount shift=0 (one instruction = 1 ns of virtual time);
  *   instructions: SysTick ticks around each inference, times that ratio.
  * Nothing is printed between painting and scanning: the printing code's
- * own frames would count as the model's.
+ * own frames would count as the model's. With -DQAT_INPUT_U8, inputs.inc
+ * holds raw bytes, quantized on the device by NAME_quantize_input_u8 (the
+ * table in flash, no float) before each run, inside the measurement.
  *   -DQAT_MODEL=lenet -DQAT_MODEL_UP=LENET -DQAT_MODEL_HEADER='"lenet.h"' */
 #include <stdint.h>
 
@@ -20,6 +22,7 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define RUN CAT(QAT_MODEL, _run)
+#define IN_SIZE CAT(QAT_MODEL_UP, _INPUT_SIZE)
 #define OUT_SIZE CAT(QAT_MODEL_UP, _OUTPUT_SIZE)
 
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010)
@@ -73,7 +76,13 @@ int main(void) {
     int rc = 0;
     for (int i = 0; i < QAT_N_INPUTS; i++) {
         uint32_t t0 = SYST_CVR;
+#ifdef QAT_INPUT_U8
+        static int8_t q[IN_SIZE];
+        CAT(QAT_MODEL, _quantize_input_u8)(qat_inputs[i], q);
+        rc |= RUN(q, outputs[i]);
+#else
         rc |= RUN(qat_inputs[i], outputs[i]);
+#endif
         ticks[i] = elapsed(t0, SYST_CVR);
     }
     const uint32_t *low = &__stack_limit;

@@ -4,7 +4,8 @@
 # Cortex-M3 (mps2-an385: the portable path). The generated NAME.c is
 # compiled with strict C99 warnings; WORK/cortex-m4.txt and
 # WORK/cortex-m3.txt get the harness's output (device_main.c).
-#   qemu_run.sh GEN_DIR NAME INPUTS.inc WORK      (MCU_OPT: default -O2)
+#   qemu_run.sh GEN_DIR NAME INPUTS.inc WORK      (MCU_OPT: default -O2;
+#   MCU_DEFS: more -D flags for the harness, e.g. -DQAT_INPUT_U8)
 # Exit 77 without the Arm toolchain or qemu, 1 if a build or run fails.
 set -euo pipefail
 gen=$1 name=$2 inputs=$3 work=$4
@@ -16,7 +17,7 @@ up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
 mkdir -p "$work"
 [ "$inputs" -ef "$work/inputs.inc" ] || cp "$inputs" "$work/inputs.inc"
 strict=(-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion)
-defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$gen" -I"$here" -I"$work")
+defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$gen" -I"$here" -I"$work" ${MCU_DEFS:-})
 rc=0
 for board in mps2-an386:cortex-m4 mps2-an385:cortex-m3; do
   mach=${board%%:*} cpu=${board##*:}

@@ -11,6 +11,9 @@ engine needs:
   --shape S          per-sample input shape for --input (e.g. 2,10,9 or 784)
   --pred FILE        each sample's predicted label (argmax of the logits), one a line
   --logits FILE      the float32 logits, [n, K] little-endian
+  --output NAME      the graph output --logits writes (default: the first), as
+                     float32 [n, its per-sample size] (e.g. "input.q", the input
+                     integers, in a model whose outputs include it)
   --optimized FILE   onnxruntime writes the graph it runs (after its QDQ fusion) here
   --int8-allowed 0|1 session.qdqisint8allowed (default 1: on x86 onnxruntime
                      fuses int8-activation Conv/MatMul only when it is set)
@@ -72,6 +75,7 @@ def main():
     p.add_argument("--shape", type=lambda s: [int(v) for v in s.split(",")])
     p.add_argument("--pred")
     p.add_argument("--logits")
+    p.add_argument("--output")
     p.add_argument("--optimized")
     p.add_argument("--int8-allowed", default="1", choices=["0", "1"])
     p.add_argument("--batch", type=int, default=500)
@@ -99,12 +103,16 @@ def main():
     # the model's input rank says how a sample is laid out: [N, C, H, W] or [N, F]
     shape = a.shape if a.shape else ([x.shape[1]] if len(inp.shape) == 2 else [1, 28, 28])
     n, outs = x.shape[0], []
+    names = [o.name for o in sess.get_outputs()]
+    if a.output and a.output not in names:
+        raise ValueError(f"the model has no output {a.output} (it has {', '.join(names)})")
+    want = names.index(a.output) if a.output else 0
     t0 = time.perf_counter()
     for s in range(0, n, a.batch):
         b = x[s:s + a.batch].reshape([-1] + shape)
-        outs.append(sess.run(None, {inp.name: b})[0])
+        outs.append(sess.run(None, {inp.name: b})[want])
     secs = time.perf_counter() - t0
-    logits = np.concatenate(outs).astype("<f4")
+    logits = np.concatenate(outs).astype("<f4").reshape(n, -1)
     pred = logits.argmax(axis=1)  # the first maximum, as qat's argmax
     if a.pred:
         with open(a.pred, "w") as f:

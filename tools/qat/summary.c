@@ -126,6 +126,25 @@ static const char *granularity_text(const qat_summary_row *r, char *buf, size_t 
     return buf;
 }
 
+/* The input normalization's numbers, "a, b, c" (the first 8 channels, then "..."). */
+static void print_floats(const float *v, int n, bool json) {
+    for (int c = 0; c < n && (json || c < 8); c++) printf("%s%.9g", c ? ", " : "", (double)v[c]);
+    if (!json && n > 8) printf(", ... (%d channels)", n);
+}
+
+static void print_normalization(const qat_normalization *n) {
+    if (!n) {
+        printf("input normalization: none (the inputs are used as they are)\n");
+        return;
+    }
+    printf("input normalization: ((x / %.9g) - mean[c]) / std[c] in float32, %d channel%s%s\n  mean ",
+           (double)n->divisor, n->channels, n->channels > 1 ? "s" : "", n->raw_uint8 ? ", raw uint8 data (a byte table)" : "");
+    print_floats(n->mean, n->channels, false);
+    printf("\n  std  ");
+    print_floats(n->std, n->channels, false);
+    printf("\n");
+}
+
 static void print_table(const qat_summary *s, const char *title, bool quantized) {
     int w = 4;
     for (int i = 0; i < s->n_rows; i++) w = (int)strlen(s->rows[i].name) > w ? (int)strlen(s->rows[i].name) : w;
@@ -157,6 +176,7 @@ static void print_table(const qat_summary *s, const char *title, bool quantized)
                tools_grouped(s->peak_activation_bytes, a, sizeof a));
     else
         printf("peak activation memory: no integer plan (a float model, or one the runtime cannot run)\n");
+    print_normalization(s->normalization);
 }
 
 static void print_json(const qat_summary *s, const char *kind, const char *source, bool prepared) {
@@ -186,8 +206,20 @@ static void print_json(const qat_summary *s, const char *kind, const char *sourc
     printf("], \"params\": %lld, \"macs\": %lld, \"weight_bytes\": %lld, \"float_weight_bytes\": %lld, "
            "\"peak_activation_bytes\": ", (long long)s->params, (long long)s->macs, (long long)s->weight_bytes,
            (long long)s->float_weight_bytes);
-    if (s->peak_activation_bytes >= 0) printf("%lld}\n", (long long)s->peak_activation_bytes);
-    else printf("null}\n");
+    if (s->peak_activation_bytes >= 0) printf("%lld", (long long)s->peak_activation_bytes);
+    else printf("null");
+    const qat_normalization *n = s->normalization;
+    printf(", \"normalization\": ");
+    if (n) {
+        printf("{\"channels\": %d, \"divisor\": %.9g, \"mean\": [", n->channels, (double)n->divisor);
+        print_floats(n->mean, n->channels, true);
+        printf("], \"std\": [");
+        print_floats(n->std, n->channels, true);
+        printf("], \"raw_uint8\": %s}", n->raw_uint8 ? "true" : "false");
+    } else {
+        printf("null");
+    }
+    printf("}\n");
 }
 
 /* ---- the sources ------------------------------------------------------------------------ */
