@@ -35,22 +35,30 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
     int64_t n = opt->limit > 0 && opt->limit < info->n ? opt->limit : info->n, B = opt->batch > 0 ? opt->batch : 64;
     float *x = malloc((size_t)(B * in) * sizeof *x), *y = malloc((size_t)(B * K) * sizeof *y);
     float *t = task->kind == QAT_TASK_CLASSIFY ? NULL : malloc((size_t)(B * K) * sizeof *t);
+    /* uint8 data goes in as bytes: the integer engine maps them through its
+     * table (the device's path), the same integers as the floats would give */
+    bool bytes = info->x_dtype == QAT_DT_U8;
+    uint8_t *raw = bytes ? malloc((size_t)(B * in)) : NULL;
     int32_t *idx = malloc((size_t)B * sizeof *idx), *labels = malloc((size_t)B * sizeof *labels);
     uint8_t *anomaly = malloc((size_t)B);
     qat_status st = qat_metrics_init(out, task, n, K);
-    if (st == QAT_OK && (!x || !y || !idx || !labels || !anomaly || (task->kind != QAT_TASK_CLASSIFY && !t)))
+    if (st == QAT_OK && (!x || !y || !idx || !labels || !anomaly || (task->kind != QAT_TASK_CLASSIFY && !t) ||
+                         (bytes && !raw)))
         st = QAT_ERR_NOMEM;
     if (st != QAT_OK) st = qat_ctx_fail(ctx, st, "evaluation: out of memory or a bad task");
     opt->seconds = 0;
     for (int64_t at = 0; st == QAT_OK && at < n; at += B) {
         int64_t b = n - at < B ? n - at : B;
         for (int64_t i = 0; i < b; i++) idx[i] = (int32_t)(at + i);
-        st = qat_dataset_read(d, s, idx, b, x, task->kind == QAT_TASK_CLASSIFY ? labels : NULL,
+        bool need_x = !bytes || task->kind == QAT_TASK_AUTOENCODER;
+        st = qat_dataset_read(d, s, idx, b, need_x ? x : NULL, task->kind == QAT_TASK_CLASSIFY ? labels : NULL,
                               task->kind == QAT_TASK_REGRESS ? t : NULL, info->has_anomaly ? anomaly : NULL);
+        if (st == QAT_OK && bytes) st = qat_dataset_read_raw(d, s, idx, b, raw);
         if (st != QAT_OK) break;
         if (task->kind == QAT_TASK_AUTOENCODER) qat_normalize_samples(opt->norm, in, x, t, b);
         double t0 = now();
-        st = qat_engine_run(e, x, b, y, opt->outputs_q ? opt->outputs_q + at * K : NULL);
+        int32_t *oq = opt->outputs_q ? opt->outputs_q + at * K : NULL;
+        st = bytes ? qat_engine_run_u8(e, raw, b, y, oq) : qat_engine_run(e, x, b, y, oq);
         opt->seconds += now() - t0;
         if (st != QAT_OK) break;
         if (opt->outputs_f) memcpy(opt->outputs_f + at * K, y, (size_t)(b * K) * sizeof *y);
@@ -58,7 +66,7 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
         if (st != QAT_OK) st = qat_ctx_fail(ctx, st, "evaluation: the outputs do not fit the task");
         if (opt->progress) opt->progress(opt->user, at + b, n);
     }
-    free(x), free(y), free(t), free(idx), free(labels), free(anomaly);
+    free(x), free(y), free(t), free(raw), free(idx), free(labels), free(anomaly);
     if (st != QAT_OK) return qat_metrics_free(out), st;
     qat_metrics_finish(out);
     return QAT_OK;
