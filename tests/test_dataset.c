@@ -538,6 +538,16 @@ static void rank_6(hid_t f) {
 }
 static void x_1d(hid_t f) { h5_put(f, "train/x", QAT_DT_U8, 1, D10, U8, 0); }
 static void train_dataset(hid_t f) { h5_put(f, "train", QAT_DT_U8, 2, D10x2, U8, 0); }
+static void external_y(hid_t f) {
+    good_train(f);
+    h5_put(f, "test/x", QAT_DT_U8, 2, D10x2, U8, 0);
+    H5Lcreate_external("/etc/elsewhere.h5", "/labels", f, "test/y", H5P_DEFAULT, H5P_DEFAULT);
+}
+static void dangling_y(hid_t f) {
+    good_train(f);
+    h5_put(f, "test/x", QAT_DT_U8, 2, D10x2, U8, 0);
+    H5Lcreate_soft("/nowhere", f, "test/y", H5P_DEFAULT, H5P_DEFAULT);
+}
 static void no_x(hid_t f) { h5_put(f, "train/images", QAT_DT_U8, 2, D10x2, U8, 0); }
 static void three_enum(hid_t f) {
     hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
@@ -576,6 +586,8 @@ static void test_bad_hdf5(void) {
     h5_case("rank6.h5", rank_6, "train/x has rank 6 (at most 5)", NULL);
     h5_case("x1d.h5", x_1d, "train/x has rank 1: want [N, ...]", NULL);
     h5_case("train-dataset.h5", train_dataset, "\"train\" is not a group", NULL);
+    h5_case("external.h5", external_y, "test/y is a link to another file: not followed", NULL);
+    h5_case("dangling.h5", dangling_y, "test/y is a link to nothing", NULL);
     h5_case("no-x.h5", no_x, "group train has no dataset x (it holds: images)", NULL);
     h5_case("enum.h5", three_enum, "train/x holds an enum, which no array of a data set may hold", NULL);
     h5_case("unwritten.h5", huge_sample, "train/x stores 0 bytes of its 33554432 (created but never written", NULL);

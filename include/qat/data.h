@@ -64,7 +64,8 @@ QAT_API void qat_mnist_batch(const qat_mnist *d, const int32_t *idx, int64_t n, 
 /* ---- data sets ------------------------------------------------------------------- */
 
 /* Element types of the arrays a data set holds. x may be U8, I8, F32 or
- * F64; class labels any integer type; float targets F32 or F64. */
+ * F64; class labels any integer type; float targets F32 or F64. Bool
+ * arrays (numpy's '|b1', h5py's enum) read as U8. */
 typedef enum {
     QAT_DT_U8, QAT_DT_I8, QAT_DT_U16, QAT_DT_I16, QAT_DT_U32, QAT_DT_I32, QAT_DT_U64, QAT_DT_I64,
     QAT_DT_F32, QAT_DT_F64, QAT_DT_COUNT
@@ -97,16 +98,22 @@ typedef struct {
     int y_rank;                           /* VALUES: per-sample rank of y */
     int64_t y_shape[QAT_DATA_MAX_RANK];
     int64_t y_numel;                      /* VALUES: product of y_shape; CLASS: 1 */
-    int64_t label_max, label_max_row;     /* CLASS: the largest label and the first row that holds it */
+    int64_t label_max, label_max_row;     /* CLASS: the largest label and the first row that holds it (the
+                                           * row of the stored array, before skipping and carving: the row
+                                           * to look at in the file); -1 otherwise */
     bool has_anomaly;                     /* an "anomaly" array [N] of 0/1 (test split of an autoencoder) */
     bool streaming;                       /* x is read from the file at each batch (over the memory cap) */
     int64_t skipped;                      /* rows skipped for NaN or infinity (allow_nonfinite) */
 } qat_split_info;
 
 typedef struct {
-    /* Bytes of x (as stored) a split may hold in memory; a larger HDF5
-     * split is read from the file batch by batch (hyperslabs) instead.
-     * .npy and IDX sets must fit. 0: the default, 1 GiB. */
+    /* Bytes the whole data set may hold in memory: x and float targets
+     * (as stored) of the splits kept in memory, plus 4 to 9 bytes a
+     * sample of labels, anomaly flags and row maps. An HDF5 split that
+     * does not fit what is left (splits taken in the order train, val,
+     * test) stays in the file and is read batch by batch (hyperslabs);
+     * a read then holds at most one batch more. .npy and IDX sets must
+     * fit whole. 0: the default, 1 GiB. */
     int64_t memory_cap;
     /* > 0 (and < 1): the val split is a random fraction of train
      * (round(fraction·N) samples, drawn with val_seed), and train keeps

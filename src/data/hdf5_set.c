@@ -118,12 +118,26 @@ static void list_root(hid_t file, char *buf, size_t len) {
     qat__join_names(buf, len, ptrs, l.n);
 }
 
-/* The object at name under loc: H5O_TYPE_UNKNOWN when there is none. */
-static H5O_type_t object_type(hid_t loc, const char *name) {
+/* The object at name (under the file's root): false when there is none
+ * (*type H5O_TYPE_UNKNOWN) or it cannot be followed (r fails: a link to
+ * another file, whose data would come from wherever it points, or a
+ * link to nothing, which must not pass for an absent y). */
+static bool member(qat__h5r *r, const char *name, H5O_type_t *type) {
+    *type = H5O_TYPE_UNKNOWN;
+    if (!r->ok) return false;
+    htri_t exists = H5Lexists(r->file, name, H5P_DEFAULT);
+    if (exists == 0) return false;
+    H5L_info_t link;
+    if (exists < 0 || H5Lget_info(r->file, name, &link, H5P_DEFAULT) < 0)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot look up %s (damaged?)", name);
+    if (link.type != H5L_TYPE_HARD && link.type != H5L_TYPE_SOFT)
+        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s is a link to another file: not followed; copy the data "
+                             "into this file", name);
     H5O_info_t info;
-    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0 || H5Oget_info_by_name(loc, name, &info, H5P_DEFAULT) < 0)
-        return H5O_TYPE_UNKNOWN;
-    return info.type;
+    if (H5Oget_info_by_name(r->file, name, &info, H5P_DEFAULT) < 0)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s is a link to nothing", name);
+    *type = info.type;
+    return true;
 }
 
 /* ---- one array ------------------------------------------------------------------------- */
@@ -308,9 +322,9 @@ static bool open_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
     qat__store *st = &d->stores[s];
     const char *sn = qat_split_str(s);
     char path[QAT__DATA_NAME - 8], list[256]; /* split names are short: path fits a name */
-    H5O_type_t type = object_type(r->file, sn);
-    if (type == H5O_TYPE_UNKNOWN) {
-        if (s == QAT_SPLIT_VAL) return true;
+    H5O_type_t type;
+    if (!member(r, sn, &type)) {
+        if (!r->ok || s == QAT_SPLIT_VAL) return r->ok;
         list_root(r->file, list, sizeof list);
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "the file has no group \"%s\" (groups found: %s)", sn, list);
     }
@@ -318,7 +332,8 @@ static bool open_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "\"%s\" is not a group (want groups train, test and optionally val, "
                              "each holding x and y)", sn);
     snprintf(path, sizeof path, "%s/x", sn);
-    if (object_type(r->file, path) != H5O_TYPE_DATASET) {
+    if (!member(r, path, &type) || type != H5O_TYPE_DATASET) {
+        if (!r->ok) return false;
         hid_t g = H5Gopen2(r->file, sn, H5P_DEFAULT);
         list[0] = '\0';
         if (g >= 0) list_root(g, list, sizeof list), H5Gclose(g);
@@ -332,7 +347,7 @@ static bool open_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
     st->present = true;
     st->rows = n;
     snprintf(path, sizeof path, "%s/y", sn);
-    if (object_type(r->file, path) != H5O_TYPE_UNKNOWN) {
+    if (member(r, path, &type)) {
         qat__array *y = &st->targets;
         int64_t ny = 0;
         snprintf(y->name, sizeof y->name, "%s", path);
@@ -355,7 +370,7 @@ static bool open_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
         }
     }
     snprintf(path, sizeof path, "%s/anomaly", sn);
-    if (object_type(r->file, path) != H5O_TYPE_UNKNOWN) {
+    if (member(r, path, &type)) {
         int64_t na = 0;
         snprintf(anomaly->name, sizeof anomaly->name, "%s", path);
         if (!open_array(r, path, true, &na, anomaly)) return false;
@@ -365,7 +380,7 @@ static bool open_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
             return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: x has %lld rows but anomaly has %lld", sn, (long long)n,
                                  (long long)na);
     }
-    return true;
+    return r->ok;
 }
 
 /* Into memory, or left in the file (streamed): the cap is shared by the
