@@ -118,16 +118,6 @@ static hid_t h5_mem_type(qat_dtype t) {
     }
 }
 
-static const char *npy_descr(qat_dtype t) {
-    switch (t) {
-    case QAT_DT_U8: return "|u1";
-    case QAT_DT_I8: return "|i1";
-    case QAT_DT_I32: return "<i4";
-    case QAT_DT_F32: return "<f4";
-    default: return "<f8";
-    }
-}
-
 typedef struct {
     bool hdf5;
     hid_t file, sets[N_PARTS];
@@ -136,21 +126,13 @@ typedef struct {
 
 static const char *const part_names[N_PARTS] = {"x", "y", "anomaly"};
 
-/* A .npy header (version 1.0) for n rows of p, padded to 64 bytes. */
+/* The .npy header for n rows of p (the library's writer's). */
 static bool npy_header(FILE *f, const part *p, int64_t n) {
-    char dict[512], shape[256];
-    int k = snprintf(shape, sizeof shape, "(%lld,", (long long)n);
-    for (int i = 0; i < p->rank; i++) k += snprintf(shape + k, sizeof shape - (size_t)k, " %lld,", (long long)p->shape[i]);
-    if (p->rank > 0) shape[k - 1] = '\0', k--; /* numpy: "(n, a, b)", but "(n,)" */
-    snprintf(shape + k, sizeof shape - (size_t)k, ")");
-    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", npy_descr(p->dtype),
-                       shape);
-    int total = 10 + len + 1, pad = (64 - total % 64) % 64;
-    uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)((len + pad + 1) & 0xff),
-                       (uint8_t)((len + pad + 1) >> 8)};
-    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, (size_t)len, f) == (size_t)len;
-    for (int i = 0; i < pad && ok; i++) ok = fputc(' ', f) != EOF;
-    return ok && fputc('\n', f) != EOF;
+    int64_t shape[QAT_DATA_MAX_RANK + 1] = {n};
+    for (int i = 0; i < p->rank; i++) shape[i + 1] = p->shape[i];
+    char head[640];
+    size_t len = qat_npy_header(head, sizeof head, p->dtype, p->rank + 1, shape);
+    return len && fwrite(head, 1, len, f) == len;
 }
 
 static bool open_split(writer *w, const args *a, qat_split s, const part *p, int64_t n) {

@@ -215,6 +215,11 @@ QAT_API qat_status qat_dataset_channel_stats(qat_dataset *d, qat_split s, int64_
  * the path holds the old file or the whole new one. */
 QAT_API qat_status qat_npy_save(qat_ctx *ctx, const char *path, qat_dtype t, int rank, const int64_t *shape,
                                 const void *data);
+/* The header of such a file (magic, version, length, the dict padded
+ * with spaces to a multiple of 64 bytes and ended by a newline) into buf:
+ * its length, or 0 when it does not fit in len bytes or the arguments are
+ * bad. The array's bytes follow it: for writers that stream rows. */
+QAT_API size_t qat_npy_header(char *buf, size_t len, qat_dtype t, int rank, const int64_t *shape);
 
 /* ---- augmentation ------------------------------------------------------------------
  * Random transformations of training samples, on raw values (before the

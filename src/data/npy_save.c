@@ -15,28 +15,37 @@ static const char *descr(qat_dtype t) {
     return (unsigned)t < QAT_DT_COUNT ? d[t] : NULL;
 }
 
-qat_status qat_npy_save(qat_ctx *ctx, const char *path, qat_dtype t, int rank, const int64_t *shape, const void *data) {
-    if (!path || !descr(t) || rank < 0 || rank > 8 || (rank && !shape))
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_npy_save: bad arguments");
+size_t qat_npy_header(char *buf, size_t len, qat_dtype t, int rank, const int64_t *shape) {
+    if (!buf || !descr(t) || rank < 0 || rank > 8 || (rank && !shape)) return 0;
     char dict[512];
     int at = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr(t));
-    int64_t n = 1;
     for (int d = 0; d < rank; d++) {
-        if (shape[d] < 0) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_npy_save: negative dimension");
-        n *= shape[d];
-        at += snprintf(dict + at, sizeof dict - (size_t)at, "%lld%s", (long long)shape[d], rank == 1 ? "," : d + 1 < rank ? ", " : "");
+        if (shape[d] < 0) return 0;
+        at += snprintf(dict + at, sizeof dict - (size_t)at, "%lld%s", (long long)shape[d],
+                       rank == 1 ? "," : d + 1 < rank ? ", " : "");
     }
     at += snprintf(dict + at, sizeof dict - (size_t)at, "), }");
-    size_t head = 10 + (size_t)at + 1, pad = (64 - head % 64) % 64, hlen = (size_t)at + pad + 1;
-    size_t bytes = (size_t)n * qat_dtype_size(t), total = 10 + hlen + bytes;
-    unsigned char *buf = malloc(total);
-    if (!buf) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory for %zu bytes", path, total);
+    size_t pad = (64 - (10 + (size_t)at + 1) % 64) % 64, hlen = (size_t)at + pad + 1;
+    if (10 + hlen > len) return 0;
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = (unsigned char)(hlen & 0xff), buf[9] = (unsigned char)(hlen >> 8);
+    buf[8] = (char)(hlen & 0xff), buf[9] = (char)(hlen >> 8);
     memcpy(buf + 10, dict, (size_t)at);
     memset(buf + 10 + at, ' ', pad);
     buf[10 + hlen - 1] = '\n';
-    if (bytes) memcpy(buf + 10 + hlen, data, bytes); /* x86-64 and the Arm hosts are little-endian */
+    return 10 + hlen;
+}
+
+qat_status qat_npy_save(qat_ctx *ctx, const char *path, qat_dtype t, int rank, const int64_t *shape, const void *data) {
+    char head[640];
+    size_t hl = path ? qat_npy_header(head, sizeof head, t, rank, shape) : 0;
+    if (!hl) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_npy_save: bad arguments");
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) n *= shape[d];
+    size_t bytes = (size_t)n * qat_dtype_size(t), total = hl + bytes;
+    unsigned char *buf = malloc(total);
+    if (!buf) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory for %zu bytes", path, total);
+    memcpy(buf, head, hl);
+    if (bytes) memcpy(buf + hl, data, bytes); /* x86-64 and the Arm hosts are little-endian */
     qat_status st = qat__replace_file(ctx, path, buf, total);
     free(buf);
     return st;
