@@ -321,6 +321,7 @@ static void test_resume_and_stop(void) {
             CU_ASSERT_EQUAL_FATAL(qat_trainer_run(t), QAT_OK);
             CU_ASSERT(qat_trainer_result(t)->stopped);
             qat_trainer_free(t);
+            qat_dataset_free(d);
             qat_ctx_free(ctx);
             ctx = qat_ctx_new();
             d = image_dataset(ctx, &tr, &te, 0);
@@ -525,6 +526,7 @@ int main(int argc, char **argv) {
         {"trainer: the best val epoch is saved; early stopping", test_best_epoch_and_early_stop},
         {"trainer: autoencoder AUC in float, fake and int; regression", test_autoencoder_and_regression},
         {"trainer: refusals name the reason", test_trainer_refusals},
+        {NULL, NULL},
     };
     int rc = qat_test_main("train", cases, argc, argv);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
