@@ -38,3 +38,5 @@ stat_max() { sort -g | tail -1; }
 stat_median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pct() { awk -v a="$1" 'BEGIN { printf "%.2f", 100 * a }'; }
+# absdiff A B: |A - B| to 4 places, and whether it is within 0.01
+absdiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.4f (%s)", d, d <= 0.01 ? "met" : "NOT met" }'; }

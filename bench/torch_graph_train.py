@@ -159,11 +159,12 @@ def qat_run(a):
         sys.exit(f"torch_graph_train: engine {a.engine} is not in this torch ({torch.backends.quantized.supported_engines})")
     torch.backends.quantized.engine = a.engine
     m.train()
-    tq.fuse_modules_qat(m.layers, m.fuse, inplace=True)
-    # W8A8 as qat trains it: per-channel symmetric int8 weights, uint8
-    # activations over 0..255 (onednn's qconfig: x86's without reduce_range)
-    m.qconfig = tq.get_default_qat_qconfig("onednn" if a.engine != "qnnpack" else "qnnpack")
-    tq.prepare_qat(m, inplace=True)
+    if not a.float:
+        tq.fuse_modules_qat(m.layers, m.fuse, inplace=True)
+        # W8A8 as qat trains it: per-channel symmetric int8 weights, uint8
+        # activations over 0..255 (onednn's qconfig: x86's without reduce_range)
+        m.qconfig = tq.get_default_qat_qconfig("onednn" if a.engine != "qnnpack" else "qnnpack")
+        tq.prepare_qat(m, inplace=True)
     opt = torch.optim.Adam(m.parameters(), lr=a.lr)
     loss_fn = nn.CrossEntropyLoss()
     n = xtr.shape[0]
@@ -195,17 +196,20 @@ def qat_run(a):
         return right / xte.shape[0]
 
     acc_fake = accuracy(m)
-    m.eval()
-    tq.convert(m, inplace=True)
-    acc_int8 = accuracy(m)
+    acc_int8 = None
+    if not a.float:
+        m.eval()
+        tq.convert(m, inplace=True)
+        acc_int8 = accuracy(m)
     print(json.dumps({"model": os.path.basename(a.qnet).split(".")[0],
-                      "framework": f"torch {torch.__version__} eager QAT, {a.engine} int8",
+                      "framework": f"torch {torch.__version__} " + ("float" if a.float else f"eager QAT, {a.engine} int8"),
                       "epochs": a.epochs, "batch": a.batch, "lr": a.lr, "train_samples": n,
                       "train_samples_per_s": round(n * a.epochs / train_s, 1),
                       "train_seconds": round(train_s, 3), "load_seconds": round(load_s, 3),
                       "last_loss": round(loss, 6),
                       "test_samples": int(xte.shape[0]),
-                      "test_accuracy_fake_quant": round(acc_fake, 6), "test_accuracy_int8": round(acc_int8, 6),
+                      ("test_accuracy" if a.float else "test_accuracy_fake_quant"): round(acc_fake, 6),
+                      "test_accuracy_int8": None if acc_int8 is None else round(acc_int8, 6),
                       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                       "rss_after_import_mib": round(rss_import, 1),
                       "blas_core": blas_core(), "torch": torch.__version__, "threads": torch.get_num_threads()}))
@@ -225,6 +229,7 @@ def main():
     ap.add_argument("--limit-train", type=int, default=0)
     ap.add_argument("--limit-test", type=int, default=0)
     ap.add_argument("--engine", default="x86", help="the int8 backend: x86, fbgemm, onednn or qnnpack")
+    ap.add_argument("--float", action="store_true", help="train without quantization (no int8 model)")
     qat_run(ap.parse_args())
 
 
