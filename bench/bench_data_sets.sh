@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --full) ad_epochs=30 rgb_train=10000 rgb_test=2000 rgb_epochs=10 mnist_train=60000; shift ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "bench_data_sets: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
 done

@@ -143,6 +143,8 @@ def qat_run(a):
         xte, yte = xte[:a.limit_test], yte[:a.limit_test]
     m = Graph(a.qnet)
     shape = m.input_shape
+    if a.channels_last:  # [N, H, W, C] stored: the model takes [N, C, H, W], as qat --channels-last reads it
+        xtr, xte = xtr.transpose(0, 3, 1, 2), xte.transpose(0, 3, 1, 2)
     div = 255.0 if xtr.dtype == np.uint8 else 1.0
     xtr = to_model_input(xtr, shape).astype(np.float64) / div
     xte = to_model_input(xte, shape).astype(np.float64) / div
@@ -230,6 +232,7 @@ def main():
     ap.add_argument("--limit-test", type=int, default=0)
     ap.add_argument("--engine", default="x86", help="the int8 backend: x86, fbgemm, onednn or qnnpack")
     ap.add_argument("--float", action="store_true", help="train without quantization (no int8 model)")
+    ap.add_argument("--channels-last", action="store_true", help="x is [N, H, W, C] (as qat's --channels-last)")
     qat_run(ap.parse_args())
 
 
