@@ -46,9 +46,11 @@ rgb: 10 classes of 32x32 RGB uint8 images, [N, 3, 32, 32] (channels first;
   --channels-last): a disc, a square, a triangle, a plus, a ring, a
   diamond, a square of horizontal stripes, a square of vertical stripes, a
   checkerboard square and a square of dots, each in a random colour, at a
-  random position and size (8 to 22 pixels), over a background of a random
-  colour gradient with pixel noise and a faint distractor blob. Every class
-  is symmetric left to right, so --aug-flip keeps labels right.
+  random position and size (11 to 22 pixels across), over a background of
+  a random colour gradient with pixel noise (std 20) and a faint blob;
+  half the images also hold a small shape (5 to 9 pixels) of any class,
+  which the label ignores. Every class is symmetric left to right, so
+  --aug-flip keeps labels right.
 
 Needs numpy, and h5py to write HDF5 (scripts/setup-python.sh bench has
 both)."""
@@ -299,22 +301,30 @@ def make_rgb(n, rng):
     blob = np.exp(-((xx - bx[:, None, None]) ** 2 + (yy - by[:, None, None]) ** 2) / (2 * br[:, None, None] ** 2))
     bc = hsv_to_rgb(rng.random(n), rng.uniform(0.2, 1, n), rng.uniform(0.2, 1, n))
     img = img * (1 - 0.35 * blob[..., None]) + 0.35 * blob[..., None] * bc[:, None, None, :]
-    # the object: a colour of a different brightness than the background
-    half = rng.uniform(4, 11, n)
-    cx = rng.uniform(half - 2, IMG - 1 - half + 2)
-    cy = rng.uniform(half - 2, IMG - 1 - half + 2)
     bg_v = (c0.max(axis=1) + c1.max(axis=1)) / 2
-    v = np.where(bg_v < 0.55, rng.uniform(0.75, 1.0, n), rng.uniform(0.05, 0.35, n))
-    col = hsv_to_rgb(rng.random(n), rng.uniform(0.3, 1.0, n), v)
-    u = (xx[None] - cx[:, None, None]) / half[:, None, None]
-    w = (yy[None] - cy[:, None, None]) / half[:, None, None]
-    mask = np.zeros((n, IMG, IMG))
-    for k, name in enumerate(RGB_CLASSES):
-        s = y == k
-        if s.any():
-            mask[s] = shape_masks(name, u[s], w[s], half[s])
-    img = img * (1 - mask[..., None]) + mask[..., None] * col[:, None, None, :]
-    img = img * 255 + rng.normal(0, 12, size=img.shape)
+
+    def paint(img, cls, half):
+        """One shape per image, cls [n] at half size half [n], in a colour
+        brighter than a dark background or darker than a bright one."""
+        cx = rng.uniform(half - 2, IMG - 1 - half + 2)
+        cy = rng.uniform(half - 2, IMG - 1 - half + 2)
+        v = np.where(bg_v < 0.55, rng.uniform(0.65, 1.0, n), rng.uniform(0.05, 0.45, n))
+        col = hsv_to_rgb(rng.random(n), rng.uniform(0.3, 1.0, n), v)
+        u = (xx[None] - cx[:, None, None]) / half[:, None, None]
+        w = (yy[None] - cy[:, None, None]) / half[:, None, None]
+        mask = np.zeros((n, IMG, IMG))
+        for k, name in enumerate(RGB_CLASSES):
+            s = cls == k
+            if s.any():
+                mask[s] = shape_masks(name, u[s], w[s], half[s])
+        return img * (1 - mask[..., None]) + mask[..., None] * col[:, None, None, :]
+
+    # half the images first get a small shape of any class (a distractor:
+    # the label is the large one), then the object itself
+    small = rng.random(n) < 0.5
+    img = np.where(small[:, None, None, None], paint(img, rng.integers(0, 10, size=n), rng.uniform(2.5, 4.5, n)), img)
+    img = paint(img, y, rng.uniform(5.5, 11, n))
+    img = img * 255 + rng.normal(0, 20, size=img.shape)
     img = np.clip(np.rint(img), 0, 255).astype(np.uint8)       # [n, H, W, C]
     return img, y.astype(np.uint8)
 
