@@ -60,8 +60,11 @@ py=$root/.venv-bench/bin/python mnist=$root/data/mnist
 mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 source "$root/bench/bench_common.sh"
-gen() { # kind out args...: generate once (the file names carry the sizes and seed)
-  local kind=$1 out=$2; shift 2
+gen() { # kind out args...: generate once (the names carry the sizes, the seed and, here, the generator's hash)
+  local kind=$1 out=$2 ext=""; shift 2
+  case $out in *.h5) ext=.h5 out=${out%.h5} ;; esac
+  out=$out-$(md5sum "$root/scripts/make-synthetic.py" | cut -c1-8)$ext
+  gen_out=$out
   [ -e "$out" ] || "$py" "$root/scripts/make-synthetic.py" "$kind" "$out" --seed "$seed" "$@" >/dev/null
 }
 train() { # tag args...: qat train --json into WORK/tag.json (stderr in WORK/tag.log)
@@ -85,6 +88,7 @@ bench_header "$py"
 if want a; then
   ad=$work/ad-8000-2000-s$seed
   gen ad "$ad" --train 8000 --test 2000
+  ad=$gen_out
   ae=(--data "$ad" --model "$root/models/ae-ad.qnet" --epochs "$ad_epochs" --batch 64 --lr 0.001)
   train ad-float "${ae[@]}"
   train ad-qat "${ae[@]}" --qat --out "$work/ad.ckpt.h5"
@@ -110,6 +114,7 @@ fi
 if want b; then
   rgb=$work/rgb-$rgb_train-$rgb_test-s$seed
   gen rgb "$rgb" --train "$rgb_train" --test "$rgb_test"
+  rgb=$gen_out
   train rgb-qat --data "$rgb" --model "$root/models/resnet8-ic.qnet" --qat --epochs "$rgb_epochs" --batch 64 --lr 0.003 \
     --aug-crop 4 --aug-flip --out "$work/rgb.ckpt.h5"
   export_model "$work/rgb.ckpt.h5" "$work/rgb.qat.h5"
@@ -148,12 +153,14 @@ if want d; then
   big=$(( cap * 2 * 1048576 / 3072 + 1 ))  # train x just over twice the cap (3072 B a sample)
   small=$(( cap * 1048576 / 3072 / 4 ))     # a quarter of the cap
   gen rgb "$work/rgb-big-$big-s$seed.h5" --train "$big" --test 1024
+  bigset=$gen_out
   gen rgb "$work/rgb-small-$small-s$seed.h5" --train "$small" --test 1024
+  smallset=$gen_out
   mem=(--model "$root/models/resnet8-ic.qnet" --qat --batch 64 --epochs 1 --stop-after "$steps" --limit-test 512
        --aug-crop 4 --aug-flip)
-  train d-small "${mem[@]}" --data "$work/rgb-small-$small-s$seed.h5" --memory-cap "$cap" --out "$work/d-small.ckpt.h5"
-  train d-stream "${mem[@]}" --data "$work/rgb-big-$big-s$seed.h5" --memory-cap "$cap" --out "$work/d-stream.ckpt.h5"
-  train d-inmem "${mem[@]}" --data "$work/rgb-big-$big-s$seed.h5" --out "$work/d-inmem.ckpt.h5"
+  train d-small "${mem[@]}" --data "$smallset" --memory-cap "$cap" --out "$work/d-small.ckpt.h5"
+  train d-stream "${mem[@]}" --data "$bigset" --memory-cap "$cap" --out "$work/d-stream.ckpt.h5"
+  train d-inmem "${mem[@]}" --data "$bigset" --out "$work/d-inmem.ckpt.h5"
   m0=$(jget "$work/d-small.json" peak_rss_mib) ms=$(jget "$work/d-stream.json" peak_rss_mib) mi=$(jget "$work/d-inmem.json" peak_rss_mib)
   xs=$(( big * 3072 / 1048576 ))
   echo "(d) memory: resnet8-ic W8A8 QAT, $steps steps of 64 with crop + flip; --memory-cap $cap MiB"

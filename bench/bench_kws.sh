@@ -56,7 +56,8 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 source "$root/bench/bench_common.sh"
 
 bench_header "$py"
-data=$work/kws-$n_train-$n_test-s$seed
+# the generator's hash in the name: a changed generator never reuses an old set
+data=$work/kws-$n_train-$n_test-s$seed-$(md5sum "$root/scripts/make-synthetic.py" | cut -c1-8)
 [ -f "$data/train_x.npy" ] || "$py" "$root/scripts/make-synthetic.py" kws "$data" --train "$n_train" --test "$n_test" \
   --seed "$seed" >/dev/null
 echo "set: scripts/make-synthetic.py kws, $n_train train / $n_test test samples, seed $seed; $(basename "$model"), $epochs epochs, batch 64, Adam lr $lr cosine, 1 thread, W8A8"
