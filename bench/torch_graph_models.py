@@ -95,8 +95,8 @@ class Graph(nn.Module):
             elif kind == "add":
                 m = nnq.FloatFunctional()
                 shapes[name] = x
-            elif kind == "dropout":
-                m = nn.Identity()
+            elif kind == "dropout":  # identity in eval mode and after convert, as in qat
+                m = nn.Dropout(float(keys.get("p", "0.5")))
                 shapes[name] = x
             else:
                 raise SystemExit(f"{path}: {kind} is not in this benchmark's reader")
