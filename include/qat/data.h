@@ -233,7 +233,8 @@ typedef struct {
     bool hflip;     /* images: mirror left-right with probability 1/2 */
     int time_shift; /* sequences: shift along axis 1 of [C, T, F] (along F for [F]) by a random
                        s in [-S, S], zeros entering (0: off) */
-    float noise;    /* add noise·N(0, 1) to every element, in raw units (0: off) */
+    float noise;    /* add noise·z to every element, in raw units (0: off); z has mean 0 and variance 1,
+                       close to N(0, 1) (src/data/augment.c says how it is drawn) */
 } qat_augment;
 #define QAT_AUGMENT_MAX_PAD 64
 

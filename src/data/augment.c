@@ -57,6 +57,37 @@ static void shift_plane(const float *src, float *dst, int64_t C, int64_t H, int6
         }
 }
 
+/* Gaussian-like noise, fast enough to add to every element of a batch
+ * (Box-Muller's log and cosine cost 15-30 ns an element, a fifth of a
+ * LeNet step): z is the sum of the 8 bytes of a xorshift64* output,
+ * centred and scaled, an Irwin-Hall sum of 8 uniform bytes with mean 0
+ * and variance 1 (bounded at +-4.9), whose density is within 0.3 % of
+ * N(0, 1)'s at its centre. Eight xorshift generators run side by side,
+ * element e drawing from generator e % 8 (independent chains, so the
+ * loop is not one long dependency), each seeded from the sample's own
+ * generator: the noise is as reproducible as the rest. */
+enum { NOISE_LANES = 8 };
+
+static inline float noise_of(uint64_t *s, float k) {
+    uint64_t v = *s;
+    v ^= v >> 12, v ^= v << 25, v ^= v >> 27;
+    *s = v;
+    v *= 0x2545F4914F6CDD1Dull;
+    v = (v & 0x00FF00FF00FF00FFull) + ((v >> 8) & 0x00FF00FF00FF00FFull); /* 4 sums of 2 bytes, 16 bits each */
+    int sum = (int)((v * 0x0001000100010001ull) >> 48);                  /* their total, 0..2040 */
+    return k * (float)(sum - 1020);
+}
+
+static void add_noise(qat_rng *r, float *x, int64_t n, float scale) {
+    uint64_t s[NOISE_LANES];
+    for (int l = 0; l < NOISE_LANES; l++) s[l] = ((uint64_t)qat_rng_u32(r) << 32 | qat_rng_u32(r)) | 1; /* never 0 */
+    const float k = scale / 209.02332f; /* sqrt(8 * (256^2 - 1) / 12) */
+    int64_t e = 0;
+    for (; e + NOISE_LANES <= n; e += NOISE_LANES)
+        for (int l = 0; l < NOISE_LANES; l++) x[e + l] += noise_of(&s[l], k);
+    for (int l = 0; e < n; e++, l++) x[e] += noise_of(&s[l], k);
+}
+
 typedef struct {
     const qat_augment *a;
     uint64_t seed;
@@ -89,8 +120,7 @@ static void aug_task(void *user, int64_t task, int worker) {
             if (j->H > 0) shift_plane(tmp, x, j->C, j->H, j->W, dy, dx, flip);
             else shift_plane(tmp, x, 1, 1, j->numel, 0, dy, false); /* [F]: the shift runs along F */
         }
-        if (a->noise > 0.0f)
-            for (int64_t e = 0; e < j->numel; e++) x[e] += a->noise * qat_rng_normal(&r);
+        if (a->noise > 0.0f) add_noise(&r, x, j->numel, a->noise);
     }
 }
 

@@ -243,10 +243,12 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
         const char *core = getenv("OPENBLAS_CORETYPE");
         printf("{\"model\": ");
         cli_json_str(o->path);
-        printf(", \"engine\": \"%s\", \"task\": \"%s\", \"split\": \"%s\", \"test_samples\": %lld", o->engine,
-               qat_task_kind_str(m.task), o->split, (long long)m.n);
-        if (m.task == QAT_TASK_CLASSIFY) printf(", \"test_accuracy\": %.6f", m.accuracy);
-        json_figures(&m, "test_");
+        /* the figures are named after the split: test_accuracy, val_mse, ... */
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "%s_", o->split);
+        printf(", \"engine\": \"%s\", \"task\": \"%s\", \"split\": \"%s\", \"%ssamples\": %lld", o->engine,
+               qat_task_kind_str(m.task), o->split, prefix, (long long)m.n);
+        json_figures(&m, prefix);
         printf(", \"infer_samples_per_s\": %.1f, \"batch\": %ld, \"threads\": %ld, \"peak_rss_mib\": %.1f, "
                "\"peak_activation_bytes\": %lld, \"openblas_coretype\": ",
                rate, o->batch, o->threads, cli_peak_rss_mib(), (long long)peak);
@@ -256,8 +258,10 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
         if (o->compare) {
             printf(", \"compare_engine\": \"%s\"", o->compare);
             if (m.task == QAT_TASK_CLASSIFY)
-                printf(", \"compare_test_accuracy\": %.6f, \"agreement\": %.6f", cm.accuracy, (double)agree / (double)m.n);
-            json_figures(&cm, "compare_");
+                printf(", \"agreement\": %.6f", (double)agree / (double)m.n);
+            char cprefix[24];
+            snprintf(cprefix, sizeof cprefix, "compare_%s_", o->split);
+            json_figures(&cm, cprefix);
         }
         printf("}\n");
     }
