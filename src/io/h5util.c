@@ -265,16 +265,23 @@ bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t le
         }
         if (mt >= 0) H5Tclose(mt);
         if (!ok && size >= len && text) goto too_long;
-    } else if (vlen == 0 && size > 0 && size < len) {
-        /* a fixed-length string of `size` bytes, NUL-terminated or padded */
+    } else if (vlen == 0 && size > 0 && size <= len) {
+        /* a fixed-length string of `size` bytes, NUL-terminated or padded.
+         * H5LTset_attribute_string stores the NUL too: a text of len - 1
+         * bytes comes as len bytes. Read into size + 1 bytes, then the
+         * text itself (up to its first NUL) must fit buf. */
         hid_t mt = H5Tcopy(H5T_C_S1);
-        if (mt >= 0 && H5Tset_size(mt, size + 1) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 &&
-            H5Aread(a, mt, buf) >= 0) {
-            buf[size] = '\0';
-            ok = true;
+        char *text = malloc(size + 1);
+        if (text && mt >= 0 && H5Tset_size(mt, size + 1) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 &&
+            H5Aread(a, mt, text) >= 0) {
+            text[size] = '\0';
+            size = strlen(text);
+            if (size < len) memcpy(buf, text, size + 1), ok = true;
         }
+        free(text);
         if (mt >= 0) H5Tclose(mt);
-    } else if (vlen == 0 && size >= len) {
+        if (!ok && size >= len) goto too_long;
+    } else if (vlen == 0 && size > len) {
         goto too_long;
     }
     H5Tclose(t);
