@@ -378,7 +378,7 @@ static void check_lowering(int variant) {
     int64_t n1 = qat_qtensor_numel(&ts[1]);
     ts[2] = ts[1], ts[2].rank = 1, ts[2].shape[0] = n1;
     ops[0].inputs[0] = 0, ops[0].output = 1;
-    ops[1] = (qat_qop){.kind = QAT_QOP_FLATTEN, .n_inputs = 1, .inputs = {1}, .output = 2, .groups = 1,
+    ops[1] = (qat_qop){.kind = QAT_QOP_FLATTEN, .name = "flat", .n_inputs = 1, .inputs = {1}, .output = 2, .groups = 1,
                        .act_min = ts[1].q.qmin, .act_max = ts[1].q.qmax};
     first.tensors = ts, first.ops = ops, first.n_tensors = 3, first.n_ops = 2, first.input = 0, first.output = 2;
     qat_engine *f1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_FAKE, N), *i1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_INT, N);

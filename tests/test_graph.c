@@ -267,6 +267,11 @@ static void test_model_file_errors_name_line_and_field(void) {
     expect_file_error("input shape=0,8,8\n", "t.qnet:1: input: shape is 1 or 3 whole numbers");
     expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 groups=3\n", "t.qnet:2: model: conv2d c: groups must divide");
     expect_file_error("input shape=1,8,8\n", "t.qnet: no layers");
+    /* names follow the one rule (qat_name_valid); a model file is text */
+    expect_file_error("input shape=1,8,8\nrelu a.b input\n", "t.qnet:2: relu: bad layer name: \"a.b\" holds '.' at byte 1");
+    expect_file_error("input shape=1,8,8\nrelu a\x1b[2Jb input\n", "t.qnet:2: control character 0x1b at column 7");
+    expect_file_error("input shape=1,8,8\nrelu r0123456789012345678901234567890 input\n",
+                      "t.qnet:2: relu: bad layer name: \"r012345678901234567890123456789...\" is too long");
     char path[300];
     path_of(path, sizeof path, "missing.qnet");
     qat_ctx *ctx = qat_ctx_new();
@@ -300,8 +305,9 @@ static int32_t m0_of(double M, int *shift) {
 static void test_add_hand_computed(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_qtensor ts[3] = {vec("input", 3, ap(0.5f, -1)), vec("r", 3, ap(0.5f, -1)), vec("sum", 3, ap(0.25f, 3))};
-    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -1, .act_max = 127},
-                      {.kind = QAT_QOP_ADD, .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1, .act = QAT_ACT_RELU,
+    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .name = "r", .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -1,
+                       .act_max = 127},
+                      {.kind = QAT_QOP_ADD, .name = "sum", .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1, .act = QAT_ACT_RELU,
                        .act_min = 3, .act_max = 127, .left_shift = 20, .n_mult = 3}};
     int32_t mult[3], shift[3];
     int sh;
@@ -336,8 +342,9 @@ static void test_concat_hand_computed(void) {
     int32_t mult[2], shift[2];
     int sh;
     mult[0] = m0_of(0.5, &sh), shift[0] = sh, mult[1] = mult[0], shift[1] = sh;
-    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = 0, .act_max = 127},
-                      {.kind = QAT_QOP_CONCAT, .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1,
+    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .name = "r", .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = 0,
+                       .act_max = 127},
+                      {.kind = QAT_QOP_CONCAT, .name = "cat", .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1,
                        .act_min = -128, .act_max = 127, .n_mult = 2, .multiplier = mult, .shift = shift}};
     qat_qmodel q = {.n_tensors = 3, .n_ops = 2, .tensors = ts, .ops = ops, .input = 0, .output = 2, .config = ""};
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);

@@ -17,6 +17,21 @@ void qat__cg_printf(qat__cg *g, const char *fmt, ...) {
     va_end(ap);
 }
 
+const char *qat__cg_text(const char *s, char *buf) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t k = 0;
+    for (size_t i = 0; i < QAT_NAME_LEN && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-') {
+            buf[k++] = (char)c;
+        } else {
+            buf[k++] = '%', buf[k++] = hex[c >> 4], buf[k++] = hex[c & 15];
+        }
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 const char *qat__cg_i32(int32_t v, char *buf) {
     if (v == INT32_MIN) return strcpy(buf, "(-2147483647 - 1)");
     snprintf(buf, 24, "%ld", (long)v);
@@ -273,7 +288,7 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
         }
         free(w);
     }
-    char a[64], b[64];
+    char a[64], b[64], text[QAT__CG_TEXT_LEN];
     qat__cg_printf(g, "int %s_run(const int8_t *input, int8_t *output) {\n    int8_t *a = arena.b;\n"
                    "    if (!input || !output) return -1;\n", name);
     for (int i = 0; i < q->n_ops; i++) {
@@ -283,7 +298,7 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
             tensor_expr(g, op->inputs[0], a, sizeof a);
             if (strcmp(a, b))
                 qat__cg_printf(g, "    memmove(%s, %s, %lld); /* %s */\n", b, a,
-                               (long long)qat_qtensor_numel(&q->tensors[op->output]), op->name);
+                               (long long)qat_qtensor_numel(&q->tensors[op->output]), qat__cg_text(op->name, text));
             continue;
         }
         qat__cg_printf(g, "    op%d(", i);
@@ -291,7 +306,7 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
             tensor_expr(g, op->inputs[j], a, sizeof a);
             qat__cg_printf(g, "%s, ", a);
         }
-        qat__cg_printf(g, "%s); /* %s %s */\n", b, qat_qop_kind_str(op->kind), op->name);
+        qat__cg_printf(g, "%s); /* %s %s */\n", b, qat_qop_kind_str(op->kind), qat__cg_text(op->name, text));
     }
     tensor_expr(g, q->output, b, sizeof b);
     qat__cg_printf(g, "    memcpy(output, %s, %s_OUTPUT_SIZE);\n    return 0;\n}\n", b, up);

@@ -499,10 +499,16 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
     op->groups = 1;
     qat__h5r_str(r, g, "kind", kind, sizeof kind);
     qat__h5r_str(r, g, "name", op->name, sizeof op->name);
-    snprintf(where, sizeof where, "op %d (%s %s)", i, kind, op->name);
+    char why[256];
+    if (r->ok && !qat_name_valid(op->name, why, sizeof why)) {
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "op %d: bad name: %s", i, why);
+        op->name[0] = '\0'; /* never shown again */
+    }
     op->kind = QAT_QOP_KIND_COUNT;
     for (int k = 0; k < QAT_QOP_KIND_COUNT; k++)
         if (!strcmp(kind, qat_qop_kind_str((qat_qop_kind)k))) op->kind = (qat_qop_kind)k;
+    /* the file's kind text is shown only when it follows the name rule (no control character) */
+    snprintf(where, sizeof where, "op %d (%s %s)", i, qat_name_valid(kind, NULL, 0) ? kind : "?", op->name);
     if (r->ok && (op->kind == QAT_QOP_KIND_COUNT || (version == 1 && op->kind > QAT_QOP_RELU)))
         qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown op kind", where);
     if (version > 1 && r->ok) {
@@ -542,7 +548,8 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
         op->lut = QAT_LUT_FN_COUNT;
         for (int f = 0; f < QAT_LUT_FN_COUNT; f++)
             if (!strcmp(fn, qat_lut_fn_str((qat_lut_fn)f))) op->lut = (qat_lut_fn)f;
-        if (r->ok && op->lut == QAT_LUT_FN_COUNT) qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown function %s", where, fn);
+        if (r->ok && op->lut == QAT_LUT_FN_COUNT) qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown function %s", where,
+                                                               qat_name_valid(fn, NULL, 0) ? fn : "(not a name)");
         int64_t len = 0;
         int rk = 0;
         if (qat__h5r_shape(r, g, "table", 1, &rk, &len) && (rk != 1 || len < 1 || len > 65536))
@@ -565,6 +572,8 @@ static bool get_tensor(qat__h5r *r, hid_t ts, int t, qat_qtensor *x) {
     if (g < 0) return false;
     memset(x, 0, sizeof *x);
     qat__h5r_str(r, g, "name", x->name, sizeof x->name);
+    char why[256];
+    if (r->ok && !qat_name_valid(x->name, why, sizeof why)) qat__h5r_fail(r, QAT_ERR_FORMAT, "tensor %d: bad name: %s", t, why);
     get_shape(r, g, "shape", &x->rank, x->shape);
     get_aparams(r, g, "", where, &x->q);
     H5Gclose(g);

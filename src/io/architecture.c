@@ -148,6 +148,9 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int versi
     long long hp[10] = {0};
     qat__h5r_str(r, g, "kind", kind_s, sizeof kind_s);
     qat__h5r_str(r, g, "name", name, sizeof name);
+    char why[256];
+    if (r->ok && !qat_name_valid(name, why, sizeof why))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %d: bad name: %s", i, why), QAT_ERR_FORMAT;
     int in[QAT_CUSTOM_MAX_INPUTS] = {i - 1}, n = 1;
     /* sizes far beyond any model that fits in memory are refused here, so
      * the (int) conversions are exact */
@@ -171,7 +174,8 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int versi
                              "(build the model in code and use qat_checkpoint_load)", name), QAT_ERR_UNSUPPORTED;
     if (n < 1) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s has no input", name), QAT_ERR_FORMAT;
     int id = kind == QAT_LAYER_KIND_COUNT || kind == QAT_LAYER_INPUT ? -2 : add_kind(m, kind, name, n, in, hp, p, mom, eps);
-    if (id == -2) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: unknown kind \"%s\" (or wrong inputs)", name, kind_s), QAT_ERR_FORMAT;
+    if (id == -2) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: unknown kind \"%s\" (or wrong inputs)", name,
+                                   qat_name_valid(kind_s, NULL, 0) ? kind_s : "?"), QAT_ERR_FORMAT;
     if (id < 0) {
         char what[QAT_NAME_LEN + 16];
         snprintf(what, sizeof what, "layer %s: ", name);

@@ -365,7 +365,11 @@ bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long 
         r->ok = true;
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (its format attribute is not a short string)", what);
     }
-    if (strcmp(have, format)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (format \"%s\", want \"%s\")", what, have, format);
+    bool printable = true; /* the file's text is shown only if it is printable ASCII (one line, no escapes) */
+    for (const char *c = have; *c; c++) printable = printable && *c >= 0x20 && *c < 0x7f;
+    if (strcmp(have, format))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (format \"%s\", want \"%s\")", what, printable ? have : "?",
+                             format);
     long long v = 0;
     if (!qat__h5r_i64s(r, r->file, "version", &v, 1, LLONG_MIN, LLONG_MAX)) return false;
     if (v < 1 || v > max_version)

@@ -73,12 +73,6 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
         qat_ctx_fail(ctx, QAT_ERR_STATE, "model: cannot add a %s layer after qat_model_build", kind_names[kind]);
         return NULL;
     }
-    for (int j = 0; j < n_in; j++)
-        if (in[j] < 0 || in[j] >= m->n_layers) {
-            qat_ctx_fail(ctx, QAT_ERR_ARG, "model: %s layer %s: input %d is not a layer of the model (0..%d)",
-                         kind_names[kind], name ? name : "", in[j], m->n_layers - 1);
-            return NULL;
-        }
     char buf[QAT_NAME_LEN];
     if (!name) {
         int k = 1;
@@ -86,12 +80,17 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
         snprintf(buf, sizeof buf, "%s%d", kind_stems[kind], k);
         name = buf;
     }
-    if (!*name || strlen(name) >= QAT_NAME_LEN || strchr(name, '.') || strchr(name, '/') || strchr(name, ' ') ||
-        strchr(name, ',')) {
-        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: bad layer name \"%s\" (1-%d characters, none of '.', '/', ',' or "
-                     "space)", name, QAT_NAME_LEN - 1);
+    char why[256];
+    if (!qat_name_valid(name, why, sizeof why)) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: bad layer name: %s", why);
         return NULL;
     }
+    for (int j = 0; j < n_in; j++)
+        if (in[j] < 0 || in[j] >= m->n_layers) {
+            qat_ctx_fail(ctx, QAT_ERR_ARG, "model: %s layer %s: input %d is not a layer of the model (0..%d)",
+                         kind_names[kind], name, in[j], m->n_layers - 1);
+            return NULL;
+        }
     if (name_taken(m, name)) {
         qat_ctx_fail(ctx, QAT_ERR_ARG, "model: two layers named \"%s\"", name);
         return NULL;

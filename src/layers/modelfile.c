@@ -187,6 +187,8 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
                     "global_avgpool, flatten, dropout, add, concat, sigmoid, tanh, hardswish)", tok[0]);
     if (nt < 3) return fail(p, "%s: want \"%s NAME INPUT[,INPUT...] [key=value ...]\"", tok[0], tok[0]);
     const char *name = tok[1];
+    char why[256];
+    if (!qat_name_valid(name, why, sizeof why)) return fail(p, "%s: bad layer name: %s", tok[0], why);
     if (qat_model_find_layer(m, name) >= 0) return fail(p, "%s %s: a layer of that name is defined above", tok[0], name);
     int ids[QAT_CUSTOM_MAX_INPUTS], n = 0;
     qat_status st = inputs(p, tok[2], ids, &n);
@@ -284,7 +286,10 @@ qat_status qat_model_from_text(qat_model *m, const char *text, const char *origi
         size_t n = nl ? (size_t)(nl - s) : strlen(s);
         p.line++;
         char buf[MAX_LINE];
+        size_t ctl = 0; /* text: tabs and CR aside, no control character reaches a name or a message */
+        while (ctl < n && ((unsigned char)s[ctl] >= 0x20 || s[ctl] == '\t' || s[ctl] == '\r') && s[ctl] != 0x7f) ctl++;
         if (n >= sizeof buf) st = fail(&p, "line longer than %d characters", MAX_LINE - 1);
+        else if (ctl < n) st = fail(&p, "control character 0x%02x at column %zu (a model file is text)", (unsigned char)s[ctl], ctl + 1);
         else memcpy(buf, s, n), buf[n] = '\0', st = line(&p, buf);
         s += n + (nl ? 1 : 0);
     }
