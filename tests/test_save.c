@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "qat/codegen.h"
 #include "qat/export.h"
 #include "qat/io.h"
 #include "layers/internal.h"
@@ -62,12 +63,14 @@ static void perturb(fixture *f) {
     f->q.ops[0].bias[0] += 1;
 }
 
-enum { CHECKPOINT, QMODEL };
+enum { CHECKPOINT, QMODEL, CCODE };
 
+/* CCODE: the C source, DIR/cg.h, DIR/cg.c and DIR/cg_io.c (path unused). */
 static qat_status save(fixture *f, int kind, const char *path) {
     qat_ctx_clear_error(f->ctx);
     return kind == CHECKPOINT ? qat_checkpoint_save(f->m, NULL, NULL, NULL, path)
-                              : qat_qmodel_save(f->ctx, &f->q, path);
+           : kind == QMODEL   ? qat_qmodel_save(f->ctx, &f->q, path)
+                              : qat_codegen_c(f->ctx, &f->q, dir, "cg", NULL);
 }
 
 static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
@@ -385,6 +388,55 @@ static void test_paths(void) {
     qat_ctx_free(f.ctx);
 }
 
+/* ---- several files at once ------------------------------------------------------- */
+
+/* The C export's three files on a full disk (RLIMIT_FSIZE between the
+ * size of cg.h and that of cg.c, so that cg.h would fit and cg.c not):
+ * the save fails naming cg.c and the reason, and all three previous files
+ * stay byte for byte (cg.h is not replaced alone), with no temporary. */
+static void test_full_disk_c_export(void) {
+    fixture f;
+    fixture_init(&f);
+    CU_ASSERT_EQUAL_FATAL(save(&f, CCODE, NULL), QAT_OK);
+    static const char *const names[3] = {"cg.h", "cg.c", "cg_io.c"};
+    char path[3][512], *old[3];
+    long n[3];
+    for (int k = 0; k < 3; k++) {
+        path_of(path[k], sizeof path[k], names[k]);
+        old[k] = slurp(path[k], &n[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(old[k]);
+    }
+    long limit = n[1] / 2;
+    CU_ASSERT_FATAL(limit > n[0] && limit > n[2]); /* only cg.c is too big */
+    int entries = count_entries();
+    perturb(&f);
+    f.q.tensors[f.q.input].q.zero_point += 1; /* cg.h changes too (its input zero point) */
+    child_result r;
+    save_past_size_limit(&f, CCODE, NULL, (rlim_t)limit, &r);
+    CU_ASSERT(WIFEXITED(r.wstatus) && WEXITSTATUS(r.wstatus) == 0);
+    CU_ASSERT_EQUAL(r.st, QAT_ERR_IO);
+    char want[600];
+    snprintf(want, sizeof want, "%s: cannot write: %s", path[1], strerror(EFBIG));
+    if (strcmp(r.msg, want)) printf("\n  got \"%s\"\n  want \"%s\"\n", r.msg, want);
+    CU_ASSERT_STRING_EQUAL(r.msg, want);
+    for (int k = 0; k < 3; k++) {
+        long now_n = 0;
+        char *now = slurp(path[k], &now_n);
+        CU_ASSERT(now && now_n == n[k] && memcmp(now, old[k], (size_t)n[k]) == 0);
+        free(now);
+    }
+    CU_ASSERT_EQUAL(count_entries(), entries);
+    CU_ASSERT_EQUAL(count_named("qat-tmp"), 0);
+    /* with room, all three are replaced */
+    CU_ASSERT_EQUAL(save(&f, CCODE, NULL), QAT_OK);
+    long now_n = 0;
+    char *now = slurp(path[0], &now_n);
+    CU_ASSERT(now && (now_n != n[0] || memcmp(now, old[0], (size_t)n[0]) != 0));
+    free(now);
+    for (int k = 0; k < 3; k++) free(old[k]);
+    qat_ctx_free(f.ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "save")) return 2;
     const qat_test_case cases[] = {
@@ -396,6 +448,7 @@ int main(int argc, char **argv) {
         {"mode: umask for a new file, the old file's bits when replacing (quantized model)", test_modes_qmodel},
         {"a symlink at the target is replaced; the file it points to is untouched", test_symlink_is_replaced},
         {"paths: a directory, a missing directory, a long name, a bare name", test_paths},
+        {"full disk: the C export keeps all three previous files, no temporary left", test_full_disk_c_export},
         {NULL, NULL},
     };
     int rc = qat_test_main("save", cases, argc, argv);
