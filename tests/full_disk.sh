@@ -6,7 +6,7 @@
 # the old file there kept byte for byte, no temporary file left
 # (docs/saving.md). For `export --c DIR` the three old files (model.h,
 # model.c, model_io.c) must all stay, model.h included (it fits, but is
-# not replaced alone).
+# not replaced alone); and `export --out F --c DIR` leaves F too.
 #
 #   tests/full_disk.sh QAT_MNIST_BIN MNIST_DIR
 #
@@ -85,6 +85,10 @@ check $? "$E" "$work/export.err" "$work/export.err"
 for f in model.h model.c model_io.c; do old_file "$mnt/$f"; done
 "$bin" export --checkpoint "$work/c.ckpt.h5" --c "$mnt" >/dev/null 2>"$work/c.err"
 check $? "$mnt/model.c" "$work/c.err" "$work/c.err" "$mnt/model.h" "$mnt/model_io.c"
+
+# several targets: the quantized model (106 KB) fails first, so nothing is replaced, the C files included
+"$bin" export --checkpoint "$work/c.ckpt.h5" --out "$E" --c "$mnt" >/dev/null 2>"$work/multi.err"
+check $? "$E" "$work/multi.err" "$work/multi.err" "$mnt/model.h" "$mnt/model.c" "$mnt/model_io.c"
 
 [ "$failures" -eq 0 ] && echo "full_disk: passed" || echo "full_disk: $failures failure(s)"
 [ "$failures" -eq 0 ]

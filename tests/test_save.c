@@ -437,6 +437,64 @@ static void test_full_disk_c_export(void) {
     qat_ctx_free(f.ctx);
 }
 
+/* A save set: staged files leave their targets as they were (and show as
+ * hidden temporaries) until the commit, which puts them all in place; a
+ * set freed without a commit leaves the targets and no temporary; a
+ * directory at a target and the same file staged twice (another spelling
+ * of its directory) are refused when staged. */
+static void test_save_set(void) {
+    fixture f;
+    fixture_init(&f);
+    char a[512], b[512], same[600], sub[512];
+    path_of(a, sizeof a, "set-a.qat.h5");
+    path_of(b, sizeof b, "set-b.bin");
+    path_of(sub, sizeof sub, "set-dir");
+    snprintf(same, sizeof same, "%s/./set-a.qat.h5", dir);
+    CU_ASSERT_EQUAL_FATAL(save(&f, QMODEL, a), QAT_OK);
+    touch(b);
+    long na = 0, nb = 0;
+    char *olda = slurp(a, &na), *oldb = slurp(b, &nb);
+    int entries = count_entries();
+    perturb(&f);
+    for (int commit = 0; commit < 2; commit++) {
+        qat_save_set *set = qat_save_set_new(f.ctx);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(set);
+        CU_ASSERT_EQUAL(qat_qmodel_stage(f.ctx, &f.q, a, set), QAT_OK);
+        CU_ASSERT_EQUAL(qat_save_set_add(set, b, "new bytes", 9), QAT_OK);
+        CU_ASSERT_EQUAL(qat_save_set_count(set), 2);
+        CU_ASSERT_EQUAL(count_named("qat-tmp"), 2); /* staged beside their targets */
+        long n = 0;
+        char *now = slurp(a, &n);
+        CU_ASSERT(now && n == na && memcmp(now, olda, (size_t)na) == 0); /* not yet replaced */
+        free(now);
+        CU_ASSERT_EQUAL(qat_save_set_add(set, same, "x", 1), QAT_ERR_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(f.ctx), "the same file as"));
+        qat_ctx_clear_error(f.ctx);
+        CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+        CU_ASSERT_EQUAL(qat_save_set_add(set, sub, "x", 1), QAT_ERR_IO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(f.ctx), "cannot replace"));
+        qat_ctx_clear_error(f.ctx);
+        rmdir(sub);
+        CU_ASSERT_EQUAL(qat_save_set_count(set), 2); /* the refused ones left nothing */
+        if (commit) CU_ASSERT_EQUAL(qat_save_set_commit(set), QAT_OK);
+        qat_save_set_free(set);
+        CU_ASSERT_EQUAL(count_named("qat-tmp"), 0);
+        CU_ASSERT_EQUAL(count_entries(), entries);
+        char *nowa = slurp(a, &n);
+        CU_ASSERT(nowa && (commit ? n != na || memcmp(nowa, olda, (size_t)na) != 0
+                                  : n == na && memcmp(nowa, olda, (size_t)na) == 0));
+        free(nowa);
+        char *nowb = slurp(b, &n);
+        CU_ASSERT(nowb && (commit ? n == 9 && !memcmp(nowb, "new bytes", 9) : n == nb && !memcmp(nowb, oldb, (size_t)nb)));
+        free(nowb);
+    }
+    qat_qmodel *l = qat_ctx_alloc(f.ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL(qat_qmodel_load(f.ctx, a, l), QAT_OK);
+    free(olda), free(oldb);
+    unlink(a), unlink(b);
+    qat_ctx_free(f.ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "save")) return 2;
     const qat_test_case cases[] = {
@@ -449,6 +507,7 @@ int main(int argc, char **argv) {
         {"a symlink at the target is replaced; the file it points to is untouched", test_symlink_is_replaced},
         {"paths: a directory, a missing directory, a long name, a bare name", test_paths},
         {"full disk: the C export keeps all three previous files, no temporary left", test_full_disk_c_export},
+        {"a save set: nothing replaced before the commit, all after, none when freed", test_save_set},
         {NULL, NULL},
     };
     int rc = qat_test_main("save", cases, argc, argv);

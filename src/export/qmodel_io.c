@@ -258,6 +258,10 @@ static qat_status check_derivable(qat_ctx *ctx, const qat_qmodel *q) {
 }
 
 qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
+    return qat_qmodel_stage(ctx, q, path, NULL);
+}
+
+qat_status qat_qmodel_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
     if (!ctx) return QAT_ERR_ARG;
     if (!q || !path || q->n_ops < 1) return qat_ctx_fail(ctx, QAT_ERR_ARG, "export: need a lowered model and a path");
     /* the loader's own check: never write a file qat would then refuse */
@@ -265,7 +269,7 @@ qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) 
     if (qat_qmodel_check(q, msg, sizeof msg) != QAT_OK)
         return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "export: the model would not load back: %s", msg);
     qat_status st = check_derivable(ctx, q);
-    return st == QAT_OK ? qat__h5_write_atomic(ctx, path, write_qmodel, (void *)q) : st;
+    return st == QAT_OK ? qat__h5_stage(ctx, path, write_qmodel, (void *)q, set) : st;
 }
 
 qat_status qat_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config, const char *path,

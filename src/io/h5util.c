@@ -165,14 +165,19 @@ static qat_status build_image(qat_ctx *ctx, const char *path, void (*write)(qat_
     return QAT_OK;
 }
 
-qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user),
-                                void *user) {
+qat_status qat__h5_stage(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user), void *user,
+                         qat_save_set *set) {
     void *image = NULL;
     size_t size = 0;
     qat_status st = build_image(ctx, path, write, user, &image, &size);
-    if (st == QAT_OK) st = qat__replace_file(ctx, path, image, size);
+    if (st == QAT_OK) st = qat__save_set_add(ctx, set, path, image, size);
     free(image);
     return st;
+}
+
+qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user),
+                                void *user) {
+    return qat__h5_stage(ctx, path, write, user, NULL);
 }
 
 /* ---- reading ----------------------------------------------------------------------
