@@ -505,6 +505,63 @@ static void test_export_all_or_nothing(void) {
     rmdir(sub);
 }
 
+/* ---- model files that demand too much ------------------------------------------- */
+
+/* summary and train on hostile model files, under a 4 GB address-space
+ * limit and a 20 s timeout (what happened before: minutes of work, then
+ * out of memory; a FIFO blocked forever): an 85-byte file declaring
+ * 443 M parameters, 20 000 adds reaching 1.2 GiB of outputs a sample, a
+ * FIFO, a directory. Each is refused at once (exit status 1) with the
+ * size and the limit; the options raise the limits. */
+static void test_model_file_bombs(void) {
+    char big[300], adds[300], fifo[300], args[2048], err[4096];
+    snprintf(big, sizeof big, "%s/big.qnet", dir);
+    snprintf(adds, sizeof adds, "%s/adds.qnet", dir);
+    snprintf(fifo, sizeof fifo, "%s/model.fifo", dir);
+    FILE *f = fopen(big, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=1,28,28\nconv2d c input out=1002262 kernel=21\nflatten f c\nlinear l f out=9", f);
+    fclose(f);
+    f = fopen(adds, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=1,28,28\nconv2d c input out=16 kernel=3 pad=1\nadd a0 c,c\n", f);
+    for (int i = 1; i < 20000; i++) fprintf(f, "add a%d a%d,a%d\n", i, i - 1, i - 1);
+    fputs("flatten f a19999\nlinear fc f out=10\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    const char *guard = "ulimit -v 4000000; timeout 20";
+    struct {
+        const char *cmd, *file, *extra, *want;
+    } cases[] = {
+        {"summary", big, "", "big.qnet:2: model: conv2d c brings the model to 442999804 parameters (and buffers), more "
+                             "than the limit max_params = 67108864"},
+        {"summary", big, "--max-params 1000000000", "big.qnet:2: model: its layers' outputs take 256582208 bytes a "
+                                                    "sample (float32), more than the limit max_activation_bytes = 67108864"},
+        {"summary", adds, "", "adds.qnet:1339: model: its layers' outputs take 67138624 bytes a sample"},
+        {"summary", adds, "--max-activation-bytes 100000000", "adds.qnet:1994: model: its layers' outputs take 100003904 bytes"},
+        {"train", adds, "--max-activation-bytes 2000000000", "max_layers = 4096 (raise it"},
+        {"summary", fifo, "", "model.fifo: not a regular file (a FIFO)"},
+        {"train", fifo, "", "model.fifo: not a regular file (a FIFO)"},
+        {"summary", dir, "", ": not a regular file (a directory)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char cmd[4096], errf[300];
+        snprintf(errf, sizeof errf, "%s/bomb.err", dir);
+        bool train = !strcmp(cases[k].cmd, "train");
+        snprintf(args, sizeof args, "%s%s%s", train ? "--epochs 1 --limit-train 64 --data '" : "", train ? data : "",
+                 train ? "'" : "");
+        snprintf(cmd, sizeof cmd, "%s '%s' %s --model-file '%s' %s %s >/dev/null 2>'%s'", guard, bin, cases[k].cmd,
+                 cases[k].file, cases[k].extra, args, errf);
+        int st = system(cmd);
+        slurp(errf, err, sizeof err);
+        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(err, cases[k].want) != NULL;
+        if (!ok) printf("\n  %s %s %s: exit %d, stderr: %.300s", cases[k].cmd, cases[k].file, cases[k].extra,
+                        WIFEXITED(st) ? WEXITSTATUS(st) : -1, err);
+        CU_ASSERT(ok);
+    }
+    unlink(fifo);
+}
+
 int main(int argc, char **argv) {
     bin = getenv("QAT_MNIST_BIN");
     data = getenv("QAT_MNIST_DATA");
@@ -526,6 +583,7 @@ int main(int argc, char **argv) {
         {"fetch-mnist.sh without curl or wget says so", test_fetch_without_downloader},
         {"export refuses to write over its own checkpoint", test_export_refuses_its_checkpoint},
         {"export to several targets: all or nothing, in every failure order", test_export_all_or_nothing},
+        {"model files that demand too much, a FIFO, a directory: refused at once", test_model_file_bombs},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases, argc, argv);

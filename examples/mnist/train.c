@@ -63,7 +63,7 @@ static void on_term(int sig) {
     _exit(128 + sig);
 }
 /* What a resume may change; every other option must be the checkpoint's. */
-#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test, --log, --log-every"
+#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test, --log, --log-every, --max-params, --max-activation-bytes, --max-layers"
 
 static const char *const train_usage =
     "usage: qat-mnist train [options]\n"
@@ -72,6 +72,7 @@ static const char *const train_usage =
     "\n"
     "  --model mlp|lenet|lenet-bn  a built-in model (default lenet)\n"
     "  --model-file F              a model file instead (docs/model-format.md; models/*.qnet)\n"
+    CLI_LIMITS_USAGE
     "  --epochs N                  passes over the training set (default 5)\n"
     "  --batch B                   batch size (default 64)\n"
     "  --lr X                      peak learning rate (default 0.001 adam/adamw, 0.05 sgd)\n"
@@ -133,6 +134,7 @@ typedef struct {
     long log_every;
     qat_prepare_config qcfg;
     char gran[64]; /* --granularity in its canonical spelling (block:8, {0:1, 1:2}, ragged {1:3}) */
+    qat_model_limits limits; /* --max-params, --max-activation-bytes, --max-layers (0: the default) */
 } train_opts;
 
 static const char *const models[] = {"mlp", "lenet", "lenet-bn", NULL};
@@ -150,6 +152,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
+        int lim;
 #define VAL() (v = cli_value(P, argc, argv, &i))
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(train_usage, stdout);
@@ -194,6 +197,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
         else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
         else if (!strcmp(a, "--rank-checkpoints")) o->rank_checkpoints = true;
+        else if ((lim = cli_limit_option(P, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
             ok = false;
@@ -579,6 +583,7 @@ static double log_accuracy(qat_model *m, const qat_mnist *test, int64_t limit, i
  * text's CRC goes into the configuration a resume compares). */
 static qat_status make_model(trainer *t, qat_model *m) {
     const train_opts *o = t->o;
+    if (qat_model_set_limits(m, &o->limits) != QAT_OK) return qat_ctx_status(t->ctx);
     if (!o->model_file) {
         snprintf(t->model_name, sizeof t->model_name, "%s", o->model);
         return !strcmp(o->model, "mlp") ? qat_model_mlp(m) : qat_model_lenet(m, !strcmp(o->model, "lenet-bn"));
@@ -587,17 +592,10 @@ static qat_status make_model(trainer *t, qat_model *m) {
     snprintf(t->model_name, sizeof t->model_name, "%.48s", base ? base + 1 : o->model_file);
     for (char *c = t->model_name; *c; c++)
         if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_'; /* it goes into JSON text */
-    enum { MAX = 1 << 20 };
-    FILE *f = fopen(o->model_file, "rb");
-    if (!f) return qat_ctx_fail(t->ctx, QAT_ERR_IO, "%s: cannot open: %s", o->model_file, strerror(errno));
-    char *text = malloc(MAX + 1);
-    size_t n = text ? fread(text, 1, MAX + 1, f) : 0;
-    fclose(f);
-    qat_status st;
-    if (!text) st = qat_ctx_fail(t->ctx, QAT_ERR_NOMEM, "out of memory");
-    else if (n > MAX || memchr(text, '\0', n)) st = qat_ctx_fail(t->ctx, QAT_ERR_FORMAT, "%s: not a model file (binary, or over 1 MiB)", o->model_file);
-    else {
-        text[n] = '\0';
+    char *text = NULL; /* a regular file (a FIFO or a directory is refused at once), at most 1 MiB, no NUL */
+    size_t n = 0;
+    qat_status st = qat_model_file_text(t->ctx, o->model_file, &text, &n);
+    if (st == QAT_OK) {
         t->model_crc = (uint32_t)crc32(0L, (const Bytef *)text, (uInt)n);
         st = qat_model_from_text(m, text, o->model_file);
     }

@@ -59,6 +59,11 @@ QAT_API qat_status qat_checkpoint_config(qat_ctx *ctx, const char *path, char *b
  * the checkpoint's configuration text ("" if none), cut to len bytes. */
 QAT_API qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config,
                                         size_t len);
+/* The same, the rebuilt model held to limits (qat/layers.h; NULL: the
+ * defaults, as qat_checkpoint_model). A checkpoint declares its layers'
+ * sizes before its datasets are read: the totals are checked first. */
+QAT_API qat_status qat_checkpoint_model_limits(qat_ctx *ctx, const char *path, const qat_model_limits *limits,
+                                               qat_model **out, char *config, size_t len);
 
 /* ---- several files saved together (docs/saving.md, "Several files at once") ----
  * A save set holds files that are staged but not yet in place: each is

@@ -280,10 +280,16 @@ static qat_status rebuild(qat__h5r *r, qat_model *m, int version) {
 }
 
 qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config, size_t len) {
+    return qat_checkpoint_model_limits(ctx, path, NULL, out, config, len);
+}
+
+qat_status qat_checkpoint_model_limits(qat_ctx *ctx, const char *path, const qat_model_limits *limits, qat_model **out,
+                                       char *config, size_t len) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL path or output");
     qat_model *m = qat_model_new(ctx);
     if (!m) return qat_ctx_status(ctx);
+    if (limits && qat_model_set_limits(m, limits) != QAT_OK) return qat_ctx_status(ctx);
     qat__h5r r = {ctx, path, -1, true};
     qat_status st = QAT_OK;
     long long version = 0;

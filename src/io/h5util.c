@@ -1,13 +1,17 @@
 /* HDF5 helpers shared by checkpoints and the quantized export. */
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
 #include "h5util.h"
 
 #include <hdf5_hl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "atomic.h"
 #include "autograd/internal.h"
@@ -351,8 +355,25 @@ float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
     return ok ? v : 0;
 }
 
+/* Only a regular file is opened: HDF5's open of a FIFO would block until
+ * a writer came, a directory or a device is no model. Checked with a
+ * non-blocking open and fstat (the same test as model files). */
+static bool regular_file(qat__h5r *r) {
+    int fd = open(r->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return qat__h5r_fail(r, QAT_ERR_IO, "cannot open: %s", strerror(errno));
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0, reg = ok && S_ISREG(st.st_mode);
+    close(fd);
+    if (!reg)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a regular file (%s)", !ok ? "cannot stat it"
+                             : S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a file");
+    return true;
+}
+
 bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long max_version,
                    long long *version) {
+    if (!regular_file(r)) return false;
     if (H5Fis_hdf5(r->path) <= 0) { /* H5Fis_hdf5: HDF5 1.10 (Debian 12) */
         FILE *f = fopen(r->path, "rb");
         int err = errno;
