@@ -63,7 +63,7 @@ static void on_term(int sig) {
     _exit(128 + sig);
 }
 /* What a resume may change; every other option must be the checkpoint's. */
-#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test, --log, --log-every, --max-params, --max-activation-bytes, --max-layers"
+#define RESUME_MAY_CHANGE "--epochs, --out, --save-every, --stop-after, --threads, --json, --data, --limit-test, --log, --log-every"
 
 static const char *const train_usage =
     "usage: qat-mnist train [options]\n"
@@ -119,7 +119,8 @@ static const char *const train_usage =
     "  --help                      this text\n"
     "\n"
     "Data-parallel: mpirun -np N qat-mnist train ... runs N processes; --batch is the\n"
-    "global batch, rank 0 alone prints and saves (docs/parallel.md).\n";
+    "global batch, rank 0 alone prints and saves; --mpi-timeout S (default 300 s; 0:\n"
+    "never) ends the job when a rank is silent that long (docs/parallel.md).\n";
 
 typedef struct {
     const char *model, *model_file, *optimizer, *schedule, *data;
@@ -135,6 +136,7 @@ typedef struct {
     qat_prepare_config qcfg;
     char gran[64]; /* --granularity in its canonical spelling (block:8, {0:1, 1:2}, ragged {1:3}) */
     qat_model_limits limits; /* --max-params, --max-activation-bytes, --max-layers (0: the default) */
+    double mpi_timeout;      /* --mpi-timeout: seconds a collective may wait (0: forever) */
 } train_opts;
 
 static const char *const models[] = {"mlp", "lenet", "lenet-bn", NULL};
@@ -197,6 +199,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
         else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
         else if (!strcmp(a, "--rank-checkpoints")) o->rank_checkpoints = true;
+        else if (!strcmp(a, "--mpi-timeout")) ok = VAL() && cli_float(P, a, v, 0, 1e6, &o->mpi_timeout);
         else if ((lim = cli_limit_option(P, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
@@ -292,7 +295,7 @@ static int parse(int argc, char **argv, train_opts *o) {
                       .data = "data/mnist", .epochs = 5, .batch = 64, .seed = 1, .threads = 1,
                       .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8, .window = 16,
                       .granularity = "channel", .observer = "ema", .freeze_observers = -1,
-                      .freeze_bn = -1, .log_every = 10};
+                      .freeze_bn = -1, .log_every = 10, .mpi_timeout = DIST_TIMEOUT_S};
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     qat_prepare_config *q = &o->qcfg;
@@ -981,7 +984,11 @@ int cmd_train(int argc, char **argv) {
     if (d.rank > 0) mute(d.rank);
     train_opts o;
     int rc = parse(argc, argv, &o);
-    if (!rc) rc = train_job(&o, &d);
+    if (!rc) { /* the collectives' watchdog: its timeout, and what its message says (dist.h) */
+        d.timeout_s = o.mpi_timeout, d.out_path = o.out, d.ckpt_note = d.rank == 0 ? last_ckpt_msg : NULL;
+        if (muted_stderr >= 0) d.err_fd = dup(muted_stderr);
+        rc = train_job(&o, &d);
+    }
     else if (rc < 0) rc = 0;
     fflush(stdout);
     if (rc) return dist_abort(&d, rc); /* one rank's error ends the job: none may wait in a collective */
