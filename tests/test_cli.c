@@ -473,6 +473,22 @@ static void test_export_all_or_nothing(void) {
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "sub-channel"));
     CU_ASSERT_EQUAL(count_old(targets, 5), 5);
+    /* 2c. lowering refuses the model (a ReLU6 alone), before anything is staged: the message names the layer
+     * (it is on the model's context; --c alone printed an empty message before) */
+    char r6[300], r6ckpt[300];
+    snprintf(r6, sizeof r6, "%s/relu6.qnet", dir);
+    snprintf(r6ckpt, sizeof r6ckpt, "%s/relu6.ckpt.h5", dir);
+    FILE *q = fopen(r6, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    fputs("input shape=784\nlinear fc0 input out=32\nrelu r fc0\nrelu6 r6 r\nlinear fc r6 out=10\n", q);
+    fclose(q);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --limit-train 128 --limit-test 100 --qat --out '%s'",
+             data, r6, r6ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --c '%s'", r6ckpt, cdir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "lower: layer r6: a ReLU6 not fused"));
+    CU_ASSERT_EQUAL(count_old(targets, 5), 5);
     /* 3. --out fails after ONNX was staged: its target is a directory */
     snprintf(args, sizeof args, "export --checkpoint '%s' %s '%s' --out '%s' --c '%s'", ckpt, onnx_opt, fonnx, sub, cdir);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);

@@ -96,7 +96,9 @@ static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const 
     struct stat sb;
     if (st == QAT_OK && onnx) *onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
     if (st == QAT_OK && out) *bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
-    int rc = st == QAT_OK ? 0 : cli_fail("qat-mnist", json, 1, "%s", qat_ctx_error(pctx));
+    /* lowering puts its refusals (naming a layer) on the model's context, the rest go on pctx */
+    const char *why = qat_ctx_error(pctx)[0] ? qat_ctx_error(pctx) : qat_ctx_error(qat_model_ctx(m));
+    int rc = st == QAT_OK ? 0 : cli_fail("qat-mnist", json, 1, "%s", why);
     qat_ctx_free(pctx);
     return rc;
 }
