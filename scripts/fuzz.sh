@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes qat's file readers with libFuzzer: fuzz_idx (qat_idx_read),
 # fuzz_checkpoint (the training checkpoint readers), fuzz_qmodel
-# (qat_qmodel_load, then the integer engine on what it accepts).
+# (qat_qmodel_load, then the integer engine on what it accepts), fuzz_qnet
+# (model files: qat_model_from_file under small limits, then build,
+# forward, QAT prepare, lowering and the integer engine on what it accepts).
 #   scripts/fuzz.sh [SECONDS]    each target for SECONDS (default 30)
 #   scripts/fuzz.sh --selftest   only the classifier's self-test
 # Installs clang, its sanitizer runtimes and llvm-symbolizer when missing,
@@ -121,7 +123,7 @@ child_log() {
 get() { sed -n "s/^$1=//p" <<< "$out"; }
 
 qat_total=0 hdf5_total=0 nrep_total=0 broken=0
-for t in idx checkpoint qmodel; do
+for t in idx checkpoint qmodel qnet; do
   bin=build-fuzz/fuzz/fuzz_$t
   run=build-fuzz/run/$t
   rm -rf "$run"
