@@ -337,7 +337,7 @@ static void test_model_file_totals_are_bounded(void) {
             CU_ASSERT(strstr(e, "adds.qnet:4097: model: layer a4094 would make 4097 layers (the input included), more than the limit max_layers = 4096") != NULL);
         if (!small) CU_ASSERT(strstr(e, "adds.qnet:1339: model: its layers' outputs take 67138624 bytes a sample") != NULL);
         if (!strstr(e, small ? "max_layers" : "max_activation")) printf("\n  %s\n", e);
-        CU_ASSERT(dt < 1.0);
+        CU_ASSERT(dt < 30.0); /* 10 ms here; valgrind is 50 times slower; the unbounded parse took seconds, the build minutes */
         qat_ctx_clear_error(ctx);
     }
     free(text);
@@ -389,7 +389,7 @@ static void test_fifo_and_directory_are_refused(void) {
         qat_model *m = NULL;
         CU_ASSERT_EQUAL(qat_checkpoint_model(ctx, paths[k], &m, NULL, 0), QAT_ERR_FORMAT);
         CU_ASSERT(strstr(qat_ctx_error(ctx), "not a regular file") != NULL);
-        CU_ASSERT(now_s() - t0 < 1.0);
+        CU_ASSERT(now_s() - t0 < 10.0); /* at once (a blocked open never returns: the alarm ends the test) */
         qat_ctx_free(ctx);
     }
     alarm(0);
