@@ -6,6 +6,10 @@
 #               members, cut, trailing bytes, a header promising 2 GiB...)
 #   checkpoint  training checkpoints from qat: LeNet W8A8 QAT, LeNet
 #               float, the MLP W8A8 QAT, LeNet-BN QAT (one epoch over 256 samples)
+#   qnet        model files (docs/model-format.md): the reference models
+#               (models/*.qnet), the graph with every op kind, and small edge
+#               cases (an input line alone, a 1-d input, an output line,
+#               padded non-square windows, a concat of three)
 #   qmodel      their quantized exports (qat export) in the current
 #               format, as NAME-v3.h5 (one with 4-bit sub-channel weights in
 #               blocks of 16, packed, ragged blocks), and those of the
@@ -43,7 +47,7 @@ out=${1:-$root/fuzz/seeds}
 bin=${QAT_BIN:-$root/build/tools/qat/qat}
 data=${QAT_MNIST_DIR:-$root/data/mnist}
 limit=$((200 * 1024))
-mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel" "$out/npy" "$out/h5data"
+mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel" "$out/npy" "$out/h5data" "$out/qnet"
 
 # ---- IDX: bytes by hand (printf's \ooo octal escapes) --------------------------
 idx() { printf "$2" > "$out/idx/$1"; }
@@ -146,6 +150,15 @@ if [ -x "$conv" ]; then
 else
   echo "make_seeds: $conv missing (build the tests first): no HDF5 data-set seeds" >&2
 fi
+
+# ---- model files -----------------------------------------------------------------
+for f in "$root"/models/*.qnet; do cp "$f" "$out/qnet/$(basename "$f")"; done
+# the every-op graph of tests/test_util.h (QAT_TEST_EVERY_OP), as a file
+sed -n '/^#define QAT_TEST_EVERY_OP/,/^$/p' "$root/tests/test_util.h" | sed -n 's/^ *"\(.*\)\\n" *\\\{0,1\}$/\1/p' > "$out/qnet/every-op.qnet"
+printf 'input shape=3,8,8\n' > "$out/qnet/input-only.qnet"
+printf 'input shape=20\nlinear a input out=8 bias=false\nrelu6 r a\nlinear b r out=4\nsigmoid s b\noutput b\n' > "$out/qnet/vector.qnet"
+printf 'input shape=2,9,7\nconv2d c input out=4 kernel=3x2 stride=2x1 pad=1x2 groups=2\nbatchnorm n c momentum=0.2 eps=1e-3\navgpool2d p n kernel=2x3 stride=1x2 pad=1x1\nmaxpool2d q n kernel=3 stride=2 pad=1\nglobal_avgpool g q\ndropout d g p=0.25\nlinear l d out=3\n' > "$out/qnet/windows.qnet"
+printf 'input shape=1,6,6\nconv2d a input out=2 kernel=1\nconv2d b input out=3 kernel=1\nhardswish h input\nconcat c a,b,h\ntanh t c\nadd s t,t\nflatten f s\nlinear l f out=2\n' > "$out/qnet/concat3.qnet"
 
 # ---- checkpoints and quantized models, from qat --------------------------
 if [ ! -x "$bin" ] || [ ! -d "$data" ]; then

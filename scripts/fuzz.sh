@@ -2,8 +2,11 @@
 # Fuzzes qat's file readers with libFuzzer: fuzz_idx (qat_idx_read),
 # fuzz_checkpoint (the training checkpoint readers), fuzz_qmodel
 # (qat_qmodel_load, then the integer engine on what it accepts), fuzz_npy
-# (the .npy reader inside a data-set directory) and fuzz_h5data (HDF5 data
-# sets, in memory and streamed); the data-set targets read what opened.
+# (the .npy reader inside a data-set directory), fuzz_h5data (HDF5 data
+# sets, in memory and streamed; the data-set targets read what opened) and
+# fuzz_qnet (model files: qat_model_from_file under small limits, then
+# build, forward, QAT prepare, lowering and the integer engine on what it
+# accepts).
 #   scripts/fuzz.sh [SECONDS]    each target for SECONDS (default 30)
 #   scripts/fuzz.sh --selftest   only the classifier's self-test
 #   QAT_FUZZ_TARGETS="npy h5data" scripts/fuzz.sh 120   only those targets
@@ -124,9 +127,9 @@ child_log() {
 get() { sed -n "s/^$1=//p" <<< "$out"; }
 
 qat_total=0 hdf5_total=0 nrep_total=0 broken=0
-targets=${QAT_FUZZ_TARGETS:-idx checkpoint qmodel npy h5data}
+targets=${QAT_FUZZ_TARGETS:-idx checkpoint qmodel npy h5data qnet}
 for t in $targets; do
-  case "$t" in idx|checkpoint|qmodel|npy|h5data) ;; *) echo "fuzz: unknown target $t in QAT_FUZZ_TARGETS" >&2; exit 2 ;; esac
+  case "$t" in idx|checkpoint|qmodel|npy|h5data|qnet) ;; *) echo "fuzz: unknown target $t in QAT_FUZZ_TARGETS" >&2; exit 2 ;; esac
 done
 for t in $targets; do
   bin=build-fuzz/fuzz/fuzz_$t

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Saving onto a full disk, for real: mounts a 64 KiB tmpfs (a LeNet
-# checkpoint is ~790 KB, its export ~106 KB) and has qat save into
-# it. Each save must fail cleanly: exit status 1, no crash, no HDF5 error
-# dump, one line that names the file and the reason, the old file there
-# kept byte for byte, no temporary file left (docs/saving.md).
+# checkpoint is ~790 KB, its export ~106 KB, its C source ~330 KB) and has
+# qat save into it. Each save must fail cleanly: exit status 1, no
+# crash, no HDF5 error dump, one line that names the file and the reason,
+# the old file there kept byte for byte, no temporary file left
+# (docs/saving.md). For `export --c DIR` the three old files (model.h,
+# model.c, model_io.c) must all stay, model.h included (it fits, but is
+# not replaced alone); and `export --out F --c DIR` leaves F too.
 #
 #   tests/full_disk.sh QAT_BIN MNIST_DIR
 #
@@ -36,7 +39,8 @@ fail() {
 }
 
 # Checks one failed save: $1 exit status, $2 the target, $3 the lines of
-# stderr to judge (the error line alone), $4 the whole stderr.
+# stderr to judge (the error line alone), $4 the whole stderr, then other
+# files that must have kept their old contents too.
 check() {
   local status=$1 target=$2 lines=$3 all=$4
   local want="qat: $target: cannot write: No space left on device"
@@ -44,8 +48,11 @@ check() {
   grep -qiE 'HDF5|#0[0-9]+:|major:|minor:' "$all" && fail "$target: HDF5 printed its error stack"
   [ "$(wc -l <"$lines")" -eq 1 ] || fail "$target: $(wc -l <"$lines") lines on stderr, want 1"
   [ "$(cat "$lines")" = "$want" ] || fail "$target: got \"$(head -1 "$lines")\", want \"$want\""
-  cmp -s "$work/$(basename "$target").old" "$target" || fail "$target: the old file was not kept"
-  [ "$(ls -A "$mnt" | grep -vcxE 'x\.ckpt\.h5|e\.qat\.h5')" -eq 0 ] || fail "$target: files left: $(ls -A "$mnt" | tr '\n' ' ')"
+  for kept in "$target" "${@:5}"; do
+    cmp -s "$work/$(basename "$kept").old" "$kept" || fail "$kept: the old file was not kept"
+  done
+  [ "$(ls -A "$mnt" | grep -vcxE 'x\.ckpt\.h5|e\.qat\.h5|model\.h|model\.c|model_io\.c')" -eq 0 ] ||
+    fail "$target: files left: $(ls -A "$mnt" | tr '\n' ' ')"
   echo "$target: exit $status, stderr: $(cat "$lines")"
 }
 
@@ -73,6 +80,15 @@ E=$mnt/e.qat.h5
 old_file "$E"
 "$bin" export --checkpoint "$work/c.ckpt.h5" --out "$E" >/dev/null 2>"$work/export.err"
 check $? "$E" "$work/export.err" "$work/export.err"
+
+# export --c: model.h (1.5 KB) would fit, model.c (330 KB) cannot; all three old files stay
+for f in model.h model.c model_io.c; do old_file "$mnt/$f"; done
+"$bin" export --checkpoint "$work/c.ckpt.h5" --c "$mnt" >/dev/null 2>"$work/c.err"
+check $? "$mnt/model.c" "$work/c.err" "$work/c.err" "$mnt/model.h" "$mnt/model_io.c"
+
+# several targets: the quantized model (106 KB) fails first, so nothing is replaced, the C files included
+"$bin" export --checkpoint "$work/c.ckpt.h5" --out "$E" --c "$mnt" >/dev/null 2>"$work/multi.err"
+check $? "$E" "$work/multi.err" "$work/multi.err" "$mnt/model.h" "$mnt/model.c" "$mnt/model_io.c"
 
 [ "$failures" -eq 0 ] && echo "full_disk: passed" || echo "full_disk: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -16,6 +16,14 @@
 #   at random, is killed after a random 0-50 ms (an export takes ~25 ms).
 #   After each kill: `eval --model E` loads and runs E (the old file or a
 #   complete new one), and E's directory holds at most one other file.
+# export --c: `export --checkpoint C --c D`, C one of the two checkpoints,
+#   is killed after a random 0-150 ms (an export with --c takes 30-140 ms,
+#   most of it in fsync).
+#   After each kill: each of D/model.h, D/model.c and D/model_io.c is byte
+#   for byte the file one of the two exports makes whole (else it counts as
+#   damaged), and D holds at most one temporary per file. A set whose files
+#   come from different exports (a kill between the renames) is counted
+#   and reported: each file is whole, the set is not one atomic step.
 #
 # Prints the figures; exit status 1 if any check failed. QAT_KILL_SEED
 # makes the delays repeatable.
@@ -122,6 +130,43 @@ echo "export: $ekills kills ($ein_save left a temporary file), a new file had re
 # a save that completes removes the stale temporary the last kill left
 "$bin" export --checkpoint "$work/c1.ckpt.h5" --out "$E" >/dev/null 2>&1 || fail "the last export failed"
 [ "$(others "$work/export" e.qat.h5)" -eq 0 ] || fail "a stale temporary file survived a completed save"
+
+# ---- export --c ------------------------------------------------------------
+D=$work/c
+mkdir "$D" "$work/ref1" "$work/ref2"
+for k in 1 2; do
+  "$bin" export --checkpoint "$work/c$k.ckpt.h5" --c "$work/ref$k" >/dev/null 2>&1 || fail "cannot export C from checkpoint $k"
+done
+cmp -s "$work/ref1/model.c" "$work/ref2/model.c" && fail "the two checkpoints give the same model.c: the test could not tell them apart"
+"$bin" export --checkpoint "$work/c1.ckpt.h5" --c "$D" >/dev/null 2>&1 || fail "cannot export C"
+ckills=0 cin_save=0 cmax_stale=0 damaged=0 mixed=0 cchanged=0 prev=$(stat -c %i "$D/model.c")
+while [ "$ckills" -lt "$n" ]; do
+  k=$((RANDOM % 2 + 1))
+  run_and_kill "$(delay 0 0.15)" "$bin" export --checkpoint "$work/c$k.ckpt.h5" --c "$D"
+  [ "$status" -eq 137 ] || continue
+  ckills=$((ckills + 1))
+  stale=$(find "$D" -mindepth 1 -maxdepth 1 -name '.*qat-tmp*' | wc -l)
+  [ "$stale" -gt 0 ] && cin_save=$((cin_save + 1))
+  [ "$stale" -gt "$cmax_stale" ] && cmax_stale=$stale
+  [ "$stale" -le 3 ] || fail "export --c kill $ckills: $stale temporary files: $(ls -A "$D" | tr '\n' ' ')"
+  all1=1 all2=1
+  for f in model.h model.c model_io.c; do
+    cmp -s "$D/$f" "$work/ref1/$f" && is1=1 || { is1=0; all1=0; }
+    cmp -s "$D/$f" "$work/ref2/$f" && is2=1 || { is2=0; all2=0; }
+    if [ "$is1" = 0 ] && [ "$is2" = 0 ]; then
+      damaged=$((damaged + 1))
+      fail "export --c kill $ckills: $D/$f is damaged (neither export's file)"
+    fi
+  done
+  [ "$all1" = 1 ] || [ "$all2" = 1 ] || mixed=$((mixed + 1))  # whole files of two exports
+  now=$(stat -c %i "$D/model.c")
+  [ "$now" != "$prev" ] && cchanged=$((cchanged + 1))
+  prev=$now
+done
+echo "export --c: $ckills kills ($cin_save left temporary files), new files had replaced the old ones after $cchanged of them," \
+  "max stale temporaries: $cmax_stale (3 files), damaged files: $damaged, sets mixing two exports: $mixed"
+"$bin" export --checkpoint "$work/c1.ckpt.h5" --c "$D" >/dev/null 2>&1 || fail "the last export --c failed"
+[ "$(find "$D" -mindepth 1 -maxdepth 1 -name '.*qat-tmp*' | wc -l)" -eq 0 ] || fail "stale temporaries survived a completed export --c"
 
 [ "$failures" -eq 0 ] && echo "kill_saves: passed" || echo "kill_saves: $failures failure(s)"
 [ "$failures" -eq 0 ]

@@ -9,7 +9,12 @@
 #      last complete checkpoint, and that checkpoint is whole and resumes;
 #   6. the ranks stay identical through what touches state on the side:
 #      the metrics log's evaluations (--log, fake quantization switched on
-#      during --qat-warmup) and dropout with uneven shares (batch 63).
+#      during --qat-warmup) and dropout with uneven shares (batch 63);
+#   7. a rank stopped with SIGSTOP (a hung node) does not hang the job:
+#      with --mpi-timeout 3 the job ends within seconds, with a message that
+#      names the silent rank and the last complete checkpoint, the stopped
+#      process is gone, and the checkpoint resumes; rank 1 stopped (rank 0
+#      reports), then rank 0 stopped (rank 1 reports).
 # Skipped (77) without mpirun or a qat built with MPI.
 #   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
 set -uo pipefail
@@ -89,5 +94,53 @@ printf 'input shape=784\nlinear fc1 input out=64\nrelu r1 fc1\ndropout d1 r1 p=0
 mpi --model-file "$tmp/drop.qnet" --batch 63 --limit-train 630 --limit-test 200 --epochs 1 --data "$data" \
   2> "$tmp/f.err" > /dev/null || { tail -3 "$tmp/f.err"; fail "6: dropout with uneven shares on 2 ranks"; }
 
-if [ $fails = 0 ]; then echo "mpi_train: 6 checks passed"; exit 0; fi
+# 7: stop a rank (SIGSTOP: alive, silent) once a checkpoint exists
+rank_pid() {  # the pid of rank $2 among job $1's processes (mpirun's children or grandchildren)
+  local p
+  for p in $(pgrep -P "$1") $(for c in $(pgrep -P "$1"); do pgrep -P "$c"; done); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
+  done
+}
+for stopped in 1 0; do
+  rm -f "$tmp/g.h5"
+  mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "$data" --out "$tmp/g.h5" \
+    --save-every 5 --mpi-timeout 3 2> "$tmp/g.err" > /dev/null &
+  job=$!
+  for _ in $(seq 300); do [ -f "$tmp/g.h5" ] && break; sleep 0.1; done
+  sleep 0.5
+  victim=$(rank_pid "$job" "$stopped")
+  if [ -z "$victim" ]; then fail "7: rank $stopped not found"; kill "$job" 2>/dev/null; wait "$job"; continue; fi
+  kill -STOP "$victim"
+  t0=$(date +%s)
+  # the watchdog must end the job: 3 s of timeout, 1 s of questions, the abort; 60 s is a hang
+  for _ in $(seq 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    fail "7: rank $stopped stopped: the job still runs after 60 s"
+    kill -CONT "$victim"; kill "$job"; wait "$job"; continue
+  fi
+  wait "$job"; rc=$?
+  waited=$(( $(date +%s) - t0 ))
+  [ "$rc" != 0 ] || fail "7: rank $stopped stopped: the job ended with status 0"
+  other=$((1 - stopped))
+  grep -q "qat: rank $other: rank $stopped silent: waited [0-9.]* s for " "$tmp/g.err" ||
+    { tail -5 "$tmp/g.err"; fail "7: rank $stopped stopped: no message naming it"; }
+  if [ "$stopped" = 1 ]; then
+    grep -q "ending the job; the last complete checkpoint is $tmp/g.h5 (step [0-9]*)" "$tmp/g.err" ||
+      fail "7: the message does not name the last checkpoint"
+  else
+    grep -q "ending the job; rank 0 writes the checkpoints: $tmp/g.h5 holds the last complete one" "$tmp/g.err" ||
+      fail "7: rank 1's message does not name the checkpoint rank 0 writes"
+  fi
+  sleep 1
+  # gone: no process, or a zombie (a container's init may not reap the orphans mpirun leaves)
+  state=$(ps -o stat= -p "$victim" 2>/dev/null)
+  if [ -n "$state" ] && [ "${state:0:1}" != Z ]; then fail "7: the stopped rank $stopped outlived the job"; kill -KILL "$victim"; fi
+  "$cmp" "$tmp/g.h5" "$tmp/g.h5" >/dev/null || fail "7: the last checkpoint does not load"
+  echo "7: rank $stopped stopped: the job ended after $waited s (timeout 3 s)"
+done
+mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "$data" --resume "$tmp/g.h5" \
+  --stop-after 400 2> "$tmp/g2.err" > /dev/null
+grep -q "resumed from" "$tmp/g2.err" || fail "7: the last checkpoint does not resume"
+
+if [ $fails = 0 ]; then echo "mpi_train: 7 checks passed"; exit 0; fi
 echo "mpi_train: $fails failed"; exit 1

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "qat/io.h"
+#include "qat/onnx.h"
 #include "layers/internal.h"
 #include "test_util.h"
 
@@ -405,6 +407,194 @@ static void test_export_refuses_its_checkpoint(void) {
     remove(sym);
 }
 
+/* ---- export to several targets: all or nothing ----------------------------------- */
+
+/* Writes "old <name>" at each target, so that a test can tell an untouched
+ * file from a replaced one. */
+static void old_files(const char *const *paths, int n) {
+    for (int i = 0; i < n; i++) {
+        FILE *f = fopen(paths[i], "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fprintf(f, "old %s\n", paths[i]);
+        fclose(f);
+    }
+}
+
+/* How many of the targets still hold their old file. */
+static int count_old(const char *const *paths, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char buf[700], want[700];
+        slurp(paths[i], buf, sizeof buf);
+        snprintf(want, sizeof want, "old %s\n", paths[i]);
+        k += !strcmp(buf, want);
+    }
+    return k;
+}
+
+static int count_temporaries(const char *d) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c qat-tmp > '%s/count.txt'", d, dir);
+    if (system(cmd) < 0) return -1;
+    char n[32];
+    snprintf(cmd, sizeof cmd, "%s/count.txt", dir);
+    slurp(cmd, n, sizeof n);
+    return atoi(n);
+}
+
+/* export --out F --onnx G --c DIR: every output is staged first, all are
+ * renamed only when all are written, so a failure at any point leaves
+ * every previous file as it was (docs/saving.md). Each failure order:
+ * before anything is read (--c names no directory), ONNX refusing the
+ * model (the first output staged), --out failing (the second: its target
+ * is a directory), --c failing (the last: DIR/model.c is a directory).
+ * Then the same export succeeds and replaces all five files. */
+static void test_export_all_or_nothing(void) {
+    char args[4096], ckpt[300], block[300], cdir[300], err[4096], out[4096];
+    char fout[300], fonnx[300], fh[340], fc[340], fio[340], sub[300];
+    snprintf(ckpt, sizeof ckpt, "%s/multi.ckpt.h5", dir);
+    snprintf(block, sizeof block, "%s/multi-block.ckpt.h5", dir);
+    snprintf(cdir, sizeof cdir, "%s/multi-c", dir);
+    snprintf(fout, sizeof fout, "%s/multi.qat.h5", dir);
+    snprintf(fonnx, sizeof fonnx, "%s/multi.onnx", dir);
+    snprintf(fh, sizeof fh, "%s/model.h", cdir);
+    snprintf(fc, sizeof fc, "%s/model.c", cdir);
+    snprintf(fio, sizeof fio, "%s/model_io.c", cdir);
+    snprintf(sub, sizeof sub, "%s/a-directory", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(cdir, 0755), 0);
+    CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+    const char *targets[5] = {fout, fonnx, fh, fc, fio};
+    bool onnx = qat_onnx_available();
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 256 --limit-test 100 --qat --out '%s'", data, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 256 --limit-test 100 --qat "
+             "--granularity block:16 --out '%s'", data, block);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    old_files(targets, 5);
+    const char *onnx_opt = onnx ? "--onnx" : "--out"; /* without ONNX, --onnx would fail for another reason */
+    /* 1. --c names no directory: refused before the checkpoint is read */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' %s '%s' --c '%s/none'", ckpt, fout,
+             onnx ? "--onnx" : "", onnx ? fonnx : "", dir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/none: No such file or directory"));
+    CU_ASSERT_EQUAL(count_old(targets, 5), 5);
+    /* 2. ONNX refuses sub-channel weights (the qat model takes them, the C generator would refuse them too) */
+    if (onnx) {
+        snprintf(args, sizeof args, "export --checkpoint '%s' --onnx '%s' --out '%s' --c '%s'", block, fonnx, fout, cdir);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "sub-channel"));
+        CU_ASSERT_EQUAL(count_old(targets, 5), 5);
+    }
+    /* 2b. the C generator refuses them with the quantized model staged before it */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --c '%s'", block, fout, cdir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "sub-channel"));
+    CU_ASSERT_EQUAL(count_old(targets, 5), 5);
+    /* 2c. lowering refuses the model (a ReLU6 alone), before anything is staged: the message names the layer
+     * (it is on the model's context; --c alone printed an empty message before) */
+    char r6[300], r6ckpt[300];
+    snprintf(r6, sizeof r6, "%s/relu6.qnet", dir);
+    snprintf(r6ckpt, sizeof r6ckpt, "%s/relu6.ckpt.h5", dir);
+    FILE *q = fopen(r6, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    fputs("input shape=784\nlinear fc0 input out=32\nrelu r fc0\nrelu6 r6 r\nlinear fc r6 out=10\n", q);
+    fclose(q);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --limit-train 128 --limit-test 100 --qat --out '%s'",
+             data, r6, r6ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --c '%s'", r6ckpt, cdir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "lower: layer r6: a ReLU6 not fused"));
+    CU_ASSERT_EQUAL(count_old(targets, 5), 5);
+    /* 3. --out fails after ONNX was staged: its target is a directory */
+    snprintf(args, sizeof args, "export --checkpoint '%s' %s '%s' --out '%s' --c '%s'", ckpt, onnx_opt, fonnx, sub, cdir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "a-directory: cannot replace: Is a directory"));
+    CU_ASSERT_EQUAL(count_old(targets, 5), 5);
+    /* 4. --c fails last, after ONNX and the quantized model were staged: model.c is a directory */
+    CU_ASSERT_EQUAL_FATAL(unlink(fc), 0);
+    CU_ASSERT_EQUAL_FATAL(mkdir(fc, 0755), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' %s '%s' --out '%s' --c '%s'", ckpt, onnx ? "--onnx" : "",
+             onnx ? fonnx : "", fout, cdir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "model.c: cannot replace: Is a directory"));
+    const char *others[4] = {fout, fonnx, fh, fio};
+    CU_ASSERT_EQUAL(count_old(others, 4), 4);
+    CU_ASSERT_EQUAL(rmdir(fc), 0);
+    const char *fcs[1] = {fc};
+    old_files(fcs, 1);
+    CU_ASSERT_EQUAL(count_temporaries(dir), 0);
+    CU_ASSERT_EQUAL(count_temporaries(cdir), 0);
+    /* 5. nothing fails: all five replaced, and they load and compile */
+    snprintf(args, sizeof args, "export --checkpoint '%s' %s '%s' --out '%s' --c '%s' --json", ckpt, onnx ? "--onnx" : "",
+             onnx ? fonnx : "", fout, cdir);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(count_old(targets, 5), onnx ? 0 : 1);
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s' --limit-test 100", fout, data);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "cd '%s' && cc -std=c99 -fsyntax-only model.c model_io.c", cdir);
+    CU_ASSERT_EQUAL(system(args), 0);
+    CU_ASSERT_EQUAL(count_temporaries(dir), 0);
+    rmdir(sub);
+}
+
+/* ---- model files that demand too much ------------------------------------------- */
+
+/* summary and train on hostile model files, under a 20 s timeout (what
+ * happened before: minutes of work, then out of memory; a FIFO blocked
+ * forever): an 85-byte file declaring
+ * 443 M parameters, 20 000 adds reaching 1.2 GiB of outputs a sample, a
+ * FIFO, a directory. Each is refused at once (exit status 1) with the
+ * size and the limit; the options raise the limits. */
+static void test_model_file_bombs(void) {
+    char big[300], adds[300], fifo[300], args[2048], err[4096];
+    snprintf(big, sizeof big, "%s/big.qnet", dir);
+    snprintf(adds, sizeof adds, "%s/adds.qnet", dir);
+    snprintf(fifo, sizeof fifo, "%s/model.fifo", dir);
+    FILE *f = fopen(big, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=1,28,28\nconv2d c input out=1002262 kernel=21\nflatten f c\nlinear l f out=9", f);
+    fclose(f);
+    f = fopen(adds, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=1,28,28\nconv2d c input out=16 kernel=3 pad=1\nadd a0 c,c\n", f);
+    for (int i = 1; i < 20000; i++) fprintf(f, "add a%d a%d,a%d\n", i, i - 1, i - 1);
+    fputs("flatten f a19999\nlinear fc f out=10\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    const char *guard = "timeout 20"; /* not ulimit -v: AddressSanitizer's shadow memory needs the address space */
+    struct {
+        const char *cmd, *file, *extra, *want;
+    } cases[] = {
+        {"summary", big, "", "big.qnet:2: model: conv2d c brings the model to 442999804 parameters (and buffers), more "
+                             "than the limit max_params = 67108864"},
+        {"summary", big, "--max-params 1000000000", "big.qnet:2: model: its layers' outputs take 256582208 bytes a "
+                                                    "sample (float32), more than the limit max_activation_bytes = 67108864"},
+        {"summary", adds, "", "adds.qnet:1339: model: its layers' outputs take 67138624 bytes a sample"},
+        {"summary", adds, "--max-activation-bytes 100000000", "adds.qnet:1994: model: its layers' outputs take 100003904 bytes"},
+        {"train", adds, "--max-activation-bytes 2000000000", "max_layers = 4096 (raise it"},
+        {"summary", fifo, "", "model.fifo: not a regular file (a FIFO)"},
+        {"train", fifo, "", "model.fifo: not a regular file (a FIFO)"},
+        {"summary", dir, "", ": not a regular file (a directory)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char cmd[4096], errf[300];
+        snprintf(errf, sizeof errf, "%s/bomb.err", dir);
+        bool train = !strcmp(cases[k].cmd, "train");
+        snprintf(args, sizeof args, "%s%s%s", train ? "--epochs 1 --limit-train 64 --data '" : "", train ? data : "",
+                 train ? "'" : "");
+        snprintf(cmd, sizeof cmd, "%s '%s' %s --model-file '%s' %s %s >/dev/null 2>'%s'", guard, bin, cases[k].cmd,
+                 cases[k].file, cases[k].extra, args, errf);
+        int st = system(cmd);
+        slurp(errf, err, sizeof err);
+        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(err, cases[k].want) != NULL;
+        if (!ok) printf("\n  %s %s %s: exit %d, stderr: %.300s", cases[k].cmd, cases[k].file, cases[k].extra,
+                        WIFEXITED(st) ? WEXITSTATUS(st) : -1, err);
+        CU_ASSERT(ok);
+    }
+    unlink(fifo);
+}
+
 int main(int argc, char **argv) {
     bin = getenv("QAT_BIN");
     data = getenv("QAT_MNIST_DATA");
@@ -425,6 +615,8 @@ int main(int argc, char **argv) {
          test_resume_refuses_other_options},
         {"fetch-mnist.sh without curl or wget says so", test_fetch_without_downloader},
         {"export refuses to write over its own checkpoint", test_export_refuses_its_checkpoint},
+        {"export to several targets: all or nothing, in every failure order", test_export_all_or_nothing},
+        {"model files that demand too much, a FIFO, a directory: refused at once", test_model_file_bombs},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases, argc, argv);

@@ -8,6 +8,8 @@
  * toolchain and qemu are installed, the same inputs run on a Cortex-M4
  * (the DSP path) and a Cortex-M3 too. Refusals name what they refuse.
  * (tests/mcu/run.sh runs the reference models on MNIST images.) */
+#include <hdf5.h>
+#include <hdf5_hl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -257,8 +259,8 @@ static void test_io_equals_engine(void) {
     const float s = 0.0372f;
     qat_qtensor ts[2] = {vec("input", K, ap(s, -11)), vec("r", K, ap(s, -11))};
     ts[0].q.qmin = ts[1].q.qmin = -100, ts[0].q.qmax = ts[1].q.qmax = 90; /* a narrower storage range */
-    qat_qop op = {.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -100,
-                  .act_max = 90};
+    qat_qop op = {.kind = QAT_QOP_RELU, .name = "r", .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1,
+                  .act_min = -100, .act_max = 90};
     qat_qmodel q = {.n_tensors = 2, .n_ops = 1, .tensors = ts, .ops = &op, .input = 0, .output = 1, .config = ""};
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
     CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "io", NULL), QAT_OK);
@@ -409,7 +411,7 @@ static void test_refusals_name_the_op(void) {
     qat_ctx_clear_error(ctx);
     /* a directory that does not exist */
     CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, "/nonexistent/qat-dir", "m", NULL), QAT_ERR_IO);
-    CU_ASSERT(strstr(qat_ctx_error(ctx), "cannot write /nonexistent/qat-dir/m.h") != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "/nonexistent/qat-dir/m.h: cannot create a file beside it: No such file") != NULL);
     qat_ctx_clear_error(ctx);
     /* asymmetric weights whose difference from the zero point leaves int8 */
     wzp[5] = -100;
@@ -502,6 +504,142 @@ static void test_cli_export_c(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- names from files never reach the generated source raw ------------------------- */
+
+/* Reads a whole file into buf (len bytes at most); its length or -1. */
+static long slurp(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return (long)n;
+}
+
+/* A quantized model whose op name holds a comment's end, a newline and C
+ * code (written into the file with HDF5 directly, as an attacker would)
+ * is refused on load by the name rule of every name, with a one-line
+ * message naming the op; `export --quantized M --c DIR` then writes
+ * nothing. The same name put in a program in memory (no loader) is
+ * refused by the generator's own check, which writes nothing either. */
+static void test_op_name_with_code_is_refused(void) {
+    static const char *const evil = "x*/int evil=1;\n/*"; /* 18 bytes: fits a name */
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    char path[512], outdir[512], cmd[4096];
+    snprintf(path, sizeof path, "%s/evil.qat.h5", dir);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    for (int k = 0; k < 2; k++) { /* the op's name, then the tensor's */
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+        H5E_BEGIN_TRY {
+            hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+            const char *group = k == 0 ? "ops/0" : "tensors/1";
+            CU_ASSERT(f >= 0 && H5Adelete_by_name(f, group, "name", H5P_DEFAULT) >= 0);
+            CU_ASSERT(H5LTset_attribute_string(f, group, "name", evil) >= 0);
+            H5Fclose(f);
+        }
+        H5E_END_TRY;
+        qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+        CU_ASSERT_EQUAL(qat_qmodel_load(ctx, path, l), QAT_ERR_FORMAT);
+        const char *msg = qat_ctx_error(ctx);
+        if (!strstr(msg, "bad name")) printf("\n  %s\n", msg);
+        CU_ASSERT(strstr(msg, k == 0 ? "op 0: bad name" : "tensor 1: bad name") != NULL);
+        CU_ASSERT(strstr(msg, "holds '/' at byte 2") != NULL);
+        CU_ASSERT(strchr(msg, '\n') == NULL); /* one line: the name is shown escaped */
+        CU_ASSERT(strstr(msg, "int evil") != NULL && strstr(msg, "\\x0a") != NULL);
+        qat_ctx_clear_error(ctx);
+    }
+    const char *bin = getenv("QAT_BIN");
+    if (bin) { /* the command line: exit status 1, nothing written */
+        snprintf(outdir, sizeof outdir, "%s/evil-out", dir);
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s' && '%s' export --quantized '%s' --c '%s' --name evil 2>/dev/null; "
+                 "rc=$?; [ $rc = 1 ] && [ -z \"$(ls -A '%s')\" ]", outdir, bin, path, outdir, outdir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+    /* in memory, past the loader: the generator checks the names itself */
+    snprintf(op.name, sizeof op.name, "%.31s", evil);
+    snprintf(outdir, sizeof outdir, "%s/evil-mem", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", outdir);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, outdir, "evil", NULL), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0: bad name") != NULL);
+    snprintf(cmd, sizeof cmd, "[ -z \"$(ls -A '%s')\" ]", outdir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    qat_ctx_free(ctx);
+}
+
+/* Names the rule admits may still hold C's special characters: '*', a
+ * backslash (which splices lines), "??=" (a trigraph, '#'), quotes.
+ * None reaches the generated files raw: each appears as its %XX escape,
+ * the files compile with trigraphs on and strict warnings (-Wcomment
+ * catches a comment opened inside a comment), and the run matches the
+ * engine as usual. */
+static void test_generated_source_escapes_names(void) {
+    static const char *const names[] = {"cz*", "rz\\", "fz?" "?=", "fcz\"';{}", "p-q_9"}; /* "??=": a trigraph of '#' */
+    char text[600];
+    snprintf(text, sizeof text, "input shape=1,6,6\nconv2d %s input out=2 kernel=3\nrelu %s %s\nflatten %s %s\n"
+             "linear %s %s out=3\nrelu %s %s\n", names[0], names[1], names[0], names[2], names[1], names[3], names[2],
+             names[4], names[3]);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_status st = qat_model_from_text(m, text, "names");
+    if (st != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 2);
+    warm_up(m, 3, (int64_t[]){1, 6, 6}, 4, &rng);
+    qat_ctx *pctx = qat_ctx_new();
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
+    char path[512];
+    snprintf(path, sizeof path, "%s/names.qat.h5", dir); /* through a file, as export --quantized reads it */
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(pctx, &q, path), QAT_OK);
+    qat_qmodel *l = qat_ctx_alloc(pctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(pctx, path, l), QAT_OK);
+    CU_ASSERT_STRING_EQUAL(l->ops[0].name, names[0]); /* the conv (ReLU fused), then flatten, then the linear */
+    CU_ASSERT_STRING_EQUAL(l->ops[l->n_ops - 1].name, names[3]);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(pctx, l, dir, "names", NULL), QAT_OK);
+    static char body[1 << 20];
+    const char *ext[3] = {".h", ".c", "_io.c"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/names%s", dir, ext[k]);
+        CU_ASSERT_FATAL(slurp(path, body, sizeof body) > 0);
+        for (int i = 0; i < 4; i++) CU_ASSERT(strstr(body, names[i]) == NULL); /* the last one needs no escape */
+        if (k == 1) { /* in NAME.c, each op's comments carry the escaped form */
+            CU_ASSERT(strstr(body, "/* op 0: conv2d cz%2A, ") != NULL);
+            CU_ASSERT(strstr(body, "linear fcz%22%27%3B%7B%7D */") != NULL);
+        }
+    }
+    if (have_cc()) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c99 -trigraphs -Wall -Wextra -Wpedantic -Wcomment -Werror "
+                 "-fsyntax-only names.c names_io.c", dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+        int64_t in = qat_qtensor_numel(&l->tensors[l->input]), out = qat_qtensor_numel(&l->tensors[l->output]);
+        enum { N = 8 };
+        float x[N * 36], yf[N * 3];
+        int32_t yq[N * 3];
+        CU_ASSERT_FATAL(in == 36 && out == 3);
+        for (int i = 0; i < N * 36; i++) x[i] = qat_rng_normal(&rng);
+        qat_engine *e = qat_engine_new(pctx, l, QAT_ENGINE_INT, N);
+        CU_ASSERT_FATAL(e != NULL);
+        CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+        CU_ASSERT(run_generated("names", x, N, in, yq, yf, out));
+        qat_engine_free(e);
+    }
+    qat_ctx_free(pctx);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "codegen")) return 2;
     const qat_test_case cases[] = {
@@ -513,6 +651,8 @@ int main(int argc, char **argv) {
         {"normalized model: the generated C on raw floats and raw bytes equals the engine", test_normalized_model},
         {"refusals name the op or the argument", test_refusals_name_the_op},
         {"qat export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
+        {"an op name holding C code is refused on load and by the generator", test_op_name_with_code_is_refused},
+        {"names reach the generated source only escaped", test_generated_source_escapes_names},
         {NULL, NULL},
     };
     int rc = qat_test_main("codegen", cases, argc, argv);

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 
 #include "runtime/kernels.h"
+#include "qat/analyze.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/io.h"
+#include "qat/optim.h"
 #include "layers/internal.h"
 #include "test_util.h"
 
@@ -387,7 +389,7 @@ static void check_lowering(int variant) {
     int64_t n1 = qat_qtensor_numel(&ts[1]);
     ts[2] = ts[1], ts[2].rank = 1, ts[2].shape[0] = n1;
     ops[0].inputs[0] = 0, ops[0].output = 1;
-    ops[1] = (qat_qop){.kind = QAT_QOP_FLATTEN, .n_inputs = 1, .inputs = {1}, .output = 2, .groups = 1,
+    ops[1] = (qat_qop){.kind = QAT_QOP_FLATTEN, .name = "flat", .n_inputs = 1, .inputs = {1}, .output = 2, .groups = 1,
                        .act_min = ts[1].q.qmin, .act_max = ts[1].q.qmax};
     first.tensors = ts, first.ops = ops, first.n_tensors = 3, first.n_ops = 2, first.input = 0, first.output = 2;
     qat_engine *f1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_FAKE, N), *i1 = qat_engine_new(s.ctx, &first, QAT_ENGINE_INT, N);
@@ -931,6 +933,88 @@ static void test_normalization_hostile_files(void) {
     qat_ctx_free(s.ctx);
 }
 
+/* ---- names of the longest length --------------------------------------------------- */
+
+/* QAT_NAME_LEN - 1 = 31 characters is the longest name (docs/model-format.md).
+ * The writer stores such a name as a 32-byte HDF5 string with its NUL; the
+ * readers must take it back: a model with 31-character names trains,
+ * saves its checkpoint, rebuilds from it, exports, loads as a quantized
+ * model and is summarized. A 32-character name is refused when the layer
+ * is added. */
+static void test_names_of_31_characters_survive_every_file(void) {
+    const char *conv = "conv_with_a_name_of_31_chars_ab", *fc = "fc_0123456789012345678901234567";
+    CU_ASSERT_EQUAL_FATAL(strlen(conv), QAT_NAME_LEN - 1);
+    CU_ASSERT_EQUAL_FATAL(strlen(fc), QAT_NAME_LEN - 1);
+    char text[512];
+    snprintf(text, sizeof text, "input shape=1,8,8\nconv2d %s input out=3 kernel=3\nrelu r %s\nflatten f r\n"
+             "linear %s f out=4\n", conv, conv, fc);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, "long-names"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat_prepare_config cfg = qat_prepare_defaults();
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &cfg), QAT_OK);
+    /* a few steps of training */
+    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
+    qat_optim opt;
+    CU_ASSERT_EQUAL_FATAL(qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m)), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    int32_t labels[8];
+    qat_model_train(m, true);
+    for (int step = 0; step < 3; step++) {
+        qat_ctx_set_grad_enabled(ctx, true);
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){8, 1, 8, 8}, false);
+        for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_normal(&rng);
+        for (int i = 0; i < 8; i++) labels[i] = i % 4;
+        CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_cross_entropy(ctx, qat_model_forward(m, x), labels)), QAT_OK);
+        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
+        qat_model_zero_grad(m);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+    char ckpt[300], qpath[300];
+    path_of(ckpt, sizeof ckpt, "long-names.ckpt.h5");
+    path_of(qpath, sizeof qpath, "long-names.qat.h5");
+    qat_train_state ts = {.config = "{}"};
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, &opt, NULL, &ts, ckpt), QAT_OK);
+    /* the checkpoint rebuilds (summary --checkpoint, export, analyze) */
+    qat_ctx *c2 = qat_ctx_new();
+    qat_model *r = NULL;
+    qat_status st = qat_checkpoint_model(c2, ckpt, &r, NULL, 0);
+    CU_ASSERT_EQUAL(st, QAT_OK);
+    if (st != QAT_OK) printf("\n%s\n", qat_ctx_error(c2));
+    CU_ASSERT_FATAL(r != NULL);
+    CU_ASSERT_STRING_EQUAL(qat_model_layer_name(r, 1), conv);
+    CU_ASSERT_EQUAL(qat_model_find_layer(r, fc), qat_model_n_layers(r) - 1);
+    /* it exports, and the quantized model loads back with the names whole */
+    CU_ASSERT_EQUAL_FATAL(qat_export(r, 3, (int64_t[]){1, 8, 8}, "{}", qpath, NULL), QAT_OK);
+    qat_qmodel *q = qat_ctx_alloc(c2, QAT_MEM_PERSIST, sizeof *q);
+    st = qat_qmodel_load(c2, qpath, q);
+    CU_ASSERT_EQUAL(st, QAT_OK);
+    if (st != QAT_OK) printf("\n%s\n", qat_ctx_error(c2));
+    else {
+        CU_ASSERT_STRING_EQUAL(q->ops[0].name, conv);
+        CU_ASSERT_STRING_EQUAL(q->ops[q->n_ops - 1].name, fc);
+        CU_ASSERT_STRING_EQUAL(q->tensors[q->output].name, fc);
+        qat_summary qs;
+        CU_ASSERT_EQUAL(qat_qmodel_summary(q, c2, &qs), QAT_OK);
+    }
+    /* the rebuilt model is summarized, with its memory plan */
+    qat_summary s;
+    CU_ASSERT_EQUAL(qat_model_summary(r, 0, NULL, c2, &s), QAT_OK);
+    CU_ASSERT_STRING_EQUAL(s.rows[1].name, conv);
+    CU_ASSERT(s.peak_activation_bytes > 0);
+    /* one more character is refused, with the limit in the message */
+    qat_model *m2 = qat_model_new(c2);
+    char name32[QAT_NAME_LEN + 1];
+    memset(name32, 'a', QAT_NAME_LEN), name32[QAT_NAME_LEN] = '\0';
+    CU_ASSERT_EQUAL(qat_layer_relu(m2, name32, 0), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(c2), "31"));
+    qat_ctx_free(c2);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "export")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the tests' own HDF5 calls print nothing */
@@ -952,6 +1036,7 @@ int main(int argc, char **argv) {
         {"a training checkpoint rebuilds its model", test_checkpoint_rebuilds_the_model},
         {"normalization: checkpoint -> export -> load; engines and numpy reader on raw inputs", test_normalized_checkpoint_export_load},
         {"normalization: hostile attributes are refused; version 3 loads as none", test_normalization_hostile_files},
+        {"names of 31 characters survive checkpoint, export, load and summary", test_names_of_31_characters_survive_every_file},
         {NULL, NULL},
     };
     int rc = qat_test_main("export", cases, argc, argv);

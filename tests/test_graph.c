@@ -3,8 +3,12 @@
  * kind against hand-computed integers and through export -> load ->
  * engine, the runtime's memory plan, and the numpy reader on every
  * reference model. */
+#define _POSIX_C_SOURCE 200809L
 #include <hdf5.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "layers/internal.h"
 #include "qat/export.h"
@@ -267,12 +271,129 @@ static void test_model_file_errors_name_line_and_field(void) {
     expect_file_error("input shape=0,8,8\n", "t.qnet:1: input: shape is 1 or 3 whole numbers");
     expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 groups=3\n", "t.qnet:2: model: conv2d c: groups must divide");
     expect_file_error("input shape=1,8,8\n", "t.qnet: no layers");
+    /* names follow the one rule (qat_name_valid); a model file is text */
+    expect_file_error("input shape=1,8,8\nrelu a.b input\n", "t.qnet:2: relu: bad layer name: \"a.b\" holds '.' at byte 1");
+    expect_file_error("input shape=1,8,8\nrelu a\x1b[2Jb input\n", "t.qnet:2: control character 0x1b at column 7");
+    expect_file_error("input shape=1,8,8\nrelu r0123456789012345678901234567890 input\n",
+                      "t.qnet:2: relu: bad layer name: \"r012345678901234567890123456789...\" is too long");
     char path[300];
     path_of(path, sizeof path, "missing.qnet");
     qat_ctx *ctx = qat_ctx_new();
     CU_ASSERT_EQUAL(qat_model_from_file(qat_model_new(ctx), path), QAT_ERR_IO);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "No such file") != NULL);
     qat_ctx_free(ctx);
+}
+
+/* ---- what a small file may demand ------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* An 85-byte model file declaring 443 M parameters, and 20 000 `add`
+ * layers in 460 KB: each field in its range, their totals far beyond the
+ * limits. Each is refused in well under a second, before the model is
+ * built, with a message that names the line, the size, the limit and how
+ * to raise it; raising the limit that fired lets the next one fire. */
+static void test_model_file_totals_are_bounded(void) {
+    static const char big[] = "input shape=1,28,28\nconv2d c input out=1002262 kernel=21\nflatten f c\nlinear l f out=9";
+    CU_ASSERT_EQUAL(strlen(big), 85);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    double t0 = now_s();
+    CU_ASSERT_EQUAL(qat_model_from_text(m, big, "big.qnet"), QAT_ERR_UNSUPPORTED);
+    const char *e = qat_ctx_error(ctx);
+    if (!strstr(e, "442999804")) printf("\n  %s\n", e);
+    CU_ASSERT(strstr(e, "big.qnet:2: model: conv2d c brings the model to 442999804 parameters") != NULL);
+    CU_ASSERT(strstr(e, "max_params = 67108864") != NULL && strstr(e, "qat_model_set_limits") != NULL);
+    /* raised: the parameters pass, and the layer outputs (2 GiB a sample) are refused */
+    qat_ctx_clear_error(ctx);
+    m = qat_model_new(ctx);
+    qat_model_limits lim = {.max_params = (int64_t)1 << 40};
+    CU_ASSERT_EQUAL(qat_model_set_limits(m, &lim), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_get_limits(m).max_layers, QAT_MODEL_MAX_LAYERS); /* 0: the default */
+    CU_ASSERT_EQUAL(qat_model_from_text(m, big, "big.qnet"), QAT_ERR_UNSUPPORTED);
+    e = qat_ctx_error(ctx);
+    CU_ASSERT(strstr(e, "big.qnet:2: model: its layers' outputs take 256582208 bytes a sample") != NULL);
+    CU_ASSERT(strstr(e, "max_activation_bytes = 67108864") != NULL);
+    qat_ctx_clear_error(ctx);
+    /* 20 000 adds of [16, 28, 28]: 50 KB each, the outputs reach the limit at line 1339 */
+    enum { N_ADD = 20000 };
+    char *text = malloc(64 + (size_t)N_ADD * 40);
+    CU_ASSERT_FATAL(text != NULL);
+    for (int small = 0; small < 2; small++) {
+        size_t k = (size_t)sprintf(text, "input shape=%s\nconv2d c input out=%d kernel=3 pad=1\n", small ? "1,4,4" : "1,28,28",
+                                   small ? 1 : 16);
+        k += (size_t)sprintf(text + k, "add a0 c,c\n");
+        for (int i = 1; i < N_ADD; i++) k += (size_t)sprintf(text + k, "add a%d a%d,a%d\n", i, i - 1, i - 1);
+        m = qat_model_new(ctx);
+        t0 = now_s();
+        CU_ASSERT_EQUAL(qat_model_from_text(m, text, "adds.qnet"), QAT_ERR_UNSUPPORTED);
+        double dt = now_s() - t0;
+        e = qat_ctx_error(ctx);
+        if (small) /* tiny outputs: the layer count fires */
+            CU_ASSERT(strstr(e, "adds.qnet:4097: model: layer a4094 would make 4097 layers (the input included), more than the limit max_layers = 4096") != NULL);
+        if (!small) CU_ASSERT(strstr(e, "adds.qnet:1339: model: its layers' outputs take 67138624 bytes a sample") != NULL);
+        if (!strstr(e, small ? "max_layers" : "max_activation")) printf("\n  %s\n", e);
+        CU_ASSERT(dt < 30.0); /* 10 ms here; valgrind is 50 times slower; the unbounded parse took seconds, the build minutes */
+        qat_ctx_clear_error(ctx);
+    }
+    free(text);
+    /* a model built in code is held to the same limits: when its layers are
+     * added (parameters, layers) and by build (outputs, before allocating) */
+    m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL(qat_model_set_limits(m, &(qat_model_limits){.max_params = 1000, .max_activation_bytes = 1000}), QAT_OK);
+    CU_ASSERT_EQUAL(qat_layer_linear(m, "fc", 0, 100, 10, true), -1); /* 1010 parameters */
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "linear fc brings the model to 1010 parameters") != NULL);
+    CU_ASSERT_EQUAL(qat_model_n_layers(m), 1); /* taken back */
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT(qat_layer_linear(m, "fc", 0, 90, 10, true) == 1);
+    CU_ASSERT_EQUAL(qat_model_set_limits(m, NULL), QAT_ERR_STATE); /* only before layers are added */
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_model_set_input_shape(m, 1, (int64_t[]){90}), QAT_OK);
+    CU_ASSERT(qat_layer_relu(m, "r", 1) == 2);
+    CU_ASSERT(qat_layer_relu(m, "r2", 2) == 3); /* 90 + 10 + 10 + 10 floats = 480 bytes */
+    CU_ASSERT_EQUAL(qat_model_build(m, 1), QAT_OK);
+    m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL(qat_model_set_limits(m, &(qat_model_limits){.max_activation_bytes = 399}), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_set_input_shape(m, 1, (int64_t[]){90}), QAT_OK);
+    CU_ASSERT(qat_layer_linear(m, "fc", 0, 90, 10, true) == 1); /* 90 + 10 floats: 400 bytes */
+    CU_ASSERT_EQUAL(qat_model_build(m, 1), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "take 400 bytes a sample (float32), more than the limit "
+                                         "max_activation_bytes = 399") != NULL);
+    qat_ctx_free(ctx);
+}
+
+/* A FIFO or a directory given as a model file (or as a checkpoint or a
+ * quantized model) is refused at once: a FIFO with no writer would block
+ * an open or a read forever, a directory read as empty said "no layers".
+ * The test process sets an alarm: a blocked open ends it, a failure. */
+static void test_fifo_and_directory_are_refused(void) {
+    char fifo[300];
+    path_of(fifo, sizeof fifo, "model.fifo");
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    alarm(20);
+    const char *paths[2] = {fifo, dir};
+    for (int k = 0; k < 2; k++) {
+        qat_ctx *ctx = qat_ctx_new();
+        double t0 = now_s();
+        CU_ASSERT_EQUAL(qat_model_from_file(qat_model_new(ctx), paths[k]), QAT_ERR_FORMAT);
+        CU_ASSERT(strstr(qat_ctx_error(ctx), k ? "not a regular file (a directory)" : "not a regular file (a FIFO)") != NULL);
+        qat_ctx_clear_error(ctx);
+        qat_qmodel q;
+        CU_ASSERT_EQUAL(qat_qmodel_load(ctx, paths[k], &q), QAT_ERR_FORMAT);
+        CU_ASSERT(strstr(qat_ctx_error(ctx), "not a regular file") != NULL);
+        qat_ctx_clear_error(ctx);
+        qat_model *m = NULL;
+        CU_ASSERT_EQUAL(qat_checkpoint_model(ctx, paths[k], &m, NULL, 0), QAT_ERR_FORMAT);
+        CU_ASSERT(strstr(qat_ctx_error(ctx), "not a regular file") != NULL);
+        CU_ASSERT(now_s() - t0 < 10.0); /* at once (a blocked open never returns: the alarm ends the test) */
+        qat_ctx_free(ctx);
+    }
+    alarm(0);
+    unlink(fifo);
 }
 
 /* ---- the new ops through lowering, by hand ------------------------------------------ */
@@ -300,8 +421,9 @@ static int32_t m0_of(double M, int *shift) {
 static void test_add_hand_computed(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_qtensor ts[3] = {vec("input", 3, ap(0.5f, -1)), vec("r", 3, ap(0.5f, -1)), vec("sum", 3, ap(0.25f, 3))};
-    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -1, .act_max = 127},
-                      {.kind = QAT_QOP_ADD, .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1, .act = QAT_ACT_RELU,
+    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .name = "r", .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -1,
+                       .act_max = 127},
+                      {.kind = QAT_QOP_ADD, .name = "sum", .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1, .act = QAT_ACT_RELU,
                        .act_min = 3, .act_max = 127, .left_shift = 20, .n_mult = 3}};
     int32_t mult[3], shift[3];
     int sh;
@@ -336,8 +458,9 @@ static void test_concat_hand_computed(void) {
     int32_t mult[2], shift[2];
     int sh;
     mult[0] = m0_of(0.5, &sh), shift[0] = sh, mult[1] = mult[0], shift[1] = sh;
-    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = 0, .act_max = 127},
-                      {.kind = QAT_QOP_CONCAT, .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1,
+    qat_qop ops[2] = {{.kind = QAT_QOP_RELU, .name = "r", .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = 0,
+                       .act_max = 127},
+                      {.kind = QAT_QOP_CONCAT, .name = "cat", .n_inputs = 2, .inputs = {0, 1}, .output = 2, .groups = 1,
                        .act_min = -128, .act_max = 127, .n_mult = 2, .multiplier = mult, .shift = shift}};
     qat_qmodel q = {.n_tensors = 3, .n_ops = 2, .tensors = ts, .ops = ops, .input = 0, .output = 2, .config = ""};
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
@@ -662,6 +785,8 @@ int main(int argc, char **argv) {
         {"exporting every epoch does not grow memory", test_export_does_not_grow_memory},
         {"a custom op trains, gradchecks, and lowering refuses it by name", test_custom_layer_trains_and_is_refused_by_lowering},
         {"model files: errors name the line and the field", test_model_file_errors_name_line_and_field},
+        {"model files: totals (parameters, outputs, layers) bounded before allocating", test_model_file_totals_are_bounded},
+        {"a FIFO or a directory as a model file is refused at once", test_fifo_and_directory_are_refused},
         {"quantized add against hand-computed integers", test_add_hand_computed},
         {"quantized concat against hand-computed integers", test_concat_hand_computed},
         {"every op kind: train, export, load, int = file = numpy, ~ fake", test_every_op_round_trip},

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "qat/codegen.h"
 #include "qat/export.h"
 #include "qat/io.h"
 #include "layers/internal.h"
@@ -62,12 +63,14 @@ static void perturb(fixture *f) {
     f->q.ops[0].bias[0] += 1;
 }
 
-enum { CHECKPOINT, QMODEL };
+enum { CHECKPOINT, QMODEL, CCODE };
 
+/* CCODE: the C source, DIR/cg.h, DIR/cg.c and DIR/cg_io.c (path unused). */
 static qat_status save(fixture *f, int kind, const char *path) {
     qat_ctx_clear_error(f->ctx);
     return kind == CHECKPOINT ? qat_checkpoint_save(f->m, NULL, NULL, NULL, path)
-                              : qat_qmodel_save(f->ctx, &f->q, path);
+           : kind == QMODEL   ? qat_qmodel_save(f->ctx, &f->q, path)
+                              : qat_codegen_c(f->ctx, &f->q, dir, "cg", NULL);
 }
 
 static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
@@ -385,6 +388,113 @@ static void test_paths(void) {
     qat_ctx_free(f.ctx);
 }
 
+/* ---- several files at once ------------------------------------------------------- */
+
+/* The C export's three files on a full disk (RLIMIT_FSIZE between the
+ * size of cg.h and that of cg.c, so that cg.h would fit and cg.c not):
+ * the save fails naming cg.c and the reason, and all three previous files
+ * stay byte for byte (cg.h is not replaced alone), with no temporary. */
+static void test_full_disk_c_export(void) {
+    fixture f;
+    fixture_init(&f);
+    CU_ASSERT_EQUAL_FATAL(save(&f, CCODE, NULL), QAT_OK);
+    static const char *const names[3] = {"cg.h", "cg.c", "cg_io.c"};
+    char path[3][512], *old[3];
+    long n[3];
+    for (int k = 0; k < 3; k++) {
+        path_of(path[k], sizeof path[k], names[k]);
+        old[k] = slurp(path[k], &n[k]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(old[k]);
+    }
+    long limit = n[1] / 2;
+    CU_ASSERT_FATAL(limit > n[0] && limit > n[2]); /* only cg.c is too big */
+    int entries = count_entries();
+    perturb(&f);
+    f.q.tensors[f.q.input].q.zero_point += 1; /* cg.h changes too (its input zero point) */
+    child_result r;
+    save_past_size_limit(&f, CCODE, NULL, (rlim_t)limit, &r);
+    CU_ASSERT(WIFEXITED(r.wstatus) && WEXITSTATUS(r.wstatus) == 0);
+    CU_ASSERT_EQUAL(r.st, QAT_ERR_IO);
+    char want[600];
+    snprintf(want, sizeof want, "%s: cannot write: %s", path[1], strerror(EFBIG));
+    if (strcmp(r.msg, want)) printf("\n  got \"%s\"\n  want \"%s\"\n", r.msg, want);
+    CU_ASSERT_STRING_EQUAL(r.msg, want);
+    for (int k = 0; k < 3; k++) {
+        long now_n = 0;
+        char *now = slurp(path[k], &now_n);
+        CU_ASSERT(now && now_n == n[k] && memcmp(now, old[k], (size_t)n[k]) == 0);
+        free(now);
+    }
+    CU_ASSERT_EQUAL(count_entries(), entries);
+    CU_ASSERT_EQUAL(count_named("qat-tmp"), 0);
+    /* with room, all three are replaced */
+    CU_ASSERT_EQUAL(save(&f, CCODE, NULL), QAT_OK);
+    long now_n = 0;
+    char *now = slurp(path[0], &now_n);
+    CU_ASSERT(now && (now_n != n[0] || memcmp(now, old[0], (size_t)n[0]) != 0));
+    free(now);
+    for (int k = 0; k < 3; k++) free(old[k]);
+    qat_ctx_free(f.ctx);
+}
+
+/* A save set: staged files leave their targets as they were (and show as
+ * hidden temporaries) until the commit, which puts them all in place; a
+ * set freed without a commit leaves the targets and no temporary; a
+ * directory at a target and the same file staged twice (another spelling
+ * of its directory) are refused when staged. */
+static void test_save_set(void) {
+    fixture f;
+    fixture_init(&f);
+    char a[512], b[512], same[600], sub[512];
+    path_of(a, sizeof a, "set-a.qat.h5");
+    path_of(b, sizeof b, "set-b.bin");
+    path_of(sub, sizeof sub, "set-dir");
+    snprintf(same, sizeof same, "%s/./set-a.qat.h5", dir);
+    CU_ASSERT_EQUAL_FATAL(save(&f, QMODEL, a), QAT_OK);
+    touch(b);
+    long na = 0, nb = 0;
+    char *olda = slurp(a, &na), *oldb = slurp(b, &nb);
+    int entries = count_entries();
+    perturb(&f);
+    for (int commit = 0; commit < 2; commit++) {
+        qat_save_set *set = qat_save_set_new(f.ctx);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(set);
+        CU_ASSERT_EQUAL(qat_qmodel_stage(f.ctx, &f.q, a, set), QAT_OK);
+        CU_ASSERT_EQUAL(qat_save_set_add(set, b, "new bytes", 9), QAT_OK);
+        CU_ASSERT_EQUAL(qat_save_set_count(set), 2);
+        CU_ASSERT_EQUAL(count_named("qat-tmp"), 2); /* staged beside their targets */
+        long n = 0;
+        char *now = slurp(a, &n);
+        CU_ASSERT(now && n == na && memcmp(now, olda, (size_t)na) == 0); /* not yet replaced */
+        free(now);
+        CU_ASSERT_EQUAL(qat_save_set_add(set, same, "x", 1), QAT_ERR_ARG);
+        CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(f.ctx), "the same file as"));
+        qat_ctx_clear_error(f.ctx);
+        CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0755), 0);
+        CU_ASSERT_EQUAL(qat_save_set_add(set, sub, "x", 1), QAT_ERR_IO);
+        CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(f.ctx), "cannot replace"));
+        qat_ctx_clear_error(f.ctx);
+        rmdir(sub);
+        CU_ASSERT_EQUAL(qat_save_set_count(set), 2); /* the refused ones left nothing */
+        if (commit) CU_ASSERT_EQUAL(qat_save_set_commit(set), QAT_OK);
+        qat_save_set_free(set);
+        CU_ASSERT_EQUAL(count_named("qat-tmp"), 0);
+        CU_ASSERT_EQUAL(count_entries(), entries);
+        char *nowa = slurp(a, &n);
+        CU_ASSERT(nowa && (commit ? n != na || memcmp(nowa, olda, (size_t)na) != 0
+                                  : n == na && memcmp(nowa, olda, (size_t)na) == 0));
+        free(nowa);
+        char *nowb = slurp(b, &n);
+        CU_ASSERT(nowb && (commit ? n == 9 && !memcmp(nowb, "new bytes", 9) : n == nb && !memcmp(nowb, oldb, (size_t)nb)));
+        free(nowb);
+    }
+    qat_qmodel *l = qat_ctx_alloc(f.ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL(qat_qmodel_load(f.ctx, a, l), QAT_OK);
+    free(olda), free(oldb);
+    unlink(a), unlink(b);
+    qat_ctx_free(f.ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "save")) return 2;
     const qat_test_case cases[] = {
@@ -396,6 +506,8 @@ int main(int argc, char **argv) {
         {"mode: umask for a new file, the old file's bits when replacing (quantized model)", test_modes_qmodel},
         {"a symlink at the target is replaced; the file it points to is untouched", test_symlink_is_replaced},
         {"paths: a directory, a missing directory, a long name, a bare name", test_paths},
+        {"full disk: the C export keeps all three previous files, no temporary left", test_full_disk_c_export},
+        {"a save set: nothing replaced before the commit, all after, none when freed", test_save_set},
         {NULL, NULL},
     };
     int rc = qat_test_main("save", cases, argc, argv);

@@ -1,6 +1,7 @@
 /* qat/codegen.h — C source for microcontrollers from the integer program.
  *
- * qat_codegen_c writes three files for a program (qat/runtime.h):
+ * qat_codegen_c writes three files for a program (qat/runtime.h), together
+ * and atomically (docs/saving.md):
  *   DIR/NAME.h     the API: NAME_run, the sizes and quantization macros
  *   DIR/NAME.c     the integer path: one function per op, specialized to
  *                  its shapes, weights and multipliers as static const
@@ -27,6 +28,7 @@
 #define QAT_CODEGEN_H
 
 #include "qat/autograd.h"
+#include "qat/io.h"
 #include "qat/layers.h"
 #include "qat/runtime.h"
 
@@ -52,6 +54,14 @@ typedef struct {
  * with a message naming the op. info may be NULL. */
 QAT_API qat_status qat_codegen_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
                                  qat_codegen_info *info);
+/* qat_codegen_c's files staged in set (qat/io.h) with the caller's other
+ * outputs: each is made in memory and written beside its target, and
+ * qat_save_set_commit renames them with the rest. qat_codegen_c is this
+ * with a set of its own, committed at once: the three files reach DIR
+ * together, or none does (an old NAME.c is never left beside a new
+ * NAME.h by a failure; docs/saving.md). */
+QAT_API qat_status qat_codegen_stage(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
+                                     qat_save_set *set, qat_codegen_info *info);
 
 /* Lowers a prepared, trained model (qat_qmodel_lower, in a context of its
  * own) and writes its C source as qat_codegen_c does. */

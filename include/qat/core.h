@@ -45,6 +45,21 @@ typedef enum {
 
 QAT_API const char *qat_status_str(qat_status s);
 
+/* ---- names ---------------------------------------------------------------------
+ * The one rule for the names of layers, ops and tensors, wherever they
+ * come from: code, model files, training checkpoints, quantized models.
+ * A name has 1 to QAT_NAME_LEN - 1 bytes, no control character (bytes
+ * 0x01-0x1f and 0x7f: a name never carries a line break or a terminal
+ * escape into a message, a table or generated source), and none of '.'
+ * (it joins a layer's name to its tensors' suffixes), '/' (HDF5's path
+ * separator), ',' (the model file's input lists) or space. At most
+ * QAT_NAME_LEN bytes of name are read, so a fixed array of that size that
+ * lacks its NUL is refused, not overrun. Returns true when name follows
+ * the rule; otherwise false, and when why is not NULL, one line in why
+ * that shows the name (bytes outside printable ASCII as \xNN, cut
+ * after 31 bytes) and says what breaks the rule. */
+QAT_API bool qat_name_valid(const char *name, char *why, size_t len);
+
 /* ---- the quantized type (contract §1) ------------------------------------------
  * One struct describes per-tensor, per-axis and sub-channel quantization:
  * every granularity is a block size per dimension, and the element at

@@ -19,6 +19,7 @@
 #ifndef QAT_EXPORT_H
 #define QAT_EXPORT_H
 
+#include "qat/io.h"
 #include "qat/layers.h"
 #include "qat/runtime.h"
 
@@ -47,6 +48,9 @@ QAT_API qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in
 /* Checks the program (qat_qmodel_check) and writes it atomically
  * (docs/saving.md) in the version-4 layout. */
 QAT_API qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
+/* The same, staged in set (qat/io.h): the file is written beside path and
+ * renamed by qat_save_set_commit. set NULL: qat_qmodel_save. */
+QAT_API qat_status qat_qmodel_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set);
 
 /* Reads and checks a quantized model file of version 1 to 4: every
  * attribute's type and size, then qat_qmodel_check on the whole program.

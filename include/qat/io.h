@@ -65,6 +65,52 @@ QAT_API qat_status qat_checkpoint_config(qat_ctx *ctx, const char *path, char *b
  * the checkpoint's configuration text ("" if none), cut to len bytes. */
 QAT_API qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config,
                                         size_t len);
+/* The same, the rebuilt model held to limits (qat/layers.h; NULL: the
+ * defaults, as qat_checkpoint_model). A checkpoint declares its layers'
+ * sizes before its datasets are read: the totals are checked first. */
+QAT_API qat_status qat_checkpoint_model_limits(qat_ctx *ctx, const char *path, const qat_model_limits *limits,
+                                               qat_model **out, char *config, size_t len);
+
+/* ---- several files saved together (docs/saving.md, "Several files at once") ----
+ * A save set holds files that are staged but not yet in place: each is
+ * written in full to its temporary file beside its target and flushed to
+ * disk, while every target keeps its old file. qat_save_set_commit then
+ * renames them all over their targets, one after the other (renames in
+ * the directories the temporaries are already in: nothing is left that
+ * can fail for lack of space). Freeing a set that was not committed
+ * removes its temporaries: no target has changed. The savers have staging
+ * forms that take a set (qat_qmodel_stage, qat_onnx_stage,
+ * qat_codegen_stage); their plain forms are a set of their own, committed
+ * at once.
+ *
+ *     qat_save_set *s = qat_save_set_new(ctx);
+ *     qat_status st = qat_qmodel_stage(ctx, &q, "m.qat.h5", s);
+ *     if (st == QAT_OK) st = qat_onnx_stage(ctx, &q, "m.onnx", s);
+ *     if (st == QAT_OK) st = qat_codegen_stage(ctx, &q, "fw", "m", s, NULL);
+ *     if (st == QAT_OK) st = qat_save_set_commit(s);   // all renamed, or (failure) none
+ *     qat_save_set_free(s);                              // removes what was not renamed
+ *
+ * A set is not one atomic operation against a kill or a crash during the
+ * renames (microseconds): every file is then whole, some old and some
+ * new. A rename that fails (an I/O error between two renames) stops the
+ * commit: the files before it are new, the rest keep their old files
+ * (their temporaries are removed), and the message says how many were
+ * replaced. */
+typedef struct qat_save_set qat_save_set;
+
+/* An empty set; errors of the set's own calls go on ctx. NULL (error on
+ * ctx) when out of memory. */
+QAT_API qat_save_set *qat_save_set_new(qat_ctx *ctx);
+/* Stages size bytes for path (its temporary written and flushed; the old
+ * file stays). Refused: a target that is a directory, and a file staged
+ * already in this set (under any spelling of its directory). */
+QAT_API qat_status qat_save_set_add(qat_save_set *set, const char *path, const void *data, size_t size);
+/* Files staged and not yet renamed. */
+QAT_API int qat_save_set_count(const qat_save_set *set);
+/* Renames every staged file over its target, in the order staged. */
+QAT_API qat_status qat_save_set_commit(qat_save_set *set);
+/* Removes the temporaries of files not renamed, and frees the set. */
+QAT_API void qat_save_set_free(qat_save_set *set);
 
 #ifdef __cplusplus
 }

@@ -165,12 +165,51 @@ QAT_API qat_status qat_model_add_avgpool2d(qat_model *m, int kernel, int stride)
 QAT_API qat_status qat_model_add_flatten(qat_model *m);
 QAT_API qat_status qat_model_add_dropout(qat_model *m, float p);
 
+/* ---- limits: what a model may demand ---------------------------------------------
+ * A model file or a training checkpoint is a few bytes that declare sizes.
+ * Each of their fields has its own range; these limits bound the totals,
+ * so that an 85-byte file cannot make qat allocate gigabytes or run for
+ * minutes: the parameters (with BatchNorm's buffers) of the whole model,
+ * the float32 bytes of every layer's output for one sample (what a
+ * training step keeps per sample: multiply by the batch), and the number
+ * of layers. They are checked as layers are added (the layer count, the
+ * parameters), as each line of a model file is read (the outputs so far),
+ * and by qat_model_build before it allocates, with a message that says
+ * the size, the limit and how to raise it. A new model has the defaults; a
+ * caller whose model is bigger raises them with qat_model_set_limits
+ * before adding layers (qat-mnist: --max-params, --max-activation-bytes,
+ * --max-layers). */
+typedef struct {
+    int64_t max_params;           /* floats: parameters and buffers */
+    int64_t max_activation_bytes; /* float32 outputs of every layer, one sample */
+    int64_t max_layers;           /* layers, the input included */
+} qat_model_limits;
+
+/* 2^26 floats: 256 MiB of parameters, about 1 GiB with their gradients
+ * and Adam's two moments; 64 MiB of layer outputs a sample (4 GiB for a
+ * batch of 64); as many layers as an integer program may have ops. The
+ * reference models (the models directory) need at most 0.24 M parameters (the
+ * MLP), 1.4 MiB a sample (DS-CNN) and 84 layers (MobileNet). */
+#define QAT_MODEL_MAX_PARAMS ((int64_t)1 << 26)
+#define QAT_MODEL_MAX_ACTIVATION_BYTES ((int64_t)1 << 26)
+#define QAT_MODEL_MAX_LAYERS 4096
+
+QAT_API qat_model_limits qat_model_limits_default(void);
+/* Sets m's limits (a field <= 0 keeps its default) while m has only its
+ * input; QAT_ERR_STATE after layers were added. */
+QAT_API qat_status qat_model_set_limits(qat_model *m, const qat_model_limits *limits);
+QAT_API qat_model_limits qat_model_get_limits(const qat_model *m);
+
 /* Adds the layers described by a model file (docs/model-format.md) to a
  * model that has only its input; errors name the file, line and field.
+ * The file must be a regular file of at most 1 MiB: a directory, a FIFO
+ * or a device is refused at once, before any read (a FIFO would block).
  * qat_model_from_text does the same for text in memory (origin names it
- * in messages). */
+ * in messages); qat_model_file_text reads a file's text with the same
+ * checks (the caller frees *text). */
 QAT_API qat_status qat_model_from_file(qat_model *m, const char *path);
 QAT_API qat_status qat_model_from_text(qat_model *m, const char *text, const char *origin);
+QAT_API qat_status qat_model_file_text(qat_ctx *ctx, const char *path, char **text, size_t *len);
 
 /* Allocates the flat blocks and initialises: weights Kaiming-uniform with
  * a = sqrt(5) (bound 1/sqrt(fan_in)), biases U(-1/sqrt(fan_in), +), batchnorm

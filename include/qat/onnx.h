@@ -51,6 +51,9 @@ QAT_API qat_status qat_onnx_serialize(qat_ctx *ctx, const qat_qmodel *q, const u
  * the old file or the complete new one, never a part; on any error it is
  * left as it was. */
 QAT_API qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
+/* The same, staged in set (qat/io.h), renamed by qat_save_set_commit. A
+ * program ONNX cannot express is refused before anything is written. */
+QAT_API qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set);
 
 /* Lower (qat_qmodel_lower, in a context of its own) + qat_onnx_save, with
  * a training-configuration text (may be NULL). Errors go on the model's

@@ -157,7 +157,9 @@ QAT_API qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, 
  * overflow, for any input),
  * every tensor id in range and defined before it is read (no dangling id,
  * no cycle), every shape following from its op, tables of the right
- * length, the output a vector of logits. QAT_ERR_FORMAT (or _SHAPE) with a
+ * length, the output a vector of logits, and every op's and tensor's name
+ * following qat_name_valid's rule (names from a file reach messages and
+ * generated source). QAT_ERR_FORMAT (or _SHAPE) with a
  * message naming the op and the quantity in msg. The loader runs it on
  * what it read, and export before it writes. */
 QAT_API qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len);

@@ -1,13 +1,16 @@
 /* The C generator's driver (qat/codegen.h): checks that the program can be
  * generated, plans its arena with the runtime's planner (qat_plan_program,
- * one sample), then writes NAME.h (the API), NAME.c (the shared fixed-point
+ * one sample), then makes NAME.h (the API), NAME.c (the shared fixed-point
  * helpers, one function per op from the emitters, NAME_run) and NAME_io.c
- * (the float edges). */
+ * (the float edges) in memory, and stages the three in a save set
+ * (qat/io.h): they reach DIR together, each one whole, or not at all. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "io/atomic.h"
 #include "qat/export.h"
 
 void qat__cg_printf(qat__cg *g, const char *fmt, ...) {
@@ -15,6 +18,21 @@ void qat__cg_printf(qat__cg *g, const char *fmt, ...) {
     va_start(ap, fmt);
     if (vfprintf(g->f, fmt, ap) < 0) g->failed = true;
     va_end(ap);
+}
+
+const char *qat__cg_text(const char *s, char *buf) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t k = 0;
+    for (size_t i = 0; i < QAT_NAME_LEN && s[i]; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-') {
+            buf[k++] = (char)c;
+        } else {
+            buf[k++] = '%', buf[k++] = hex[c >> 4], buf[k++] = hex[c & 15];
+        }
+    }
+    buf[k] = '\0';
+    return buf;
 }
 
 const char *qat__cg_i32(int32_t v, char *buf) {
@@ -96,18 +114,19 @@ static qat_status check_program(qat_ctx *ctx, const qat_qmodel *q) {
 
 /* ---- the three files ---------------------------------------------------------------- */
 
-static FILE *open_out(qat_ctx *ctx, const char *dir, const char *name, const char *suffix, char *path, size_t len) {
-    snprintf(path, len, "%s/%s%s", dir, name, suffix);
-    FILE *f = fopen(path, "w");
-    if (!f) qat_ctx_fail(ctx, QAT_ERR_IO, "codegen: cannot write %s", path);
+/* Each file is made in memory (a memory stream) and staged whole. */
+static FILE *open_out(qat_ctx *ctx, char **buf, size_t *size) {
+    *buf = NULL, *size = 0;
+    FILE *f = open_memstream(buf, size);
+    if (!f) qat_ctx_fail(ctx, QAT_ERR_NOMEM, "codegen: out of memory");
     return f;
 }
 
-static qat_status close_out(qat_ctx *ctx, qat__cg *g, const char *path) {
+static qat_status close_out(qat_ctx *ctx, qat__cg *g) {
     bool bad = g->failed || ferror(g->f);
     if (fclose(g->f) != 0) bad = true;
     g->f = NULL;
-    return bad ? qat_ctx_fail(ctx, QAT_ERR_IO, "codegen: writing %s failed", path) : QAT_OK;
+    return bad ? qat_ctx_fail(ctx, QAT_ERR_NOMEM, "codegen: out of memory while generating") : QAT_OK;
 }
 
 static void shape_str(const qat_qtensor *t, char *buf, size_t len) {
@@ -238,7 +257,7 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
         }
         free(w);
     }
-    char a[64], b[64];
+    char a[64], b[64], text[QAT__CG_TEXT_LEN];
     qat__cg_printf(g, "int %s_run(const int8_t *input, int8_t *output) {\n    int8_t *a = arena.b;\n"
                    "    if (!input || !output) return -1;\n", name);
     for (int i = 0; i < q->n_ops; i++) {
@@ -248,7 +267,7 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
             tensor_expr(g, op->inputs[0], a, sizeof a);
             if (strcmp(a, b))
                 qat__cg_printf(g, "    memmove(%s, %s, %lld); /* %s */\n", b, a,
-                               (long long)qat_qtensor_numel(&q->tensors[op->output]), op->name);
+                               (long long)qat_qtensor_numel(&q->tensors[op->output]), qat__cg_text(op->name, text));
             continue;
         }
         qat__cg_printf(g, "    op%d(", i);
@@ -256,7 +275,7 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
             tensor_expr(g, op->inputs[j], a, sizeof a);
             qat__cg_printf(g, "%s, ", a);
         }
-        qat__cg_printf(g, "%s); /* %s %s */\n", b, qat_qop_kind_str(op->kind), op->name);
+        qat__cg_printf(g, "%s); /* %s %s */\n", b, qat_qop_kind_str(op->kind), qat__cg_text(op->name, text));
     }
     tensor_expr(g, q->output, b, sizeof b);
     qat__cg_printf(g, "    memcpy(output, %s, %s_OUTPUT_SIZE);\n    return 0;\n}\n", b, up);
@@ -266,7 +285,18 @@ static qat_status source(qat_ctx *ctx, qat__cg *g, const char *name, const char 
 qat_status qat_codegen_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
                          qat_codegen_info *info) {
     if (!ctx) return QAT_ERR_ARG;
-    if (!q || !dir) return qat_ctx_fail(ctx, QAT_ERR_ARG, "codegen: need a program and a directory");
+    qat_save_set *set = qat_save_set_new(ctx);
+    if (!set) return qat_ctx_status(ctx);
+    qat_status st = qat_codegen_stage(ctx, q, dir, name, set, info);
+    if (st == QAT_OK) st = qat_save_set_commit(set);
+    qat_save_set_free(set);
+    return st;
+}
+
+qat_status qat_codegen_stage(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, qat_save_set *set,
+                             qat_codegen_info *info) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!q || !dir || !set) return qat_ctx_fail(ctx, QAT_ERR_ARG, "codegen: need a program, a directory and a save set");
     if (!name) name = "model";
     if (!c_identifier(name))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "codegen: name \"%s\" is not a C identifier of 1..%d characters", name,
@@ -291,16 +321,22 @@ qat_status qat_codegen_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, con
     qat__cg g = {.q = q, .plan = &plan};
     static const char *const suffix[3] = {".h", ".c", "_io.c"};
     for (int k = 0; k < 3 && st == QAT_OK; k++) {
-        if (!(g.f = open_out(ctx, dir, name, suffix[k], path, sizeof path))) {
-            st = QAT_ERR_IO;
+        char *buf;
+        size_t size;
+        if (!(g.f = open_out(ctx, &buf, &size))) {
+            st = QAT_ERR_NOMEM;
             break;
         }
         g.failed = false;
         if (k == 0) header(&g, name, up);
         else if (k == 1) st = source(ctx, &g, name, up);
         else qat__cg_io_file(&g, name, up);
-        qat_status cs = close_out(ctx, &g, path);
+        qat_status cs = close_out(ctx, &g);
         if (st == QAT_OK) st = cs;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s%s", dir, name, suffix[k]) >= sizeof path && st == QAT_OK)
+            st = qat_ctx_fail(ctx, QAT_ERR_ARG, "codegen: directory path too long");
+        if (st == QAT_OK) st = qat__save_set_add(ctx, set, path, buf, size);
+        free(buf);
     }
     if (st == QAT_OK && info)
         *info = (qat_codegen_info){.arena_bytes = plan.arena_bytes, .weight_bytes = g.const_bytes,

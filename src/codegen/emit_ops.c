@@ -12,7 +12,8 @@ static const char *act_of(const qat_qop *op) { return qat_act_kind_str(op->act);
 void qat__cg_begin(qat__cg *g, int i, const char *detail) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
-    qat__cg_printf(g, "\n/* op %d: %s %s, ", i, qat_qop_kind_str(op->kind), op->name);
+    char text[QAT__CG_TEXT_LEN];
+    qat__cg_printf(g, "\n/* op %d: %s %s, ", i, qat_qop_kind_str(op->kind), qat__cg_text(op->name, text));
     for (int r = 0; r < in->rank; r++) qat__cg_printf(g, "%s%lld", r ? "x" : "[", (long long)in->shape[r]);
     qat__cg_printf(g, "]%s -> ", op->n_inputs > 1 ? " (and more)" : "");
     for (int r = 0; r < out->rank; r++) qat__cg_printf(g, "%s%lld", r ? "x" : "[", (long long)out->shape[r]);

@@ -25,6 +25,14 @@ void qat__cg_printf(qat__cg *g, const char *fmt, ...);
 /* static const int8_t/int32_t NAME[n] = {...}; counted in const_bytes. */
 void qat__cg_array_i8(qat__cg *g, const char *ident, const int8_t *v, int64_t n);
 void qat__cg_array_i32(qat__cg *g, const char *ident, const int32_t *v, int64_t n);
+/* A string of the program (an op's name: it may come from a file) as
+ * comment text. The generator writes nothing from the program verbatim:
+ * letters, digits, '_' and '-' stay, every other byte becomes %XX (its hex
+ * value), so no name can end a comment, splice a line with a backslash,
+ * spell a trigraph or start a directive, whatever the name rule admits.
+ * buf: at least 3 * QAT_NAME_LEN + 1 bytes. Returns buf. */
+#define QAT__CG_TEXT_LEN (3 * QAT_NAME_LEN + 1)
+const char *qat__cg_text(const char *s, char *buf);
 /* An int32 as a C expression of type int32_t (INT32_MIN has no literal). */
 const char *qat__cg_i32(int32_t v, char *buf);
 

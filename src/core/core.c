@@ -20,6 +20,55 @@ const char *qat_status_str(qat_status s) {
     return "unknown status";
 }
 
+/* name as printable text: printable ASCII but '"' and '\\' as they are,
+ * every other byte as \xNN, at most n bytes of it, "..." after a cut. */
+static void show_name(const char *name, size_t n, bool cut, char *out, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 5 < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            out[k++] = (char)c;
+        } else {
+            out[k++] = '\\', out[k++] = 'x', out[k++] = hex[c >> 4], out[k++] = hex[c & 15];
+        }
+    }
+    if (cut && k + 4 < len) out[k++] = '.', out[k++] = '.', out[k++] = '.';
+    out[k < len ? k : len - 1] = '\0';
+}
+
+_Static_assert(QAT_NAME_LEN == 32, "the rule's text below says 1-31 characters");
+
+bool qat_name_valid(const char *name, char *why, size_t len) {
+    static const char rule[] = "a name has 1-31 characters, no control character, none of '.', '/', ',' or space";
+    char shown[4 * QAT_NAME_LEN + 8];
+    if (!name) {
+        if (why && len) snprintf(why, len, "no name (%s)", rule);
+        return false;
+    }
+    size_t n = 0;
+    while (n < QAT_NAME_LEN && name[n]) n++;
+    if (n == 0 || n == QAT_NAME_LEN) {
+        show_name(name, n ? QAT_NAME_LEN - 1 : 0, n != 0, shown, sizeof shown);
+        if (why && len) snprintf(why, len, "\"%s\" is %s (%s)", shown, n ? "too long" : "empty", rule);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x20 || c == 0x7f || c == '.' || c == '/' || c == ',' || c == ' ') {
+            show_name(name, n, false, shown, sizeof shown);
+            if (why && len) {
+                if (c < 0x20 || c == 0x7f)
+                    snprintf(why, len, "\"%s\" holds the control character 0x%02x at byte %zu (%s)", shown, c, i, rule);
+                else
+                    snprintf(why, len, "\"%s\" holds '%c' at byte %zu (%s)", shown, c, i, rule);
+            }
+            return false;
+        }
+    }
+    return true;
+}
+
 qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmin, int32_t *qmax) {
     if (bits < 2 || bits > 16 || !qmin || !qmax) return QAT_ERR_ARG;
     if (is_signed) {

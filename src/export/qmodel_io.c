@@ -260,6 +260,10 @@ static qat_status check_derivable(qat_ctx *ctx, const qat_qmodel *q) {
 }
 
 qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
+    return qat_qmodel_stage(ctx, q, path, NULL);
+}
+
+qat_status qat_qmodel_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
     if (!ctx) return QAT_ERR_ARG;
     if (!q || !path || q->n_ops < 1) return qat_ctx_fail(ctx, QAT_ERR_ARG, "export: need a lowered model and a path");
     /* the loader's own check: never write a file qat would then refuse */
@@ -267,7 +271,7 @@ qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) 
     if (qat_qmodel_check(q, msg, sizeof msg) != QAT_OK)
         return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "export: the model would not load back: %s", msg);
     qat_status st = check_derivable(ctx, q);
-    return st == QAT_OK ? qat__h5_write_atomic(ctx, path, write_qmodel, (void *)q) : st;
+    return st == QAT_OK ? qat__h5_stage(ctx, path, write_qmodel, (void *)q, set) : st;
 }
 
 qat_status qat_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config, const char *path,
@@ -501,10 +505,16 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
     op->groups = 1;
     qat__h5r_str(r, g, "kind", kind, sizeof kind);
     qat__h5r_str(r, g, "name", op->name, sizeof op->name);
-    snprintf(where, sizeof where, "op %d (%s %s)", i, kind, op->name);
+    char why[256];
+    if (r->ok && !qat_name_valid(op->name, why, sizeof why)) {
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "op %d: bad name: %s", i, why);
+        op->name[0] = '\0'; /* never shown again */
+    }
     op->kind = QAT_QOP_KIND_COUNT;
     for (int k = 0; k < QAT_QOP_KIND_COUNT; k++)
         if (!strcmp(kind, qat_qop_kind_str((qat_qop_kind)k))) op->kind = (qat_qop_kind)k;
+    /* the file's kind text is shown only when it follows the name rule (no control character) */
+    snprintf(where, sizeof where, "op %d (%s %s)", i, qat_name_valid(kind, NULL, 0) ? kind : "?", op->name);
     if (r->ok && (op->kind == QAT_QOP_KIND_COUNT || (version == 1 && op->kind > QAT_QOP_RELU)))
         qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown op kind", where);
     if (version > 1 && r->ok) {
@@ -544,7 +554,8 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
         op->lut = QAT_LUT_FN_COUNT;
         for (int f = 0; f < QAT_LUT_FN_COUNT; f++)
             if (!strcmp(fn, qat_lut_fn_str((qat_lut_fn)f))) op->lut = (qat_lut_fn)f;
-        if (r->ok && op->lut == QAT_LUT_FN_COUNT) qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown function %s", where, fn);
+        if (r->ok && op->lut == QAT_LUT_FN_COUNT) qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "%s: unknown function %s", where,
+                                                               qat_name_valid(fn, NULL, 0) ? fn : "(not a name)");
         int64_t len = 0;
         int rk = 0;
         if (qat__h5r_shape(r, g, "table", 1, &rk, &len) && (rk != 1 || len < 1 || len > 65536))
@@ -567,6 +578,8 @@ static bool get_tensor(qat__h5r *r, hid_t ts, int t, qat_qtensor *x) {
     if (g < 0) return false;
     memset(x, 0, sizeof *x);
     qat__h5r_str(r, g, "name", x->name, sizeof x->name);
+    char why[256];
+    if (r->ok && !qat_name_valid(x->name, why, sizeof why)) qat__h5r_fail(r, QAT_ERR_FORMAT, "tensor %d: bad name: %s", t, why);
     get_shape(r, g, "shape", &x->rank, x->shape);
     get_aparams(r, g, "", where, &x->q);
     H5Gclose(g);

@@ -151,6 +151,9 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int versi
     long long hp[10] = {0};
     qat__h5r_str(r, g, "kind", kind_s, sizeof kind_s);
     qat__h5r_str(r, g, "name", name, sizeof name);
+    char why[256];
+    if (r->ok && !qat_name_valid(name, why, sizeof why))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %d: bad name: %s", i, why), QAT_ERR_FORMAT;
     int in[QAT_CUSTOM_MAX_INPUTS] = {i - 1}, n = 1;
     /* sizes far beyond any model that fits in memory are refused here, so
      * the (int) conversions are exact */
@@ -174,7 +177,8 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int versi
                              "(build the model in code and use qat_checkpoint_load)", name), QAT_ERR_UNSUPPORTED;
     if (n < 1) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s has no input", name), QAT_ERR_FORMAT;
     int id = kind == QAT_LAYER_KIND_COUNT || kind == QAT_LAYER_INPUT ? -2 : add_kind(m, kind, name, n, in, hp, p, mom, eps);
-    if (id == -2) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: unknown kind \"%s\" (or wrong inputs)", name, kind_s), QAT_ERR_FORMAT;
+    if (id == -2) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: unknown kind \"%s\" (or wrong inputs)", name,
+                                   qat_name_valid(kind_s, NULL, 0) ? kind_s : "?"), QAT_ERR_FORMAT;
     if (id < 0) {
         char what[QAT_NAME_LEN + 16];
         snprintf(what, sizeof what, "layer %s: ", name);
@@ -290,10 +294,16 @@ bool qat__arch_read_norm(qat__h5r *r, const qat_model *m, qat_normalization *out
 }
 
 qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config, size_t len) {
+    return qat_checkpoint_model_limits(ctx, path, NULL, out, config, len);
+}
+
+qat_status qat_checkpoint_model_limits(qat_ctx *ctx, const char *path, const qat_model_limits *limits, qat_model **out,
+                                       char *config, size_t len) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL path or output");
     qat_model *m = qat_model_new(ctx);
     if (!m) return qat_ctx_status(ctx);
+    if (limits && qat_model_set_limits(m, limits) != QAT_OK) return qat_ctx_status(ctx);
     qat__h5r r = {ctx, path, -1, true};
     qat_status st = QAT_OK;
     long long version = 0;

@@ -11,10 +11,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "autograd/internal.h"
 
 /* A name longer than this is cut in temporary names, so that the
  * temporary's name (name + 29 bytes) stays under NAME_MAX (255). Two
@@ -152,17 +155,14 @@ static int write_all(int fd, const unsigned char *p, size_t n) {
     return 0;
 }
 
-/* Writes, sets the mode, flushes to disk and closes; -1 with errno set on
- * the first failure (fd is closed either way). The mode is set before the
- * fsync so that it is as durable as the contents. */
+/* Writes, sets the mode and flushes to disk; -1 with errno set on the
+ * first failure. The mode is set before the fsync so that it is as
+ * durable as the contents. The file stays open (and locked) for the
+ * rename: fsync reports the write errors a close would defer (NFS). */
 static int fill_temp(int fd, const void *data, size_t size, int mode) {
     int rc = write_all(fd, data, size);
     if (rc == 0 && mode >= 0) rc = fchmod(fd, (mode_t)mode);
     if (rc == 0) do rc = fsync(fd); while (rc != 0 && errno == EINTR);
-    int e = errno;
-    /* close can report a deferred write error (NFS); after EINTR the fd is gone on Linux */
-    if (close(fd) != 0 && rc == 0 && errno != EINTR) return -1;
-    errno = e;
     return rc;
 }
 
@@ -175,26 +175,176 @@ static void sync_dir(const char *dir) {
     close(fd);
 }
 
-qat_status qat__replace_file(qat_ctx *ctx, const char *path, const void *data, size_t size) {
+/* ---- staging: the temporary written in full, the rename later --------------------- */
+
+/* A file written to its temporary and flushed, not yet renamed. The
+ * temporary stays open, and so locked, until it is renamed or removed. */
+typedef struct {
+    char path[4096];      /* the target */
+    char tmp[4096 + 320]; /* its temporary */
+    char dir[4096];       /* for the directory sync */
+    int fd;
+    dev_t dir_dev;        /* the target directory and the file name in it: */
+    ino_t dir_ino;        /* two stagings of one file are refused */
+    char name[256];
+} staged;
+
+/* Is the target a directory (rename would fail only after every other
+ * file of a set is written)? Refused before anything is written. */
+static qat_status check_target(qat_ctx *ctx, const char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot replace: %s", path, strerror(EISDIR));
+    return QAT_OK;
+}
+
+/* Writes data to a temporary beside path, flushed to disk; the target is
+ * not touched. On failure nothing is left behind. */
+static qat_status stage(qat_ctx *ctx, const char *path, const void *data, size_t size, staged *s) {
     target t;
     qat_status st = split_target(ctx, path, &t);
+    if (st == QAT_OK) st = check_target(ctx, path);
     if (st != QAT_OK) return st;
+    if (strlen(path) >= sizeof s->path) return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: path too long", path);
     remove_stale_temps(&t);
     int mode = mode_to_keep(path);
-    char tmp[sizeof t.head + sizeof t.prefix + 32];
-    int fd = create_temp(&t, tmp, sizeof tmp);
+    int fd = create_temp(&t, s->tmp, sizeof s->tmp);
     if (fd < 0) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(errno));
     lock_temp(fd);
     if (fill_temp(fd, data, size, mode) != 0) {
         int e = errno;
-        unlink(tmp);
+        close(fd);
+        unlink(s->tmp);
         return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot replace: %s", path, strerror(e));
-    }
-    sync_dir(t.dir);
+    struct stat ds;
+    if (stat(t.dir, &ds) != 0) ds.st_dev = 0, ds.st_ino = 0;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    snprintf(s->dir, sizeof s->dir, "%s", t.dir);
+    snprintf(s->name, sizeof s->name, "%s", path + strlen(t.head));
+    s->fd = fd, s->dir_dev = ds.st_dev, s->dir_ino = ds.st_ino;
     return QAT_OK;
+}
+
+/* Renames the temporary over the target. The directory sync and the
+ * close come after (finish): in a set, all renames first, so that the
+ * moment between the first and the last rename is a few system calls,
+ * not a few fsyncs. */
+static qat_status commit(qat_ctx *ctx, staged *s) {
+    if (rename(s->tmp, s->path) != 0) {
+        int e = errno;
+        unlink(s->tmp);
+        close(s->fd);
+        s->fd = -1;
+        return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot replace: %s", s->path, strerror(e));
+    }
+    return QAT_OK;
+}
+
+/* After the rename: the lock guarded the temporary until it had its final
+ * name; the directory sync makes the rename durable. */
+static void finish(staged *s, bool sync) {
+    close(s->fd);
+    s->fd = -1;
+    if (sync) sync_dir(s->dir);
+}
+
+static void discard(staged *s) {
+    if (s->fd < 0) return;
+    unlink(s->tmp);
+    close(s->fd);
+    s->fd = -1;
+}
+
+qat_status qat__replace_file(qat_ctx *ctx, const char *path, const void *data, size_t size) {
+    staged *s = malloc(sizeof *s); /* 12 KB of paths: not on the stack */
+    if (!s) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory", path);
+    qat_status st = stage(ctx, path, data, size, s);
+    if (st == QAT_OK && (st = commit(ctx, s)) == QAT_OK) finish(s, true);
+    free(s);
+    return st;
+}
+
+/* ---- save sets (qat/io.h) --------------------------------------------------------- */
+
+struct qat_save_set {
+    qat_ctx *ctx;
+    staged **files;
+    int n, cap;
+    bool committed;
+};
+
+qat_save_set *qat_save_set_new(qat_ctx *ctx) {
+    if (!ctx) return NULL;
+    qat_save_set *s = calloc(1, sizeof *s);
+    if (!s) qat_ctx_fail(ctx, QAT_ERR_NOMEM, "save set: out of memory");
+    else s->ctx = ctx;
+    return s;
+}
+
+qat_status qat__save_set_add(qat_ctx *ctx, qat_save_set *set, const char *path, const void *data, size_t size) {
+    if (!set) return qat__replace_file(ctx, path, data, size);
+    if (set->committed) return qat_ctx_fail(ctx, QAT_ERR_STATE, "%s: the save set was committed already", path);
+    if (set->n == set->cap) {
+        int cap = set->cap ? 2 * set->cap : 4;
+        staged **f = realloc(set->files, (size_t)cap * sizeof *f);
+        if (!f) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory", path);
+        set->files = f, set->cap = cap;
+    }
+    staged *s = malloc(sizeof *s);
+    if (!s) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory", path);
+    qat_status st = stage(ctx, path, data, size, s);
+    for (int i = 0; st == QAT_OK && i < set->n; i++) { /* the same file twice: the second rename would win */
+        const staged *o = set->files[i];
+        if (o->dir_dev == s->dir_dev && o->dir_ino == s->dir_ino && !strcmp(o->name, s->name)) {
+            discard(s);
+            st = qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: the same file as %s, written earlier in the same save", path, o->path);
+        }
+    }
+    if (st != QAT_OK) return free(s), st;
+    set->files[set->n++] = s;
+    return QAT_OK;
+}
+
+qat_status qat_save_set_add(qat_save_set *set, const char *path, const void *data, size_t size) {
+    if (!set) return QAT_ERR_ARG;
+    if (!path || (!data && size)) return qat_ctx_fail(set->ctx, QAT_ERR_ARG, "save set: NULL path or data");
+    return qat__save_set_add(set->ctx, set, path, data, size);
+}
+
+int qat_save_set_count(const qat_save_set *set) { return set && !set->committed ? set->n : 0; }
+
+qat_status qat_save_set_commit(qat_save_set *set) {
+    if (!set) return QAT_ERR_ARG;
+    if (set->committed) return qat_ctx_fail(set->ctx, QAT_ERR_STATE, "save set: committed already");
+    set->committed = true;
+    qat_status st = QAT_OK;
+    int done = 0;
+    for (int i = 0; i < set->n; i++) {
+        if (st == QAT_OK) {
+            st = commit(set->ctx, set->files[i]);
+            done += st == QAT_OK;
+            /* targets before this one hold their new files, the rest their old ones */
+            if (st != QAT_OK && i > 0)
+                qat__error_prefix(set->ctx, "after %d of %d files were replaced: ", i, set->n);
+        } else {
+            discard(set->files[i]);
+        }
+    }
+    for (int i = 0; i < done; i++) { /* then the closes, and one sync per directory */
+        bool first = true;
+        for (int j = 0; j < i && first; j++) first = strcmp(set->files[j]->dir, set->files[i]->dir) != 0;
+        finish(set->files[i], first);
+    }
+    return st;
+}
+
+void qat_save_set_free(qat_save_set *set) {
+    if (!set) return;
+    for (int i = 0; i < set->n; i++) {
+        discard(set->files[i]);
+        free(set->files[i]);
+    }
+    free(set->files);
+    free(set);
 }

@@ -33,12 +33,18 @@
 
 #include <stddef.h>
 
-#include "qat/autograd.h"
+#include "qat/io.h"
 
 /* Marks a temporary file name: ".<name>" QAT__TEMP_MARK "<pid>.<hex8>". */
 #define QAT__TEMP_MARK ".qat-tmp."
 
 /* Replaces the file at path with the size bytes at data, atomically. */
 qat_status qat__replace_file(qat_ctx *ctx, const char *path, const void *data, size_t size);
+
+/* Stages the bytes for path in set (qat/io.h: written to the temporary
+ * beside path and flushed, renamed by qat_save_set_commit), errors on
+ * ctx; with set NULL, qat__replace_file. The savers' staging forms
+ * (qat_qmodel_stage, qat_onnx_stage, qat_codegen_stage) go through it. */
+qat_status qat__save_set_add(qat_ctx *ctx, qat_save_set *set, const char *path, const void *data, size_t size);
 
 #endif

@@ -1,13 +1,17 @@
 /* HDF5 helpers shared by checkpoints and the quantized export. */
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
 #include "h5util.h"
 
 #include <hdf5_hl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "atomic.h"
 #include "autograd/internal.h"
@@ -165,14 +169,19 @@ static qat_status build_image(qat_ctx *ctx, const char *path, void (*write)(qat_
     return QAT_OK;
 }
 
-qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user),
-                                void *user) {
+qat_status qat__h5_stage(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user), void *user,
+                         qat_save_set *set) {
     void *image = NULL;
     size_t size = 0;
     qat_status st = build_image(ctx, path, write, user, &image, &size);
-    if (st == QAT_OK) st = qat__replace_file(ctx, path, image, size);
+    if (st == QAT_OK) st = qat__save_set_add(ctx, set, path, image, size);
     free(image);
     return st;
+}
+
+qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user),
+                                void *user) {
+    return qat__h5_stage(ctx, path, write, user, NULL);
 }
 
 /* ---- reading ----------------------------------------------------------------------
@@ -265,16 +274,23 @@ bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t le
         }
         if (mt >= 0) H5Tclose(mt);
         if (!ok && size >= len && text) goto too_long;
-    } else if (vlen == 0 && size > 0 && size < len) {
-        /* a fixed-length string of `size` bytes, NUL-terminated or padded */
+    } else if (vlen == 0 && size > 0 && size <= len) {
+        /* a fixed-length string of `size` bytes, NUL-terminated or padded.
+         * H5LTset_attribute_string stores the NUL too: a text of len - 1
+         * bytes comes as len bytes. Read into size + 1 bytes, then the
+         * text itself (up to its first NUL) must fit buf. */
         hid_t mt = H5Tcopy(H5T_C_S1);
-        if (mt >= 0 && H5Tset_size(mt, size + 1) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 &&
-            H5Aread(a, mt, buf) >= 0) {
-            buf[size] = '\0';
-            ok = true;
+        char *text = malloc(size + 1);
+        if (text && mt >= 0 && H5Tset_size(mt, size + 1) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLTERM) >= 0 &&
+            H5Aread(a, mt, text) >= 0) {
+            text[size] = '\0';
+            size = strlen(text);
+            if (size < len) memcpy(buf, text, size + 1), ok = true;
         }
+        free(text);
         if (mt >= 0) H5Tclose(mt);
-    } else if (vlen == 0 && size >= len) {
+        if (!ok && size >= len) goto too_long;
+    } else if (vlen == 0 && size > len) {
         goto too_long;
     }
     H5Tclose(t);
@@ -339,7 +355,24 @@ float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
     return ok ? v : 0;
 }
 
+/* Only a regular file is opened: HDF5's open of a FIFO would block until
+ * a writer came, a directory or a device is no model. Checked with a
+ * non-blocking open and fstat (the same test as model files). */
+static bool regular_file(qat__h5r *r) {
+    int fd = open(r->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return qat__h5r_fail(r, QAT_ERR_IO, "cannot open: %s", strerror(errno));
+    struct stat st;
+    bool ok = fstat(fd, &st) == 0, reg = ok && S_ISREG(st.st_mode);
+    close(fd);
+    if (!reg)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a regular file (%s)", !ok ? "cannot stat it"
+                             : S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a file");
+    return true;
+}
+
 bool qat__h5r_open_file(qat__h5r *r) {
+    if (!regular_file(r)) return false;
     if (H5Fis_hdf5(r->path) <= 0) { /* H5Fis_hdf5: HDF5 1.10 (Debian 12) */
         FILE *f = fopen(r->path, "rb");
         int err = errno;
@@ -370,7 +403,11 @@ bool qat__h5r_open(qat__h5r *r, const char *format, const char *what, long long 
         r->ok = true;
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (its format attribute is not a short string)", what);
     }
-    if (strcmp(have, format)) return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (format \"%s\", want \"%s\")", what, have, format);
+    bool printable = true; /* the file's text is shown only if it is printable ASCII (one line, no escapes) */
+    for (const char *c = have; *c; c++) printable = printable && *c >= 0x20 && *c < 0x7f;
+    if (strcmp(have, format))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a %s (format \"%s\", want \"%s\")", what, printable ? have : "?",
+                             format);
     long long v = 0;
     if (!qat__h5r_i64s(r, r->file, "version", &v, 1, LLONG_MIN, LLONG_MAX)) return false;
     if (v < 1 || v > max_version)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "qat/autograd.h"
+#include "qat/io.h"
 
 typedef struct {
     qat_ctx *ctx;
@@ -56,6 +57,9 @@ void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v);    /
  * a full disk is one clean error. */
 qat_status qat__h5_write_atomic(qat_ctx *ctx, const char *path,
                                 void (*write)(qat__h5w *w, void *user), void *user);
+/* The same, staged in set (qat/io.h) instead of renamed; set NULL: as above. */
+qat_status qat__h5_stage(qat_ctx *ctx, const char *path, void (*write)(qat__h5w *w, void *user), void *user,
+                         qat_save_set *set);
 
 /* ---- reading ----------------------------------------------------------------------
  * Files are hostile input: each reader checks the object's type class,

@@ -49,6 +49,8 @@ typedef struct {
 
 struct qat_model {
     qat_ctx *ctx;
+    qat_model_limits limits;  /* what the model may demand (qat_model_set_limits) */
+    int64_t declared_params;  /* parameters and buffers of the layers added so far */
     int n_layers, cap;
     qat__layer *layers;       /* [cap]; layer 0 is the input */
     int output;               /* -1: the last layer */
@@ -107,6 +109,14 @@ void qat__effective_weight(const qat_model *m, const qat__layer *l, float *w, do
  * the layers before it); an error naming the layer if they do not fit. */
 qat_status qat__layer_shape(const qat_model *m, const qat__layer *l, const int *ranks, int64_t (*shapes)[3], int *rank,
                             int64_t *s);
+
+/* ---- limits (model.c) ------------------------------------------------------- */
+/* Elements of a per-sample shape, saturating at 2^62 (dimensions up to
+ * 2^24 each would overflow int64 in three). */
+int64_t qat__shape_numel(int rank, const int64_t *s);
+/* Refuses float32 layer outputs of total_bytes a sample beyond the model's
+ * limit, naming the size, the limit and how to raise it. */
+qat_status qat__check_activation_bytes(qat_model *m, int64_t total_bytes);
 
 /* ---- names ---------------------------------------------------------------- */
 /* Appends a layer (model.c); NULL + error on the context. */

@@ -30,10 +30,83 @@ qat_conv2d_spec qat_conv2d_square(int in, int out, int k, int stride, int pad, b
                              .pad_h = pad, .pad_w = pad, .groups = 1, .bias = bias};
 }
 
+/* ---- limits ------------------------------------------------------------------------ */
+
+qat_model_limits qat_model_limits_default(void) {
+    return (qat_model_limits){.max_params = QAT_MODEL_MAX_PARAMS, .max_activation_bytes = QAT_MODEL_MAX_ACTIVATION_BYTES,
+                              .max_layers = QAT_MODEL_MAX_LAYERS};
+}
+
+qat_status qat_model_set_limits(qat_model *m, const qat_model_limits *limits) {
+    if (!m) return QAT_ERR_ARG;
+    if (m->n_layers > 1 || m->built)
+        return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "model: set the limits before adding layers");
+    qat_model_limits d = qat_model_limits_default(), l = limits ? *limits : d;
+    if (l.max_params <= 0) l.max_params = d.max_params;
+    if (l.max_activation_bytes <= 0) l.max_activation_bytes = d.max_activation_bytes;
+    if (l.max_layers <= 0) l.max_layers = d.max_layers;
+    if (l.max_layers > INT32_MAX) l.max_layers = INT32_MAX; /* layer ids are int */
+    m->limits = l;
+    return QAT_OK;
+}
+
+qat_model_limits qat_model_get_limits(const qat_model *m) { return m ? m->limits : qat_model_limits_default(); }
+
+int64_t qat__shape_numel(int rank, const int64_t *s) {
+    const int64_t cap = (int64_t)1 << 62;
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++) n = s[d] <= 0 ? 0 : n > cap / s[d] ? cap : n * s[d];
+    return n;
+}
+
+qat_status qat__check_activation_bytes(qat_model *m, int64_t total_bytes) {
+    if (total_bytes <= m->limits.max_activation_bytes) return QAT_OK;
+    return qat_ctx_fail(m->ctx, QAT_ERR_UNSUPPORTED,
+                        "model: its layers' outputs take %lld bytes a sample (float32), more than the limit "
+                        "max_activation_bytes = %lld (raise it: qat_model_set_limits; on the command line "
+                        "--max-activation-bytes)", (long long)total_bytes, (long long)m->limits.max_activation_bytes);
+}
+
+/* Parameters and buffers a layer adds to the flat blocks (lay_out's count). */
+static int64_t layer_params(const qat__layer *l) {
+    int64_t o = l->cout;
+    switch (l->kind) {
+    case QAT_LAYER_LINEAR: return o * l->cin + (l->has_bias ? o : 0);
+    case QAT_LAYER_CONV2D: return o * (l->cin / l->groups) * l->kh * l->kw + (l->has_bias ? o : 0);
+    case QAT_LAYER_BATCHNORM: return 4 * o; /* weight, bias, running mean and variance */
+    default: return 0;
+    }
+}
+
+static qat_status params_fail(qat_model *m, const char *what, int64_t n) {
+    return qat_ctx_fail(m->ctx, QAT_ERR_UNSUPPORTED,
+                        "model: %s%s %lld parameters (and buffers), more than the limit max_params = %lld (raise "
+                        "it: qat_model_set_limits; on the command line --max-params)", what[0] ? what : "",
+                        what[0] ? "" : "the model has", (long long)n, (long long)m->limits.max_params);
+}
+
+/* The layer just added, its hyperparameters set: its parameters counted
+ * against the limit (sizes up to 2^24 each: the products fit int64). On
+ * refusal the layer is taken back. */
+static int admit(qat_model *m) {
+    qat__layer *l = &m->layers[m->n_layers - 1];
+    int64_t total = m->declared_params + layer_params(l);
+    if (total > m->limits.max_params) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s brings the model to", kind_names[l->kind], l->name);
+        m->n_layers--;
+        params_fail(m, what, total);
+        return -1;
+    }
+    m->declared_params = total;
+    return m->n_layers - 1;
+}
+
 qat_model *qat_model_new(qat_ctx *ctx) {
     qat_model *m = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *m);
     if (!m) return NULL;
     m->ctx = ctx;
+    m->limits = qat_model_limits_default();
     m->training = true;
     m->output = -1;
     if (!qat__append(m, QAT_LAYER_INPUT, "input", 0, NULL)) return NULL;
@@ -99,12 +172,6 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
         qat_ctx_fail(ctx, QAT_ERR_STATE, "model: cannot add a %s layer after qat_model_build", kind_names[kind]);
         return NULL;
     }
-    for (int j = 0; j < n_in; j++)
-        if (in[j] < 0 || in[j] >= m->n_layers) {
-            qat_ctx_fail(ctx, QAT_ERR_ARG, "model: %s layer %s: input %d is not a layer of the model (0..%d)",
-                         kind_names[kind], name ? name : "", in[j], m->n_layers - 1);
-            return NULL;
-        }
     char buf[QAT_NAME_LEN];
     if (!name) {
         int k = 1;
@@ -112,12 +179,23 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
         snprintf(buf, sizeof buf, "%s%d", kind_stems[kind], k);
         name = buf;
     }
-    if (!*name || strlen(name) >= QAT_NAME_LEN || strchr(name, '.') || strchr(name, '/') || strchr(name, ' ') ||
-        strchr(name, ',')) {
-        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: bad layer name \"%s\" (1-%d characters, none of '.', '/', ',' or "
-                     "space)", name, QAT_NAME_LEN - 1);
+    char why[256];
+    if (!qat_name_valid(name, why, sizeof why)) {
+        qat_ctx_fail(ctx, QAT_ERR_ARG, "model: bad layer name: %s", why);
         return NULL;
     }
+    if (m->n_layers >= m->limits.max_layers) {
+        qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "model: layer %s would make %d layers (the input included), more than the limit max_layers = %lld "
+                     "(raise it: qat_model_set_limits; on the command line --max-layers)", name, m->n_layers + 1,
+                     (long long)m->limits.max_layers);
+        return NULL;
+    }
+    for (int j = 0; j < n_in; j++)
+        if (in[j] < 0 || in[j] >= m->n_layers) {
+            qat_ctx_fail(ctx, QAT_ERR_ARG, "model: %s layer %s: input %d is not a layer of the model (0..%d)",
+                         kind_names[kind], name, in[j], m->n_layers - 1);
+            return NULL;
+        }
     if (name_taken(m, name)) {
         qat_ctx_fail(ctx, QAT_ERR_ARG, "model: two layers named \"%s\"", name);
         return NULL;
@@ -151,8 +229,9 @@ int qat_layer_linear(qat_model *m, const char *name, int x, int in, int out, boo
     qat__layer *l = qat__append(m, QAT_LAYER_LINEAR, name, 1, &x);
     if (!l) return -1;
     if (in < 1 || out < 1) return refuse(m, "sizes must be positive");
+    if (in > (1 << 24) || out > (1 << 24)) return refuse(m, "sizes must be at most 2^24");
     l->cin = in, l->cout = out, l->has_bias = bias;
-    return m->n_layers - 1;
+    return admit(m);
 }
 
 int qat_layer_conv2d(qat_model *m, const char *name, int x, const qat_conv2d_spec *s) {
@@ -166,8 +245,9 @@ int qat_layer_conv2d(qat_model *m, const char *name, int x, const qat_conv2d_spe
         return refuse(m, "channels, kernel (1..64) and strides (1..64) must be positive, padding 0..64");
     if (g < 1 || s->in % g || s->out % g) return refuse(m, "groups must divide the input and output channels");
     l->cin = s->in, l->cout = s->out, l->kh = s->kh, l->kw = s->kw, l->sh = s->stride_h, l->sw = s->stride_w;
+    if (s->in > (1 << 24) || s->out > (1 << 24)) return refuse(m, "channels must be at most 2^24");
     l->ph = s->pad_h, l->pw = s->pad_w, l->groups = g, l->has_bias = s->bias;
-    return m->n_layers - 1;
+    return admit(m);
 }
 
 int qat_layer_batchnorm(qat_model *m, const char *name, int x, int channels, float momentum, float eps) {
@@ -175,8 +255,9 @@ int qat_layer_batchnorm(qat_model *m, const char *name, int x, int channels, flo
     if (!l) return -1;
     if (channels < 1 || !(momentum >= 0 && momentum <= 1) || !(eps > 0 && eps < INFINITY))
         return refuse(m, "needs channels >= 1, momentum in [0, 1], eps > 0");
+    if (channels > (1 << 24)) return refuse(m, "channels must be at most 2^24");
     l->cin = l->cout = channels, l->momentum = momentum, l->eps = eps, l->has_bias = true;
-    return m->n_layers - 1;
+    return admit(m);
 }
 
 static int plain(qat_model *m, qat_layer_kind kind, const char *name, int x) {
@@ -365,9 +446,15 @@ qat_status qat_model_build(qat_model *m, uint64_t seed) {
         if (!ranks || !shapes) return qat_ctx_status(ctx);
         qat_status st = qat_model_shapes(m, m->in_rank, m->in_shape, ranks, shapes);
         if (st != QAT_OK) return st;
+        int64_t bytes = 4 * qat__shape_numel(m->in_rank, m->in_shape);
+        for (int i = 1; i < m->n_layers && bytes <= m->limits.max_activation_bytes; i++)
+            bytes += 4 * qat__shape_numel(ranks[i], shapes[i]);
+        if ((st = qat__check_activation_bytes(m, bytes)) != QAT_OK) return st;
     }
     builder b = {.m = m, .count_only = true};
     lay_out(&b);
+    if (b.param_off + b.buffer_off > m->limits.max_params) /* before anything is allocated */
+        return params_fail(m, "", b.param_off + b.buffer_off);
     m->n_params = b.param_off, m->n_buffers = b.buffer_off;
     m->n_param_tensors = b.np, m->n_buffer_tensors = b.nb;
     m->params = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)(m->n_params + 1) * sizeof(float));

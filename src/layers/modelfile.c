@@ -8,10 +8,13 @@
  * reader needs. Errors name the file, the line and the field. Files are
  * hostile input: lines and files have a size limit, every number a range. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "autograd/internal.h"
 #include "internal.h"
@@ -27,6 +30,7 @@ typedef struct {
     int *ranks;
     int64_t (*shapes)[3];
     int cap;
+    int64_t act_bytes; /* float32 bytes of the outputs so far, one sample (the input's included) */
 } parser;
 
 #ifdef __GNUC__
@@ -106,6 +110,10 @@ static qat_status shape_of(parser *p, int id) {
     }
     memset(p->shapes[id], 0, sizeof p->shapes[id]);
     qat_status st = qat__layer_shape(m, &m->layers[id], p->ranks, p->shapes, &p->ranks[id], p->shapes[id]);
+    if (st == QAT_OK) { /* the total so far against the limit, before anything is allocated for it */
+        p->act_bytes += 4 * qat__shape_numel(p->ranks[id], p->shapes[id]);
+        st = qat__check_activation_bytes(m, p->act_bytes);
+    }
     if (st != QAT_OK) qat__error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
     return st;
 }
@@ -187,6 +195,8 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
                     "global_avgpool, flatten, dropout, add, concat, sigmoid, tanh, hardswish)", tok[0]);
     if (nt < 3) return fail(p, "%s: want \"%s NAME INPUT[,INPUT...] [key=value ...]\"", tok[0], tok[0]);
     const char *name = tok[1];
+    char why[256];
+    if (!qat_name_valid(name, why, sizeof why)) return fail(p, "%s: bad layer name: %s", tok[0], why);
     if (qat_model_find_layer(m, name) >= 0) return fail(p, "%s %s: a layer of that name is defined above", tok[0], name);
     int ids[QAT_CUSTOM_MAX_INPUTS], n = 0;
     qat_status st = inputs(p, tok[2], ids, &n);
@@ -246,7 +256,9 @@ static qat_status input_line(parser *p, int nt, char **tok) {
     p->ranks[0] = rank;
     memset(p->shapes[0], 0, sizeof p->shapes[0]);
     memcpy(p->shapes[0], s, (size_t)rank * sizeof *s);
-    return QAT_OK;
+    p->act_bytes = 4 * qat__shape_numel(rank, s);
+    if ((st = qat__check_activation_bytes(p->m, p->act_bytes)) != QAT_OK) qat__error_prefix(p->m->ctx, "%s:%d: ", p->origin, p->line);
+    return st;
 }
 
 static qat_status line(parser *p, char *text) {
@@ -284,7 +296,10 @@ qat_status qat_model_from_text(qat_model *m, const char *text, const char *origi
         size_t n = nl ? (size_t)(nl - s) : strlen(s);
         p.line++;
         char buf[MAX_LINE];
+        size_t ctl = 0; /* text: tabs and CR aside, no control character reaches a name or a message */
+        while (ctl < n && ((unsigned char)s[ctl] >= 0x20 || s[ctl] == '\t' || s[ctl] == '\r') && s[ctl] != 0x7f) ctl++;
         if (n >= sizeof buf) st = fail(&p, "line longer than %d characters", MAX_LINE - 1);
+        else if (ctl < n) st = fail(&p, "control character 0x%02x at column %zu (a model file is text)", (unsigned char)s[ctl], ctl + 1);
         else memcpy(buf, s, n), buf[n] = '\0', st = line(&p, buf);
         s += n + (nl ? 1 : 0);
     }
@@ -293,21 +308,53 @@ qat_status qat_model_from_text(qat_model *m, const char *text, const char *origi
     return st;
 }
 
+/* A model file's text: a regular file of at most MAX_FILE bytes, without
+ * NUL. Opened non-blocking and checked with fstat before any read: a FIFO
+ * would block a plain open or read until a writer came, a directory would
+ * read as empty ("no layers"), a device could be endless. */
+qat_status qat_model_file_text(qat_ctx *ctx, const char *path, char **text, size_t *len) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!path || !text || !len) return qat_ctx_fail(ctx, QAT_ERR_ARG, "model file: no path");
+    *text = NULL, *len = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    qat_status s = QAT_OK;
+    if (fstat(fd, &st) != 0) s = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: not a regular file (%s): a model file is a text file", path,
+                         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                                           : "not a file");
+    else if (st.st_size > MAX_FILE) s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_FILE);
+    char *buf = s == QAT_OK ? malloc(MAX_FILE + 1) : NULL;
+    if (s == QAT_OK && !buf) s = qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory", path);
+    size_t n = 0;
+    while (s == QAT_OK && n <= MAX_FILE) { /* the size may have changed since fstat: read to the end, bounded */
+        ssize_t k = read(fd, buf + n, MAX_FILE + 1 - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) s = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    close(fd);
+    if (s == QAT_OK && n > MAX_FILE) s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_FILE);
+    if (s == QAT_OK && memchr(buf, '\0', n)) s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: not a text file (a NUL byte)", path);
+    if (s != QAT_OK) {
+        free(buf);
+        return s;
+    }
+    buf[n] = '\0';
+    *text = buf, *len = n;
+    return QAT_OK;
+}
+
 qat_status qat_model_from_file(qat_model *m, const char *path) {
     if (!m) return QAT_ERR_ARG;
-    if (!path) return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model file: no path");
-    FILE *f = fopen(path, "rb");
-    if (!f) return qat_ctx_fail(m->ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *text = malloc(MAX_FILE + 1);
-    size_t n = text ? fread(text, 1, MAX_FILE + 1, f) : 0;
-    bool err = ferror(f);
-    fclose(f);
-    qat_status st;
-    if (!text) st = qat_ctx_fail(m->ctx, QAT_ERR_NOMEM, "%s: out of memory", path);
-    else if (err) st = qat_ctx_fail(m->ctx, QAT_ERR_IO, "%s: cannot read", path);
-    else if (n > MAX_FILE) st = qat_ctx_fail(m->ctx, QAT_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_FILE);
-    else if (memchr(text, '\0', n)) st = qat_ctx_fail(m->ctx, QAT_ERR_FORMAT, "%s: not a text file (a NUL byte)", path);
-    else text[n] = '\0', st = qat_model_from_text(m, text, path);
+    char *text = NULL;
+    size_t n = 0;
+    qat_status st = qat_model_file_text(m->ctx, path, &text, &n);
+    if (st == QAT_OK) st = qat_model_from_text(m, text, path);
     free(text);
     return st;
 }

@@ -45,7 +45,7 @@ qat_status qat__layer_shape(const qat_model *m, const qat__layer *l, const int *
         if (r != 3) return misfit(m, l, "wants [C, H, W]", r, x);
         *rank = 1, s[0] = x[0];
         return QAT_OK;
-    case QAT_LAYER_FLATTEN: *rank = 1, s[0] = r == 3 ? x[0] * x[1] * x[2] : x[0]; return QAT_OK;
+    case QAT_LAYER_FLATTEN: *rank = 1, s[0] = qat__shape_numel(r, x); return QAT_OK; /* saturating */
     case QAT_LAYER_ADD: {
         int r2 = ranks[l->in[1]];
         if (r2 != r || memcmp(shapes[l->in[1]], x, (size_t)r * sizeof *x))
@@ -59,7 +59,7 @@ qat_status qat__layer_shape(const qat_model *m, const qat__layer *l, const int *
             const int64_t *y = shapes[l->in[j]];
             if (ranks[l->in[j]] != r || (r == 3 && (y[1] != x[1] || y[2] != x[2])))
                 return misfit(m, l, "wants inputs that differ only in their channels", r, x);
-            s[0] += y[0];
+            s[0] = s[0] > ((int64_t)1 << 62) - y[0] ? (int64_t)1 << 62 : s[0] + y[0]; /* saturating */
         }
         return QAT_OK;
     case QAT_LAYER_CUSTOM: {

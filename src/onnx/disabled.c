@@ -17,6 +17,11 @@ qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
     return ctx ? qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s", why) : QAT_ERR_ARG;
 }
 
+qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
+    (void)q, (void)path, (void)set;
+    return ctx ? qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s", why) : QAT_ERR_ARG;
+}
+
 qat_status qat_onnx_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config,
                            const char *path) {
     (void)in_rank, (void)in_shape, (void)config, (void)path;

@@ -141,12 +141,16 @@ qat_status qat_onnx_serialize(qat_ctx *ctx, const qat_qmodel *q, const uint8_t *
 }
 
 qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
+    return qat_onnx_stage(ctx, q, path, NULL);
+}
+
+qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
     if (!ctx) return QAT_ERR_ARG;
     if (!q || !path) return qat_ctx_fail(ctx, QAT_ERR_ARG, "onnx: NULL program or path");
     uint8_t *raw;
     size_t n;
     qat_status st = pack(ctx, q, &raw, &n);
-    if (st == QAT_OK) st = qat__replace_file(ctx, path, raw, n); /* nothing touches path before this */
+    if (st == QAT_OK) st = qat__save_set_add(ctx, set, path, raw, n); /* nothing touches path before this */
     free(raw);
     return st;
 }

@@ -349,6 +349,19 @@ qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len) {
         return bad(&c, "%d tensors for %d ops (each op makes one, plus the input)", q->n_tensors, q->n_ops), c.st;
     if (q->input < 0 || q->input >= q->n_tensors || q->output < 0 || q->output >= q->n_tensors)
         return bad(&c, "input or output tensor id out of range"), c.st;
+    /* names first (qat_name_valid, the rule of every name): the messages
+     * below show them, and the C generator writes them into comments */
+    char why[256];
+    for (int t = 0; t < q->n_tensors; t++)
+        if (!qat_name_valid(q->tensors[t].name, why, sizeof why)) {
+            snprintf(c.where, sizeof c.where, "tensor %d", t);
+            return bad(&c, "bad name: %s", why), c.st;
+        }
+    for (int i = 0; i < q->n_ops; i++)
+        if (!qat_name_valid(q->ops[i].name, why, sizeof why)) {
+            snprintf(c.where, sizeof c.where, "op %d", i);
+            return bad(&c, "bad name: %s", why), c.st;
+        }
     for (int t = 0; t < q->n_tensors; t++) {
         snprintf(c.where, sizeof c.where, "tensor %d (%.*s)", t, QAT_NAME_LEN, q->tensors[t].name);
         if (!check_tensor(&c, &q->tensors[t])) return c.st;

@@ -4,7 +4,7 @@
  *   qat_ort_compare MODEL.qat.h5 MNIST_DIR ORT_LOGITS.f32 ORT_PRED QAT_PRED [MIN_AGREE MAX_GAP [int|fake]]
  *
  * ORT_LOGITS, ORT_PRED: what tests/onnx/ort_run.js wrote for the ONNX file
- * exported from the same checkpoint; QAT_PRED: `qat-mnist eval --predictions`
+ * exported from the same checkpoint; QAT_PRED: `qat eval --predictions`
  * of MODEL (checked against this program's own run of the int engine).
  * The raw output integers of onnxruntime are recovered from its logits:
  * a DequantizeLinear output is s·(q - zp) in float32, and rint(l/s) + zp

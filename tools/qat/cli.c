@@ -162,3 +162,16 @@ int cmd_info(int argc, char **argv) {
     if (better) printf("suggestion: export OPENBLAS_CORETYPE=%s (OpenBLAS fell back to Prescott)\n", better);
     return 0;
 }
+
+int cli_limit_option(const char *prog, int argc, char **argv, int *i, qat_model_limits *l) {
+    static const char *const opts[3] = {"--max-params", "--max-activation-bytes", "--max-layers"};
+    int k = 0;
+    while (k < 3 && strcmp(argv[*i], opts[k])) k++;
+    if (k == 3) return 0;
+    const char *v = cli_value(prog, argc, argv, i);
+    long n = 0;
+    if (!v || !cli_int(prog, opts[k], v, 1, k == 2 ? 1L << 30 : 1L << 50, &n)) return -1;
+    int64_t *field[3] = {&l->max_params, &l->max_activation_bytes, &l->max_layers};
+    *field[k] = n;
+    return 1;
+}

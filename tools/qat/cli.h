@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "qat/autograd.h"
+#include "qat/layers.h"
 
 #define EXIT_USAGE 2
 
@@ -50,6 +51,15 @@ bool cli_parse_long(const char *text, long lo, long hi, long *out);
  * garbage, overflow or a value outside [lo, hi]. */
 bool cli_int(const char *prog, const char *opt, const char *text, long lo, long hi, long *out);
 bool cli_float(const char *prog, const char *opt, const char *text, double lo, double hi, double *out);
+/* The model limits' options (qat_model_limits, qat/layers.h), which a
+ * model bigger than the defaults needs: --max-params N,
+ * --max-activation-bytes N, --max-layers N. 1 when argv[*i] is one of
+ * them and its value went into l (advancing *i), 0 when it is none of
+ * them, -1 for a bad value (reported). CLI_LIMITS_USAGE: their usage lines. */
+int cli_limit_option(const char *prog, int argc, char **argv, int *i, qat_model_limits *l);
+#define CLI_LIMITS_USAGE \
+    "  --max-params N, --max-activation-bytes N, --max-layers N\n" \
+    "                              raise the model size limits (docs/model-format.md)\n"
 /* The value after argv[*i], advancing *i; NULL (with a message) if absent. */
 const char *cli_value(const char *prog, int argc, char **argv, int *i);
 double cli_peak_rss_mib(void);

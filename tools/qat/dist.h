@@ -21,7 +21,19 @@ typedef struct {
     int rank, size; /* 0, 1 without MPI */
     bool mpi;       /* MPI was initialised (and must be finalised) */
     char msg[256];  /* the last error */
+    /* the watchdog (docs/parallel.md, "A silent rank"): */
+    double timeout_s;      /* a collective may wait this long (DIST_TIMEOUT_S; 0: forever) */
+    long long collectives; /* collectives entered so far */
+    const char *ckpt_note; /* rank 0: "; the last complete checkpoint is ..." ("" before any), or NULL */
+    const char *out_path;  /* the checkpoint rank 0 writes (--out), or NULL */
+    int err_fd;            /* where the watchdog's message goes (a muted rank's own stderr) */
 } dist;
+
+/* The default collective timeout, seconds (train --mpi-timeout S). Long
+ * enough for any wait of a healthy job (rank 0 saving a checkpoint while
+ * the others wait at the next step: seconds), short enough that a job
+ * with a stopped rank ends within minutes. */
+#define DIST_TIMEOUT_S 300.0
 
 /* Joins the job when launched by mpirun (MPI_Init_thread, FUNNELED: only
  * the main thread calls MPI; the pool's threads never do). 0, or 1 with
@@ -46,5 +58,16 @@ int dist_sum_i64(dist *d, int64_t *v, int n);
 int dist_identical(dist *d, const void *bytes, size_t n);
 /* Waits for every process. */
 void dist_barrier(dist *d);
+
+/* Every collective above waits at most d->timeout_s (set it after
+ * dist_init; dist_init sets DIST_TIMEOUT_S): each is non-blocking
+ * (MPI_Iallreduce, MPI_Ibarrier) and polled against a deadline, and while
+ * it waits it answers the other ranks' watchdog queries. When the
+ * deadline passes, the rank asks every other rank whether it is waiting
+ * too (point-to-point, a second at most for the answers): the ranks that
+ * do not answer are the silent ones (stopped, hung, cut off, or still
+ * computing after the whole timeout). The lowest rank that answered
+ * prints one line naming the silent rank(s), the collective and the last
+ * complete checkpoint, and ends the job with MPI_Abort. */
 
 #endif

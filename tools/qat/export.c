@@ -1,5 +1,6 @@
 /* qat export: training checkpoint -> quantized checkpoint (HDF5),
  * ONNX (QDQ), and/or C source for a microcontroller (qat/codegen.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,8 +18,14 @@ static const char *const export_usage =
     "Turns a QAT training checkpoint (qat train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
     "requantization multipliers and shifts, activation parameters and the\n"
-    "layer graph (layout: docs/quantized-model-format.md). The file is written\n"
-    "atomically: MODEL is either the old file or the complete new one.\n"
+    "layer graph (layout: docs/quantized-model-format.md).\n"
+    "\n"
+    "All or nothing: every output (MODEL, the ONNX file, the three C files) is\n"
+    "first made and written in full to a temporary file beside its target,\n"
+    "and only when all are written are they renamed into place. If any output\n"
+    "fails (a model ONNX or the C generator cannot express, a full disk, a\n"
+    "bad path), nothing is replaced: every file that was there stays as it\n"
+    "was (docs/saving.md, \"Several files at once\").\n"
     "\n"
     "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
@@ -35,15 +42,65 @@ static const char *const export_usage =
     "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
 
-/* Writes the C source of q into dir (--c); says what it wrote on stderr,
- * and fills info for the JSON summary. */
-static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json,
-                   qat_codegen_info *info) {
-    if (qat_codegen_c(ctx, q, dir, name, info) != QAT_OK) return cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
+static void print_c_wrote(const char *dir, const char *name, const qat_codegen_info *info) {
     fprintf(stderr, "qat: wrote %s/%s.h, %s/%s.c and %s/%s_io.c (%d ops; %lld bytes of constants; a static arena "
             "of %lld bytes)\n", dir, name, dir, name, dir, name, info->n_ops, (long long)info->weight_bytes,
             (long long)info->arena_bytes);
+}
+
+/* --c DIR must be a directory that exists: said before anything is read. */
+static int check_c_dir(const char *P, bool json, const char *dir) {
+    struct stat st;
+    if (stat(dir, &st) != 0) return cli_fail(P, json, 1, "--c %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return cli_fail(P, json, 1, "--c %s: not a directory", dir);
     return 0;
+}
+
+/* Writes the C source of q into dir (--c), its three files together
+ * (qat_codegen_c stages and commits them as one set); says what it wrote
+ * on stderr, and fills info for the JSON summary. */
+static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json,
+                   qat_codegen_info *info) {
+    if (qat_codegen_c(ctx, q, dir, name, info) != QAT_OK) return cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
+    print_c_wrote(dir, name, info);
+    return 0;
+}
+
+/* Every output of an export from a checkpoint, all or nothing: the model
+ * is lowered once, each output is made and staged (written in full beside
+ * its target: a model ONNX or the C generator cannot express, a bad path
+ * or a full disk fails here, before any target changes), and only then
+ * are all renamed into place. 0, or 1 (reported). */
+static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const char *config, const char *out,
+                            const char *onnx, const char *cdir, const char *name, bool json, qat_codegen_info *info,
+                            int64_t *peak, long long *onnx_bytes, long long *bytes) {
+    qat_ctx *pctx = qat_ctx_new(); /* the program's memory */
+    if (!pctx) return cli_fail("qat", json, 1, "out of memory");
+    qat_qmodel q;
+    qat_save_set *set = NULL;
+    qat_status st = qat_qmodel_lower(m, rank, shape, pctx, &q);
+    if (st == QAT_OK) {
+        q.config = config;
+        st = (set = qat_save_set_new(pctx)) ? QAT_OK : qat_ctx_status(pctx);
+    }
+    if (st == QAT_OK && onnx) st = qat_onnx_stage(pctx, &q, onnx, set);
+    if (st == QAT_OK && out) st = qat_qmodel_stage(pctx, &q, out, set);
+    if (st == QAT_OK && cdir) st = qat_codegen_stage(pctx, &q, cdir, name, set, info);
+    if (st == QAT_OK) st = qat_save_set_commit(set);
+    qat_save_set_free(set); /* removes the temporaries of a failed export */
+    if (st == QAT_OK && out) { /* the integer runtime's plan for one sample */
+        int64_t *offsets = qat_ctx_alloc(pctx, QAT_MEM_PERSIST, (size_t)(q.n_tensors + q.n_ops) * sizeof *offsets);
+        qat_plan plan;
+        *peak = offsets && qat_plan_program(&q, 1, offsets, &plan, NULL, 0) == QAT_OK ? plan.peak_activation_bytes : -1;
+    }
+    struct stat sb;
+    if (st == QAT_OK && onnx) *onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
+    if (st == QAT_OK && out) *bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    /* lowering puts its refusals (naming a layer) on the model's context, the rest go on pctx */
+    const char *why = qat_ctx_error(pctx)[0] ? qat_ctx_error(pctx) : qat_ctx_error(qat_model_ctx(m));
+    int rc = st == QAT_OK ? 0 : cli_fail("qat", json, 1, "%s", why);
+    qat_ctx_free(pctx);
+    return rc;
 }
 
 /* The generated C's fields of the JSON summary (after others: a leading comma). */
@@ -80,6 +137,7 @@ int cmd_export(int argc, char **argv) {
         if (ckpt || out || onnx || !cdir)
             return cli_usage_fail(P, json, export_usage,
                                   "--quantized MODEL takes --c DIR, and none of --checkpoint, --out, --onnx");
+        if (check_c_dir("qat", json, cdir)) return 1;
         qat_ctx *ctx = qat_ctx_new();
         if (!ctx) return cli_fail("qat", json, 1, "out of memory");
         qat_qmodel q;
@@ -108,6 +166,7 @@ int cmd_export(int argc, char **argv) {
     }
     if (out && onnx && !strcmp(out, onnx))
         return cli_usage_fail(P, json, export_usage, "--out and --onnx name the same file");
+    if (cdir && check_c_dir("qat", json, cdir)) return 1; /* every target is checked before the work */
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return cli_fail("qat", json, 1, "out of memory");
     int rc = 1;
@@ -127,38 +186,17 @@ int cmd_export(int argc, char **argv) {
     else if (qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D) rank = 3;
     else rank = 1, shape[0] = 784;
     int64_t peak = -1;
-    /* ONNX first: a model ONNX cannot express is refused before any file is written */
-    struct stat sb;
-    long long onnx_bytes = -1;
-    if (onnx && qat_onnx_export(m, rank, shape, config, onnx) != QAT_OK) goto fail;
-    if (onnx) {
-        onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
-        fprintf(stderr, "qat: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
-    }
-    if (out && qat_export(m, rank, shape, config, out, &peak) != QAT_OK) goto fail;
-    long long bytes = out && stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    qat_codegen_info info;
+    long long onnx_bytes = -1, bytes = -1;
+    if (stage_and_commit(m, rank, shape, config, out, onnx, cdir, name, json, &info, &peak, &onnx_bytes, &bytes)) goto done;
     int64_t n_weights = qat_model_n_quantized_weights(m);
     const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
+    if (onnx)
+        fprintf(stderr, "qat: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
     if (out)
         fprintf(stderr, "qat: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
                 "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
-    qat_codegen_info info;
-    if (cdir) {
-        qat_ctx *pctx = qat_ctx_new(); /* the program's memory */
-        qat_qmodel q;
-        if (!pctx) {
-            cli_fail("qat", json, 1, "out of memory");
-            goto done;
-        }
-        if (qat_qmodel_lower(m, rank, shape, pctx, &q) != QAT_OK) {
-            cli_fail("qat", json, 1, "%s", qat_ctx_error(pctx));
-            qat_ctx_free(pctx);
-            goto done;
-        }
-        int crc = write_c(pctx, &q, cdir, name, json, &info);
-        qat_ctx_free(pctx);
-        if (crc) goto done;
-    }
+    if (cdir) print_c_wrote(cdir, name, &info);
     if (json) { /* one object for everything written */
         printf("{\"checkpoint\": ");
         cli_json_str(ckpt);

@@ -23,6 +23,7 @@ static const char *const summary_usage =
     "\n"
     "  --model mlp|lenet|lenet-bn  a built-in model, untrained\n"
     "  --model-file F              a model file (docs/model-format.md), untrained\n"
+    CLI_LIMITS_USAGE
     "  --checkpoint CKPT           a training checkpoint (qat train --out)\n"
     "  --qmodel M                  a quantized model (qat export): a row per integer op\n"
     "  --wbits B, --abits B        a model that is not QAT-trained (the first two, a float\n"
@@ -39,6 +40,7 @@ typedef struct {
     const char *model, *model_file, *checkpoint, *qmodel, *granularity;
     long wbits, abits;
     bool json, as_float;
+    qat_model_limits limits; /* --max-params, --max-activation-bytes, --max-layers (0: the default) */
 } opts;
 
 static const char *const models[] = {"mlp", "lenet", "lenet-bn", NULL};
@@ -48,6 +50,7 @@ static int parse(int argc, char **argv, opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
+        int lim;
 #define VAL() (v = cli_value(P, argc, argv, &i))
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(summary_usage, stdout), -1;
         else if (!strcmp(a, "--model")) ok = VAL() && (o->model = v);
@@ -59,6 +62,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--granularity")) ok = VAL() && (o->granularity = v);
         else if (!strcmp(a, "--float")) o->as_float = true;
         else if (!strcmp(a, "--json")) o->json = true;
+        else if ((lim = cli_limit_option(P, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
         else fprintf(stderr, "%s: unknown option \"%s\"\n", P, a), ok = false;
 #undef VAL
         if (!ok) return fputs(summary_usage, stderr), EXIT_USAGE;
@@ -251,11 +255,12 @@ static qat_status load_model(const opts *o, qat_ctx *ctx, qat_model **out, const
     qat_status st;
     if (o->checkpoint) {
         *kind = "checkpoint";
-        st = qat_checkpoint_model(ctx, o->checkpoint, &m, NULL, 0);
+        st = qat_checkpoint_model_limits(ctx, o->checkpoint, &o->limits, &m, NULL, 0);
     } else {
         *kind = "model";
         m = qat_model_new(ctx);
         st = !m ? qat_ctx_status(ctx)
+             : qat_model_set_limits(m, &o->limits) != QAT_OK ? qat_ctx_status(ctx)
              : o->model_file ? qat_model_from_file(m, o->model_file)
              : !strcmp(o->model, "mlp") ? qat_model_mlp(m) : qat_model_lenet(m, !strcmp(o->model, "lenet-bn"));
         if (st == QAT_OK) st = qat_model_build(m, 1);

@@ -145,42 +145,13 @@ static int check_output(const run *r, const char *opt, const char *path) {
     return 0;
 }
 
-/* The model file's text (a regular file, at most 1 MiB), and its CRC. */
-static qat_status read_model_file(run *r, const char *path, char **text) {
-    enum { MAX = 1 << 20 };
-    *text = NULL;
-    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not hang the open */
-    if (fd < 0) return qat_ctx_fail(r->ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return qat_ctx_fail(r->ctx, QAT_ERR_FORMAT, "%s: not a regular file (a model file is a .qnet text)", path);
-    }
-    if (st.st_size > MAX) {
-        close(fd);
-        return qat_ctx_fail(r->ctx, QAT_ERR_FORMAT, "%s: %lld bytes; a model file has at most %d", path,
-                            (long long)st.st_size, MAX);
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    ssize_t n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
-    close(fd);
-    if (!buf) return qat_ctx_fail(r->ctx, QAT_ERR_NOMEM, "out of memory");
-    if (n != st.st_size || memchr(buf, '\0', (size_t)n)) {
-        free(buf);
-        return qat_ctx_fail(r->ctx, QAT_ERR_FORMAT, "%s: not a model file (binary, or it changed while read)", path);
-    }
-    buf[n] = '\0';
-    r->model_crc = (uint32_t)crc32(0L, (const Bytef *)buf, (uInt)n);
-    *text = buf;
-    return QAT_OK;
-}
-
 /* --model: a built-in name, or a model file (a path: it has a '/' or ends in .qnet). */
 static qat_status make_model(run *r) {
     const char *name = r->o->model;
     qat_model *m = r->m = qat_model_new(r->ctx);
     if (!m) return qat_ctx_status(r->ctx);
-    qat_status st;
+    qat_status st = qat_model_set_limits(m, &r->o->limits);
+    if (st != QAT_OK) return st;
     if (!train_model_is_file(name)) { /* a built-in one: train_parse checked the name */
         int k = cli_choice(name, train_builtin_models);
         snprintf(r->model_name, sizeof r->model_name, "%s", name);
@@ -190,9 +161,13 @@ static qat_status make_model(run *r) {
         snprintf(r->model_name, sizeof r->model_name, "%.48s", base ? base + 1 : name);
         for (char *c = r->model_name; *c; c++)
             if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_'; /* it goes into JSON text */
-        char *text;
-        st = read_model_file(r, name, &text);
-        if (st == QAT_OK) st = qat_model_from_text(m, text, name);
+        char *text = NULL; /* a regular file (a FIFO or a directory is refused at once), at most 1 MiB, no NUL */
+        size_t n = 0;
+        st = qat_model_file_text(r->ctx, name, &text, &n);
+        if (st == QAT_OK) {
+            r->model_crc = (uint32_t)crc32(0L, (const Bytef *)text, (uInt)n);
+            st = qat_model_from_text(m, text, name);
+        }
         free(text);
     }
     return st == QAT_OK ? qat_model_build(m, (uint64_t)r->o->seed) : st;
@@ -446,8 +421,11 @@ int cmd_train(int argc, char **argv) {
     if (d.rank > 0) mute(d.rank);
     static train_opts o; /* large (class weights, normalization): not on the stack */
     int rc = train_parse(argc, argv, &o);
-    if (!rc) rc = train_job(&o, &d);
-    else if (rc < 0) rc = 0;
+    if (!rc) { /* the collectives' watchdog: its timeout, and what its message says (dist.h) */
+        d.timeout_s = o.mpi_timeout, d.out_path = o.out, d.ckpt_note = d.rank == 0 ? last_ckpt_msg : NULL;
+        if (muted_stderr >= 0) d.err_fd = dup(muted_stderr);
+        rc = train_job(&o, &d);
+    } else if (rc < 0) rc = 0;
     fflush(stdout);
     if (rc && rc != 130) return dist_abort(&d, rc); /* one rank's error ends the job: none may wait in a collective */
     dist_finalize(&d);

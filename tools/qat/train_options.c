@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dist.h"
 
 #define P "qat train"
 #define PROG "qat"
@@ -25,6 +26,7 @@ static const char *const usage_parts[] = {
     "  --model NAME|FILE.qnet      a built-in model (mlp, lenet, lenet-bn; default lenet) or a\n"
     "                              model file (docs/model-format.md; models/*.qnet)\n"
     "  --model-file FILE           the same as --model FILE\n"
+    CLI_LIMITS_USAGE
     DATA_ARG_USAGE
     "  --limit-train N             use the first N training samples (default all)\n"
     "  --limit-test N              use the first N test samples (default all)\n",
@@ -93,7 +95,8 @@ static const char *const usage_parts[] = {
     "  --help                      this text\n"
     "\n"
     "Data-parallel: mpirun -np N qat train ... runs N processes; --batch is the\n"
-    "global batch, rank 0 alone prints and saves (docs/parallel.md).\n",
+    "global batch, rank 0 alone prints and saves; --mpi-timeout S (default 300 s; 0:\n"
+    "never) ends the job when a rank is silent that long (docs/parallel.md).\n",
     NULL};
 
 void train_usage(FILE *f) {
@@ -132,6 +135,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true, quant = false;
+        int lim;
 #define VAL() (v = cli_value(P, argc, argv, &i))
         int d = data_arg_parse(&o->data, P, argc, argv, &i);
         if (d) ok = d > 0;
@@ -196,6 +200,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
         else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
         else if (!strcmp(a, "--rank-checkpoints")) o->rank_checkpoints = true;
+        else if (!strcmp(a, "--mpi-timeout")) ok = VAL() && cli_float(P, a, v, 0, 1e6, &o->mpi_timeout);
+        else if ((lim = cli_limit_option(P, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
         else return usage_error(o, "unknown option \"%s\"", a);
 #undef VAL
         if (quant && !o->quant_option) o->quant_option = true;
@@ -325,7 +331,7 @@ int train_parse(int argc, char **argv, train_opts *o) {
     *o = (train_opts){.optimizer = "adam", .schedule = "cosine", .data = {.path = "data/mnist"}, .epochs = 5,
                       .batch = 64, .seed = 1, .threads = 1, .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8,
                       .window = 16, .granularity = "channel", .observer = "ema", .freeze_observers = -1,
-                      .freeze_bn = -1, .log_every = 10, .topk = 5};
+                      .freeze_bn = -1, .log_every = 10, .topk = 5, .mpi_timeout = DIST_TIMEOUT_S};
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     if (!o->model) o->model = "lenet";

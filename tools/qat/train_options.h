@@ -34,6 +34,8 @@ typedef struct {
     float weights[QAT_MAX_CLASSES > 4096 ? 4096 : QAT_MAX_CLASSES];
     int n_weights;
     qat_normalization norm; /* --normalize MEAN,STD */
+    qat_model_limits limits; /* --max-params, --max-activation-bytes, --max-layers (0: the default) */
+    double mpi_timeout;      /* --mpi-timeout: seconds a collective may wait (0: forever) */
     qat_norm_mode norm_mode;
 } train_opts;
 
