@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "qat/codegen.h"
@@ -31,10 +32,10 @@ static const char *const export_usage =
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
     "  --onnx FILE         also (or instead) write the model as ONNX in QDQ form\n"
     "                      (e.g. model.onnx; docs/onnx.md), atomically too\n"
-    "  --c DIR             write C99 for a microcontroller into DIR (which must\n"
-    "                      exist): NAME.h, NAME.c (integers only, no malloc) and\n"
-    "                      NAME_io.c (float input quantization and output\n"
-    "                      dequantization); see docs/codegen.md\n"
+    "  --c DIR             write C99 for a microcontroller into DIR (made when it\n"
+    "                      does not exist; its parent must): NAME.h, NAME.c\n"
+    "                      (integers only, no malloc) and NAME_io.c (input\n"
+    "                      quantization, output dequantization); docs/codegen.md\n"
     "  --name NAME         the C prefix of the generated API (default model)\n"
     "  --quantized MODEL   generate the C from a quantized model file instead\n"
     "                      of a training checkpoint\n"
@@ -49,10 +50,31 @@ static void print_c_wrote(const char *dir, const char *name, const qat_codegen_i
 }
 
 /* --c DIR must be a directory that exists: said before anything is read. */
-static int check_c_dir(const char *P, bool json, const char *dir) {
+static int check_c_dir(const char *P, bool json, const char *dir, bool *create) {
     struct stat st;
-    if (stat(dir, &st) != 0) return cli_fail(P, json, 1, "--c %s: %s", dir, strerror(errno));
+    *create = false;
+    if (stat(dir, &st) != 0) {
+        /* a folder that does not exist yet is made (its parent must exist), right before the files are */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", dir);
+        size_t n = strlen(parent);
+        while (n > 1 && parent[n - 1] == '/') parent[--n] = '\0';
+        char *slash = strrchr(parent, '/');
+        if (slash) *(slash == parent ? slash + 1 : slash) = '\0';
+        else snprintf(parent, sizeof parent, ".");
+        if (errno != ENOENT || stat(parent, &st) != 0 || !S_ISDIR(st.st_mode))
+            return cli_fail(P, json, 1, "--c %s: %s", dir, strerror(errno == ENOENT ? ENOENT : errno));
+        if (access(parent, W_OK) != 0) return cli_fail(P, json, 1, "--c %s: cannot make it: %s", dir, strerror(errno));
+        *create = true;
+        return 0;
+    }
     if (!S_ISDIR(st.st_mode)) return cli_fail(P, json, 1, "--c %s: not a directory", dir);
+    return 0;
+}
+
+/* Makes --c's folder when it was missing; 0, or 1 (reported). */
+static int make_c_dir(const char *P, bool json, const char *dir, bool create) {
+    if (create && mkdir(dir, 0777) != 0 && errno != EEXIST) return cli_fail(P, json, 1, "--c %s: cannot make it: %s", dir, strerror(errno));
     return 0;
 }
 
@@ -137,13 +159,16 @@ int cmd_export(int argc, char **argv) {
         if (ckpt || out || onnx || !cdir)
             return cli_usage_fail(P, json, export_usage,
                                   "--quantized MODEL takes --c DIR, and none of --checkpoint, --out, --onnx");
-        if (check_c_dir("qat", json, cdir)) return 1;
+        bool create;
+        if (check_c_dir("qat", json, cdir, &create)) return 1;
         qat_ctx *ctx = qat_ctx_new();
         if (!ctx) return cli_fail("qat", json, 1, "out of memory");
         qat_qmodel q;
         qat_codegen_info info;
-        int rc = qat_qmodel_load(ctx, quantized, &q) == QAT_OK ? write_c(ctx, &q, cdir, name, json, &info)
-                                                               : cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
+        int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx))
+                 : make_c_dir("qat", json, cdir, create)       ? 1
+                                                               : write_c(ctx, &q, cdir, name, json, &info);
+        if (rc && create) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         if (rc == 0 && json) {
             printf("{\"quantized\": ");
             cli_json_str(quantized);
@@ -166,7 +191,8 @@ int cmd_export(int argc, char **argv) {
     }
     if (out && onnx && !strcmp(out, onnx))
         return cli_usage_fail(P, json, export_usage, "--out and --onnx name the same file");
-    if (cdir && check_c_dir("qat", json, cdir)) return 1; /* every target is checked before the work */
+    bool create_cdir = false;
+    if (cdir && check_c_dir("qat", json, cdir, &create_cdir)) return 1; /* every target is checked before the work */
     qat_ctx *ctx = qat_ctx_new();
     if (!ctx) return cli_fail("qat", json, 1, "out of memory");
     int rc = 1;
@@ -188,7 +214,11 @@ int cmd_export(int argc, char **argv) {
     int64_t peak = -1;
     qat_codegen_info info;
     long long onnx_bytes = -1, bytes = -1;
-    if (stage_and_commit(m, rank, shape, config, out, onnx, cdir, name, json, &info, &peak, &onnx_bytes, &bytes)) goto done;
+    if (cdir && make_c_dir("qat", json, cdir, create_cdir)) goto done;
+    if (stage_and_commit(m, rank, shape, config, out, onnx, cdir, name, json, &info, &peak, &onnx_bytes, &bytes)) {
+        if (create_cdir) rmdir(cdir); /* made for this export: nothing stays of a failed one */
+        goto done;
+    }
     int64_t n_weights = qat_model_n_quantized_weights(m);
     const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
     if (onnx)
