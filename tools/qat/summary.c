@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "train_options.h"
 #include "qat/analyze.h"
 #include "qat/export.h"
 #include "qat/io.h"
@@ -21,7 +22,7 @@ static const char *const summary_usage =
     "(weights packed, int32 biases) and the integer runtime's peak activation bytes\n"
     "per sample (its lifetime-based memory plan).\n"
     "\n"
-    "  --model mlp|lenet|lenet-bn  a built-in model, untrained\n"
+    "  --model mlp|lenet|lenet-bn|FILE.qnet  a built-in model or a model file, untrained\n"
     "  --model-file F              a model file (docs/model-format.md), untrained\n"
     CLI_LIMITS_USAGE
     "  --checkpoint CKPT           a training checkpoint (qat train --out)\n"
@@ -53,7 +54,8 @@ static int parse(int argc, char **argv, opts *o) {
         int lim;
 #define VAL() (v = cli_value(P, argc, argv, &i))
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(summary_usage, stdout), -1;
-        else if (!strcmp(a, "--model")) ok = VAL() && (o->model = v);
+        else if (!strcmp(a, "--model")) /* a built-in name, or a model file's path (as train takes it) */
+            ok = VAL() && (train_model_is_file(v) ? (o->model_file = v) : (o->model = v));
         else if (!strcmp(a, "--model-file")) ok = VAL() && (o->model_file = v);
         else if (!strcmp(a, "--checkpoint")) ok = VAL() && (o->checkpoint = v);
         else if (!strcmp(a, "--qmodel")) ok = VAL() && (o->qmodel = v);
