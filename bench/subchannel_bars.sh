@@ -35,7 +35,7 @@ for r in $runs; do
   e=$("$bin" eval --model "$f" --compare fake --data "$data" --json 2>/dev/null)
   h=$("$bin" eval --model "$f" --engine hybrid --data "$data" --json 2>/dev/null | json "['test_accuracy']")
   "$ref" "$f" "$data" 10000 "$out/$n.x.f32" "$out/$n.int.txt"
-  /usr/bin/python3 "$root/examples/mnist/run_qat_h5.py" "$f" "$out/$n.x.f32" 10000 "$out/$n.np.i32" >/dev/null
+  /usr/bin/python3 "$root/tools/run_qat_h5.py" "$f" "$out/$n.x.f32" 10000 "$out/$n.np.i32" >/dev/null
   same=$(/usr/bin/python3 -c "
 import numpy as np
 y = np.fromfile('$out/$n.np.i32', np.int32).reshape(10000, -1)

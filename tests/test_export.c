@@ -630,7 +630,7 @@ static void test_damaged_files_are_refused(void) {
     qat_ctx_free(ctx);
 }
 
-/* examples/mnist/run_qat_h5.py runs a file with h5py and numpy from the
+/* tools/run_qat_h5.py runs a file with h5py and numpy from the
  * format document alone: its integers must be the C engine's, for every
  * op kind. */
 static void test_numpy_reader_gives_the_same_integers(void) {
@@ -661,7 +661,7 @@ static void test_numpy_reader_gives_the_same_integers(void) {
         FILE *f = fopen(in, "wb");
         fwrite(x, sizeof x, 1, f);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null",
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null",
                  src, model, in, N, out);
         CU_ASSERT_EQUAL(system(cmd), 0);
         f = fopen(out, "rb");
@@ -849,7 +849,7 @@ static void test_normalized_checkpoint_export_load(void) {
         CU_ASSERT_FATAL(f != NULL);
         CU_ASSERT_EQUAL(bytes ? fwrite(xb, sizeof xb, 1, f) : fwrite(x, sizeof x, 1, f), 1);
         fclose(f);
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' %s >/dev/null",
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/run_qat_h5.py' '%s' '%s' %d '%s' %s >/dev/null",
                  src, model, bytes ? inb : in, N, out, bytes ? "--u8" : "");
         CU_ASSERT_EQUAL(system(cmd), 0);
         memset(py, 0, sizeof py);

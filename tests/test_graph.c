@@ -485,7 +485,7 @@ static void test_concat_hand_computed(void) {
  * loaded program (bit for bit), and with the numpy reader (bit for bit). */
 static const char *const every_op_text = QAT_TEST_EVERY_OP;
 
-/* The numpy reader (examples/mnist/run_qat_h5.py, written from the
+/* The numpy reader (tools/run_qat_h5.py, written from the
  * format document alone) on n samples x of the file at path: its output
  * integers must equal want[0..count). Skipped (with a line) without
  * python3-h5py/numpy or QAT_SOURCE_DIR. */
@@ -512,7 +512,7 @@ static void check_numpy(const char *path, const char *tag, const float *x, int n
     }
     CU_ASSERT_EQUAL(fwrite(x, sizeof(float), (size_t)(per * n), f), (size_t)(per * n));
     fclose(f);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null", src,
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null", src,
              path, in, n, out);
     CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
     int32_t *py = calloc((size_t)count, sizeof *py);

@@ -461,7 +461,7 @@ static bool same_type(const qat_qtype *a, const qat_qtype *b) {
            !memcmp(a->zero_point, b->zero_point, (size_t)a->nparams * 4);
 }
 
-/* The numpy reader (examples/mnist/run_qat_h5.py) on the file: its output
+/* The numpy reader (tools/run_qat_h5.py) on the file: its output
  * integers, n samples of x. */
 static bool numpy_reader(const char *model, const float *x, int n, int64_t in_numel, int32_t *out, int64_t out_n) {
     const char *src = getenv("QAT_SOURCE_DIR");
@@ -472,7 +472,7 @@ static bool numpy_reader(const char *model, const float *x, int n, int64_t in_nu
     FILE *f = fopen(in, "wb");
     fwrite(x, sizeof *x, (size_t)(n * in_numel), f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/examples/mnist/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null", src,
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null", src,
              model, in, n, o);
     if (system(cmd) != 0) return false;
     f = fopen(o, "rb");
