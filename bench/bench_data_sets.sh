@@ -57,7 +57,7 @@ bin=$build/tools/qat/qat convert=$build/tests/qat_data_convert
 py=$root/.venv-bench/bin/python mnist=$root/data/mnist
 [ -x "$bin" ] || { echo "bench_data_sets: build first ($bin missing)" >&2; exit 1; }
 [ -x "$py" ] || { echo "bench_data_sets: no $py (scripts/setup-python.sh bench)" >&2; exit 1; }
-mkdir -p "$work"
+mkdir -p "$work" && work=$(cd "$work" && pwd) # absolute: parts run from other folders
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 source "$root/bench/bench_common.sh"
 gen() { # kind out args...: generate once (the names carry the sizes, the seed and, here, the generator's hash)

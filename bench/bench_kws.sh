@@ -51,7 +51,7 @@ py=$root/.venv-bench/bin/python
 model=$root/models/ds-cnn-kws.qnet
 [ -x "$bin" ] || { echo "bench_kws: build first ($bin missing)" >&2; exit 1; }
 [ -x "$py" ] || { echo "bench_kws: no $py (scripts/setup-python.sh bench)" >&2; exit 1; }
-mkdir -p "$work"
+mkdir -p "$work" && work=$(cd "$work" && pwd) # absolute: the Python side runs from bench/
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 source "$root/bench/bench_common.sh"
 
