@@ -44,6 +44,8 @@ typedef enum {
 } qat_status;
 
 QAT_API const char *qat_status_str(qat_status s);
+/* The library's version ("0.1.0"): what files record as their producer. */
+QAT_API const char *qat_version(void);
 
 /* ---- names ---------------------------------------------------------------------
  * The one rule for the names of layers, ops and tensors, wherever they
