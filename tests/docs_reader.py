@@ -12,6 +12,11 @@ or bytes with --u8 (each byte taken as the float (float)b, through the
 per-channel table of 256 input integers). Raw means before the file's
 /normalization, which the reader applies.
 OUTPUT: the N x K output integers as raw int32.
+--form=FILE: check the numbers the reader derives rather than reads against
+FILE (raw int32, written by the test from the program qat loaded): for each
+linear and conv2d op, bias, bias_scale (float32 bits), multiplier and shift,
+then for blockwise weights every block's conversion (multiplier, then shift,
+one per scale). Exit 1 where they differ.
 --verify: also recompute, from the documents' formulas, every stored
 multiplier and shift, every per-channel bias_scale, every act_min/act_max
 and every hard-swish table, and check sigmoid/tanh tables to one step;
@@ -229,10 +234,12 @@ class Program:
                 self.norm = dict(channels=int(num(g, "channels")), divisor=F32(num(g, "divisor")),
                                  mean=g["mean"][...].astype(F32), std=g["std"][...].astype(F32))
         for op in self.ops:
-            if op.kind in ("linear", "conv2d") and op.blockwise and op.m is None:
-                if v != 2:
-                    raise Bad(f"{op.name}: a blockwise op without multipliers in a version-{v} file")
-                self.give_v2_integer_form(op)
+            if op.kind in ("linear", "conv2d") and op.blockwise:
+                if op.m is None:
+                    if v != 2:
+                        raise Bad(f"{op.name}: a blockwise op without multipliers in a version-{v} file")
+                    self.give_v2_integer_form(op)
+                op.bm, op.bs = block_conversions(self, op)
         f.close()
 
     # ---- subchannel.md, "The accumulation scale": version 2's blockwise ops ----
@@ -332,14 +339,15 @@ def columns(xd, op, c0, c1, OH, OW):
 
 
 def block_conversions(p, op):
-    """(m, s) [O, J] derived from the scales (quantized-model-format.md)."""
+    """(m, s) [ceil(O / b0), J]: each parameter row's block conversions, derived
+    from the scales (quantized-model-format.md), with o0 its first row."""
     sx = float(p.tensors[op.inputs[0]].scale)
     scales = op.wscale.reshape(-1, op.J)
-    m, s = np.zeros((op.O, op.J), np.int64), np.zeros((op.O, op.J), np.int64)
-    for o in range(op.O):
-        o0 = o // op.b0 * op.b0
+    m, s = np.zeros(scales.shape, np.int64), np.zeros(scales.shape, np.int64)
+    for r in range(scales.shape[0]):
+        o0 = r * op.b0
         for j in range(op.J):
-            m[o, j], s[o, j] = quantize_multiplier(sx * float(scales[o // op.b0, j]) / float(op.bias_scale[o0]))
+            m[r, j], s[r, j] = quantize_multiplier(sx * float(scales[r, j]) / float(op.bias_scale[o0]))
     return m, s
 
 
@@ -360,7 +368,8 @@ def product(p, op, cols, o_lo, o_hi):
             ks = np.nonzero(op.jk == j)[0]
             Wj = W[:, ks] - zpw[rows // op.b0, j][:, None]
             P = int32(np.matmul(Wj, cols[:, ks, :]), op.name)
-            acc = int32(acc + mbqm(P, bm[rows, j][None, :, None], bs[rows, j][None, :, None]), op.name)
+            r = rows // op.b0
+            acc = int32(acc + mbqm(P, bm[r, j][None, :, None], bs[r, j][None, :, None]), op.name)
     return requant(acc, op.m[rows][None, :, None], op.s[rows][None, :, None], ty.zp, op.act_min, op.act_max)
 
 
@@ -423,8 +432,6 @@ def run_op(p, op, vals):
 def run(p, q):
     vals = {p.input: q}
     for op in p.ops:
-        if op.kind in ("linear", "conv2d") and op.blockwise:
-            op.bm, op.bs = block_conversions(p, op)
         y = run_op(p, op, vals)
         want = (q.shape[0],) + p.tensors[op.output].shape
         if y.shape != want:
@@ -488,6 +495,26 @@ def verify(p):
     return bad
 
 
+def check_form(p, path):
+    want = np.fromfile(path, "<i4")
+    at = 0
+    for op in p.ops:
+        if op.kind not in ("linear", "conv2d"):
+            continue
+        parts = [("bias", op.bias), ("bias_scale", op.bias_scale.astype("<f4").view("<i4")),
+                 ("multiplier", op.m), ("shift", op.s)]
+        if op.blockwise:
+            parts += [("block multipliers", op.bm.reshape(-1)), ("block shifts", op.bs.reshape(-1))]
+        for what, v in parts:
+            v = np.asarray(v).astype(np.int64).reshape(-1)
+            w = want[at:at + v.size].astype(np.int64)
+            if w.size != v.size or (w != v).any():
+                raise Bad(f"{op.name}: the derived {what} are not the ones qat loaded")
+            at += v.size
+    if at != want.size:
+        raise Bad("the form file holds more numbers than the program")
+
+
 def main(argv):
     args = [a for a in argv[1:] if not a.startswith("--")]
     if len(args) != 4:
@@ -496,6 +523,9 @@ def main(argv):
     path, inp, n, outp = args[0], args[1], int(args[2]), args[3]
     try:
         p = Program(path)
+        for a in argv:
+            if a.startswith("--form="):
+                check_form(p, a[len("--form="):])
         if "--verify" in argv:
             bad = verify(p)
             if bad:

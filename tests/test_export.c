@@ -867,15 +867,41 @@ static void test_normalized_checkpoint_export_load(void) {
 
 /* ---- the reader written from the documents alone ------------------------------------- */
 
+/* The numbers a reader derives rather than reads, as the loaded program
+ * q holds them, for tests/docs_reader.py --form: for each linear and conv2d
+ * op in order, bias, bias_scale (float32 bits), multiplier and shift [O]
+ * (int32 each), then, for sub-channel weights, every block's multiplier
+ * and shift [number of scales]. A version-2 file's sub-channel ops get all
+ * of them at load; a version-3 or -4 file's the block conversions. */
+static void write_form(const qat_qmodel *q, const char *path) {
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    for (int i = 0; i < q->n_ops; i++) {
+        const qat_qop *op = &q->ops[i];
+        if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
+        size_t O = (size_t)op->wq.shape[0], np = (size_t)op->wq.nparams;
+        CU_ASSERT(fwrite(op->bias, 4, O, f) == O && fwrite(op->bias_scale, 4, O, f) == O &&
+                  fwrite(op->multiplier, 4, O, f) == O && fwrite(op->shift, 4, O, f) == O);
+        if (qat_qop_subchannel(op))
+            CU_ASSERT(fwrite(op->block_multiplier, 4, np, f) == np && fwrite(op->block_shift, 4, np, f) == np);
+    }
+    fclose(f);
+}
+
 /* tests/docs_reader.py (numpy and h5py, written from docs/ alone) on n
  * samples of the file at model: its output integers must equal want[0..count),
- * the int engine's. in: n raw samples (float32, or bytes when flags holds
- * --u8). flags: the reader's options (--u8, --verify). */
-static void docs_reader_check(const char *tag, const char *model, const void *in, size_t in_bytes, int n,
-                              const char *flags, const int32_t *want, int count) {
+ * the int engine's, and the numbers it derives must be those of q, the
+ * program qat loaded from the file (write_form). in: n raw samples
+ * (float32, or bytes when flags holds --u8). flags: the reader's other
+ * options (--u8, --verify). */
+static void docs_reader_check(const char *tag, const char *model, const qat_qmodel *q, const void *in,
+                              size_t in_bytes, int n, const char *flags, const int32_t *want, int count) {
     const char *src = getenv("QAT_SOURCE_DIR");
     CU_ASSERT_PTR_NOT_NULL_FATAL(src);
-    char inp[512], outp[512], name[48], cmd[2048];
+    char inp[512], outp[512], formp[512], name[48], cmd[2560];
+    snprintf(name, sizeof name, "docs-%s.form", tag);
+    path_of(formp, sizeof formp, name);
+    write_form(q, formp);
     snprintf(name, sizeof name, "docs-%s.in", tag);
     path_of(inp, sizeof inp, name);
     snprintf(name, sizeof name, "docs-%s.i32", tag);
@@ -885,8 +911,8 @@ static void docs_reader_check(const char *tag, const char *model, const void *in
     CU_ASSERT_FATAL(f != NULL);
     CU_ASSERT_EQUAL(fwrite(in, 1, in_bytes, f), in_bytes);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/docs_reader.py' '%s' '%s' %d '%s' %s >/dev/null", src,
-             model, inp, n, outp, flags);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/docs_reader.py' '%s' '%s' %d '%s' '--form=%s' %s >/dev/null",
+             src, model, inp, n, outp, formp, flags);
     int rc = system(cmd);
     if (rc) printf("\n  %s: the docs reader failed (%s)", tag, cmd);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -915,14 +941,32 @@ static float tie_input(float scale, int k) {
     return 0.0f;
 }
 
-/* The every-op graph (QAT_TEST_EVERY_OP) prepared with cfg (and the
- * layers g2 and fc with g2cfg and fccfg when given), with a normalization when norm is
- * given, its observers and BatchNorm run over a few random batches
- * (raw bytes as floats when the normalization is uint8's), then eval. */
-static qat_model *every_op_model(qat_ctx *ctx, const qat_prepare_config *cfg, const qat_prepare_config *g2cfg,
-                                 const qat_prepare_config *fccfg, const qat_normalization *norm, qat_rng *rng) {
+/* Windows the every-op graph leaves out: max pooling over signed values
+ * (no ReLU before it, so padding would win if it counted), a padded
+ * non-square average pool, groups with O != C, a depthwise convolution
+ * with two outputs per channel, and a concatenation of vectors. */
+#define DOCS_POOLS_TEXT \
+    "input shape=3,7,6\n" \
+    "conv2d c input out=4 kernel=3 pad=1\n" \
+    "maxpool2d mp c kernel=3 stride=2 pad=1\n" \
+    "avgpool2d ap c kernel=3x2 stride=2x1 pad=1x1\n" \
+    "conv2d g mp out=6 kernel=2x1 groups=2\n" \
+    "conv2d dw ap out=8 kernel=3 pad=1 groups=depthwise\n" \
+    "global_avgpool p1 g\n" \
+    "global_avgpool p2 dw\n" \
+    "concat cat p1,p2\n" \
+    "linear fc cat out=5\n"
+
+/* The graph of model-file text (input [C, H, W] = in) prepared with cfg
+ * (and the layers g2 and fc with g2cfg and fccfg when given), with a
+ * normalization when norm is given, its observers and BatchNorm run over
+ * a few random batches (raw bytes as floats when the normalization is
+ * uint8's), then eval. */
+static qat_model *graph_model(qat_ctx *ctx, const char *text, const int64_t *in, const qat_prepare_config *cfg,
+                              const qat_prepare_config *g2cfg, const qat_prepare_config *fccfg,
+                              const qat_normalization *norm, qat_rng *rng) {
     qat_model *m = qat_model_new(ctx);
-    qat_status st = qat_model_from_text(m, QAT_TEST_EVERY_OP, "every-op");
+    qat_status st = qat_model_from_text(m, text, "docs");
     if (st == QAT_OK) st = qat_model_build(m, 7);
     if (st == QAT_OK && norm) st = qat_model_set_normalization(m, norm);
     if (st == QAT_OK) st = qat_prepare(m, cfg);
@@ -931,7 +975,7 @@ static qat_model *every_op_model(qat_ctx *ctx, const qat_prepare_config *cfg, co
     if (st != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     for (int step = 0; step < 6; step++) {
-        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){8, 2, 10, 9}, false);
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){8, in[0], in[1], in[2]}, false);
         for (int64_t i = 0; i < x->numel; i++)
             x->data[i] = norm && norm->raw_uint8 ? (float)qat_rng_below(rng, 256) : 1.5f * qat_rng_normal(rng);
         CU_ASSERT_FATAL(qat_model_forward(m, x) != NULL);
@@ -940,6 +984,8 @@ static qat_model *every_op_model(qat_ctx *ctx, const qat_prepare_config *cfg, co
     qat_model_train(m, false);
     return m;
 }
+
+static const int64_t every_op_in[3] = {2, 10, 9};
 
 /* m exported to tag.qat.h5 and loaded back into *q; the path in path. */
 static void export_and_load(qat_ctx *ctx, qat_model *m, const char *tag, char *path, size_t len, qat_qmodel *q) {
@@ -998,8 +1044,8 @@ static void test_docs_reader_gives_the_same_integers(void) {
     static float x[N * IN];
     static int32_t want[N * K];
     char path[512];
-    /* 1. the every-op graph, five configurations */
-    for (int variant = 0; variant < 5; variant++) {
+    /* 1. the every-op graph, five configurations, and the pools graph */
+    for (int variant = 0; variant < 6; variant++) {
         qat_ctx *ctx = qat_ctx_new();
         qat_rng rng;
         qat_rng_seed(&rng, 40 + (uint64_t)variant);
@@ -1016,13 +1062,19 @@ static void test_docs_reader_gives_the_same_integers(void) {
             g2 = cfg, g2.blocks[0] = 4, g2.blocks[1] = 2, g2p = &g2, tag = "every-w3-axes";
         } else if (variant == 4) { /* a 2-channel float normalization */
             tag = "every-norm";
+        } else if (variant == 5) {
+            tag = "pools";
         }
-        qat_model *m = every_op_model(ctx, &cfg, g2p, NULL, variant == 4 ? &norm : NULL, &rng);
+        static const int64_t pools_in[3] = {3, 7, 6};
+        qat_model *m = graph_model(ctx, variant == 5 ? DOCS_POOLS_TEXT : QAT_TEST_EVERY_OP,
+                                   variant == 5 ? pools_in : every_op_in, &cfg, g2p, NULL, variant == 4 ? &norm : NULL, &rng);
         qat_qmodel q;
         export_and_load(ctx, m, tag, path, sizeof path, &q);
-        every_op_inputs(&rng, q.tensors[q.input].q.scale, x, N * IN);
+        memset(x, 0, sizeof x);
+        every_op_inputs(&rng, q.tensors[q.input].q.scale, x, N * (int)qat_qtensor_numel(&q.tensors[q.input]));
         engine_integers(ctx, &q, x, NULL, N, want);
-        docs_reader_check(tag, path, x, sizeof x, N, "--verify", want, N * K);
+        docs_reader_check(tag, path, &q, x, (size_t)(N * qat_qtensor_numel(&q.tensors[q.input])) * sizeof *x, N, "--verify",
+                          want, N * K);
         qat_ctx_free(ctx);
     }
     /* 2. version 2 with sub-channel weights, 4-bit: g2 in blocks {0:4, 1:2} (rows sharing
@@ -1035,7 +1087,7 @@ static void test_docs_reader_gives_the_same_integers(void) {
         cfg.wbits = 4;
         g2 = cfg, g2.wgran = QAT_GRAN_AXES, g2.blocks[0] = 4, g2.blocks[1] = 2;
         fc = g2, fc.blocks[0] = 1;
-        qat_model *m = every_op_model(ctx, &cfg, &g2, &fc, NULL, &rng);
+        qat_model *m = graph_model(ctx, QAT_TEST_EVERY_OP, every_op_in, &cfg, &g2, &fc, NULL, &rng);
         qat_qmodel q, q2;
         char v2[512];
         export_and_load(ctx, m, "every-axes", path, sizeof path, &q);
@@ -1050,9 +1102,9 @@ static void test_docs_reader_gives_the_same_integers(void) {
         CU_ASSERT(sub >= 2); /* g2 and fc */
         every_op_inputs(&rng, q2.tensors[q2.input].q.scale, x, N * IN);
         engine_integers(ctx, &q2, x, NULL, N, want);
-        docs_reader_check("every-axes-v2", v2, x, sizeof x, N, "", want, N * K);
+        docs_reader_check("every-axes-v2", v2, &q2, x, sizeof x, N, "", want, N * K);
         engine_integers(ctx, &q, x, NULL, N, want);
-        docs_reader_check("every-axes", path, x, sizeof x, N, "--verify", want, N * K);
+        docs_reader_check("every-axes", path, &q, x, sizeof x, N, "--verify", want, N * K);
         qat_ctx_free(ctx);
     }
     /* 3. a model trained on raw bytes with a per-channel uint8 normalization: floats and bytes */
@@ -1071,8 +1123,8 @@ static void test_docs_reader_gives_the_same_integers(void) {
         engine_integers(s.ctx, q, xf, NULL, NN, wf);
         engine_integers(s.ctx, q, NULL, xu, NN, wb);
         CU_ASSERT_EQUAL(memcmp(wf, wb, sizeof wf), 0);
-        docs_reader_check("norm-u8-floats", path, xf, sizeof xf, NN, "--verify", wf, NN * K);
-        docs_reader_check("norm-u8-bytes", path, xu, sizeof xu, NN, "--u8 --verify", wb, NN * K);
+        docs_reader_check("norm-u8-floats", path, q, xf, sizeof xf, NN, "--verify", wf, NN * K);
+        docs_reader_check("norm-u8-bytes", path, q, xu, sizeof xu, NN, "--u8 --verify", wb, NN * K);
         qat_ctx_free(s.ctx);
     }
     /* 4. the files of earlier versions kept as fuzzing seeds (versions 1, 2, 3) */
@@ -1095,7 +1147,7 @@ static void test_docs_reader_gives_the_same_integers(void) {
         qat_rng_seed(&rng, 60 + i);
         for (int64_t j = 0; j < NS * per; j++) xs[j] = 1.2f * qat_rng_normal(&rng);
         engine_integers(ctx, &q, xs, NULL, NS, ws);
-        docs_reader_check(seeds[i], path, xs, (size_t)(NS * per) * sizeof *xs, NS, "", ws, (int)(NS * k));
+        docs_reader_check(seeds[i], path, &q, xs, (size_t)(NS * per) * sizeof *xs, NS, "", ws, (int)(NS * k));
         free(xs), free(ws);
         qat_ctx_free(ctx);
     }
