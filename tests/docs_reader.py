@@ -394,12 +394,10 @@ def run_op(p, op, vals):
         OH, OW = ty.shape[1], ty.shape[2]
         pad = ((0, 0), (0, 0), (op.ph, op.ph), (op.pw, op.pw))
         if op.kind == "maxpool2d":
-            xp = np.pad(x, pad, constant_values=-(1 << 40))   # padding never wins
-            red, init = np.maximum, None
+            xp, red = np.pad(x, pad, constant_values=-(1 << 40)), np.maximum   # padding never wins
         else:
-            xp = np.pad(x - tx.zp, pad)                        # padding is real 0
-            red, init = np.add, None
-        acc = init
+            xp, red = np.pad(x - tx.zp, pad), np.add                            # padding is real 0
+        acc = None
         for ky in range(op.kh):
             for kx in range(op.kw):
                 t = xp[:, :, ky:ky + op.sh * (OH - 1) + 1:op.sh, kx:kx + op.sw * (OW - 1) + 1:op.sw]
