@@ -296,6 +296,7 @@ static bool write_file(const char *path, const void *data, size_t size) {
  * a Cortex-M4 and a Cortex-M3 under qemu when they are installed. */
 static void check_program(const qat_qmodel *q, const char *name, int n, uint64_t seed) {
     if (system("cc --version >/dev/null 2>&1") != 0) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    if (!getenv("QAT_SOURCE_DIR")) QAT_TEST_SKIP("QAT_SOURCE_DIR (the harness's tree) is not set");
     qat_codegen_source src;
     char msg[400], path[512], cmd[4096];
     qat_status st = qat_codegen_generate(q, name, &src, msg, sizeof msg);
