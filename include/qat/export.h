@@ -36,7 +36,6 @@
 extern "C" {
 #endif
 
-
 /* Lowers a prepared, trained model (its activation observers must have
  * seen data) for inputs of per-sample shape in_shape (rank 1 or 3; NULL:
  * the model's declared input shape). The program carries the model's
@@ -111,7 +110,7 @@ typedef struct {
 } qat_export_report;
 
 /* Lowers the prepared, trained model once (qat_qmodel_lower, in a context
- * of its own, for inputs of in_shape as there) and writes every target of
+ * of its own; in_rank, in_shape as it takes them) and writes every target of
  * t from that one program, all or nothing (docs/saving.md, "Several files
  * at once"): each file is made and staged beside its target first, in
  * the order ONNX, quantized file, C; any refusal (an op a target cannot
