@@ -11,7 +11,7 @@
 #ifndef QAT_DATA_H
 #define QAT_DATA_H
 
-#include "qat/autograd.h"
+#include "qat/context.h"
 
 #ifdef __cplusplus
 extern "C" {

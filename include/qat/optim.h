@@ -7,7 +7,7 @@
 #ifndef QAT_OPTIM_H
 #define QAT_OPTIM_H
 
-#include "qat/autograd.h"
+#include "qat/context.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -3,7 +3,7 @@
  *
  * A pool is a caller-owned object: T threads (the caller's own plus T - 1
  * workers) that run the tasks of one parallel loop at a time. A context
- * that is given a pool (qat_ctx_set_pool in qat/autograd.h) splits its
+ * that is given a pool (qat_ctx_set_pool in qat/context.h) splits its
  * ops' work over it: the per-sample im2col/col2im and sgemm loops of the
  * convolutions, pooling, element-wise ops, fake quantization and the
  * observers' ranges, BatchNorm's channels, the linear layers' sgemm by

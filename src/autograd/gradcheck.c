@@ -35,12 +35,12 @@ qat_status qat_gradcheck(qat_ctx *ctx, qat_graph_fn fn, void *user, qat_tensor *
         qat_tensor_zero_grad(inputs[k]);
         total += inputs[k]->numel;
     }
-    bool was = ctx->grad_enabled;
-    ctx->grad_enabled = true;
+    bool was = qat_ctx_grad_enabled(ctx);
+    qat_ctx_set_grad_enabled(ctx, true);
     qat_ctx_step_reset(ctx);
     qat_tensor *y0 = fn(ctx, inputs, user);
     qat_status st = y0 ? qat_backward(ctx, y0) : qat_ctx_status(ctx);
-    if (st == QAT_OK && ctx->status != QAT_OK) st = ctx->status;
+    if (st == QAT_OK && qat_ctx_status(ctx) != QAT_OK) st = qat_ctx_status(ctx);
     if (!y0 && st == QAT_OK) st = qat_ctx_fail(ctx, QAT_ERR_STATE, "gradcheck: fn gave NULL");
     float *analytic = st == QAT_OK ? malloc((size_t)total * sizeof(float)) : NULL;
     if (st == QAT_OK && !analytic) st = qat_ctx_fail(ctx, QAT_ERR_NOMEM, "gradcheck: no memory");
@@ -51,7 +51,7 @@ qat_status qat_gradcheck(qat_ctx *ctx, qat_graph_fn fn, void *user, qat_tensor *
             off += inputs[k]->numel;
         }
     }
-    ctx->grad_enabled = false;
+    qat_ctx_set_grad_enabled(ctx, false);
     int64_t off = 0;
     for (int k = 0; k < n_inputs && st == QAT_OK; k++) {
         qat_tensor *t = inputs[k];
@@ -82,7 +82,7 @@ qat_status qat_gradcheck(qat_ctx *ctx, qat_graph_fn fn, void *user, qat_tensor *
         }
         off += t->numel;
     }
-    ctx->grad_enabled = was;
+    qat_ctx_set_grad_enabled(ctx, was);
     qat_ctx_step_reset(ctx);
     free(analytic);
     if (result) *result = r;

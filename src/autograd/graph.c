@@ -14,7 +14,8 @@ bool qat__inputs_ok(qat_ctx *ctx, const char *op, int n, qat_tensor *const *ts) 
             return false;
         }
     }
-    if (ctx->backward_done) {
+    const qat__tape *t = qat__tape_peek(ctx);
+    if (t && t->backward_done) {
         qat_ctx_fail(ctx, QAT_ERR_STATE,
                      "%s: the step's graph was already used by qat_backward; call "
                      "qat_ctx_step_reset first", op);
@@ -25,9 +26,10 @@ bool qat__inputs_ok(qat_ctx *ctx, const char *op, int n, qat_tensor *const *ts) 
 
 qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_tensor *out,
                       qat_tensor *a, qat_tensor *b, qat_tensor *c) {
-    if (!ctx->grad_enabled) return NULL;
+    if (!qat_ctx_grad_enabled(ctx)) return NULL;
     if (!qat__wants_grad(a) && !qat__wants_grad(b) && !qat__wants_grad(c)) return NULL;
-    qat_node *n = qat__step_alloc(ctx, sizeof *n);
+    qat__tape *t = qat__tape_of(ctx);
+    qat_node *n = t ? qat__step_alloc(ctx, sizeof *n) : NULL;
     if (!n) return NULL;
     n->backward = fn;
     n->name = name;
@@ -35,8 +37,8 @@ qat_node *qat__record(qat_ctx *ctx, const char *name, qat__backward_fn fn, qat_t
     n->in[0] = a;
     n->in[1] = b;
     n->in[2] = c;
-    n->prev = ctx->tape;
-    ctx->tape = n;
+    n->prev = t->tape;
+    t->tape = n;
     out->requires_grad = true;
     out->node = n;
     return n;
@@ -83,13 +85,15 @@ float *qat__grad_reuse(qat_tensor *in, qat_tensor *out) {
 
 qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss) {
     if (!ctx) return QAT_ERR_ARG;
-    if (ctx->status != QAT_OK) return ctx->status; /* the forward pass failed */
+    if (qat_ctx_status(ctx) != QAT_OK) return qat_ctx_status(ctx); /* the forward pass failed */
     if (!loss) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_backward: NULL loss");
     if (loss->numel != 1)
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE,
                             "qat_backward: loss must be a scalar, has %lld elements",
                             (long long)loss->numel);
-    if (ctx->backward_done)
+    qat__tape *t = qat__tape_of(ctx);
+    if (!t) return qat_ctx_status(ctx);
+    if (t->backward_done)
         return qat_ctx_fail(ctx, QAT_ERR_STATE,
                             "qat_backward: already called for this step (call qat_ctx_step_reset)");
     if (!loss->requires_grad || !loss->node)
@@ -97,12 +101,12 @@ qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss) {
                             "qat_backward: the loss does not depend on any tensor that requires "
                             "grad (no parameters, or grad mode was off)");
     float *g = qat__grad(ctx, loss);
-    if (!g) return ctx->status;
+    if (!g) return qat_ctx_status(ctx);
     g[0] += 1.0f;
-    for (qat_node *n = ctx->tape; n; n = n->prev) {
+    for (qat_node *n = t->tape; n; n = n->prev) {
         if (!n->out->grad) continue; /* not on a path to the loss */
         n->backward(ctx, n);
-        if (ctx->status != QAT_OK) return ctx->status;
+        if (qat_ctx_status(ctx) != QAT_OK) return qat_ctx_status(ctx);
         /* Every op that reads out has added its share (they ran before
          * this one), and this op has passed it on: the gradient of an
          * op's output is dead, its memory free for the next ones. (As in
@@ -110,6 +114,6 @@ qat_status qat_backward(qat_ctx *ctx, qat_tensor *loss) {
         if (n->out->grad) qat__step_release(ctx, n->out->grad, (size_t)n->out->numel * sizeof(float));
         n->out->grad = NULL;
     }
-    ctx->backward_done = true;
+    t->backward_done = true;
     return QAT_OK;
 }

@@ -1,11 +1,12 @@
-/* Private to the autograd module and the modules built on it: the context
- * layout, the tape node, and helpers every op uses. Prefix qat__. */
+/* Private to the autograd module and the modules built on it: the tape
+ * node, the tape's per-context state, and helpers every op uses. Prefix
+ * qat__. */
 #ifndef QAT_AUTOGRAD_INTERNAL_H
 #define QAT_AUTOGRAD_INTERNAL_H
 
 #include "qat/autograd.h"
 
-#define QAT__ALIGN 64
+#define QAT__ALIGN QAT_CTX_ALIGN
 
 /* For the few streaming loops that are bound by instructions, not memory
  * (fake quantization): copies built for AVX-512 and AVX2 beside the
@@ -18,21 +19,6 @@
 #else
 #define QAT__SIMD_CLONES
 #endif
-
-/* A chain of malloc'd chunks handed out by bumping an offset. */
-typedef struct qat__chunk {
-    struct qat__chunk *next;
-    size_t size, used;
-    /* payload follows, aligned */
-} qat__chunk;
-
-typedef struct {
-    qat__chunk *head;   /* the chunk being filled */
-    size_t in_use;      /* bytes handed out since the last reset */
-    size_t peak;        /* high-water of in_use */
-    size_t total;       /* bytes held in all chunks */
-    size_t mallocs;     /* chunk allocations so far */
-} qat__arena;
 
 typedef void (*qat__backward_fn)(qat_ctx *ctx, qat_node *node);
 
@@ -66,35 +52,32 @@ typedef struct {
  * models we know (a residual stage keeps three or four tensors alive). */
 #define QAT__GRAD_POOL 16
 
-struct qat_ctx {
-    qat__arena persist, step;
+/* The tape's state on a context (qat_ctx_step_state): made on first use,
+ * reset with the step, freed with the context. */
+typedef struct {
     qat__block pool[QAT__GRAD_POOL]; /* step memory free for gradients */
     int n_pool;
     qat_node *tape;           /* most recent node; walk ->prev */
     bool grad_enabled;
     bool backward_done;       /* this step's tape has been consumed */
-    qat_status status;
-    char msg[512];
-    qat_pool *threads;        /* borrowed; NULL: one thread */
-    qat_reducer reducer;      /* across processes; has_reducer false: none */
-    bool has_reducer;
-};
+} qat__tape;
+/* The context's tape state, made if it has none (NULL + the error on ctx
+ * when out of memory); qat__tape_peek never makes it (NULL: none yet). */
+qat__tape *qat__tape_of(qat_ctx *ctx);
+static inline qat__tape *qat__tape_peek(const qat_ctx *ctx) { return (qat__tape *)qat_ctx_step_state(ctx); }
+
 
 /* ---- threads (the pool) and reductions across processes ----
  * Every parallel loop is cut into tasks by the problem's size alone (never
  * by the thread count), so results do not depend on how many threads run
  * them. Tasks must not allocate from the context (the arena is not
  * thread-safe): scratch is taken before the loop, one block per worker. */
-static inline int qat__workers(const qat_ctx *ctx) { return qat_pool_threads(ctx->threads); }
+static inline int qat__workers(const qat_ctx *ctx) { return qat_pool_threads(qat_ctx_pool(ctx)); }
 static inline void qat__par(qat_ctx *ctx, int64_t n_tasks, qat_task_fn fn, void *user) {
-    qat_pool_run(ctx->threads, n_tasks, fn, user);
+    qat_pool_run(qat_ctx_pool(ctx), n_tasks, fn, user);
 }
 /* Tasks of `grain` items each over n items (at least 1 task). */
 static inline int64_t qat__n_tasks(int64_t n, int64_t grain) { return n <= grain ? 1 : (n + grain - 1) / grain; }
-/* The reducer's sum and min/max; without a reducer they do nothing. An
- * error of the reducer is recorded on ctx (first one wins) and returned. */
-qat_status qat__reduce_sum(qat_ctx *ctx, double *v, int64_t n);
-qat_status qat__reduce_minmax(qat_ctx *ctx, float *lo, float *hi, int64_t n);
 /* fn(user, i0, i1) over [0, n) in tasks of `grain` items (the last may be
  * shorter), on the context's pool. */
 typedef void (*qat__range_fn)(void *user, int64_t i0, int64_t i1);
@@ -102,17 +85,6 @@ void qat__par_range(qat_ctx *ctx, int64_t n, int64_t grain, qat__range_fn fn, vo
 /* Element-wise loops: tasks of this many floats (a multiple of 64, so that
  * every task but the last starts on a cache line and a whole mask byte). */
 #define QAT__GRAIN ((int64_t)1 << 12)
-
-/* Puts printf-formatted text in front of the current error message. */
-void qat__error_prefix(qat_ctx *ctx, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-void *qat__arena_alloc(qat__arena *a, size_t bytes);
-void qat__arena_reset(qat__arena *a);
-void qat__arena_free(qat__arena *a);
 
 /* Step-arena allocation; records QAT_ERR_NOMEM on failure. Zeroed. */
 void *qat__step_alloc(qat_ctx *ctx, size_t bytes);

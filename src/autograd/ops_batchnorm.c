@@ -100,16 +100,16 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     j.gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
     j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
     j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
-    bool sync = s->training && ctx->has_reducer;
+    bool sync = s->training && qat_ctx_has_reducer(ctx);
     j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
     j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
-    if (ctx->status != QAT_OK) return;
+    if (qat_ctx_status(ctx) != QAT_OK) return;
     if (!sync) {
         qat__par(ctx, C, bn_grad_fused_task, &j);
         return;
     }
     qat__par(ctx, C, bn_grad_sums_task, &j);
-    if (qat__reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
+    if (qat_ctx_reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
     qat__par(ctx, C, bn_grad_task, &j);
 }
 
@@ -128,7 +128,7 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
                             (long long)C), NULL;
     if (!running_mean || !running_var)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: NULL running statistics"), NULL;
-    if (training && m < 2 && !ctx->has_reducer)
+    if (training && m < 2 && !qat_ctx_has_reducer(ctx))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: training needs more than one value "
                             "per channel (got %lld)", (long long)m), NULL;
     if (!(eps > 0.0f) || !(momentum >= 0.0f && momentum <= 1.0f))
@@ -143,12 +143,12 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
     bn_job j = {.x = x->data, .y = y->data, .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd,
                 .running_mean = running_mean, .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW,
                 .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
-    if (training && !ctx->has_reducer) {
+    if (training && !qat_ctx_has_reducer(ctx)) {
         qat__par(ctx, C, bn_forward_fused_task, &j);
     } else if (training) { /* synchronized: the global batch's sums and count */
         qat__par(ctx, C, bn_moments_task, &j);
         acc[2 * C] = (double)m;
-        if (qat__reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
+        if (qat_ctx_reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
         j.m = acc[2 * C];
         if (j.m < 2)
             return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm: training needs more than one value per "

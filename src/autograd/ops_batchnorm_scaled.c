@@ -94,16 +94,16 @@ static void bns_bw(qat_ctx *ctx, qat_node *n) {
     j.gsh = qat__wants_grad(shift) ? qat__grad(ctx, shift) : NULL;
     j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
     j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
-    bool sync = s->training && ctx->has_reducer;
+    bool sync = s->training && qat_ctx_has_reducer(ctx);
     j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
     j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
-    if (ctx->status != QAT_OK) return;
+    if (qat_ctx_status(ctx) != QAT_OK) return;
     if (!sync) {
         qat__par(ctx, C, bns_grad_fused_task, &j);
         return;
     }
     qat__par(ctx, C, bns_grad_sums_task, &j);
-    if (qat__reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
+    if (qat_ctx_reduce_sum(ctx, j.global, 2 * C) != QAT_OK) return;
     qat__par(ctx, C, bns_grad_task, &j);
 }
 
@@ -149,7 +149,7 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
     if (gamma->numel != C || beta->numel != C || scale->numel != C || (shift && shift->numel != C))
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_batchnorm_scaled: scale, shift, gamma and beta need %lld elements",
                             (long long)C), NULL;
-    if (!running_mean || !running_var || (training && m < 2 && !ctx->has_reducer) || !(eps > 0.0f) ||
+    if (!running_mean || !running_var || (training && m < 2 && !qat_ctx_has_reducer(ctx)) || !(eps > 0.0f) ||
         !(momentum >= 0.0f && momentum <= 1.0f))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm_scaled: bad statistics, eps %g or momentum %g, or one "
                             "value per channel in training", (double)eps, (double)momentum), NULL;
@@ -163,12 +163,12 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                  .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd, .running_mean = running_mean,
                  .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW, .m = (double)m,
                  .momentum = momentum, .eps = eps, .training = training};
-    if (!(training && ctx->has_reducer)) {
+    if (!(training && qat_ctx_has_reducer(ctx))) {
         qat__par(ctx, C, bns_forward_fused_task, &j);
     } else { /* synchronized: the global batch's sums and count */
         qat__par(ctx, C, bns_moments_task, &j);
         acc[2 * C] = (double)m;
-        if (qat__reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
+        if (qat_ctx_reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
         j.m = acc[2 * C];
         if (j.m < 2)
             return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_batchnorm_scaled: training needs more than one value per "

@@ -365,7 +365,7 @@ static qat_tensor *conv_im2col(qat_ctx *ctx, const char *name, qat_tensor *x, qa
     qat_tensor *y = qat__new_out(ctx, 4, shape);
     conv_saved *s = qat__step_alloc(ctx, sizeof *s);
     /* columns are kept only for a backward that will come */
-    bool record = ctx->grad_enabled && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
+    bool record = qat_ctx_grad_enabled(ctx) && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
     bool pw = pointwise(&d), keep = record && !pw && (size_t)(d.N * G * CKK * OHW) * sizeof(float) <= QAT__KEEP_COLS;
     /* kept: every sample's columns; not kept: one sample's per thread, reused */
     int64_t workers = qat__workers(ctx);

@@ -25,12 +25,12 @@ static const char *op_name(const qat_custom_op *op) { return op->name ? op->name
  * the call is left as it is: the first error wins. */
 static qat_status callback_done(qat_ctx *ctx, const qat_custom_op *op, const char *which, qat_status before,
                                 qat_status st) {
-    bool set_now = before == QAT_OK && ctx->status != QAT_OK; /* by the callback, or an op it called */
+    bool set_now = before == QAT_OK && qat_ctx_status(ctx) != QAT_OK; /* by the callback, or an op it called */
     if (st == QAT_OK && !set_now) return QAT_OK;
-    if (set_now) qat__error_prefix(ctx, "custom op %s: %s: ", op_name(op), which);
-    else if (ctx->status == QAT_OK)
+    if (set_now) qat_ctx_error_prefix(ctx, "custom op %s: %s: ", op_name(op), which);
+    else if (qat_ctx_status(ctx) == QAT_OK)
         qat_ctx_fail(ctx, st, "custom op %s: %s failed (%s)", op_name(op), which, qat_status_str(st));
-    return st != QAT_OK ? st : ctx->status;
+    return st != QAT_OK ? st : qat_ctx_status(ctx);
 }
 
 static void custom_bw(qat_ctx *ctx, qat_node *node) {
@@ -40,11 +40,11 @@ static void custom_bw(qat_ctx *ctx, qat_node *node) {
         gx[i] = NULL;
         if (qat__wants_grad(s->xs[i]) && !(gx[i] = qat__grad(ctx, s->xs[i]))) return;
     }
-    bool was = ctx->grad_enabled;
-    qat_status before = ctx->status;
-    ctx->grad_enabled = false;
+    bool was = qat_ctx_grad_enabled(ctx);
+    qat_status before = qat_ctx_status(ctx);
+    qat_ctx_set_grad_enabled(ctx, false);
     qat_status st = s->op.backward(ctx, s->user, s->n, (const qat_tensor *const *)s->xs, node->out, gx);
-    ctx->grad_enabled = was;
+    qat_ctx_set_grad_enabled(ctx, was);
     callback_done(ctx, &s->op, "backward", before, st);
 }
 
@@ -72,23 +72,23 @@ qat_tensor *qat_custom(qat_ctx *ctx, const qat_custom_op *op, void *user, int n,
     const qat_tensor *const *cx = (const qat_tensor *const *)xs;
     int rank = -1;
     int64_t shape[QAT_MAX_RANK] = {0};
-    bool was = ctx->grad_enabled;
-    qat_status before = ctx->status;
-    ctx->grad_enabled = false;
+    bool was = qat_ctx_grad_enabled(ctx);
+    qat_status before = qat_ctx_status(ctx);
+    qat_ctx_set_grad_enabled(ctx, false);
     qat_status st = callback_done(ctx, op, "shape", before, op->shape(ctx, user, n, cx, &rank, shape));
-    ctx->grad_enabled = was;
+    qat_ctx_set_grad_enabled(ctx, was);
     if (st != QAT_OK) return NULL;
     if (rank < 0 || rank > QAT_MAX_RANK)
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "custom op %s: shape gave rank %d (want 0 to %d)", op_name(op), rank,
                             QAT_MAX_RANK), NULL;
     qat_tensor *y = qat__new_out(ctx, rank, shape);
     if (!y) {
-        qat__error_prefix(ctx, "custom op %s: output: ", op_name(op));
+        qat_ctx_error_prefix(ctx, "custom op %s: output: ", op_name(op));
         return NULL;
     }
-    ctx->grad_enabled = false;
+    qat_ctx_set_grad_enabled(ctx, false);
     st = callback_done(ctx, op, "forward", before, op->forward(ctx, user, n, cx, y));
-    ctx->grad_enabled = was;
+    qat_ctx_set_grad_enabled(ctx, was);
     if (st != QAT_OK) return NULL;
     custom_saved *s = qat__step_alloc(ctx, sizeof *s);
     if (!s) return NULL;

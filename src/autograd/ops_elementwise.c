@@ -326,7 +326,7 @@ static void clamp_out_bw(qat_ctx *ctx, qat_node *n) {
 
 qat_tensor *qat__clamp_over(qat_ctx *ctx, qat_tensor *x, float lo, float hi) {
     if (!unary_in(ctx, "qat_clamp", x)) return NULL;
-    bool record = ctx->grad_enabled && x->requires_grad;
+    bool record = qat_ctx_grad_enabled(ctx) && x->requires_grad;
     if (!(lo <= hi) || x->mem != QAT_MEM_STEP || (record && !(x->node && x->node->out_free)))
         return hi == INFINITY && lo == 0.0f ? qat_relu(ctx, x) : qat_clamp(ctx, x, lo, hi);
     qat_tensor *y = qat_tensor_wrap(ctx, QAT_MEM_STEP, x->data, NULL, x->rank, x->shape);

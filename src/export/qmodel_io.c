@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/internal.h"
 #include "internal.h"
 #include "io/h5norm.h"
 #include "io/h5util.h"

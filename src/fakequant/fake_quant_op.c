@@ -229,7 +229,7 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "qat_fake_quant: tensor %s does not have the type's "
                             "shape", qat_shape_str(x, s, sizeof s)), NULL;
     }
-    bool record = ctx->grad_enabled && x->requires_grad;
+    bool record = qat_ctx_grad_enabled(ctx) && x->requires_grad;
     /* over x itself only when the caller says nothing else reads x and, if
      * the step is recorded, x's producer does not need it for its backward */
     in_place = in_place && x->mem == QAT_MEM_STEP && (!record || (x->node && x->node->out_free));

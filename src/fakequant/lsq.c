@@ -20,7 +20,7 @@ static void lsq_bw(qat_ctx *ctx, qat_node *n) {
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     float *gs = qat__wants_grad(sc) ? qat__grad(ctx, sc) : NULL;
     float *gz = qat__wants_grad(zt) ? qat__grad(ctx, zt) : NULL;
-    if (ctx->status != QAT_OK) return;
+    if (qat_ctx_status(ctx) != QAT_OK) return;
     const float *dy = n->out->grad;
     int64_t N = x->numel, fixed = q->rank == 0 ? N : qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < N; s += run) {

@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autograd/internal.h"
 
 /* A name longer than this is cut in temporary names, so that the
  * temporary's name (name + 29 bytes) stays under NAME_MAX (255). Two
@@ -326,7 +325,7 @@ qat_status qat_save_set_commit(qat_save_set *set) {
             done += st == QAT_OK;
             /* targets before this one hold their new files, the rest their old ones */
             if (st != QAT_OK && i > 0)
-                qat__error_prefix(set->ctx, "after %d of %d files were replaced: ", i, set->n);
+                qat_ctx_error_prefix(set->ctx, "after %d of %d files were replaced: ", i, set->n);
         } else {
             discard(set->files[i]);
         }

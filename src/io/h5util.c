@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "atomic.h"
-#include "autograd/internal.h"
 
 /* ---- writing ---------------------------------------------------------------------- */
 
@@ -205,7 +204,7 @@ bool qat__h5r_fail(qat__h5r *r, qat_status s, const char *fmt, ...) {
 }
 
 bool qat__h5r_adopt(qat__h5r *r, const char *what) {
-    if (r->ok) qat__error_prefix(r->ctx, "%s: %s", r->path, what);
+    if (r->ok) qat_ctx_error_prefix(r->ctx, "%s: %s", r->path, what);
     r->ok = false;
     return false;
 }

@@ -19,7 +19,7 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, boo
          * global batch's, so every process folds in the same range */
         float lo = INFINITY, hi = -INFINITY;
         qat__minmax_par(m->ctx, x->data, x->numel, &lo, &hi);
-        if (qat__reduce_minmax(m->ctx, &lo, &hi, 1) != QAT_OK) return NULL;
+        if (qat_ctx_reduce_minmax(m->ctx, &lo, &hi, 1) != QAT_OK) return NULL;
         float pair[2] = {lo, hi};
         if (fused) pair[0] = fminf(fmaxf(lo, clo), chi), pair[1] = fminf(fmaxf(hi, clo), chi);
         if (lo <= hi) qat_observer_update(&a->obs, pair, 2);
@@ -224,7 +224,7 @@ static qat_tensor *run(qat_model *m, qat_tensor *x, qat_tensor **vals, qat_tenso
     /* the input: normalized first (the model's own tensor then, which its
      * quantizer may write over unless the caller inspects it), quantized */
     qat_tensor *xn = qat_normalize(m->ctx, x, m->norm);
-    if (!xn) return qat__error_prefix(m->ctx, "model input: "), NULL;
+    if (!xn) return qat_ctx_error_prefix(m->ctx, "model input: "), NULL;
     if (pre) pre[0] = xn;
     vals[0] = act_quant(m, m->layers[0].aq, xn, xn != x && !inspect, 0.0f, 0.0f);
     for (int i = 1; i <= out; i++) {
@@ -235,7 +235,7 @@ static qat_tensor *run(qat_model *m, qat_tensor *x, qat_tensor **vals, qat_tenso
         vals[i] = quantized_layer(m, l, xs, inspect, pre ? &pre[i] : NULL);
         if (!vals[i]) {
             /* name the layer that failed: "layer conv2: qat_conv2d: ..." */
-            if (!had_error) qat__error_prefix(m->ctx, "layer %s: ", l->name);
+            if (!had_error) qat_ctx_error_prefix(m->ctx, "layer %s: ", l->name);
             return NULL;
         }
         if (recycle)

@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd/internal.h"
 #include "internal.h"
 
 #define MAX_LINE 1024
@@ -114,7 +113,7 @@ static qat_status shape_of(parser *p, int id) {
         p->act_bytes += 4 * qat__shape_numel(p->ranks[id], p->shapes[id]);
         st = qat__check_activation_bytes(m, p->act_bytes);
     }
-    if (st != QAT_OK) qat__error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
+    if (st != QAT_OK) qat_ctx_error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
     return st;
 }
 
@@ -231,7 +230,7 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
     }
     if (st != QAT_OK) {
         if (qat_ctx_status(m->ctx) != QAT_OK && !strstr(qat_ctx_error(m->ctx), p->origin))
-            qat__error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
+            qat_ctx_error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
         return st;
     }
     if ((st = leftovers(p, &f, tok[0], known)) != QAT_OK) return st;
@@ -257,7 +256,7 @@ static qat_status input_line(parser *p, int nt, char **tok) {
     memset(p->shapes[0], 0, sizeof p->shapes[0]);
     memcpy(p->shapes[0], s, (size_t)rank * sizeof *s);
     p->act_bytes = 4 * qat__shape_numel(rank, s);
-    if ((st = qat__check_activation_bytes(p->m, p->act_bytes)) != QAT_OK) qat__error_prefix(p->m->ctx, "%s:%d: ", p->origin, p->line);
+    if ((st = qat__check_activation_bytes(p->m, p->act_bytes)) != QAT_OK) qat_ctx_error_prefix(p->m->ctx, "%s:%d: ", p->origin, p->line);
     return st;
 }
 

@@ -2,7 +2,7 @@
  * two words that checkpoints can store. */
 #include <math.h>
 
-#include "internal.h"
+#include "qat/context.h"
 
 static uint64_t splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
