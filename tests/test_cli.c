@@ -540,6 +540,9 @@ static void test_export_all_or_nothing(void) {
              onnx ? fonnx : "", fout, cdir);
     CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
     CU_ASSERT_EQUAL(count_old(targets, 5), onnx ? 0 : 1);
+    /* the JSON gives every file's size, null for a target not asked for */
+    CU_ASSERT(json_number(out, "bytes") > 0 && json_number(out, "peak_activation_bytes") > 0);
+    CU_ASSERT(onnx ? json_number(out, "onnx_bytes") > 0 : json_number(out, "onnx_bytes") == -2);
     snprintf(args, sizeof args, "eval --model '%s' --data '%s' --limit-test 100", fout, data);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
     snprintf(args, sizeof args, "cd '%s' && cc -std=c99 -fsyntax-only model.c model_io.c", cdir);

@@ -28,7 +28,7 @@ static const char *const export_usage =
     "bad path), nothing is replaced: every file that was there stays as it\n"
     "was (docs/saving.md, \"Several files at once\").\n"
     "\n"
-    "  --checkpoint CKPT   training checkpoint (version 2) of a --qat run\n"
+    "  --checkpoint CKPT   training checkpoint of a --qat run (versions 2 to 4)\n"
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
     "  --onnx FILE         also (or instead) write the model as ONNX in QDQ form\n"
     "                      (e.g. model.onnx; docs/onnx.md), atomically too\n"
@@ -105,6 +105,12 @@ static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const 
     if (onnx) *onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
     if (out) *bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
     return 0;
+}
+
+/* A JSON number, or null for what this export did not write (-1). */
+static void print_json_count(const char *key, long long v) {
+    if (v < 0) printf(", \"%s\": null", key);
+    else printf(", \"%s\": %lld", key, v);
 }
 
 /* The generated C's fields of the JSON summary (after others: a leading comma). */
@@ -214,11 +220,12 @@ int cmd_export(int argc, char **argv) {
         cli_json_str(ckpt);
         printf(", \"out\": ");
         out ? cli_json_str(out) : (void)printf("null");
-        printf(", \"bytes\": %lld, \"weights\": %lld, \"wbits\": %d, \"abits\": %d, \"peak_activation_bytes\": %lld",
-               bytes, (long long)n_weights, qc->wbits, qc->abits, (long long)peak);
+        print_json_count("bytes", bytes);
+        printf(", \"weights\": %lld, \"wbits\": %d, \"abits\": %d", (long long)n_weights, qc->wbits, qc->abits);
+        print_json_count("peak_activation_bytes", (long long)peak);
         printf(", \"onnx\": ");
         onnx ? cli_json_str(onnx) : (void)printf("null");
-        printf(", \"onnx_bytes\": %lld", onnx_bytes);
+        print_json_count("onnx_bytes", onnx_bytes);
         if (cdir) print_c_json(cdir, name, &info);
         printf("}\n");
     }
