@@ -3,6 +3,7 @@
  * (batch 1 and non-square among them), golden values from PyTorch 1.13 for
  * the graph models' ops (tests/golden/make_conv_golden.py), and the error
  * paths. */
+#define _POSIX_C_SOURCE 200809L /* setenv: the instruction-set levels */
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1490,6 +1491,82 @@ static void test_rows_match_portable(void) {
 #endif
 }
 
+/* The ops whose fast paths depend on the instruction-set level (im2col
+ * and col2im of a strided, padded conv; the depthwise rows; 2x2 and
+ * general max pooling, forward and backward; the observers' min/max runs
+ * in test_fakequant) run at every level this CPU has, capped by
+ * QAT_MAX_ISA: values and gradients must be the same bits as at the
+ * portable level (these kernels only move, compare or add in one order). */
+enum { LEVEL_OUTS = 9, LEVEL_VALUES = 6 };
+typedef struct {
+    float *v[LEVEL_OUTS];
+    int64_t n[LEVEL_OUTS];
+} level_result;
+
+static void level_run(level_result *r, qat_isa isa) {
+    setenv("QAT_MAX_ISA", qat_isa_str(isa), 1);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(91);
+    const int64_t xs[4] = {3, 8, 12, 16}, ws[4] = {6, 8, 3, 3}, ds[4] = {8, 1, 3, 3};
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, xs, true);
+    qat_tensor *w = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, ws, true);
+    qat_tensor *d = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, ds, true);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_normal(&rng);
+    for (int64_t i = 0; i < w->numel; i++) w->data[i] = qat_rng_normal(&rng);
+    for (int64_t i = 0; i < d->numel; i++) d->data[i] = qat_rng_normal(&rng);
+    /* dense and depthwise at stride 1 and 2 (each has its own AVX-512 rows) */
+    qat_conv2d_params c1 = {.stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .groups = 1};
+    qat_conv2d_params c2 = {.stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 1};
+    qat_conv2d_params d1 = {.stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .groups = 8};
+    qat_conv2d_params d2 = {.stride_h = 1, .stride_w = 2, .pad_h = 1, .pad_w = 1, .groups = 8};
+    qat_pool2d_params pp = {.kh = 3, .kw = 2, .stride_h = 2, .stride_w = 1, .pad_h = 1, .pad_w = 1};
+    qat_tensor *y[LEVEL_VALUES] = {qat_conv2d_ex(ctx, x, w, NULL, &c1), qat_conv2d_ex(ctx, x, w, NULL, &c2),
+                                   qat_conv2d_ex(ctx, x, d, NULL, &d1), qat_conv2d_ex(ctx, x, d, NULL, &d2),
+                                   qat_maxpool2d(ctx, x, 2, 2), qat_maxpool2d_ex(ctx, x, &pp)};
+    qat_tensor *loss = NULL;
+    for (int k = 0; k < LEVEL_VALUES; k++) {
+        qat_tensor *sq = qat_sum(ctx, qat_mul(ctx, y[k], y[k]));
+        loss = loss ? qat_add(ctx, loss, sq) : sq;
+    }
+    CU_ASSERT_EQUAL(qat_backward(ctx, loss), QAT_OK);
+    const qat_tensor *t[LEVEL_OUTS] = {y[0], y[1], y[2], y[3], y[4], y[5], x, w, d};
+    for (int k = 0; k < LEVEL_OUTS; k++) {
+        const float *src = !t[k] ? NULL : k < LEVEL_VALUES ? t[k]->data : t[k]->grad;
+        r->n[k] = src ? t[k]->numel : 0;
+        r->v[k] = calloc((size_t)r->n[k] + 1, sizeof(float));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(r->v[k]);
+        if (src) memcpy(r->v[k], src, (size_t)r->n[k] * sizeof(float));
+    }
+    ASSERT_OK(ctx);
+    qat_ctx_free(ctx);
+    unsetenv("QAT_MAX_ISA");
+}
+
+static void level_free(level_result *r) {
+    for (int k = 0; k < LEVEL_OUTS; k++) free(r->v[k]);
+}
+
+static void test_training_kernels_every_level(void) {
+    level_result ref, got;
+    level_run(&ref, QAT_ISA_PORTABLE);
+    for (int k = 0; k < LEVEL_OUTS; k++) CU_ASSERT(ref.n[k] > 0);
+    int levels = 0;
+    for (int isa = QAT_ISA_AVX2; isa < QAT_ISA_COUNT; isa++) {
+        if (!qat_isa_cpu_has((qat_isa)isa)) continue;
+        level_run(&got, (qat_isa)isa);
+        for (int k = 0; k < LEVEL_OUTS; k++) {
+            CU_ASSERT_EQUAL(got.n[k], ref.n[k]);
+            bool same = got.n[k] == ref.n[k] && !memcmp(got.v[k], ref.v[k], (size_t)ref.n[k] * sizeof(float));
+            if (!same) printf("\n  level %s: output %d differs from the portable level's bits\n", qat_isa_str((qat_isa)isa), k);
+            CU_ASSERT(same);
+        }
+        level_free(&got);
+        levels++;
+    }
+    level_free(&ref);
+    if (!levels) QAT_TEST_SKIP("this CPU has no SIMD level above portable: only the portable kernels ran");
+}
+
 /* ---- misuse, grad mode, errors ------------------------------------------------------------ */
 
 static void expect_error(qat_ctx *ctx, const qat_tensor *y, const char *want) {
@@ -1608,6 +1685,7 @@ int main(int argc, char **argv) {
         {"golden: padded pools and global average pooling against PyTorch", test_golden_pool},
         {"golden: sigmoid, tanh, hard-swish bits against PyTorch", test_golden_activations},
         {"depthwise rows: AVX-512 equals portable", test_rows_match_portable},
+        {"conv, depthwise, max pooling: the same bits at every QAT_MAX_ISA level", test_training_kernels_every_level},
         {"new ops: no-grad mode, NULL inputs, error messages", test_new_ops_no_grad_and_errors},
         {NULL, NULL},
     };

@@ -130,6 +130,38 @@ typedef struct {
 QAT_API qat_status qat_normalization_check(const qat_normalization *n, int rank, const int64_t *shape, char *msg,
                                            size_t len);
 
+/* ---- instruction-set levels ----------------------------------------------------
+ * The SIMD paths qat may take, lowest first. Each hand-written fast path
+ * needs its level's features on the CPU and a cap at or above its level:
+ * the cap is the environment variable QAT_MAX_ISA (these names, as
+ * oneDNN's ONEDNN_MAX_CPU_ISA), read at each dispatch, so one machine can
+ * test and time every level below its own. Every level gives the same
+ * integers, and the training kernels that only move or compare data give
+ * the same bits. Not capped: the compiler's clones of plain C loops
+ * (GCC target_clones), which the CPU picks and which compute the same
+ * IEEE results at every width (docs/performance.md). */
+typedef enum {
+    QAT_ISA_PORTABLE,    /* portable C */
+    QAT_ISA_AVX2,        /* AVX2 (Haswell, Zen 1-3) */
+    QAT_ISA_AVX_VNNI,    /* + AVX-VNNI, VEX-encoded dot products (Alder Lake, Zen 5) */
+    QAT_ISA_AVX512,      /* AVX-512 F, BW, DQ, VL (Skylake-SP) */
+    QAT_ISA_AVX512_VNNI, /* + AVX-512 VNNI (Cascade Lake, Ice Lake, Zen 4) */
+    QAT_ISA_COUNT
+} qat_isa;
+
+QAT_API const char *qat_isa_str(qat_isa isa); /* "portable", "avx2", "avx_vnni", "avx512", "avx512_vnni" */
+/* Whether this CPU has a level's features (levels are not nested: Zen 4
+ * has avx512_vnni without avx_vnni). Portable is always there. */
+QAT_API bool qat_isa_cpu_has(qat_isa isa);
+/* The cap: QAT_MAX_ISA's level, the highest when it is unset. A value
+ * that names no level caps nothing and returns QAT_ERR_ARG (the tool
+ * refuses it; the library goes on at full speed). */
+QAT_API qat_status qat_isa_cap(qat_isa *cap);
+/* Whether a fast path of this level may run: the CPU has it and the cap allows it. */
+QAT_API bool qat_isa_allowed(qat_isa isa);
+/* The highest level allowed: what `qat info` and the benchmarks report. */
+QAT_API qat_isa qat_isa_active(void);
+
 /* ---- fixed-point requantization (contract §5) ---------------------------------
  * An int32 accumulator at scale s_in·s_w becomes an output at scale s_out
  * through M = s_in·s_w/s_out, represented as M0·2^(shift-31) with M0 in

@@ -14,11 +14,10 @@
 
 #define QAT_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-bool qat__have_avx512f(void) { return __builtin_cpu_supports("avx512f"); }
-bool qat__have_avx512bw(void) {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
-}
+/* The hand-written AVX-512 rows run at the avx512 level and above, when
+ * the CPU has it and QAT_MAX_ISA allows it (qat/core.h). */
+bool qat__have_avx512f(void) { return qat_isa_allowed(QAT_ISA_AVX512); }
+bool qat__have_avx512bw(void) { return qat__have_avx512f(); /* the avx512 level includes BW and VL */ }
 
 /* Masks for a step of n outputs (1..16): 2n inputs in two halves. */
 QAT_AVX512 __attribute__((always_inline)) static inline void step_masks(int64_t n, __mmask16 *out, __mmask16 *lo, __mmask16 *hi) {

@@ -149,8 +149,16 @@ static bool has_vnni8(void) {
            __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
 }
 
+/* The best level the CPU has and QAT_MAX_ISA allows (qat/core.h): the
+ * int16 GEMMs on ymm with AVX-512 VNNI's vpdpwssd need the avx512_vnni
+ * level, as the int8 path does; AVX-VNNI's VEX form has no kernel yet, so
+ * avx_vnni and avx512 run the AVX2 level. */
 qat__level qat__cpu_level(void) {
-    return has_vnni8() ? QAT_LEVEL_VNNI8 : has_vnni() ? QAT_LEVEL_VNNI16 : has_avx2() ? QAT_LEVEL_AVX2 : QAT_LEVEL_PORTABLE;
+    qat_isa cap;
+    qat_isa_cap(&cap);
+    if (cap >= QAT_ISA_AVX512_VNNI && has_vnni8()) return QAT_LEVEL_VNNI8;
+    if (cap >= QAT_ISA_AVX512_VNNI && has_vnni()) return QAT_LEVEL_VNNI16;
+    return cap >= QAT_ISA_AVX2 && has_avx2() ? QAT_LEVEL_AVX2 : QAT_LEVEL_PORTABLE;
 }
 
 const char *qat__gemm_kernel_name(void) { return qat__level_name(qat__cpu_level()); }

@@ -181,9 +181,12 @@ SC_VNNI static void sc_vnni(const qat__sc_args *a) {
 static bool has_vnni(void) { return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"); }
 static bool has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 
+/* The CPU's best kernel at or below QAT_MAX_ISA (qat/core.h). */
 void qat__sc_gemm(const qat__sc_args *a) {
-    if (has_vnni()) sc_vnni(a);
-    else if (has_avx2()) sc_avx2(a);
+    qat_isa cap;
+    qat_isa_cap(&cap);
+    if (cap >= QAT_ISA_AVX512_VNNI && has_vnni()) sc_vnni(a);
+    else if (cap >= QAT_ISA_AVX2 && has_avx2()) sc_avx2(a);
     else qat__sc_gemm_ref(a);
 }
 

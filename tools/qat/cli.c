@@ -1,6 +1,7 @@
 /* Option parsing helpers: strict numbers, clear messages. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "qat/runtime.h"
 
 #include <errno.h>
 #include <math.h>
@@ -155,7 +156,10 @@ void cli_blas_note(void) {
 static const char *const info_usage =
     "usage: qat info [--better-coretype]\n"
     "\n"
-    "Prints the kernel family OpenBLAS chose on this machine and the OPENBLAS_CORETYPE\n"
+    "Prints the instruction-set levels this CPU has, the cap QAT_MAX_ISA sets\n"
+    "(portable, avx2, avx_vnni, avx512, avx512_vnni: qat's fast paths run at the\n"
+    "highest level the CPU has at or below it), the integer engine's kernels, the\n"
+    "kernel family OpenBLAS chose on this machine and the OPENBLAS_CORETYPE\n"
     "environment it saw. With --better-coretype, prints only the OPENBLAS_CORETYPE to\n"
     "export when OpenBLAS fell back to its generic Prescott kernels on a CPU with AVX2\n"
     "or AVX-512 (an empty line when there is nothing better), for scripts.\n";
@@ -170,6 +174,12 @@ int cmd_info(int argc, char **argv) {
     }
     const char *better = cli_blas_better_core(), *env = getenv("OPENBLAS_CORETYPE");
     if (better_only) return printf("%s\n", better ? better : ""), 0;
+    printf("CPU levels:");
+    for (int i = 0; i < QAT_ISA_COUNT; i++)
+        if (qat_isa_cpu_has((qat_isa)i)) printf(" %s", qat_isa_str((qat_isa)i));
+    const char *cap = getenv("QAT_MAX_ISA");
+    printf("\nQAT_MAX_ISA: %s\nactive level: %s\n", cap && *cap ? cap : "(unset)", qat_isa_str(qat_isa_active()));
+    printf("integer engine: %s\n", qat_runtime_kernel());
     printf("OpenBLAS core: %s\n", qat_blas_core());
     printf("OPENBLAS_CORETYPE: %s\n", env ? (*env ? env : "(set, empty)") : "(unset)");
     if (better) printf("suggestion: export OPENBLAS_CORETYPE=%s (OpenBLAS fell back to Prescott)\n", better);

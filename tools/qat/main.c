@@ -1,6 +1,7 @@
 /* qat: train quantized models on your data, export their integers, run
  * and inspect them. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -19,7 +20,8 @@ static const char *const usage =
     "  summary  a model's layers or ops: parameters, MACs, quantization, memory\n"
     "  analyze  which quantization points cost accuracy (SQNR, clipping), ranked\n"
     "  plot     draw a training log (train --log) as PNG pictures (gnuplot)\n"
-    "  info     the BLAS kernels this machine runs, and a better choice if there is one\n"
+    "  info     the instruction-set levels and BLAS kernels this machine runs, and a better\n"
+    "           BLAS choice if there is one\n"
     "\n"
     "`qat COMMAND --help` describes each command's options; `qat --version` the version.\n";
 
@@ -29,6 +31,12 @@ int main(int argc, char **argv) {
         return argc < 2 ? EXIT_USAGE : 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return printf("qat %s\n", qat_version()), 0;
+    qat_isa cap;
+    if (qat_isa_cap(&cap) != QAT_OK) {
+        fprintf(stderr, "qat: QAT_MAX_ISA=\"%s\" names no instruction-set level (portable, avx2, avx_vnni, avx512, "
+                        "avx512_vnni)\n", getenv("QAT_MAX_ISA"));
+        return EXIT_USAGE;
+    }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
