@@ -472,6 +472,37 @@ static void test_elementwise_avx512_equal_portable(void) {
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* The AVX2 add (8 lanes of the three rescales) against the portable
+ * loop, on the argument ranges above, lengths not a multiple of 8, and
+ * output shifts of both signs (a left shift takes the portable loop). */
+static void test_add_avx2_equals_portable(void) {
+    if (!qat_isa_cpu_has(QAT_ISA_AVX2)) QAT_TEST_SKIP("this CPU has no AVX2: the loop never runs");
+    qat_rng rng;
+    qat_rng_seed(&rng, 27);
+    enum { N = 1000 };
+    int8_t a[N], b[N], y0[N + 16], y1[N + 16];
+    int bad = 0, vector = 0;
+    for (int it = 0; it < 300; it++) {
+        int n = rnd(&rng, 1, N);
+        for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
+        qat__add_args r = {.zp_a = rnd(&rng, -128, 127), .zp_b = rnd(&rng, -128, 127),
+                           .m_a = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
+                           .m_b = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
+                           .m_out = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)), .sh_a = rnd(&rng, -8, 0),
+                           .sh_b = rnd(&rng, -8, 0), .sh_out = rnd(&rng, -24, 2), .left_shift = 20,
+                           .zp_out = rnd(&rng, -128, 127), .lo = rnd(&rng, -128, 0), .hi = rnd(&rng, 0, 127)};
+        r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25);
+        r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;
+        memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
+        qat__add_s8(a, b, n, &r, y0);
+        qat__add_s8_level(a, b, n, &r, y1, QAT_LEVEL_AVX2);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
+        vector += r.sh_out <= 0 && n >= 8;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(vector > 100);
+}
+
 /* The position map: every valid grid position goes to its output exactly
  * once, nothing else is stored, segments stay inside their chunk. */
 static void test_position_map(void) {
@@ -512,6 +543,7 @@ int main(int argc, char **argv) {
         {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},
         {"the vectorised requantization equals the scalar one", test_requant16_equals_scalar},
         {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
+        {"the AVX2 add equals the portable loop", test_add_avx2_equals_portable},
         {"the position map stores every valid position once", test_position_map},
         {NULL, NULL},
     };

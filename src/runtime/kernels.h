@@ -121,6 +121,10 @@ qat__level qat__cpu_level(void);
 const char *qat__level_name(qat__level l); /* "portable C", "AVX2", "AVX-512 VNNI", "AVX-512 VNNI int8" */
 /* The int16 GEMM kernel of a level (the best one it has, if this CPU lacks it). */
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
+/* Depthwise convolution at a level: the AVX2 kernel (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
+void qat__depthwise_level(const qat__depthwise_args *a, qat__level level);
+/* TFLite's ADD at a level: the AVX2 loop (kernels_x86.c) from QAT_LEVEL_AVX2 up (VNNI8 has its table kernel). */
+void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level);
 void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level);
 qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                   void *scratch, int64_t n, qat__level level);

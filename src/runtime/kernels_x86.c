@@ -18,8 +18,8 @@
 #include <immintrin.h>
 #define QAT_AVX2 __attribute__((target("avx2")))
 
-/* zp + RoundingDivideByPOT(SRDHM(x, m0), right), clamped; shift <= 0. */
-QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi) {
+/* RoundingDivideByPOT(SRDHM(x, m0), right): qat__mbqm with shift = -right <= 0. */
+QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right) {
     const __m256i half = _mm256_set1_epi64x(1LL << 30);
     __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m0), half);
     __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m0), half);
@@ -35,6 +35,12 @@ QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256
         __m256i thr = _mm256_sub_epi32(_mm256_srai_epi32(mask, 1), _mm256_srai_epi32(v, 31));
         v = _mm256_sub_epi32(_mm256_sra_epi32(v, cnt), _mm256_cmpgt_epi32(rem, thr));
     }
+    return v;
+}
+
+/* zp + RoundingDivideByPOT(SRDHM(x, m0), right), clamped; shift <= 0. */
+QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi) {
+    __m256i v = mbqm8(x, m0, right);
     /* clamp(zp + v, lo, hi) as the portable code's 64-bit sum: v clamped to
      * [lo - zp, hi - zp] first (a multiplier above 1 can saturate v to
      * INT32_MAX, where a 32-bit zp + v would wrap) */
@@ -193,6 +199,90 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
     }
 }
 
+/* Depthwise convolution, 8 output positions of one row at a time. A tap
+ * multiplies 8 inputs by one weight with vpmaddwd: each int32 lane holds
+ * the input in its low 16 bits and, against the weight pair (w, 0),
+ * whatever its high 16 bits hold adds nothing. Stride 1: the 8 inputs
+ * sign-extended from 8 contiguous int16; stride 2: 16 contiguous int16,
+ * whose odd ones meet the 0 (the read ends at most one element past the
+ * row, inside the padded buffer's slack). The sums are the portable
+ * kernel's exactly (int32, no overflow: the planner bounds them), and
+ * requant8 is its requantization; a channel with a left shift, other
+ * strides and each row's last OW % 8 positions take the portable loop. */
+QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
+    int mult = a->O / a->C, taps = a->kh * a->kw, OW8 = a->sw <= 2 ? a->OW / 8 * 8 : 0;
+    const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
+    for (int o = 0; o < a->O; o++) {
+        const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
+        const int16_t *w = a->w16 + (int64_t)o * taps;
+        int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
+        int ox8 = a->shift[o] <= 0 ? OW8 : 0;
+        const __m256i m0 = _mm256_set1_epi32(a->m0[o]), bias = _mm256_set1_epi32(a->bias[o]);
+        __m256i wv[QAT_QOP_MAX_WINDOW];
+        for (int t = 0; t < taps && ox8; t++) wv[t] = _mm256_set1_epi32((int32_t)(uint16_t)w[t]);
+        for (int oy = 0; oy < a->OH; oy++) {
+            const int16_t *row0 = xc + (int64_t)oy * a->sh * a->Wp;
+            int8_t *yr = yc + (int64_t)oy * a->OW;
+            for (int ox = 0; ox < ox8; ox += 8) {
+                __m256i acc = bias;
+                for (int ky = 0; ky < a->kh; ky++) {
+                    const int16_t *src = row0 + (int64_t)ky * a->Wp + (int64_t)ox * a->sw;
+                    for (int kx = 0; kx < a->kw; kx++) {
+                        __m256i v = a->sw == 1 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + kx)))
+                                               : _mm256_loadu_si256((const __m256i *)(src + kx));
+                        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(v, wv[ky * a->kw + kx]));
+                    }
+                }
+                __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
+                __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+                _mm_storel_epi64((__m128i *)(yr + ox), _mm_packs_epi16(p16, p16));
+            }
+            for (int ox = ox8; ox < a->OW; ox++) {
+                int32_t acc = a->bias[o];
+                for (int ky = 0; ky < a->kh; ky++)
+                    for (int kx = 0; kx < a->kw; kx++)
+                        acc += w[ky * a->kw + kx] * row0[(int64_t)ky * a->Wp + (int64_t)ox * a->sw + kx];
+                yr[ox] = (int8_t)qat__requant(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            }
+        }
+    }
+}
+
+/* TFLite's ADD, 8 elements at a time: each input's (x - zp) << left
+ * taken by its multiplier (mbqm8), summed, requantized (requant8), the
+ * portable loop's integers step by step; with a left shift in any of
+ * the three multipliers, and for the last n % 8, the portable loop. */
+QAT_AVX2 static void add_avx2(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
+    int64_t i = 0;
+    if (r->sh_a <= 0 && r->sh_b <= 0 && r->sh_out <= 0) {
+        const __m256i za = _mm256_set1_epi32(r->zp_a), zb = _mm256_set1_epi32(r->zp_b);
+        const __m256i ma = _mm256_set1_epi32(r->m_a), mb = _mm256_set1_epi32(r->m_b), mo = _mm256_set1_epi32(r->m_out);
+        const __m256i zo = _mm256_set1_epi32(r->zp_out), lo = _mm256_set1_epi32(r->lo), hi = _mm256_set1_epi32(r->hi);
+        const __m128i ls = _mm_cvtsi32_si128(r->left_shift);
+        for (; i + 8 <= n; i += 8) {
+            __m256i xa = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(a + i)));
+            __m256i xb = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i)));
+            xa = _mm256_sll_epi32(_mm256_sub_epi32(xa, za), ls);
+            xb = _mm256_sll_epi32(_mm256_sub_epi32(xb, zb), ls);
+            __m256i sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a), mbqm8(xb, mb, -r->sh_b));
+            __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi);
+            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(p16, p16));
+        }
+    }
+    qat__add_s8(a + i, b + i, n - i, r, y + i);
+}
+
+void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
+    if (level >= QAT_LEVEL_AVX2 && has_avx2()) add_avx2(a, b, n, r, y);
+    else qat__add_s8(a, b, n, r, y);
+}
+
+void qat__depthwise_level(const qat__depthwise_args *a, qat__level level) {
+    if (level >= QAT_LEVEL_AVX2 && has_avx2() && a->kh * a->kw <= QAT_QOP_MAX_WINDOW) depthwise_avx2(a);
+    else qat__depthwise(a);
+}
+
 bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
     if (W % 2 || !has_avx2()) return false; /* the executor calls it from level AVX2 up */
     maxpool2_avx2(x, C, H, W, y, tmp);
@@ -237,6 +327,14 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name) {
 bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
     (void)x, (void)C, (void)H, (void)W, (void)y, (void)tmp;
     return false;
+}
+void qat__depthwise_level(const qat__depthwise_args *a, qat__level level) {
+    (void)level;
+    qat__depthwise(a);
+}
+void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
+    (void)level;
+    qat__add_s8(a, b, n, r, y);
 }
 
 #endif

@@ -148,7 +148,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
                                      .OH = g->OH, .OW = g->OW, .bias = op->bias, .m0 = op->multiplier,
                                      .shift = op->shift, .zp = zp, .lo = op->act_min, .hi = op->act_max,
                                      .y = y + s * out_n};
-            qat__depthwise(&d);
+            qat__depthwise_level(&d, e->level);
             continue;
         }
         int Cg = g->C / g->groups, P = g->OH * g->OW;
@@ -356,7 +356,7 @@ static void run_op(const exec *e, int i) {
     case QAT_QOP_ADD: {
         qat__add_args r = add_args(e->q, op);
         if (simd) qat__add_s8_tab_avx512(x, tensor(e, op->inputs[1]), n, &r, c, y);
-        else qat__add_s8(x, tensor(e, op->inputs[1]), n, &r, y);
+        else qat__add_s8_level(x, tensor(e, op->inputs[1]), n, &r, y, e->level);
         return;
     }
     case QAT_QOP_CONCAT: run_concat(e, op); return;
