@@ -210,6 +210,15 @@ QAT_API qat_model_limits qat_model_get_limits(const qat_model *m);
 QAT_API qat_status qat_model_from_file(qat_model *m, const char *path);
 QAT_API qat_status qat_model_from_text(qat_model *m, const char *text, const char *origin);
 QAT_API qat_status qat_model_file_text(qat_ctx *ctx, const char *path, char **text, size_t *len);
+/* The model as model-file text: the input line, a line per layer (the
+ * keys its kind takes, defaults left out) and an output line when the
+ * output is not the last layer; qat_model_from_text reads it back into
+ * the same graph (kinds, names, inputs, hyperparameters). Writes at most
+ * cap bytes of it into buf (NUL-terminated when cap > 0; buf may be NULL
+ * with cap 0) and returns its whole length, as snprintf; -1 (the message
+ * on the context) when the model declares no input shape or has a layer
+ * model files cannot declare (a custom op). */
+QAT_API int64_t qat_model_to_text(const qat_model *m, char *buf, size_t cap);
 
 /* Allocates the flat blocks and initialises: weights Kaiming-uniform with
  * a = sqrt(5) (bound 1/sqrt(fan_in)), biases U(-1/sqrt(fan_in), +), batchnorm
