@@ -865,6 +865,294 @@ static void test_normalized_checkpoint_export_load(void) {
     qat_ctx_free(s.ctx);
 }
 
+/* ---- the reader written from the documents alone ------------------------------------- */
+
+/* The numbers a reader derives rather than reads, as the loaded program
+ * q holds them, for tests/docs_reader.py --form: for each linear and conv2d
+ * op in order, bias, bias_scale (float32 bits), multiplier and shift [O]
+ * (int32 each), then, for sub-channel weights, every block's multiplier
+ * and shift [number of scales]. A version-2 file's sub-channel ops get all
+ * of them at load; a version-3 or -4 file's the block conversions. */
+static void write_form(const qat_qmodel *q, const char *path) {
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    for (int i = 0; i < q->n_ops; i++) {
+        const qat_qop *op = &q->ops[i];
+        if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
+        size_t O = (size_t)op->wq.shape[0], np = (size_t)op->wq.nparams;
+        CU_ASSERT(fwrite(op->bias, 4, O, f) == O && fwrite(op->bias_scale, 4, O, f) == O &&
+                  fwrite(op->multiplier, 4, O, f) == O && fwrite(op->shift, 4, O, f) == O);
+        if (qat_qop_subchannel(op))
+            CU_ASSERT(fwrite(op->block_multiplier, 4, np, f) == np && fwrite(op->block_shift, 4, np, f) == np);
+    }
+    fclose(f);
+}
+
+/* tests/docs_reader.py (numpy and h5py, written from docs/ alone) on n
+ * samples of the file at model: its output integers must equal want[0..count),
+ * the int engine's, and the numbers it derives must be those of q, the
+ * program qat loaded from the file (write_form). in: n raw samples
+ * (float32, or bytes when flags holds --u8). flags: the reader's other
+ * options (--u8, --verify). */
+static void docs_reader_check(const char *tag, const char *model, const qat_qmodel *q, const void *in,
+                              size_t in_bytes, int n, const char *flags, const int32_t *want, int count) {
+    const char *src = getenv("QAT_SOURCE_DIR");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    char inp[512], outp[512], formp[512], name[48], cmd[2560];
+    snprintf(name, sizeof name, "docs-%s.form", tag);
+    path_of(formp, sizeof formp, name);
+    write_form(q, formp);
+    snprintf(name, sizeof name, "docs-%s.in", tag);
+    path_of(inp, sizeof inp, name);
+    snprintf(name, sizeof name, "docs-%s.i32", tag);
+    path_of(outp, sizeof outp, name);
+    remove(outp);
+    FILE *f = fopen(inp, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT_EQUAL(fwrite(in, 1, in_bytes, f), in_bytes);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/docs_reader.py' '%s' '%s' %d '%s' '--form=%s' %s >/dev/null",
+             src, model, inp, n, outp, formp, flags);
+    int rc = system(cmd);
+    if (rc) printf("\n  %s: the docs reader failed (%s)", tag, cmd);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    int32_t *got = calloc((size_t)count, sizeof *got);
+    CU_ASSERT_FATAL(got != NULL);
+    f = fopen(outp, "rb");
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT_EQUAL(fread(got, sizeof *got, (size_t)count, f), (size_t)count);
+    CU_ASSERT_EQUAL(fgetc(f), EOF); /* exactly N x K integers */
+    fclose(f);
+    int diff = 0;
+    for (int i = 0; i < count; i++) diff += got[i] != want[i];
+    if (diff) printf("\n  %s: the docs reader and the int engine differ on %d of %d output integers", tag, diff, count);
+    CU_ASSERT_EQUAL(diff, 0);
+    free(got);
+}
+
+/* An input x with x · (1/scale) exactly k + 1/2 in float32 (a tie the
+ * quantization must round to even), or 0 if none is within a few ulps. */
+static float tie_input(float scale, int k) {
+    float inv = 1.0f / scale, want = (float)k + 0.5f, x = want / inv;
+    for (int i = 0; i < 8; i++) {
+        if (x * inv == want) return x;
+        x = nextafterf(x, x * inv < want ? INFINITY : -INFINITY);
+    }
+    return 0.0f;
+}
+
+/* Windows the every-op graph leaves out: max pooling over signed values
+ * (no ReLU before it, so padding would win if it counted), a padded
+ * non-square average pool, groups with O != C, a depthwise convolution
+ * with two outputs per channel, and a concatenation of vectors. */
+#define DOCS_POOLS_TEXT \
+    "input shape=3,7,6\n" \
+    "conv2d c input out=4 kernel=3 pad=1\n" \
+    "maxpool2d mp c kernel=3 stride=2 pad=1\n" \
+    "avgpool2d ap c kernel=3x2 stride=2x1 pad=1x1\n" \
+    "conv2d g mp out=6 kernel=2x1 groups=2\n" \
+    "conv2d dw ap out=8 kernel=3 pad=1 groups=depthwise\n" \
+    "global_avgpool p1 g\n" \
+    "global_avgpool p2 dw\n" \
+    "concat cat p1,p2\n" \
+    "linear fc cat out=5\n"
+
+/* The graph of model-file text (input [C, H, W] = in) prepared with cfg
+ * (and the layers g2 and fc with g2cfg and fccfg when given), with a
+ * normalization when norm is given, its observers and BatchNorm run over
+ * a few random batches (raw bytes as floats when the normalization is
+ * uint8's), then eval. */
+static qat_model *graph_model(qat_ctx *ctx, const char *text, const int64_t *in, const qat_prepare_config *cfg,
+                              const qat_prepare_config *g2cfg, const qat_prepare_config *fccfg,
+                              const qat_normalization *norm, qat_rng *rng) {
+    qat_model *m = qat_model_new(ctx);
+    qat_status st = qat_model_from_text(m, text, "docs");
+    if (st == QAT_OK) st = qat_model_build(m, 7);
+    if (st == QAT_OK && norm) st = qat_model_set_normalization(m, norm);
+    if (st == QAT_OK) st = qat_prepare(m, cfg);
+    if (st == QAT_OK && g2cfg) st = qat_prepare_layer(m, "g2", g2cfg);
+    if (st == QAT_OK && fccfg) st = qat_prepare_layer(m, "fc", fccfg);
+    if (st != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    for (int step = 0; step < 6; step++) {
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){8, in[0], in[1], in[2]}, false);
+        for (int64_t i = 0; i < x->numel; i++)
+            x->data[i] = norm && norm->raw_uint8 ? (float)qat_rng_below(rng, 256) : 1.5f * qat_rng_normal(rng);
+        CU_ASSERT_FATAL(qat_model_forward(m, x) != NULL);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+    return m;
+}
+
+static const int64_t every_op_in[3] = {2, 10, 9};
+
+/* m exported to tag.qat.h5 and loaded back into *q; the path in path. */
+static void export_and_load(qat_ctx *ctx, qat_model *m, const char *tag, char *path, size_t len, qat_qmodel *q) {
+    char name[48];
+    snprintf(name, sizeof name, "docs-%s.qat.h5", tag);
+    path_of(path, len, name);
+    qat_status st = qat_export(m, 0, NULL, "{}", path, NULL);
+    if (st == QAT_OK) st = qat_qmodel_load(ctx, path, q);
+    if (st != QAT_OK) printf("\n  %s: %s\n", tag, qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+}
+
+/* The int engine's output integers on n raw float samples (or bytes). */
+static void engine_integers(qat_ctx *ctx, const qat_qmodel *q, const float *x, const uint8_t *xb, int n, int32_t *out) {
+    qat_engine *e = qat_engine_new(ctx, q, QAT_ENGINE_INT, n);
+    if (!e) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(x ? qat_engine_run(e, x, n, NULL, out) : qat_engine_run_u8(e, xb, n, NULL, out), QAT_OK);
+    qat_engine_free(e);
+}
+
+/* Random inputs of the every-op graph, with NaN, infinities, huge values,
+ * -0 and exact ties of the input quantization at scale s among them. */
+static void every_op_inputs(qat_rng *rng, float s, float *x, int count) {
+    for (int i = 0; i < count; i++) x[i] = 1.5f * qat_rng_normal(rng);
+    const float special[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, -0.0f, 1e-30f};
+    for (int i = 0; i < 7; i++) x[13 * i + 1] = special[i];
+    for (int k = -6; k < 6; k++) x[200 + 17 * (k + 6)] = tie_input(s, k);
+}
+
+/* A copy of the version-4 file src rewritten as version 2 (qat's layout
+ * before version 3; tests/qmodel_as_v2.py), so that the loader's integer
+ * form of version-2 sub-channel ops can be compared with the reader's. */
+static void rewrite_as_v2(const char *src, const char *dst) {
+    const char *dir_src = getenv("QAT_SOURCE_DIR");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tests/qmodel_as_v2.py' '%s' '%s'", dir_src, src, dst);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+}
+
+/* tests/docs_reader.py, written from docs/quantized-model-format.md,
+ * contract.md and subchannel.md alone, gives the int engine's integers bit
+ * for bit: on the every-op graph at several weight granularities, bit
+ * widths and packings (and with --verify, every multiplier, bias scale,
+ * clamp and table the documents say how to compute is the file's), on a
+ * model with a uint8 normalization through floats and bytes, on the
+ * version 1 to 3 files of fuzz/seeds, and on a version-2 file with
+ * sub-channel weights, whose integer form the loader must choose. */
+static void test_docs_reader_gives_the_same_integers(void) {
+    if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) {
+        printf("\n  python3-h5py and python3-numpy are needed (scripts/test.sh installs them)\n");
+        CU_FAIL("no h5py");
+        return;
+    }
+    enum { N = 16, IN = 2 * 10 * 9, K = 5 };
+    static float x[N * IN];
+    static int32_t want[N * K];
+    char path[512];
+    /* 1. the every-op graph, five configurations, and the pools graph */
+    for (int variant = 0; variant < 6; variant++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_rng rng;
+        qat_rng_seed(&rng, 40 + (uint64_t)variant);
+        qat_prepare_config cfg = qat_prepare_defaults(), g2 = qat_prepare_defaults();
+        const qat_prepare_config *g2p = NULL;
+        qat_normalization norm = {.channels = 2, .divisor = 1.0f, .mean = {0.25f, -0.5f}, .std = {0.75f, 1.5f}};
+        const char *tag = "every-w8";
+        if (variant == 1) { /* 4-bit packed, blocks of 4 along the reduction (ragged: 9 = 4 + 4 + 1) */
+            cfg.wbits = 4, cfg.wgran = QAT_GRAN_BLOCK, cfg.block = 4, cfg.ragged = true, tag = "every-w4-block4";
+        } else if (variant == 2) { /* 2-bit packed per tensor, 6-bit activations (16 .. 64-entry tables) */
+            cfg.wbits = 2, cfg.wgran = QAT_GRAN_TENSOR, cfg.abits = 6, tag = "every-w2-a6";
+        } else if (variant == 3) { /* 3-bit in nibbles, blocks on the weight's axes, rows sharing scales in g2 */
+            cfg.wbits = 3, cfg.wgran = QAT_GRAN_AXES, cfg.ragged = true, cfg.blocks[0] = 2, cfg.blocks[1] = 1;
+            g2 = cfg, g2.blocks[0] = 4, g2.blocks[1] = 2, g2p = &g2, tag = "every-w3-axes";
+        } else if (variant == 4) { /* a 2-channel float normalization */
+            tag = "every-norm";
+        } else if (variant == 5) {
+            tag = "pools";
+        }
+        static const int64_t pools_in[3] = {3, 7, 6};
+        qat_model *m = graph_model(ctx, variant == 5 ? DOCS_POOLS_TEXT : QAT_TEST_EVERY_OP,
+                                   variant == 5 ? pools_in : every_op_in, &cfg, g2p, NULL, variant == 4 ? &norm : NULL, &rng);
+        qat_qmodel q;
+        export_and_load(ctx, m, tag, path, sizeof path, &q);
+        memset(x, 0, sizeof x);
+        every_op_inputs(&rng, q.tensors[q.input].q.scale, x, N * (int)qat_qtensor_numel(&q.tensors[q.input]));
+        engine_integers(ctx, &q, x, NULL, N, want);
+        docs_reader_check(tag, path, &q, x, (size_t)(N * qat_qtensor_numel(&q.tensors[q.input])) * sizeof *x, N, "--verify",
+                          want, N * K);
+        qat_ctx_free(ctx);
+    }
+    /* 2. version 2 with sub-channel weights, 4-bit: g2 in blocks {0:4, 1:2} (rows sharing
+     * scales), fc in {0:1, 1:2}, the others per channel */
+    {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_rng rng;
+        qat_rng_seed(&rng, 50);
+        qat_prepare_config cfg = qat_prepare_defaults(), g2, fc;
+        cfg.wbits = 4;
+        g2 = cfg, g2.wgran = QAT_GRAN_AXES, g2.blocks[0] = 4, g2.blocks[1] = 2;
+        fc = g2, fc.blocks[0] = 1;
+        qat_model *m = graph_model(ctx, QAT_TEST_EVERY_OP, every_op_in, &cfg, &g2, &fc, NULL, &rng);
+        qat_qmodel q, q2;
+        char v2[512];
+        export_and_load(ctx, m, "every-axes", path, sizeof path, &q);
+        path_of(v2, sizeof v2, "docs-every-axes-v2.qat.h5");
+        rewrite_as_v2(path, v2);
+        qat_status st = qat_qmodel_load(ctx, v2, &q2);
+        if (st != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
+        CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+        CU_ASSERT_EQUAL(q2.version, 2);
+        int sub = 0;
+        for (int i = 0; i < q2.n_ops; i++) sub += qat_qop_subchannel(&q2.ops[i]);
+        CU_ASSERT(sub >= 2); /* g2 and fc */
+        every_op_inputs(&rng, q2.tensors[q2.input].q.scale, x, N * IN);
+        engine_integers(ctx, &q2, x, NULL, N, want);
+        docs_reader_check("every-axes-v2", v2, &q2, x, sizeof x, N, "", want, N * K);
+        engine_integers(ctx, &q, x, NULL, N, want);
+        docs_reader_check("every-axes", path, &q, x, sizeof x, N, "--verify", want, N * K);
+        qat_ctx_free(ctx);
+    }
+    /* 3. a model trained on raw bytes with a per-channel uint8 normalization: floats and bytes */
+    {
+        small s;
+        qat_normalization n;
+        normalized_init(&s, &n);
+        qat_qmodel *q = qat_ctx_alloc(s.ctx, QAT_MEM_PERSIST, sizeof *q);
+        export_and_load(s.ctx, s.m, "norm-u8", path, sizeof path, q);
+        enum { NN = 48, NIN = 3 * 8 * 8 };
+        static float xf[NN * NIN];
+        static uint8_t xu[NN * NIN];
+        static int32_t wf[NN * K], wb[NN * K];
+        for (int i = 0; i < NN * NIN; i++) xu[i] = (uint8_t)qat_rng_below(&s.rng, 256), xf[i] = (float)xu[i];
+        for (int i = 0; i < 256; i++) xu[i] = (uint8_t)i, xf[i] = (float)i; /* every byte value once */
+        engine_integers(s.ctx, q, xf, NULL, NN, wf);
+        engine_integers(s.ctx, q, NULL, xu, NN, wb);
+        CU_ASSERT_EQUAL(memcmp(wf, wb, sizeof wf), 0);
+        docs_reader_check("norm-u8-floats", path, q, xf, sizeof xf, NN, "--verify", wf, NN * K);
+        docs_reader_check("norm-u8-bytes", path, q, xu, sizeof xu, NN, "--u8 --verify", wb, NN * K);
+        qat_ctx_free(s.ctx);
+    }
+    /* 4. the files of earlier versions kept as fuzzing seeds (versions 1, 2, 3) */
+    const char *seeds[] = {"lenet-w8a8-v1.h5", "lenet-w4a4-tensor-v1.h5", "lenet-w8a8-v2.h5", "lenet-w4a4-tensor-v2.h5",
+                           "ds-cnn-w8a8-v2.h5", "resnet8-w8a8-v2.h5", "lenet-w8a8-v3.h5", "lenet-w4a4-tensor-v3.h5",
+                           "lenet-w4a8-block16-v3.h5"};
+    for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        snprintf(path, sizeof path, "%s/fuzz/seeds/qmodel/%s", getenv("QAT_SOURCE_DIR"), seeds[i]);
+        qat_status st = qat_qmodel_load(ctx, path, &q);
+        if (st != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
+        CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+        int64_t per = qat_qtensor_numel(&q.tensors[q.input]), k = qat_qtensor_numel(&q.tensors[q.output]);
+        enum { NS = 8 };
+        float *xs = malloc((size_t)(NS * per) * sizeof *xs);
+        int32_t *ws = malloc((size_t)(NS * k) * sizeof *ws);
+        CU_ASSERT_FATAL(xs && ws);
+        qat_rng rng;
+        qat_rng_seed(&rng, 60 + i);
+        for (int64_t j = 0; j < NS * per; j++) xs[j] = 1.2f * qat_rng_normal(&rng);
+        engine_integers(ctx, &q, xs, NULL, NS, ws);
+        docs_reader_check(seeds[i], path, &q, xs, (size_t)(NS * per) * sizeof *xs, NS, "", ws, (int)(NS * k));
+        free(xs), free(ws);
+        qat_ctx_free(ctx);
+    }
+}
+
 /* A copy of good whose /normalization has one float attribute or dataset changed. */
 static void tampered_norm(const char *good, const char *path, const char *name, const float *v, hsize_t n) {
     copy_file(good, path, -1);
@@ -1037,6 +1325,7 @@ int main(int argc, char **argv) {
         {"normalization: checkpoint -> export -> load; engines and numpy reader on raw inputs", test_normalized_checkpoint_export_load},
         {"normalization: hostile attributes are refused; version 3 loads as none", test_normalization_hostile_files},
         {"names of 31 characters survive checkpoint, export, load and summary", test_names_of_31_characters_survive_every_file},
+        {"the reader written from docs/ alone gives the int engine's integers, versions 1 to 4", test_docs_reader_gives_the_same_integers},
         {NULL, NULL},
     };
     int rc = qat_test_main("export", cases, argc, argv);

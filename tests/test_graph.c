@@ -447,6 +447,20 @@ static void test_add_hand_computed(void) {
     CU_ASSERT_EQUAL(qi[1], 3);
     CU_ASSERT_EQUAL(qi[2], 3);
     qat_engine_free(e);
+    /* parameters under which the int32 steps overflow are refused on load: input multipliers of
+     * (2^31 - 1, shift 30) (each scaled input saturates: their sum leaves int32), and a left shift of
+     * 24 with |q - zp| up to 128 (255·2^24 > 2^31) */
+    int32_t big[3] = {INT32_MAX, INT32_MAX, 1 << 30}, bigsh[3] = {30, 30, 0};
+    ops[1].multiplier = big, ops[1].shift = bigsh;
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &q), QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "past int32"));
+    qat_ctx_clear_error(ctx);
+    ops[1].multiplier = mult, ops[1].shift = shift, ops[1].left_shift = 24;
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &q), QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "do not fit int32"));
+    qat_ctx_clear_error(ctx);
+    ops[1].left_shift = 23; /* 128·2^23 = 2^30: inside */
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &q), QAT_OK);
     qat_ctx_free(ctx);
 }
 

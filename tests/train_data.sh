@@ -105,4 +105,37 @@ printf 'not an HDF5 file at all\n' > "$work/bad.h5"
 rc=0; "$bin" train --data "$work/bad.h5" --epochs 1 >/dev/null 2>"$work/bad.err" || rc=$?
 [ "$rc" = 2 ] || { cat "$work/bad.err"; fail "not HDF5: exit $rc, want 2"; }
 echo "bad data (not HDF5): $(cat "$work/bad.err")"
+# ---- eval reads the split it measures, checks the layout; outputs never over inputs ------------
+"$py" - "$work/hwc" <<'EOF2'
+import os, sys, numpy as np
+d = sys.argv[1]; os.makedirs(d, exist_ok=True)
+r = np.random.default_rng(2)
+y = (np.arange(200) % 3).astype(np.int64)
+x = r.integers(0, 60, (200, 8, 8, 3)).astype(np.uint8)
+for i in range(200): x[i, :, :, y[i]] += 150          # the class is the bright channel
+np.save(f"{d}/train_x.npy", x); np.save(f"{d}/train_y.npy", y)
+np.save(f"{d}/test_x.npy", x[:60]); np.save(f"{d}/test_y.npy", y[:60])
+EOF2
+printf 'input shape=3,8,8\nconv2d c input out=4 kernel=3 pad=1\nrelu r c\nglobal_avgpool g r\nlinear fc g out=3\n' > "$work/hwc.qnet"
+"$bin" train --data "$work/hwc" --channels-last --model "$work/hwc.qnet" --qat --epochs 2 --out "$work/hwc.ckpt.h5" \
+  >/dev/null 2>&1 || fail "train on a channels-last set"
+"$bin" export --checkpoint "$work/hwc.ckpt.h5" --out "$work/hwc.qat.h5" 2>/dev/null
+"$bin" eval --model "$work/hwc.qat.h5" --data "$work/hwc" --channels-last >/dev/null 2>&1 || fail "eval --channels-last"
+rc=0; "$bin" eval --model "$work/hwc.qat.h5" --data "$work/hwc" >/dev/null 2>"$work/hwc.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "the data's samples are \[8, 8, 3\], the model's input is \[3, 8, 8\].*channels_last" "$work/hwc.err" ||
+  fail "eval of a channels-last set without the flag: exit $rc, $(cat "$work/hwc.err")"
+echo "eval: a set in another layout is refused: $(grep -o "the data's samples.*" "$work/hwc.err" | cut -c1-80)"
+# a NaN in train does not stop the evaluation of test, which is read alone
+mk nan "$work/nan-eval"
+"$bin" train --data "$work/npy" "${common[@]}" --limit-train 200 --out "$work/small.ckpt.h5" >/dev/null 2>&1
+"$bin" export --checkpoint "$work/small.ckpt.h5" --out "$work/small.qat.h5" 2>/dev/null
+"$bin" eval --model "$work/small.qat.h5" --data "$work/nan-eval" >/dev/null 2>&1 || fail "eval read the train split"
+# outputs over inputs
+cp "$work/mnist.h5" "$work/copy.h5"
+rc=0; "$bin" train --data "$work/copy.h5" --epochs 1 --limit-train 64 --out "$work/copy.h5" >/dev/null 2>"$work/ow.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "is one of this run's inputs" "$work/ow.err" || fail "train --out over its data: exit $rc"
+"$convert" "$work/copy.h5" - >/dev/null 2>&1 || fail "the data set was damaged"
+rc=0; "$bin" eval --model "$work/m.qat.h5" --data "$work/npy" --outputs "$work/m.qat.h5" >/dev/null 2>"$work/ow.err" || rc=$?
+[ "$rc" = 2 ] && grep -q "is one of this command's inputs" "$work/ow.err" || fail "eval --outputs over the model: exit $rc"
+echo "outputs over inputs: refused"
 echo "train_data: ok"

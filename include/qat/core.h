@@ -44,6 +44,8 @@ typedef enum {
 } qat_status;
 
 QAT_API const char *qat_status_str(qat_status s);
+/* The library's version ("0.1.0"): what files record as their producer. */
+QAT_API const char *qat_version(void);
 
 /* ---- names ---------------------------------------------------------------------
  * The one rule for the names of layers, ops and tensors, wherever they
@@ -66,7 +68,7 @@ QAT_API bool qat_name_valid(const char *name, char *why, size_t len);
  * index i uses the scale and zero point of block i / block. Per-tensor =
  * every block whole; per-axis on d = block 1 on d, whole elsewhere.
  * real = scale · (q - zero_point). The functions that make and use types
- * (allocation, calibration, MLIR spelling) are in qat/fakequant.h. */
+ * (allocation, calibration, reading the MLIR spelling) are in qat/fakequant.h. */
 typedef struct {
     int bits;            /* 2..16 */
     bool is_signed;      /* i<bits> or u<bits> storage */
@@ -89,6 +91,14 @@ QAT_API qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int3
 QAT_API int qat_qtype_axis(const qat_qtype *q);
 /* Index of the (scale, zero point) pair of flat element `i`. */
 QAT_API int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i);
+/* MLIR spelling (§1): "!quant.uniform<i8:f32, 0.01:50>",
+ * "!quant.uniform<i8<-127:127>:f32:0, {0.2:0, 0.1:0}>",
+ * "!quant.uniform<i8:f32:{0:1, 1:2}, {{s:z, s:z}, ...}>", each scale the
+ * shortest text that reads back to the same float32. The storage range is
+ * written only when it is not the full one. Returns the length the whole
+ * string needs (as snprintf); -1 for a NULL type or scales. The parser is
+ * qat_qtype_from_mlir (qat/fakequant.h). */
+QAT_API int qat_qtype_to_mlir(const qat_qtype *q, char *buf, size_t len);
 
 /* ---- the model's input normalization -----------------------------------------
  * Raw samples go in (uint8 pixels as the floats 0..255, float features as

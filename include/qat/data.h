@@ -126,6 +126,10 @@ typedef struct {
     /* x arrays are [N, H, W, C] (numpy's image layout): samples are
      * transposed to [C, H, W] as they are read. Rank-3 samples only. */
     bool channels_last;
+    /* The splits to read: a mask of 1u << qat_split (0: all of them). A
+     * split left out is neither read nor checked: an evaluation reads the
+     * split it measures alone. train must be read to carve val from it. */
+    unsigned splits;
 } qat_dataset_options;
 QAT_API qat_dataset_options qat_dataset_defaults(void);
 
@@ -175,6 +179,9 @@ QAT_API qat_status qat_dataset_from_arrays(qat_ctx *ctx, const qat_array_split *
                                            const qat_array_split *test, const qat_dataset_options *opt,
                                            qat_dataset **out);
 QAT_API void qat_dataset_free(qat_dataset *d); /* accepts NULL */
+
+/* A per-sample shape as text ("[1, 28, 28]") into buf; returns buf. */
+QAT_API const char *qat_dims_str(int rank, const int64_t *shape, char *buf, size_t len);
 
 /* "hdf5", "npy", "idx" or "memory". */
 QAT_API const char *qat_dataset_format(const qat_dataset *d);

@@ -52,14 +52,8 @@ QAT_API void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric);
 QAT_API void qat_quantize(const qat_qtype *q, const float *x, int32_t *q_out);
 QAT_API void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *x_out);
 
-/* MLIR spelling (§1): "!quant.uniform<i8:f32, 0.01:50>",
- * "!quant.uniform<i8<-127:127>:f32:0, {0.2:0, 0.1:0}>",
- * "!quant.uniform<i8:f32:{0:1, 1:2}, {{s:z, s:z}, ...}>". The storage range
- * is written only when it is not the full one. Returns the length the whole
- * string needs (as snprintf). */
-QAT_API int qat_qtype_to_mlir(const qat_qtype *q, char *buf, size_t len);
-/* Parses such a string for a tensor of `shape` (the spelling does not carry
- * whole dimensions). Accepts "u8" and "ui8", a scale with no ":zp" (zp 0),
+/* Parses an MLIR spelling (qat_qtype_to_mlir, qat/core.h) for a tensor of
+ * `shape` (the spelling does not carry whole dimensions). Accepts "u8" and "ui8", a scale with no ":zp" (zp 0),
  * and any brace nesting whose flattened count matches the blocks. */
 QAT_API qat_status qat_qtype_from_mlir(qat_ctx *ctx, const char *text, int rank,
                                        const int64_t *shape, qat_qtype *out);

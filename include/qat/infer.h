@@ -69,15 +69,9 @@ QAT_API qat_status qat_engine_run(qat_engine *e, const float *x, int64_t n, floa
  * (float)b through qat_engine_run's path. */
 QAT_API qat_status qat_engine_run_u8(qat_engine *e, const uint8_t *x, int64_t n, float *logits, int32_t *logits_q);
 
-/* The raw-byte table: table[c·256 + b] (c < qat_input_table_channels(q):
- * the normalization's channels, 1 without one) is the input integer of
- * byte b in channel c, computed by the element function qat_engine_run
- * uses on the float (float)b, so the two agree by construction. The
- * channel of element i of a [C, H, W] sample is i / (H·W) (always 0 with
- * one channel). QAT_ERR_ARG for a NULL argument, QAT_ERR_UNSUPPORTED for
- * an input whose storage range is wider than int8. */
-QAT_API int qat_input_table_channels(const qat_qmodel *q);
-QAT_API qat_status qat_input_table(const qat_qmodel *q, int8_t *table);
+/* The raw-byte table of qat_engine_run_u8 is qat_input_table, and the
+ * raw floats' path qat_input_quantize (qat/runtime.h): the program's own
+ * input path, shared with the generated C. */
 
 /* ---- measuring an engine on a data set ------------------------------------------------- */
 

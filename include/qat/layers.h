@@ -177,7 +177,7 @@ QAT_API qat_status qat_model_add_dropout(qat_model *m, float p);
  * and by qat_model_build before it allocates, with a message that says
  * the size, the limit and how to raise it. A new model has the defaults; a
  * caller whose model is bigger raises them with qat_model_set_limits
- * before adding layers (qat-mnist: --max-params, --max-activation-bytes,
+ * before adding layers (qat: --max-params, --max-activation-bytes,
  * --max-layers). */
 typedef struct {
     int64_t max_params;           /* floats: parameters and buffers */

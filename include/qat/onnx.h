@@ -15,18 +15,25 @@
  * The model's input is the float tensor qat's engines take ([N, C, H, W]
  * or [N, F], N dynamic), its output the float logits (the DequantizeLinear
  * of the output integers). metadata_props carry the format version, the
- * producer, the training configuration and every weight's MLIR type.
+ * producer, the training configuration (the program's config) and every
+ * weight's MLIR type.
  *
- *     qat_onnx_export(model, 0, NULL, config, "model.onnx");   // lower + save
- *     qat_onnx_save(ctx, &q, "model.onnx");                    // a program in hand
+ * This module reads the program (qat/runtime.h) and nothing else: no
+ * model, no context, no file. The bytes reach a file, atomically and with
+ * a model's other outputs, through the export (qat/export.h:
+ * qat_onnx_save, qat_onnx_stage, qat_export_all).
+ *
+ *     uint8_t *bytes; size_t size; char msg[400];
+ *     if (qat_onnx_serialize(&q, &bytes, &size, msg, sizeof msg) == QAT_OK) { ...; free(bytes); }
  *
  * Built only when the library has ONNX support (CMake QAT_ONNX, on when
- * protobuf-c is found); otherwise every call fails with
+ * protobuf-c is found); otherwise qat_onnx_serialize fails with
  * QAT_ERR_UNSUPPORTED and qat_onnx_available() is false. */
 #ifndef QAT_ONNX_H
 #define QAT_ONNX_H
 
-#include "qat/export.h"
+#include "qat/core.h"
+#include "qat/runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,26 +47,13 @@ extern "C" {
 /* Whether this build of the library can write ONNX. */
 QAT_API bool qat_onnx_available(void);
 
-/* Serializes a checked program (qat_qmodel_check) to ONNX bytes, which live
- * in ctx's persistent memory. Refused, with a message naming the layer:
- * sub-channel (block) weights and weights or activations wider than 8 bits
- * (they need opset 21), weights quantized along an axis other than the
- * output channel. */
-QAT_API qat_status qat_onnx_serialize(qat_ctx *ctx, const qat_qmodel *q, const uint8_t **bytes, size_t *size);
-
-/* Serializes q and writes it atomically (docs/saving.md): the path holds
- * the old file or the complete new one, never a part; on any error it is
- * left as it was. */
-QAT_API qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
-/* The same, staged in set (qat/io.h), renamed by qat_save_set_commit. A
- * program ONNX cannot express is refused before anything is written. */
-QAT_API qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set);
-
-/* Lower (qat_qmodel_lower, in a context of its own) + qat_onnx_save, with
- * a training-configuration text (may be NULL). Errors go on the model's
- * context: an unprepared (float) model, an op with no ONNX form. */
-QAT_API qat_status qat_onnx_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config,
-                                   const char *path);
+/* Serializes a program to ONNX bytes, malloc'd (*bytes: the caller frees
+ * them). The program must pass qat_qmodel_check. Refused, with a one-line
+ * message naming the layer in msg (len bytes; msg may be NULL):
+ * sub-channel (block) weights and weights or activations wider than 8
+ * bits (they need opset 21), weights quantized along an axis other than
+ * the output channel, names that would repeat in the graph. */
+QAT_API qat_status qat_onnx_serialize(const qat_qmodel *q, uint8_t **bytes, size_t *size, char *msg, size_t len);
 
 #ifdef __cplusplus
 }

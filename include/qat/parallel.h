@@ -26,7 +26,7 @@
  * a context given one (qat_ctx_set_reducer) reduces the statistics that
  * must be global — the observers' batch ranges (min, max) and
  * BatchNorm's batch sums in training (synchronized BatchNorm) — through
- * the caller's functions, e.g. MPI_Allreduce in qat-mnist. The library
+ * the caller's functions, e.g. MPI_Allreduce in the qat tool. The library
  * itself knows nothing of MPI. */
 #ifndef QAT_PARALLEL_H
 #define QAT_PARALLEL_H

@@ -69,6 +69,15 @@ QAT_API const char *qat_qop_kind_str(qat_qop_kind k); /* "linear", "conv2d", ...
 QAT_API const char *qat_act_kind_str(qat_act_kind k); /* "none", "relu", "relu6" */
 QAT_API const char *qat_lut_fn_str(qat_lut_fn f);     /* "sigmoid", "tanh", "hardswish" */
 
+/* The program's file (docs/quantized-model-format.md; written and read by
+ * qat/export.h) and its version, which ONNX's metadata also names. 4: the
+ * input normalization (/normalization); 3 (weights of <= 4 bits packed,
+ * quantized_shape, ragged blocks, the MLIR text as bytes, sub-channel
+ * integer sums), 2 (tensor table, ops naming tensors) and 1 (a chain of
+ * ops) still load, as programs without normalization */
+#define QAT_QMODEL_FORMAT "qat-quantized-model"
+#define QAT_QMODEL_VERSION 4
+
 #define QAT_QOP_MAX_INPUTS 16
 #define QAT_QOP_MAX_WINDOW 64        /* largest kernel, stride and padding */
 #define QAT_QMODEL_MAX_DIM (1 << 24) /* largest dimension, and element count, of a per-sample shape */
@@ -120,7 +129,7 @@ typedef struct {
     int input, output;   /* tensor ids: the model input, the logits */
     int version;         /* the file format version it was read from; 0 when lowered in memory */
     char producer[64];
-    const char *config;  /* training configuration (free text, JSON from qat-mnist); never NULL once made */
+    const char *config;  /* training configuration (free text, JSON from the qat tool); never NULL once made */
     /* The model's input normalization (qat/core.h): the targets take raw
      * inputs and normalize them before the input quantization (the host
      * engines, qat/infer.h; the generated C; ONNX). NULL: none, the input
@@ -163,6 +172,31 @@ QAT_API qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, 
  * message naming the op and the quantity in msg. The loader runs it on
  * what it read, and export before it writes. */
 QAT_API qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len);
+
+/* ---- the input path ----------------------------------------------------------
+ * Raw samples to the program's input integers, as every target computes
+ * them (the host engines, qat/infer.h; the generated C; ONNX's graph): the
+ * program's normalization (if any), each operation in float32, then the
+ * input quantization clamp(round_half_even(x·(1/scale)) + zp, qmin, qmax),
+ * the product in float32, NaN to zp (docs/quantization.md,
+ * "Normalization"). Float at the edge of the program (no libm); the
+ * runtime itself starts from the integers. */
+
+/* Raw float samples x [n, input numel] to the input integers out [n, input numel]. */
+QAT_API void qat_input_quantize(const qat_qmodel *q, const float *x, int64_t n, int8_t *out);
+
+/* The raw-byte table: table[c·256 + b] (c < qat_input_table_channels(q):
+ * the normalization's channels, 1 without one) is the input integer of
+ * byte b in channel c, computed by qat_input_quantize's element function
+ * on the float (float)b, so the two agree by construction. The channel of
+ * element i of a [C, H, W] sample is i / (H·W) (always 0 with one
+ * channel). QAT_ERR_ARG for a NULL argument, QAT_ERR_UNSUPPORTED for an
+ * input whose storage range is wider than int8. */
+QAT_API int qat_input_table_channels(const qat_qmodel *q);
+QAT_API qat_status qat_input_table(const qat_qmodel *q, int8_t *table);
+
+/* Raw byte samples x [n, input numel] through a table made by qat_input_table. */
+QAT_API void qat_input_lookup(const qat_qmodel *q, const int8_t *table, const uint8_t *x, int64_t n, int8_t *out);
 
 /* ---- the runtime ------------------------------------------------------------ */
 

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 
 #include "internal.h"
-#include "qat/infer.h"
 
 /* One sample's channel planes: C of `per` elements (C = 1 without a
  * normalization, or with a normalization of one channel). */
@@ -132,16 +131,16 @@ void qat__cg_io_file(qat__cg *g, const char *name, const char *up) {
         name, up, up, up);
 }
 
-qat_status qat__cg_input_u8(qat_ctx *ctx, qat__cg *g, const char *name) {
+qat_status qat__cg_input_u8(qat__cg *g, const char *name) {
     if (!byte_input(g->q)) return QAT_OK;
     int64_t C, per;
     planes(g->q, &C, &per);
     int8_t *table = malloc((size_t)C * 256);
-    if (!table) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "codegen: out of memory");
+    if (!table) return qat__cg_fail(g->msg, g->len, QAT_ERR_NOMEM, "codegen: out of memory");
     qat_status st = qat_input_table(g->q, table);
     if (st != QAT_OK) {
         free(table);
-        return qat_ctx_fail(ctx, st, "codegen: the input's storage is not a byte: no byte table");
+        return qat__cg_fail(g->msg, g->len, st, "codegen: the input's storage is not a byte: no byte table");
     }
     qat__cg_printf(g, "\n/* raw byte b of channel c -> the input integer: input_table[c·256 + b] */\n");
     qat__cg_array_i8(g, "input_table", table, C * 256);

@@ -15,7 +15,15 @@ typedef struct {
     FILE *f;               /* the file being written */
     bool failed;           /* a write failed */
     int64_t const_bytes;   /* static const bytes written (flash besides code) */
+    char *msg;             /* the caller's message buffer (may be NULL) */
+    size_t len;
 } qat__cg;
+
+/* Writes the one-line message (printf-style) into msg, returns st. */
+#ifdef __GNUC__
+__attribute__((format(printf, 4, 5)))
+#endif
+qat_status qat__cg_fail(char *msg, size_t len, qat_status st, const char *fmt, ...);
 
 #ifdef __GNUC__
 __attribute__((format(printf, 2, 3)))
@@ -67,6 +75,6 @@ void qat__cg_relu(qat__cg *g, int i);
  * normalization says raw_uint8 (nothing otherwise). */
 void qat__cg_input_header(qat__cg *g, const char *name, const char *up);
 void qat__cg_io_file(qat__cg *g, const char *name, const char *up);
-qat_status qat__cg_input_u8(qat_ctx *ctx, qat__cg *g, const char *name);
+qat_status qat__cg_input_u8(qat__cg *g, const char *name);
 
 #endif

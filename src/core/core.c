@@ -9,6 +9,8 @@
 #include "qat/core.h"
 #include "requant.h"
 
+const char *qat_version(void) { return QAT_VERSION_STRING; }
+
 const char *qat_status_str(qat_status s) {
     switch (s) {
 #define QAT_X_STR(name, value, text) \

@@ -417,7 +417,7 @@ static qat_status check_store(qat_dataset *d, qat_split s) {
     int rank = 0, trank = 0;
     int64_t shape[QAT_DATA_MAX_RANK] = {0}, tshape[QAT_DATA_MAX_RANK] = {0};
     qat_status status = sample_shape(d, s, st, &rank, shape);
-    if (status != QAT_OK || s == QAT_SPLIT_TRAIN) return status;
+    if (status != QAT_OK || s == QAT_SPLIT_TRAIN || !tr->present) return status; /* train left out: nothing to match */
     if ((status = sample_shape(d, QAT_SPLIT_TRAIN, tr, &trank, tshape)) != QAT_OK) return status;
     char a[160], b[160];
     if (rank != trank || memcmp(shape, tshape, (size_t)rank * sizeof *shape))
@@ -561,6 +561,11 @@ static qat_status check_options(qat_ctx *ctx, const char *path, const qat_datase
     if (o->memory_cap < 0)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: memory_cap %lld is negative (0: the default)", path,
                             (long long)o->memory_cap);
+    if (o->splits && o->val_fraction > 0 && !(o->splits & 1u << QAT_SPLIT_TRAIN))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: a val fraction is carved from train, which the options leave out",
+                            path);
+    if (o->splits >> QAT_SPLIT_COUNT)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: splits mask 0x%x names no split", path, o->splits);
     if (!(o->val_fraction >= 0 && o->val_fraction < 1))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: val fraction %g (want 0 <= fraction < 1)", path, o->val_fraction);
     return QAT_OK;
@@ -1026,3 +1031,9 @@ qat_status qat_dataset_channel_stats(qat_dataset *d, qat_split s, int64_t limit,
     free(parts), free(m);
     return status;
 }
+
+const char *qat_dims_str(int rank, const int64_t *shape, char *buf, size_t len) {
+    return qat__shape_str(buf, len, rank, shape);
+}
+
+bool qat__wanted(const qat_dataset *d, qat_split s) { return !d->opt.splits || (d->opt.splits & 1u << s); }

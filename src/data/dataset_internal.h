@@ -78,6 +78,10 @@ struct qat_dataset {
 };
 
 /* ---- the format readers (each fills d->stores; dataset.c finishes) ---------------- */
+
+/* Does the caller want split s read (qat_dataset_options.splits)? A
+ * reader skips the others as if the source had none. */
+bool qat__wanted(const qat_dataset *d, qat_split s);
 qat_status qat__hdf5_open(qat_dataset *d, const char *path);
 qat_status qat__npy_dir_open(qat_dataset *d, const char *dir);
 qat_status qat__idx_dir_open(qat_dataset *d, const char *dir);

@@ -121,6 +121,7 @@ qat_status qat__idx_dir_open(qat_dataset *d, const char *dir) {
     char ipath[2][QAT__DATA_PATH], lpath[2][QAT__DATA_PATH];
     bool has_i[2] = {false, false}, has_l[2] = {false, false};
     for (int k = 0; k < 2 && status == QAT_OK; k++) {
+        if (!qat__wanted(d, splits[k])) continue; /* left out by the caller */
         status = find(d, dir, names, n, splits[k], IMAGES, ipath[k], sizeof ipath[k], &has_i[k]);
         if (status == QAT_OK) status = find(d, dir, names, n, splits[k], LABELS, lpath[k], sizeof lpath[k], &has_l[k]);
         if (status == QAT_OK && !has_i[k]) {
@@ -133,7 +134,7 @@ qat_status qat__idx_dir_open(qat_dataset *d, const char *dir) {
     }
     int64_t bytes = 0;
     for (int k = 0; k < 2 && status == QAT_OK; k++)
-        status = load_split(d, splits[k], ipath[k], has_l[k] ? lpath[k] : NULL, &bytes);
+        if (qat__wanted(d, splits[k])) status = load_split(d, splits[k], ipath[k], has_l[k] ? lpath[k] : NULL, &bytes);
     free(names);
     return status;
 }

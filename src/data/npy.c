@@ -479,9 +479,12 @@ qat_status qat__npy_dir_open(qat_dataset *d, const char *dir) {
     }
     char list[256];
     qat__join_names(list, sizeof list, npys, n_npy);
+    for (int s = 0; s < QAT_SPLIT_COUNT; s++) /* splits the caller leaves out: as if absent */
+        for (int p = 0; !qat__wanted(d, (qat_split)s) && p < N_PARTS; p++) files[s * N_PARTS + p].present = false;
     for (int s = 0; s < QAT_SPLIT_COUNT && status == QAT_OK; s++) {
         npy_file *f = &files[s * N_PARTS];
         bool any = f[PART_Y].present || f[PART_ANOMALY].present;
+        if (!qat__wanted(d, (qat_split)s)) continue;
         if (!f[PART_X].present && (s != QAT_SPLIT_VAL || any))
             status = qat_ctx_fail(d->ctx, QAT_ERR_FORMAT, "%s: no %s_x.npy (the .npy files found: %s)", dir,
                                   qat_split_str((qat_split)s), list);

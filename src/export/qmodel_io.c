@@ -274,28 +274,6 @@ qat_status qat_qmodel_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path,
     return st == QAT_OK ? qat__h5_stage(ctx, path, write_qmodel, (void *)q, set) : st;
 }
 
-qat_status qat_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config, const char *path,
-                      int64_t *peak_bytes) {
-    if (!m) return QAT_ERR_ARG;
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_ctx *pctx = qat_ctx_new(); /* the program's own memory, freed below */
-    if (!pctx) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "export: out of memory");
-    qat_qmodel q;
-    qat_status st = qat_qmodel_lower(m, in_rank, in_shape, pctx, &q);
-    if (st == QAT_OK) {
-        q.config = config ? config : "";
-        st = qat_qmodel_save(pctx, &q, path);
-        if (st != QAT_OK) qat_ctx_fail(ctx, st, "%s", qat_ctx_error(pctx));
-    }
-    if (st == QAT_OK && peak_bytes) {
-        int64_t *offsets = qat_ctx_alloc(pctx, QAT_MEM_PERSIST, (size_t)(q.n_tensors + q.n_ops) * sizeof *offsets);
-        qat_plan plan;
-        *peak_bytes = offsets && qat_plan_program(&q, 1, offsets, &plan, NULL, 0) == QAT_OK ? plan.peak_activation_bytes : -1;
-    }
-    qat_ctx_free(pctx);
-    return st;
-}
-
 /* ---- reading -------------------------------------------------------------------------- */
 
 static bool get_shape(qat__h5r *r, hid_t g, const char *name, int *rank, int64_t *shape) {

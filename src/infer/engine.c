@@ -98,8 +98,8 @@ static void int_task(void *u, int64_t t, int worker) {
     (void)worker;
     int64_t s0 = t * e->slice, n = j->n - s0 < e->slice ? j->n - s0 : e->slice;
     int8_t *arena = e->arena[t];
-    if (j->x) qat__input_quantize(q, j->x + s0 * e->in_numel, n, arena + e->plan.offset[q->input]);
-    else qat__input_lookup(q, e->table, j->xb + s0 * e->in_numel, n, arena + e->plan.offset[q->input]);
+    if (j->x) qat_input_quantize(q, j->x + s0 * e->in_numel, n, arena + e->plan.offset[q->input]);
+    else qat_input_lookup(q, e->table, j->xb + s0 * e->in_numel, n, arena + e->plan.offset[q->input]);
     qat_runtime_run(q, &e->plan, e->consts, arena, e->scratch[t], n);
     const int8_t *y = arena + e->plan.offset[q->output];
     const qat_aparams *o = &q->tensors[q->output].q;

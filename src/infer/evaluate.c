@@ -1,6 +1,7 @@
 /* An engine measured on a split of a data set (qat/infer.h): batches
  * read, run, and their outputs handed to the task's metrics. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,9 +20,14 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
     const qat_split_info *info = qat_dataset_info(d, s);
     if (!info) return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: the data set has no %s split", qat_split_str(s));
     int64_t in = qat_qtensor_numel(&q->tensors[q->input]), K = qat_qtensor_numel(&q->tensors[q->output]);
-    if (info->x_numel != in)
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the model takes %lld values per sample, the data's samples have %lld",
-                            (long long)in, (long long)info->x_numel);
+    const qat_qtensor *it = &q->tensors[q->input];
+    if (!qat_data_fits_input(info->x_rank, info->x_shape, it->rank, it->shape)) { /* the layout, not only the count */
+        char a[96], b[96];
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
+                            qat_dims_str(info->x_rank, info->x_shape, a, sizeof a), qat_dims_str(it->rank, it->shape, b, sizeof b),
+                            info->x_rank == 3 && it->rank == 3 && info->x_shape[2] == it->shape[0]
+                                ? " (images stored [N, H, W, C]? read them with channels_last)" : "");
+    }
     if (task->kind == QAT_TASK_CLASSIFY && info->target == QAT_TARGET_CLASS && info->label_max >= K)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "
                             "outputs)", qat_split_str(s), (long long)info->label_max, (long long)info->label_max_row,

@@ -7,9 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-void qat__ob_init(qat__onnx_builder *b, qat_ctx *mem, const char *graph_name) {
+/* A chunk of the arena: 64 KiB, or one allocation that is larger. */
+struct qat__ob_chunk {
+    qat__ob_chunk *prev;
+    size_t size, used;
+    max_align_t payload[]; /* aligned for any message */
+};
+#define CHUNK_BYTES ((size_t)64 << 10)
+
+void qat__ob_init(qat__onnx_builder *b, const char *graph_name) {
     memset(b, 0, sizeof *b);
-    b->mem = mem;
     b->ok = true;
     onnx__graph_proto__init(&b->graph);
     b->graph.name = qat__ob_str(b, "%s", graph_name);
@@ -21,12 +28,26 @@ void qat__ob_free(qat__onnx_builder *b) {
     free(b->graph.input);
     free(b->graph.output);
     b->graph.node = NULL, b->graph.initializer = NULL, b->graph.input = NULL, b->graph.output = NULL;
+    for (qat__ob_chunk *c = b->mem, *prev; c; c = prev) prev = c->prev, free(c);
+    b->mem = NULL;
 }
 
 void *qat__ob_alloc(qat__onnx_builder *b, size_t bytes) {
     if (!b->ok) return NULL;
-    void *p = qat_ctx_alloc(b->mem, QAT_MEM_PERSIST, bytes ? bytes : 1);
-    if (!p) b->ok = false;
+    const size_t align = sizeof(max_align_t);
+    if (bytes > SIZE_MAX / 2) return b->ok = false, NULL;
+    bytes = bytes ? (bytes + align - 1) / align * align : align;
+    qat__ob_chunk *c = b->mem;
+    if (!c || c->size - c->used < bytes) {
+        size_t size = bytes > CHUNK_BYTES ? bytes : CHUNK_BYTES;
+        qat__ob_chunk *n = malloc(sizeof *n + size);
+        if (!n) return b->ok = false, NULL;
+        n->prev = c, n->size = size, n->used = 0;
+        b->mem = c = n;
+    }
+    void *p = (unsigned char *)c->payload + c->used;
+    memset(p, 0, bytes); /* as the context's arena gave it: zeroed */
+    c->used += bytes;
     return p;
 }
 

@@ -2,9 +2,10 @@
  * their attributes, initializers, graph inputs and outputs. It knows
  * nothing of qat's program (qdq.c maps that onto it).
  *
- * Every message, array and string lives in one context's persistent arena
- * (freed with it); only the graph's growing lists (nodes, initializers)
- * are malloc'd, and qat__ob_free releases them. A failed allocation marks
+ * Every message, array and string lives in the builder's arena (a chain of
+ * malloc'd chunks handed out by bumping an offset); the graph's growing
+ * lists (nodes, initializers) are malloc'd apart, and qat__ob_free
+ * releases both. A failed allocation marks
  * the builder (ok = false) and every later call does nothing, so callers
  * check once at the end. */
 #ifndef QAT_ONNX_BUILDER_H
@@ -15,7 +16,7 @@
 #include <stdint.h>
 
 #include "onnx.pb-c.h"
-#include "qat/autograd.h"
+#include "qat/core.h"
 
 /* ONNX TensorProto.DataType values the export uses. */
 enum {
@@ -25,14 +26,15 @@ enum {
     QAT__ONNX_INT32 = ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
 };
 
+typedef struct qat__ob_chunk qat__ob_chunk;
 typedef struct {
-    qat_ctx *mem;   /* the arena of every message */
+    qat__ob_chunk *mem; /* the arena of every message: the chunk being filled, the older ones behind it */
     bool ok;        /* false after a failed allocation */
     Onnx__GraphProto graph;
     size_t cap_node, cap_init, cap_in, cap_out;
 } qat__onnx_builder;
 
-void qat__ob_init(qat__onnx_builder *b, qat_ctx *mem, const char *graph_name);
+void qat__ob_init(qat__onnx_builder *b, const char *graph_name);
 void qat__ob_free(qat__onnx_builder *b);
 
 /* printf into the arena; NULL (and ok = false) on failure. */

@@ -1,5 +1,7 @@
 /* qat/onnx.h in a build without ONNX support (CMake QAT_ONNX=OFF, or
- * protobuf-c not found): every call says so, nothing is written. */
+ * protobuf-c not found): every call says so, nothing is made. */
+#include <stdio.h>
+
 #include "qat/onnx.h"
 
 static const char *const why = "onnx: this build of qat has no ONNX support (configure with QAT_ONNX=ON; "
@@ -7,23 +9,10 @@ static const char *const why = "onnx: this build of qat has no ONNX support (con
 
 bool qat_onnx_available(void) { return false; }
 
-qat_status qat_onnx_serialize(qat_ctx *ctx, const qat_qmodel *q, const uint8_t **bytes, size_t *size) {
-    (void)q, (void)bytes, (void)size;
-    return ctx ? qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s", why) : QAT_ERR_ARG;
-}
-
-qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
-    (void)q, (void)path;
-    return ctx ? qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s", why) : QAT_ERR_ARG;
-}
-
-qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
-    (void)q, (void)path, (void)set;
-    return ctx ? qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s", why) : QAT_ERR_ARG;
-}
-
-qat_status qat_onnx_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config,
-                           const char *path) {
-    (void)in_rank, (void)in_shape, (void)config, (void)path;
-    return m ? qat_ctx_fail(qat_model_ctx(m), QAT_ERR_UNSUPPORTED, "%s", why) : QAT_ERR_ARG;
+qat_status qat_onnx_serialize(const qat_qmodel *q, uint8_t **bytes, size_t *size, char *msg, size_t len) {
+    (void)q;
+    if (bytes) *bytes = NULL;
+    if (size) *size = 0;
+    if (msg && len) snprintf(msg, len, "%s", why);
+    return QAT_ERR_UNSUPPORTED;
 }

@@ -43,11 +43,11 @@ static int32_t type_max(const qat_aparams *a) { return is_signed(a) ? 127 : 255;
 
 /* ---- what ONNX can say ---------------------------------------------------------------- */
 
-qat_status qat__onnx_supported(const qat_qmodel *q, qat_ctx *err) {
+qat_status qat__onnx_supported(const qat_qmodel *q, qat__onnx_err *err) {
     for (int t = 0; t < q->n_tensors; t++) {
         const qat_qtensor *x = &q->tensors[t];
         if (x->q.bits > 8)
-            return qat_ctx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: tensor %s: %d-bit activations have no ONNX form "
+            return qat__onnx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: tensor %s: %d-bit activations have no ONNX form "
                                 "at opset %d (QuantizeLinear takes 16-bit integers from opset 21)", x->name,
                                 x->q.bits, QAT_ONNX_OPSET);
     }
@@ -56,7 +56,7 @@ qat_status qat__onnx_supported(const qat_qmodel *q, qat_ctx *err) {
         if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
         const qat_qtype *w = &op->wq;
         if (w->bits > 8)
-            return qat_ctx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: %d-bit weights have no ONNX form at "
+            return qat__onnx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: %d-bit weights have no ONNX form at "
                                 "opset %d (DequantizeLinear takes 16-bit integers from opset 21)", op->name, w->bits,
                                 QAT_ONNX_OPSET);
         int axis = qat_qtype_axis(w);
@@ -64,12 +64,12 @@ qat_status qat__onnx_supported(const qat_qmodel *q, qat_ctx *err) {
             char blocks[96] = "";
             for (int d = 0, k = 0; d < w->rank && k < (int)sizeof blocks; d++)
                 k += snprintf(blocks + k, sizeof blocks - (size_t)k, "%s%lld", d ? "x" : "", (long long)w->block[d]);
-            return qat_ctx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: sub-channel weight quantization (blocks "
+            return qat__onnx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: sub-channel weight quantization (blocks "
                                 "%s) has no ONNX form before opset 21's blocked DequantizeLinear; quantize that "
                                 "layer per channel or per tensor to export it", op->name, blocks);
         }
         if (axis > 0)
-            return qat_ctx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: weights quantized along axis %d: an "
+            return qat__onnx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: weights quantized along axis %d: an "
                                 "integer kernel needs one scale per output channel (axis 0) or one per tensor",
                                 op->name, axis);
     }
@@ -325,20 +325,20 @@ static void emit(qdq *x, const qat_qop *op) {
  * program might repeat, or spell like one of the suffixes. */
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static qat_status unique(const char **all, size_t n, const char *what, qat_ctx *err) {
+static qat_status unique(const char **all, size_t n, const char *what, qat__onnx_err *err) {
     qsort(all, n, sizeof *all, cmp_str);
     for (size_t i = 1; i < n; i++)
         if (!strcmp(all[i - 1], all[i]))
-            return qat_ctx_fail(err, QAT_ERR_FORMAT, "onnx: two %s would both be named \"%s\": the program's "
+            return qat__onnx_fail(err, QAT_ERR_FORMAT, "onnx: two %s would both be named \"%s\": the program's "
                                 "layer names must be unique (and none may be \"input\" or \"logits\")", what, all[i]);
     return QAT_OK;
 }
 
-static qat_status check_names(const qat__onnx_builder *b, qat_ctx *err) {
+static qat_status check_names(const qat__onnx_builder *b, qat__onnx_err *err) {
     const Onnx__GraphProto *g = &b->graph;
     size_t n = g->n_input + g->n_initializer + g->n_node, k = 0;
     const char **all = malloc((n ? n : 1) * sizeof *all);
-    if (!all) return qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
+    if (!all) return qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
     for (size_t i = 0; i < g->n_input; i++) all[k++] = g->input[i]->name;
     for (size_t i = 0; i < g->n_initializer; i++) all[k++] = g->initializer[i]->name;
     for (size_t i = 0; i < g->n_node; i++) all[k++] = g->node[i]->output[0];
@@ -349,13 +349,13 @@ static qat_status check_names(const qat__onnx_builder *b, qat_ctx *err) {
     return st;
 }
 
-qat_status qat__onnx_graph(qat__onnx_builder *b, const qat_qmodel *q, qat_ctx *err) {
+qat_status qat__onnx_graph(qat__onnx_builder *b, const qat_qmodel *q, qat__onnx_err *err) {
     qdq x = {.b = b, .q = q};
     size_t n = (size_t)q->n_tensors;
     x.qv = calloc(n, sizeof *x.qv), x.dqv = calloc(n, sizeof *x.dqv);
     x.scale = calloc(n, sizeof *x.scale), x.zp = calloc(n, sizeof *x.zp);
     qat_status st = QAT_OK;
-    if (!x.qv || !x.dqv || !x.scale || !x.zp) st = qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
+    if (!x.qv || !x.dqv || !x.scale || !x.zp) st = qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
     for (int t = 0; st == QAT_OK && t < q->n_tensors; t++) x.qv[t] = qat__ob_str(b, "%s.q", tname(&x, t));
     if (st == QAT_OK) {
         const qat_qtensor *in = &q->tensors[q->input], *out = &q->tensors[q->output];
@@ -368,7 +368,7 @@ qat_status qat__onnx_graph(qat__onnx_builder *b, const qat_qmodel *q, qat_ctx *e
         const char *args[3] = {x.qv[q->output], x.scale[q->output], x.zp[q->output]};
         qat__ob_node(b, "DequantizeLinear", "logits", 3, args, "logits");
         qat__ob_output(b, "logits", QAT__ONNX_FLOAT, out->rank, out->shape);
-        if (!b->ok) st = qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
+        if (!b->ok) st = qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
     }
     if (st == QAT_OK) st = check_names(b, err);
     free(x.qv), free(x.dqv), free(x.scale), free(x.zp);

@@ -1,13 +1,27 @@
 /* The ONNX model around the QDQ graph (opset, IR version, producer,
- * metadata_props), its bytes through protobuf-c, and the atomic write. */
+ * metadata_props) and its bytes through protobuf-c. Writing them to a file
+ * (atomically, with a model's other outputs) is the export's
+ * (qat_onnx_save, qat_onnx_stage in qat/export.h). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "io/atomic.h"
 
 bool qat_onnx_available(void) { return true; }
+
+qat_status qat__onnx_fail(qat__onnx_err *e, qat_status st, const char *fmt, ...) {
+    if (e->failed) return st; /* the first failure says why */
+    e->failed = true;
+    if (e->msg && e->len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, e->len, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
 
 typedef struct {
     qat__onnx_builder *b;
@@ -81,17 +95,15 @@ static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Onnx__Model
 }
 
 /* The model's bytes, malloc'd (the caller frees them). */
-static qat_status pack(qat_ctx *err, const qat_qmodel *q, uint8_t **bytes, size_t *size) {
+static qat_status pack(qat__onnx_err *err, const qat_qmodel *q, uint8_t **bytes, size_t *size) {
     *bytes = NULL, *size = 0;
     char msg[400];
     qat_status st = qat_qmodel_check(q, msg, sizeof msg);
-    if (st != QAT_OK) return qat_ctx_fail(err, st, "onnx: %s", msg);
+    if (st != QAT_OK) return qat__onnx_fail(err, st, "onnx: %s", msg);
     if ((st = qat__onnx_supported(q, err)) != QAT_OK) return st;
-    qat_ctx *mem = qat_ctx_new(); /* every message of the model, freed at once below */
-    if (!mem) return qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
-    qat__onnx_builder b;
-    qat__ob_init(&b, mem, "qat");
-    st = qat__onnx_graph(&b, q, err);
+    qat__onnx_builder b; /* every message of the model in its arena, freed at once below */
+    qat__ob_init(&b, "qat");
+    st = b.ok ? qat__onnx_graph(&b, q, err) : qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
     Onnx__ModelProto m;
     onnx__model_proto__init(&m);
     Onnx__OperatorSetIdProto opset;
@@ -110,64 +122,25 @@ static qat_status pack(qat_ctx *err, const qat_qmodel *q, uint8_t **bytes, size_
         b.graph.doc_string = m.doc_string;
         m.graph = &b.graph;
         fill_metadata(&b, q, &m);
-        if (!b.ok) st = qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
+        if (!b.ok) st = qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
     }
     if (st == QAT_OK) {
         *size = onnx__model_proto__get_packed_size(&m);
         *bytes = malloc(*size ? *size : 1);
-        if (!*bytes) st = qat_ctx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory (%zu bytes)", *size);
+        if (!*bytes) st = qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory (%zu bytes)", *size);
         else if (onnx__model_proto__pack(&m, *bytes) != *size)
-            st = qat_ctx_fail(err, QAT_ERR_STATE, "onnx: protobuf-c packed a size other than it measured");
+            st = qat__onnx_fail(err, QAT_ERR_STATE, "onnx: protobuf-c packed a size other than it measured");
     }
     if (st != QAT_OK) free(*bytes), *bytes = NULL, *size = 0;
     qat__ob_free(&b);
-    qat_ctx_free(mem);
     return st;
 }
 
-qat_status qat_onnx_serialize(qat_ctx *ctx, const qat_qmodel *q, const uint8_t **bytes, size_t *size) {
-    if (!ctx) return QAT_ERR_ARG;
-    if (!q || !bytes || !size) return qat_ctx_fail(ctx, QAT_ERR_ARG, "onnx: NULL program or output");
-    uint8_t *raw;
-    size_t n;
-    qat_status st = pack(ctx, q, &raw, &n);
-    if (st != QAT_OK) return st;
-    uint8_t *kept = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, n);
-    if (kept) memcpy(kept, raw, n);
-    free(raw);
-    if (!kept) return qat_ctx_status(ctx);
-    *bytes = kept, *size = n;
-    return QAT_OK;
-}
-
-qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
-    return qat_onnx_stage(ctx, q, path, NULL);
-}
-
-qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
-    if (!ctx) return QAT_ERR_ARG;
-    if (!q || !path) return qat_ctx_fail(ctx, QAT_ERR_ARG, "onnx: NULL program or path");
-    uint8_t *raw;
-    size_t n;
-    qat_status st = pack(ctx, q, &raw, &n);
-    if (st == QAT_OK) st = qat__save_set_add(ctx, set, path, raw, n); /* nothing touches path before this */
-    free(raw);
-    return st;
-}
-
-qat_status qat_onnx_export(qat_model *m, int in_rank, const int64_t *in_shape, const char *config,
-                           const char *path) {
-    if (!m) return QAT_ERR_ARG;
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_ctx *pctx = qat_ctx_new(); /* the program's own memory, freed below */
-    if (!pctx) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "onnx: out of memory");
-    qat_qmodel q;
-    qat_status st = qat_qmodel_lower(m, in_rank, in_shape, pctx, &q);
-    if (st == QAT_OK) {
-        q.config = config ? config : "";
-        st = qat_onnx_save(pctx, &q, path);
-        if (st != QAT_OK) qat_ctx_fail(ctx, st, "%s", qat_ctx_error(pctx));
-    }
-    qat_ctx_free(pctx);
-    return st;
+qat_status qat_onnx_serialize(const qat_qmodel *q, uint8_t **bytes, size_t *size, char *msg, size_t len) {
+    qat__onnx_err err = {.msg = msg, .len = len};
+    if (msg && len) msg[0] = '\0';
+    if (bytes) *bytes = NULL;
+    if (size) *size = 0;
+    if (!q || !bytes || !size) return qat__onnx_fail(&err, QAT_ERR_ARG, "onnx: NULL program or output");
+    return pack(&err, q, bytes, size);
 }

@@ -275,6 +275,41 @@ static bool check_weight(checker *c, const qat_qop *op, const qat_aparams *in) {
     return ok || bad(c, "its sums could overflow: %s (docs/subchannel.md)", why);
 }
 
+/* The largest |q - zp| of an activation's integers. */
+static int64_t reach(const qat_aparams *a) {
+    int64_t lo = (int64_t)a->qmin - a->zero_point, hi = (int64_t)a->qmax - a->zero_point;
+    return lo < 0 ? (-lo > hi ? -lo : hi) : hi;
+}
+
+/* TFLite's ADD in int32: each input's (q - zp) shifted left, taken by its
+ * multiplier, and the two summed. The loader refuses parameters whose
+ * int32 steps could overflow (the C kernels would then be undefined):
+ * |q - zp|·2^left_shift within int32, and the sum of the two scaled
+ * inputs' largest magnitudes (each one past its multiplier, rounding's
+ * 1 included) within int32. Lowering's own programs (left shift 20,
+ * input multipliers of at most 1/2) are far inside. */
+static bool check_add(checker *c, const qat_qmodel *q, const qat_qop *op) {
+    if (op->left_shift < 0 || op->left_shift > 30) return bad(c, "left shift %d outside 0..30", op->left_shift);
+    if (!check_multipliers(c, op, 3)) return false;
+    int64_t total = 0;
+    for (int k = 0; k < 2; k++) {
+        int64_t x = reach(&q->tensors[op->inputs[k]].q) << op->left_shift;
+        if (x > INT32_MAX)
+            return bad(c, "input %d's integers shifted left by %d do not fit int32 (%lld)", k, op->left_shift,
+                       (long long)x);
+        int sh = op->shift[k];
+        if (sh > 0) x = x << sh > INT32_MAX ? INT32_MAX : x << sh; /* the kernel saturates the left shift */
+        /* x·m/2^31 (m < 2^31: at most x), then the right shift, each rounding adding at most 1 */
+        int64_t y = (x * (int64_t)op->multiplier[k] + ((int64_t)1 << 30)) >> 31;
+        if (sh < 0) y = (y >> -sh) + 1;
+        total += y + 1;
+    }
+    if (total > INT32_MAX)
+        return bad(c, "its scaled inputs can sum to %lld, past int32 (smaller input multipliers or left shift)",
+                   (long long)total);
+    return true;
+}
+
 /* What each kind needs beyond shapes: multipliers, tables, unchanged
  * quantization for the ops that do not requantize. */
 static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
@@ -284,9 +319,7 @@ static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
     case QAT_QOP_CONV2D: return check_weight(c, op, &in->q);
     case QAT_QOP_AVGPOOL2D:
     case QAT_QOP_GLOBAL_AVGPOOL: return check_multipliers(c, op, 1);
-    case QAT_QOP_ADD:
-        if (op->left_shift < 0 || op->left_shift > 24) return bad(c, "left shift %d outside 0..24", op->left_shift);
-        return check_multipliers(c, op, 3);
+    case QAT_QOP_ADD: return check_add(c, q, op);
     case QAT_QOP_CONCAT: return check_multipliers(c, op, op->n_inputs);
     case QAT_QOP_LUT: {
         if ((unsigned)op->lut >= QAT_LUT_FN_COUNT) return bad(c, "unknown table function %d", (int)op->lut);

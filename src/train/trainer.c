@@ -79,12 +79,6 @@ void qat_trainer_free(qat_trainer *t) {
 
 /* ---- checks, before anything runs ------------------------------------------------------ */
 
-static void shape_str(char *buf, size_t len, int rank, const int64_t *shape) {
-    size_t at = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < rank && at < len; d++) at += (size_t)snprintf(buf + at, len - at, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (at < len) snprintf(buf + at, len - at, "]");
-}
-
 /* The task the data can give, the model's output that fits it, labels
  * within the outputs. */
 static qat_status check_task(qat_trainer *t) {
@@ -168,8 +162,11 @@ static qat_status check_config(qat_trainer *t) {
     for (int d = 0; d < t->in_rank; d++) t->in_numel *= t->in_shape[d];
     if (!qat_data_fits_input(t->tr->x_rank, t->tr->x_shape, t->in_rank, t->in_shape)) {
         char a[96], b[96];
-        shape_str(a, sizeof a, t->tr->x_rank, t->tr->x_shape), shape_str(b, sizeof b, t->in_rank, t->in_shape);
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s", a, b);
+        bool hwc = t->tr->x_rank == 3 && t->in_rank == 3 && t->tr->x_shape[2] == t->in_shape[0];
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
+                            qat_dims_str(t->tr->x_rank, t->tr->x_shape, a, sizeof a),
+                            qat_dims_str(t->in_rank, t->in_shape, b, sizeof b),
+                            hwc ? " (images stored [N, H, W, C]? read them with channels_last)" : "");
     }
     if ((c->best_out || c->patience > 0) && !t->va)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "choosing the best epoch (%s) needs a val split; the data set has none "

@@ -138,7 +138,7 @@ static void print_json(const char *ckpt, const qat_analysis_report *r, int outpu
 }
 
 static void print_table(const char *ckpt, const qat_analysis_report *r, int output_layer, bool frozen) {
-    printf("%s: %lld test images\n", ckpt, (long long)r->samples);
+    printf("%s: %lld test samples\n", ckpt, (long long)r->samples);
     printf("accuracy: float %.2f %%, fake-quantized %.2f %%; logits SQNR %.1f dB (fake-quantized vs float)\n\n",
            100 * r->accuracy_float, 100 * r->accuracy_quant, r->logits_sqnr_db);
     int w = 5, wa = 5;
@@ -217,9 +217,9 @@ int cmd_analyze(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(P, a, v, 1, 1000, &batch);
         else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(P, a, v, 1, 256, &threads);
         else if (!strcmp(a, "--json")) json = true;
-        else fprintf(stderr, "%s: unknown option \"%s\"\n", P, a), ok = false;
+        else fprintf(stderr, "%s: unknown option \"%s\" (%s --help lists the options)\n", P, a, P), ok = false;
 #undef VAL
-        if (!ok) return fputs(analyze_usage, stderr), EXIT_USAGE;
+        if (!ok) return EXIT_USAGE; /* the message said it, with the --help hint */
     }
     if (!ckpt) return cli_usage_fail(P, json, analyze_usage, "--checkpoint is required");
     qat_set_threads((int)threads);
@@ -230,7 +230,7 @@ int cmd_analyze(int argc, char **argv) {
     qat_model *m = NULL;
     qat_analysis_report r;
     int rc = 0;
-    if (qat_checkpoint_model(ctx, ckpt, &m, NULL, 0) != QAT_OK || data_arg_open(&data, "qat", 1, ctx, &test) != QAT_OK) {
+    if (qat_checkpoint_model(ctx, ckpt, &m, NULL, 0) != QAT_OK || data_arg_open(&data, "qat", 1, 1u << QAT_SPLIT_TEST, ctx, &test) != QAT_OK) {
         rc = cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
     } else if (!qat_model_prepared(m)) {
         rc = cli_fail("qat", json, 1, "%s is a float checkpoint: analyze measures quantization, train with --qat",

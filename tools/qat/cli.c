@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 bool cli_parse_long(const char *text, long lo, long hi, long *out) {
@@ -22,8 +23,8 @@ bool cli_parse_long(const char *text, long lo, long hi, long *out) {
 
 bool cli_int(const char *prog, const char *opt, const char *text, long lo, long hi, long *out) {
     if (!cli_parse_long(text, lo, hi, out)) {
-        fprintf(stderr, "%s: %s wants a whole number from %ld to %ld, got \"%s\"\n", prog, opt, lo,
-                hi, text);
+        fprintf(stderr, "%s: %s wants a whole number from %ld to %ld, got \"%s\" (%s --help lists the options)\n", prog,
+                opt, lo, hi, text, prog);
         return false;
     }
     return true;
@@ -34,7 +35,8 @@ bool cli_float(const char *prog, const char *opt, const char *text, double lo, d
     errno = 0;
     double v = strtod(text, &end);
     if (errno || end == text || *end || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "%s: %s wants a number from %g to %g, got \"%s\"\n", prog, opt, lo, hi, text);
+        fprintf(stderr, "%s: %s wants a number from %g to %g, got \"%s\" (%s --help lists the options)\n", prog, opt, lo,
+                hi, text, prog);
         return false;
     }
     *out = v;
@@ -43,7 +45,7 @@ bool cli_float(const char *prog, const char *opt, const char *text, double lo, d
 
 const char *cli_value(const char *prog, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
-        fprintf(stderr, "%s: %s needs a value\n", prog, argv[*i]);
+        fprintf(stderr, "%s: %s needs a value (%s --help lists the options)\n", prog, argv[*i], prog);
         return NULL;
     }
     return argv[++*i];
@@ -69,6 +71,13 @@ void cli_json_str(const char *s) {
         else putchar(*p);
     }
     putchar('"');
+}
+
+bool cli_same_file(const char *a, const char *b) {
+    if (!a || !b) return false;
+    if (!strcmp(a, b)) return true;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 int cli_status_of(qat_status st) {
@@ -98,11 +107,14 @@ int cli_fail(const char *prog, bool json, int status, const char *fmt, ...) {
 }
 
 int cli_usage_fail(const char *prog, bool json, const char *usage, const char *fmt, ...) {
+    (void)usage; /* one line and where the options are listed, not the whole usage */
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    report(prog, json, EXIT_USAGE, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputs(usage, stderr);
+    fprintf(stderr, "%s: %s (%s --help lists the options)\n", prog, msg, prog);
+    if (json) cli_json_error(msg, EXIT_USAGE);
     return EXIT_USAGE;
 }
 
@@ -153,7 +165,8 @@ int cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return fputs(info_usage, stdout), 0;
         if (!strcmp(argv[i], "--better-coretype")) better_only = true;
-        else return fprintf(stderr, "qat info: unknown option \"%s\"\n%s", argv[i], info_usage), EXIT_USAGE;
+        else return fprintf(stderr, "qat info: unknown option \"%s\" (qat info --help lists the options)\n", argv[i]),
+                    EXIT_USAGE;
     }
     const char *better = cli_blas_better_core(), *env = getenv("OPENBLAS_CORETYPE");
     if (better_only) return printf("%s\n", better ? better : ""), 0;

@@ -35,6 +35,10 @@ int cli_usage_fail(const char *prog, bool json, const char *usage, const char *f
  * or the data cannot take: QAT_ERR_ARG, _SHAPE, _FORMAT, _UNSUPPORTED),
  * 1 otherwise (the system: I/O, memory; or a run that went wrong). */
 int cli_status_of(qat_status st);
+/* Do two paths name the same file (the same text, or the same device
+ * and inode: a link, "./x")? An output that is one of the command's own
+ * inputs would destroy it. */
+bool cli_same_file(const char *a, const char *b);
 /* Prints {"error": message, "status": status} and a newline on stdout. */
 void cli_json_error(const char *message, int status);
 

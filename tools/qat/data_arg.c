@@ -28,20 +28,14 @@ int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i)
     return 0;
 }
 
-const char *data_shape_str(int rank, const int64_t *shape, char *buf, size_t len) {
-    size_t at = (size_t)snprintf(buf, len, "[");
-    for (int k = 0; k < rank && at < len; k++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%lld", k ? ", " : "", (long long)shape[k]);
-    if (at < len) snprintf(buf + at, len - at, "]");
-    return buf;
-}
-
-qat_status data_arg_open(const data_arg *d, const char *prog, long seed, qat_ctx *ctx, qat_dataset **out) {
+qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigned splits, qat_ctx *ctx,
+                         qat_dataset **out) {
     qat_dataset_options opt = qat_dataset_defaults();
     opt.val_fraction = d->val;
     opt.val_seed = (uint64_t)(d->val_seed_set ? d->val_seed : seed);
     opt.channels_last = d->channels_last;
     opt.allow_nonfinite = d->allow_nonfinite;
+    opt.splits = splits;
     if (d->memory_cap_mib) opt.memory_cap = (int64_t)d->memory_cap_mib << 20;
     struct stat sb;
     if (stat(d->path, &sb) != 0) /* the OS's reason: missing and unreadable need different fixes */
@@ -50,16 +44,25 @@ qat_status data_arg_open(const data_arg *d, const char *prog, long seed, qat_ctx
                             "local copy it copies from there)", d->path, strerror(errno));
     qat_status st = qat_dataset_open(ctx, d->path, &opt, out);
     if (st != QAT_OK) return st;
-    const qat_split_info *tr = qat_dataset_info(*out, QAT_SPLIT_TRAIN), *te = qat_dataset_info(*out, QAT_SPLIT_TEST),
-                         *va = qat_dataset_info(*out, QAT_SPLIT_VAL);
+    /* one line: the format, the samples (of the first split read), and each split's size */
     static const char *const targets[] = {"no y", "class labels", "float targets"};
-    char shape[96], val[48] = "";
-    if (va) snprintf(val, sizeof val, ", val %lld", (long long)va->n);
-    fprintf(stderr, "%s: data %s (%s): %s samples of %s, %s; train %lld%s, test %lld%s%s\n", prog, d->path,
-            qat_dataset_format(*out), qat_dtype_str(tr->x_dtype),
-            data_shape_str(tr->x_rank, tr->x_shape, shape, sizeof shape), targets[tr->target], (long long)tr->n, val,
-            (long long)te->n, te->has_anomaly ? " (with anomaly labels)" : "",
-            tr->streaming ? "; train streams from the file" : "");
+    const qat_split_info *first = NULL;
+    char shape[96], counts[160] = "";
+    size_t at = 0;
+    static const qat_split order[QAT_SPLIT_COUNT] = {QAT_SPLIT_TRAIN, QAT_SPLIT_VAL, QAT_SPLIT_TEST};
+    for (int k = 0; k < QAT_SPLIT_COUNT; k++) {
+        const qat_split_info *i = qat_dataset_info(*out, order[k]);
+        if (!i) continue;
+        if (!first) first = i;
+        at += (size_t)snprintf(counts + at, sizeof counts - at, "%s%s %lld%s%s", at ? ", " : "", qat_split_str(order[k]),
+                               (long long)i->n, i->has_anomaly ? " (with anomaly labels)" : "",
+                               i->streaming ? " (streamed from the file)" : "");
+        if (at >= sizeof counts) at = sizeof counts - 1;
+    }
+    if (first)
+        fprintf(stderr, "%s: data %s (%s): %s samples of %s, %s; %s\n", prog, d->path, qat_dataset_format(*out),
+                qat_dtype_str(first->x_dtype), qat_dims_str(first->x_rank, first->x_shape, shape, sizeof shape),
+                targets[first->target], counts);
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         const qat_split_info *i = qat_dataset_info(*out, (qat_split)s);
         if (i && i->skipped)

@@ -22,19 +22,19 @@ typedef struct {
     "  --data PATH                 the data set (default data/mnist): an HDF5 file, a directory of .npy\n"       \
     "                              files or a directory of IDX files (docs/data-format.md)\n"                   \
     "  --val FRACTION              carve a validation split of this fraction from train (seeded)\n"             \
-    "  --val-seed S                its seed (default: --seed)\n"                                                 \
+    "  --val-seed S                its seed (default: train's --seed; other commands: 1)\n"                                                 \
     "  --channels-last             x is [N, H, W, C] (numpy's image layout): read as [C, H, W]\n"               \
     "  --allow-nonfinite           skip rows holding NaN or infinity (default: refuse the data set)\n"          \
-    "  --memory-cap MIB            a split larger than this is read from the file batch by batch\n"             \
-    "                              (HDF5; default 1024)\n"
+    "  --memory-cap MIB            the set is held in memory up to this size; an HDF5 split\n"             \
+    "                              beyond it is read from the file batch by batch (default 1024)\n"
 
 /* Consumes argv[*i] (and its value) when it is a data option: 1, 0 when
  * it is not one, -1 after a bad value (reported). */
 int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i);
-/* Opens d->path with d's options (seed: the default val seed) and says on
+/* Opens d->path with d's options (seed: the default val seed; splits: the
+ * splits to read, a mask of 1u << qat_split, 0 for all) and says on
  * stderr what it found. QAT_OK, or the context's error. */
-qat_status data_arg_open(const data_arg *d, const char *prog, long seed, qat_ctx *ctx, qat_dataset **out);
-/* "[1, 28, 28]" into buf. */
-const char *data_shape_str(int rank, const int64_t *shape, char *buf, size_t len);
+qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigned splits, qat_ctx *ctx,
+                         qat_dataset **out);
 
 #endif

@@ -21,26 +21,26 @@ static const char *const eval_usage =
     "the task's metrics (accuracy, top-k, per-class accuracy; or the MSE and, with\n"
     "anomaly labels, the ROC AUC) and the inference speed.\n"
     "\n"
-    "  --model MODEL            quantized model file (.qat.h5)\n"
-    "  --engine int|hybrid|fake int: integer only (default); hybrid: float\n"
-    "                           activations, dequantized weights; fake: the\n"
-    "                           fake-quantized float model the QAT run trained\n"
-    "  --compare ENGINE         also run ENGINE and report how often the two agree\n"
+    "  --model MODEL               quantized model file (.qat.h5)\n"
+    "  --engine int|hybrid|fake    int: integer only (default); hybrid: float activations,\n"
+    "                              dequantized weights; fake: the fake-quantized float model\n"
+    "                              the QAT run trained\n"
+    "  --compare ENGINE            also run ENGINE and report how often the two agree\n"
     DATA_ARG_USAGE
-    "  --split S                test (default), val or train\n"
-    "  --task T                 classify, regress or autoencoder (default: from the data's y)\n"
-    "  --topk K                 classify: also report top-K accuracy (default 5; 0: off)\n"
-    "  --batch B                samples per run (default 64)\n"
-    "  --limit-test N           use the first N samples of the split (default all)\n"
-    "  --threads T              threads (default 1): the integer engine runs a slice of each\n"
-    "                           batch per thread, the float engines split their ops\n"
-    "  --predictions FILE       classify: each sample's predicted class, one a line\n"
-    "  --outputs FILE.npy       every sample's raw outputs: the integers (int32) for the\n"
-    "                           int engine, the floats (float32) for hybrid and fake\n"
-    "  --per-class              classify: print each class's accuracy and the confusion matrix\n"
-    "  --json                   print a JSON summary as the last line of stdout\n"
-    "                           ({\"error\": ..., \"status\": ...} when it fails)\n"
-    "  --help                   this text\n";
+    "  --split S                   test (default), val or train\n"
+    "  --task T                    classify, regress or autoencoder (default: from the data's y)\n"
+    "  --topk K                    classify: also report top-K accuracy (default 5; 0: off)\n"
+    "  --batch B                   samples per run (default 64)\n"
+    "  --limit-test N              use the first N samples of the split (default all)\n"
+    "  --threads T                 threads (default 1): the integer engine runs a slice of each\n"
+    "                              batch per thread, the float engines split their ops\n"
+    "  --predictions FILE          classify: each sample's predicted class, one a line\n"
+    "  --outputs FILE.npy          every sample's raw outputs: the integers (int32) for the\n"
+    "                              int engine, the floats (float32) for hybrid and fake\n"
+    "  --per-class                 classify: print each class's accuracy and the confusion matrix\n"
+    "  --json                      print a JSON summary as the last line of stdout\n"
+    "                              ({\"error\": ..., \"status\": ...} when it fails)\n"
+    "  --help                      this text\n";
 
 /* One predicted label a line, written to a temporary file and renamed:
  * a comparison never reads half a file. 0, or -1 with errno set. */
@@ -105,7 +105,7 @@ static int parse(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--json")) o->json = true;
         else return cli_fail(P, o->json, EXIT_USAGE, "unknown option \"%s\" (qat eval --help lists the options)", a);
 #undef VAL
-        if (!ok) return fputs("(qat eval --help lists the options)\n", stderr), EXIT_USAGE;
+        if (!ok) return EXIT_USAGE; /* the message said it, with the --help hint */
     }
     if (!o->path) return cli_fail(P, o->json, EXIT_USAGE, "--model is required (qat eval --help lists the options)");
     return 0;
@@ -185,7 +185,10 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     r->q = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, sizeof *r->q);
     if (!r->q || qat_qmodel_load(r->ctx, o->path, r->q) != QAT_OK) return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
     fprintf(stderr, "%s: building the evaluation: %s on %s\n", PROG, o->path, o->data.path);
-    if (data_arg_open(&o->data, PROG, 1, r->ctx, &r->data) != QAT_OK)
+    /* the split measured alone (a val carved from train needs train too) */
+    unsigned splits = r->split == QAT_SPLIT_VAL && o->data.val > 0 ? (1u << QAT_SPLIT_TRAIN | 1u << QAT_SPLIT_VAL)
+                                                                   : 1u << r->split;
+    if (data_arg_open(&o->data, PROG, 1, splits, r->ctx, &r->data) != QAT_OK)
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
     const qat_split_info *info = qat_dataset_info(r->data, r->split);
     if (!info) return cli_fail(PROG, o->json, 1, "%s: the data set has no %s split", o->data.path, o->split);
@@ -238,6 +241,10 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
         for (int64_t i = 0; i < m.n; i++) agree += m.predictions[i] == cm.predictions[i];
         fprintf(stderr, "%s: %s and %s engines agree on %.2f %% of predictions\n", PROG, o->engine, o->compare,
                 100.0 * (double)agree / (double)m.n);
+    } else if (o->compare) { /* regression, autoencoder: the other engine's figures side by side */
+        if (cm.has_auc) snprintf(what, sizeof what, "mse %.6g, auc %.4f", cm.mse, cm.auc);
+        else snprintf(what, sizeof what, "mse %.6g", cm.mse);
+        fprintf(stderr, "%s: %s engine: %s %s\n", PROG, o->compare, o->split, what);
     }
     if (o->json) {
         const char *core = getenv("OPENBLAS_CORETYPE");
@@ -281,8 +288,14 @@ int cmd_eval(int argc, char **argv) {
         (rc = choice(o, "--split", o->split, splits, &split)) || (o->task && (rc = choice(o, "--task", o->task, tasks, &t))))
         return rc;
     r.split = (qat_split)split;
-    if (o->predictions && !strcmp(o->predictions, o->path))
-        return cli_fail(P, o->json, EXIT_USAGE, "--predictions %s is the model itself", o->predictions);
+    /* an output over one of the inputs, or over the other output, would destroy it */
+    const char *outs[2][2] = {{"--predictions", o->predictions}, {"--outputs", o->outputs}};
+    for (int i = 0; i < 2; i++)
+        if (cli_same_file(outs[i][1], o->path) || cli_same_file(outs[i][1], o->data.path))
+            return cli_fail(P, o->json, EXIT_USAGE, "%s %s is one of this command's inputs: writing it would destroy it",
+                            outs[i][0], outs[i][1]);
+    if (cli_same_file(o->predictions, o->outputs))
+        return cli_fail(P, o->json, EXIT_USAGE, "--predictions and --outputs name the same file %s", o->outputs);
     qat_set_threads(1); /* the pool splits the work: OpenBLAS's own threads would multiply it */
     if (engine_modes[mode] != QAT_ENGINE_INT || (o->compare && engine_modes[cmode] != QAT_ENGINE_INT)) cli_blas_note();
     qat_status pst;

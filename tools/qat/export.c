@@ -88,41 +88,23 @@ static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const cha
     return 0;
 }
 
-/* Every output of an export from a checkpoint, all or nothing: the model
- * is lowered once, each output is made and staged (written in full beside
- * its target: a model ONNX or the C generator cannot express, a bad path
- * or a full disk fails here, before any target changes), and only then
- * are all renamed into place. 0, or 1 (reported). */
+/* Every output of an export from a checkpoint, all or nothing, from one
+ * lowering (qat_export_all: a model ONNX or the C generator cannot
+ * express, a bad path or a full disk fails before any target changes).
+ * 0, or 1 (reported). */
 static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const char *config, const char *out,
                             const char *onnx, const char *cdir, const char *name, bool json, qat_codegen_info *info,
                             int64_t *peak, long long *onnx_bytes, long long *bytes) {
-    qat_ctx *pctx = qat_ctx_new(); /* the program's memory */
-    if (!pctx) return cli_fail("qat", json, 1, "out of memory");
-    qat_qmodel q;
-    qat_save_set *set = NULL;
-    qat_status st = qat_qmodel_lower(m, rank, shape, pctx, &q);
-    if (st == QAT_OK) {
-        q.config = config;
-        st = (set = qat_save_set_new(pctx)) ? QAT_OK : qat_ctx_status(pctx);
-    }
-    if (st == QAT_OK && onnx) st = qat_onnx_stage(pctx, &q, onnx, set);
-    if (st == QAT_OK && out) st = qat_qmodel_stage(pctx, &q, out, set);
-    if (st == QAT_OK && cdir) st = qat_codegen_stage(pctx, &q, cdir, name, set, info);
-    if (st == QAT_OK) st = qat_save_set_commit(set);
-    qat_save_set_free(set); /* removes the temporaries of a failed export */
-    if (st == QAT_OK && out) { /* the integer runtime's plan for one sample */
-        int64_t *offsets = qat_ctx_alloc(pctx, QAT_MEM_PERSIST, (size_t)(q.n_tensors + q.n_ops) * sizeof *offsets);
-        qat_plan plan;
-        *peak = offsets && qat_plan_program(&q, 1, offsets, &plan, NULL, 0) == QAT_OK ? plan.peak_activation_bytes : -1;
-    }
+    qat_export_targets t = {.qmodel = out, .onnx = onnx, .c_dir = cdir, .c_name = name, .config = config};
+    qat_export_report r;
+    if (qat_export_all(m, rank, shape, &t, &r) != QAT_OK)
+        return cli_fail("qat", json, 1, "%s", qat_ctx_error(qat_model_ctx(m)));
+    *info = r.c;
+    if (out) *peak = r.peak_bytes; /* the integer runtime's plan for one sample */
     struct stat sb;
-    if (st == QAT_OK && onnx) *onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
-    if (st == QAT_OK && out) *bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
-    /* lowering puts its refusals (naming a layer) on the model's context, the rest go on pctx */
-    const char *why = qat_ctx_error(pctx)[0] ? qat_ctx_error(pctx) : qat_ctx_error(qat_model_ctx(m));
-    int rc = st == QAT_OK ? 0 : cli_fail("qat", json, 1, "%s", why);
-    qat_ctx_free(pctx);
-    return rc;
+    if (onnx) *onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
+    if (out) *bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
+    return 0;
 }
 
 /* The generated C's fields of the JSON summary (after others: a leading comma). */
@@ -164,7 +146,7 @@ int cmd_export(int argc, char **argv) {
         qat_ctx *ctx = qat_ctx_new();
         if (!ctx) return cli_fail("qat", json, 1, "out of memory");
         qat_qmodel q;
-        qat_codegen_info info;
+        qat_codegen_info info = {0};
         int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx))
                  : make_c_dir("qat", json, cdir, create)       ? 1
                                                                : write_c(ctx, &q, cdir, name, json, &info);
@@ -212,7 +194,7 @@ int cmd_export(int argc, char **argv) {
     else if (qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D) rank = 3;
     else rank = 1, shape[0] = 784;
     int64_t peak = -1;
-    qat_codegen_info info;
+    qat_codegen_info info = {0};
     long long onnx_bytes = -1, bytes = -1;
     if (cdir && make_c_dir("qat", json, cdir, create_cdir)) goto done;
     if (stage_and_commit(m, rank, shape, config, out, onnx, cdir, name, json, &info, &peak, &onnx_bytes, &bytes)) {

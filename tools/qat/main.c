@@ -21,13 +21,14 @@ static const char *const usage =
     "  plot     draw a training log (train --log) as PNG pictures (gnuplot)\n"
     "  info     the BLAS kernels this machine runs, and a better choice if there is one\n"
     "\n"
-    "`qat COMMAND --help` describes each command's options.\n";
+    "`qat COMMAND --help` describes each command's options; `qat --version` the version.\n";
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return printf("qat %s\n", qat_version()), 0;
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);

@@ -229,12 +229,12 @@ int cmd_plot(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(plot_usage, stdout), 0;
         if (!strcmp(a, "--out")) {
-            if (!(dir = cli_value(P, argc, argv, &i))) return fputs(plot_usage, stderr), EXIT_USAGE;
+            if (!(dir = cli_value(P, argc, argv, &i))) return EXIT_USAGE; /* the message said it, with the --help hint */
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (a[0] == '-' || log) {
-            fprintf(stderr, "%s: %s \"%s\"\n", P, a[0] == '-' ? "unknown option" : "one log only, got another:", a);
-            return fputs(plot_usage, stderr), EXIT_USAGE;
+            fprintf(stderr, "%s: %s \"%s\" (%s --help lists the options)\n", P, a[0] == '-' ? "unknown option" : "one log only, got another:", a, P);
+            return EXIT_USAGE; /* the message said it, with the --help hint */
         } else {
             log = a;
         }

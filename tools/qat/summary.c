@@ -65,9 +65,9 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--float")) o->as_float = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if ((lim = cli_limit_option(P, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
-        else fprintf(stderr, "%s: unknown option \"%s\"\n", P, a), ok = false;
+        else fprintf(stderr, "%s: unknown option \"%s\" (%s --help lists the options)\n", P, a, P), ok = false;
 #undef VAL
-        if (!ok) return fputs(summary_usage, stderr), EXIT_USAGE;
+        if (!ok) return EXIT_USAGE; /* the message said it, with the --help hint */
     }
     int sources = !!o->model + !!o->model_file + !!o->checkpoint + !!o->qmodel;
     char list[64];

@@ -152,7 +152,7 @@ static qat_status make_model(run *r) {
     if (!m) return qat_ctx_status(r->ctx);
     qat_status st = qat_model_set_limits(m, &r->o->limits);
     if (st != QAT_OK) return st;
-    if (!train_model_is_file(name)) { /* a built-in one: train_parse checked the name */
+    if (!train_opts_model_is_file(r->o)) { /* a built-in one: train_parse checked the name */
         int k = cli_choice(name, train_builtin_models);
         snprintf(r->model_name, sizeof r->model_name, "%s", name);
         st = k == 0 ? qat_model_mlp(m) : qat_model_lenet(m, k == 2);
@@ -276,10 +276,13 @@ static void print_json(const run *r, const qat_train_result *res) {
     if (o->qat) {
         bool fq = qat_model_prepared(r->m);
         printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
-               "\"observer\": \"%s\", \"float_epochs\": %ld, \"test_accuracy_fake_quant\": ",
-               o->wbits, o->abits, o->gran, o->observer, o->float_epochs);
-        if (fq && classify) printf("%.6f", t->accuracy);
-        else printf("null");
+               "\"observer\": \"%s\", \"float_epochs\": %ld, \"fake_quant\": %s",
+               o->wbits, o->abits, o->gran, o->observer, o->float_epochs, fq ? "true" : "false");
+        if (classify) { /* the test_* figures are the fake-quantized model's once fake quantization runs */
+            printf(", \"test_accuracy_fake_quant\": ");
+            if (fq) printf("%.6f", t->accuracy);
+            else printf("null");
+        }
         /* before fake quantization starts, the float weights are the model */
         const qat_metrics *fw = res->has_test_float ? &res->test_float : t;
         if (classify) printf(", \"test_accuracy_float_weights\": %.6f", fw->accuracy);
@@ -351,9 +354,25 @@ static int train(run *r) {
     if ((rc = check_output(r, "--out", o->out)) || (rc = check_output(r, "--best-out", o->best_out)) ||
         (rc = check_output(r, "--log", o->log)))
         return rc;
+    /* an output over one of the run's inputs, or over another output, would destroy it */
+    const char *outs[3][2] = {{"--out", o->out}, {"--best-out", o->best_out}, {"--log", o->log}};
+    for (int i = 0; i < 3; i++) {
+        if (cli_same_file(outs[i][1], o->data.path) || (i > 0 && cli_same_file(outs[i][1], o->resume)) ||
+            (train_opts_model_is_file(o) && cli_same_file(outs[i][1], o->model)))
+            return cli_fail(PROG, o->json, EXIT_USAGE, "%s %s is one of this run's inputs: writing it would destroy it",
+                            outs[i][0], outs[i][1]);
+        for (int j = 0; j < i; j++)
+            if (cli_same_file(outs[i][1], outs[j][1]))
+                return cli_fail(PROG, o->json, EXIT_USAGE, "%s and %s name the same file %s", outs[j][0], outs[i][0],
+                                outs[i][1]);
+    }
     if (make_model(r) != QAT_OK) return bad_input(r);
-    if (data_arg_open(&o->data, PROG, o->seed, r->ctx, &r->data) != QAT_OK) return bad_input(r);
+    if (data_arg_open(&o->data, PROG, o->seed, 0, r->ctx, &r->data) != QAT_OK) return bad_input(r);
     r->task = task_of(r);
+    const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
+    if (!o->task && r->task == QAT_TASK_REGRESS && ti->y_numel == 1) /* labels stored as floats are a common slip */
+        fprintf(stderr, "%s: y holds floats, one a sample: training a regression (class labels are integers: store "
+                "them so, or say --task classify after converting)\n", PROG);
     if (o->n_weights && r->task != QAT_TASK_CLASSIFY)
         return cli_fail(PROG, o->json, EXIT_USAGE, "--class-weights is for classification; this is a %s task",
                         qat_task_kind_str(r->task));
@@ -362,7 +381,11 @@ static int train(run *r) {
     if (o->resume && (rc = train_check_resume(o, r->ctx, r->config))) return rc;
     qat_train_config c;
     configure(r, &c);
-    if (qat_trainer_new(r->m, &c, &r->tr) != QAT_OK) return bad_input(r);
+    if (qat_trainer_new(r->m, &c, &r->tr) != QAT_OK) { /* the data and the model do not fit: say which data */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", qat_ctx_error(r->ctx));
+        return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->data.path, msg);
+    }
     char err[512];
     if (o->log && r->d->rank == 0 &&
         metrics_log_open(&r->log, o->log, o->resume != NULL, r->m, o->qat ? &o->qcfg : NULL, o->log_every,

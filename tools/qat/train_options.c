@@ -110,6 +110,8 @@ bool train_model_is_file(const char *model) {
     return strchr(model, '/') || (len > 5 && !strcmp(model + len - 5, ".qnet"));
 }
 
+bool train_opts_model_is_file(const train_opts *o) { return o->model_file || train_model_is_file(o->model); }
+
 static const char *const optimizers[] = {"sgd", "adam", "adamw", NULL};
 static const char *const schedules[] = {"cosine", "step", "constant", NULL};
 static const char *const tasks[] = {"classify", "regress", "autoencoder", NULL};
@@ -147,7 +149,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
             else if (o->model)
                 return usage_error(o, "%s %s: the model is already \"%s\" (give one --model or --model-file)", a, v,
                                    o->model);
-            else o->model = v;
+            else o->model = v, o->model_file = !strcmp(a, "--model-file");
         } else if (!strcmp(a, "--optimizer")) ok = VAL() && (o->optimizer = v);
         else if (!strcmp(a, "--schedule")) ok = VAL() && (o->schedule = v);
         else if (!strcmp(a, "--task")) ok = VAL() && (o->task = v);
@@ -205,10 +207,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else return usage_error(o, "unknown option \"%s\"", a);
 #undef VAL
         if (quant && !o->quant_option) o->quant_option = true;
-        if (!ok) {
-            fprintf(stderr, "(qat train --help lists the options)\n");
-            return EXIT_USAGE;
-        }
+        if (!ok) return EXIT_USAGE; /* the message said it, with the --help hint */
     }
     return 0;
 }
@@ -335,7 +334,7 @@ int train_parse(int argc, char **argv, train_opts *o) {
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     if (!o->model) o->model = "lenet";
-    if (!train_model_is_file(o->model) && cli_choice(o->model, train_builtin_models) < 0) {
+    if (!train_opts_model_is_file(o) && cli_choice(o->model, train_builtin_models) < 0) {
         char list[64];
         return usage_error(o, "unknown value \"%s\" for --model (one of %s); a model file is a path, e.g. "
                            "models/%s.qnet", o->model, cli_choice_list(train_builtin_models, list, sizeof list), o->model);

@@ -29,6 +29,7 @@ typedef struct {
     double aug_noise;
     bool aug_flip;
     bool quant_option; /* a quantization option was given (refused without --qat) */
+    bool model_file;   /* --model-file: model names a file whatever it looks like */
     qat_prepare_config qcfg;
     char gran[64];     /* --granularity in its canonical spelling (block:8, {0:1, 1:2}, ragged {1:3}) */
     float weights[QAT_MAX_CLASSES > 4096 ? 4096 : QAT_MAX_CLASSES];
@@ -43,6 +44,8 @@ typedef struct {
  * instead (a path: it has a '/' or ends in .qnet). */
 extern const char *const train_builtin_models[];
 bool train_model_is_file(const char *model);
+/* Does this run's --model name a file (--model-file, or a path)? */
+bool train_opts_model_is_file(const train_opts *o);
 
 /* Prints qat train --help. */
 void train_usage(FILE *f);

@@ -1,9 +1,24 @@
-/* The raw input's way into the integer program: the model's normalization
- * in float32, then the input quantization (qat/infer.h), as one element
- * function that both the float path and the byte table use, so that the
- * table holds the float path's integers by construction. */
-#include "fakequant/internal.h"
-#include "internal.h"
+/* The raw input's way into the integer program (qat/runtime.h): the
+ * program's normalization in float32, then the input quantization, as one
+ * element function that both the float path and the byte table use, so
+ * that the table holds the float path's integers by construction. The
+ * host engines (qat/infer.h) and the C generator's byte table go through
+ * it. Float at the edge of the program, no libm: the rounding is the
+ * 2^23 trick. */
+#include "qat/runtime.h"
+
+/* round half to even of v clamped to [lo, hi] (|lo|, |hi| < 2^23): adding
+ * ±2^23 leaves no fraction bits and rounds ties to even. The fake
+ * quantization's qat__rint_clamped (src/fakequant/internal.h) takes the
+ * sign by copysignf; the sign test gives the same value for every v but
+ * NaN (a -0 and a +0 differ only in sign, which the integer conversion
+ * drops), and the callers replace NaN before. */
+static inline float rint_clamped(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    float t = v < 0.0f ? -8388608.0f : 8388608.0f;
+    return (v + t) - t;
+}
 
 typedef struct {
     float inv, lo, hi; /* 1/scale, and qmin - zp, qmax - zp */
@@ -23,7 +38,7 @@ static in_params params_of(const qat_qmodel *q) {
  * becomes zp (real 0): an integer has no NaN. */
 static inline int8_t quantize1(float v, const in_params *p) {
     v *= p->inv;
-    return (int8_t)((int32_t)qat__rint_clamped(v == v ? v : 0.0f, p->lo, p->hi) + p->zp);
+    return (int8_t)((int32_t)rint_clamped(v == v ? v : 0.0f, p->lo, p->hi) + p->zp);
 }
 
 /* The normalization of channel (mu, sd), then the quantization: three
@@ -40,7 +55,7 @@ static void planes(const qat_qmodel *q, int64_t *C, int64_t *per) {
     *per = numel / *C;
 }
 
-void qat__input_quantize(const qat_qmodel *q, const float *restrict x, int64_t n, int8_t *restrict out) {
+void qat_input_quantize(const qat_qmodel *q, const float *restrict x, int64_t n, int8_t *restrict out) {
     in_params p = params_of(q);
     int64_t C, per;
     planes(q, &C, &per);
@@ -70,7 +85,7 @@ qat_status qat_input_table(const qat_qmodel *q, int8_t *table) {
     return QAT_OK;
 }
 
-void qat__input_lookup(const qat_qmodel *q, const int8_t *table, const uint8_t *restrict x, int64_t n,
+void qat_input_lookup(const qat_qmodel *q, const int8_t *table, const uint8_t *restrict x, int64_t n,
                        int8_t *restrict out) {
     int64_t C, per;
     planes(q, &C, &per);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The targets of the integer program read the program and nothing else:
+# every #include "..." of src/codegen/ and src/onnx/ names a header of the
+# same folder, the generated onnx.pb-c.h, or one of qat/core.h,
+# qat/runtime.h, qat/codegen.h, qat/onnx.h; those public headers include
+# only qat/core.h and qat/runtime.h (and runtime.h only core.h); no file
+# there includes HDF5 or BLAS. (Their link against the runtime alone is
+# checked by test_codegen_program.) Prints each offending line.
+#   include_graph.sh SOURCE_DIR
+set -euo pipefail
+src=${1:?usage: include_graph.sh SOURCE_DIR}
+bad=0
+allowed_public='^(qat/core\.h|qat/runtime\.h|qat/codegen\.h|qat/onnx\.h)$'
+for folder in src/codegen src/onnx; do
+  for f in "$src/$folder"/*.[ch]; do
+    while IFS= read -r line; do
+      inc=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$line")
+      sys=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*/\1/p' <<< "$line")
+      if [ -n "$inc" ]; then
+        if [[ $inc =~ $allowed_public ]] || [ "$inc" = onnx.pb-c.h ] || { [[ $inc != */* ]] && [ -f "$src/$folder/$inc" ]; }; then
+          continue
+        fi
+        echo "${f#$src/}: $line"; bad=1
+      elif [[ $sys == hdf5* || $sys == cblas* ]]; then
+        echo "${f#$src/}: $line"; bad=1
+      fi
+    done < <(grep -E '^[[:space:]]*#[[:space:]]*include' "$f")
+  done
+done
+for h in codegen onnx runtime; do
+  want='^(qat/core\.h|qat/runtime\.h)$'
+  [ $h = runtime ] && want='^qat/core\.h$'
+  while IFS= read -r inc; do
+    [[ $inc =~ $want ]] || { echo "include/qat/$h.h: #include \"$inc\""; bad=1; }
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$src/include/qat/$h.h")
+done
+[ $bad = 0 ] && echo "include graph: src/codegen and src/onnx read core and the program only"
+exit $bad
