@@ -205,10 +205,10 @@ static qat_qop *concat(prog *p, const char *name, int n, const int *ins) {
     return o;
 }
 
-static qat_qop *lut(prog *p, const char *name, int x) {
+static qat_qop *lut(prog *p, const char *name, int x, qat_lut_fn fn) {
     qat_qop *o = op(p, QAT_QOP_LUT, name, 1, &x, false);
     shape_of(p, o);
-    o->lut = QAT_LUT_SIGMOID, o->table_len = 256;
+    o->lut = fn, o->table_len = 256;
     o->table = palloc(p, 256 * sizeof *o->table);
     for (int i = 0; i < 256; i++) o->table[i] = rnd_in(p, -128, 127); /* any table: the integers are what counts */
     return o;
@@ -242,8 +242,9 @@ static void program_a(prog *p) {
     int ap = pool(p, QAT_QOP_AVGPOOL2D, "ap", r, 3, 2, 1)->output;
     int ins[2] = {mp, ap};
     int cat = concat(p, "cat", 2, ins)->output;
-    int t = lut(p, "table", cat)->output;
-    int f = unary(p, QAT_QOP_FLATTEN, "flat", t)->output;
+    int t = lut(p, "table", cat, QAT_LUT_SIGMOID)->output;
+    int t2 = lut(p, "table2", t, QAT_LUT_TABLE)->output; /* a function only the table knows (leaky_relu's) */
+    int f = unary(p, QAT_QOP_FLATTEN, "flat", t2)->output;
     linear(p, "fc", f, 6);
     finish(p);
 }

@@ -13,7 +13,7 @@
 static const char *const kind_names[QAT_QOP_KIND_COUNT] = {
     "linear", "conv2d", "maxpool2d", "avgpool2d", "flatten", "relu", "add", "concat", "global_avgpool", "lut"};
 static const char *const act_names[] = {"none", "relu", "relu6"};
-static const char *const lut_names[QAT_LUT_FN_COUNT] = {"sigmoid", "tanh", "hardswish"};
+static const char *const lut_names[QAT_LUT_FN_COUNT] = {"sigmoid", "tanh", "hardswish", "table"};
 
 const char *qat_qop_kind_str(qat_qop_kind k) { return (unsigned)k < QAT_QOP_KIND_COUNT ? kind_names[k] : "unknown"; }
 const char *qat_act_kind_str(qat_act_kind k) { return (unsigned)k <= QAT_ACT_RELU6 ? act_names[k] : "unknown"; }
