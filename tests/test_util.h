@@ -11,7 +11,8 @@
 /* A graph with every op kind of the integer program, as model-file text
  * (docs/model-format.md): strided non-square conv + folded BatchNorm +
  * ReLU6, depthwise, grouped, add + ReLU, padded max and average pools, a
- * lone ReLU, concat, sigmoid, tanh, hard-swish, global average pooling,
+ * lone ReLU, concat, sigmoid, tanh, hard-swish, leaky ReLU (the table
+ * alone), global average pooling,
  * dropout, linear. The graph, codegen and ONNX suites all run it. */
 #define QAT_TEST_EVERY_OP \
     "input shape=2,10,9\n" \
@@ -31,7 +32,8 @@
     "tanh      th    cat\n" \
     "add       sum2  sg,th\n" \
     "hardswish hs    sum2\n" \
-    "global_avgpool gap hs\n" \
+    "leaky_relu lr   hs negative_slope=0.1\n" \
+    "global_avgpool gap lr\n" \
     "dropout   d     gap p=0.1\n" \
     "linear    fc    d out=5\n"
 

@@ -26,6 +26,7 @@
     X(QAT_LAYER_SIGMOID, qat__op_sigmoid)          \
     X(QAT_LAYER_TANH, qat__op_tanh)                \
     X(QAT_LAYER_HARDSWISH, qat__op_hardswish)      \
+    X(QAT_LAYER_LEAKY_RELU, qat__op_leaky_relu)    \
     X(QAT_LAYER_CUSTOM, qat__op_custom)
 
 #define QAT__DECLARE(kind, entry) extern const qat__op_kind entry;
