@@ -331,11 +331,14 @@ static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
                 return bad(c, "table entry %d (%d) outside the output's range", i, op->table[i]);
         return true;
     }
-    default:
-        if (!same_aparams(&in->q, &out->q))
-            return bad(c, "does not requantize, so its output must keep its input's quantization");
-        return true;
+    case QAT_QOP_MAXPOOL2D:
+    case QAT_QOP_FLATTEN:
+    case QAT_QOP_RELU:
+    case QAT_QOP_KIND_COUNT: break;
     }
+    if (!same_aparams(&in->q, &out->q))
+        return bad(c, "does not requantize, so its output must keep its input's quantization");
+    return true;
 }
 
 static bool check_op(checker *c, const qat_qmodel *q, int i, bool *defined) {
