@@ -503,6 +503,47 @@ static void test_leaky_relu(void) {
     qat_ctx_free(ctx);
 }
 
+/* mul: one shape, or a gate per channel ([C, 1, 1] over [C, H, W], as
+ * squeeze-and-excitation applies it); other shapes refused by name; the
+ * gradient through both inputs (the input reaches the product directly
+ * and through the gate), finite-difference checked. */
+static void test_mul(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    const char *text = "input shape=2,3,3\navgpool2d sq input kernel=3\nsigmoid g sq\nmul se input,g\n"
+                       "mul sq2 se,se\n";
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, "se"), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_layer_kind(m, 4), QAT_LAYER_MUL);
+    CU_ASSERT_STRING_EQUAL(qat_layer_kind_str(QAT_LAYER_MUL), "mul");
+    qat_model *bad = qat_model_new(ctx);
+    CU_ASSERT_NOT_EQUAL(qat_model_from_text(bad, "input shape=2,3,3\nglobal_avgpool p input\nmul m input,p\n", "bad"),
+                        QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "[C, 1, 1] over [C, H, W]"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 2), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    int64_t sx[4] = {2, 2, 3, 3};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 1, true);
+    /* the forward: x · sigmoid(mean of its channel), squared */
+    qat_tensor *y = qat_model_forward(m, x);
+    CU_ASSERT_FATAL(y && y->numel == x->numel);
+    for (int64_t i = 0; i < x->numel; i++) {
+        const float *c = &x->data[i / 9 * 9];
+        float mean = 0;
+        for (int k = 0; k < 9; k++) mean += c[k];
+        float v = x->data[i] * (1.0f / (1.0f + expf(-mean / 9.0f)));
+        ASSERT_CLOSE(y->data[i], v * v, 1e-5f);
+    }
+    leaky_user u = {m, x};
+    qat_gradcheck_result r;
+    qat_status st = qat_gradcheck(ctx, leaky_loss, &u, &x, 1, 1e-2f, 2e-3f, 2e-2f, &r);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(r.n_checked, x->numel);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"names, shapes and parameter counts", test_lenet_names_and_counts},
@@ -515,6 +556,7 @@ int main(int argc, char **argv) {
         {"normalization: the backward, gradient-checked", test_normalization_gradcheck},
         {"misuse is reported", test_model_misuse},
         {"leaky_relu: model files, forward, gradient, checkpoint, summary", test_leaky_relu},
+        {"mul: one shape or a gate per channel; its gradient", test_mul},
         {NULL, NULL},
     };
     return qat_test_main("layers", cases, argc, argv);

@@ -257,7 +257,8 @@ static void test_every_op_exports_and_checks(void) {
     CU_ASSERT_STRING_EQUAL(producer(g, "input.q")->op_type, "QuantizeLinear");
     /* one node per op of qat's program, of the matching ONNX type */
     static const char *const type_of[QAT_QOP_KIND_COUNT] = {"Gemm", "Conv", "MaxPool", "AveragePool", "Flatten",
-                                                            "Relu", "Add", "Concat", "GlobalAveragePool", ""};
+                                                            "Relu", "Add", "Concat", "GlobalAveragePool", "",
+                                                            "Mul"};
     for (int i = 0; i < q.n_ops; i++) {
         const qat_qop *op = &q.ops[i];
         const Onnx__NodeProto *n = node_named(g, op->name);

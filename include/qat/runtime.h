@@ -59,6 +59,8 @@ typedef enum {
     QAT_QOP_CONCAT,         /* along channels; each input requantized to the output's parameters */
     QAT_QOP_GLOBAL_AVGPOOL, /* [C, H, W] -> [C]: int32 sum over H·W, requantized by s_in / (s_out·H·W) */
     QAT_QOP_LUT,            /* an element-wise function as a table of output integers */
+    QAT_QOP_MUL,            /* TFLite's MUL: (a - zp_a)·(b - zp_b) in int32, requantized by s_a·s_b / s_out;
+                               b of a's shape, or [C, 1, 1] over a's [C, H, W] (one factor per channel) */
     QAT_QOP_KIND_COUNT
 } qat_qop_kind;
 

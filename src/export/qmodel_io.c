@@ -194,6 +194,7 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
     case QAT_QOP_RELU:
     case QAT_QOP_CONCAT:
     case QAT_QOP_GLOBAL_AVGPOOL:
+    case QAT_QOP_MUL:
     case QAT_QOP_KIND_COUNT: break; /* their multipliers (if any) below */
     }
     if (op->multiplier) {
@@ -530,6 +531,7 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
         if (get_activation(r, g, where, op)) get_multipliers(r, g, 3, op);
         break;
     case QAT_QOP_CONCAT: get_multipliers(r, g, op->n_inputs, op); break;
+    case QAT_QOP_MUL: get_multipliers(r, g, 1, op); break;
     case QAT_QOP_LUT: {
         char fn[32] = "";
         qat__h5r_str(r, g, "function", fn, sizeof fn);

@@ -193,6 +193,7 @@ static qat_tensor *run_float_op(qat_engine *e, int i) {
     case QAT_QOP_AVGPOOL2D: y = qat_avgpool2d_ex(c, x, &pp); break;
     case QAT_QOP_GLOBAL_AVGPOOL: y = qat_global_avgpool2d(c, x); break;
     case QAT_QOP_ADD: y = qat_add(c, x, e->vals[op->inputs[1]]); break;
+    case QAT_QOP_MUL: y = qat_mul(c, x, e->vals[op->inputs[1]]); break; /* [N, C, 1, 1] broadcasts */
     case QAT_QOP_CONCAT: {
         qat_tensor *xs[QAT_QOP_MAX_INPUTS];
         for (int j = 0; j < op->n_inputs; j++) xs[j] = e->vals[op->inputs[j]];

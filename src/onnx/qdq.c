@@ -332,6 +332,7 @@ static void emit(qdq *x, const qat_qop *op) {
         break;
     }
     case QAT_QOP_ADD: qat__ob_node(b, "Add", op->name, 2, in, f); break;
+    case QAT_QOP_MUL: qat__ob_node(b, "Mul", op->name, 2, in, f); break; /* [N, C, 1, 1] broadcasts */
     case QAT_QOP_CONCAT:
         n = qat__ob_node(b, "Concat", op->name, op->n_inputs, in, f);
         qat__ob_attr_int(b, n, "axis", 1); /* channels, or the features of a vector */

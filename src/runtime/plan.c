@@ -155,6 +155,7 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
     case QAT_QOP_RELU:
     case QAT_QOP_CONCAT:
     case QAT_QOP_GLOBAL_AVGPOOL:
+    case QAT_QOP_MUL:
     case QAT_QOP_KIND_COUNT: break; /* no constants */
     }
     return 0;
@@ -183,6 +184,7 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
     case QAT_QOP_CONCAT:
     case QAT_QOP_GLOBAL_AVGPOOL:
     case QAT_QOP_LUT:
+    case QAT_QOP_MUL:
     case QAT_QOP_KIND_COUNT: return 0; /* no scratch */
     }
     qat__i8_geom i8;
