@@ -544,6 +544,48 @@ static void test_mul(void) {
     qat_ctx_free(ctx);
 }
 
+/* qat_model_to_text: the every-op graph written, read back and written
+ * again gives the same text, the same kinds, names and inputs; a model
+ * without an input shape, or with a custom op, is refused. */
+static void test_model_to_text_round_trip(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *a = qat_model_new(ctx), *b = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(a, QAT_TEST_EVERY_OP, "every"), QAT_OK);
+    int64_t n = qat_model_to_text(a, NULL, 0);
+    CU_ASSERT_FATAL(n > 0);
+    char *t1 = malloc((size_t)n + 1), *t2 = malloc((size_t)n + 1);
+    CU_ASSERT_FATAL(t1 && t2);
+    CU_ASSERT_EQUAL(qat_model_to_text(a, t1, (size_t)n + 1), n);
+    CU_ASSERT_EQUAL((int64_t)strlen(t1), n);
+    qat_status st = qat_model_from_text(b, t1, "written");
+    if (st) printf("\n  %s\n%s\n", qat_ctx_error(ctx), t1);
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_to_text(b, t2, (size_t)n + 1), n);
+    CU_ASSERT_STRING_EQUAL(t1, t2);
+    CU_ASSERT_EQUAL_FATAL(a->n_layers, b->n_layers);
+    for (int i = 0; i < a->n_layers; i++) {
+        CU_ASSERT_EQUAL(a->layers[i].kind, b->layers[i].kind);
+        CU_ASSERT_STRING_EQUAL(a->layers[i].name, b->layers[i].name);
+        CU_ASSERT_EQUAL(a->layers[i].n_in, b->layers[i].n_in);
+        for (int j = 0; j < a->layers[i].n_in; j++) CU_ASSERT_EQUAL(a->layers[i].in[j], b->layers[i].in[j]);
+        const qat__layer *x = &a->layers[i], *y = &b->layers[i];
+        CU_ASSERT(x->cin == y->cin && x->cout == y->cout && x->kh == y->kh && x->kw == y->kw && x->sh == y->sh &&
+                  x->sw == y->sw && x->ph == y->ph && x->pw == y->pw && x->groups == y->groups &&
+                  x->has_bias == y->has_bias && x->p == y->p && x->momentum == y->momentum && x->eps == y->eps &&
+                  !memcmp(x->attr, y->attr, sizeof x->attr));
+    }
+    /* a short buffer: cut and NUL-terminated, the whole length returned */
+    char small[8];
+    CU_ASSERT_EQUAL(qat_model_to_text(a, small, sizeof small), n);
+    CU_ASSERT_EQUAL(strlen(small), sizeof small - 1);
+    free(t1), free(t2);
+    qat_model *c = qat_model_new(ctx); /* no input shape */
+    qat_model_add_relu(c);
+    CU_ASSERT_EQUAL(qat_model_to_text(c, NULL, 0), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "input shape"));
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"names, shapes and parameter counts", test_lenet_names_and_counts},
@@ -557,6 +599,7 @@ int main(int argc, char **argv) {
         {"misuse is reported", test_model_misuse},
         {"leaky_relu: model files, forward, gradient, checkpoint, summary", test_leaky_relu},
         {"mul: one shape or a gate per channel; its gradient", test_mul},
+        {"model files written: the every-op graph reads back the same", test_model_to_text_round_trip},
         {NULL, NULL},
     };
     return qat_test_main("layers", cases, argc, argv);
