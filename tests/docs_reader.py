@@ -414,6 +414,10 @@ def run_op(p, op, vals):
         b = int32((vals[op.inputs[1]] - tb.zp) << op.left_shift, op.name)
         sa, sb = mbqm(a, op.m[0], op.s[0]), mbqm(b, op.m[1], op.s[1])
         return requant(int32(sa + sb, op.name), op.m[2], op.s[2], ty.zp, op.act_min, op.act_max)
+    if op.kind == "mul":  # b of x's shape, or [C, 1, 1] (numpy broadcasts it over H, W)
+        tb = p.tensors[op.inputs[1]]
+        acc = int32((x - tx.zp) * (vals[op.inputs[1]] - tb.zp), op.name)
+        return requant(acc, op.m[0], op.s[0], ty.zp, op.act_min, op.act_max)
     if op.kind == "concat":
         parts = [requant(vals[t] - p.tensors[t].zp, op.m[i], op.s[i], ty.zp, op.act_min, op.act_max)
                  for i, t in enumerate(op.inputs)]
@@ -464,6 +468,8 @@ def verify(p):
             M = [sa / t, sb / t, t / (2.0 ** op.left_shift * so)]
         elif op.kind == "concat":
             M = [float(p.tensors[i].scale) / so for i in op.inputs]
+        elif op.kind == "mul":
+            M = [(sx * float(p.tensors[op.inputs[1]].scale)) / so]
         if M is not None:
             got = [(int(a), int(b)) for a, b in zip(op.m, op.s)]
             if got != [quantize_multiplier(v) for v in M]:
@@ -476,7 +482,7 @@ def verify(p):
             hi = int(min(hi, ty.zp + six))
         if op.kind != "lut" and (op.act_min, op.act_max) != (lo, hi):
             bad.append(f"{op.name}: act_min/act_max {op.act_min}, {op.act_max}, the rule gives {lo}, {hi}")
-        if op.kind == "lut":
+        if op.kind == "lut" and op.function != "table":  # "table": the table is the function
             r = (np.arange(tx.qmin, tx.qmax + 1) - tx.zp).astype(F32) * tx.scale
             with np.errstate(over="ignore"):
                 if op.function == "hardswish":

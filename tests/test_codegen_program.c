@@ -195,6 +195,17 @@ static qat_qop *add(prog *p, const char *name, int a, int b, qat_act_kind act) {
     return o;
 }
 
+/* TFLite's MUL as lowering makes it: s_a·s_b / s_out. */
+static qat_qop *mul(prog *p, const char *name, int a, int b) {
+    int ins[2] = {a, b};
+    qat_qop *o = op(p, QAT_QOP_MUL, name, 2, ins, false);
+    shape_of(p, o);
+    o->n_mult = 1;
+    o->multiplier = palloc(p, sizeof *o->multiplier), o->shift = palloc(p, sizeof *o->shift);
+    mult(o->multiplier, o->shift, (double)p->t[a].q.scale * (double)p->t[b].q.scale / (double)p->t[o->output].q.scale);
+    return o;
+}
+
 static qat_qop *concat(prog *p, const char *name, int n, const int *ins) {
     qat_qop *o = op(p, QAT_QOP_CONCAT, name, n, ins, false);
     shape_of(p, o);
@@ -205,10 +216,10 @@ static qat_qop *concat(prog *p, const char *name, int n, const int *ins) {
     return o;
 }
 
-static qat_qop *lut(prog *p, const char *name, int x) {
+static qat_qop *lut(prog *p, const char *name, int x, qat_lut_fn fn) {
     qat_qop *o = op(p, QAT_QOP_LUT, name, 1, &x, false);
     shape_of(p, o);
-    o->lut = QAT_LUT_SIGMOID, o->table_len = 256;
+    o->lut = fn, o->table_len = 256;
     o->table = palloc(p, 256 * sizeof *o->table);
     for (int i = 0; i < 256; i++) o->table[i] = rnd_in(p, -128, 127); /* any table: the integers are what counts */
     return o;
@@ -242,8 +253,10 @@ static void program_a(prog *p) {
     int ap = pool(p, QAT_QOP_AVGPOOL2D, "ap", r, 3, 2, 1)->output;
     int ins[2] = {mp, ap};
     int cat = concat(p, "cat", 2, ins)->output;
-    int t = lut(p, "table", cat)->output;
-    int f = unary(p, QAT_QOP_FLATTEN, "flat", t)->output;
+    int t = lut(p, "table", cat, QAT_LUT_SIGMOID)->output;
+    int t2 = lut(p, "table2", t, QAT_LUT_TABLE)->output; /* a function only the table knows (leaky_relu's) */
+    int pr = mul(p, "prod", t2, t)->output; /* one shape */
+    int f = unary(p, QAT_QOP_FLATTEN, "flat", pr)->output;
     linear(p, "fc", f, 6);
     finish(p);
 }
@@ -257,7 +270,9 @@ static void program_b(prog *p) {
                                   .std = {0.25f, 0.5f, 0.3f, 0.2f}};
     p->q.norm = &p->norm;
     int c = conv(p, "pairs", x, 8, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_RELU)->output;
-    int g = global_avgpool(p, "gap", c)->output;
+    int sq = pool(p, QAT_QOP_AVGPOOL2D, "sq", c, 5, 5, 0)->output; /* [8, 1, 1] */
+    int se = mul(p, "se", c, sq)->output;                           /* a factor per channel */
+    int g = global_avgpool(p, "gap", se)->output;
     linear(p, "head", g, 5);
     finish(p);
 }

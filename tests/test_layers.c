@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "qat/analyze.h"
+#include "qat/io.h"
 #include "qat/layers.h"
 #include "layers/internal.h"
 #include "test_util.h"
@@ -405,6 +409,183 @@ static void test_model_misuse(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- leaky_relu: a kind with an attribute ------------------------------------------ */
+
+typedef struct {
+    qat_model *m;
+    qat_tensor *x;
+} leaky_user;
+
+static qat_tensor *leaky_loss(qat_ctx *ctx, qat_tensor *const *in, void *user) {
+    leaky_user *u = user;
+    qat_tensor *y = qat_model_forward(u->m, in[0]);
+    return qat_sum(ctx, qat_mul(ctx, y, y));
+}
+
+/* Model files (the default slope, the key, its range), the builder's
+ * refusal, the forward as PyTorch computes it, the gradient (finite
+ * differences, wrt the input and through a linear layer), the checkpoint's
+ * record and the summary row. */
+static void test_leaky_relu(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    const char *text = "input shape=6\nleaky_relu a input\nlinear fc a out=5\nleaky_relu b fc negative_slope=0.25\n"
+                       "linear out b out=3\n";
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, "leaky"), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_layer_kind(m, 1), QAT_LAYER_LEAKY_RELU);
+    CU_ASSERT_STRING_EQUAL(qat_layer_kind_str(QAT_LAYER_LEAKY_RELU), "leaky_relu");
+    CU_ASSERT_EQUAL(m->layers[1].attr[0], 0.01f); /* PyTorch's default */
+    CU_ASSERT_EQUAL(m->layers[3].attr[0], 0.25f);
+    char back[512];
+    CU_ASSERT(qat_model_to_text(m, back, sizeof back) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(back, "leaky_relu b fc negative_slope=0.25\n"));
+    /* out of range: in a file (the line and the key named) and from the builder */
+    qat_model *bad = qat_model_new(ctx);
+    CU_ASSERT_EQUAL(qat_model_from_text(bad, "input shape=6\nleaky_relu a input negative_slope=2\n", "bad"),
+                    QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "bad:2:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "negative_slope in [0, 1]"));
+    qat_ctx_clear_error(ctx);
+    qat_model *b2 = qat_model_new(ctx);
+    CU_ASSERT_EQUAL(qat_layer_leaky_relu(b2, NULL, 0, -0.5f), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "negative_slope must be in [0, 1]"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_layer_leaky_relu(b2, NULL, 0, 0.5f), 1);
+    CU_ASSERT_STRING_EQUAL(b2->layers[1].name, "leaky_relu1");
+
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 4), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 11);
+    int64_t sx[2] = {4, 6};
+    qat_tensor *x = t_rand(ctx, &rng, 2, sx, -1, 1, true);
+    t_away_from_zero(x, 0.05f); /* the kink at 0 out of the step's reach */
+    /* the first layer's output, bit for bit: x > 0 ? x : x * 0.01f */
+    qat_model *one = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(one, "input shape=6\nleaky_relu a input\n", "one"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(one, 1), QAT_OK);
+    qat_tensor *y = qat_model_forward(one, x);
+    CU_ASSERT_FATAL(y && y->numel == x->numel);
+    for (int64_t i = 0; i < x->numel; i++) {
+        float want = x->data[i] > 0.0f ? x->data[i] : x->data[i] * 0.01f;
+        CU_ASSERT_EQUAL(memcmp(&y->data[i], &want, sizeof want), 0);
+    }
+    /* the gradient wrt the input: the layer alone, and through a linear
+     * layer and a second slope (a smaller step: the linear layer's outputs
+     * are not kept away from the kink) */
+    qat_gradcheck_result r;
+    qat_status st = QAT_OK;
+    for (int k = 0; k < 2 && st == QAT_OK; k++) {
+        leaky_user u = {k ? m : one, x};
+        st = qat_gradcheck(ctx, leaky_loss, &u, &x, 1, k ? 1e-3f : 1e-2f, 2e-3f, 2e-2f, &r);
+        if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+        CU_ASSERT_EQUAL(st, QAT_OK);
+        CU_ASSERT_EQUAL(r.n_checked, x->numel);
+    }
+
+    /* a checkpoint records the slope; the rebuilt model has it */
+    char dir[256], path[300];
+    CU_ASSERT_FATAL(qat_test_tmpdir(dir, sizeof dir, "layers-leaky"));
+    snprintf(path, sizeof path, "%s/leaky.ckpt", dir);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, NULL, NULL, NULL, path), QAT_OK);
+    qat_model *re = NULL;
+    st = qat_checkpoint_model(ctx, path, &re, NULL, 0);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT(re->n_layers == 5 && re->layers[3].kind == QAT_LAYER_LEAKY_RELU && re->layers[3].attr[0] == 0.25f);
+    CU_ASSERT_EQUAL(re->layers[1].attr[0], 0.01f);
+    remove(path), rmdir(dir);
+    /* the summary's row */
+    qat_summary sum;
+    CU_ASSERT_EQUAL_FATAL(qat_model_summary(m, 1, (int64_t[]){6}, ctx, &sum), QAT_OK);
+    CU_ASSERT(sum.n_rows >= 5);
+    CU_ASSERT_STRING_EQUAL(sum.rows[3].op, "leaky_relu");
+    CU_ASSERT(sum.rows[3].rank == 1 && sum.rows[3].shape[0] == 5 && sum.rows[3].params == 0);
+    qat_ctx_free(ctx);
+}
+
+/* mul: one shape, or a gate per channel ([C, 1, 1] over [C, H, W], as
+ * squeeze-and-excitation applies it); other shapes refused by name; the
+ * gradient through both inputs (the input reaches the product directly
+ * and through the gate), finite-difference checked. */
+static void test_mul(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    const char *text = "input shape=2,3,3\navgpool2d sq input kernel=3\nsigmoid g sq\nmul se input,g\n"
+                       "mul sq2 se,se\n";
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, "se"), QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_layer_kind(m, 4), QAT_LAYER_MUL);
+    CU_ASSERT_STRING_EQUAL(qat_layer_kind_str(QAT_LAYER_MUL), "mul");
+    qat_model *bad = qat_model_new(ctx);
+    CU_ASSERT_NOT_EQUAL(qat_model_from_text(bad, "input shape=2,3,3\nglobal_avgpool p input\nmul m input,p\n", "bad"),
+                        QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "[C, 1, 1] over [C, H, W]"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 2), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    int64_t sx[4] = {2, 2, 3, 3};
+    qat_tensor *x = t_rand(ctx, &rng, 4, sx, -1, 1, true);
+    /* the forward: x · sigmoid(mean of its channel), squared */
+    qat_tensor *y = qat_model_forward(m, x);
+    CU_ASSERT_FATAL(y && y->numel == x->numel);
+    for (int64_t i = 0; i < x->numel; i++) {
+        const float *c = &x->data[i / 9 * 9];
+        float mean = 0;
+        for (int k = 0; k < 9; k++) mean += c[k];
+        float v = x->data[i] * (1.0f / (1.0f + expf(-mean / 9.0f)));
+        ASSERT_CLOSE(y->data[i], v * v, 1e-5f);
+    }
+    leaky_user u = {m, x};
+    qat_gradcheck_result r;
+    qat_status st = qat_gradcheck(ctx, leaky_loss, &u, &x, 1, 1e-2f, 2e-3f, 2e-2f, &r);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(r.n_checked, x->numel);
+    qat_ctx_free(ctx);
+}
+
+/* qat_model_to_text: the every-op graph written, read back and written
+ * again gives the same text, the same kinds, names and inputs; a model
+ * without an input shape, or with a custom op, is refused. */
+static void test_model_to_text_round_trip(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *a = qat_model_new(ctx), *b = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(a, QAT_TEST_EVERY_OP, "every"), QAT_OK);
+    int64_t n = qat_model_to_text(a, NULL, 0);
+    CU_ASSERT_FATAL(n > 0);
+    char *t1 = malloc((size_t)n + 1), *t2 = malloc((size_t)n + 1);
+    CU_ASSERT_FATAL(t1 && t2);
+    CU_ASSERT_EQUAL(qat_model_to_text(a, t1, (size_t)n + 1), n);
+    CU_ASSERT_EQUAL((int64_t)strlen(t1), n);
+    qat_status st = qat_model_from_text(b, t1, "written");
+    if (st) printf("\n  %s\n%s\n", qat_ctx_error(ctx), t1);
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(qat_model_to_text(b, t2, (size_t)n + 1), n);
+    CU_ASSERT_STRING_EQUAL(t1, t2);
+    CU_ASSERT_EQUAL_FATAL(a->n_layers, b->n_layers);
+    for (int i = 0; i < a->n_layers; i++) {
+        CU_ASSERT_EQUAL(a->layers[i].kind, b->layers[i].kind);
+        CU_ASSERT_STRING_EQUAL(a->layers[i].name, b->layers[i].name);
+        CU_ASSERT_EQUAL(a->layers[i].n_in, b->layers[i].n_in);
+        for (int j = 0; j < a->layers[i].n_in; j++) CU_ASSERT_EQUAL(a->layers[i].in[j], b->layers[i].in[j]);
+        const qat__layer *x = &a->layers[i], *y = &b->layers[i];
+        CU_ASSERT(x->cin == y->cin && x->cout == y->cout && x->kh == y->kh && x->kw == y->kw && x->sh == y->sh &&
+                  x->sw == y->sw && x->ph == y->ph && x->pw == y->pw && x->groups == y->groups &&
+                  x->has_bias == y->has_bias && x->p == y->p && x->momentum == y->momentum && x->eps == y->eps &&
+                  !memcmp(x->attr, y->attr, sizeof x->attr));
+    }
+    /* a short buffer: cut and NUL-terminated, the whole length returned */
+    char small[8];
+    CU_ASSERT_EQUAL(qat_model_to_text(a, small, sizeof small), n);
+    CU_ASSERT_EQUAL(strlen(small), sizeof small - 1);
+    free(t1), free(t2);
+    qat_model *c = qat_model_new(ctx); /* no input shape */
+    qat_model_add_relu(c);
+    CU_ASSERT_EQUAL(qat_model_to_text(c, NULL, 0), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "input shape"));
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"names, shapes and parameter counts", test_lenet_names_and_counts},
@@ -416,6 +597,9 @@ int main(int argc, char **argv) {
         {"normalization: refusals name the field and the value", test_normalization_refusals},
         {"normalization: the backward, gradient-checked", test_normalization_gradcheck},
         {"misuse is reported", test_model_misuse},
+        {"leaky_relu: model files, forward, gradient, checkpoint, summary", test_leaky_relu},
+        {"mul: one shape or a gate per channel; its gradient", test_mul},
+        {"model files written: the every-op graph reads back the same", test_model_to_text_round_trip},
         {NULL, NULL},
     };
     return qat_test_main("layers", cases, argc, argv);

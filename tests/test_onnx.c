@@ -147,10 +147,20 @@ static void check_groups(const Onnx__GraphProto *g, const qat_qmodel *q) {
         const qat_qtensor *out = &q->tensors[op->output];
         const Onnx__NodeProto *n = node_named(g, op->name);
         CU_ASSERT_FATAL(n != NULL);
-        for (size_t j = 0; j < (size_t)op->n_inputs; j++) {
-            const Onnx__NodeProto *in = producer(g, n->input[j]);
-            CU_ASSERT(in && !strcmp(in->op_type, "DequantizeLinear"));
-        }
+        if (op->kind == QAT_QOP_LUT && op->lut == QAT_LUT_TABLE) {
+            /* the table alone: Gather(real values, int32(input's integers) - qmin) */
+            const Onnx__NodeProto *sub = producer(g, n->input[1]);
+            CU_ASSERT_FATAL(initializer(g, n->input[0]) && sub && !strcmp(sub->op_type, "Sub"));
+            const Onnx__NodeProto *cast = producer(g, sub->input[0]);
+            CU_ASSERT_FATAL(cast && !strcmp(cast->op_type, "Cast"));
+            char in_q[64];
+            snprintf(in_q, sizeof in_q, "%s.q", q->tensors[op->inputs[0]].name);
+            CU_ASSERT_STRING_EQUAL(cast->input[0], in_q);
+        } else
+            for (size_t j = 0; j < (size_t)op->n_inputs; j++) {
+                const Onnx__NodeProto *in = producer(g, n->input[j]);
+                CU_ASSERT(in && !strcmp(in->op_type, "DequantizeLinear"));
+            }
         char qname[64];
         snprintf(qname, sizeof qname, "%s.q", out->name);
         const Onnx__NodeProto *qn = producer(g, qname);
@@ -247,12 +257,13 @@ static void test_every_op_exports_and_checks(void) {
     CU_ASSERT_STRING_EQUAL(producer(g, "input.q")->op_type, "QuantizeLinear");
     /* one node per op of qat's program, of the matching ONNX type */
     static const char *const type_of[QAT_QOP_KIND_COUNT] = {"Gemm", "Conv", "MaxPool", "AveragePool", "Flatten",
-                                                            "Relu", "Add", "Concat", "GlobalAveragePool", ""};
+                                                            "Relu", "Add", "Concat", "GlobalAveragePool", "",
+                                                            "Mul"};
     for (int i = 0; i < q.n_ops; i++) {
         const qat_qop *op = &q.ops[i];
         const Onnx__NodeProto *n = node_named(g, op->name);
         CU_ASSERT_FATAL(n != NULL);
-        const char *want = op->kind == QAT_QOP_LUT ? (const char *[]){"Sigmoid", "Tanh", "HardSwish"}[op->lut]
+        const char *want = op->kind == QAT_QOP_LUT ? (const char *[]){"Sigmoid", "Tanh", "HardSwish", "Gather"}[op->lut]
                                                    : type_of[op->kind];
         if (strcmp(n->op_type, want)) printf("\n  %s: %s, want %s\n", op->name, n->op_type, want);
         CU_ASSERT_STRING_EQUAL(n->op_type, want);

@@ -11,7 +11,9 @@
 /* A graph with every op kind of the integer program, as model-file text
  * (docs/model-format.md): strided non-square conv + folded BatchNorm +
  * ReLU6, depthwise, grouped, add + ReLU, padded max and average pools, a
- * lone ReLU, concat, sigmoid, tanh, hard-swish, global average pooling,
+ * lone ReLU, concat, sigmoid, tanh, hard-swish, a squeeze-and-excitation
+ * gate (pool, 1x1 convs, sigmoid, mul over channels), leaky ReLU (the
+ * table alone), global average pooling,
  * dropout, linear. The graph, codegen and ONNX suites all run it. */
 #define QAT_TEST_EVERY_OP \
     "input shape=2,10,9\n" \
@@ -31,7 +33,14 @@
     "tanh      th    cat\n" \
     "add       sum2  sg,th\n" \
     "hardswish hs    sum2\n" \
-    "global_avgpool gap hs\n" \
+    "avgpool2d sq    hs kernel=5x2\n" \
+    "conv2d    se1   sq out=4 kernel=1\n" \
+    "relu      ser   se1\n" \
+    "conv2d    se2   ser out=16 kernel=1\n" \
+    "sigmoid   gate  se2\n" \
+    "mul       se    hs,gate\n" \
+    "leaky_relu lr   se negative_slope=0.1\n" \
+    "global_avgpool gap lr\n" \
     "dropout   d     gap p=0.1\n" \
     "linear    fc    d out=5\n"
 

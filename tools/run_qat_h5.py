@@ -198,6 +198,10 @@ def run_op(op, vals, tensors):
         a = mbqm((x.astype(np.int64) - zp_in) << ls, m[0], s[0])
         b = mbqm((ins[1].astype(np.int64) - int(tin[1].attrs["zero_point"])) << ls, m[1], s[1])
         return np.clip(zp + mbqm(a + b, m[2], s[2]), lo, hi)
+    if kind == "mul":                                          # TFLite's MUL; b may be [C, 1, 1]
+        m, s = mult()
+        acc = (x.astype(np.int64) - zp_in) * (ins[1].astype(np.int64) - int(tin[1].attrs["zero_point"]))
+        return np.clip(zp + mbqm(acc, m[0], s[0]), lo, hi)
     if kind == "concat":                                       # each input to the output's grid
         m, s = mult()
         parts = [np.clip(zp + mbqm(v.astype(np.int64) - int(t.attrs["zero_point"]), m[j], s[j]), lo, hi)

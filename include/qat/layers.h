@@ -53,6 +53,8 @@ typedef enum {
     QAT_LAYER_TANH,
     QAT_LAYER_HARDSWISH,
     QAT_LAYER_CUSTOM,         /* a qat_custom_op: trains; has no integer form */
+    QAT_LAYER_LEAKY_RELU,     /* x > 0 ? x : negative_slope·x */
+    QAT_LAYER_MUL,            /* a·b: one shape, or b [C, 1, 1] over a [C, H, W] */
     QAT_LAYER_KIND_COUNT
 } qat_layer_kind;
 
@@ -143,6 +145,12 @@ QAT_API int qat_layer_concat(qat_model *m, const char *name, int n, const int *x
 QAT_API int qat_layer_sigmoid(qat_model *m, const char *name, int x);
 QAT_API int qat_layer_tanh(qat_model *m, const char *name, int x);
 QAT_API int qat_layer_hardswish(qat_model *m, const char *name, int x);
+/* x > 0 ? x : negative_slope·x (PyTorch's LeakyReLU; its default slope is
+ * 0.01); negative_slope in [0, 1]. */
+QAT_API int qat_layer_leaky_relu(qat_model *m, const char *name, int x, float negative_slope);
+/* a·b element by element: b of a's shape, or [C, 1, 1] over a's [C, H, W]
+ * (a gate per channel: squeeze-and-excitation). */
+QAT_API int qat_layer_mul(qat_model *m, const char *name, int a, int b);
 /* A custom differentiable op (qat/autograd.h) as a layer: it trains and
  * checkpoints like the others (rebuilding it from a file needs the same op:
  * qat_checkpoint_model refuses it), and lowering to integers refuses it,
@@ -210,6 +218,15 @@ QAT_API qat_model_limits qat_model_get_limits(const qat_model *m);
 QAT_API qat_status qat_model_from_file(qat_model *m, const char *path);
 QAT_API qat_status qat_model_from_text(qat_model *m, const char *text, const char *origin);
 QAT_API qat_status qat_model_file_text(qat_ctx *ctx, const char *path, char **text, size_t *len);
+/* The model as model-file text: the input line, a line per layer (the
+ * keys its kind takes, defaults left out) and an output line when the
+ * output is not the last layer; qat_model_from_text reads it back into
+ * the same graph (kinds, names, inputs, hyperparameters). Writes at most
+ * cap bytes of it into buf (NUL-terminated when cap > 0; buf may be NULL
+ * with cap 0) and returns its whole length, as snprintf; -1 (the message
+ * on the context) when the model declares no input shape or has a layer
+ * model files cannot declare (a custom op). */
+QAT_API int64_t qat_model_to_text(const qat_model *m, char *buf, size_t cap);
 
 /* Allocates the flat blocks and initialises: weights Kaiming-uniform with
  * a = sqrt(5) (bound 1/sqrt(fan_in)), biases U(-1/sqrt(fan_in), +), batchnorm

@@ -59,15 +59,22 @@ typedef enum {
     QAT_QOP_CONCAT,         /* along channels; each input requantized to the output's parameters */
     QAT_QOP_GLOBAL_AVGPOOL, /* [C, H, W] -> [C]: int32 sum over H·W, requantized by s_in / (s_out·H·W) */
     QAT_QOP_LUT,            /* an element-wise function as a table of output integers */
+    QAT_QOP_MUL,            /* TFLite's MUL: (a - zp_a)·(b - zp_b) in int32, requantized by s_a·s_b / s_out;
+                               b of a's shape, or [C, 1, 1] over a's [C, H, W] (one factor per channel) */
     QAT_QOP_KIND_COUNT
 } qat_qop_kind;
 
 typedef enum { QAT_ACT_NONE, QAT_ACT_RELU, QAT_ACT_RELU6 } qat_act_kind;
-typedef enum { QAT_LUT_SIGMOID, QAT_LUT_TANH, QAT_LUT_HARDSWISH, QAT_LUT_FN_COUNT } qat_lut_fn;
+/* A lut op's function: a named one the float engines and ONNX compute
+ * again (sigmoid, tanh, hard-swish), or QAT_LUT_TABLE, the table alone:
+ * an element-wise kind lowers its own function into the table and no
+ * target needs to know it (the float engines look the input's integer up
+ * in the table, ONNX gathers from it; docs/quantized-model-format.md). */
+typedef enum { QAT_LUT_SIGMOID, QAT_LUT_TANH, QAT_LUT_HARDSWISH, QAT_LUT_TABLE, QAT_LUT_FN_COUNT } qat_lut_fn;
 
 QAT_API const char *qat_qop_kind_str(qat_qop_kind k); /* "linear", "conv2d", ... */
 QAT_API const char *qat_act_kind_str(qat_act_kind k); /* "none", "relu", "relu6" */
-QAT_API const char *qat_lut_fn_str(qat_lut_fn f);     /* "sigmoid", "tanh", "hardswish" */
+QAT_API const char *qat_lut_fn_str(qat_lut_fn f);     /* "sigmoid", "tanh", "hardswish", "table" */
 
 /* The program's file (docs/quantized-model-format.md; written and read by
  * qat/export.h) and its version, which ONNX's metadata also names. 4: the

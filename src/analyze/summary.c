@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers/internal.h"
+#include "layers/op.h"
 #include "qat/analyze.h"
 #include "qat/export.h"
 
@@ -67,11 +67,11 @@ static void layer_sizes(const qat__layer *l, const int64_t *s, int rank, qat_sum
     if (l->weight) r->params += l->weight->numel;
     if (l->bias) r->params += l->bias->numel;
     if (l->gamma) r->params += l->gamma->numel + l->beta->numel;
-    if (l->kind == QAT_LAYER_LINEAR) r->macs = l->weight->numel;
-    if (l->kind == QAT_LAYER_CONV2D) r->macs = l->weight->numel * (rank == 3 ? s[1] * s[2] : 1);
+    const qat__op_kind *op = qat__op(l->kind);
+    if (op->macs) r->macs = op->macs(l, rank, s);
     if (l->wq) /* the integer program's op: packed weights and an int32 bias per output channel */
         r->weight_bytes = packed_bytes(l->weight->numel, l->wq->bits) + 4 * l->weight->shape[0];
-    else if (l->kind == QAT_LAYER_BATCHNORM && l->folded)
+    else if (l->folded)
         r->weight_bytes = 0; /* in the weights and bias of the layer before it */
     else
         r->weight_bytes = 4 * r->params;

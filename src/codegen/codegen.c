@@ -258,6 +258,7 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         case QAT_QOP_GLOBAL_AVGPOOL: qat__cg_global_avgpool(g, i); break;
         case QAT_QOP_ADD: qat__cg_add(g, i); break;
         case QAT_QOP_CONCAT: qat__cg_concat(g, i); break;
+        case QAT_QOP_MUL: qat__cg_mul(g, i); break;
         case QAT_QOP_LUT: qat__cg_lut(g, i); break;
         case QAT_QOP_RELU: qat__cg_relu(g, i); break;
         case QAT_QOP_FLATTEN:

@@ -144,6 +144,20 @@ void qat__cg_add(qat__cg *g, int i) {
                    (long)op->multiplier[2], (long)op->shift[2], zp_of(g, op->output), op->act_min, op->act_max);
 }
 
+/* TFLite's MUL: the int32 product of the offsets, requantized; b's
+ * element is a's own or its channel's (b of [C, 1, 1]: k / (H·W)). */
+void qat__cg_mul(qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    int64_t n = qat_qtensor_numel(&g->q->tensors[op->output]);
+    int64_t per = n / qat_qtensor_numel(&g->q->tensors[op->inputs[1]]);
+    qat__cg_begin(g, i, "");
+    qat__cg_printf(g, "    int k;\n    for (k = 0; k < %lld; k++) {\n"
+                   "        int32_t p = ((int32_t)x0[k] - (%d)) * ((int32_t)x1[k / %lld] - (%d));\n"
+                   "        y[k] = q_out(q_requant(p, %ld, %ld) + (%d), %d, %d);\n    }\n}\n",
+                   (long long)n, zp_of(g, op->inputs[0]), (long long)per, zp_of(g, op->inputs[1]),
+                   (long)op->multiplier[0], (long)op->shift[0], zp_of(g, op->output), op->act_min, op->act_max);
+}
+
 /* Each input requantized to the output's parameters, at its place along
  * the first axis. */
 void qat__cg_concat(qat__cg *g, int i) {

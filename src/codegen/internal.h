@@ -65,6 +65,7 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w);
 void qat__cg_pool(qat__cg *g, int i);
 void qat__cg_global_avgpool(qat__cg *g, int i);
 void qat__cg_add(qat__cg *g, int i);
+void qat__cg_mul(qat__cg *g, int i);
 void qat__cg_concat(qat__cg *g, int i);
 void qat__cg_lut(qat__cg *g, int i);
 void qat__cg_relu(qat__cg *g, int i);

@@ -189,7 +189,12 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
         qat__h5w_ints(w, g, "table", H5T_STD_I32LE, 1, &n, op->table);
         break;
     }
-    default: break;
+    case QAT_QOP_FLATTEN:
+    case QAT_QOP_RELU:
+    case QAT_QOP_CONCAT:
+    case QAT_QOP_GLOBAL_AVGPOOL:
+    case QAT_QOP_MUL:
+    case QAT_QOP_KIND_COUNT: break; /* their multipliers (if any) below */
     }
     if (op->multiplier) {
         int64_t n = op->n_mult;
@@ -525,6 +530,7 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
         if (get_activation(r, g, where, op)) get_multipliers(r, g, 3, op);
         break;
     case QAT_QOP_CONCAT: get_multipliers(r, g, op->n_inputs, op); break;
+    case QAT_QOP_MUL: get_multipliers(r, g, 1, op); break;
     case QAT_QOP_LUT: {
         char fn[32] = "";
         qat__h5r_str(r, g, "function", fn, sizeof fn);
@@ -541,7 +547,9 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
         if (r->ok) op->table = get_ints(r, g, "table", len);
         break;
     }
-    default: break;
+    case QAT_QOP_FLATTEN:
+    case QAT_QOP_RELU:
+    case QAT_QOP_KIND_COUNT: break; /* nothing beyond the common fields */
     }
     H5Gclose(g);
     return r->ok;

@@ -151,12 +151,29 @@ static qat_status setup_float(qat_engine *e) {
     return st;
 }
 
+/* The table alone: x quantized to its tensor's integers (as the fake
+ * quantization rounds), looked up, the output integer's real value. On a
+ * fake engine's x (on the input's grid) this is the integer op exactly;
+ * a hybrid engine's float x is rounded to the input's grid first. */
+static qat_tensor *lut_table(qat_ctx *c, const qat_qmodel *q, const qat_qop *op, const qat_tensor *x) {
+    const qat_aparams *in = &q->tensors[op->inputs[0]].q, *out = &q->tensors[op->output].q;
+    qat_tensor *y = qat_tensor_new(c, QAT_MEM_STEP, x->rank, x->shape, false);
+    if (!y) return NULL;
+    float inv = 1.0f / in->scale;
+    for (int64_t i = 0; i < x->numel; i++) {
+        int32_t v = qat__quant1(x->data[i], inv, in->zero_point, in->qmin, in->qmax, NULL);
+        y->data[i] = out->scale * (float)(op->table[v - in->qmin] - out->zero_point);
+    }
+    return y;
+}
+
 /* A lookup table's function on float values, as the training op computes it. */
-static qat_tensor *lut_float(qat_ctx *c, const qat_qop *op, qat_tensor *x) {
+static qat_tensor *lut_float(qat_ctx *c, const qat_qmodel *q, const qat_qop *op, qat_tensor *x) {
     switch (op->lut) {
     case QAT_LUT_SIGMOID: return qat_sigmoid(c, x);
     case QAT_LUT_TANH: return qat_tanh(c, x);
     case QAT_LUT_HARDSWISH: return qat_hardswish(c, x);
+    case QAT_LUT_TABLE: return lut_table(c, q, op, x);
     case QAT_LUT_FN_COUNT: break;
     }
     return NULL;
@@ -176,13 +193,14 @@ static qat_tensor *run_float_op(qat_engine *e, int i) {
     case QAT_QOP_AVGPOOL2D: y = qat_avgpool2d_ex(c, x, &pp); break;
     case QAT_QOP_GLOBAL_AVGPOOL: y = qat_global_avgpool2d(c, x); break;
     case QAT_QOP_ADD: y = qat_add(c, x, e->vals[op->inputs[1]]); break;
+    case QAT_QOP_MUL: y = qat_mul(c, x, e->vals[op->inputs[1]]); break; /* [N, C, 1, 1] broadcasts */
     case QAT_QOP_CONCAT: {
         qat_tensor *xs[QAT_QOP_MAX_INPUTS];
         for (int j = 0; j < op->n_inputs; j++) xs[j] = e->vals[op->inputs[j]];
         y = qat_concat(c, op->n_inputs, xs, 1);
         break;
     }
-    case QAT_QOP_LUT: y = lut_float(c, op, x); break;
+    case QAT_QOP_LUT: y = lut_float(c, e->q, op, x); break;
     case QAT_QOP_FLATTEN: return qat_flatten(c, x);
     case QAT_QOP_RELU: return qat_relu(c, x);
     case QAT_QOP_KIND_COUNT: return NULL;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/internal.h"
+#include "layers/op.h"
 #include "qat/io.h"
 
 #define N_QCFG 12
@@ -73,6 +73,8 @@ void qat__arch_write(qat__h5w *w, const qat_model *m) {
         qat__h5w_f32(w, g, "p", l->p);
         qat__h5w_f32(w, g, "momentum", l->momentum);
         qat__h5w_f32(w, g, "eps", l->eps);
+        const qat__op_kind *op = qat__op(l->kind);
+        for (int k = 0; k < op->n_attrs; k++) qat__h5w_f32(w, g, op->attrs[k].key, l->attr[k]);
         if (l->custom) qat__h5w_str(w, g, "custom_op", l->custom->name);
         if (l->qcfg) put_qcfg(w, g, l->qcfg);
         H5Gclose(g);
@@ -115,35 +117,6 @@ static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
     return r->ok;
 }
 
-/* The layer-adding call for a recorded kind and hyperparameters; the id
- * of the new layer or -1. */
-static int add_kind(qat_model *m, qat_layer_kind kind, const char *name, int n, const int *in, const long long *hp,
-                    float p, float mom, float eps) {
-    int x = in[0];
-    qat_conv2d_spec cs = {.in = (int)hp[0], .out = (int)hp[1], .kh = (int)hp[2], .kw = (int)hp[3],
-                          .stride_h = (int)hp[4], .stride_w = (int)hp[5], .pad_h = (int)hp[6], .pad_w = (int)hp[7],
-                          .groups = (int)hp[8], .bias = hp[9] != 0};
-    qat_pool2d_spec ps = {(int)hp[2], (int)hp[3], (int)hp[4], (int)hp[5], (int)hp[6], (int)hp[7]};
-    switch (kind) {
-    case QAT_LAYER_LINEAR: return qat_layer_linear(m, name, x, (int)hp[0], (int)hp[1], hp[9] != 0);
-    case QAT_LAYER_CONV2D: return qat_layer_conv2d(m, name, x, &cs);
-    case QAT_LAYER_BATCHNORM: return qat_layer_batchnorm(m, name, x, (int)hp[1], mom, eps);
-    case QAT_LAYER_RELU: return qat_layer_relu(m, name, x);
-    case QAT_LAYER_RELU6: return qat_layer_relu6(m, name, x);
-    case QAT_LAYER_MAXPOOL2D: return qat_layer_maxpool2d(m, name, x, &ps);
-    case QAT_LAYER_AVGPOOL2D: return qat_layer_avgpool2d(m, name, x, &ps);
-    case QAT_LAYER_GLOBAL_AVGPOOL: return qat_layer_global_avgpool(m, name, x);
-    case QAT_LAYER_FLATTEN: return qat_layer_flatten(m, name, x);
-    case QAT_LAYER_DROPOUT: return qat_layer_dropout(m, name, x, p);
-    case QAT_LAYER_ADD: return n == 2 ? qat_layer_add(m, name, in[0], in[1]) : -2;
-    case QAT_LAYER_CONCAT: return qat_layer_concat(m, name, n, in);
-    case QAT_LAYER_SIGMOID: return qat_layer_sigmoid(m, name, x);
-    case QAT_LAYER_TANH: return qat_layer_tanh(m, name, x);
-    case QAT_LAYER_HARDSWISH: return qat_layer_hardswish(m, name, x);
-    default: return -2;
-    }
-}
-
 /* Adds layer i (group g of the architecture) to m. version 2: a chain,
  * with the old six hyperparameters (square windows). */
 static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int version) {
@@ -169,14 +142,28 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int versi
             for (int j = 0; j < n; j++) in[j] = (int)ids[j];
         qat__h5r_i64s(r, g, "in_out_kh_kw_sh_sw_ph_pw_groups_bias", hp, 10, 0, 1 << 24);
     }
-    float p = qat__h5r_f32(r, g, "p"), mom = qat__h5r_f32(r, g, "momentum"), eps = qat__h5r_f32(r, g, "eps");
+    qat__hparams h = {.p = qat__h5r_f32(r, g, "p"), .momentum = qat__h5r_f32(r, g, "momentum"),
+                      .eps = qat__h5r_f32(r, g, "eps")};
+    memcpy(h.hp, hp, sizeof hp);
     if (!r->ok) return qat_ctx_status(r->ctx);
     qat_layer_kind kind = qat_layer_kind_from_str(kind_s);
-    if (kind == QAT_LAYER_CUSTOM)
-        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "layer %s is a custom op: it cannot be rebuilt from the file alone "
-                             "(build the model in code and use qat_checkpoint_load)", name), QAT_ERR_UNSUPPORTED;
+    const qat__op_kind *op = qat__op(kind);
+    if (op && op->rebuild_refusal)
+        return qat__h5r_fail(r, QAT_ERR_UNSUPPORTED, "layer %s %s", name, op->rebuild_refusal), QAT_ERR_UNSUPPORTED;
     if (n < 1) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s has no input", name), QAT_ERR_FORMAT;
-    int id = kind == QAT_LAYER_KIND_COUNT || kind == QAT_LAYER_INPUT ? -2 : add_kind(m, kind, name, n, in, hp, p, mom, eps);
+    int id = -2;
+    if (op && n >= op->min_inputs && n <= op->max_inputs) {
+        h.kind = kind;
+        for (int k = 0; k < op->n_attrs; k++) { /* the kind's own attributes, each in its range */
+            const qat__attr *at = &op->attrs[k];
+            h.attr[k] = qat__h5r_f32(r, g, at->key);
+            if (r->ok && !(h.attr[k] >= at->lo && h.attr[k] <= at->hi))
+                return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: %s = %g is outside [%g, %g]", name, at->key,
+                                     (double)h.attr[k], (double)at->lo, (double)at->hi), QAT_ERR_FORMAT;
+        }
+        if (!r->ok) return qat_ctx_status(r->ctx);
+        id = op->rebuild ? op->rebuild(m, name, n, in, &h) : qat__add_layer(m, kind, name, n, in, h.attr);
+    }
     if (id == -2) return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: unknown kind \"%s\" (or wrong inputs)", name,
                                    qat_name_valid(kind_s, NULL, 0) ? kind_s : "?"), QAT_ERR_FORMAT;
     if (id < 0) {

@@ -5,7 +5,7 @@
 
 #include "autograd/internal.h"
 #include "fakequant/internal.h"
-#include "internal.h"
+#include "op.h"
 
 /* Observes (in training, unless frozen) and fake-quantizes an activation.
  * clo < chi: the activation is clamp(x, clo, chi) — a ReLU/ReLU6 done here
@@ -53,26 +53,6 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
     return v == w || !y ? y : qat_reshape(m->ctx, y, w->rank, w->shape);
 }
 
-/* Dropout on this process's slice of the global batch: one uniform per
- * element, drawn for the samples before the slice and after it too (and
- * thrown away), so every process's RNG moves by the global batch. */
-static qat_tensor *dropout(qat_model *m, const qat__layer *l, qat_tensor *x) {
-    int64_t n = x->rank > 0 ? x->shape[0] : 1, per = 1; /* elements per sample, also when n is 0 */
-    for (int d = 1; d < x->rank; d++) per *= x->shape[d];
-    int64_t before = 0, after = 0;
-    if (m->slice_global > 0) {
-        if (m->slice_first + n > m->slice_global)
-            return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: layer %s: a batch of %lld at sample %lld of a global "
-                                "batch of %lld", l->name, (long long)n, (long long)m->slice_first,
-                                (long long)m->slice_global), NULL;
-        before = m->slice_first * per, after = (m->slice_global - m->slice_first - n) * per;
-    }
-    for (int64_t i = 0; i < before; i++) (void)qat_rng_uniform(&m->rng);
-    qat_tensor *y = qat_dropout(m->ctx, x, l->p, &m->rng);
-    for (int64_t i = 0; i < after; i++) (void)qat_rng_uniform(&m->rng);
-    return y;
-}
-
 /* The weight as the layer sees it: fake-quantized with scales from the
  * current weights (dynamic strategy) once the model is prepared. */
 static qat_tensor *weight(qat_model *m, qat__layer *l) {
@@ -81,9 +61,7 @@ static qat_tensor *weight(qat_model *m, qat__layer *l) {
 }
 
 static qat_tensor *product(qat_model *m, const qat__layer *l, qat_tensor *x, qat_tensor *w, qat_tensor *b) {
-    if (l->kind == QAT_LAYER_LINEAR) return qat_linear(m->ctx, x, w, b);
-    qat_conv2d_params p = {l->sh, l->sw, l->ph, l->pw, l->groups};
-    return qat_conv2d_ex(m->ctx, x, w, b, &p);
+    return qat__op(l->kind)->product(m->ctx, l, x, w, b);
 }
 
 static qat_tensor *batchnorm(qat_model *m, const qat__layer *bn, qat_tensor *x, bool training) {
@@ -129,35 +107,9 @@ static qat_tensor *fold_forward(qat_model *m, qat__layer *l, qat_tensor *x) {
                                                     bn_train));
 }
 
-static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
-    qat_ctx *ctx = m->ctx;
-    qat_tensor *x = xs[0];
-    qat_pool2d_params pp = {l->kh, l->kw, l->sh, l->sw, l->ph, l->pw};
-    if (l->fold_bn >= 0) return fold_forward(m, l, x);
-    switch (l->kind) {
-    case QAT_LAYER_LINEAR:
-    case QAT_LAYER_CONV2D: return product(m, l, x, weight(m, l), l->bias);
-    case QAT_LAYER_BATCHNORM:
-        if (l->folded) return x; /* applied by the Linear/Conv before it */
-        return batchnorm(m, l, x, m->training);
-    case QAT_LAYER_RELU: return qat_relu(ctx, x);
-    case QAT_LAYER_RELU6: return qat_clamp(ctx, x, 0.0f, 6.0f);
-    case QAT_LAYER_MAXPOOL2D: return qat_maxpool2d_ex(ctx, x, &pp);
-    case QAT_LAYER_AVGPOOL2D: return qat_avgpool2d_ex(ctx, x, &pp);
-    case QAT_LAYER_GLOBAL_AVGPOOL: return qat_global_avgpool2d(ctx, x);
-    case QAT_LAYER_FLATTEN: return qat_flatten(ctx, x);
-    case QAT_LAYER_DROPOUT: return m->training && l->p > 0 ? dropout(m, l, x) : x;
-    case QAT_LAYER_ADD: return qat_add(ctx, x, xs[1]);
-    case QAT_LAYER_CONCAT: return qat_concat(ctx, l->n_in, xs, 1);
-    case QAT_LAYER_SIGMOID: return qat_sigmoid(ctx, x);
-    case QAT_LAYER_TANH: return qat_tanh(ctx, x);
-    case QAT_LAYER_HARDSWISH: return qat_hardswish(ctx, x);
-    case QAT_LAYER_CUSTOM: return qat_custom(ctx, l->custom, l->custom_user, l->n_in, xs);
-    case QAT_LAYER_INPUT:
-    case QAT_LAYER_KIND_COUNT: break;
-    }
-    qat_ctx_fail(ctx, QAT_ERR_ARG, "model: layer %s has an unknown kind", l->name);
-    return NULL;
+qat_tensor *qat__product_forward(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
+    if (l->fold_bn >= 0) return fold_forward(m, l, xs[0]);
+    return product(m, l, xs[0], weight(m, l), l->bias);
 }
 
 /* A layer and its activation quantizer. A ReLU/ReLU6 that ends a group
@@ -167,14 +119,15 @@ static qat_tensor *layer_forward(qat_model *m, qat__layer *l, qat_tensor *const 
  * no fusion, nothing written over; pre (may be NULL) gets it. */
 static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *const *xs, bool inspect,
                                    qat_tensor **pre) {
-    bool relu = l->kind == QAT_LAYER_RELU || l->kind == QAT_LAYER_RELU6;
-    float hi = l->kind == QAT_LAYER_RELU ? INFINITY : 6.0f;
+    qat_act_kind act = qat__op(l->kind)->act; /* a ReLU (ReLU6): a clamp to [0, inf) ([0, 6]) */
+    bool relu = act != QAT_ACT_NONE;
+    float hi = act == QAT_ACT_RELU6 ? 6.0f : INFINITY;
     if (!inspect && relu && l->aq) return act_quant(m, l->aq, xs[0], true, 0.0f, hi);
     /* a ReLU/ReLU6 alone (a float model) over its input when it is the
      * input's only reader (never over the caller's input) */
     if (!inspect && relu && l->in[0] != 0 && m->layers[l->in[0]].n_consumers == 1)
         return qat__clamp_over(m->ctx, xs[0], 0.0f, hi);
-    qat_tensor *y = layer_forward(m, l, xs);
+    qat_tensor *y = qat__op(l->kind)->forward(m, l, xs);
     if (pre) *pre = y;
     return act_quant(m, l->aq, y, !inspect, 0.0f, 0.0f);
 }

@@ -1,7 +1,7 @@
 /* The fusion matcher: the one place that decides which layers form a
  * group — what the QAT pass quantizes after, and what lowering emits as
  * one integer op. */
-#include "internal.h"
+#include "op.h"
 
 void qat__count_consumers(qat_model *m) {
     for (int i = 0; i < m->n_layers; i++) m->layers[i].n_consumers = 0;
@@ -23,28 +23,14 @@ static int sole_consumer(const qat_model *m, int id) {
 void qat__match_group(const qat_model *m, int anchor, bool fold_bn, qat__group *g) {
     *g = (qat__group){.anchor = anchor, .bn = -1, .act = -1, .end = anchor};
     const qat__layer *a = &m->layers[anchor];
-    bool product = a->kind == QAT_LAYER_LINEAR || a->kind == QAT_LAYER_CONV2D;
-    if (!product && a->kind != QAT_LAYER_ADD) return;
+    const qat__op_kind *op = qat__op(a->kind);
+    if (!op->fuses_act) return;
     int c = sole_consumer(m, anchor);
-    if (product && fold_bn && c >= 0 && m->layers[c].kind == QAT_LAYER_BATCHNORM && m->layers[c].cout == a->cout) {
+    if (op->weighted && fold_bn && c >= 0 && qat__op(m->layers[c].kind)->folds && m->layers[c].cout == a->cout) {
         g->bn = g->end = c;
         c = sole_consumer(m, c);
     }
-    if (c >= 0 && (m->layers[c].kind == QAT_LAYER_RELU || m->layers[c].kind == QAT_LAYER_RELU6)) g->act = g->end = c;
+    if (c >= 0 && qat__op(m->layers[c].kind)->act != QAT_ACT_NONE) g->act = g->end = c;
 }
 
-bool qat__requantizes(qat_layer_kind kind) {
-    switch (kind) {
-    case QAT_LAYER_LINEAR:
-    case QAT_LAYER_CONV2D:
-    case QAT_LAYER_ADD:
-    case QAT_LAYER_CONCAT:
-    case QAT_LAYER_AVGPOOL2D:
-    case QAT_LAYER_GLOBAL_AVGPOOL:
-    case QAT_LAYER_SIGMOID:
-    case QAT_LAYER_TANH:
-    case QAT_LAYER_HARDSWISH:
-    case QAT_LAYER_CUSTOM: return true;
-    default: return false;
-    }
-}
+bool qat__requantizes(qat_layer_kind kind) { return qat__op(kind)->requantizes; }

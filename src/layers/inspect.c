@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "op.h"
 
 int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *ids, int cap) {
     if (!m || !m->built) return 0;
@@ -22,7 +22,7 @@ int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *i
     for (int i = 1; i < m->n_layers; i++) {
         const qat__layer *l = &m->layers[i];
         if (!qat__requantizes(l->kind)) continue;
-        bool product = l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D;
+        bool product = qat__op(l->kind)->weighted;
         qat__group g;
         qat__match_group(m, i, product && c.fold_bn, &g);
         if (n++ < cap && ids) ids[n - 1] = g.end;

@@ -14,6 +14,9 @@ typedef struct {
     bool off; /* this point skipped (qat_model_set_layer_fake_quant): analysis only, not saved */
 } qat__act_quant;
 
+/* Float attributes a kind may define for itself (op.h). */
+#define QAT__MAX_ATTRS 2
+
 typedef struct {
     const char *name; /* "conv1.weight" */
     qat_tensor *tensor;
@@ -30,6 +33,7 @@ typedef struct {
     bool has_bias;
     float p;                 /* dropout probability */
     float momentum, eps;     /* batchnorm */
+    float attr[QAT__MAX_ATTRS]; /* the kind's own attributes (op.h, qat__attr), in its order */
     const qat_custom_op *custom;
     void *custom_user;
     /* views into the model's flat blocks (NULL where the kind has none) */

@@ -5,30 +5,7 @@
 #include <string.h>
 
 #include "autograd/internal.h"
-#include "internal.h"
-
-static const char *const kind_names[QAT_LAYER_KIND_COUNT] = {
-    "input", "linear", "conv2d", "batchnorm", "relu", "relu6", "maxpool2d", "avgpool2d", "global_avgpool",
-    "flatten", "dropout", "add", "concat", "sigmoid", "tanh", "hardswish", "custom"};
-/* Default layer-name stems, PyTorch-example style. */
-static const char *const kind_stems[QAT_LAYER_KIND_COUNT] = {
-    "input", "fc", "conv", "bn", "relu", "relu6_", "pool", "avgpool", "gap",
-    "flatten", "dropout", "add", "concat", "sigmoid", "tanh", "hardswish", "custom"};
-
-const char *qat_layer_kind_str(qat_layer_kind kind) {
-    return (unsigned)kind < QAT_LAYER_KIND_COUNT ? kind_names[kind] : "unknown";
-}
-
-qat_layer_kind qat_layer_kind_from_str(const char *name) {
-    for (int k = 0; name && k < QAT_LAYER_KIND_COUNT; k++)
-        if (!strcmp(name, kind_names[k])) return (qat_layer_kind)k;
-    return QAT_LAYER_KIND_COUNT;
-}
-
-qat_conv2d_spec qat_conv2d_square(int in, int out, int k, int stride, int pad, bool bias) {
-    return (qat_conv2d_spec){.in = in, .out = out, .kh = k, .kw = k, .stride_h = stride, .stride_w = stride,
-                             .pad_h = pad, .pad_w = pad, .groups = 1, .bias = bias};
-}
+#include "op.h"
 
 /* ---- limits ------------------------------------------------------------------------ */
 
@@ -69,13 +46,8 @@ qat_status qat__check_activation_bytes(qat_model *m, int64_t total_bytes) {
 
 /* Parameters and buffers a layer adds to the flat blocks (lay_out's count). */
 static int64_t layer_params(const qat__layer *l) {
-    int64_t o = l->cout;
-    switch (l->kind) {
-    case QAT_LAYER_LINEAR: return o * l->cin + (l->has_bias ? o : 0);
-    case QAT_LAYER_CONV2D: return o * (l->cin / l->groups) * l->kh * l->kw + (l->has_bias ? o : 0);
-    case QAT_LAYER_BATCHNORM: return 4 * o; /* weight, bias, running mean and variance */
-    default: return 0;
-    }
+    const qat__op_kind *op = qat__op(l->kind);
+    return op->n_params ? op->n_params(l) : 0;
 }
 
 static qat_status params_fail(qat_model *m, const char *what, int64_t n) {
@@ -88,12 +60,12 @@ static qat_status params_fail(qat_model *m, const char *what, int64_t n) {
 /* The layer just added, its hyperparameters set: its parameters counted
  * against the limit (sizes up to 2^24 each: the products fit int64). On
  * refusal the layer is taken back. */
-static int admit(qat_model *m) {
+int qat__admit(qat_model *m) {
     qat__layer *l = &m->layers[m->n_layers - 1];
     int64_t total = m->declared_params + layer_params(l);
     if (total > m->limits.max_params) {
         char what[96];
-        snprintf(what, sizeof what, "%s %s brings the model to", kind_names[l->kind], l->name);
+        snprintf(what, sizeof what, "%s %s brings the model to", qat_layer_kind_str(l->kind), l->name);
         m->n_layers--;
         params_fail(m, what, total);
         return -1;
@@ -169,14 +141,14 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
     if (!m) return NULL;
     qat_ctx *ctx = m->ctx;
     if (m->built) {
-        qat_ctx_fail(ctx, QAT_ERR_STATE, "model: cannot add a %s layer after qat_model_build", kind_names[kind]);
+        qat_ctx_fail(ctx, QAT_ERR_STATE, "model: cannot add a %s layer after qat_model_build", qat_layer_kind_str(kind));
         return NULL;
     }
     char buf[QAT_NAME_LEN];
     if (!name) {
         int k = 1;
         for (int i = 0; i < m->n_layers; i++) k += m->layers[i].kind == kind;
-        snprintf(buf, sizeof buf, "%s%d", kind_stems[kind], k);
+        snprintf(buf, sizeof buf, "%s%d", qat__op(kind)->stem, k);
         name = buf;
     }
     char why[256];
@@ -193,7 +165,7 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
     for (int j = 0; j < n_in; j++)
         if (in[j] < 0 || in[j] >= m->n_layers) {
             qat_ctx_fail(ctx, QAT_ERR_ARG, "model: %s layer %s: input %d is not a layer of the model (0..%d)",
-                         kind_names[kind], name, in[j], m->n_layers - 1);
+                         qat_layer_kind_str(kind), name, in[j], m->n_layers - 1);
             return NULL;
         }
     if (name_taken(m, name)) {
@@ -218,109 +190,35 @@ qat__layer *qat__append(qat_model *m, qat_layer_kind kind, const char *name, int
     return l;
 }
 
-/* A layer whose hyperparameters were refused: undo the append. */
-static int refuse(qat_model *m, const char *what) {
+int qat__refuse(qat_model *m, const char *what) {
     qat__layer *l = &m->layers[--m->n_layers];
-    qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s %s: %s", kind_names[l->kind], l->name, what);
+    qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s %s: %s", qat_layer_kind_str(l->kind), l->name, what);
     return -1;
 }
 
-int qat_layer_linear(qat_model *m, const char *name, int x, int in, int out, bool bias) {
-    qat__layer *l = qat__append(m, QAT_LAYER_LINEAR, name, 1, &x);
-    if (!l) return -1;
-    if (in < 1 || out < 1) return refuse(m, "sizes must be positive");
-    if (in > (1 << 24) || out > (1 << 24)) return refuse(m, "sizes must be at most 2^24");
-    l->cin = in, l->cout = out, l->has_bias = bias;
-    return admit(m);
-}
-
-int qat_layer_conv2d(qat_model *m, const char *name, int x, const qat_conv2d_spec *s) {
-    qat__layer *l = qat__append(m, QAT_LAYER_CONV2D, name, 1, &x);
-    if (!l) return -1;
-    if (!s) return refuse(m, "no spec");
-    int g = s->groups ? s->groups : 1;
-    if (s->in < 1 || s->out < 1 || s->kh < 1 || s->kw < 1 || s->stride_h < 1 || s->stride_w < 1 || s->pad_h < 0 ||
-        s->pad_w < 0 || s->kh > 64 || s->kw > 64 || s->stride_h > 64 || s->stride_w > 64 || s->pad_h > 64 ||
-        s->pad_w > 64)
-        return refuse(m, "channels, kernel (1..64) and strides (1..64) must be positive, padding 0..64");
-    if (g < 1 || s->in % g || s->out % g) return refuse(m, "groups must divide the input and output channels");
-    l->cin = s->in, l->cout = s->out, l->kh = s->kh, l->kw = s->kw, l->sh = s->stride_h, l->sw = s->stride_w;
-    if (s->in > (1 << 24) || s->out > (1 << 24)) return refuse(m, "channels must be at most 2^24");
-    l->ph = s->pad_h, l->pw = s->pad_w, l->groups = g, l->has_bias = s->bias;
-    return admit(m);
-}
-
-int qat_layer_batchnorm(qat_model *m, const char *name, int x, int channels, float momentum, float eps) {
-    qat__layer *l = qat__append(m, QAT_LAYER_BATCHNORM, name, 1, &x);
-    if (!l) return -1;
-    if (channels < 1 || !(momentum >= 0 && momentum <= 1) || !(eps > 0 && eps < INFINITY))
-        return refuse(m, "needs channels >= 1, momentum in [0, 1], eps > 0");
-    if (channels > (1 << 24)) return refuse(m, "channels must be at most 2^24");
-    l->cin = l->cout = channels, l->momentum = momentum, l->eps = eps, l->has_bias = true;
-    return admit(m);
-}
-
-static int plain(qat_model *m, qat_layer_kind kind, const char *name, int x) {
-    return qat__append(m, kind, name, 1, &x) ? m->n_layers - 1 : -1;
-}
-int qat_layer_relu(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_RELU, name, x); }
-int qat_layer_relu6(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_RELU6, name, x); }
-int qat_layer_global_avgpool(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_GLOBAL_AVGPOOL, name, x); }
-int qat_layer_flatten(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_FLATTEN, name, x); }
-int qat_layer_sigmoid(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_SIGMOID, name, x); }
-int qat_layer_tanh(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_TANH, name, x); }
-int qat_layer_hardswish(qat_model *m, const char *name, int x) { return plain(m, QAT_LAYER_HARDSWISH, name, x); }
-
-static int pool(qat_model *m, qat_layer_kind kind, const char *name, int x, const qat_pool2d_spec *s) {
-    qat__layer *l = qat__append(m, kind, name, 1, &x);
-    if (!l) return -1;
-    if (!s) return refuse(m, "no spec");
-    int sh = s->stride_h ? s->stride_h : s->kh, sw = s->stride_w ? s->stride_w : s->kw;
-    if (s->kh < 1 || s->kw < 1 || sh < 1 || sw < 1 || s->pad_h < 0 || s->pad_w < 0 || s->kh > 64 || s->kw > 64 ||
-        sh > 64 || sw > 64)
-        return refuse(m, "window (1..64) and strides (1..64) must be positive, padding >= 0");
-    if (2 * s->pad_h > s->kh || 2 * s->pad_w > s->kw) return refuse(m, "padding is at most half the window");
-    l->kh = s->kh, l->kw = s->kw, l->sh = sh, l->sw = sw, l->ph = s->pad_h, l->pw = s->pad_w;
-    return m->n_layers - 1;
-}
-int qat_layer_maxpool2d(qat_model *m, const char *name, int x, const qat_pool2d_spec *s) {
-    return pool(m, QAT_LAYER_MAXPOOL2D, name, x, s);
-}
-int qat_layer_avgpool2d(qat_model *m, const char *name, int x, const qat_pool2d_spec *s) {
-    return pool(m, QAT_LAYER_AVGPOOL2D, name, x, s);
-}
-
-int qat_layer_dropout(qat_model *m, const char *name, int x, float p) {
-    qat__layer *l = qat__append(m, QAT_LAYER_DROPOUT, name, 1, &x);
-    if (!l) return -1;
-    if (!(p >= 0 && p < 1)) return refuse(m, "p must be in [0, 1)");
-    l->p = p;
-    return m->n_layers - 1;
-}
-
-int qat_layer_add(qat_model *m, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return qat__append(m, QAT_LAYER_ADD, name, 2, in) ? m->n_layers - 1 : -1;
-}
-
-int qat_layer_concat(qat_model *m, const char *name, int n, const int *xs) {
-    if (m && (n < 1 || n > QAT_CUSTOM_MAX_INPUTS || !xs)) {
-        qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: concat takes 1..%d inputs", QAT_CUSTOM_MAX_INPUTS);
+int qat__add_layer(qat_model *m, qat_layer_kind kind, const char *name, int n, const int *in, const float *attrs) {
+    const qat__op_kind *op = qat__op(kind);
+    if (m && (!op || n < op->min_inputs || n > op->max_inputs || (n && !in))) {
+        if (!op) qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: unknown layer kind %d", (int)kind);
+        else if (op->min_inputs == op->max_inputs)
+            qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s takes %d input%s, not %d", op->name, op->min_inputs,
+                         op->min_inputs == 1 ? "" : "s", n);
+        else qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: %s takes %d..%d inputs, not %d", op->name, op->min_inputs,
+                          op->max_inputs, n);
         return -1;
     }
-    return qat__append(m, QAT_LAYER_CONCAT, name, n, xs) ? m->n_layers - 1 : -1;
-}
-
-int qat_layer_custom(qat_model *m, const char *name, const qat_custom_op *op, void *user, int n, const int *xs) {
-    if (m && (!op || !op->name || !op->shape || !op->forward || !op->backward || n < 1 ||
-              n > QAT_CUSTOM_MAX_INPUTS || !xs)) {
-        qat_ctx_fail(m->ctx, QAT_ERR_ARG, "model: a custom layer needs a named op with shape, forward and backward, "
-                     "and 1..%d inputs", QAT_CUSTOM_MAX_INPUTS);
-        return -1;
-    }
-    qat__layer *l = qat__append(m, QAT_LAYER_CUSTOM, name, n, xs);
+    qat__layer *l = qat__append(m, kind, name, n, in);
     if (!l) return -1;
-    l->custom = op, l->custom_user = user;
+    for (int a = 0; a < op->n_attrs; a++) {
+        const qat__attr *at = &op->attrs[a];
+        float v = attrs ? attrs[a] : at->def;
+        if (!(v >= at->lo && v <= at->hi)) {
+            char what[96];
+            snprintf(what, sizeof what, "%s must be in [%g, %g]", at->key, at->lo, at->hi);
+            return qat__refuse(m, what);
+        }
+        l->attr[a] = v;
+    }
     return m->n_layers - 1;
 }
 
@@ -364,12 +262,13 @@ qat_status qat_model_add_dropout(qat_model *m, float p) { return seq(m, qat_laye
 
 /* ---- build: flat blocks, names, initialisation ------------------------------------------ */
 
-typedef struct {
+struct qat__builder {
     qat_model *m;
     int64_t param_off, buffer_off;
     int np, nb;
     bool count_only;
-} builder;
+};
+typedef qat__builder builder;
 
 static qat__named_tensor *named(builder *b, qat__named_tensor *list, int idx, const qat__layer *l, const char *suffix,
                                 qat_tensor *t) {
@@ -380,7 +279,7 @@ static qat__named_tensor *named(builder *b, qat__named_tensor *list, int idx, co
     return &list[idx];
 }
 
-static qat_tensor *param(builder *b, const qat__layer *l, const char *suffix, int rank, const int64_t *shape) {
+qat_tensor *qat__param(builder *b, const qat__layer *l, const char *suffix, int rank, const int64_t *shape) {
     int64_t n = 1;
     for (int d = 0; d < rank; d++) n *= shape[d];
     int64_t off = b->param_off;
@@ -392,7 +291,7 @@ static qat_tensor *param(builder *b, const qat__layer *l, const char *suffix, in
     return named(b, m->param_list, idx, l, suffix, t) ? t : NULL;
 }
 
-static float *buffer(builder *b, const qat__layer *l, const char *suffix, int64_t n) {
+float *qat__buffer(builder *b, const qat__layer *l, const char *suffix, int64_t n) {
     int64_t off = b->buffer_off;
     b->buffer_off += n;
     int idx = b->nb++;
@@ -405,33 +304,12 @@ static float *buffer(builder *b, const qat__layer *l, const char *suffix, int64_
 static void lay_out(builder *b) {
     qat_model *m = b->m;
     for (int i = 0; i < m->n_layers; i++) {
-        qat__layer *l = &m->layers[i];
-        int64_t o = l->cout;
-        switch (l->kind) {
-        case QAT_LAYER_LINEAR: {
-            int64_t sw[2] = {o, l->cin};
-            l->weight = param(b, l, "weight", 2, sw);
-            l->bias = l->has_bias ? param(b, l, "bias", 1, &o) : NULL;
-            break;
-        }
-        case QAT_LAYER_CONV2D: {
-            int64_t sw[4] = {o, l->cin / l->groups, l->kh, l->kw};
-            l->weight = param(b, l, "weight", 4, sw);
-            l->bias = l->has_bias ? param(b, l, "bias", 1, &o) : NULL;
-            break;
-        }
-        case QAT_LAYER_BATCHNORM:
-            l->gamma = param(b, l, "weight", 1, &o);
-            l->beta = param(b, l, "bias", 1, &o);
-            l->running_mean = buffer(b, l, "running_mean", o);
-            l->running_var = buffer(b, l, "running_var", o);
-            break;
-        default: break;
-        }
+        const qat__op_kind *op = qat__op(m->layers[i].kind);
+        if (op->lay_out) op->lay_out(b, &m->layers[i]);
     }
 }
 
-static void uniform(qat_rng *rng, float *p, int64_t n, float bound) {
+void qat__uniform(qat_rng *rng, float *p, int64_t n, float bound) {
     for (int64_t i = 0; i < n; i++) p[i] = bound * (2.0f * qat_rng_uniform(rng) - 1.0f);
 }
 
@@ -470,18 +348,9 @@ qat_status qat_model_build(qat_model *m, uint64_t seed) {
     qat_rng_seed(&m->rng, seed);
     qat_rng init;
     qat_rng_seed(&init, seed ^ 0x5eedf00dull); /* init stream apart from the dropout stream */
-    for (int i = 0; i < m->n_layers; i++) {
-        qat__layer *l = &m->layers[i];
-        if (l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D) {
-            float bound = 1.0f / sqrtf((float)(l->weight->numel / l->cout)); /* 1/sqrt(fan_in) */
-            uniform(&init, l->weight->data, l->weight->numel, bound);
-            if (l->bias) uniform(&init, l->bias->data, l->bias->numel, bound);
-        } else if (l->kind == QAT_LAYER_BATCHNORM) {
-            for (int c = 0; c < l->cout; c++) {
-                l->gamma->data[c] = 1.0f, l->beta->data[c] = 0.0f;
-                l->running_mean[c] = 0.0f, l->running_var[c] = 1.0f;
-            }
-        }
+    for (int i = 0; i < m->n_layers; i++) { /* layer by layer in id order, one stream */
+        const qat__op_kind *op = qat__op(m->layers[i].kind);
+        if (op->init) op->init(&m->layers[i], &init);
     }
     qat__count_consumers(m);
     m->built = true;

@@ -16,26 +16,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "op.h"
 
 #define MAX_LINE 1024
 #define MAX_FILE (1 << 20)
 #define MAX_TOKENS 32
 
-typedef struct {
-    qat_model *m;
-    const char *origin;
-    int line;
-    int *ranks;
-    int64_t (*shapes)[3];
-    int cap;
-    int64_t act_bytes; /* float32 bytes of the outputs so far, one sample (the input's included) */
-} parser;
+typedef qat__qnet parser;
 
 #ifdef __GNUC__
 __attribute__((format(printf, 2, 3)))
 #endif
-static qat_status fail(parser *p, const char *fmt, ...) {
+qat_status qat__qnet_fail(parser *p, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -44,8 +36,9 @@ static qat_status fail(parser *p, const char *fmt, ...) {
     return qat_ctx_fail(p->m->ctx, QAT_ERR_FORMAT, "%s:%d: %s", p->origin, p->line, msg);
 }
 
-/* A whole-number value in [lo, hi]. */
-static bool number(const char *text, long lo, long hi, long *out) {
+#define fail qat__qnet_fail
+
+bool qat__qnet_int(const char *text, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
@@ -54,7 +47,7 @@ static bool number(const char *text, long lo, long hi, long *out) {
     return true;
 }
 
-static bool real(const char *text, double lo, double hi, double *out) {
+bool qat__qnet_real(const char *text, double lo, double hi, double *out) {
     char *end;
     errno = 0;
     double v = strtod(text, &end);
@@ -63,35 +56,29 @@ static bool real(const char *text, double lo, double hi, double *out) {
     return true;
 }
 
-/* "5" or "10x4": one or two whole numbers in [lo, hi]. */
-static bool pair(const char *text, long lo, long hi, int *a, int *b) {
+bool qat__qnet_pair(const char *text, long lo, long hi, int *a, int *b) {
     char buf[64];
     if (strlen(text) >= sizeof buf) return false;
     strcpy(buf, text);
     char *x = strchr(buf, 'x');
     long va, vb;
     if (x) *x = '\0';
-    if (!number(buf, lo, hi, &va) || (x && !number(x + 1, lo, hi, &vb))) return false;
+    if (!qat__qnet_int(buf, lo, hi, &va) || (x && !qat__qnet_int(x + 1, lo, hi, &vb))) return false;
     *a = (int)va, *b = x ? (int)vb : (int)va;
     return true;
 }
 
-/* The line's key=value fields, each used at most once and known to the kind. */
-typedef struct {
-    const char *key[MAX_TOKENS], *val[MAX_TOKENS];
-    bool used[MAX_TOKENS];
-    int n;
-} fields;
-
-static const char *get(fields *f, const char *key) {
-    for (int i = 0; i < f->n; i++)
-        if (!strcmp(f->key[i], key)) return f->used[i] = true, f->val[i];
+const char *qat__qnet_get(parser *p, const char *key) {
+    for (int i = 0; i < p->n_fields; i++)
+        if (!strcmp(p->key[i], key)) return p->used[i] = true, p->val[i];
     return NULL;
 }
 
-static qat_status leftovers(parser *p, fields *f, const char *kind, const char *known) {
-    for (int i = 0; i < f->n; i++)
-        if (!f->used[i]) return fail(p, "%s: unknown key \"%s\" (%s)", kind, f->key[i], known[0] ? known : "it takes none");
+qat_status qat__qnet_added(parser *p, int id) { return id < 0 ? qat_ctx_status(p->m->ctx) : QAT_OK; }
+
+static qat_status leftovers(parser *p, const char *kind, const char *known) {
+    for (int i = 0; i < p->n_fields; i++)
+        if (!p->used[i]) return fail(p, "%s: unknown key \"%s\" (%s)", kind, p->key[i], known[0] ? known : "it takes none");
     return QAT_OK;
 }
 
@@ -131,67 +118,48 @@ static qat_status inputs(parser *p, const char *text, int *ids, int *n) {
     return *n ? QAT_OK : fail(p, "no input");
 }
 
-static qat_status conv(parser *p, const char *name, int x, fields *f) {
-    const char *v;
-    long out = 0, in = 0;
-    qat_conv2d_spec s = {.stride_h = 1, .stride_w = 1, .groups = 1, .bias = true};
-    if (!(v = get(f, "out")) || !number(v, 1, 1 << 20, &out)) return fail(p, "conv2d %s: out=N (channels) is required", name);
-    if (!(v = get(f, "kernel")) || !pair(v, 1, 64, &s.kh, &s.kw)) return fail(p, "conv2d %s: kernel=K or kernel=KHxKW (1..64) is required", name);
-    if ((v = get(f, "stride")) && !pair(v, 1, 64, &s.stride_h, &s.stride_w)) return fail(p, "conv2d %s: stride=S or SHxSW (1..64)", name);
-    if ((v = get(f, "pad")) && !pair(v, 0, 64, &s.pad_h, &s.pad_w)) return fail(p, "conv2d %s: pad=P or PHxPW (0..64)", name);
-    if ((v = get(f, "bias")) && strcmp(v, "true") && strcmp(v, "false")) return fail(p, "conv2d %s: bias=true|false", name);
-    if (v) s.bias = !strcmp(v, "true");
-    if (p->ranks[x] != 3) return fail(p, "conv2d %s: its input %s is not [C, H, W]", name, p->m->layers[x].name);
-    s.in = (int)p->shapes[x][0], s.out = (int)out;
-    if ((v = get(f, "in")) && (!number(v, 1, 1 << 20, &in) || in != s.in))
-        return fail(p, "conv2d %s: in=%s, but its input has %d channels", name, v, s.in);
-    long groups = 1;
-    if ((v = get(f, "groups")) && strcmp(v, "depthwise") && !number(v, 1, 1 << 20, &groups))
-        return fail(p, "conv2d %s: groups=G or groups=depthwise", name);
-    s.groups = v && !strcmp(v, "depthwise") ? s.in : (int)groups;
-    return qat_layer_conv2d(p->m, name, x, &s) < 0 ? qat_ctx_status(p->m->ctx) : QAT_OK;
+/* A kind whose keys are its attributes: each in its range (its default
+ * when absent), then the layer. */
+static qat_status attributes(parser *p, const qat__op_kind *op, const char *name, int n, const int *ids) {
+    float a[QAT__MAX_ATTRS];
+    for (int i = 0; i < op->n_attrs; i++) {
+        const qat__attr *at = &op->attrs[i];
+        const char *v = qat__qnet_get(p, at->key);
+        double d = at->def;
+        if (v && !qat__qnet_real(v, at->lo, at->hi, &d))
+            return fail(p, "%s %s: %s in [%g, %g]", op->name, name, at->key, (double)at->lo, (double)at->hi);
+        a[i] = (float)d;
+    }
+    return qat__qnet_added(p, qat__add_layer(p->m, op->kind, name, n, ids, a));
 }
 
-static qat_status linear(parser *p, const char *name, int x, fields *f) {
-    const char *v;
-    long out = 0, in = 0;
-    bool bias = true;
-    if (!(v = get(f, "out")) || !number(v, 1, 1 << 24, &out)) return fail(p, "linear %s: out=N (features) is required", name);
-    if ((v = get(f, "bias")) && strcmp(v, "true") && strcmp(v, "false")) return fail(p, "linear %s: bias=true|false", name);
-    if (v) bias = !strcmp(v, "true");
-    if (p->ranks[x] != 1) return fail(p, "linear %s: its input %s is not a vector (flatten it first)", name, p->m->layers[x].name);
-    int features = (int)p->shapes[x][0];
-    if ((v = get(f, "in")) && (!number(v, 1, 1 << 24, &in) || in != features))
-        return fail(p, "linear %s: in=%s, but its input has %d features", name, v, features);
-    return qat_layer_linear(p->m, name, x, features, (int)out, bias) < 0 ? qat_ctx_status(p->m->ctx) : QAT_OK;
+/* The keys a kind takes, for messages: its own list, or its attributes'. */
+static const char *keys_of(const qat__op_kind *op, char *buf, size_t len) {
+    if (op->keys) return op->keys;
+    buf[0] = '\0';
+    for (int i = 0, at = 0; i < op->n_attrs && at < (int)len; i++)
+        at += snprintf(buf + at, len - (size_t)at, "%s%s", i ? ", " : "", op->attrs[i].key);
+    return buf;
 }
 
-static qat_status pool(parser *p, qat_layer_kind kind, const char *name, int x, fields *f) {
-    const char *v, *k = qat_layer_kind_str(kind);
-    qat_pool2d_spec s = {0};
-    if (!(v = get(f, "kernel")) || !pair(v, 1, 64, &s.kh, &s.kw)) return fail(p, "%s %s: kernel=K or KHxKW (1..64) is required", k, name);
-    if ((v = get(f, "stride")) && !pair(v, 1, 64, &s.stride_h, &s.stride_w)) return fail(p, "%s %s: stride=S or SHxSW (1..64)", k, name);
-    if ((v = get(f, "pad")) && !pair(v, 0, 32, &s.pad_h, &s.pad_w)) return fail(p, "%s %s: pad=P or PHxPW", k, name);
-    int id = kind == QAT_LAYER_MAXPOOL2D ? qat_layer_maxpool2d(p->m, name, x, &s) : qat_layer_avgpool2d(p->m, name, x, &s);
-    return id < 0 ? qat_ctx_status(p->m->ctx) : QAT_OK;
-}
-
-static qat_status batchnorm(parser *p, const char *name, int x, fields *f) {
-    const char *v;
-    double momentum = 0.1, eps = 1e-5;
-    if ((v = get(f, "momentum")) && !real(v, 0, 1, &momentum)) return fail(p, "batchnorm %s: momentum in [0, 1]", name);
-    if ((v = get(f, "eps")) && !real(v, 1e-30, 1, &eps)) return fail(p, "batchnorm %s: eps in (0, 1]", name);
-    int id = qat_layer_batchnorm(p->m, name, x, (int)p->shapes[x][0], (float)momentum, (float)eps);
-    return id < 0 ? qat_ctx_status(p->m->ctx) : QAT_OK;
+/* "linear, conv2d, ...": the kinds a line can declare, in the enum's order. */
+static void kinds_list(char *buf, size_t len) {
+    buf[0] = '\0';
+    for (int k = 0, at = 0, n = 0; k < QAT_LAYER_KIND_COUNT && at < (int)len; k++)
+        if (qat__op((qat_layer_kind)k)->in_files)
+            at += snprintf(buf + at, len - (size_t)at, "%s%s", n++ ? ", " : "", qat__op((qat_layer_kind)k)->name);
 }
 
 /* One layer line: kind, name, inputs, fields. */
 static qat_status layer_line(parser *p, int nt, char **tok) {
     qat_model *m = p->m;
     qat_layer_kind kind = qat_layer_kind_from_str(tok[0]);
-    if (kind == QAT_LAYER_KIND_COUNT || kind == QAT_LAYER_INPUT || kind == QAT_LAYER_CUSTOM)
-        return fail(p, "unknown layer kind \"%s\" (linear, conv2d, batchnorm, relu, relu6, maxpool2d, avgpool2d, "
-                    "global_avgpool, flatten, dropout, add, concat, sigmoid, tanh, hardswish)", tok[0]);
+    const qat__op_kind *op = qat__op(kind);
+    if (!op || !op->in_files) {
+        char kinds[512];
+        kinds_list(kinds, sizeof kinds);
+        return fail(p, "unknown layer kind \"%s\" (%s)", tok[0], kinds);
+    }
     if (nt < 3) return fail(p, "%s: want \"%s NAME INPUT[,INPUT...] [key=value ...]\"", tok[0], tok[0]);
     const char *name = tok[1];
     char why[256];
@@ -200,40 +168,25 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
     int ids[QAT_CUSTOM_MAX_INPUTS], n = 0;
     qat_status st = inputs(p, tok[2], ids, &n);
     if (st != QAT_OK) return st;
-    fields f = {.n = 0};
+    p->n_fields = 0;
     for (int i = 3; i < nt; i++) {
         char *eq = strchr(tok[i], '=');
         if (!eq || eq == tok[i]) return fail(p, "%s %s: \"%s\" is not key=value", tok[0], name, tok[i]);
         *eq = '\0';
-        if (get(&f, tok[i])) return fail(p, "%s %s: key \"%s\" given twice", tok[0], name, tok[i]);
-        f.key[f.n] = tok[i], f.val[f.n] = eq + 1, f.used[f.n] = false, f.n++;
+        if (qat__qnet_get(p, tok[i])) return fail(p, "%s %s: key \"%s\" given twice", tok[0], name, tok[i]);
+        p->key[p->n_fields] = tok[i], p->val[p->n_fields] = eq + 1, p->used[p->n_fields] = false, p->n_fields++;
     }
-    int want = kind == QAT_LAYER_ADD ? 2 : kind == QAT_LAYER_CONCAT ? -1 : 1;
-    if (want > 0 && n != want) return fail(p, "%s %s: takes %d input%s, has %d", tok[0], name, want, want > 1 ? "s" : "", n);
-    const char *known = "";
-    const char *v;
-    switch (kind) {
-    case QAT_LAYER_CONV2D: st = conv(p, name, ids[0], &f), known = "out, kernel, stride, pad, groups, bias, in"; break;
-    case QAT_LAYER_LINEAR: st = linear(p, name, ids[0], &f), known = "out, bias, in"; break;
-    case QAT_LAYER_MAXPOOL2D:
-    case QAT_LAYER_AVGPOOL2D: st = pool(p, kind, name, ids[0], &f), known = "kernel, stride, pad"; break;
-    case QAT_LAYER_BATCHNORM: st = batchnorm(p, name, ids[0], &f), known = "momentum, eps"; break;
-    case QAT_LAYER_DROPOUT: {
-        double prob = 0.5;
-        if ((v = get(&f, "p")) && !real(v, 0, 0.999999, &prob)) return fail(p, "dropout %s: p in [0, 1)", name);
-        st = qat_layer_dropout(m, name, ids[0], (float)prob) < 0 ? qat_ctx_status(m->ctx) : QAT_OK, known = "p";
-        break;
-    }
-    case QAT_LAYER_ADD: st = qat_layer_add(m, name, ids[0], ids[1]) < 0 ? qat_ctx_status(m->ctx) : QAT_OK; break;
-    case QAT_LAYER_CONCAT: st = qat_layer_concat(m, name, n, ids) < 0 ? qat_ctx_status(m->ctx) : QAT_OK; break;
-    default: st = qat__append(m, kind, name, 1, ids) ? QAT_OK : qat_ctx_status(m->ctx); break;
-    }
+    if (op->min_inputs == op->max_inputs && n != op->min_inputs)
+        return fail(p, "%s %s: takes %d input%s, has %d", tok[0], name, op->min_inputs, op->min_inputs > 1 ? "s" : "", n);
+    p->kind = kind;
+    st = op->parse ? op->parse(p, name, n, ids) : attributes(p, op, name, n, ids);
     if (st != QAT_OK) {
         if (qat_ctx_status(m->ctx) != QAT_OK && !strstr(qat_ctx_error(m->ctx), p->origin))
             qat_ctx_error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
         return st;
     }
-    if ((st = leftovers(p, &f, tok[0], known)) != QAT_OK) return st;
+    char keys[256];
+    if ((st = leftovers(p, tok[0], keys_of(op, keys, sizeof keys))) != QAT_OK) return st;
     return shape_of(p, m->n_layers - 1);
 }
 
@@ -246,7 +199,7 @@ static qat_status input_line(parser *p, int nt, char **tok) {
     snprintf(buf, sizeof buf, "%s", tok[1] + 6);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         long v;
-        if (rank == 3 || !number(t, 1, 1 << 24, &v)) return fail(p, "input: shape is 1 or 3 whole numbers in 1..2^24");
+        if (rank == 3 || !qat__qnet_int(t, 1, 1 << 24, &v)) return fail(p, "input: shape is 1 or 3 whole numbers in 1..2^24");
         s[rank++] = v;
     }
     if (rank != 1 && rank != 3) return fail(p, "input: shape is [C, H, W] (3 numbers) or [F] (1)");

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fakequant/internal.h"
-#include "internal.h"
+#include "op.h"
 
 qat_prepare_config qat_prepare_defaults(void) {
     return (qat_prepare_config){.wbits = 8, .w_narrow = true, .wgran = QAT_GRAN_CHANNEL, .block = 0,
@@ -149,7 +149,7 @@ static int act_bits(const qat_model *m, int end, const qat_prepare_config *c) {
 static qat_status quantize_layer(qat_model *m, int id, const qat_prepare_config *c) {
     qat_ctx *ctx = m->ctx;
     qat__layer *l = &m->layers[id];
-    bool product = l->kind == QAT_LAYER_LINEAR || l->kind == QAT_LAYER_CONV2D;
+    bool product = qat__op(l->kind)->weighted;
     qat_prepare_config *cfg = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *cfg);
     qat_qtype *wq = product ? qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *wq) : NULL;
     if (!cfg || (product && !wq)) return qat_ctx_status(ctx);

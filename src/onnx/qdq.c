@@ -247,12 +247,38 @@ static void window(qat__onnx_builder *b, Onnx__NodeProto *n, const qat_qop *op) 
 }
 
 /* The float op of one integer op, and the QuantizeLinear of its output. */
+/* A table alone (QAT_LUT_TABLE) as Gather: the input's integers as int32
+ * indices less qmin, into the real values s_out·(table[i] - zp_out) of the
+ * output's integers, which its QuantizeLinear gives back exactly (as
+ * real_of's); the value named f. */
+static void table(qdq *x, const qat_qop *op, const char *f) {
+    qat__onnx_builder *b = x->b;
+    int t = op->output;
+    const qat_aparams *in = &x->q->tensors[op->inputs[0]].q, *out = &x->q->tensors[t].q;
+    const char *n = tname(x, t);
+    const char *i32 = qat__ob_str(b, "%s.lut_int32", n), *idx = qat__ob_str(b, "%s.lut_index", n);
+    const char *lo = qat__ob_str(b, "%s.lut_qmin", n), *vals = qat__ob_str(b, "%s.lut_table", n);
+    const char *qv = x->qv[op->inputs[0]];
+    Onnx__NodeProto *c = qat__ob_node(b, "Cast", i32, 1, &qv, i32);
+    qat__ob_attr_int(b, c, "to", QAT__ONNX_INT32);
+    qat__ob_init_ints(b, lo, QAT__ONNX_INT32, 0, NULL, &in->qmin);
+    const char *sub[2] = {i32, lo};
+    qat__ob_node(b, "Sub", idx, 2, sub, idx);
+    float *v = qat__ob_alloc(b, (size_t)op->table_len * sizeof *v);
+    for (int32_t i = 0; v && i < op->table_len; i++) v[i] = out->scale * (float)(op->table[i] - out->zero_point);
+    int64_t len = op->table_len;
+    if (v) qat__ob_init_floats(b, vals, 1, &len, v);
+    const char *g[2] = {vals, idx};
+    qat__ob_node(b, "Gather", op->name, 2, g, f);
+}
+
 static void emit(qdq *x, const qat_qop *op) {
     qat__onnx_builder *b = x->b;
     int t = op->output;
     const qat_aparams *a = &x->q->tensors[t].q;
     const char *f = qat__ob_str(b, "%s.f", tname(x, t)), *in[QAT_QOP_MAX_INPUTS];
-    for (int j = 0; j < op->n_inputs; j++) in[j] = dq(x, op->inputs[j]);
+    bool gather = op->kind == QAT_QOP_LUT && op->lut == QAT_LUT_TABLE; /* reads the integers themselves */
+    for (int j = 0; j < op->n_inputs; j++) in[j] = gather ? NULL : dq(x, op->inputs[j]);
     qat_act_kind act = op->act;
     int32_t lo = op->act_min, hi = op->act_max;
     Onnx__NodeProto *n = NULL;
@@ -306,13 +332,15 @@ static void emit(qdq *x, const qat_qop *op) {
         break;
     }
     case QAT_QOP_ADD: qat__ob_node(b, "Add", op->name, 2, in, f); break;
+    case QAT_QOP_MUL: qat__ob_node(b, "Mul", op->name, 2, in, f); break; /* [N, C, 1, 1] broadcasts */
     case QAT_QOP_CONCAT:
         n = qat__ob_node(b, "Concat", op->name, op->n_inputs, in, f);
         qat__ob_attr_int(b, n, "axis", 1); /* channels, or the features of a vector */
         break;
     case QAT_QOP_LUT: {
-        static const char *const fn[QAT_LUT_FN_COUNT] = {"Sigmoid", "Tanh", "HardSwish"};
-        qat__ob_node(b, fn[op->lut], op->name, 1, in, f);
+        static const char *const fn[QAT_LUT_FN_COUNT] = {"Sigmoid", "Tanh", "HardSwish", NULL};
+        if (gather) table(x, op, f);
+        else qat__ob_node(b, fn[op->lut], op->name, 1, in, f);
         break;
     }
     case QAT_QOP_KIND_COUNT: break;

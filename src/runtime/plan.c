@@ -149,8 +149,16 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
         qat__i8_geometry(q, op, g, max_batch, &i8);
         return 64 + (w16 > i8.const_bytes ? w16 : i8.const_bytes);
     }
-    default: return 0;
+    case QAT_QOP_MAXPOOL2D:
+    case QAT_QOP_AVGPOOL2D:
+    case QAT_QOP_FLATTEN:
+    case QAT_QOP_RELU:
+    case QAT_QOP_CONCAT:
+    case QAT_QOP_GLOBAL_AVGPOOL:
+    case QAT_QOP_MUL:
+    case QAT_QOP_KIND_COUNT: break; /* no constants */
     }
+    return 0;
 }
 
 static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_qmodel *q, int max_batch) {
@@ -169,7 +177,15 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
         break;
     }
     case QAT_QOP_MAXPOOL2D: return qat__round_up(in->shape[1] / 2 * in->shape[2], 64);
-    default: return 0;
+    case QAT_QOP_AVGPOOL2D:
+    case QAT_QOP_FLATTEN:
+    case QAT_QOP_RELU:
+    case QAT_QOP_ADD:
+    case QAT_QOP_CONCAT:
+    case QAT_QOP_GLOBAL_AVGPOOL:
+    case QAT_QOP_LUT:
+    case QAT_QOP_MUL:
+    case QAT_QOP_KIND_COUNT: return 0; /* no scratch */
     }
     qat__i8_geom i8;
     qat__i8_geometry(q, op, g, max_batch, &i8);

@@ -11,9 +11,9 @@
 #include "subchannel.h"
 
 static const char *const kind_names[QAT_QOP_KIND_COUNT] = {
-    "linear", "conv2d", "maxpool2d", "avgpool2d", "flatten", "relu", "add", "concat", "global_avgpool", "lut"};
+    "linear", "conv2d", "maxpool2d", "avgpool2d", "flatten", "relu", "add", "concat", "global_avgpool", "lut", "mul"};
 static const char *const act_names[] = {"none", "relu", "relu6"};
-static const char *const lut_names[QAT_LUT_FN_COUNT] = {"sigmoid", "tanh", "hardswish"};
+static const char *const lut_names[QAT_LUT_FN_COUNT] = {"sigmoid", "tanh", "hardswish", "table"};
 
 const char *qat_qop_kind_str(qat_qop_kind k) { return (unsigned)k < QAT_QOP_KIND_COUNT ? kind_names[k] : "unknown"; }
 const char *qat_act_kind_str(qat_act_kind k) { return (unsigned)k <= QAT_ACT_RELU6 ? act_names[k] : "unknown"; }
@@ -115,6 +115,14 @@ qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, int *ran
         const qat_qtensor *y = &q->tensors[op->inputs[1]];
         if (x->rank != y->rank || memcmp(in, y->shape, (size_t)x->rank * sizeof *in))
             return say(msg, len, "add needs two inputs of one shape");
+        *rank = x->rank, memcpy(s, in, 3 * sizeof *s);
+        return QAT_OK;
+    }
+    case QAT_QOP_MUL: {
+        const qat_qtensor *y = &q->tensors[op->inputs[1]];
+        bool same = x->rank == y->rank && !memcmp(in, y->shape, (size_t)x->rank * sizeof *in);
+        bool per_channel = x->rank == 3 && y->rank == 3 && y->shape[0] == in[0] && y->shape[1] == 1 && y->shape[2] == 1;
+        if (!same && !per_channel) return say(msg, len, "mul needs two inputs of one shape, or [C, H, W] and [C, 1, 1]");
         *rank = x->rank, memcpy(s, in, 3 * sizeof *s);
         return QAT_OK;
     }
@@ -321,6 +329,7 @@ static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
     case QAT_QOP_GLOBAL_AVGPOOL: return check_multipliers(c, op, 1);
     case QAT_QOP_ADD: return check_add(c, q, op);
     case QAT_QOP_CONCAT: return check_multipliers(c, op, op->n_inputs);
+    case QAT_QOP_MUL: return check_multipliers(c, op, 1);
     case QAT_QOP_LUT: {
         if ((unsigned)op->lut >= QAT_LUT_FN_COUNT) return bad(c, "unknown table function %d", (int)op->lut);
         int64_t want = (int64_t)in->q.qmax - in->q.qmin + 1;
@@ -331,18 +340,21 @@ static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
                 return bad(c, "table entry %d (%d) outside the output's range", i, op->table[i]);
         return true;
     }
-    default:
-        if (!same_aparams(&in->q, &out->q))
-            return bad(c, "does not requantize, so its output must keep its input's quantization");
-        return true;
+    case QAT_QOP_MAXPOOL2D:
+    case QAT_QOP_FLATTEN:
+    case QAT_QOP_RELU:
+    case QAT_QOP_KIND_COUNT: break;
     }
+    if (!same_aparams(&in->q, &out->q))
+        return bad(c, "does not requantize, so its output must keep its input's quantization");
+    return true;
 }
 
 static bool check_op(checker *c, const qat_qmodel *q, int i, bool *defined) {
     const qat_qop *op = &q->ops[i];
     snprintf(c->where, sizeof c->where, "op %d (%s %.*s)", i, qat_qop_kind_str(op->kind), QAT_NAME_LEN, op->name);
     if ((unsigned)op->kind >= QAT_QOP_KIND_COUNT) return bad(c, "unknown op kind %d", (int)op->kind);
-    int want = op->kind == QAT_QOP_ADD ? 2 : op->kind == QAT_QOP_CONCAT ? -1 : 1;
+    int want = op->kind == QAT_QOP_ADD || op->kind == QAT_QOP_MUL ? 2 : op->kind == QAT_QOP_CONCAT ? -1 : 1;
     if (want > 0 ? op->n_inputs != want : op->n_inputs < 1 || op->n_inputs > QAT_QOP_MAX_INPUTS)
         return bad(c, "%d input(s)", op->n_inputs);
     for (int j = 0; j < op->n_inputs; j++) {
