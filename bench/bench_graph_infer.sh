@@ -15,7 +15,8 @@
 # less), qat/torch, the fraction of this core's int8 peak each side
 # reaches (multiply-adds per sample x samples/s over the peak that
 # bench_vnni_peak measures: vpdpbusd zmm instructions/s x 64), the load
-# average before and after, OPENBLAS_CORETYPE and qat's integer kernel.
+# average before and after, OPENBLAS_CORETYPE, qat's instruction-set level
+# (QAT_MAX_ISA caps it; ONEDNN_MAX_CPU_ISA caps PyTorch's oneDNN) and integer kernel.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}; data=${2:-$root/data/mnist}; samples=${3:-4096}; rounds=${4:-3}
@@ -41,6 +42,7 @@ peak_line=$("$build/bench/bench_vnni_peak" 2)
 peak=$(echo "$peak_line" | awk '$1 == "peak_gmacs" { print $2 }')
 head_line=$("$build/bench/bench_infer" "$tmp/${models[0]}.qat.h5" 64 64 "" int | head -1)
 kernel=$(echo "$head_line" | sed -nE 's/.*int kernel ([^,]+),.*/\1/p')
+level=$(echo "$head_line" | sed -nE 's/.*, level ([^,]+),.*/\1/p')
 core=$(echo "$head_line" | sed -nE 's/.*OPENBLAS_CORETYPE=([^ ]+).*/\1/p')
 declare -A macs best_q best_o best_n cpu_q cpu_o cpu_n
 for m in "${models[@]}"; do
@@ -63,7 +65,8 @@ for round in $(seq "$rounds"); do
   done
 done
 echo "int8 inference, batch 64, 1 thread, $samples samples, best of $rounds alternating rounds (each the best of 3 passes)"
-echo "qat int kernel: $kernel; OPENBLAS_CORETYPE=$core; load average before: $load_before, after: $(load)"
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); qat level: $level (QAT_MAX_ISA=${QAT_MAX_ISA:-unset}), int kernel: $kernel; PyTorch ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-unset}"
+echo "OPENBLAS_CORETYPE=$core; load average before: $load_before, after: $(load)"
 echo "peak: $peak_line (vpdpbusd zmm: 64 int8 multiply-adds an instruction; GMAC/s = instructions/s x 64)"
 echo "samples/s in wall time, then in the thread's CPU time (other processes on this VM inflate the first)"
 printf "  %-13s %8s | %9s %9s %9s %8s %8s | %9s %9s %9s %8s %8s\n" model "MMAC/smp" "qat" onednn qnnpack "/onednn" "/qnnpack" \

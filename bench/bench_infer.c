@@ -39,8 +39,8 @@ int main(int argc, char **argv) {
         qat_rng_seed(&rng, 1);
         for (long i = 0; i < samples * in; i++) x[i] = 2.0f * qat_rng_normal(&rng);
     }
-    printf("bench_infer: %s, batch %d, %ld samples, 1 thread, int kernel %s, OPENBLAS_CORETYPE=%s (OpenBLAS core %s)\n", argv[1],
-           batch, samples, qat_runtime_kernel(), bench_coretype(), qat_blas_core());
+    printf("bench_infer: %s, batch %d, %ld samples, 1 thread, level %s, int kernel %s, OPENBLAS_CORETYPE=%s (OpenBLAS core %s)\n",
+           argv[1], batch, samples, qat_isa_str(qat_isa_active()), qat_runtime_kernel(), bench_coretype(), qat_blas_core());
     const char *engines = argc > 5 ? argv[5] : "int,hybrid,fake";
     for (int mode = QAT_ENGINE_INT; mode <= QAT_ENGINE_FAKE; mode++) {
         if (!strstr(engines, qat_engine_mode_str((qat_engine_mode)mode))) continue;

@@ -199,53 +199,67 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
     }
 }
 
-/* Depthwise convolution, 8 output positions of one row at a time. A tap
+/* Depthwise convolution, 8 output positions at a time, in the padded
+ * plane's coordinates: with equal strides s (1 or 2), output q = oy·Wp +
+ * ox reads input s·q + ky·Wp + kx, one contiguous run per tap for any
+ * run of q, across rows too (small maps: 7x7 has no 8 outputs in a row).
+ * Columns ox >= OW of that grid are computed and dropped. A tap
  * multiplies 8 inputs by one weight with vpmaddwd: each int32 lane holds
  * the input in its low 16 bits and, against the weight pair (w, 0),
- * whatever its high 16 bits hold adds nothing. Stride 1: the 8 inputs
- * sign-extended from 8 contiguous int16; stride 2: 16 contiguous int16,
- * whose odd ones meet the 0 (the read ends at most one element past the
- * row, inside the padded buffer's slack). The sums are the portable
- * kernel's exactly (int32, no overflow: the planner bounds them), and
- * requant8 is its requantization; a channel with a left shift, other
- * strides and each row's last OW % 8 positions take the portable loop. */
+ * whatever its high 16 bits hold adds nothing (stride 1: 8 int16
+ * sign-extended; stride 2: 16 contiguous int16, the odd ones unused).
+ * Loads stay inside the last output's window. The sums are the portable
+ * kernel's exactly (int32; the planner bounds them) and requant8 is its
+ * requantization. A channel with a left shift, other strides and the
+ * last Q % 8 outputs take the portable loop. */
 QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
-    int mult = a->O / a->C, taps = a->kh * a->kw, OW8 = a->sw <= 2 ? a->OW / 8 * 8 : 0;
+    int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw;
+    bool grid = a->sh == a->sw && (st == 1 || st == 2);
+    int64_t Q = (int64_t)(a->OH - 1) * a->Wp + a->OW; /* grid positions up to the last output */
     const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
+    int32_t off[QAT_QOP_MAX_WINDOW];
+    for (int t = 0; t < taps; t++) off[t] = (t / a->kw) * a->Wp + t % a->kw;
     for (int o = 0; o < a->O; o++) {
         const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
         int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
-        int ox8 = a->shift[o] <= 0 ? OW8 : 0;
+        int64_t q8 = grid && a->shift[o] <= 0 ? Q / 8 * 8 : 0;
         const __m256i m0 = _mm256_set1_epi32(a->m0[o]), bias = _mm256_set1_epi32(a->bias[o]);
         __m256i wv[QAT_QOP_MAX_WINDOW];
-        for (int t = 0; t < taps && ox8; t++) wv[t] = _mm256_set1_epi32((int32_t)(uint16_t)w[t]);
-        for (int oy = 0; oy < a->OH; oy++) {
-            const int16_t *row0 = xc + (int64_t)oy * a->sh * a->Wp;
-            int8_t *yr = yc + (int64_t)oy * a->OW;
-            for (int ox = 0; ox < ox8; ox += 8) {
-                __m256i acc = bias;
-                for (int ky = 0; ky < a->kh; ky++) {
-                    const int16_t *src = row0 + (int64_t)ky * a->Wp + (int64_t)ox * a->sw;
-                    for (int kx = 0; kx < a->kw; kx++) {
-                        __m256i v = a->sw == 1 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + kx)))
-                                               : _mm256_loadu_si256((const __m256i *)(src + kx));
-                        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(v, wv[ky * a->kw + kx]));
-                    }
-                }
-                __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
-                __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-                _mm_storel_epi64((__m128i *)(yr + ox), _mm_packs_epi16(p16, p16));
+        for (int t = 0; t < taps && q8; t++) wv[t] = _mm256_set1_epi32((int32_t)(uint16_t)w[t]);
+        for (int64_t q0 = 0; q0 < q8; q0 += 8) {
+            __m256i acc = bias;
+            const int16_t *src = xc + st * q0;
+            for (int t = 0; t < taps; t++) {
+                __m256i v = st == 1 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + off[t])))
+                                    : _mm256_loadu_si256((const __m256i *)(src + off[t]));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(v, wv[t]));
             }
-            for (int ox = ox8; ox < a->OW; ox++) {
-                int32_t acc = a->bias[o];
-                for (int ky = 0; ky < a->kh; ky++)
-                    for (int kx = 0; kx < a->kw; kx++)
-                        acc += w[ky * a->kw + kx] * row0[(int64_t)ky * a->Wp + (int64_t)ox * a->sw + kx];
-                yr[ox] = (int8_t)qat__requant(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
+            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+            int8_t out[16];
+            _mm_storeu_si128((__m128i *)out, _mm_packs_epi16(p16, p16));
+            int oy = (int)(q0 / a->Wp), ox = (int)(q0 % a->Wp);
+            for (int j = 0; j < 8; j++) {
+                if (ox < a->OW) yc[oy * a->OW + ox] = out[j];
+                if (++ox == a->Wp) ox = 0, oy++;
             }
         }
+        /* the rest, output by output: every output when the grid does not apply */
+        for (int64_t q = q8; q < (int64_t)a->OH * a->Wp; q++) {
+            int oy = (int)(q / a->Wp), ox = (int)(q % a->Wp);
+            if (ox >= a->OW) continue;
+            const int16_t *src = xc + (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
+            int32_t acc = a->bias[o];
+            for (int t = 0; t < taps; t++) acc += w[t] * src[off[t]];
+            yc[oy * a->OW + ox] = (int8_t)qat__requant(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+        }
     }
+}
+
+void qat__depthwise_level(const qat__depthwise_args *a, qat__level level) {
+    if (level >= QAT_LEVEL_AVX2 && has_avx2() && a->kh * a->kw <= QAT_QOP_MAX_WINDOW) depthwise_avx2(a);
+    else qat__depthwise(a);
 }
 
 /* TFLite's ADD, 8 elements at a time: each input's (x - zp) << left
@@ -278,10 +292,6 @@ void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__a
     else qat__add_s8(a, b, n, r, y);
 }
 
-void qat__depthwise_level(const qat__depthwise_args *a, qat__level level) {
-    if (level >= QAT_LEVEL_AVX2 && has_avx2() && a->kh * a->kw <= QAT_QOP_MAX_WINDOW) depthwise_avx2(a);
-    else qat__depthwise(a);
-}
 
 bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp) {
     if (W % 2 || !has_avx2()) return false; /* the executor calls it from level AVX2 up */
