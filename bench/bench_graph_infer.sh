@@ -28,9 +28,14 @@ for x in "$bin" "$build/bench/bench_infer" "$build/bench/bench_ops" "$build/benc
 done
 export OPENBLAS_NUM_THREADS=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# PyTorch: the current one from PyPI (.venv-bench/, scripts/setup-python.sh
+# bench) when there, else Debian's python3-torch; QAT_BENCH_PYTHON overrides.
+py=${QAT_BENCH_PYTHON:-}
+[ -n "$py" ] || { [ -x "$root/.venv-bench/bin/python" ] && py=$root/.venv-bench/bin/python || py=/usr/bin/python3; }
 have_torch=0
-/usr/bin/python3 -c "import torch" 2>/dev/null && have_torch=1
-[ $have_torch = 1 ] || echo "bench: PyTorch (python3-torch) not installed: qat alone"
+"$py" -c "import torch" 2>/dev/null && have_torch=1
+[ $have_torch = 1 ] && torch_version=$("$py" -c "import torch; print(torch.__version__)") \
+  || echo "bench: PyTorch not installed ($py; scripts/setup-python.sh bench): qat alone"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 load_before=$(load)
 for m in "${models[@]}"; do
@@ -57,7 +62,7 @@ for round in $(seq "$rounds"); do
     best_q[$m]=$(max "${best_q[$m]}" "$(echo "$out" | awk '$1 == "int" { print $2 }')")
     cpu_q[$m]=$(max "${cpu_q[$m]}" "$(echo "$out" | awk '$1 == "int" { sub(/\(/, "", $4); print $4 }')")
     [ $have_torch = 1 ] || continue
-    t=$(cd "$root/bench" && /usr/bin/python3 torch_graph_models.py "$root/models/$m.qnet" 64 "$samples" onednn,qnnpack 3 2>/dev/null)
+    t=$(cd "$root/bench" && "$py" torch_graph_models.py "$root/models/$m.qnet" 64 "$samples" onednn,qnnpack 3 2>/dev/null)
     best_o[$m]=$(max "${best_o[$m]}" "$(json "$t" onednn infer_samples_per_s)")
     best_n[$m]=$(max "${best_n[$m]}" "$(json "$t" qnnpack infer_samples_per_s)")
     cpu_o[$m]=$(max "${cpu_o[$m]}" "$(json "$t" onednn cpu_samples_per_s)")
@@ -65,7 +70,8 @@ for round in $(seq "$rounds"); do
   done
 done
 echo "int8 inference, batch 64, 1 thread, $samples samples, best of $rounds alternating rounds (each the best of 3 passes)"
-echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); qat level: $level (QAT_MAX_ISA=${QAT_MAX_ISA:-unset}), int kernel: $kernel; PyTorch ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-unset}"
+cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1))"
+echo "CPU: $cpu; qat level: $level (QAT_MAX_ISA=${QAT_MAX_ISA:-unset}), int kernel: $kernel; PyTorch ${torch_version:-none} ONEDNN_MAX_CPU_ISA=${ONEDNN_MAX_CPU_ISA:-unset}"
 echo "OPENBLAS_CORETYPE=$core; load average before: $load_before, after: $(load)"
 echo "peak: $peak_line (vpdpbusd zmm: 64 int8 multiply-adds an instruction; GMAC/s = instructions/s x 64)"
 echo "samples/s in wall time, then in the thread's CPU time (other processes on this VM inflate the first)"
