@@ -142,4 +142,33 @@ qat_status qat__dir_list(qat_ctx *ctx, const char *dir, char ***names, int *n);
 /* "[1, 28, 28]" */
 char *qat__shape_str(char *buf, size_t len, int rank, const int64_t *shape);
 
+/* ---- rows (rows.c) ---------------------------------------------------------------------------- */
+
+static inline bool qat__dtype_is_int(qat_dtype t) { return t <= QAT_DT_I64; }
+static inline bool qat__dtype_is_float(qat_dtype t) { return t == QAT_DT_F32 || t == QAT_DT_F64; }
+#define QAT__STAGE_BYTES ((int64_t)4 << 20) /* a streamed read's staging buffer holds at most this (or one row) */
+static inline const char *qat__target_str(qat_target_kind k) {
+    return k == QAT_TARGET_CLASS ? "class labels" : k == QAT_TARGET_VALUES ? "float targets" : "no y";
+}
+#define QAT__SCAN_BYTES ((int64_t)4 << 20) /* rows read at a time when a streamed array is scanned */
+/* Bytes of one stored row of a. */
+size_t qat__row_bytes(const qat__array *a);
+/* Is this array x stored channels last (and so transposed on the way out)? */
+bool qat__hwc_of(const qat_dataset *d, const qat__store *st, const qat__array *a);
+/* One stored row of a into dst: floats ([C, H, W] when hwc) or the stored
+ * type in the same layout. */
+void qat__put_row(const qat__array *a, bool hwc, const void *src, void *dst, bool as_float);
+/* The stored row of a split's row i (the split's row map, if it has one). */
+int64_t qat__store_row(const qat__split *sp, int64_t i);
+/* Rows [row0, row0 + count) of a: a pointer into memory (*out), or read into buf. */
+qat_status qat__rows_at(qat_dataset *d, const qat__array *a, int64_t row0, int64_t count, void *buf,
+                        const void **out);
+/* Grows d->stage to at least bytes (kept between reads). */
+qat_status qat__stage_reserve(qat_dataset *d, size_t bytes);
+/* Scans every row of a float array of store st: the first bad row is an
+ * error, or (allow_nonfinite) every bad row is marked in *bad (a bitmap of
+ * st->rows bits, made on the first). */
+qat_status qat__scan_nonfinite(qat_dataset *d, qat_split s, qat__store *st, qat__array *a, int64_t budget,
+                               uint8_t **bad);
+
 #endif
