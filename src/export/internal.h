@@ -28,4 +28,8 @@ void qat__sc_derive(qat_qop *op, float s_in, int64_t o_begin, int64_t o_end);
 #define QAT__SC_G_MIN (-31)
 bool qat__sc_accumulation(qat_qop *op, const qat_aparams *in, float s_out, const double *b, char *why, size_t len);
 
+/* Packed weights of the quantized file: 2 or 4 bits per value for
+ * storage types of at most that many bits, 0 (one int8 per value) above. */
+static inline int qat__packed_bits(int bits) { return bits <= 2 ? 2 : bits <= 4 ? 4 : 0; }
+
 #endif
