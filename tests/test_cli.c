@@ -84,6 +84,15 @@ static void test_bad_input(void) {
     CU_ASSERT_EQUAL(run2("info --better-coretype", NULL, 0, out, sizeof out), 0);
     CU_ASSERT(strcmp(out, "\n") == 0 || strcmp(out, "SkylakeX\n") == 0 || strcmp(out, "Haswell\n") == 0);
     CU_ASSERT_EQUAL(run("info --frobnicate", err, sizeof err), 2);
+    /* QAT_MAX_ISA: a level caps what runs, anything else is refused before any work */
+    setenv("QAT_MAX_ISA", "portable", 1);
+    CU_ASSERT_EQUAL(run2("info", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT(strstr(out, "active level: portable\n") && strstr(out, "integer engine: portable C\n"));
+    setenv("QAT_MAX_ISA", "sse", 1);
+    CU_ASSERT_EQUAL(run("info", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "QAT_MAX_ISA=\"sse\" names no instruction-set level"));
+    CU_ASSERT_EQUAL(run("train --epochs 1", err, sizeof err), 2);
+    unsetenv("QAT_MAX_ISA");
     CU_ASSERT_EQUAL(run("train --epochs zero", err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--epochs wants a whole number"));
     CU_ASSERT_EQUAL(run("train --model resnet", err, sizeof err), 2);
