@@ -503,6 +503,60 @@ static void test_leaky_relu(void) {
     qat_ctx_free(ctx);
 }
 
+/* hardsigmoid: a kind without attributes. Values and gradients against
+ * PyTorch 2.15's F.hardsigmoid on chosen inputs (both kinks, just inside
+ * them, past them: the bits below were printed by torch), the model file,
+ * a finite-difference check through a linear layer, the summary row. */
+static void test_hardsigmoid(void) {
+    static const float xs[16] = {-4.0f, -3.0f, -2.999999761581421f, -1.7000000476837158f, -0.10000000149011612f, 0.0f,
+                                 0.30000001192092896f, 1.0f, 1.5f, 2.200000047683716f, 2.999999761581421f, 3.0f, 7.5f,
+                                 0.12345600128173828f, -0.9876539707183838f, 2.7182810306549072f};
+    static const uint32_t ys[16] = {0x00000000, 0x00000000, 0x332aaaab, 0x3e5ddddd, 0x3ef77778, 0x3f000000,
+                                    0x3f0ccccd, 0x3f2aaaab, 0x3f400000, 0x3f5ddddd, 0x3f800000, 0x3f800000,
+                                    0x3f800000, 0x3f054478, 0x3eabb85f, 0x3f73fae0};
+    static const uint32_t gs[16] = {0, 0, 0x3e2aaaab, 0x3e2aaaab, 0x3e2aaaab, 0x3e2aaaab, 0x3e2aaaab, 0x3e2aaaab,
+                                    0x3e2aaaab, 0x3e2aaaab, 0x3e2aaaab, 0, 0, 0x3e2aaaab, 0x3e2aaaab, 0x3e2aaaab};
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *one = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(one, "input shape=16\nhardsigmoid h input\n", "one"), QAT_OK);
+    CU_ASSERT_STRING_EQUAL(qat_layer_kind_str(QAT_LAYER_HARDSIGMOID), "hardsigmoid");
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(one, 1), QAT_OK);
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 2, (int64_t[]){1, 16}, true);
+    memcpy(x->data, xs, sizeof xs);
+    qat_tensor *y = qat_model_forward(one, x);
+    CU_ASSERT_FATAL(y && y->numel == 16);
+    CU_ASSERT_EQUAL(qat_backward(ctx, qat_sum(ctx, y)), QAT_OK);
+    for (int i = 0; i < 16; i++) {
+        uint32_t yb, gb;
+        memcpy(&yb, &y->data[i], 4), memcpy(&gb, &x->grad[i], 4);
+        if (yb != ys[i] || gb != gs[i]) printf("\n  x %.9g: y %08x (torch %08x), dx %08x (torch %08x)\n", xs[i], yb, ys[i], gb, gs[i]);
+        CU_ASSERT(yb == ys[i] && gb == gs[i]);
+    }
+    qat_ctx_step_reset(ctx);
+    /* through a linear layer, inputs kept off the kinks at -3 and 3 */
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, "input shape=6\nlinear fc input out=5\nhardsigmoid g fc\n"
+                                                 "linear out g out=3\n", "hs"), QAT_OK);
+    char back[256];
+    CU_ASSERT(qat_model_to_text(m, back, sizeof back) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(back, "hardsigmoid g fc\n"));
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 4), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 12);
+    qat_tensor *x2 = t_rand(ctx, &rng, 2, (int64_t[]){4, 6}, -1, 1, true);
+    leaky_user u = {m, x2};
+    qat_gradcheck_result r;
+    qat_status st = qat_gradcheck(ctx, leaky_loss, &u, &x2, 1, 1e-3f, 2e-3f, 2e-2f, &r);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL(st, QAT_OK);
+    CU_ASSERT_EQUAL(r.n_checked, x2->numel);
+    qat_summary sum;
+    CU_ASSERT_EQUAL_FATAL(qat_model_summary(m, 1, (int64_t[]){6}, ctx, &sum), QAT_OK);
+    CU_ASSERT(sum.n_rows >= 3);
+    CU_ASSERT_STRING_EQUAL(sum.rows[2].op, "hardsigmoid");
+    qat_ctx_free(ctx);
+}
+
 /* mul: one shape, or a gate per channel ([C, 1, 1] over [C, H, W], as
  * squeeze-and-excitation applies it); other shapes refused by name; the
  * gradient through both inputs (the input reaches the product directly
@@ -598,6 +652,7 @@ int main(int argc, char **argv) {
         {"normalization: the backward, gradient-checked", test_normalization_gradcheck},
         {"misuse is reported", test_model_misuse},
         {"leaky_relu: model files, forward, gradient, checkpoint, summary", test_leaky_relu},
+        {"hardsigmoid: values and gradients against PyTorch, model files, gradient check, summary", test_hardsigmoid},
         {"mul: one shape or a gate per channel; its gradient", test_mul},
         {"model files written: the every-op graph reads back the same", test_model_to_text_round_trip},
         {NULL, NULL},

@@ -12,7 +12,7 @@
  * (docs/model-format.md): strided non-square conv + folded BatchNorm +
  * ReLU6, depthwise, grouped, add + ReLU, padded max and average pools, a
  * lone ReLU, concat, sigmoid, tanh, hard-swish, a squeeze-and-excitation
- * gate (pool, 1x1 convs, sigmoid, mul over channels), leaky ReLU (the
+ * gate (pool, 1x1 convs, hard-sigmoid, mul over channels), leaky ReLU (the
  * table alone), global average pooling,
  * dropout, linear. The graph, codegen and ONNX suites all run it. */
 #define QAT_TEST_EVERY_OP \
@@ -37,7 +37,7 @@
     "conv2d    se1   sq out=4 kernel=1\n" \
     "relu      ser   se1\n" \
     "conv2d    se2   ser out=16 kernel=1\n" \
-    "sigmoid   gate  se2\n" \
+    "hardsigmoid gate se2\n" \
     "mul       se    hs,gate\n" \
     "leaky_relu lr   se negative_slope=0.1\n" \
     "global_avgpool gap lr\n" \

@@ -55,6 +55,7 @@ typedef enum {
     QAT_LAYER_CUSTOM,         /* a qat_custom_op: trains; has no integer form */
     QAT_LAYER_LEAKY_RELU,     /* x > 0 ? x : negative_slope·x */
     QAT_LAYER_MUL,            /* a·b: one shape, or b [C, 1, 1] over a [C, H, W] */
+    QAT_LAYER_HARDSIGMOID,    /* min(max(x + 3, 0), 6) / 6 */
     QAT_LAYER_KIND_COUNT
 } qat_layer_kind;
 
@@ -148,6 +149,8 @@ QAT_API int qat_layer_hardswish(qat_model *m, const char *name, int x);
 /* x > 0 ? x : negative_slope·x (PyTorch's LeakyReLU; its default slope is
  * 0.01); negative_slope in [0, 1]. */
 QAT_API int qat_layer_leaky_relu(qat_model *m, const char *name, int x, float negative_slope);
+/* min(max(x + 3, 0), 6) / 6 (PyTorch's Hardsigmoid: MobileNetV3's gate). */
+QAT_API int qat_layer_hardsigmoid(qat_model *m, const char *name, int x);
 /* a·b element by element: b of a's shape, or [C, 1, 1] over a's [C, H, W]
  * (a gate per channel: squeeze-and-excitation). */
 QAT_API int qat_layer_mul(qat_model *m, const char *name, int a, int b);

@@ -28,6 +28,7 @@
     X(QAT_LAYER_HARDSWISH, qat__op_hardswish)      \
     X(QAT_LAYER_LEAKY_RELU, qat__op_leaky_relu)    \
     X(QAT_LAYER_MUL, qat__op_mul)                  \
+    X(QAT_LAYER_HARDSIGMOID, qat__op_hardsigmoid)  \
     X(QAT_LAYER_CUSTOM, qat__op_custom)
 
 #define QAT__DECLARE(kind, entry) extern const qat__op_kind entry;
