@@ -8,6 +8,18 @@
 
 #include "qat/core.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* AVX-VNNI (VEX-encoded vpdpbusd): CPUID leaf 7, sub-leaf 1, EAX bit 4.
+ * Read here because clang 14's __builtin_cpu_supports does not know it;
+ * the OS's saving of ymm state is what the "avx2" check already asks. */
+static bool cpu_avx_vnni(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1u);
+}
+#endif
+
 static const char *const isa_names[QAT_ISA_COUNT] = {"portable", "avx2", "avx_vnni", "avx512", "avx512_vnni"};
 
 const char *qat_isa_str(qat_isa isa) { return (unsigned)isa < QAT_ISA_COUNT ? isa_names[isa] : "unknown"; }
@@ -17,7 +29,7 @@ bool qat_isa_cpu_has(qat_isa isa) {
     switch (isa) {
     case QAT_ISA_PORTABLE: return true;
     case QAT_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case QAT_ISA_AVX_VNNI: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    case QAT_ISA_AVX_VNNI: return __builtin_cpu_supports("avx2") && cpu_avx_vnni();
     case QAT_ISA_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
