@@ -582,7 +582,7 @@ static void test_op_name_with_code_is_refused(void) {
  * catches a comment opened inside a comment), and the run matches the
  * engine as usual. */
 static void test_generated_source_escapes_names(void) {
-    static const char *const names[] = {"cz*", "rz\\", "fz?" "?=", "fcz\"';{}", "p-q_9"}; /* "??=": a trigraph of '#' */
+    static const char *const names[] = {"cz*", "rz\\", "fz\?\?=", "fcz\"';{}", "p-q_9"}; /* "??=": a trigraph of '#' */
     char text[600];
     snprintf(text, sizeof text, "input shape=1,6,6\nconv2d %s input out=2 kernel=3\nrelu %s %s\nflatten %s %s\n"
              "linear %s %s out=3\nrelu %s %s\n", names[0], names[1], names[0], names[2], names[1], names[3], names[2],

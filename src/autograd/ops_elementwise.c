@@ -249,7 +249,7 @@ static void clamp_bw_inplace(void *u, int64_t i0, int64_t i1) {
     const unary_job *j = u;
     const float *restrict x = j->x;
     float *g = j->g, lo = j->lo, hi = j->hi;
-    for (int64_t i = i0; i < i1; i++) g[i] = (x[i] > lo) & (x[i] < hi) ? g[i] : 0.0f;
+    for (int64_t i = i0; i < i1; i++) g[i] = ((x[i] > lo) & (x[i] < hi)) ? g[i] : 0.0f;
 }
 
 static void clamp_bw_add(void *u, int64_t i0, int64_t i1) {
@@ -258,7 +258,7 @@ static void clamp_bw_add(void *u, int64_t i0, int64_t i1) {
     float *restrict gx = j->g, lo = j->lo, hi = j->hi;
     for (int64_t i = i0; i < i1; i++) {
         float v = x[i];
-        gx[i] += (v > lo) & (v < hi) ? gy[i] : 0.0f;
+        gx[i] += ((v > lo) & (v < hi)) ? gy[i] : 0.0f;
     }
 }
 
@@ -312,7 +312,7 @@ static void clamp_out_bw(qat_ctx *ctx, qat_node *n) {
     const float *restrict y = n->out->data;
     float *g = qat__grad_reuse(n->in[0], n->out);
     if (g) {
-        for (int64_t i = 0; i < n->out->numel; i++) g[i] = (y[i] > lo) & (y[i] < hi) ? g[i] : 0.0f;
+        for (int64_t i = 0; i < n->out->numel; i++) g[i] = ((y[i] > lo) & (y[i] < hi)) ? g[i] : 0.0f;
         return;
     }
     float *restrict gx = qat__grad(ctx, n->in[0]);
@@ -320,7 +320,7 @@ static void clamp_out_bw(qat_ctx *ctx, qat_node *n) {
     if (!gx) return;
     for (int64_t i = 0; i < n->out->numel; i++) {
         float v = y[i], d = gy[i];
-        gx[i] += (v > lo) & (v < hi) ? d : 0.0f;
+        gx[i] += ((v > lo) & (v < hi)) ? d : 0.0f;
     }
 }
 
