@@ -1,7 +1,7 @@
 /* The C generator's driver (qat/codegen.h): checks that the program can be
  * generated, plans its arena with the runtime's planner (qat_plan_program,
  * one sample), then makes NAME.h (the API), NAME.c (the shared fixed-point
- * helpers, one function per op from the emitters, NAME_run) and NAME_io.c
+ * kernels of src/runtime/qk.h, one function per op from the emitters, NAME_run) and NAME_io.c
  * (the float edges) in memory. It reads the program alone; the export
  * (src/export/targets.c) stages the three files together. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
@@ -175,53 +175,6 @@ static void header(qat__cg *g, const char *name, const char *up) {
     qat__cg_printf(g, "#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }
 
-/* The fixed-point helpers every op shares: src/core/requant.h's formulas
- * in C99 on int32/int64, rewritten for fewer instructions with the same
- * results under what qat_qmodel_check guarantees (m0 in [2^30, 2^31) or 0,
- * shift in [-31, 30]); docs/codegen.md derives each step. */
-static const char *const prelude =
-    "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(QAT_NO_DSP)\n"
-    "#include <arm_acle.h>\n#define Q_DSP 1 /* SMLAD on pairs of int16 unpacked from int8 by SXTB16/SXTAB16 */\n"
-    "#else\n#define Q_DSP 0\n#endif\n"
-    "#if defined(__GNUC__)\n#define Q_NOINLINE __attribute__((noinline)) /* one copy, one frame at a time */\n"
-    "#define Q_MAYBE_UNUSED __attribute__((unused))\n"
-    "#else\n#define Q_NOINLINE\n#define Q_MAYBE_UNUSED\n#endif\n\n"
-    "/* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31\n"
-    " * truncated, nudge 2^30 or 1 - 2^30 by the product's sign, is floor((x·m0 + 2^30)\n"
-    " * / 2^31) for both signs (m0 >= 0 rules out INT32_MIN·INT32_MIN); the rounding\n"
-    " * right shift by e (half away from zero) is floor((v + 2^(e-1) - [v < 0]) / 2^e). */\n"
-    "static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {\n"
-    "    int32_t v;\n"
-    "    if (shift > 0) { /* the left shift saturates to int32 */\n"
-    "        int64_t s = (int64_t)x * ((int64_t)1 << shift);\n"
-    "        x = s > INT32_MAX ? INT32_MAX : s < INT32_MIN ? INT32_MIN : (int32_t)s;\n"
-    "    }\n"
-    "    v = (int32_t)(((int64_t)x * m0 + ((int64_t)1 << 30)) >> 31);\n"
-    "    if (shift < 0)\n"
-    "        v = (int32_t)(((int64_t)v + ((int64_t)1 << (-shift - 1)) - (v < 0)) >> -shift);\n"
-    "    return v;\n"
-    "}\n\n"
-    "/* requant(acc), then the output: zp added and clamped to [lo, hi]. Clamping v to\n"
-    " * [-256, 255] first changes no output (lo - zp >= -255, hi - zp <= 255) and keeps\n"
-    " * v + zp from overflowing; the clamp stays at the call, where lo, hi, zp are literals. */\n"
-    "static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int shift) {\n"
-    "    int32_t v = q_mbqm(acc, m0, shift);\n"
-    "    return v < -256 ? -256 : v > 255 ? 255 : v;\n"
-    "}\n"
-    "static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) { return (int8_t)(v < lo ? lo : v > hi ? hi : v); }\n\n"
-    "#if Q_DSP\n"
-    "static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }\n"
-    "#if defined(__GNUC__) /* the rotation folded into the instruction (the intrinsics cannot say it) */\n"
-    "static inline int32_t q_sxtb16_ror8(uint32_t v) {\n"
-    "    int32_t r;\n    __asm__(\"sxtb16 %0, %1, ror #8\" : \"=r\"(r) : \"r\"(v));\n    return r;\n}\n"
-    "static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) {\n"
-    "    int32_t r;\n    __asm__(\"sxtab16 %0, %1, %2, ror #8\" : \"=r\"(r) : \"r\"(a), \"r\"(v));\n    return r;\n}\n"
-    "#else\n"
-    "static inline int32_t q_ror8(uint32_t v) { return (int32_t)((v >> 8) | (v << 24)); }\n"
-    "static inline int32_t q_sxtb16_ror8(uint32_t v) { return __sxtb16(q_ror8(v)); }\n"
-    "static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) { return __sxtab16(a, q_ror8(v)); }\n"
-    "#endif\n#endif\n\n";
-
 /* A tensor's bytes in NAME_run: the caller's input, or the arena. */
 static void tensor_expr(const qat__cg *g, int t, char *buf, size_t len) {
     if (t == g->q->input) snprintf(buf, len, "input");
@@ -235,8 +188,11 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         " * %d ops, one function each, specialized to its shapes; the activations in\n"
         " * one static arena laid out by qat's lifetime plan (tensors whose lifetimes do\n"
         " * not overlap share bytes). C99 on integers only: no float, no malloc. */\n"
-        "#include <stdint.h>\n#include <string.h>\n\n#include \"%s.h\"\n\n%s",
-        name, q->n_ops, name, prelude);
+        "#include <stdint.h>\n#include <string.h>\n\n#include \"%s.h\"\n\n"
+        "/* ---- qat's integer kernels (src/runtime/qk.h, the runtime's portable level) ---- */\n",
+        name, q->n_ops, name);
+    if (fwrite(qat__cg_kernels, 1, qat__cg_kernels_len, g->f) != qat__cg_kernels_len) g->failed = true;
+    qat__cg_printf(g, "/* ---- the model ---- */\n\n");
     qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned */\nstatic union {\n    int32_t align;\n"
                    "    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", (long long)g->plan->arena_bytes, up);
     bool emitted[QAT_QMODEL_MAX_OPS] = {false};

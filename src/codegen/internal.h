@@ -19,6 +19,11 @@ typedef struct {
     size_t len;
 } qat__cg;
 
+/* The text of src/runtime/qk.h, the kernels every generated NAME.c carries
+ * (embedded at build time: cmake/embed_text.cmake). */
+extern const unsigned char qat__cg_kernels[];
+extern const unsigned long qat__cg_kernels_len;
+
 /* Writes the one-line message (printf-style) into msg, returns st. */
 #ifdef __GNUC__
 __attribute__((format(printf, 4, 5)))

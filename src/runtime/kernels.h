@@ -99,6 +99,15 @@ typedef struct {
 } qat__add_args;
 void qat__add_s8(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y);
 
+/* TFLite's MUL over one sample's n elements of a: (a - zp_a)·(b - zp_b)
+ * requantized, b's element k / per (per = 1, or H·W for b of [C, 1, 1]). */
+typedef struct {
+    int32_t zp_a, zp_b, m0;
+    int shift;
+    int32_t zp_out, lo, hi;
+} qat__mul_args;
+void qat__mul_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const qat__mul_args *r, int8_t *y);
+
 /* y[i] = table[x[i] - qmin] (table of 256 bytes indexed from qmin). */
 void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y);
 /* y[i] = clamp(x[i], lo, hi). */

@@ -283,23 +283,16 @@ static qat__requant_args requant_of(const exec *e, const qat_qop *op, int input,
                                .lo = op->act_min, .hi = op->act_max};
 }
 
-/* TFLite's MUL: the int32 product of the inputs' offsets (|.| <= 2^16),
- * requantized; b's element is a's own, or its channel's ([C, 1, 1]).
- * The requantized value is clamped to [-256, 255] before the zero point
- * is added (no output changes: lo - zp >= -255, hi - zp <= 255). */
+/* TFLite's MUL (qat__mul_s8), one sample at a time. */
 static void run_mul(const exec *e, const qat_qop *op) {
     const qat_qtensor *ta = &e->q->tensors[op->inputs[0]], *tb = &e->q->tensors[op->inputs[1]];
     const int8_t *a = tensor(e, op->inputs[0]), *b = tensor(e, op->inputs[1]);
     int8_t *y = tensor(e, op->output);
     int64_t n = qat_qtensor_numel(ta), nb = qat_qtensor_numel(tb), per = n / nb; /* a's elements per b element */
-    int32_t za = ta->q.zero_point, zb = tb->q.zero_point, zo = e->q->tensors[op->output].q.zero_point;
-    for (int64_t s = 0; s < e->n; s++)
-        for (int64_t k = 0; k < n; k++) {
-            int32_t acc = ((int32_t)a[s * n + k] - za) * ((int32_t)b[s * nb + k / per] - zb);
-            int32_t v = qat_multiply_by_quantized_multiplier(acc, op->multiplier[0], op->shift[0]);
-            v = (v < -256 ? -256 : v > 255 ? 255 : v) + zo;
-            y[s * n + k] = (int8_t)(v < op->act_min ? op->act_min : v > op->act_max ? op->act_max : v);
-        }
+    qat__mul_args r = {.zp_a = ta->q.zero_point, .zp_b = tb->q.zero_point, .m0 = op->multiplier[0],
+                       .shift = op->shift[0], .zp_out = e->q->tensors[op->output].q.zero_point, .lo = op->act_min,
+                       .hi = op->act_max};
+    for (int64_t s = 0; s < e->n; s++) qat__mul_s8(a + s * n, b + s * nb, (int32_t)n, (int32_t)per, &r, y + s * n);
 }
 
 static void run_pool(const exec *e, const qat_qop *op) {
