@@ -1,10 +1,11 @@
-/* The emitters of every op but the convolution: linear (its loop written
- * with the op's shapes as literals), and max and average pooling, global
- * average pooling, add, mul, concat, lookup tables and ReLU, each one call
- * to its kernel in src/runtime/qk.h, the runtime's own portable kernels. */
+/* The emitters of every op but the convolution: linear, max and average
+ * pooling, global average pooling, add, mul, concat, lookup tables and
+ * ReLU, each one call to its kernel in src/runtime/qk.h (the runtime's own
+ * portable kernels) with the op's shapes and integers as literals. */
 #include <string.h>
 
 #include "internal.h"
+#include "runtime/qk.h"
 
 static const char *act_of(const qat_qop *op) { return qat_act_kind_str(op->act); }
 
@@ -21,53 +22,20 @@ void qat__cg_begin(qat__cg *g, int i, const char *detail) {
     qat__cg_printf(g, "int8_t *y) {\n");
 }
 
-int qat__cg_block(int n) { return n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1; }
-
 static int32_t zp_of(const qat__cg *g, int t) { return g->q->tensors[t].q.zero_point; }
 
-/* The packed pair (-zp, -zp) that SXTAB16 adds to two unpacked bytes. */
-static int32_t neg_zp_pair(int32_t zp) {
-    uint32_t h = (uint32_t)(uint16_t)(int16_t)-zp;
-    uint32_t v = h | (h << 16);
-    return v > INT32_MAX ? -(int32_t)(~v) - 1 : (int32_t)v;
-}
-
-/* y[o] = requant(b[o] + Σ_k w[o][k]·(x[k] - zp)). With the DSP extension,
- * four inputs at a time: one LDR and two SXTAB16 give the pairs
- * (x0 - zp, x2 - zp) and (x1 - zp, x3 - zp); the weights unpack the same
- * way (SXTB16), so the pairs match without reordering; SMLAD adds both
- * products. The int32 sums are exact in any order: |x - zp| <= 255,
- * |w| <= 128, K·255·128 + |b| < 2^31 (the runtime's plan checks
- * K·255·255 + |b|), so the DSP and portable paths give the same bits. */
+/* y[o] = requant(b[o] + Σ_k w[o][k]·(x[k] - zp)): qk_linear. */
 void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
-    int O = (int)op->wq.shape[0], K = (int)op->wq.shape[1], B = qat__cg_block(O);
-    int32_t zp = zp_of(g, op->inputs[0]), zpo = zp_of(g, op->output);
+    int O = (int)op->wq.shape[0], K = (int)op->wq.shape[1];
     char id[32], detail[64];
     snprintf(id, sizeof id, "op%d_w", i);
     qat__cg_array_i8(g, id, w, (int64_t)O * K);
     qat__cg_channel_params(g, i);
     snprintf(detail, sizeof detail, "activation %s", act_of(op));
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    int o, k;\n    for (o = 0; o < %d; o += %d) {\n        const int8_t *w = op%d_w + o * %d;\n",
-                   O, B, i, K);
-    for (int j = 0; j < B; j++) qat__cg_printf(g, "        int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
-    qat__cg_printf(g, "#if Q_DSP\n        for (k = 0; k + 4 <= %d; k += 4) {\n"
-                   "            uint32_t xv = q_ld32(x0 + k), wv;\n"
-                   "            int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = q_sxtab16_ror8(%ld, xv);\n",
-                   K, (long)neg_zp_pair(zp), (long)neg_zp_pair(zp));
-    for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "            wv = q_ld32(w + %d + k);\n"
-                       "            acc%d = __smlad(__sxtb16((int32_t)wv), xa, acc%d);\n"
-                       "            acc%d = __smlad(q_sxtb16_ror8(wv), xb, acc%d);\n", j * K, j, j, j, j);
-    qat__cg_printf(g, "        }\n#else\n        k = 0;\n#endif\n        for (; k < %d; k++) {\n"
-                   "            int32_t xv = x0[k] - (%d);\n", K, zp);
-    for (int j = 0; j < B; j++) qat__cg_printf(g, "            acc%d += w[%d + k] * xv;\n", j, j * K);
-    qat__cg_printf(g, "        }\n");
-    for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "        y[o + %d] = q_out(q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d]) + (%d), %d, %d);\n", j, j, i,
-                       j, i, j, zpo, op->act_min, op->act_max);
-    qat__cg_printf(g, "    }\n}\n");
+    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, K, O,
+                   qk_block(O), i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min, op->act_max);
 }
 
 /* The ops below are one call each to a kernel of src/runtime/qk.h (the

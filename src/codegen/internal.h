@@ -60,9 +60,6 @@ void qat__cg_channel_params(qat__cg *g, int i);
 /* The comment naming op i and the opening of its function:
  * static Q_NOINLINE void opN(const int8_t *x0, ..., int8_t *y) { */
 void qat__cg_begin(qat__cg *g, int i, const char *detail);
-/* The output block size of a conv or linear op: output channels computed
- * together (their accumulators in registers, each input pair unpacked once). */
-int qat__cg_block(int n);
 
 /* Emitters: one `static void opN(...)` each. */
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w);

@@ -34,6 +34,16 @@
 #define Q_MAYBE_UNUSED
 #define QK_INLINE static inline
 #endif
+/* Loops over a block's output channels and a kernel row's taps: whole, so
+ * that a block's accumulators live in registers (GCC unrolls a loop with a
+ * growing body at -O2 only when told). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define QK_UNROLL _Pragma("GCC unroll 8")
+#elif defined(__clang__)
+#define QK_UNROLL _Pragma("clang loop unroll(full)")
+#else
+#define QK_UNROLL
+#endif
 
 /* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31
  * truncated, nudge 2^30 or 1 - 2^30 by the product's sign, is floor((x·m0 + 2^30)
@@ -192,5 +202,239 @@ QK_INLINE void qk_clamp(const int8_t *x, int32_t n, int32_t lo, int32_t hi, int8
         y[k] = (int8_t)(v < lo ? lo : v > hi ? hi : v);
     }
 }
+
+/* ---- linear and convolution --------------------------------------------------------
+ * y[o] = clamp(zp_out + requant(b[o] + Σ w·(x - zp)), lo, hi) with int8
+ * weights (w - zp_w, which the callers check fits int8). B output channels
+ * (qk_block: 4, 3, 2 or 1, dividing the channels of a group) are computed
+ * together: their accumulators in registers, each input unpacked once.
+ * The int32 sums are exact in any order (|x - zp| <= 255, |w| <= 128, and
+ * the plan checks K·255·255 + |b| < 2^31), so the DSP and portable paths
+ * give the same integers. With the DSP extension, four inputs at a time:
+ * one LDR and two SXTAB16 give the pairs (x0 - zp, x2 - zp) and
+ * (x1 - zp, x3 - zp); the weights unpack the same way (SXTB16), so the
+ * pairs match without reordering; SMLAD adds both products. */
+QK_INLINE int qk_block(int n) { return n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1; }
+
+/* The packed pair (-zp, -zp) that SXTAB16 adds to two unpacked bytes. */
+QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
+    uint32_t h = (uint32_t)(uint16_t)(int16_t)-zp;
+    uint32_t v = h | (h << 16);
+    return v > INT32_MAX ? -(int32_t)(~v) - 1 : (int32_t)v;
+}
+
+/* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
+QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
+                        int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
+    int j;
+    QK_UNROLL
+    for (j = 0; j < B; j++) y[j * ys] = q_out(q_requant(acc[j], m0[o + j], shift[o + j]) + zp_out, lo, hi);
+}
+
+/* n contiguous inputs xr against B weight rows wr, wr + ws, ... */
+QK_INLINE void qk_dot(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
+    int k = 0, j;
+#if Q_DSP
+    QK_UNROLL
+    for (; k + 4 <= n; k += 4) {
+        uint32_t xv = q_ld32(xr + k), wv;
+        int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
+        QK_UNROLL
+        for (j = 0; j < B; j++) {
+            wv = q_ld32(wr + j * ws + k);
+            acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]);
+            acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]);
+        }
+    }
+#endif
+    QK_UNROLL
+    for (; k < n; k++) {
+        int32_t xv = xr[k] - zp;
+        QK_UNROLL
+        for (j = 0; j < B; j++) acc[j] += wr[j * ws + k] * xv;
+    }
+}
+
+/* The same over a long row (a linear op's K): a loop, not unrolled. */
+QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
+    int k = 0, j;
+#if Q_DSP
+    for (; k + 4 <= n; k += 4) {
+        uint32_t xv = q_ld32(xr + k), wv;
+        int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
+        QK_UNROLL
+        for (j = 0; j < B; j++) {
+            wv = q_ld32(wr + j * ws + k);
+            acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]);
+            acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]);
+        }
+    }
+#endif
+    for (; k < n; k++) {
+        int32_t xv = xr[k] - zp;
+        QK_UNROLL
+        for (j = 0; j < B; j++) acc[j] += wr[j * ws + k] * xv;
+    }
+}
+
+/* Linear: x [K], w [O][K] int8, y [O]; B = qk_block(O). */
+QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int K, int O, int B, const int32_t *bias,
+                         const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                         int8_t *y) {
+    int o, j;
+    for (o = 0; o < O; o += B) {
+        int32_t acc[4];
+        QK_UNROLL
+        for (j = 0; j < B; j++) acc[j] = bias[o + j];
+        qk_dot_long(x, w + (int32_t)o * K, K, K, B, zp, acc);
+        qk_store(acc, B, o, m0, shift, zp_out, lo, hi, y + o, 1);
+    }
+}
+
+/* Convolution, dense, grouped or depthwise (one group per input channel):
+ * x [C, H, W] -> y [O, OH, OW], G groups (group g: input channels
+ * [g·C/G, (g + 1)·C/G), outputs [g·O/G, (g + 1)·O/G)), w [O][C/G][KH][KW]
+ * int8; B = qk_block(O/G). No scratch memory and no padded copy: each
+ * output row clips its kernel rows to the input; the columns split into
+ * the interior, where every tap of a kernel row lies inside the input (a
+ * kernel row is KW contiguous inputs: qk_dot), and the border, where each
+ * tap is tested. For kernel rows shorter than a DSP word over >= 4 input
+ * channels per group, qk_conv_pairs is faster. */
+QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, int O, int OH, int OW, int KH, int KW,
+                       int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias, const int32_t *m0,
+                       const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const int CG = C / G, OG = O / G, KK = CG * KH * KW;
+    /* interior columns: ox·SW - PW >= 0 and ox·SW - PW + KW <= W */
+    int oxa = (PW + SW - 1) / SW, oxb = W + PW - KW >= 0 ? (W + PW - KW) / SW + 1 : 0;
+    int o, oy, ox, c, ky, kx, j;
+    if (oxb > OW) oxb = OW;
+    if (oxb < oxa) oxb = oxa;
+    for (o = 0; o < O; o += B) {
+        const int8_t *xg = x + (int32_t)(o / OG) * CG * H * W; /* the group's input channels */
+        const int8_t *wo = w + (int32_t)o * KK;
+        for (oy = 0; oy < OH; oy++) {
+            const int iy = oy * SH - PH;
+            const int ky0 = PH && iy < 0 ? -iy : 0, ky1 = PH && iy + KH > H ? H - iy : KH;
+            int8_t *yr = y + ((int32_t)o * OH + oy) * OW;
+            for (ox = oxa; ox < oxb; ox++) { /* the interior */
+                const int ix = ox * SW - PW;
+                int32_t acc[4];
+                QK_UNROLL
+                for (j = 0; j < B; j++) acc[j] = bias[o + j];
+                for (c = 0; c < CG; c++) {
+                    if (!PH) {
+                        QK_UNROLL
+                        for (ky = 0; ky < KH; ky++)
+                            qk_dot(xg + (c * H + iy + ky) * W + ix, wo + (c * KH + ky) * KW, KW, KK, B, zp, acc);
+                    } else {
+                        for (ky = ky0; ky < ky1; ky++)
+                            qk_dot(xg + (c * H + iy + ky) * W + ix, wo + (c * KH + ky) * KW, KW, KK, B, zp, acc);
+                    }
+                }
+                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+            }
+            for (ox = 0; ox < OW && (oxa > 0 || oxb < OW); ox++) { /* the border: each tap tested */
+                int ix, kx0, kx1;
+                int32_t acc[4];
+                if (ox == oxa) ox = oxb; /* skip the interior */
+                if (ox >= OW) break;
+                ix = ox * SW - PW;
+                kx0 = ix < 0 ? -ix : 0;
+                kx1 = ix + KW > W ? W - ix : KW;
+                QK_UNROLL
+                for (j = 0; j < B; j++) acc[j] = bias[o + j];
+                for (c = 0; c < CG; c++)
+                    for (ky = ky0; ky < ky1; ky++)
+                        for (kx = kx0; kx < kx1; kx++) {
+                            int32_t xv = xg[(c * H + iy + ky) * W + ix + kx] - zp;
+                            const int8_t *wr = wo + (c * KH + ky) * KW + kx;
+                            QK_UNROLL
+                            for (j = 0; j < B; j++) acc[j] += wr[j * KK] * xv;
+                        }
+                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+            }
+        }
+    }
+}
+
+/* The stored byte of weight (o, t, c) in qk_conv_pairs' layout: the
+ * weights are [O][KH·KW][C/G], each group of four channels stored as
+ * (c, c+2, c+1, c+3) (channels past the last whole four in order), so that
+ * SXTB16 gives (w_c, w_c+1) and its rotated form (w_c+2, w_c+3). Returns
+ * the channel stored at position c of a tap's row of CG. */
+QK_INLINE int qk_pair_channel(int c, int CG) {
+    static const int perm[4] = {0, 2, 1, 3};
+    return c < CG / 4 * 4 ? c / 4 * 4 + perm[c % 4] : c;
+}
+
+/* Convolution whose kernel rows are shorter than a DSP word (3x3, 1x1)
+ * over at least 4 input channels per group (ResNet's, MobileNet's
+ * pointwise, DS-CNN's): the reduction runs over channels, a plane apart,
+ * so the DSP pairs channels instead of taps: (x_c - zp, x_c+1 - zp)
+ * packed from two loads and one SADD16. Weights in qk_pair_channel's
+ * layout; the portable path reads the same layout. Each output position
+ * clips its taps to the input (padding adds nothing). */
+QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int W, int O, int OH, int OW, int KH,
+                             int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
+                             const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo,
+                             int32_t hi, int8_t *y) {
+    const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
+    int o, oy, ox, ky, kx, c, j;
+    for (o = 0; o < O; o += B) {
+        const int8_t *xg = x + (int32_t)(o / OG) * CG * HW; /* the group's input channels */
+        const int8_t *wo = w + (int32_t)o * KK;
+        for (oy = 0; oy < OH; oy++) {
+            const int iy = oy * SH - PH;
+            const int ky0 = PH && iy < 0 ? -iy : 0, ky1 = PH && iy + KH > H ? H - iy : KH;
+            int8_t *yr = y + ((int32_t)o * OH + oy) * OW;
+            for (ox = 0; ox < OW; ox++) {
+                const int ix = ox * SW - PW;
+                const int kx0 = PW && ix < 0 ? -ix : 0, kx1 = PW && ix + KW > W ? W - ix : KW;
+                int32_t acc[4];
+                QK_UNROLL
+                for (j = 0; j < B; j++) acc[j] = bias[o + j];
+                for (ky = ky0; ky < ky1; ky++)
+                    for (kx = kx0; kx < kx1; kx++) {
+                        const int8_t *xp = xg + (iy + ky) * W + ix + kx;
+                        const int8_t *wt = wo + (ky * KW + kx) * CG;
+                        for (c = 0; c < C4; c += 4) {
+#if Q_DSP
+                            uint32_t wv;
+                            int32_t x01 = __sadd16((int32_t)(((uint32_t)xp[c * HW] & 0xFFFFu) |
+                                                             ((uint32_t)xp[(c + 1) * HW] << 16)),
+                                                   qk_neg_zp_pair(zp));
+                            int32_t x23 = __sadd16((int32_t)(((uint32_t)xp[(c + 2) * HW] & 0xFFFFu) |
+                                                             ((uint32_t)xp[(c + 3) * HW] << 16)),
+                                                   qk_neg_zp_pair(zp));
+                            QK_UNROLL
+                            for (j = 0; j < B; j++) {
+                                wv = q_ld32(wt + j * KK + c);
+                                acc[j] = __smlad(__sxtb16((int32_t)wv), x01, acc[j]);
+                                acc[j] = __smlad(q_sxtb16_ror8(wv), x23, acc[j]);
+                            }
+#else
+                            int32_t xa = xp[c * HW] - zp, xb = xp[(c + 1) * HW] - zp;
+                            int32_t xc = xp[(c + 2) * HW] - zp, xd = xp[(c + 3) * HW] - zp;
+                            QK_UNROLL
+                            for (j = 0; j < B; j++)
+                                acc[j] += wt[j * KK + c] * xa + wt[j * KK + c + 2] * xb + wt[j * KK + c + 1] * xc +
+                                          wt[j * KK + c + 3] * xd;
+#endif
+                        }
+                        for (c = C4; c < CG; c++) {
+                            int32_t xv = xp[c * HW] - zp;
+                            QK_UNROLL
+                            for (j = 0; j < B; j++) acc[j] += wt[j * KK + c] * xv;
+                        }
+                    }
+                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+            }
+        }
+    }
+}
+
+/* Which convolution kernel an op takes: qk_conv_pairs for kernel rows
+ * shorter than a DSP word over >= 4 input channels per group. */
+QK_INLINE int qk_conv_uses_pairs(int C, int G, int KW) { return KW < 4 && C / G >= 4; }
 
 #endif
