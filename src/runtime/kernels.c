@@ -130,3 +130,46 @@ void qat__clamp_s8(const int8_t *x, int64_t n, int32_t lo, int32_t hi, int8_t *y
     for (int64_t i = 0; i < n; i += QK_PIECE)
         qk_clamp(x + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), lo, hi, y + i);
 }
+
+/* ---- linear and convolution at the portable level -------------------------------- */
+
+bool qat__qk_conv_pairs(int C, int groups, int kw) { return qk_conv_uses_pairs(C, groups, kw); }
+
+/* Stored byte i = o·K + t·CG + c (pairs: tap t, channel slot c) holds the
+ * weight of channel qk_pair_channel(c) at tap t, naturally o·K + ch·kk + t. */
+int64_t qat__qk_weight_index(int64_t i, int K, int kk, bool pairs) {
+    if (!pairs) return i;
+    int64_t o = i / K, r = i % K;
+    int CG = K / kk, t = (int)(r / CG), c = (int)(r % CG);
+    return o * K + (int64_t)qk_pair_channel(c, CG) * kk + t;
+}
+
+/* The block size as a literal, so each call is specialised like the
+ * generated code's. */
+#define QK_BY_BLOCK(B, call) \
+    switch (B) {             \
+    case 4: call(4); break;  \
+    case 3: call(3); break;  \
+    case 2: call(2); break;  \
+    default: call(1); break; \
+    }
+
+void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
+#define CONV(B) qk_conv(x, a->w, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, \
+                        a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+#define PAIRS(B) qk_conv_pairs(x, a->w, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, \
+                               a->pw, a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+    if (qk_conv_uses_pairs(a->C, a->groups, a->kw)) {
+        QK_BY_BLOCK(qk_block(a->O / a->groups), PAIRS)
+    } else {
+        QK_BY_BLOCK(qk_block(a->O / a->groups), CONV)
+    }
+#undef CONV
+#undef PAIRS
+}
+
+void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
+#define LINEAR(B) qk_linear(x, a->w, a->C, a->O, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+    QK_BY_BLOCK(qk_block(a->O), LINEAR)
+#undef LINEAR
+}
