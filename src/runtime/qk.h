@@ -214,6 +214,17 @@ QK_INLINE void qk_clamp(const int8_t *x, int32_t n, int32_t lo, int32_t hi, int8
  * one LDR and two SXTAB16 give the pairs (x0 - zp, x2 - zp) and
  * (x1 - zp, x3 - zp); the weights unpack the same way (SXTB16), so the
  * pairs match without reordering; SMLAD adds both products. */
+/* S(j) for each channel j < B of a block, j a constant in each (so that
+ * the accumulators are scalars from the start, in registers) */
+#define QK_INIT(j) (acc[j] = bias[o + (j)])
+#define QK_EACH(B, S) \
+    do {              \
+        S(0);         \
+        if ((B) > 1) S(1); \
+        if ((B) > 2) S(2); \
+        if ((B) > 3) S(3); \
+    } while (0)
+
 QK_INLINE int qk_block(int n) { return n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1; }
 
 /* The packed pair (-zp, -zp) that SXTAB16 adds to two unpacked bytes. */
@@ -226,54 +237,54 @@ QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
 /* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
 QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
                         int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
-    int j;
-    QK_UNROLL
-    for (j = 0; j < B; j++) y[j * ys] = q_out(q_requant(acc[j], m0[o + j], shift[o + j]) + zp_out, lo, hi);
+#define QK_STORE(j) y[(j) * ys] = q_out(q_requant(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
+    QK_EACH(B, QK_STORE);
+#undef QK_STORE
 }
 
 /* n contiguous inputs xr against B weight rows wr, wr + ws, ... */
 QK_INLINE void qk_dot(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
-    int k = 0, j;
+    int k = 0;
 #if Q_DSP
     QK_UNROLL
     for (; k + 4 <= n; k += 4) {
         uint32_t xv = q_ld32(xr + k), wv;
         int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
-        QK_UNROLL
-        for (j = 0; j < B; j++) {
-            wv = q_ld32(wr + j * ws + k);
-            acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]);
-            acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]);
-        }
+#define QK_SMLAD(j)                                          \
+    (wv = q_ld32(wr + (j) * ws + k), acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]), \
+     acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]))
+        QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
     }
 #endif
     QK_UNROLL
     for (; k < n; k++) {
         int32_t xv = xr[k] - zp;
-        QK_UNROLL
-        for (j = 0; j < B; j++) acc[j] += wr[j * ws + k] * xv;
+#define QK_MAC(j) (acc[j] += wr[(j) * ws + k] * xv)
+        QK_EACH(B, QK_MAC);
+#undef QK_MAC
     }
 }
 
 /* The same over a long row (a linear op's K): a loop, not unrolled. */
 QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
-    int k = 0, j;
+    int k = 0;
 #if Q_DSP
     for (; k + 4 <= n; k += 4) {
         uint32_t xv = q_ld32(xr + k), wv;
         int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
-        QK_UNROLL
-        for (j = 0; j < B; j++) {
-            wv = q_ld32(wr + j * ws + k);
-            acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]);
-            acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]);
-        }
+#define QK_SMLAD(j)                                          \
+    (wv = q_ld32(wr + (j) * ws + k), acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]), \
+     acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]))
+        QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
     }
 #endif
     for (; k < n; k++) {
         int32_t xv = xr[k] - zp;
-        QK_UNROLL
-        for (j = 0; j < B; j++) acc[j] += wr[j * ws + k] * xv;
+#define QK_MAC(j) (acc[j] += wr[(j) * ws + k] * xv)
+        QK_EACH(B, QK_MAC);
+#undef QK_MAC
     }
 }
 
@@ -281,11 +292,10 @@ QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, in
 QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int K, int O, int B, const int32_t *bias,
                          const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
                          int8_t *y) {
-    int o, j;
+    int o;
     for (o = 0; o < O; o += B) {
         int32_t acc[4];
-        QK_UNROLL
-        for (j = 0; j < B; j++) acc[j] = bias[o + j];
+        QK_EACH(B, QK_INIT);
         qk_dot_long(x, w + (int32_t)o * K, K, K, B, zp, acc);
         qk_store(acc, B, o, m0, shift, zp_out, lo, hi, y + o, 1);
     }
@@ -306,7 +316,7 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, in
     const int CG = C / G, OG = O / G, KK = CG * KH * KW;
     /* interior columns: ox·SW - PW >= 0 and ox·SW - PW + KW <= W */
     int oxa = (PW + SW - 1) / SW, oxb = W + PW - KW >= 0 ? (W + PW - KW) / SW + 1 : 0;
-    int o, oy, ox, c, ky, kx, j;
+    int o, oy, ox, c, ky, kx;
     if (oxb > OW) oxb = OW;
     if (oxb < oxa) oxb = oxa;
     for (o = 0; o < O; o += B) {
@@ -319,8 +329,7 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, in
             for (ox = oxa; ox < oxb; ox++) { /* the interior */
                 const int ix = ox * SW - PW;
                 int32_t acc[4];
-                QK_UNROLL
-                for (j = 0; j < B; j++) acc[j] = bias[o + j];
+                QK_EACH(B, QK_INIT);
                 for (c = 0; c < CG; c++) {
                     if (!PH) {
                         QK_UNROLL
@@ -341,15 +350,15 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, in
                 ix = ox * SW - PW;
                 kx0 = ix < 0 ? -ix : 0;
                 kx1 = ix + KW > W ? W - ix : KW;
-                QK_UNROLL
-                for (j = 0; j < B; j++) acc[j] = bias[o + j];
+                QK_EACH(B, QK_INIT);
                 for (c = 0; c < CG; c++)
                     for (ky = ky0; ky < ky1; ky++)
                         for (kx = kx0; kx < kx1; kx++) {
                             int32_t xv = xg[(c * H + iy + ky) * W + ix + kx] - zp;
                             const int8_t *wr = wo + (c * KH + ky) * KW + kx;
-                            QK_UNROLL
-                            for (j = 0; j < B; j++) acc[j] += wr[j * KK] * xv;
+#define QK_MAC(j) (acc[j] += wr[(j) * KK] * xv)
+                            QK_EACH(B, QK_MAC);
+#undef QK_MAC
                         }
                 qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
             }
@@ -379,7 +388,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int
                              const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo,
                              int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
-    int o, oy, ox, ky, kx, c, j;
+    int o, oy, ox, ky, kx, c;
     for (o = 0; o < O; o += B) {
         const int8_t *xg = x + (int32_t)(o / OG) * CG * HW; /* the group's input channels */
         const int8_t *wo = w + (int32_t)o * KK;
@@ -391,8 +400,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int
                 const int ix = ox * SW - PW;
                 const int kx0 = PW && ix < 0 ? -ix : 0, kx1 = PW && ix + KW > W ? W - ix : KW;
                 int32_t acc[4];
-                QK_UNROLL
-                for (j = 0; j < B; j++) acc[j] = bias[o + j];
+                QK_EACH(B, QK_INIT);
                 for (ky = ky0; ky < ky1; ky++)
                     for (kx = kx0; kx < kx1; kx++) {
                         const int8_t *xp = xg + (iy + ky) * W + ix + kx;
@@ -406,25 +414,26 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int
                             int32_t x23 = __sadd16((int32_t)(((uint32_t)xp[(c + 2) * HW] & 0xFFFFu) |
                                                              ((uint32_t)xp[(c + 3) * HW] << 16)),
                                                    qk_neg_zp_pair(zp));
-                            QK_UNROLL
-                            for (j = 0; j < B; j++) {
-                                wv = q_ld32(wt + j * KK + c);
-                                acc[j] = __smlad(__sxtb16((int32_t)wv), x01, acc[j]);
-                                acc[j] = __smlad(q_sxtb16_ror8(wv), x23, acc[j]);
-                            }
+#define QK_SMLAD(j)                                                                   \
+    (wv = q_ld32(wt + (j) * KK + c), acc[j] = __smlad(__sxtb16((int32_t)wv), x01, acc[j]), \
+     acc[j] = __smlad(q_sxtb16_ror8(wv), x23, acc[j]))
+                            QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
 #else
                             int32_t xa = xp[c * HW] - zp, xb = xp[(c + 1) * HW] - zp;
                             int32_t xc = xp[(c + 2) * HW] - zp, xd = xp[(c + 3) * HW] - zp;
-                            QK_UNROLL
-                            for (j = 0; j < B; j++)
-                                acc[j] += wt[j * KK + c] * xa + wt[j * KK + c + 2] * xb + wt[j * KK + c + 1] * xc +
-                                          wt[j * KK + c + 3] * xd;
+#define QK_MAC4(j)                                                                    \
+    (acc[j] += wt[(j) * KK + c] * xa + wt[(j) * KK + c + 2] * xb + wt[(j) * KK + c + 1] * xc + \
+               wt[(j) * KK + c + 3] * xd)
+                            QK_EACH(B, QK_MAC4);
+#undef QK_MAC4
 #endif
                         }
                         for (c = C4; c < CG; c++) {
                             int32_t xv = xp[c * HW] - zp;
-                            QK_UNROLL
-                            for (j = 0; j < B; j++) acc[j] += wt[j * KK + c] * xv;
+#define QK_MAC(j) (acc[j] += wt[(j) * KK + c] * xv)
+                            QK_EACH(B, QK_MAC);
+#undef QK_MAC
                         }
                     }
                 qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
