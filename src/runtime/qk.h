@@ -34,9 +34,8 @@
 #define Q_MAYBE_UNUSED
 #define QK_INLINE static inline
 #endif
-/* Loops over a block's output channels and a kernel row's taps: whole, so
- * that a block's accumulators live in registers (GCC unrolls a loop with a
- * growing body at -O2 only when told). */
+/* Loops over a kernel row's taps: unrolled whole (GCC unrolls a loop with
+ * a growing body at -O2 only when told). */
 #if defined(__GNUC__) && !defined(__clang__)
 #define QK_UNROLL _Pragma("GCC unroll 8")
 #elif defined(__clang__)
