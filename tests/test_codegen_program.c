@@ -323,6 +323,15 @@ static void check_program(const qat_qmodel *q, const char *name, int n, uint64_t
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     CU_ASSERT_EQUAL(src.info.n_ops, q->n_ops);
     CU_ASSERT_EQUAL(src.info.input_size, qat_qtensor_numel(&q->tensors[q->input]));
+    /* NAME.c carries the runtime's portable kernels, src/runtime/qk.h, byte for byte */
+    snprintf(path, sizeof path, "%s/src/runtime/qk.h", getenv("QAT_SOURCE_DIR"));
+    FILE *kf = fopen(path, "rb");
+    CU_ASSERT_FATAL(kf != NULL);
+    static char kernels[1 << 17];
+    size_t kn = fread(kernels, 1, sizeof kernels - 1, kf);
+    fclose(kf);
+    kernels[kn] = '\0';
+    CU_ASSERT(kn > 1000 && kn < sizeof kernels - 1 && strstr(src.text[1], kernels) != NULL);
     for (int k = 0; k < QAT_CODEGEN_FILES; k++) {
         CU_ASSERT(src.size[k] > 0 && strlen(src.text[k]) == src.size[k]);
         snprintf(path, sizeof path, "%s/%s%s", dir, name, qat_codegen_suffix(k));

@@ -1,11 +1,11 @@
 /* The emitters of every op but the convolution: linear, max and average
- * pooling, global average pooling, add, concat, lookup tables, ReLU. Each
- * writes the loop of the runtime's kernel (src/runtime/kernels.c) with the
- * op's shapes and integers as literals; the comments in the generated code
- * say what each loop computes. */
+ * pooling, global average pooling, add, mul, concat, lookup tables and
+ * ReLU, each one call to its kernel in src/runtime/qk.h (the runtime's own
+ * portable kernels) with the op's shapes and integers as literals. */
 #include <string.h>
 
 #include "internal.h"
+#include "runtime/qk.h"
 
 static const char *act_of(const qat_qop *op) { return qat_act_kind_str(op->act); }
 
@@ -22,154 +22,90 @@ void qat__cg_begin(qat__cg *g, int i, const char *detail) {
     qat__cg_printf(g, "int8_t *y) {\n");
 }
 
-int qat__cg_block(int n) { return n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1; }
-
 static int32_t zp_of(const qat__cg *g, int t) { return g->q->tensors[t].q.zero_point; }
 
-/* The packed pair (-zp, -zp) that SXTAB16 adds to two unpacked bytes. */
-static int32_t neg_zp_pair(int32_t zp) {
-    uint32_t h = (uint32_t)(uint16_t)(int16_t)-zp;
-    uint32_t v = h | (h << 16);
-    return v > INT32_MAX ? -(int32_t)(~v) - 1 : (int32_t)v;
-}
-
-/* y[o] = requant(b[o] + Σ_k w[o][k]·(x[k] - zp)). With the DSP extension,
- * four inputs at a time: one LDR and two SXTAB16 give the pairs
- * (x0 - zp, x2 - zp) and (x1 - zp, x3 - zp); the weights unpack the same
- * way (SXTB16), so the pairs match without reordering; SMLAD adds both
- * products. The int32 sums are exact in any order: |x - zp| <= 255,
- * |w| <= 128, K·255·128 + |b| < 2^31 (the runtime's plan checks
- * K·255·255 + |b|), so the DSP and portable paths give the same bits. */
+/* y[o] = requant(b[o] + Σ_k w[o][k]·(x[k] - zp)): qk_linear. */
 void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
-    int O = (int)op->wq.shape[0], K = (int)op->wq.shape[1], B = qat__cg_block(O);
-    int32_t zp = zp_of(g, op->inputs[0]), zpo = zp_of(g, op->output);
+    int O = (int)op->wq.shape[0], K = (int)op->wq.shape[1];
     char id[32], detail[64];
     snprintf(id, sizeof id, "op%d_w", i);
     qat__cg_array_i8(g, id, w, (int64_t)O * K);
     qat__cg_channel_params(g, i);
     snprintf(detail, sizeof detail, "activation %s", act_of(op));
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    int o, k;\n    for (o = 0; o < %d; o += %d) {\n        const int8_t *w = op%d_w + o * %d;\n",
-                   O, B, i, K);
-    for (int j = 0; j < B; j++) qat__cg_printf(g, "        int32_t acc%d = op%d_b[o + %d];\n", j, i, j);
-    qat__cg_printf(g, "#if Q_DSP\n        for (k = 0; k + 4 <= %d; k += 4) {\n"
-                   "            uint32_t xv = q_ld32(x0 + k), wv;\n"
-                   "            int32_t xa = __sxtab16(%ld, (int32_t)xv), xb = q_sxtab16_ror8(%ld, xv);\n",
-                   K, (long)neg_zp_pair(zp), (long)neg_zp_pair(zp));
-    for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "            wv = q_ld32(w + %d + k);\n"
-                       "            acc%d = __smlad(__sxtb16((int32_t)wv), xa, acc%d);\n"
-                       "            acc%d = __smlad(q_sxtb16_ror8(wv), xb, acc%d);\n", j * K, j, j, j, j);
-    qat__cg_printf(g, "        }\n#else\n        k = 0;\n#endif\n        for (; k < %d; k++) {\n"
-                   "            int32_t xv = x0[k] - (%d);\n", K, zp);
-    for (int j = 0; j < B; j++) qat__cg_printf(g, "            acc%d += w[%d + k] * xv;\n", j, j * K);
-    qat__cg_printf(g, "        }\n");
-    for (int j = 0; j < B; j++)
-        qat__cg_printf(g, "        y[o + %d] = q_out(q_requant(acc%d, op%d_m[o + %d], op%d_s[o + %d]) + (%d), %d, %d);\n", j, j, i,
-                       j, i, j, zpo, op->act_min, op->act_max);
-    qat__cg_printf(g, "    }\n}\n");
+    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, K, O,
+                   qk_block(O), i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min, op->act_max);
 }
 
-/* Max and average pooling over [C, H, W]: each window clipped to the
- * input (padding never wins a max, and adds 0 to an average's sum of
- * x - zp); without padding every window is whole and the loops have
- * literal bounds. */
+/* The ops below are one call each to a kernel of src/runtime/qk.h (the
+ * runtime's portable level), with the op's shapes and integers as
+ * literals: the kernel is inlined and specialised by them. */
+
+/* Max and average pooling over [C, H, W]: qk_maxpool, qk_avgpool. */
 void qat__cg_pool(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2], OH = (int)out->shape[1],
         OW = (int)out->shape[2];
-    bool avg = op->kind == QAT_QOP_AVGPOOL2D, pad = op->pad_h || op->pad_w;
     char detail[96];
     snprintf(detail, sizeof detail, "%dx%d window, stride %dx%d, padding %dx%d", op->kh, op->kw, op->stride_h,
              op->stride_w, op->pad_h, op->pad_w);
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    int c, oy, ox, yy, xx;\n    for (c = 0; c < %d; c++) {\n"
-                   "        const int8_t *xc = x0 + c * %d;\n        int8_t *yc = y + c * %d;\n"
-                   "        for (oy = 0; oy < %d; oy++) {\n",
-                   C, H * W, OH * OW, OH);
-    if (pad)
-        qat__cg_printf(g, "            int y0 = oy * %d - %d, ya = y0 < 0 ? 0 : y0, yb = y0 + %d > %d ? %d : y0 + %d;\n"
-                       "            for (ox = 0; ox < %d; ox++) {\n"
-                       "                int x0_ = ox * %d - %d, xa = x0_ < 0 ? 0 : x0_, xb = x0_ + %d > %d ? %d : x0_ + %d;\n",
-                       op->stride_h, op->pad_h, op->kh, H, H, op->kh, OW, op->stride_w, op->pad_w, op->kw, W, W, op->kw);
-    else
-        qat__cg_printf(g, "            const int ya = oy * %d, yb = ya + %d;\n"
-                       "            for (ox = 0; ox < %d; ox++) {\n"
-                       "                const int xa = ox * %d, xb = xa + %d;\n",
-                       op->stride_h, op->kh, OW, op->stride_w, op->kw);
-    if (avg)
-        qat__cg_printf(g, "                int32_t s = 0;\n"
-                       "                for (yy = ya; yy < yb; yy++)\n"
-                       "                    for (xx = xa; xx < xb; xx++) s += xc[yy * %d + xx] - (%d);\n"
-                       "                yc[oy * %d + ox] = q_out(q_requant(s, %ld, %ld) + (%d), %d, %d);\n",
-                       W, zp_of(g, op->inputs[0]), OW, (long)op->multiplier[0], (long)op->shift[0],
-                       zp_of(g, op->output), op->act_min, op->act_max);
-    else
-        qat__cg_printf(g, "                int32_t m = -128;\n"
-                       "                for (yy = ya; yy < yb; yy++)\n"
-                       "                    for (xx = xa; xx < xb; xx++) m = xc[yy * %d + xx] > m ? xc[yy * %d + xx] : m;\n"
-                       "                yc[oy * %d + ox] = (int8_t)m;\n",
-                       W, W, OW);
-    qat__cg_printf(g, "            }\n        }\n    }\n}\n");
+    qat__cg_printf(g, "    qk_%s(x0, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, ",
+                   op->kind == QAT_QOP_AVGPOOL2D ? "avgpool" : "maxpool", C, H, W, op->kh, op->kw, op->stride_h,
+                   op->stride_w, op->pad_h, op->pad_w, OH, OW);
+    if (op->kind == QAT_QOP_AVGPOOL2D)
+        qat__cg_printf(g, "%d, %ld, %ld, %d, %d, %d, ", zp_of(g, op->inputs[0]), (long)op->multiplier[0],
+                       (long)op->shift[0], zp_of(g, op->output), op->act_min, op->act_max);
+    qat__cg_printf(g, "y);\n}\n");
 }
 
-/* y[c] = requant(Σ x[c][i] - zp·HW): the plan refuses H·W·255 > INT32_MAX. */
+/* qk_global_avgpool: the plan refuses H·W·255 > INT32_MAX. */
 void qat__cg_global_avgpool(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
     int C = (int)in->shape[0], HW = (int)(in->shape[1] * in->shape[2]);
     qat__cg_begin(g, i, "");
-    qat__cg_printf(g, "    int c, k;\n    for (c = 0; c < %d; c++) {\n        const int8_t *xc = x0 + c * %d;\n"
-                   "        int32_t s = 0;\n        for (k = 0; k < %d; k++) s += xc[k];\n"
-                   "        y[c] = q_out(q_requant(s - (%ld), %ld, %ld) + (%d), %d, %d);\n    }\n}\n",
-                   C, HW, HW, (long)zp_of(g, op->inputs[0]) * HW, (long)op->multiplier[0], (long)op->shift[0],
-                   zp_of(g, op->output), op->act_min, op->act_max);
+    qat__cg_printf(g, "    qk_global_avgpool(x0, %d, %d, %d, %ld, %ld, %d, %d, %d, y);\n}\n", C, HW,
+                   zp_of(g, op->inputs[0]), (long)op->multiplier[0], (long)op->shift[0], zp_of(g, op->output),
+                   op->act_min, op->act_max);
 }
 
-/* TFLite's ADD: each input's x - zp shifted left, scaled by its
- * multiplier, the sum requantized by the output's. */
+/* TFLite's ADD: qk_add. */
 void qat__cg_add(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     int64_t n = qat_qtensor_numel(&g->q->tensors[op->output]);
     qat__cg_begin(g, i, act_of(op));
-    qat__cg_printf(g, "    int k;\n    for (k = 0; k < %lld; k++) {\n"
-                   "        int32_t a = (int32_t)((uint32_t)(x0[k] - (%d)) << %d);\n"
-                   "        int32_t b = (int32_t)((uint32_t)(x1[k] - (%d)) << %d);\n"
-                   "        int32_t s = q_mbqm(a, %ld, %ld) + q_mbqm(b, %ld, %ld);\n"
-                   "        y[k] = q_out(q_requant(s, %ld, %ld) + (%d), %d, %d);\n    }\n}\n",
-                   (long long)n, zp_of(g, op->inputs[0]), op->left_shift, zp_of(g, op->inputs[1]), op->left_shift,
+    qat__cg_printf(g, "    qk_add(x0, x1, %lld, %d, %d, %d, %ld, %ld, %ld, %ld, %ld, %ld, %d, %d, %d, y);\n}\n",
+                   (long long)n, zp_of(g, op->inputs[0]), zp_of(g, op->inputs[1]), op->left_shift,
                    (long)op->multiplier[0], (long)op->shift[0], (long)op->multiplier[1], (long)op->shift[1],
                    (long)op->multiplier[2], (long)op->shift[2], zp_of(g, op->output), op->act_min, op->act_max);
 }
 
-/* TFLite's MUL: the int32 product of the offsets, requantized; b's
- * element is a's own or its channel's (b of [C, 1, 1]: k / (H·W)). */
+/* TFLite's MUL: qk_mul, b's element a's own or its channel's (b of
+ * [C, 1, 1]: k / (H·W)). */
 void qat__cg_mul(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     int64_t n = qat_qtensor_numel(&g->q->tensors[op->output]);
     int64_t per = n / qat_qtensor_numel(&g->q->tensors[op->inputs[1]]);
     qat__cg_begin(g, i, "");
-    qat__cg_printf(g, "    int k;\n    for (k = 0; k < %lld; k++) {\n"
-                   "        int32_t p = ((int32_t)x0[k] - (%d)) * ((int32_t)x1[k / %lld] - (%d));\n"
-                   "        y[k] = q_out(q_requant(p, %ld, %ld) + (%d), %d, %d);\n    }\n}\n",
-                   (long long)n, zp_of(g, op->inputs[0]), (long long)per, zp_of(g, op->inputs[1]),
-                   (long)op->multiplier[0], (long)op->shift[0], zp_of(g, op->output), op->act_min, op->act_max);
+    qat__cg_printf(g, "    qk_mul(x0, x1, %lld, %lld, %d, %d, %ld, %ld, %d, %d, %d, y);\n}\n", (long long)n,
+                   (long long)per, zp_of(g, op->inputs[0]), zp_of(g, op->inputs[1]), (long)op->multiplier[0],
+                   (long)op->shift[0], zp_of(g, op->output), op->act_min, op->act_max);
 }
 
-/* Each input requantized to the output's parameters, at its place along
- * the first axis. */
+/* Each input requantized to the output's parameters (qk_requant_s8), at
+ * its place along the first axis. */
 void qat__cg_concat(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     qat__cg_begin(g, i, "");
-    qat__cg_printf(g, "    int k;\n");
     int64_t at = 0;
     for (int j = 0; j < op->n_inputs; j++) {
         int64_t n = qat_qtensor_numel(&g->q->tensors[op->inputs[j]]);
-        qat__cg_printf(g, "    for (k = 0; k < %lld; k++) y[%lld + k] = q_out(q_requant(x%d[k] - (%d), %ld, %ld) + (%d), %d, %d);\n",
-                       (long long)n, (long long)at, j, zp_of(g, op->inputs[j]), (long)op->multiplier[j],
-                       (long)op->shift[j], zp_of(g, op->output), op->act_min, op->act_max);
+        qat__cg_printf(g, "    qk_requant_s8(x%d, %lld, %d, %ld, %ld, %d, %d, %d, y + %lld);\n", j, (long long)n,
+                       zp_of(g, op->inputs[j]), (long)op->multiplier[j], (long)op->shift[j], zp_of(g, op->output),
+                       op->act_min, op->act_max, (long long)at);
         at += n;
     }
     qat__cg_printf(g, "}\n");
@@ -183,15 +119,13 @@ void qat__cg_lut(qat__cg *g, int i) {
     snprintf(id, sizeof id, "op%d_t", i);
     qat__cg_array_i8(g, id, t, op->table_len);
     qat__cg_begin(g, i, qat_lut_fn_str(op->lut));
-    qat__cg_printf(g, "    int k;\n    for (k = 0; k < %lld; k++) y[k] = op%d_t[x0[k] - (%d)];\n}\n",
+    qat__cg_printf(g, "    qk_lut(x0, %lld, op%d_t, %d, y);\n}\n",
                    (long long)qat_qtensor_numel(&g->q->tensors[op->output]), i, g->q->tensors[op->inputs[0]].q.qmin);
 }
 
 void qat__cg_relu(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     qat__cg_begin(g, i, "");
-    qat__cg_printf(g, "    int k;\n    for (k = 0; k < %lld; k++) {\n        int32_t v = x0[k];\n"
-                   "        y[k] = (int8_t)(v < %d ? %d : v > %d ? %d : v);\n    }\n}\n",
-                   (long long)qat_qtensor_numel(&g->q->tensors[op->output]), op->act_min, op->act_min, op->act_max,
-                   op->act_max);
+    qat__cg_printf(g, "    qk_clamp(x0, %lld, %d, %d, y);\n}\n",
+                   (long long)qat_qtensor_numel(&g->q->tensors[op->output]), op->act_min, op->act_max);
 }

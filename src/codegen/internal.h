@@ -19,6 +19,11 @@ typedef struct {
     size_t len;
 } qat__cg;
 
+/* The text of src/runtime/qk.h, the kernels every generated NAME.c carries
+ * (embedded at build time: cmake/embed_text.cmake). */
+extern const unsigned char qat__cg_kernels[];
+extern const unsigned long qat__cg_kernels_len;
+
 /* Writes the one-line message (printf-style) into msg, returns st. */
 #ifdef __GNUC__
 __attribute__((format(printf, 4, 5)))
@@ -55,9 +60,6 @@ void qat__cg_channel_params(qat__cg *g, int i);
 /* The comment naming op i and the opening of its function:
  * static Q_NOINLINE void opN(const int8_t *x0, ..., int8_t *y) { */
 void qat__cg_begin(qat__cg *g, int i, const char *detail);
-/* The output block size of a conv or linear op: output channels computed
- * together (their accumulators in registers, each input pair unpacked once). */
-int qat__cg_block(int n);
 
 /* Emitters: one `static void opN(...)` each. */
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w);

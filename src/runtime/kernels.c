@@ -2,11 +2,13 @@
  * integer GEMM written here, not cblas_sgemm: BLAS has no integer GEMM,
  * float32 cannot hold every int32 sum exactly (2^24), and this runtime
  * exists for devices with no float unit. The x86 kernels are in
- * kernels_x86.c and give the same integers. */
+ * kernels_x86.c and give the same integers; the simple ops are qk.h's
+ * kernels, the source the generated C ships. */
 #include <string.h>
 
 #include "core/requant.h"
 #include "kernels.h"
+#include "qk.h"
 
 void qat__pad_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *restrict xp) {
     int Hp = H + 2 * ph, Wp = W + 2 * pw;
@@ -84,71 +86,90 @@ void qat__depthwise(const qat__depthwise_args *a) {
     }
 }
 
+/* The simple ops: the shared kernels of qk.h (the generated C's too). Their
+ * element counts are int32; the runtime's may be a whole batch's, so it
+ * runs them in pieces. */
+#define QK_PIECE ((int64_t)1 << 30)
+
 void qat__maxpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw, int8_t *y) {
-    int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1;
-    for (int c = 0; c < C; c++) {
-        const int8_t *xc = x + (int64_t)c * H * W;
-        int8_t *yc = y + (int64_t)c * OH * OW;
-        for (int oy = 0; oy < OH; oy++)
-            for (int ox = 0; ox < OW; ox++) {
-                /* the window clipped to the input: padding never wins */
-                int y0 = oy * sh - ph, x0 = ox * sw - pw;
-                int ya = y0 < 0 ? 0 : y0, yb = y0 + kh > H ? H : y0 + kh;
-                int xa = x0 < 0 ? 0 : x0, xb = x0 + kw > W ? W : x0 + kw;
-                int8_t m = INT8_MIN;
-                for (int yy = ya; yy < yb; yy++)
-                    for (int xx = xa; xx < xb; xx++) m = xc[yy * W + xx] > m ? xc[yy * W + xx] : m;
-                yc[oy * OW + ox] = m;
-            }
-    }
+    qk_maxpool(x, C, H, W, kh, kw, sh, sw, ph, pw, (H + 2 * ph - kh) / sh + 1, (W + 2 * pw - kw) / sw + 1, y);
 }
 
 void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
                      const qat__requant_args *r, int8_t *y) {
-    int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1;
-    for (int c = 0; c < C; c++) {
-        const int8_t *xc = x + (int64_t)c * H * W;
-        int8_t *yc = y + (int64_t)c * OH * OW;
-        for (int oy = 0; oy < OH; oy++)
-            for (int ox = 0; ox < OW; ox++) {
-                int y0 = oy * sh - ph, x0 = ox * sw - pw;
-                int ya = y0 < 0 ? 0 : y0, yb = y0 + kh > H ? H : y0 + kh;
-                int xa = x0 < 0 ? 0 : x0, xb = x0 + kw > W ? W : x0 + kw;
-                int32_t sum = 0; /* a padded position is real 0: it adds nothing */
-                for (int yy = ya; yy < yb; yy++)
-                    for (int xx = xa; xx < xb; xx++) sum += xc[yy * W + xx] - r->zp_in;
-                yc[oy * OW + ox] = (int8_t)qat__requant(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
-            }
-    }
+    qk_avgpool(x, C, H, W, kh, kw, sh, sw, ph, pw, (H + 2 * ph - kh) / sh + 1, (W + 2 * pw - kw) / sw + 1, r->zp_in,
+               r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
 }
 
 void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
-    for (int c = 0; c < C; c++) {
-        const int8_t *xc = x + (int64_t)c * HW;
-        int32_t sum = 0;
-        for (int i = 0; i < HW; i++) sum += xc[i];
-        sum -= r->zp_in * HW;
-        y[c] = (int8_t)qat__requant(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
-    }
+    qk_global_avgpool(x, C, HW, r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
 }
 
 void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {
-    for (int64_t i = 0; i < n; i++) y[i] = (int8_t)qat__requant(x[i] - r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+    for (int64_t i = 0; i < n; i += QK_PIECE)
+        qk_requant_s8(x + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), r->zp_in, r->m0, r->shift, r->zp_out,
+                      r->lo, r->hi, y + i);
 }
 
 void qat__add_s8(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
-    for (int64_t i = 0; i < n; i++) {
-        int32_t xa = (int32_t)((uint32_t)(a[i] - r->zp_a) << r->left_shift);
-        int32_t xb = (int32_t)((uint32_t)(b[i] - r->zp_b) << r->left_shift);
-        int32_t sum = qat__mbqm(xa, r->m_a, r->sh_a) + qat__mbqm(xb, r->m_b, r->sh_b);
-        y[i] = (int8_t)qat__requant(sum, r->m_out, r->sh_out, r->zp_out, r->lo, r->hi);
-    }
+    for (int64_t i = 0; i < n; i += QK_PIECE)
+        qk_add(a + i, b + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), r->zp_a, r->zp_b, r->left_shift, r->m_a,
+               r->sh_a, r->m_b, r->sh_b, r->m_out, r->sh_out, r->zp_out, r->lo, r->hi, y + i);
+}
+
+void qat__mul_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const qat__mul_args *r, int8_t *y) {
+    qk_mul(a, b, n, per, r->zp_a, r->zp_b, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
 }
 
 void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y) {
-    for (int64_t i = 0; i < n; i++) y[i] = table[x[i] - qmin];
+    for (int64_t i = 0; i < n; i += QK_PIECE)
+        qk_lut(x + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), table, qmin, y + i);
 }
 
 void qat__clamp_s8(const int8_t *x, int64_t n, int32_t lo, int32_t hi, int8_t *y) {
-    for (int64_t i = 0; i < n; i++) y[i] = (int8_t)(x[i] < lo ? lo : x[i] > hi ? hi : x[i]);
+    for (int64_t i = 0; i < n; i += QK_PIECE)
+        qk_clamp(x + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), lo, hi, y + i);
+}
+
+/* ---- linear and convolution at the portable level -------------------------------- */
+
+bool qat__qk_conv_pairs(int C, int groups, int kw) { return qk_conv_uses_pairs(C, groups, kw); }
+
+/* Stored byte i = o·K + t·CG + c (pairs: tap t, channel slot c) holds the
+ * weight of channel qk_pair_channel(c) at tap t, naturally o·K + ch·kk + t. */
+int64_t qat__qk_weight_index(int64_t i, int K, int kk, bool pairs) {
+    if (!pairs) return i;
+    int64_t o = i / K, r = i % K;
+    int CG = K / kk, t = (int)(r / CG), c = (int)(r % CG);
+    return o * K + (int64_t)qk_pair_channel(c, CG) * kk + t;
+}
+
+/* The block size as a literal, so each call is specialised like the
+ * generated code's. */
+#define QK_BY_BLOCK(B, call) \
+    switch (B) {             \
+    case 4: call(4); break;  \
+    case 3: call(3); break;  \
+    case 2: call(2); break;  \
+    default: call(1); break; \
+    }
+
+void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
+#define CONV(B) qk_conv(x, a->w, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, \
+                        a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+#define PAIRS(B) qk_conv_pairs(x, a->w, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, \
+                               a->pw, a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+    if (qk_conv_uses_pairs(a->C, a->groups, a->kw)) {
+        QK_BY_BLOCK(qk_block(a->O / a->groups), PAIRS)
+    } else {
+        QK_BY_BLOCK(qk_block(a->O / a->groups), CONV)
+    }
+#undef CONV
+#undef PAIRS
+}
+
+void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
+#define LINEAR(B) qk_linear(x, a->w, a->C, a->O, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+    QK_BY_BLOCK(qk_block(a->O), LINEAR)
+#undef LINEAR
 }

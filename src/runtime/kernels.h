@@ -69,6 +69,26 @@ typedef struct {
 } qat__depthwise_args;
 void qat__depthwise(const qat__depthwise_args *a);
 
+/* The portable level's linear and convolution: qk.h's kernels (the ones the
+ * generated C ships), one sample at a time, int8 weights w - zp_w in the
+ * layout they read: linear [O][K]; conv [O][C/G][kh][kw], or, where
+ * qk_conv_uses_pairs, [O][kh·kw][C/G] with each four channels stored as
+ * (c, c+2, c+1, c+3) (qk_pair_channel). */
+typedef struct {
+    const int8_t *w;
+    int C, H, W, O, OH, OW, kh, kw, sh, sw, ph, pw, groups;
+    const int32_t *bias, *m0, *shift;
+    int32_t zp_in, zp, lo, hi;
+} qat__qk_conv_args;
+void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y);
+/* x [K] -> y [O], the args' C = K (the other shapes unused) */
+void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y);
+/* Whether a conv takes the channel-pair kernel; the program's weight
+ * (natural index, [O][K] with K = C/G·kk, kk = kh·kw) that stored byte i
+ * of the int8 weights [O][K] holds. */
+bool qat__qk_conv_pairs(int C, int groups, int kw);
+int64_t qat__qk_weight_index(int64_t i, int K, int kk, bool pairs);
+
 /* Max pooling of x [C, H, W] with kh x kw windows, strides, and padding
  * that never wins (PyTorch's -inf). */
 void qat__maxpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw, int8_t *y);
@@ -98,6 +118,15 @@ typedef struct {
     int32_t zp_out, lo, hi;
 } qat__add_args;
 void qat__add_s8(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y);
+
+/* TFLite's MUL over one sample's n elements of a: (a - zp_a)·(b - zp_b)
+ * requantized, b's element k / per (per = 1, or H·W for b of [C, 1, 1]). */
+typedef struct {
+    int32_t zp_a, zp_b, m0;
+    int shift;
+    int32_t zp_out, lo, hi;
+} qat__mul_args;
+void qat__mul_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const qat__mul_args *r, int8_t *y);
 
 /* y[i] = table[x[i] - qmin] (table of 256 bytes indexed from qmin). */
 void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y);

@@ -16,6 +16,7 @@
 
 typedef struct {
     int32_t int8; /* the op runs on the int8 path (qat__i8_geom's layout follows) */
+    int32_t qk;   /* the portable level's qk.h kernels: int8 weights (qat__qk_conv_args' layout) follow */
 } op_header;
 
 const char *qat__level_name(qat__level l) {
@@ -58,6 +59,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     op_header *h = (op_header *)(void *)c;
     bool sc = qat_qop_subchannel(op); /* blocks with their own scales: subchannel.c's layout */
     h->int8 = !sc && int8_path(q, op, g, max_batch, level);
+    h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
     c += HEADER;
     if (sc) {
         qat__sc_prepare(op, c);
@@ -70,6 +72,14 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
         return;
     }
     const qat_qtype *wq = &op->wq;
+    if (h->qk) { /* the int8 weights in the layout qk.h's kernels read */
+        bool pairs = op->kind == QAT_QOP_CONV2D && qat__qk_conv_pairs(g->C, g->groups, op->kw);
+        for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
+            int64_t k = qat__qk_weight_index(i, g->K, g->kk, pairs);
+            ((int8_t *)c)[i] = (int8_t)(op->weight[k] - wq->zero_point[qat_qtype_param_index(wq, k)]);
+        }
+        return;
+    }
     int16_t *w16 = (int16_t *)(void *)c;
     int64_t row = g->depthwise ? g->kk : g->Kp, rows = g->depthwise ? g->O : qat__round_up(g->O, QAT_WROWS);
     memset(w16, 0, (size_t)(rows * row) * sizeof *w16);
@@ -162,6 +172,21 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
             qat__gemm_requant_level(&a, e->level);
         }
     }
+}
+
+/* The portable level's kernels of qk.h (the generated C's), one sample at a time. */
+static void run_qk(const exec *e, const qat_qop *op, const qat__op_geom *g, const int8_t *w8) {
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]], *out = &e->q->tensors[op->output];
+    const int8_t *x = tensor(e, op->inputs[0]);
+    int8_t *y = tensor(e, op->output);
+    int64_t in_n = qat_qtensor_numel(in), out_n = qat_qtensor_numel(out);
+    bool conv = op->kind == QAT_QOP_CONV2D;
+    qat__qk_conv_args a = {.w = w8, .C = conv ? g->C : g->K, .H = g->H, .W = g->W, .O = g->O, .OH = g->OH,
+                           .OW = g->OW, .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
+                           .ph = op->pad_h, .pw = op->pad_w, .groups = conv ? g->groups : 1, .bias = op->bias,
+                           .m0 = op->multiplier, .shift = op->shift, .zp_in = in->q.zero_point,
+                           .zp = out->q.zero_point, .lo = op->act_min, .hi = op->act_max};
+    for (int64_t s = 0; s < e->n; s++) (conv ? qat__qk_conv : qat__qk_linear)(x + s * in_n, &a, y + s * out_n);
 }
 
 static void run_linear(const exec *e, const qat_qop *op, const qat__op_geom *g, const int16_t *w16) {
@@ -283,23 +308,16 @@ static qat__requant_args requant_of(const exec *e, const qat_qop *op, int input,
                                .lo = op->act_min, .hi = op->act_max};
 }
 
-/* TFLite's MUL: the int32 product of the inputs' offsets (|.| <= 2^16),
- * requantized; b's element is a's own, or its channel's ([C, 1, 1]).
- * The requantized value is clamped to [-256, 255] before the zero point
- * is added (no output changes: lo - zp >= -255, hi - zp <= 255). */
+/* TFLite's MUL (qat__mul_s8), one sample at a time. */
 static void run_mul(const exec *e, const qat_qop *op) {
     const qat_qtensor *ta = &e->q->tensors[op->inputs[0]], *tb = &e->q->tensors[op->inputs[1]];
     const int8_t *a = tensor(e, op->inputs[0]), *b = tensor(e, op->inputs[1]);
     int8_t *y = tensor(e, op->output);
     int64_t n = qat_qtensor_numel(ta), nb = qat_qtensor_numel(tb), per = n / nb; /* a's elements per b element */
-    int32_t za = ta->q.zero_point, zb = tb->q.zero_point, zo = e->q->tensors[op->output].q.zero_point;
-    for (int64_t s = 0; s < e->n; s++)
-        for (int64_t k = 0; k < n; k++) {
-            int32_t acc = ((int32_t)a[s * n + k] - za) * ((int32_t)b[s * nb + k / per] - zb);
-            int32_t v = qat_multiply_by_quantized_multiplier(acc, op->multiplier[0], op->shift[0]);
-            v = (v < -256 ? -256 : v > 255 ? 255 : v) + zo;
-            y[s * n + k] = (int8_t)(v < op->act_min ? op->act_min : v > op->act_max ? op->act_max : v);
-        }
+    qat__mul_args r = {.zp_a = ta->q.zero_point, .zp_b = tb->q.zero_point, .m0 = op->multiplier[0],
+                       .shift = op->shift[0], .zp_out = e->q->tensors[op->output].q.zero_point, .lo = op->act_min,
+                       .hi = op->act_max};
+    for (int64_t s = 0; s < e->n; s++) qat__mul_s8(a + s * n, b + s * nb, (int32_t)n, (int32_t)per, &r, y + s * n);
 }
 
 static void run_pool(const exec *e, const qat_qop *op) {
@@ -357,6 +375,10 @@ static void run_op(const exec *e, int i) {
             return;
         }
         bool i8 = ((const op_header *)c)->int8;
+        if (((const op_header *)c)->qk) {
+            run_qk(e, op, &g, (const int8_t *)body);
+            return;
+        }
         const int16_t *w16 = (const int16_t *)(const void *)body;
         if (op->kind == QAT_QOP_CONV2D) i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16);
         else i8 ? run_linear8(e, op, &g, body) : run_linear(e, op, &g, w16);

@@ -1,0 +1,457 @@
+/* qk.h — qat's portable integer kernels, the one source of each. The
+ * runtime's portable level (src/runtime/kernels.c) calls them, and the C
+ * generator writes this file, byte for byte, into every generated NAME.c
+ * (embedded into qat_codegen at build time), where each op's function is
+ * one call with literal arguments: the kernels are always inlined, so the
+ * compiler specialises each by its op's constants.
+ *
+ * C99 on integers: <stdint.h> and <string.h> (memcpy) only, no float, no
+ * allocation; every function static. The requantization helpers are
+ * src/core/requant.h's formulas rewritten for fewer instructions with the
+ * same results under what qat_qmodel_check guarantees (m0 in [2^30, 2^31)
+ * or 0, shift in [-31, 30]); docs/codegen.md derives each step. Storage
+ * integers are int8 (zero points, lo and hi in [-128, 127]). */
+#ifndef QAT_QK_H
+#define QAT_QK_H
+
+#include <stdint.h>
+#include <string.h>
+
+#ifndef Q_DSP
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(QAT_NO_DSP)
+#include <arm_acle.h>
+#define Q_DSP 1 /* SMLAD on pairs of int16 unpacked from int8 by SXTB16/SXTAB16 */
+#else
+#define Q_DSP 0
+#endif
+#endif
+#if defined(__GNUC__)
+#define Q_NOINLINE __attribute__((noinline)) /* one copy, one frame at a time */
+#define Q_MAYBE_UNUSED __attribute__((unused))
+#define QK_INLINE static inline __attribute__((always_inline, unused))
+#else
+#define Q_NOINLINE
+#define Q_MAYBE_UNUSED
+#define QK_INLINE static inline
+#endif
+/* Loops over a kernel row's taps: unrolled whole (GCC unrolls a loop with
+ * a growing body at -O2 only when told). Clang unrolls short loops of a
+ * known count by itself, and its explicit hint is an error under -Werror
+ * where the count is not a constant (the runtime's calls): no hint. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define QK_UNROLL _Pragma("GCC unroll 8")
+#else
+#define QK_UNROLL
+#endif
+/* An unpadded convolution's kernel rows: unrolled with the DSP path (each
+ * row a few SMLADs); without it the unrolled rows' loads outnumber the
+ * registers (measured on a Cortex-M3: LeNet 1.69 M instructions unrolled,
+ * 1.54 M not). */
+#if Q_DSP
+#define QK_UNROLL_ROWS QK_UNROLL
+#else
+#define QK_UNROLL_ROWS
+#endif
+
+/* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31
+ * truncated, nudge 2^30 or 1 - 2^30 by the product's sign, is floor((x·m0 + 2^30)
+ * / 2^31) for both signs (m0 >= 0 rules out INT32_MIN·INT32_MIN); the rounding
+ * right shift by e (half away from zero) is floor((v + 2^(e-1) - [v < 0]) / 2^e). */
+static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
+    int32_t v;
+    if (shift > 0) { /* the left shift saturates to int32 */
+        int64_t s = (int64_t)x * ((int64_t)1 << shift);
+        x = s > INT32_MAX ? INT32_MAX : s < INT32_MIN ? INT32_MIN : (int32_t)s;
+    }
+    v = (int32_t)(((int64_t)x * m0 + ((int64_t)1 << 30)) >> 31);
+    if (shift < 0)
+        v = (int32_t)(((int64_t)v + ((int64_t)1 << (-shift - 1)) - (v < 0)) >> -shift);
+    return v;
+}
+
+/* requant(acc), then the output: zp added and clamped to [lo, hi]. Clamping v to
+ * [-256, 255] first changes no output (lo - zp >= -255, hi - zp <= 255) and keeps
+ * v + zp from overflowing; the clamp stays at the call, where lo, hi, zp are literals. */
+static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int shift) {
+    int32_t v = q_mbqm(acc, m0, shift);
+    return v < -256 ? -256 : v > 255 ? 255 : v;
+}
+static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) { return (int8_t)(v < lo ? lo : v > hi ? hi : v); }
+
+#if Q_DSP
+static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+#if defined(__GNUC__) /* the rotation folded into the instruction (the intrinsics cannot say it) */
+static inline int32_t q_sxtb16_ror8(uint32_t v) {
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    return r;
+}
+static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) {
+    int32_t r;
+    __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(v));
+    return r;
+}
+#else
+static inline int32_t q_ror8(uint32_t v) { return (int32_t)((v >> 8) | (v << 24)); }
+static inline int32_t q_sxtb16_ror8(uint32_t v) { return __sxtb16(q_ror8(v)); }
+static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) { return __sxtab16(a, q_ror8(v)); }
+#endif
+#endif
+
+/* ---- pooling ------------------------------------------------------------------------
+ * x [C, H, W] -> y [C, OH, OW], OH = (H + 2·ph - kh) / sh + 1 (floor), the
+ * same across. Each window is clipped to the input: padding never wins a
+ * max and adds 0 to an average's sum of x - zp. Without padding every
+ * window is whole (the bounds need no clipping). */
+QK_INLINE void qk_maxpool(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
+                          int OH, int OW, int8_t *y) {
+    int c, oy, ox, yy, xx;
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * H * W;
+        int8_t *yc = y + (int32_t)c * OH * OW;
+        for (oy = 0; oy < OH; oy++)
+            for (ox = 0; ox < OW; ox++) {
+                int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw;
+                int32_t m = -128;
+                if (ph || pw) {
+                    ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
+                    xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
+                }
+                for (yy = ya; yy < yb; yy++)
+                    for (xx = xa; xx < xb; xx++) m = xc[yy * W + xx] > m ? xc[yy * W + xx] : m;
+                yc[oy * OW + ox] = (int8_t)m;
+            }
+    }
+}
+
+/* y = clamp(zp_out + requant(Σ_window (x - zp_in), m0, shift), lo, hi). */
+QK_INLINE void qk_avgpool(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
+                          int OH, int OW, int32_t zp_in, int32_t m0, int shift, int32_t zp_out, int32_t lo,
+                          int32_t hi, int8_t *y) {
+    int c, oy, ox, yy, xx;
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * H * W;
+        int8_t *yc = y + (int32_t)c * OH * OW;
+        for (oy = 0; oy < OH; oy++)
+            for (ox = 0; ox < OW; ox++) {
+                int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw;
+                int32_t s = 0;
+                if (ph || pw) {
+                    ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
+                    xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
+                }
+                for (yy = ya; yy < yb; yy++)
+                    for (xx = xa; xx < xb; xx++) s += xc[yy * W + xx] - zp_in;
+                yc[oy * OW + ox] = q_out(q_requant(s, m0, shift) + zp_out, lo, hi);
+            }
+    }
+}
+
+/* y[c] = clamp(zp_out + requant(Σ_{i < HW} x[c·HW + i] - zp_in·HW), lo, hi);
+ * the plan refuses HW·255 > INT32_MAX. */
+QK_INLINE void qk_global_avgpool(const int8_t *x, int C, int HW, int32_t zp_in, int32_t m0, int shift, int32_t zp_out,
+                                 int32_t lo, int32_t hi, int8_t *y) {
+    int c, k;
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * HW;
+        int32_t s = 0;
+        for (k = 0; k < HW; k++) s += xc[k];
+        y[c] = q_out(q_requant(s - zp_in * HW, m0, shift) + zp_out, lo, hi);
+    }
+}
+
+/* ---- elementwise --------------------------------------------------------------------- */
+
+/* y = clamp(zp_out + requant(x - zp_in), lo, hi) over n elements (each of
+ * concat's inputs, at its place in the output). */
+QK_INLINE void qk_requant_s8(const int8_t *x, int32_t n, int32_t zp_in, int32_t m0, int shift, int32_t zp_out,
+                             int32_t lo, int32_t hi, int8_t *y) {
+    int32_t k;
+    for (k = 0; k < n; k++) y[k] = q_out(q_requant(x[k] - zp_in, m0, shift) + zp_out, lo, hi);
+}
+
+/* TFLite's ADD: each input's x - zp shifted left, scaled by its
+ * multiplier, the sum requantized by the output's. */
+QK_INLINE void qk_add(const int8_t *a, const int8_t *b, int32_t n, int32_t zp_a, int32_t zp_b, int left_shift,
+                      int32_t m_a, int sh_a, int32_t m_b, int sh_b, int32_t m_out, int sh_out, int32_t zp_out,
+                      int32_t lo, int32_t hi, int8_t *y) {
+    int32_t k;
+    for (k = 0; k < n; k++) {
+        int32_t xa = (int32_t)((uint32_t)(a[k] - zp_a) << left_shift);
+        int32_t xb = (int32_t)((uint32_t)(b[k] - zp_b) << left_shift);
+        int32_t s = q_mbqm(xa, m_a, sh_a) + q_mbqm(xb, m_b, sh_b);
+        y[k] = q_out(q_requant(s, m_out, sh_out) + zp_out, lo, hi);
+    }
+}
+
+/* TFLite's MUL: the int32 product of the offsets (|.| <= 2^16),
+ * requantized; b's element is a's own (per = 1) or its channel's (b of
+ * [C, 1, 1], per = H·W: element k / per). */
+QK_INLINE void qk_mul(const int8_t *a, const int8_t *b, int32_t n, int32_t per, int32_t zp_a, int32_t zp_b,
+                      int32_t m0, int shift, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    int32_t k;
+    for (k = 0; k < n; k++) {
+        int32_t p = ((int32_t)a[k] - zp_a) * ((int32_t)b[k / per] - zp_b);
+        y[k] = q_out(q_requant(p, m0, shift) + zp_out, lo, hi);
+    }
+}
+
+/* y[k] = table[x[k] - qmin] (table of up to 256 bytes indexed from qmin). */
+QK_INLINE void qk_lut(const int8_t *x, int32_t n, const int8_t *table, int32_t qmin, int8_t *y) {
+    int32_t k;
+    for (k = 0; k < n; k++) y[k] = table[x[k] - qmin];
+}
+
+/* y[k] = clamp(x[k], lo, hi) (ReLU and ReLU6 of the storage integers). */
+QK_INLINE void qk_clamp(const int8_t *x, int32_t n, int32_t lo, int32_t hi, int8_t *y) {
+    int32_t k;
+    for (k = 0; k < n; k++) {
+        int32_t v = x[k];
+        y[k] = (int8_t)(v < lo ? lo : v > hi ? hi : v);
+    }
+}
+
+/* ---- linear and convolution --------------------------------------------------------
+ * y[o] = clamp(zp_out + requant(b[o] + Σ w·(x - zp)), lo, hi) with int8
+ * weights (w - zp_w, which the callers check fits int8). B output channels
+ * (qk_block: 4, 3, 2 or 1, dividing the channels of a group) are computed
+ * together: their accumulators in registers, each input unpacked once.
+ * The int32 sums are exact in any order (|x - zp| <= 255, |w| <= 128, and
+ * the plan checks K·255·255 + |b| < 2^31), so the DSP and portable paths
+ * give the same integers. With the DSP extension, four inputs at a time:
+ * one LDR and two SXTAB16 give the pairs (x0 - zp, x2 - zp) and
+ * (x1 - zp, x3 - zp); the weights unpack the same way (SXTB16), so the
+ * pairs match without reordering; SMLAD adds both products. */
+/* S(j) for each channel j < B of a block, j a constant in each (so that
+ * the accumulators are scalars from the start, in registers) */
+#define QK_INIT(j) (acc[j] = bias[o + (j)])
+#define QK_EACH(B, S) \
+    do {              \
+        S(0);         \
+        if ((B) > 1) S(1); \
+        if ((B) > 2) S(2); \
+        if ((B) > 3) S(3); \
+    } while (0)
+
+QK_INLINE int qk_block(int n) { return n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1; }
+
+/* The packed pair (-zp, -zp) that SXTAB16 adds to two unpacked bytes. */
+QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
+    uint32_t h = (uint32_t)(uint16_t)(int16_t)-zp;
+    uint32_t v = h | (h << 16);
+    return v > INT32_MAX ? -(int32_t)(~v) - 1 : (int32_t)v;
+}
+
+/* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
+QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
+                        int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
+#define QK_STORE(j) y[(j) * ys] = q_out(q_requant(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
+    QK_EACH(B, QK_STORE);
+#undef QK_STORE
+}
+
+/* n contiguous inputs xr against B weight rows wr, wr + ws, ... */
+QK_INLINE void qk_dot(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
+    int k = 0;
+#if Q_DSP
+    QK_UNROLL
+    for (; k + 4 <= n; k += 4) {
+        uint32_t xv = q_ld32(xr + k), wv;
+        int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
+#define QK_SMLAD(j)                                          \
+    (wv = q_ld32(wr + (j) * ws + k), acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]), \
+     acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]))
+        QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
+    }
+#endif
+    QK_UNROLL
+    for (; k < n; k++) {
+        int32_t xv = xr[k] - zp;
+#define QK_MAC(j) (acc[j] += wr[(j) * ws + k] * xv)
+        QK_EACH(B, QK_MAC);
+#undef QK_MAC
+    }
+}
+
+/* The same over a long row (a linear op's K): a loop, not unrolled. */
+QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
+    int k = 0;
+#if Q_DSP
+    for (; k + 4 <= n; k += 4) {
+        uint32_t xv = q_ld32(xr + k), wv;
+        int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
+#define QK_SMLAD(j)                                          \
+    (wv = q_ld32(wr + (j) * ws + k), acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]), \
+     acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]))
+        QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
+    }
+#endif
+    for (; k < n; k++) {
+        int32_t xv = xr[k] - zp;
+#define QK_MAC(j) (acc[j] += wr[(j) * ws + k] * xv)
+        QK_EACH(B, QK_MAC);
+#undef QK_MAC
+    }
+}
+
+/* Linear: x [K], w [O][K] int8, y [O]; B = qk_block(O). */
+QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int K, int O, int B, const int32_t *bias,
+                         const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                         int8_t *y) {
+    int o;
+    for (o = 0; o < O; o += B) {
+        int32_t acc[4];
+        QK_EACH(B, QK_INIT);
+        qk_dot_long(x, w + (int32_t)o * K, K, K, B, zp, acc);
+        qk_store(acc, B, o, m0, shift, zp_out, lo, hi, y + o, 1);
+    }
+}
+
+/* Convolution, dense, grouped or depthwise (one group per input channel):
+ * x [C, H, W] -> y [O, OH, OW], G groups (group g: input channels
+ * [g·C/G, (g + 1)·C/G), outputs [g·O/G, (g + 1)·O/G)), w [O][C/G][KH][KW]
+ * int8; B = qk_block(O/G). No scratch memory and no padded copy: each
+ * output row clips its kernel rows to the input; the columns split into
+ * the interior, where every tap of a kernel row lies inside the input (a
+ * kernel row is KW contiguous inputs: qk_dot), and the border, where each
+ * tap is tested. For kernel rows shorter than a DSP word over >= 4 input
+ * channels per group, qk_conv_pairs is faster. */
+QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, int O, int OH, int OW, int KH, int KW,
+                       int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias, const int32_t *m0,
+                       const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const int CG = C / G, OG = O / G, KK = CG * KH * KW;
+    /* interior columns: ox·SW - PW >= 0 and ox·SW - PW + KW <= W */
+    int oxa = (PW + SW - 1) / SW, oxb = W + PW - KW >= 0 ? (W + PW - KW) / SW + 1 : 0;
+    int o, oy, ox, c, ky, kx;
+    if (oxb > OW) oxb = OW;
+    if (oxb < oxa) oxb = oxa;
+    for (o = 0; o < O; o += B) {
+        const int8_t *xg = x + (int32_t)(o / OG) * CG * H * W; /* the group's input channels */
+        const int8_t *wo = w + (int32_t)o * KK;
+        for (oy = 0; oy < OH; oy++) {
+            const int iy = oy * SH - PH;
+            const int ky0 = PH && iy < 0 ? -iy : 0, ky1 = PH && iy + KH > H ? H - iy : KH;
+            int8_t *yr = y + ((int32_t)o * OH + oy) * OW;
+            for (ox = oxa; ox < oxb; ox++) { /* the interior */
+                const int ix = ox * SW - PW;
+                int32_t acc[4];
+                QK_EACH(B, QK_INIT);
+                for (c = 0; c < CG; c++) {
+                    if (!PH) {
+                        QK_UNROLL_ROWS
+                        for (ky = 0; ky < KH; ky++)
+                            qk_dot(xg + (c * H + iy + ky) * W + ix, wo + (c * KH + ky) * KW, KW, KK, B, zp, acc);
+                    } else {
+                        for (ky = ky0; ky < ky1; ky++)
+                            qk_dot(xg + (c * H + iy + ky) * W + ix, wo + (c * KH + ky) * KW, KW, KK, B, zp, acc);
+                    }
+                }
+                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+            }
+            for (ox = 0; ox < OW && (oxa > 0 || oxb < OW); ox++) { /* the border: each tap tested */
+                int ix, kx0, kx1;
+                int32_t acc[4];
+                if (ox == oxa) ox = oxb; /* skip the interior */
+                if (ox >= OW) break;
+                ix = ox * SW - PW;
+                kx0 = ix < 0 ? -ix : 0;
+                kx1 = ix + KW > W ? W - ix : KW;
+                QK_EACH(B, QK_INIT);
+                for (c = 0; c < CG; c++)
+                    for (ky = ky0; ky < ky1; ky++)
+                        for (kx = kx0; kx < kx1; kx++) {
+                            int32_t xv = xg[(c * H + iy + ky) * W + ix + kx] - zp;
+                            const int8_t *wr = wo + (c * KH + ky) * KW + kx;
+#define QK_MAC(j) (acc[j] += wr[(j) * KK] * xv)
+                            QK_EACH(B, QK_MAC);
+#undef QK_MAC
+                        }
+                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+            }
+        }
+    }
+}
+
+/* The stored byte of weight (o, t, c) in qk_conv_pairs' layout: the
+ * weights are [O][KH·KW][C/G], each group of four channels stored as
+ * (c, c+2, c+1, c+3) (channels past the last whole four in order), so that
+ * SXTB16 gives (w_c, w_c+1) and its rotated form (w_c+2, w_c+3). Returns
+ * the channel stored at position c of a tap's row of CG. */
+QK_INLINE int qk_pair_channel(int c, int CG) {
+    static const int perm[4] = {0, 2, 1, 3};
+    return c < CG / 4 * 4 ? c / 4 * 4 + perm[c % 4] : c;
+}
+
+/* Convolution whose kernel rows are shorter than a DSP word (3x3, 1x1)
+ * over at least 4 input channels per group (ResNet's, MobileNet's
+ * pointwise, DS-CNN's): the reduction runs over channels, a plane apart,
+ * so the DSP pairs channels instead of taps: (x_c - zp, x_c+1 - zp)
+ * packed from two loads and one SADD16. Weights in qk_pair_channel's
+ * layout; the portable path reads the same layout. Each output position
+ * clips its taps to the input (padding adds nothing). */
+QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int W, int O, int OH, int OW, int KH,
+                             int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
+                             const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo,
+                             int32_t hi, int8_t *y) {
+    const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
+    int o, oy, ox, ky, kx, c;
+    for (o = 0; o < O; o += B) {
+        const int8_t *xg = x + (int32_t)(o / OG) * CG * HW; /* the group's input channels */
+        const int8_t *wo = w + (int32_t)o * KK;
+        for (oy = 0; oy < OH; oy++) {
+            const int iy = oy * SH - PH;
+            const int ky0 = PH && iy < 0 ? -iy : 0, ky1 = PH && iy + KH > H ? H - iy : KH;
+            int8_t *yr = y + ((int32_t)o * OH + oy) * OW;
+            for (ox = 0; ox < OW; ox++) {
+                const int ix = ox * SW - PW;
+                const int kx0 = PW && ix < 0 ? -ix : 0, kx1 = PW && ix + KW > W ? W - ix : KW;
+                int32_t acc[4];
+                QK_EACH(B, QK_INIT);
+                for (ky = ky0; ky < ky1; ky++)
+                    for (kx = kx0; kx < kx1; kx++) {
+                        const int8_t *xp = xg + (iy + ky) * W + ix + kx;
+                        const int8_t *wt = wo + (ky * KW + kx) * CG;
+                        for (c = 0; c < C4; c += 4) {
+#if Q_DSP
+                            uint32_t wv;
+                            int32_t x01 = __sadd16((int32_t)(((uint32_t)xp[c * HW] & 0xFFFFu) |
+                                                             ((uint32_t)xp[(c + 1) * HW] << 16)),
+                                                   qk_neg_zp_pair(zp));
+                            int32_t x23 = __sadd16((int32_t)(((uint32_t)xp[(c + 2) * HW] & 0xFFFFu) |
+                                                             ((uint32_t)xp[(c + 3) * HW] << 16)),
+                                                   qk_neg_zp_pair(zp));
+#define QK_SMLAD(j)                                                                   \
+    (wv = q_ld32(wt + (j) * KK + c), acc[j] = __smlad(__sxtb16((int32_t)wv), x01, acc[j]), \
+     acc[j] = __smlad(q_sxtb16_ror8(wv), x23, acc[j]))
+                            QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
+#else
+                            int32_t xa = xp[c * HW] - zp, xb = xp[(c + 1) * HW] - zp;
+                            int32_t xc = xp[(c + 2) * HW] - zp, xd = xp[(c + 3) * HW] - zp;
+#define QK_MAC4(j)                                                                    \
+    (acc[j] += wt[(j) * KK + c] * xa + wt[(j) * KK + c + 2] * xb + wt[(j) * KK + c + 1] * xc + \
+               wt[(j) * KK + c + 3] * xd)
+                            QK_EACH(B, QK_MAC4);
+#undef QK_MAC4
+#endif
+                        }
+                        for (c = C4; c < CG; c++) {
+                            int32_t xv = xp[c * HW] - zp;
+#define QK_MAC(j) (acc[j] += wt[(j) * KK + c] * xv)
+                            QK_EACH(B, QK_MAC);
+#undef QK_MAC
+                        }
+                    }
+                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+            }
+        }
+    }
+}
+
+/* Which convolution kernel an op takes: qk_conv_pairs for kernel rows
+ * shorter than a DSP word over >= 4 input channels per group. */
+QK_INLINE int qk_conv_uses_pairs(int C, int G, int KW) { return KW < 4 && C / G >= 4; }
+
+#endif
