@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/internal.h"
+#include "internals.h"
 #include "qat/io.h"
 
 static int diffs;

@@ -5,7 +5,7 @@
  * first. */
 #include <stdlib.h>
 
-#include "layers/internal.h"
+#include "internals.h"
 #include "qat/analyze.h"
 #include "qat/data.h"
 #include "qat/export.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "internals.h"
 #include "golden/conv_golden.h"
 #include "golden/loss_golden.h"
 #include "test_util.h"

@@ -11,7 +11,7 @@
 
 #include "qat/io.h"
 #include "qat/onnx.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 static const char *bin, *data;

@@ -10,7 +10,7 @@
 #include "qat/infer.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 /* Trains `model` for one pass over the first n samples; returns accuracy

@@ -8,13 +8,12 @@
 #include <hdf5_hl.h>
 #include <stdlib.h>
 
-#include "runtime/kernels.h"
+#include "internals.h"
 #include "qat/analyze.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/io.h"
 #include "qat/optim.h"
-#include "layers/internal.h"
 #include "test_util.h"
 
 static char dir[256];

@@ -4,11 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fakequant/internal.h"
+#include "internals.h"
 #include "golden/fakequant_golden.h"
 #include "qat/fakequant.h"
 #include "qat/layers.h"
-#include "layers/internal.h"
 #include "test_util.h"
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "layers/internal.h"
+#include "internals.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/io.h"

@@ -21,7 +21,7 @@
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/io.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 static char dir[256];

@@ -8,7 +8,7 @@
 
 #include "qat/export.h"
 #include "qat/infer.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 static void test_quantize_multiplier(void) {

@@ -12,7 +12,7 @@
 
 #include "qat/data.h"
 #include "qat/io.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 enum { N = 48, IN = 20, B = 8 };

@@ -6,11 +6,10 @@
  * random and extreme values. A level this CPU lacks is skipped, saying so. */
 #include <stdlib.h>
 
-#include "core/requant.h"
+#include "internals.h"
 #include "qat/export.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
-#include "runtime/kernels.h"
 #include "test_util.h"
 
 static int32_t rnd(qat_rng *r, int32_t lo, int32_t hi) { return lo + (int32_t)qat_rng_below(r, (uint32_t)(hi - lo + 1)); }

@@ -10,7 +10,7 @@
 #include "qat/analyze.h"
 #include "qat/io.h"
 #include "qat/layers.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 static void test_lenet_names_and_counts(void) {

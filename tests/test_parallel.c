@@ -11,8 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "fakequant/internal.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/layers.h"

@@ -19,7 +19,7 @@
 #include "qat/codegen.h"
 #include "qat/export.h"
 #include "qat/io.h"
-#include "layers/internal.h"
+#include "internals.h"
 #include "test_util.h"
 
 enum { IN = 12 };

@@ -10,10 +10,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "export/internal.h"
+#include "internals.h"
 #include "qat/export.h"
 #include "qat/infer.h"
-#include "runtime/subchannel.h"
 #include "test_util.h"
 
 static char dir[256];
