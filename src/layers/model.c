@@ -313,6 +313,12 @@ void qat__uniform(qat_rng *rng, float *p, int64_t n, float bound) {
     for (int64_t i = 0; i < n; i++) p[i] = bound * (2.0f * qat_rng_uniform(rng) - 1.0f);
 }
 
+void qat__kaiming_init(qat__layer *l, qat_rng *rng) {
+    float bound = 1.0f / sqrtf((float)(l->weight->numel / l->cout));
+    qat__uniform(rng, l->weight->data, l->weight->numel, bound);
+    if (l->bias) qat__uniform(rng, l->bias->data, l->bias->numel, bound);
+}
+
 qat_status qat_model_build(qat_model *m, uint64_t seed) {
     if (!m) return QAT_ERR_ARG;
     qat_ctx *ctx = m->ctx;

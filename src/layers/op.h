@@ -121,6 +121,9 @@ qat_tensor *qat__param(qat__builder *b, const qat__layer *l, const char *suffix,
 float *qat__buffer(qat__builder *b, const qat__layer *l, const char *suffix, int64_t n);
 /* n floats uniform in [-bound, bound) (PyTorch's kaiming/bias init). */
 void qat__uniform(qat_rng *rng, float *p, int64_t n, float bound);
+/* PyTorch's default init of Linear and Conv2d: Kaiming-uniform with
+ * a = sqrt(5), bound 1/sqrt(fan_in) for the weight and the bias alike. */
+void qat__kaiming_init(qat__layer *l, qat_rng *rng);
 
 /* ---- shapes (shapes.c) -------------------------------------------------------------------- */
 

@@ -95,13 +95,6 @@ static void lay_out(qat__builder *b, qat__layer *l) {
     l->bias = l->has_bias ? qat__param(b, l, "bias", 1, &o) : NULL;
 }
 
-/* Kaiming-uniform with a = sqrt(5): bound 1/sqrt(fan_in), the bias too. */
-static void init(qat__layer *l, qat_rng *rng) {
-    float bound = 1.0f / sqrtf((float)(l->weight->numel / l->cout));
-    qat__uniform(rng, l->weight->data, l->weight->numel, bound);
-    if (l->bias) qat__uniform(rng, l->bias->data, l->bias->numel, bound);
-}
-
 static qat_tensor *product(qat_ctx *ctx, const qat__layer *l, qat_tensor *x, qat_tensor *w, qat_tensor *b) {
     qat_conv2d_params p = {l->sh, l->sw, l->ph, l->pw, l->groups};
     return qat_conv2d_ex(ctx, x, w, b, &p);
@@ -127,7 +120,7 @@ static int64_t macs(const qat__layer *l, int rank, const int64_t *out) {
 const qat__op_kind qat__op_conv2d = {
     .kind = QAT_LAYER_CONV2D, .name = "conv2d", .stem = "conv", .min_inputs = 1, .max_inputs = 1,
     .in_files = true, .keys = "out, kernel, stride, pad, groups, bias, in", .parse = parse, .print = print,
-    .shape = shape, .n_params = n_params, .lay_out = lay_out, .init = init,
+    .shape = shape, .n_params = n_params, .lay_out = lay_out, .init = qat__kaiming_init,
     .forward = qat__product_forward, .product = product,
     .requantizes = true, .weighted = true, .fuses_act = true,
     .lower = lower, .rebuild = rebuild, .macs = macs,
