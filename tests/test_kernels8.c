@@ -432,6 +432,19 @@ static void test_requant16_equals_scalar(void) {
 /* TFLite's ADD (from its tables), the requantization of concatenated
  * inputs and global average pooling: the AVX-512 loops against the
  * portable ones, lengths that are not multiples of 64. */
+/* Random ADD arguments over the ranges the checker admits: multipliers in
+ * [2^30, 2^31), input shifts -8..0, output shifts -24..2 (a left shift
+ * now and then); lo -128 or random. */
+static qat__add_args random_add_args(qat_rng *rng, bool random_lo) {
+    qat__add_args r = {.zp_a = rnd(rng, -128, 127), .zp_b = rnd(rng, -128, 127),
+                       .m_a = (int32_t)((1u << 30) + qat_rng_below(rng, 1u << 30)),
+                       .m_b = (int32_t)((1u << 30) + qat_rng_below(rng, 1u << 30)),
+                       .m_out = (int32_t)((1u << 30) + qat_rng_below(rng, 1u << 30)), .sh_a = rnd(rng, -8, 0),
+                       .sh_b = rnd(rng, -8, 0), .sh_out = rnd(rng, -24, 2), .left_shift = 20,
+                       .zp_out = rnd(rng, -128, 127), .lo = random_lo ? rnd(rng, -128, 0) : -128, .hi = rnd(rng, 0, 127)};
+    return r;
+}
+
 static void test_elementwise_avx512_equal_portable(void) {
     if (qat__cpu_level() < QAT_LEVEL_VNNI8) QAT_TEST_SKIP("this CPU has no AVX-512 VNNI/VBMI2: these loops never run");
     qat_rng rng;
@@ -442,12 +455,7 @@ static void test_elementwise_avx512_equal_portable(void) {
     for (int it = 0; it < 300; it++) {
         int n = rnd(&rng, 1, N);
         for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
-        qat__add_args r = {.zp_a = rnd(&rng, -128, 127), .zp_b = rnd(&rng, -128, 127),
-                           .m_a = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
-                           .m_b = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
-                           .m_out = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)), .sh_a = rnd(&rng, -8, 0),
-                           .sh_b = rnd(&rng, -8, 0), .sh_out = rnd(&rng, -24, 2), .left_shift = 20,
-                           .zp_out = rnd(&rng, -128, 127), .lo = -128, .hi = rnd(&rng, 0, 127)};
+        qat__add_args r = random_add_args(&rng, false);
         memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
         uint8_t tables[QAT_ADD_TABLE_BYTES];
         r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25); /* any shift the checker lets through */
@@ -484,12 +492,7 @@ static void test_add_avx2_equals_portable(void) {
     for (int it = 0; it < 300; it++) {
         int n = rnd(&rng, 1, N);
         for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
-        qat__add_args r = {.zp_a = rnd(&rng, -128, 127), .zp_b = rnd(&rng, -128, 127),
-                           .m_a = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
-                           .m_b = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)),
-                           .m_out = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30)), .sh_a = rnd(&rng, -8, 0),
-                           .sh_b = rnd(&rng, -8, 0), .sh_out = rnd(&rng, -24, 2), .left_shift = 20,
-                           .zp_out = rnd(&rng, -128, 127), .lo = rnd(&rng, -128, 0), .hi = rnd(&rng, 0, 127)};
+        qat__add_args r = random_add_args(&rng, true);
         r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25);
         r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;
         memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
