@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "internals.h"
 
 typedef struct {
     int64_t N, C, H, W;

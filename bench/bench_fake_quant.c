@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "internals.h"
 #include "qat/fakequant.h"
 
 typedef struct {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "qat/export.h"
-#include "runtime/kernels.h"
+#include "internals.h"
 
 static double cpu_now(void) {
     struct timespec ts;

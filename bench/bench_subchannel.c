@@ -24,8 +24,7 @@
 #include "qat/data.h"
 #include "qat/export.h"
 #include "qat/infer.h"
-#include "runtime/kernels.h"
-#include "runtime/subchannel.h"
+#include "internals.h"
 
 static double engine_pass(qat_engine *e, const float *x, long samples, int batch, int64_t in, float *logits) {
     double t0 = bench_now();

@@ -12,7 +12,7 @@
 
 #define FUZZ_READ 65 /* samples read per split (at most) */
 
-static void fuzz_exercise(qat_ctx *ctx, qat_dataset *d) {
+static inline void fuzz_exercise(qat_ctx *ctx, qat_dataset *d) {
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         const qat_split_info *in = qat_dataset_info(d, (qat_split)s);
         if (!in) continue;
@@ -58,7 +58,7 @@ static void fuzz_exercise(qat_ctx *ctx, qat_dataset *d) {
 
 /* Opens path with the defaults, then streamed (a small cap), carving val,
  * channels last and skipping non-finite rows; each opened set is read. */
-static void fuzz_open_both(const char *path, int64_t small_cap) {
+static inline void fuzz_open_both(const char *path, int64_t small_cap) {
     for (int k = 0; k < 2; k++) {
         qat_ctx *ctx = qat_ctx_new();
         if (!ctx) return;

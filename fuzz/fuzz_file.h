@@ -24,7 +24,7 @@ static char fuzz_path[512];
 static char fuzz_dir[512]; /* fuzz_dir_init's directory, or "" */
 
 /* path, a file or a directory of files (one level: what fuzz_dir holds) */
-static void fuzz_remove(const char *path) {
+static inline void fuzz_remove(const char *path) {
     if (unlink(path) == 0 || (errno != EISDIR && errno != EPERM)) return;
     DIR *d = opendir(path);
     for (struct dirent *e; d && (e = readdir(d));) {
@@ -37,14 +37,14 @@ static void fuzz_remove(const char *path) {
     rmdir(path);
 }
 
-static void fuzz_file_remove(void) {
+static inline void fuzz_file_remove(void) {
     if (fuzz_path[0]) unlink(fuzz_path);
     if (fuzz_dir[0]) fuzz_remove(fuzz_dir);
 }
 
 /* Removes dir/qat-fuzz-<tag>-<pid> files whose process is gone: checkpoint
  * inputs are up to 1 MiB each, and /dev/shm is memory. */
-static void fuzz_file_sweep(const char *dir, const char *tag) {
+static inline void fuzz_file_sweep(const char *dir, const char *tag) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "qat-fuzz-%s-", tag);
     DIR *d = opendir(dir);
@@ -62,7 +62,7 @@ static void fuzz_file_sweep(const char *dir, const char *tag) {
 
 /* Picks the path: <dir>/qat-fuzz-<tag>-<pid> (several fuzzing processes
  * may run at once, -jobs or -fork). */
-static void fuzz_file_init(const char *tag) {
+static inline void fuzz_file_init(const char *tag) {
     const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
     if (!dir || !*dir) dir = "/tmp";
     fuzz_file_sweep(dir, tag);
@@ -73,7 +73,7 @@ static void fuzz_file_init(const char *tag) {
 /* For targets whose input is one file among several (a data set's
  * directory): the directory <dir>/qat-fuzz-<tag>-<pid>, made empty; the
  * harness writes its files there. Removed at exit, swept as the files. */
-static const char *fuzz_dir_init(const char *tag) {
+static inline const char *fuzz_dir_init(const char *tag) {
     fuzz_file_init(tag);
     snprintf(fuzz_dir, sizeof fuzz_dir, "%s.d", fuzz_path);
     fuzz_remove(fuzz_dir);
@@ -86,7 +86,7 @@ static const char *fuzz_dir_init(const char *tag) {
 
 /* bytes as the whole content of path (a harness that cannot write its
  * files tests nothing: stop loudly) */
-static void fuzz_put(const char *path, const uint8_t *data, size_t size) {
+static inline void fuzz_put(const char *path, const uint8_t *data, size_t size) {
     FILE *f = fopen(path, "wb");
     if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
         perror(path);
@@ -96,7 +96,7 @@ static void fuzz_put(const char *path, const uint8_t *data, size_t size) {
 
 /* The input as the file's whole content. A harness that cannot write its
  * file tests nothing: stop loudly rather than report clean runs. */
-static const char *fuzz_file_write(const uint8_t *data, size_t size) {
+static inline const char *fuzz_file_write(const uint8_t *data, size_t size) {
     FILE *f = fopen(fuzz_path, "wb");
     if (!f || (size && fwrite(data, 1, size, f) != size) || fclose(f) != 0) {
         perror(fuzz_path);

@@ -7,7 +7,7 @@
  * passes must promise exactly the file's payload. */
 #include "fuzz_file.h"
 
-#include "data/dataset_internal.h"
+#include "internals.h"
 #include "fuzz_dataset.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

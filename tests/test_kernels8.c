@@ -389,7 +389,7 @@ static void test_gemm8_equals_int16_reference(void) {
     }
 }
 
-/* The vectorised requantization against qat__requant: extreme sums,
+/* The vectorised requantization against qat_requantize: extreme sums,
  * exact ties of the rounding shift, every shift, multipliers 0, 2^30 and
  * near 2^31, clamps that bite. */
 static void test_requant16_equals_scalar(void) {
@@ -424,7 +424,7 @@ static void test_requant16_equals_scalar(void) {
             }
         }
         qat__requant16_avx512(acc, m0, shift, zp, lo, hi, y);
-        for (int i = 0; i < 16; i++) bad += y[i] != qat__requant(acc[i], m0, shift, zp, lo, hi);
+        for (int i = 0; i < 16; i++) bad += y[i] != qat_requantize(acc[i], m0, shift, zp, lo, hi);
     }
     CU_ASSERT_EQUAL(bad, 0);
 }

@@ -174,17 +174,48 @@ QAT_API qat_isa qat_isa_active(void);
  * from the bits of the double (no libm). */
 QAT_API qat_status qat_quantize_multiplier(double M, int32_t *m0, int *shift);
 
-/* Saturating rounding doubling high multiply: (a·b + nudge) / 2^31 in 64
+/* The three below are defined here, inline, so that the integer kernels of
+ * the runtime and a user's own kernels compute them from this one
+ * definition at full speed (they sit in every kernel's innermost loop).
+ *
+ * Saturating rounding doubling high multiply: (a·b + nudge) / 2^31 in 64
  * bits with truncating division, nudge = 2^30 or 1 - 2^30 by the sign of
  * a·b; INT32_MIN·INT32_MIN saturates to INT32_MAX. */
-QAT_API int32_t qat_srdhm(int32_t a, int32_t b);
+static inline int32_t qat_srdhm(int32_t a, int32_t b) {
+    if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+    int64_t ab = (int64_t)a * (int64_t)b;
+    int64_t nudge = ab >= 0 ? (1LL << 30) : (1 - (1LL << 30));
+    return (int32_t)((ab + nudge) / (1LL << 31)); /* C division truncates toward zero */
+}
 
-/* x / 2^exponent rounded half away from zero (0 <= exponent <= 31). */
-QAT_API int32_t qat_rounding_divide_by_pot(int32_t x, int exponent);
+/* x / 2^exponent rounded half away from zero; exponent is taken in [0, 31]. */
+static inline int32_t qat_rounding_divide_by_pot(int32_t x, int exponent) {
+    if (exponent <= 0) return x;
+    if (exponent > 31) exponent = 31;
+    int32_t mask = (int32_t)((1LL << exponent) - 1);
+    int32_t remainder = x & mask;
+    int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    /* >> of a negative int is arithmetic on every compiler qat builds with */
+    return (x >> exponent) + (remainder > threshold ? 1 : 0);
+}
 
 /* RoundingDivideByPOT(SRDHM(x·2^max(shift,0), m0), max(-shift,0)); the left
  * shift saturates to int32 instead of overflowing. */
-QAT_API int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift);
+static inline int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift) {
+    int left = shift > 0 ? shift : 0, right = shift > 0 ? 0 : -shift;
+    int64_t shifted = (int64_t)x * ((int64_t)1 << (left < 32 ? left : 31));
+    if (shifted > INT32_MAX) shifted = INT32_MAX;
+    if (shifted < INT32_MIN) shifted = INT32_MIN;
+    return qat_rounding_divide_by_pot(qat_srdhm((int32_t)shifted, m0), right);
+}
+
+/* One output integer of a requantizing op: zp + the above, clamped to
+ * [lo, hi]. The sum is taken in 64 bits: a multiplier above 1 can
+ * saturate the product to INT32_MAX. */
+static inline int32_t qat_requantize(int32_t acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi) {
+    int64_t y = (int64_t)qat_multiply_by_quantized_multiplier(acc, m0, shift) + zp;
+    return y < lo ? lo : y > hi ? hi : (int32_t)y;
+}
 
 #ifdef __cplusplus
 }

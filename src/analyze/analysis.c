@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers/internal.h"
+#include "layers/model.h"
 #include "qat/analyze.h"
 
 /* Running sums of one point, in double. */

@@ -1,13 +1,12 @@
 /* The bottom module: status strings, the quantized type's index
- * arithmetic, and the fixed-point requantization (contract §5; gemmlowp's
- * SaturatingRoundingDoublingHighMul and RoundingDivideByPOT). No libm: the
- * multiplier is taken from the bits of the double. */
+ * arithmetic, and the requantization multiplier (contract §5; the
+ * fixed-point arithmetic that applies it is inline in qat/core.h). No
+ * libm: the multiplier is taken from the bits of the double. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "qat/core.h"
-#include "requant.h"
 
 const char *qat_version(void) { return QAT_VERSION_STRING; }
 
@@ -130,16 +129,6 @@ qat_status qat_quantize_multiplier(double M, int32_t *m0, int *shift) {
     *m0 = (int32_t)fixed;
     *shift = exponent;
     return QAT_OK;
-}
-
-int32_t qat_srdhm(int32_t a, int32_t b) { return qat__srdhm(a, b); }
-
-int32_t qat_rounding_divide_by_pot(int32_t x, int exponent) {
-    return qat__rdivpot(x, exponent > 31 ? 31 : exponent < 0 ? 0 : exponent);
-}
-
-int32_t qat_multiply_by_quantized_multiplier(int32_t x, int32_t m0, int shift) {
-    return qat__mbqm(x, m0, shift);
 }
 
 /* ---- the input normalization ---------------------------------------------------------- */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fakequant/internal.h"
+#include "fakequant/kernels.h"
 #include "internal.h"
 #include "layers/op.h"
 

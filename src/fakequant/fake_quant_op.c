@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "autograd/op_api.h"
 #include "internal.h"
 
 /* The backward's masks are kept from forward to backward as bits (bit i

@@ -1,5 +1,5 @@
 /* LSQ: fake quantization with learnable scale and zero point. */
-#include "autograd/internal.h"
+#include "autograd/op_api.h"
 #include "internal.h"
 
 float qat_lsq_grad_factor(int64_t numel, int32_t qmax) {

@@ -3,7 +3,7 @@
  * then folded into the estimate by the observer's rule. */
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "autograd/op_api.h"
 #include "internal.h"
 
 const char *qat_observer_kind_str(qat_observer_kind kind) {

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "autograd/op_api.h"
 #include "internal.h"
 
 qat_status qat_qtype_init_blocks(qat_ctx *ctx, qat_qtype *q, int bits, bool is_signed, bool narrow, int rank,

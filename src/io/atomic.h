@@ -27,7 +27,9 @@
  *   redirect a save to any file the saving user can write.
  * - Errors. A failed write (disk full, quota, file size limit, I/O error)
  *   removes the temporary file, leaves the target as it was, and fails
- *   with QAT_ERR_IO and "<path>: cannot write: <strerror>". */
+ *   with QAT_ERR_IO and "<path>: cannot write: <strerror>".
+ * Shared with: src/data
+ */
 #ifndef QAT_IO_ATOMIC_H
 #define QAT_IO_ATOMIC_H
 

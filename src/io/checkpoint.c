@@ -8,7 +8,7 @@
 
 #include "architecture.h"
 #include "h5util.h"
-#include "layers/internal.h"
+#include "layers/model.h"
 #include "qat/io.h"
 
 #define OBS_FLOATS (5 + 2 * QAT_OBS_MAX_WINDOW)

@@ -1,7 +1,9 @@
 /* The input normalization in an HDF5 group, shared by the training
  * checkpoint (/architecture/normalization) and the quantized model file
  * (/normalization): attributes channels (int64), divisor (float32),
- * raw_uint8 (int64 0/1), datasets mean and std (float32 [channels]). */
+ * raw_uint8 (int64 0/1), datasets mean and std (float32 [channels]).
+ * Shared with: src/export
+ */
 #ifndef QAT_IO_H5NORM_H
 #define QAT_IO_H5NORM_H
 

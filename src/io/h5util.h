@@ -2,7 +2,9 @@
  * export: a writer and a reader that carry the first error (on the
  * context, with the file's path) so a whole file is written or read
  * without a check after every call. Call them inside H5E_BEGIN_TRY so
- * HDF5 prints nothing; the message on the context says what went wrong. */
+ * HDF5 prints nothing; the message on the context says what went wrong.
+ * Shared with: src/data src/export
+ */
 #ifndef QAT_IO_H5UTIL_H
 #define QAT_IO_H5UTIL_H
 

@@ -3,8 +3,8 @@
  * fake-quantized where the QAT pass put an activation quantizer. */
 #include <math.h>
 
-#include "autograd/internal.h"
-#include "fakequant/internal.h"
+#include "autograd/op_api.h"
+#include "fakequant/kernels.h"
 #include "op.h"
 
 /* Observes (in training, unless frozen) and fake-quantizes an activation.

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "op.h"
 
 int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *ids, int cap) {

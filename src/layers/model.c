@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "autograd/op_api.h"
+#include "internal.h"
 #include "op.h"
 
 /* ---- limits ------------------------------------------------------------------------ */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "autograd/internal.h"
+#include "autograd/op_api.h"
 #include "internal.h"
 
 /* The tensor as planes of `per` elements, plane p of channel p % C: a

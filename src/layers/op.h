@@ -7,14 +7,14 @@
  * differ; ops/registry.c lists the entries and fails the build when a
  * kind has none (docs/architecture.md, "Adding an op").
  *
- * Private to the layers module and the modules built on it (export, io,
- * analyze), like internal.h. Prefix qat__. */
+ * Shared with: src/analyze src/export src/io
+ * Prefix qat__. */
 #ifndef QAT_LAYERS_OP_H
 #define QAT_LAYERS_OP_H
 
 #include <stdio.h>
 
-#include "internal.h"
+#include "model.h"
 #include "qat/runtime.h"
 
 /* ---- the interface --------------------------------------------------------------------- */

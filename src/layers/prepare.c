@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fakequant/internal.h"
+#include "fakequant/kernels.h"
+#include "internal.h"
 #include "op.h"
 
 qat_prepare_config qat_prepare_defaults(void) {

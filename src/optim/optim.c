@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd/internal.h" /* QAT__SIMD_CLONES */
+#include "autograd/op_api.h" /* QAT__SIMD_CLONES */
 #include "qat/optim.h"
 
 qat_optim_config qat_optim_defaults(qat_optim_kind kind) {

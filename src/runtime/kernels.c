@@ -6,7 +6,6 @@
  * kernels, the source the generated C ships. */
 #include <string.h>
 
-#include "core/requant.h"
 #include "kernels.h"
 #include "qk.h"
 
@@ -53,7 +52,7 @@ void qat__gemm_requant_ref(const qat__gemm_args *a) {
             }
             for (int j = 0; j < QAT_PPAD && p0 + j < a->P; j++)
                 a->out[o * a->so + (p0 + j) * a->sp] =
-                    (int8_t)qat__requant(acc[j] + a->bias[o], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                    (int8_t)qat_requantize(acc[j] + a->bias[o], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
         }
     }
 }
@@ -81,7 +80,7 @@ void qat__depthwise(const qat__depthwise_args *a) {
                             for (int i = 0; i < n; i++) acc[i] += wk * src[i * a->sw];
                     }
                 for (int i = 0; i < n; i++)
-                    yc[oy * a->OW + ox0 + i] = (int8_t)qat__requant(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                    yc[oy * a->OW + ox0 + i] = (int8_t)qat_requantize(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
             }
     }
 }

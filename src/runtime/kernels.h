@@ -236,7 +236,7 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  *    and tap (ky, kx) of position q is plane(c4, ky % sh, kx % sw) + q + (ky / sh)·Wq + kx / sw. */
 
 /* One output channel's requantization, prepared for the vector kernels:
- * zp + qat__mbqm(acc + bias, m0, shift) is, with x = (acc + bias) << left
+ * zp + qat_multiply_by_quantized_multiplier(acc + bias, m0, shift) is, with x = (acc + bias) << left
  * (saturated; shift > 0 only) and P = x·m0 in 64 bits,
  *     (P + n - [P < 0]·c) >> s,
  * with zp·2^s inside n when that cannot overflow (fold; kernels_vnni8.c
@@ -405,7 +405,7 @@ void qat__dw8_vnni(const qat__dw8_args *a);
 void qat__linear8_vnni(const qat__linear8_args *a);
 void qat__planes_u8_avx512(const int8_t *x, const qat__planes_args *a, uint8_t *dst);
 void qat__columns_u8_avx512(const uint8_t *planes, const int32_t *ksrc, const qat__columns_args *a, uint8_t *col);
-/* TFLite's ADD with each input's rescaled term looked up: qat__mbqm((x -
+/* TFLite's ADD with each input's rescaled term looked up: qat_multiply_by_quantized_multiplier((x -
  * zp) << left_shift, m, shift) depends on the input byte alone, so it is a
  * table of 256 int32, kept as 4 planes of bytes (byte k of every entry)
  * that vpermi2b indexes: tables [2][4][256], input a then b, entry x + 128.
@@ -416,6 +416,6 @@ void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const q
                             int8_t *y);
 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);
 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);
-/* 16 lanes of qat__requant with one multiplier and shift, for the tests */
+/* 16 lanes of qat_requantize with one multiplier and shift, for the tests */
 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, int32_t *y);
 #endif

@@ -5,7 +5,6 @@
  * kernels_vnni8.c compute (the tests compare them). */
 #include <string.h>
 
-#include "core/requant.h"
 #include "kernels.h"
 
 /* Bytes after every plane stack and column row: tiles compute up to 64
@@ -183,7 +182,7 @@ void qat__add_tables(const qat__add_args *r, uint8_t *tables) {
         for (int i = 0; i < 256; i++) {
             int32_t zp = t ? r->zp_b : r->zp_a, m = t ? r->m_b : r->m_a, sh = t ? r->sh_b : r->sh_a;
             /* qat__add_s8's term, for the input integer i - 128 */
-            int32_t v = qat__mbqm((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh);
+            int32_t v = qat_multiply_by_quantized_multiplier((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh);
             for (int k = 0; k < 4; k++) tables[(t * 4 + k) * 256 + i] = (uint8_t)((uint32_t)v >> (8 * k));
         }
 }
@@ -282,7 +281,7 @@ static void store_chunk(const qat__posmap *map, int64_t c, int8_t *out, const in
         const qat__seg *sg = &map->seg[s];
         int64_t d = sg->dst;
         for (int l = 0; l < 16; l++)
-            if (sg->mask >> l & 1) out[d++] = (int8_t)qat__requant(acc[l], m0, shift, zp, lo, hi);
+            if (sg->mask >> l & 1) out[d++] = (int8_t)qat_requantize(acc[l], m0, shift, zp, lo, hi);
     }
 }
 
@@ -331,7 +330,7 @@ void qat__linear8_ref(const qat__linear8_args *a) {
             uint32_t sum = (uint32_t)a->bias8[o] - 128u * sx;
             for (int k = 0; k < 4 * a->K4; k++)
                 sum += (uint32_t)(a->wu[(((int64_t)(o / 16) * a->K4 + k / 4) * 16 + o % 16) * 4 + k % 4] * x[k]);
-            a->out[(int64_t)s * a->O + o] = (int8_t)qat__requant((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            a->out[(int64_t)s * a->O + o] = (int8_t)qat_requantize((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
         }
     }
 }

@@ -23,7 +23,6 @@
  * the 64-bit zp + v. */
 #include <string.h>
 
-#include "core/requant.h"
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -60,7 +59,7 @@ QAT_VNNI8 INLINE __m512i dpbusd(__m512i acc, __m512i u, __m512i w) {
 
 /* ---- requantization ------------------------------------------------------------- */
 
-/* qat__mbqm on 16 lanes with one multiplier m0 and shift: SRDHM(x << left
+/* qat_multiply_by_quantized_multiplier on 16 lanes with one multiplier m0 and shift: SRDHM(x << left
  * saturated, m0), then the rounding right shift by r = -shift, as one
  * floor. With P = x·m0 (exact in 64 bits) and v = SRDHM = floor((P + 2^30) / 2^31),
  * RoundingDivideByPOT(v, r) = floor((v + 2^(r-1) - [v < 0]) / 2^r) for r >= 1
@@ -448,7 +447,7 @@ QAT_VNNI8 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, con
     for (int c = 0; c < C; c++) {
         int32_t sum = row_sum(x + (int64_t)c * HW, HW); /* |sum| <= 128·HW: the planner bounds HW */
         sum -= r->zp_in * HW;
-        y[c] = (int8_t)qat__requant(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+        y[c] = (int8_t)qat_requantize(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
     }
 }
 
@@ -812,7 +811,7 @@ void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__re
     qat__global_avgpool_s8(x, C, HW, r, y);
 }
 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, int32_t *y) {
-    for (int i = 0; i < 16; i++) y[i] = qat__requant(acc[i], m0, shift, zp, lo, hi);
+    for (int i = 0; i < 16; i++) y[i] = qat_requantize(acc[i], m0, shift, zp, lo, hi);
 }
 
 #endif

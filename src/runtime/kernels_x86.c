@@ -12,13 +12,12 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "core/requant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QAT_AVX2 __attribute__((target("avx2")))
 
-/* RoundingDivideByPOT(SRDHM(x, m0), right): qat__mbqm with shift = -right <= 0. */
+/* RoundingDivideByPOT(SRDHM(x, m0), right): qat_multiply_by_quantized_multiplier with shift = -right <= 0. */
 QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right) {
     const __m256i half = _mm256_set1_epi64x(1LL << 30);
     __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m0), half);
@@ -75,7 +74,7 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     _mm256_storeu_si256((__m256i *)v, s0);
     _mm256_storeu_si256((__m256i *)(v + 8), s1);
     if (a->shift[o] > 0) /* a multiplier >= 1: the saturating left shift, in scalar code */
-        for (int i = 0; i < np; i++) v[i] = qat__requant(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+        for (int i = 0; i < np; i++) v[i] = qat_requantize(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
     for (int i = 0; i < np; i++) out[i * a->sp] = (int8_t)v[i];
 }
 
@@ -252,7 +251,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             const int16_t *src = xc + (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
             int32_t acc = a->bias[o];
             for (int t = 0; t < taps; t++) acc += w[t] * src[off[t]];
-            yc[oy * a->OW + ox] = (int8_t)qat__requant(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            yc[oy * a->OW + ox] = (int8_t)qat_requantize(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
         }
     }
 }

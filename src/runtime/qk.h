@@ -7,10 +7,12 @@
  *
  * C99 on integers: <stdint.h> and <string.h> (memcpy) only, no float, no
  * allocation; every function static. The requantization helpers are
- * src/core/requant.h's formulas rewritten for fewer instructions with the
+ * qat/core.h's requantization rewritten for fewer instructions with the
  * same results under what qat_qmodel_check guarantees (m0 in [2^30, 2^31)
  * or 0, shift in [-31, 30]); docs/codegen.md derives each step. Storage
- * integers are int8 (zero points, lo and hi in [-128, 127]). */
+ * integers are int8 (zero points, lo and hi in [-128, 127]).
+ * Shared with: src/codegen
+ */
 #ifndef QAT_QK_H
 #define QAT_QK_H
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/requant.h"
 
 static int64_t up64(int64_t n) { return qat__round_up(n, 64); }
 
@@ -110,7 +109,7 @@ bool qat__sc_row_bounds(const qat_qop *op, int64_t o, int64_t X, const int64_t *
                               "up to %lld leaves int32", (long long)o, (long long)j, sh, (long long)P);
             return false;
         }
-        int32_t hi = qat__mbqm((int32_t)P, m, sh), lo = qat__mbqm((int32_t)-P, m, sh);
+        int32_t hi = qat_multiply_by_quantized_multiplier((int32_t)P, m, sh), lo = qat_multiply_by_quantized_multiplier((int32_t)-P, m, sh);
         total += hi > -(int64_t)lo ? hi : -(int64_t)lo;
     }
     if (total > INT32_MAX) {
@@ -151,11 +150,11 @@ void qat__sc_gemm_ref(const qat__sc_args *a) {
                 }
                 int32_t m = op->block_multiplier[base + j];
                 int sh = op->block_shift[base + j];
-                for (int l = 0; l < QAT_PPAD; l++) total[l] += qat__mbqm(acc[l], m, sh);
+                for (int l = 0; l < QAT_PPAD; l++) total[l] += qat_multiply_by_quantized_multiplier(acc[l], m, sh);
             }
             for (int l = 0; l < QAT_PPAD && p0 + l < a->P; l++)
                 a->out[r * a->so + (p0 + l) * a->sp] =
-                    (int8_t)qat__requant(total[l], op->multiplier[o], op->shift[o], a->zp, a->lo, a->hi);
+                    (int8_t)qat_requantize(total[l], op->multiplier[o], op->shift[o], a->zp, a->lo, a->hi);
         }
     }
 }

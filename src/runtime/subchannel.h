@@ -13,7 +13,9 @@
  * hold the weights in that order, each block's run padded to an even
  * length (the SIMD kernels take k in pairs), with the im2col row of every
  * position. A block may be a box over several dimensions (blocks on a
- * conv weight's own axes): its positions need not be contiguous in k. */
+ * conv weight's own axes): its positions need not be contiguous in k.
+ * Shared with: src/export
+ */
 #ifndef QAT_RUNTIME_SUBCHANNEL_H
 #define QAT_RUNTIME_SUBCHANNEL_H
 

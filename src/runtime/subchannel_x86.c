@@ -19,7 +19,6 @@
  * portable function), clamped, packed to bytes and stored. */
 #include <string.h>
 
-#include "core/requant.h"
 #include "subchannel.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -77,7 +76,7 @@ static void sc_parts(const qat__sc_shape *s, const void *consts, const int16_t *
         int32_t v[16];                                                                               \
         if (sh > 0) { /* a multiplier of 1 or more: the saturating left shift, in scalar code */     \
             _mm256_storeu_si256((__m256i *)v, s0), _mm256_storeu_si256((__m256i *)(v + 8), s1);     \
-            for (int l = 0; l < np; l++) out[l * a->sp] = (int8_t)qat__requant(v[l], m, sh, a->zp, a->lo, a->hi); \
+            for (int l = 0; l < np; l++) out[l * a->sp] = (int8_t)qat_requantize(v[l], m, sh, a->zp, a->lo, a->hi); \
             return;                                                                                  \
         }                                                                                            \
         /* v clamped to [-256, 255] first: no output changes (lo - zp >= -255, hi - zp <= 255), and   \

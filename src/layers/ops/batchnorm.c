@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../internal.h"
 #include "../op.h"
 
 int qat_layer_batchnorm(qat_model *m, const char *name, int x, int channels, float momentum, float eps) {

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../internal.h"
 #include "../op.h"
 
 qat_conv2d_spec qat_conv2d_square(int in, int out, int k, int stride, int pad, bool bias) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../internal.h"
 #include "../op.h"
 
 int qat_layer_custom(qat_model *m, const char *name, const qat_custom_op *op, void *user, int n, const int *xs) {

@@ -1,6 +1,7 @@
 /* dropout: in training, each element zeroed with probability p and the
  * rest scaled by 1/(1 - p) (PyTorch's nn.Dropout); an identity in
  * evaluation and in the integer program (lowering aliases its input). */
+#include "../internal.h"
 #include "../op.h"
 
 int qat_layer_dropout(qat_model *m, const char *name, int x, float p) {

@@ -1,6 +1,7 @@
 /* flatten: [C, H, W] -> [C·H·W] (a vector stays a vector). The same
  * numbers, so under QAT it keeps its input's quantization; the integer
  * program's flatten op (a view of its input). */
+#include "../internal.h"
 #include "../op.h"
 
 int qat_layer_flatten(qat_model *m, const char *name, int x) {

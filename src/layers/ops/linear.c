@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../internal.h"
 #include "../op.h"
 
 int qat_layer_linear(qat_model *m, const char *name, int x, int in, int out, bool bias) {

@@ -1,6 +1,7 @@
 /* The window pools' shared parts (pool.h): a window of kh x kw, strides
  * (0: the window's size, as PyTorch), zero padding of at most half the
  * window, on [C, H, W]. */
+#include "../internal.h"
 #include "pool.h"
 
 int qat__pool_add(qat_model *m, qat_layer_kind kind, const char *name, int x, const qat_pool2d_spec *s) {
