@@ -135,7 +135,9 @@ static void conv_program(qat_ctx *ctx, const conv_case *k, qat_qmodel *q, qat_rn
 /* Convolutions of every kind the int8 path has (dense4 implicit and
  * compact, generic, grouped, depthwise, strided, padded, non-square),
  * with odd sizes: one output row, one output channel, K not a multiple of
- * 4, positions not a multiple of 16, several passes of samples. */
+ * 4, positions not a multiple of 16, several passes of samples. The
+ * stride-1 convolutions with an even channel count run the AVX2 level's
+ * direct convolution. */
 static void test_conv_every_level(void) {
     if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
     static const conv_case cases[] = {
@@ -150,6 +152,10 @@ static void test_conv_every_level(void) {
         {8, 9, 9, 8, 3, 3, 1, 5, 1, 1, 8, 0},      {16, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 1},
         {16, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 2},  {4, 8, 8, 4, 7, 7, 1, 1, 3, 3, 4, 0},
         {5, 7, 7, 10, 3, 3, 3, 3, 1, 1, 5, 0},     {8, 16, 16, 8, 2, 2, 2, 2, 0, 0, 1, 0},
+        /* the AVX2 level's direct convolution: a row of 16 + a tail of 8 or
+         * fewer, a padded 1x1 (not flattened), 4 output rows (one 4 x 16 block) */
+        {10, 6, 20, 12, 3, 3, 1, 1, 1, 1, 1, 0},   {8, 5, 9, 8, 1, 1, 1, 1, 1, 1, 1, 1},
+        {2, 9, 18, 4, 3, 3, 1, 1, 1, 1, 1, 2},
     };
     qat_rng rng;
     qat_rng_seed(&rng, 21);

@@ -20,6 +20,52 @@ void qat__pad_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, 
         }
 }
 
+void qat__pad_pairs_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *restrict xq) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw;
+    int64_t plane = (int64_t)Hp * Wp * 2;
+    if (ph || pw) memset(xq, 0, (size_t)(C / 2 * plane) * sizeof *xq);
+    memset(xq + C / 2 * plane, 0, QAT_DIRECT_SLACK * 2 * sizeof *xq);
+    for (int cc = 0; cc < C / 2; cc++)
+        for (int y = 0; y < H; y++) {
+            int16_t *restrict d = xq + cc * plane + ((int64_t)(y + ph) * Wp + pw) * 2;
+            const int8_t *restrict s0 = x + ((int64_t)2 * cc * H + y) * W, *restrict s1 = s0 + (int64_t)H * W;
+            for (int i = 0; i < W; i++) d[2 * i] = (int16_t)(s0[i] - zp), d[2 * i + 1] = (int16_t)(s1[i] - zp);
+        }
+}
+
+bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
+    return op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_h == 1 && op->stride_w == 1 && g->C % 2 == 0;
+}
+
+int64_t qat__direct_const_bytes(const qat__op_geom *g) {
+    int64_t KP = (int64_t)g->C / 2 * g->kk;
+    return qat__round_up(qat__round_up(g->O, 8) * KP * 4, 64) + qat__round_up(KP * 4, 64);
+}
+
+int64_t qat__direct_scratch_bytes(const qat__op_geom *g) {
+    return qat__round_up(((int64_t)g->C * g->Hp * g->Wp + 2 * QAT_DIRECT_SLACK) * 2, 64);
+}
+
+/* The direct convolution's sums in C (CPUs without AVX2): the reference
+ * of its layout, the same integers as every other kernel. */
+void qat__conv_direct_ref(const qat__direct_args *a) {
+    for (int o = 0; o < a->O; o++)
+        for (int oy = 0; oy < a->OH; oy++)
+            for (int ox = 0; ox < a->OW; ox++) {
+                int32_t acc = a->bias[o];
+                const int16_t *origin = a->xq + ((int64_t)oy * a->Wp + ox) * 2;
+                const int32_t *w = a->w + (int64_t)(o / 8) * a->KP * 8 + o % 8;
+                for (int kp = 0; kp < a->KP; kp++) {
+                    int16_t wp[2];
+                    memcpy(wp, w + (int64_t)kp * 8, sizeof wp);
+                    const int16_t *x = origin + (int64_t)a->koff[kp] * 2;
+                    acc += x[0] * wp[0] + x[1] * wp[1];
+                }
+                a->out[((int64_t)o * a->OH + oy) * a->OW + ox] =
+                    (int8_t)qat_requantize(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            }
+}
+
 void qat__im2col_s16(const int16_t *xp, int C, int Hp, int Wp, int kh, int kw, int sh, int sw, int OH, int OW,
                      int Pp, int16_t *col) {
     for (int c = 0; c < C; c++)

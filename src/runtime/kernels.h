@@ -57,6 +57,33 @@ const char *qat__gemm_kernel_name(void);
 typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
+/* The direct convolution of the AVX2 level (groups 1, stride 1, C even):
+ * no im2col. The input is padded into channel-pair planes
+ *   xq [C/2][Hp][Wp][2] int16, xq[cc][y][x][j] = x[2cc + j][y - ph][x - pw] - zp
+ * (0 in the padding), followed by QAT_DIRECT_SLACK zero pairs, so that one
+ * 32-bit load holds one position's two channels; the weights are pairs too,
+ *   w [Op/8][KP][8] int32 = (w[o][2cc][ky][kx] - zp_w, w[o][2cc+1][ky][kx] - zp_w)
+ * as two int16 (the first in the low half), KP = C/2·kh·kw pairs in the order
+ * kp = (cc·kh + ky)·kw + kx, rows past O zero; koff[kp] = (cc·Hp + ky)·Wp + kx,
+ * the pair's offset from a position's window origin. One vpmaddwd of 8
+ * consecutive positions' pairs by a broadcast weight pair gives each
+ * position's two products summed: the sums are the GEMM's, in the output's
+ * order. A block of positions may run past its row (those results are not
+ * stored), reading up to 16 pairs past the planes: the slack. */
+#define QAT_DIRECT_SLACK 32
+void qat__pad_pairs_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xq);
+typedef struct {
+    const int16_t *xq;
+    const int32_t *w, *koff;
+    int KP, O, OH, OW, Wp;
+    const int32_t *bias, *m0, *shift;
+    int32_t zp, lo, hi;
+    int8_t *out; /* [O][OH][OW] */
+} qat__direct_args;
+/* The AVX2 kernel where the CPU has AVX2, else the same sums in C. */
+void qat__conv_direct(const qat__direct_args *a);
+void qat__conv_direct_ref(const qat__direct_args *a);
+
 /* Depthwise convolution of one sample from its padded planes xp
  * [C][Hp][Wp] (x - zp): output channel o reads input channel o / mult;
  * w16 [O][kh·kw] (w - zp_w); y [O][OH][OW]. */
@@ -196,6 +223,12 @@ typedef struct {
     bool depthwise;
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
+/* Whether a conv2d op fits the direct convolution (groups 1, stride 1, C
+ * even), and the bytes of its constants (w, then koff) and of its padded
+ * pair planes with their slack. */
+bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
+int64_t qat__direct_const_bytes(const qat__op_geom *g);
+int64_t qat__direct_scratch_bytes(const qat__op_geom *g);
 
 /* ---- the int8 path ------------------------------------------------------------------
  * Products of unsigned activations u = x + 128 (x ^ 0x80) and signed int8

@@ -17,6 +17,7 @@
 typedef struct {
     int32_t int8; /* the op runs on the int8 path (qat__i8_geom's layout follows) */
     int32_t qk;   /* the portable level's qk.h kernels: int8 weights (qat__qk_conv_args' layout) follow */
+    int32_t direct; /* the AVX2 level's direct convolution: qat__direct_args' w and koff follow */
 } op_header;
 
 const char *qat__level_name(qat__level l) {
@@ -44,6 +45,29 @@ static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
                            .zp_out = q->tensors[op->output].q.zero_point, .lo = op->act_min, .hi = op->act_max};
 }
 
+/* The direct convolution's weight pairs and pair offsets (kernels.h). */
+static void prepare_direct(const qat_qop *op, const qat__op_geom *g, uint8_t *c) {
+    const qat_qtype *wq = &op->wq;
+    int KP = g->C / 2 * g->kk;
+    int32_t *w = (int32_t *)(void *)c;
+    int32_t *koff = (int32_t *)(void *)(c + qat__round_up(qat__round_up(g->O, 8) * (int64_t)KP * 4, 64));
+    memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KP) * sizeof *w);
+    for (int cc = 0; cc < g->C / 2; cc++)
+        for (int ky = 0; ky < op->kh; ky++)
+            for (int kx = 0; kx < op->kw; kx++) {
+                int kp = (cc * op->kh + ky) * op->kw + kx;
+                koff[kp] = (cc * g->Hp + ky) * g->Wp + kx;
+                for (int o = 0; o < g->O; o++) {
+                    int16_t pair[2];
+                    for (int j = 0; j < 2; j++) {
+                        int64_t i = (((int64_t)o * g->C + 2 * cc + j) * op->kh + ky) * op->kw + kx;
+                        pair[j] = (int16_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
+                    }
+                    memcpy(&w[((int64_t)(o / 8) * KP + kp) * 8 + o % 8], pair, sizeof pair);
+                }
+            }
+}
+
 static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, uint8_t *c,
                        qat__level level) {
     if (op->kind == QAT_QOP_ADD) {
@@ -60,6 +84,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     bool sc = qat_qop_subchannel(op); /* blocks with their own scales: subchannel.c's layout */
     h->int8 = !sc && int8_path(q, op, g, max_batch, level);
     h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
+    h->direct = !sc && !h->int8 && level == QAT_LEVEL_AVX2 && qat__direct_fits(op, g);
     c += HEADER;
     if (sc) {
         qat__sc_prepare(op, c);
@@ -72,6 +97,10 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
         return;
     }
     const qat_qtype *wq = &op->wq;
+    if (h->direct) {
+        prepare_direct(op, g, c);
+        return;
+    }
     if (h->qk) { /* the int8 weights in the layout qk.h's kernels read */
         bool pairs = op->kind == QAT_QOP_CONV2D && qat__qk_conv_pairs(g->C, g->groups, op->kw);
         for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
@@ -140,6 +169,27 @@ static void real_tensors(const qat_qmodel *q, const qat_plan *p, uint8_t *real) 
     }
     for (int i = 0; i < q->n_ops; i++)
         if (q->ops[i].kind == QAT_QOP_FLATTEN && real[q->ops[i].inputs[0]]) real[q->ops[i].output] = 1;
+}
+
+static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c) {
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
+    const int8_t *x = tensor(e, op->inputs[0]);
+    int8_t *y = tensor(e, op->output);
+    int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW;
+    int KP = g->C / 2 * g->kk;
+    int16_t *xq = (int16_t *)(void *)e->scratch;
+    qat__direct_args a = {.xq = xq, .w = (const int32_t *)(const void *)c,
+                          .koff = (const int32_t *)(const void *)(c + qat__round_up(qat__round_up(g->O, 8) * (int64_t)KP * 4, 64)),
+                          .KP = KP, .O = g->O, .OH = g->OH, .OW = g->OW, .Wp = g->Wp, .bias = op->bias,
+                          .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
+                          .lo = op->act_min, .hi = op->act_max};
+    if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0) /* positions are the pixels: one row */
+        a.OW = g->OH * g->OW, a.OH = 1, a.Wp = a.OW;
+    for (int64_t s = 0; s < e->n; s++) {
+        qat__pad_pairs_s8(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, in->q.zero_point, xq);
+        a.out = y + s * out_n;
+        qat__conv_direct(&a);
+    }
 }
 
 static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, const int16_t *w16) {
@@ -377,6 +427,10 @@ static void run_op(const exec *e, int i) {
         bool i8 = ((const op_header *)c)->int8;
         if (((const op_header *)c)->qk) {
             run_qk(e, op, &g, (const int8_t *)body);
+            return;
+        }
+        if (((const op_header *)c)->direct) {
+            run_conv_direct(e, op, &g, body);
             return;
         }
         const int16_t *w16 = (const int16_t *)(const void *)body;
