@@ -136,8 +136,8 @@ static void conv_program(qat_ctx *ctx, const conv_case *k, qat_qmodel *q, qat_rn
  * compact, generic, grouped, depthwise, strided, padded, non-square),
  * with odd sizes: one output row, one output channel, K not a multiple of
  * 4, positions not a multiple of 16, several passes of samples. The
- * stride-1 convolutions with an even channel count run the AVX2 level's
- * direct convolution. */
+ * convolutions with one group, an even channel count and a horizontal
+ * stride of 1 or 2 run the AVX2 level's direct convolution. */
 static void test_conv_every_level(void) {
     if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
     static const conv_case cases[] = {
@@ -155,7 +155,8 @@ static void test_conv_every_level(void) {
         /* the AVX2 level's direct convolution: a row of 16 + a tail of 8 or
          * fewer, a padded 1x1 (not flattened), 4 output rows (one 4 x 16 block) */
         {10, 6, 20, 12, 3, 3, 1, 1, 1, 1, 1, 0},   {8, 5, 9, 8, 1, 1, 1, 1, 1, 1, 1, 1},
-        {2, 9, 18, 4, 3, 3, 1, 1, 1, 1, 1, 2},
+        {2, 9, 18, 4, 3, 3, 1, 1, 1, 1, 1, 2},     {6, 9, 10, 8, 3, 3, 2, 1, 1, 1, 1, 0},
+        {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1}, /* stride 2 over an odd padded width: phases of unequal length */
     };
     qat_rng rng;
     qat_rng_seed(&rng, 21);

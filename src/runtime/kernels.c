@@ -20,21 +20,29 @@ void qat__pad_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, 
         }
 }
 
-void qat__pad_pairs_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *restrict xq) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw;
-    int64_t plane = (int64_t)Hp * Wp * 2;
-    if (ph || pw) memset(xq, 0, (size_t)(C / 2 * plane) * sizeof *xq);
+void qat__pad_pairs_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
+                       int16_t *restrict xq) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
+    int64_t plane = (int64_t)Hp * Wrow * 2;
+    if (ph || pw || Wrow != Wp) memset(xq, 0, (size_t)(C / 2 * plane) * sizeof *xq);
     memset(xq + C / 2 * plane, 0, QAT_DIRECT_SLACK * 2 * sizeof *xq);
     for (int cc = 0; cc < C / 2; cc++)
         for (int y = 0; y < H; y++) {
-            int16_t *restrict d = xq + cc * plane + ((int64_t)(y + ph) * Wp + pw) * 2;
+            int16_t *restrict row = xq + cc * plane + (int64_t)(y + ph) * Wrow * 2;
             const int8_t *restrict s0 = x + ((int64_t)2 * cc * H + y) * W, *restrict s1 = s0 + (int64_t)H * W;
-            for (int i = 0; i < W; i++) d[2 * i] = (int16_t)(s0[i] - zp), d[2 * i + 1] = (int16_t)(s1[i] - zp);
+            if (sw == 1) {
+                int16_t *restrict d = row + 2 * pw;
+                for (int i = 0; i < W; i++) d[2 * i] = (int16_t)(s0[i] - zp), d[2 * i + 1] = (int16_t)(s1[i] - zp);
+            } else
+                for (int i = 0; i < W; i++) {
+                    int16_t *d = row + 2 * qat__direct_col(i + pw, Wp, sw);
+                    d[0] = (int16_t)(s0[i] - zp), d[1] = (int16_t)(s1[i] - zp);
+                }
         }
 }
 
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
-    return op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_h == 1 && op->stride_w == 1 && g->C % 2 == 0;
+    return op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0;
 }
 
 int64_t qat__direct_const_bytes(const qat__op_geom *g) {
@@ -43,7 +51,7 @@ int64_t qat__direct_const_bytes(const qat__op_geom *g) {
 }
 
 int64_t qat__direct_scratch_bytes(const qat__op_geom *g) {
-    return qat__round_up(((int64_t)g->C * g->Hp * g->Wp + 2 * QAT_DIRECT_SLACK) * 2, 64);
+    return qat__round_up(((int64_t)g->C * g->Hp * (g->Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
 }
 
 /* The direct convolution's sums in C (CPUs without AVX2): the reference
@@ -53,7 +61,7 @@ void qat__conv_direct_ref(const qat__direct_args *a) {
         for (int oy = 0; oy < a->OH; oy++)
             for (int ox = 0; ox < a->OW; ox++) {
                 int32_t acc = a->bias[o];
-                const int16_t *origin = a->xq + ((int64_t)oy * a->Wp + ox) * 2;
+                const int16_t *origin = a->xq + ((int64_t)oy * a->ystep + ox) * 2;
                 const int32_t *w = a->w + (int64_t)(o / 8) * a->KP * 8 + o % 8;
                 for (int kp = 0; kp < a->KP; kp++) {
                     int16_t wp[2];

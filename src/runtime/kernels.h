@@ -57,25 +57,34 @@ const char *qat__gemm_kernel_name(void);
 typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
-/* The direct convolution of the AVX2 level (groups 1, stride 1, C even):
- * no im2col. The input is padded into channel-pair planes
- *   xq [C/2][Hp][Wp][2] int16, xq[cc][y][x][j] = x[2cc + j][y - ph][x - pw] - zp
- * (0 in the padding), followed by QAT_DIRECT_SLACK zero pairs, so that one
- * 32-bit load holds one position's two channels; the weights are pairs too,
+/* The direct convolution of the AVX2 level (groups 1, C even, horizontal
+ * stride 1 or 2): no im2col. The input is padded into channel-pair planes
+ *   xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the padded plane holding
+ *   (x[2cc][y - ph][x - pw] - zp, x[2cc + 1][y - ph][x - pw] - zp), 0 in the padding,
+ * at column x of its row (stride 1: Wrow = Wp) or, stride 2, split by
+ * column phase: column (x % 2)·Wh + x / 2, Wh = ceil(Wp / 2), Wrow = 2·Wh,
+ * so that the pixels a tap reads for consecutive outputs are consecutive;
+ * QAT_DIRECT_SLACK zero pairs follow. One 32-bit load holds a position's
+ * two channels. The weights are pairs too,
  *   w [Op/8][KP][8] int32 = (w[o][2cc][ky][kx] - zp_w, w[o][2cc+1][ky][kx] - zp_w)
  * as two int16 (the first in the low half), KP = C/2·kh·kw pairs in the order
- * kp = (cc·kh + ky)·kw + kx, rows past O zero; koff[kp] = (cc·Hp + ky)·Wp + kx,
- * the pair's offset from a position's window origin. One vpmaddwd of 8
+ * kp = (cc·kh + ky)·kw + kx, rows past O zero; koff[kp] = (cc·Hp + ky)·Wrow
+ * + the column of kx, the pair's offset from a position's window origin
+ * (output (oy, ox): oy·ystep + ox, ystep = sh·Wrow). One vpmaddwd of 8
  * consecutive positions' pairs by a broadcast weight pair gives each
  * position's two products summed: the sums are the GEMM's, in the output's
  * order. A block of positions may run past its row (those results are not
- * stored), reading up to 16 pairs past the planes: the slack. */
+ * stored), reading at most 16 pairs past the planes: the slack. */
 #define QAT_DIRECT_SLACK 32
-void qat__pad_pairs_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xq);
+static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
+static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }
+void qat__pad_pairs_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
+/* The same with AVX2 where the CPU has it (kernels_x86.c). */
+void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
 typedef struct {
     const int16_t *xq;
     const int32_t *w, *koff;
-    int KP, O, OH, OW, Wp;
+    int KP, O, OH, OW, ystep;
     const int32_t *bias, *m0, *shift;
     int32_t zp, lo, hi;
     int8_t *out; /* [O][OH][OW] */
@@ -223,8 +232,8 @@ typedef struct {
     bool depthwise;
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
-/* Whether a conv2d op fits the direct convolution (groups 1, stride 1, C
- * even), and the bytes of its constants (w, then koff) and of its padded
+/* Whether a conv2d op fits the direct convolution (groups 1, C even,
+ * horizontal stride 1 or 2), and the bytes of its constants (w, then koff) and of its padded
  * pair planes with their slack. */
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
 int64_t qat__direct_const_bytes(const qat__op_geom *g);

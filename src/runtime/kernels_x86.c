@@ -141,7 +141,7 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
 
 /* 4 outputs x 16 positions. */
 QAT_AVX2 static void direct_4x16(const qat__direct_args *a, int o0, int oy, int ox0) {
-    const int32_t *origin = (const int32_t *)(const void *)a->xq + (int64_t)oy * a->Wp + ox0;
+    const int32_t *origin = (const int32_t *)(const void *)a->xq + (int64_t)oy * a->ystep + ox0;
     const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KP * 8 + o0 % 8;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
     for (int kp = 0; kp < a->KP; kp++, w += 8) {
@@ -164,7 +164,7 @@ QAT_AVX2 static void direct_4x16(const qat__direct_args *a, int o0, int oy, int 
 
 /* 8 outputs x 8 positions (rows of 8 or fewer, and a row's last 8 or fewer). */
 QAT_AVX2 static void direct_8x8(const qat__direct_args *a, int o0, int oy, int ox0) {
-    const int32_t *origin = (const int32_t *)(const void *)a->xq + (int64_t)oy * a->Wp + ox0;
+    const int32_t *origin = (const int32_t *)(const void *)a->xq + (int64_t)oy * a->ystep + ox0;
     const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KP * 8;
     __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
     for (int kp = 0; kp < a->KP; kp++, w += 8) {
@@ -180,6 +180,70 @@ QAT_AVX2 static void direct_8x8(const qat__direct_args *a, int o0, int oy, int o
     const __m256i z = _mm256_setzero_si256();
     __m256i c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
     for (int j = 0; j < 8 && o0 + j < a->O; j++) direct_store(a, o0 + j, dst + j * so, np, c[j], z);
+}
+
+/* One input row of two channels into the pair planes' row (kernels.h),
+ * 16 pixels at a time: the bytes interleaved, widened, zp subtracted;
+ * with stride 2, the pairs of even and odd input columns split to the two
+ * phases (vpermd gathers each half's evens and odds). A row's last chunk
+ * overlaps the one before (the same pixels written twice, the same
+ * values); rows of 8 to 15 pixels (stride 1) take two overlapping halves;
+ * shorter ones, C. Nothing past the row is read or written. */
+QAT_AVX2 static inline void pairs16(const int8_t *s0, const int8_t *s1, int i, int pw, int Wp, int sw, __m256i z,
+                                    int16_t *row) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s0 + i));
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s1 + i));
+    __m256i v0 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)), z); /* pixels i..i+7 */
+    __m256i v1 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b)), z); /* i+8..i+15 */
+    if (sw == 1) {
+        _mm256_storeu_si256((__m256i *)(void *)(row + 2 * (pw + i)), v0);
+        _mm256_storeu_si256((__m256i *)(void *)(row + 2 * (pw + i + 8)), v1);
+        return;
+    }
+    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    v0 = _mm256_permutevar8x32_epi32(v0, split), v1 = _mm256_permutevar8x32_epi32(v1, split);
+    _mm256_storeu_si256((__m256i *)(void *)(row + 2 * qat__direct_col(pw + i, Wp, 2)),
+                        _mm256_permute2x128_si256(v0, v1, 0x20));
+    _mm256_storeu_si256((__m256i *)(void *)(row + 2 * qat__direct_col(pw + i + 1, Wp, 2)),
+                        _mm256_permute2x128_si256(v0, v1, 0x31));
+}
+
+QAT_AVX2 static inline void pairs8(const int8_t *s0, const int8_t *s1, int i, int pw, __m256i z, int16_t *row) {
+    __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(s0 + i));
+    __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(s1 + i));
+    __m256i v = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)), z);
+    _mm256_storeu_si256((__m256i *)(void *)(row + 2 * (pw + i)), v);
+}
+
+QAT_AVX2 static void pairs_row_avx2(const int8_t *s0, const int8_t *s1, int W, int pw, int Wp, int sw, int32_t zp,
+                                    int16_t *row) {
+    const __m256i z = _mm256_set1_epi16((int16_t)zp);
+    if (W >= 16) {
+        for (int i = 0; i + 16 <= W; i += 16) pairs16(s0, s1, i, pw, Wp, sw, z, row);
+        if (W % 16) pairs16(s0, s1, W - 16, pw, Wp, sw, z, row);
+        return;
+    }
+    if (W >= 8 && sw == 1) {
+        pairs8(s0, s1, 0, pw, z, row), pairs8(s0, s1, W - 8, pw, z, row);
+        return;
+    }
+    for (int i = 0; i < W; i++) {
+        int16_t *d = row + 2 * qat__direct_col(pw + i, Wp, sw);
+        d[0] = (int16_t)(s0[i] - zp), d[1] = (int16_t)(s1[i] - zp);
+    }
+}
+
+QAT_AVX2 static void pad_pairs_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
+                                    int16_t *xq) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
+    int64_t plane = (int64_t)Hp * Wrow * 2;
+    if (ph || pw || Wrow != Wp) memset(xq, 0, (size_t)(C / 2 * plane) * sizeof *xq);
+    memset(xq + C / 2 * plane, 0, QAT_DIRECT_SLACK * 2 * sizeof *xq);
+    for (int cc = 0; cc < C / 2; cc++)
+        for (int y = 0; y < H; y++) {
+            const int8_t *s0 = x + ((int64_t)2 * cc * H + y) * W;
+            pairs_row_avx2(s0, s0 + (int64_t)H * W, W, pw, Wp, sw, zp, xq + cc * plane + (int64_t)(y + ph) * Wrow * 2);
+        }
 }
 
 QAT_AVX2 static void direct_avx2(const qat__direct_args *a) {
@@ -198,6 +262,11 @@ QAT_AVX2 static void direct_avx2(const qat__direct_args *a) {
 void qat__conv_direct(const qat__direct_args *a) {
     if (has_avx2()) direct_avx2(a);
     else qat__conv_direct_ref(a);
+}
+
+void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
+    if (has_avx2()) pad_pairs_avx2(x, C, H, W, ph, pw, sw, zp, xq);
+    else qat__pad_pairs_s8(x, C, H, W, ph, pw, sw, zp, xq);
 }
 
 /* AVX-512 VNNI on 256-bit vectors: vpdpwssd multiplies, pairs and
@@ -423,6 +492,9 @@ qat__level qat__cpu_level(void) { return QAT_LEVEL_PORTABLE; }
 const char *qat__gemm_kernel_name(void) { return "portable C"; }
 void qat__gemm_requant(const qat__gemm_args *a) { qat__gemm_requant_ref(a); }
 void qat__conv_direct(const qat__direct_args *a) { qat__conv_direct_ref(a); }
+void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
+    qat__pad_pairs_s8(x, C, H, W, ph, pw, sw, zp, xq);
+}
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level) {
     (void)level;
     qat__gemm_requant_ref(a);

@@ -56,7 +56,8 @@ static void prepare_direct(const qat_qop *op, const qat__op_geom *g, uint8_t *c)
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
                 int kp = (cc * op->kh + ky) * op->kw + kx;
-                koff[kp] = (cc * g->Hp + ky) * g->Wp + kx;
+                int Wrow = qat__direct_wrow(g->Wp, op->stride_w);
+                koff[kp] = (cc * g->Hp + ky) * Wrow + qat__direct_col(kx, g->Wp, op->stride_w);
                 for (int o = 0; o < g->O; o++) {
                     int16_t pair[2];
                     for (int j = 0; j < 2; j++) {
@@ -180,13 +181,14 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     int16_t *xq = (int16_t *)(void *)e->scratch;
     qat__direct_args a = {.xq = xq, .w = (const int32_t *)(const void *)c,
                           .koff = (const int32_t *)(const void *)(c + qat__round_up(qat__round_up(g->O, 8) * (int64_t)KP * 4, 64)),
-                          .KP = KP, .O = g->O, .OH = g->OH, .OW = g->OW, .Wp = g->Wp, .bias = op->bias,
+                          .KP = KP, .O = g->O, .OH = g->OH, .OW = g->OW,
+                          .ystep = op->stride_h * qat__direct_wrow(g->Wp, op->stride_w), .bias = op->bias,
                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
                           .lo = op->act_min, .hi = op->act_max};
-    if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0) /* positions are the pixels: one row */
-        a.OW = g->OH * g->OW, a.OH = 1, a.Wp = a.OW;
+    if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && op->stride_h == 1 && op->stride_w == 1)
+        a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW; /* positions are the pixels: one row */
     for (int64_t s = 0; s < e->n; s++) {
-        qat__pad_pairs_s8(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, in->q.zero_point, xq);
+        qat__pad_pairs(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, op->stride_w, in->q.zero_point, xq);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
