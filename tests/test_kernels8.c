@@ -157,6 +157,8 @@ static void test_conv_every_level(void) {
         {10, 6, 20, 12, 3, 3, 1, 1, 1, 1, 1, 0},   {8, 5, 9, 8, 1, 1, 1, 1, 1, 1, 1, 1},
         {2, 9, 18, 4, 3, 3, 1, 1, 1, 1, 1, 2},     {6, 9, 10, 8, 3, 3, 2, 1, 1, 1, 1, 0},
         {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1}, /* stride 2 over an odd padded width: phases of unequal length */
+        /* depthwise tap pairs: a multiplier of 2 (one tap-pair plane, two outputs), an even kernel width */
+        {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 0},    {6, 9, 9, 6, 2, 4, 1, 1, 0, 1, 6, 1},
     };
     qat_rng rng;
     qat_rng_seed(&rng, 21);

@@ -98,6 +98,7 @@ void qat__conv_direct_ref(const qat__direct_args *a);
  * w16 [O][kh·kw] (w - zp_w); y [O][OH][OW]. */
 typedef struct {
     const int16_t *xp, *w16;
+    int16_t *pairs; /* scratch of 2·Hp·Wp int16 for the AVX2 kernel's tap pairs, or NULL */
     int C, Hp, Wp, O, kh, kw, sh, sw, OH, OW;
     const int32_t *bias, *m0, *shift;
     int32_t zp, lo, hi;

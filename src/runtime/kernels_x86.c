@@ -368,43 +368,67 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
  * plane's coordinates: with equal strides s (1 or 2), output q = oy·Wp +
  * ox reads input s·q + ky·Wp + kx, one contiguous run per tap for any
  * run of q, across rows too (small maps: 7x7 has no 8 outputs in a row).
- * Columns ox >= OW of that grid are computed and dropped. A tap
- * multiplies 8 inputs by one weight with vpmaddwd: each int32 lane holds
- * the input in its low 16 bits and, against the weight pair (w, 0),
- * whatever its high 16 bits hold adds nothing (stride 1: 8 int16
- * sign-extended; stride 2: 16 contiguous int16, the odd ones unused).
- * Loads stay inside the last output's window. The sums are the portable
- * kernel's exactly (int32; the planner bounds them) and requant8 is its
- * requantization. A channel with a left shift, other strides and the
- * last Q % 8 outputs take the portable loop. */
+ * Columns ox >= OW of that grid are computed and dropped. Taps go in
+ * horizontal pairs (kx, kx + 1), one vpmaddwd each against the weight
+ * pair (w[kx], w[kx + 1]) ((w, 0) for an odd row's last): with stride 2
+ * the two inputs are adjacent in the padded plane already, an int32 lane
+ * of a 16-int16 load; with stride 1 they come from the tap-pair plane
+ * a->pairs, (x[i], x[i + 1]) at pair i, built once per input channel. The
+ * sums are the portable kernel's exactly (int32; the planner bounds
+ * them) and requant8 is its requantization. A channel with a left shift,
+ * other strides and the last Q % 8 outputs take the portable loop. */
+QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
+    int64_t i = 0;
+    for (; i + 9 <= n; i += 8) {
+        __m128i l0 = _mm_loadu_si128((const __m128i *)(const void *)(x + i));
+        __m128i l1 = _mm_loadu_si128((const __m128i *)(const void *)(x + i + 1));
+        _mm_storeu_si128((__m128i *)(void *)(pairs + 2 * i), _mm_unpacklo_epi16(l0, l1));
+        _mm_storeu_si128((__m128i *)(void *)(pairs + 2 * i + 8), _mm_unpackhi_epi16(l0, l1));
+    }
+    for (; i < n; i++) pairs[2 * i] = x[i], pairs[2 * i + 1] = i + 1 < n ? x[i + 1] : 0;
+}
+
 QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
-    int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw;
-    bool grid = a->sh == a->sw && (st == 1 || st == 2);
+    int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw, np = (a->kw + 1) / 2;
+    bool grid = a->sh == a->sw && (st == 2 || (st == 1 && a->pairs));
     int64_t Q = (int64_t)(a->OH - 1) * a->Wp + a->OW; /* grid positions up to the last output */
     const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
-    int32_t off[QAT_QOP_MAX_WINDOW];
+    int32_t off[QAT_QOP_MAX_WINDOW], poff[QAT_QOP_MAX_WINDOW];
     for (int t = 0; t < taps; t++) off[t] = (t / a->kw) * a->Wp + t % a->kw;
+    /* pair p = (ky, j): int16 offset from the block's origin (stride 1: in the tap-pair plane) */
+    for (int p = 0; p < a->kh * np; p++)
+        poff[p] = st == 1 ? 2 * ((p / np) * a->Wp + 2 * (p % np)) : (p / np) * a->Wp + 2 * (p % np);
     for (int o = 0; o < a->O; o++) {
         const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
         int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
         int64_t q8 = grid && a->shift[o] <= 0 ? Q / 8 * 8 : 0;
+        if (q8 && st == 1 && o % mult == 0) tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
+        const int16_t *src0 = st == 1 ? a->pairs : xc;
         const __m256i m0 = _mm256_set1_epi32(a->m0[o]), bias = _mm256_set1_epi32(a->bias[o]);
         __m256i wv[QAT_QOP_MAX_WINDOW];
-        for (int t = 0; t < taps && q8; t++) wv[t] = _mm256_set1_epi32((int32_t)(uint16_t)w[t]);
+        for (int p = 0; p < a->kh * np && q8; p++) {
+            int ky = p / np, kx = 2 * (p % np);
+            int16_t pair[2] = {w[ky * a->kw + kx], kx + 1 < a->kw ? w[ky * a->kw + kx + 1] : (int16_t)0};
+            int32_t v;
+            memcpy(&v, pair, sizeof v);
+            wv[p] = _mm256_set1_epi32(v);
+        }
         for (int64_t q0 = 0; q0 < q8; q0 += 8) {
             __m256i acc = bias;
-            const int16_t *src = xc + st * q0;
-            for (int t = 0; t < taps; t++) {
-                __m256i v = st == 1 ? _mm256_cvtepi16_epi32(_mm_loadu_si128((const __m128i *)(src + off[t])))
-                                    : _mm256_loadu_si256((const __m256i *)(src + off[t]));
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(v, wv[t]));
-            }
+            const int16_t *src = src0 + 2 * q0; /* stride 1: pair q0; stride 2: input 2·q0 */
+            for (int p = 0; p < a->kh * np; p++)
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + poff[p])), wv[p]));
             __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
             __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-            int8_t out[16];
-            _mm_storeu_si128((__m128i *)out, _mm_packs_epi16(p16, p16));
+            __m128i b8 = _mm_packs_epi16(p16, p16);
             int oy = (int)(q0 / a->Wp), ox = (int)(q0 % a->Wp);
+            if (ox + 8 <= a->OW) { /* one row, all kept */
+                _mm_storel_epi64((__m128i *)(void *)(yc + oy * a->OW + ox), b8);
+                continue;
+            }
+            int8_t out[16];
+            _mm_storeu_si128((__m128i *)(void *)out, b8);
             for (int j = 0; j < 8; j++) {
                 if (ox < a->OW) yc[oy * a->OW + ox] = out[j];
                 if (++ox == a->Wp) ox = 0, oy++;

@@ -205,7 +205,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     for (int64_t s = 0; s < e->n; s++) {
         qat__pad_s8(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, in->q.zero_point, xpad);
         if (g->depthwise) {
-            qat__depthwise_args d = {.xp = xpad, .w16 = w16, .C = g->C, .Hp = g->Hp, .Wp = g->Wp, .O = g->O,
+            qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .C = g->C, .Hp = g->Hp, .Wp = g->Wp, .O = g->O,
                                      .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
                                      .OH = g->OH, .OW = g->OW, .bias = op->bias, .m0 = op->multiplier,
                                      .shift = op->shift, .zp = zp, .lo = op->act_min, .hi = op->act_max,
