@@ -12,6 +12,7 @@
 void qat__pad_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *restrict xp) {
     int Hp = H + 2 * ph, Wp = W + 2 * pw;
     if (ph || pw) memset(xp, 0, (size_t)C * (size_t)(Hp * Wp) * sizeof *xp);
+    memset(xp + (int64_t)C * Hp * Wp, 0, QAT_IM2COL_CHUNK * sizeof *xp);
     for (int c = 0; c < C; c++)
         for (int y = 0; y < H; y++) {
             int16_t *restrict d = xp + ((int64_t)c * Hp + y + ph) * Wp + pw;

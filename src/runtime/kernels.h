@@ -23,7 +23,8 @@ static inline int64_t qat__round_up(int64_t n, int64_t to) { return (n + to - 1)
 #define QAT_OPAD 4  /* O: the AVX2 block; w has rows up to a multiple of 8 (QAT_WROWS) */
 #define QAT_WROWS 8
 
-/* xp [C][H + 2·ph][W + 2·pw] = x - zp, 0 in the padding (real 0 is zp). */
+/* xp [C][H + 2·ph][W + 2·pw] = x - zp, 0 in the padding (real 0 is zp),
+ * then QAT_IM2COL_CHUNK zeros (kernels may read that far past the planes). */
 void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp);
 
 /* col rows [0, K) from a padded sample xp [C, Hp, Wp], K = C·kh·kw:
@@ -98,13 +99,14 @@ void qat__conv_direct_ref(const qat__direct_args *a);
  * w16 [O][kh·kw] (w - zp_w); y [O][OH][OW]. */
 typedef struct {
     const int16_t *xp, *w16;
-    int16_t *pairs; /* scratch of 2·Hp·Wp int16 for the AVX2 kernel's tap pairs, or NULL */
+    int16_t *pairs; /* scratch of 2·(Hp·Wp + QAT_DW_PAIR_SLACK) int16 for the AVX2 kernel's tap pairs, or NULL */
     int C, Hp, Wp, O, kh, kw, sh, sw, OH, OW;
     const int32_t *bias, *m0, *shift;
     int32_t zp, lo, hi;
     int8_t *y;
 } qat__depthwise_args;
 void qat__depthwise(const qat__depthwise_args *a);
+#define QAT_DW_PAIR_SLACK 8
 
 /* The portable level's linear and convolution: qk.h's kernels (the ones the
  * generated C ships), one sample at a time, int8 weights w - zp_w in the

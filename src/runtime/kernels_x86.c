@@ -375,8 +375,11 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
  * of a 16-int16 load; with stride 1 they come from the tap-pair plane
  * a->pairs, (x[i], x[i + 1]) at pair i, built once per input channel. The
  * sums are the portable kernel's exactly (int32; the planner bounds
- * them) and requant8 is its requantization. A channel with a left shift,
- * other strides and the last Q % 8 outputs take the portable loop. */
+ * them) and requant8 is its requantization. The last block runs past
+ * the last output: the tap-pair plane has zero pairs after it, and with
+ * stride 2 the reads stay within the padded planes' 16 elements of slack,
+ * which qat__pad_s8 zeroes. A channel with a left shift and other strides
+ * take the portable loop. */
 QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
     int64_t i = 0;
     for (; i + 9 <= n; i += 8) {
@@ -386,6 +389,7 @@ QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
         _mm_storeu_si128((__m128i *)(void *)(pairs + 2 * i + 8), _mm_unpackhi_epi16(l0, l1));
     }
     for (; i < n; i++) pairs[2 * i] = x[i], pairs[2 * i + 1] = i + 1 < n ? x[i + 1] : 0;
+    memset(pairs + 2 * n, 0, 2 * QAT_DW_PAIR_SLACK * sizeof *pairs); /* a last block's reads past the plane */
 }
 
 QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
@@ -402,7 +406,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
         const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
         int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
-        int64_t q8 = grid && a->shift[o] <= 0 ? Q / 8 * 8 : 0;
+        int64_t q8 = grid && a->shift[o] <= 0 ? (Q + 7) / 8 * 8 : 0; /* the last block runs past Q */
         if (q8 && st == 1 && o % mult == 0) tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
         const int16_t *src0 = st == 1 ? a->pairs : xc;
         const __m256i m0 = _mm256_set1_epi32(a->m0[o]), bias = _mm256_set1_epi32(a->bias[o]);
@@ -429,20 +433,20 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             }
             int8_t out[16];
             _mm_storeu_si128((__m128i *)(void *)out, b8);
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < 8 && oy < a->OH; j++) {
                 if (ox < a->OW) yc[oy * a->OW + ox] = out[j];
                 if (++ox == a->Wp) ox = 0, oy++;
             }
         }
-        /* the rest, output by output: every output when the grid does not apply */
-        for (int64_t q = q8; q < (int64_t)a->OH * a->Wp; q++) {
-            int oy = (int)(q / a->Wp), ox = (int)(q % a->Wp);
-            if (ox >= a->OW) continue;
-            const int16_t *src = xc + (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
-            int32_t acc = a->bias[o];
-            for (int t = 0; t < taps; t++) acc += w[t] * src[off[t]];
-            yc[oy * a->OW + ox] = (int8_t)qat_requantize(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
-        }
+        if (q8) continue;
+        /* output by output when the grid does not apply */
+        for (int oy = 0; oy < a->OH; oy++)
+            for (int ox = 0; ox < a->OW; ox++) {
+                const int16_t *src = xc + (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
+                int32_t acc = a->bias[o];
+                for (int t = 0; t < taps; t++) acc += w[t] * src[off[t]];
+                yc[oy * a->OW + ox] = (int8_t)qat_requantize(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            }
     }
 }
 
