@@ -189,6 +189,8 @@ qat__level qat__cpu_level(void);
 const char *qat__level_name(qat__level l); /* "portable C", "AVX2", "AVX-512 VNNI", "AVX-512 VNNI int8" */
 /* The int16 GEMM kernel of a level (the best one it has, if this CPU lacks it). */
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
+/* qat__pad_s8 at a level: AVX2 rows (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
+void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level);
 /* Depthwise convolution at a level: the AVX2 kernel (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
 void qat__depthwise_level(const qat__depthwise_args *a, qat__level level);
 /* TFLite's ADD at a level: the AVX2 loop (kernels_x86.c) from QAT_LEVEL_AVX2 up (VNNI8 has its table kernel). */

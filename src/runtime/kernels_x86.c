@@ -246,6 +246,34 @@ QAT_AVX2 static void pad_pairs_avx2(const int8_t *x, int C, int H, int W, int ph
         }
 }
 
+/* qat__pad_s8's rows with AVX2: 16 pixels widened and shifted by zp at
+ * a time, a row's last 16 overlapping the ones before; rows of 8 to 15
+ * pixels as two overlapping halves; shorter ones in C. */
+QAT_AVX2 static void pad_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw;
+    if (ph || pw) memset(xp, 0, (size_t)C * (size_t)(Hp * Wp) * sizeof *xp);
+    memset(xp + (int64_t)C * Hp * Wp, 0, QAT_IM2COL_CHUNK * sizeof *xp);
+    const __m256i z = _mm256_set1_epi16((int16_t)zp);
+    const __m128i z8 = _mm256_castsi256_si128(z);
+    for (int64_t r = 0; r < (int64_t)C * H; r++) {
+        const int8_t *s = x + r * W;
+        int16_t *d = xp + ((r / H) * Hp + r % H + ph) * Wp + pw;
+        if (W >= 16) {
+            for (int i = 0; i + 16 <= W; i += 16)
+                _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                                    _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + i))), z));
+            if (W % 16)
+                _mm256_storeu_si256((__m256i *)(void *)(d + W - 16),
+                                    _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + W - 16))), z));
+        } else if (W >= 8) {
+            _mm_storeu_si128((__m128i *)(void *)d, _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)s)), z8));
+            _mm_storeu_si128((__m128i *)(void *)(d + W - 8),
+                             _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(s + W - 8))), z8));
+        } else
+            for (int i = 0; i < W; i++) d[i] = (int16_t)(s[i] - zp);
+    }
+}
+
 QAT_AVX2 static void direct_avx2(const qat__direct_args *a) {
     for (int o0 = 0; o0 < a->O; o0 += 8)
         for (int oy = 0; oy < a->OH; oy++)
@@ -262,6 +290,11 @@ QAT_AVX2 static void direct_avx2(const qat__direct_args *a) {
 void qat__conv_direct(const qat__direct_args *a) {
     if (has_avx2()) direct_avx2(a);
     else qat__conv_direct_ref(a);
+}
+
+void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
+    if (level >= QAT_LEVEL_AVX2 && has_avx2()) pad_avx2(x, C, H, W, ph, pw, zp, xp);
+    else qat__pad_s8(x, C, H, W, ph, pw, zp, xp);
 }
 
 void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
@@ -520,6 +553,10 @@ qat__level qat__cpu_level(void) { return QAT_LEVEL_PORTABLE; }
 const char *qat__gemm_kernel_name(void) { return "portable C"; }
 void qat__gemm_requant(const qat__gemm_args *a) { qat__gemm_requant_ref(a); }
 void qat__conv_direct(const qat__direct_args *a) { qat__conv_direct_ref(a); }
+void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
+    (void)level;
+    qat__pad_s8(x, C, H, W, ph, pw, zp, xp);
+}
 void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
     qat__pad_pairs_s8(x, C, H, W, ph, pw, sw, zp, xq);
 }

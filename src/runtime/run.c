@@ -203,7 +203,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     int16_t *col = (int16_t *)(e->scratch + qat__round_up((g->C * g->Hp * g->Wp + QAT_IM2COL_CHUNK) * 2, 64));
     int32_t zp = e->q->tensors[op->output].q.zero_point;
     for (int64_t s = 0; s < e->n; s++) {
-        qat__pad_s8(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, in->q.zero_point, xpad);
+        qat__pad_level(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, in->q.zero_point, xpad, e->level);
         if (g->depthwise) {
             qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .C = g->C, .Hp = g->Hp, .Wp = g->Wp, .O = g->O,
                                      .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
