@@ -73,11 +73,13 @@ static void name_tensor(qat_qtensor *t, const char *name, int rank, const int64_
 /* Weights, bias and requantization of a linear/conv2d op of O outputs
  * and n weights: wmode 0 symmetric 8-bit (the int8 path), 1 unsigned 8-bit
  * with zero points near 128 (w - zp outside int8 now and then: the int16
- * path), 2 symmetric 4-bit. */
+ * path), 2 symmetric 4-bit, 3 symmetric 7-bit (the AVX2 direct
+ * convolution's byte form), 4 the same at its extremes only (weights -64
+ * or 63 and, with the right inputs, every pair sum at its largest). */
 static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wshape, int wmode, qat_rng *r) {
     int64_t O = wshape[0], n = 1;
     for (int d = 0; d < rank; d++) n *= wshape[d];
-    int bits = wmode == 2 ? 4 : 8;
+    int bits = wmode == 2 ? 4 : wmode >= 3 ? 7 : 8;
     CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &op->wq, bits, wmode != 1, wmode != 1, rank, wshape, 0), QAT_OK);
     op->weight = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)n * sizeof(int32_t));
     op->bias = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)O * sizeof(int32_t));
@@ -98,7 +100,8 @@ static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wsh
             op->multiplier[o] = INT32_MAX, op->shift[o] = 2;
         }
     }
-    for (int64_t i = 0; i < n; i++) op->weight[i] = rnd(r, op->wq.qmin, op->wq.qmax);
+    for (int64_t i = 0; i < n; i++)
+        op->weight[i] = wmode == 4 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
 }
 
 /* input [C, H, W] -> conv2d -> flatten (the output must be a vector). */
@@ -159,6 +162,10 @@ static void test_conv_every_level(void) {
         {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1}, /* stride 2 over an odd padded width: phases of unequal length */
         /* depthwise tap pairs: a multiplier of 2 (one tap-pair plane, two outputs), an even kernel width */
         {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 0},    {6, 9, 9, 6, 2, 4, 1, 1, 0, 1, 6, 1},
+        /* the direct convolution's byte form: 7-bit weights, C % 4 == 0 */
+        {16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 3},  {32, 7, 7, 20, 3, 3, 1, 1, 1, 1, 1, 3},
+        {16, 14, 14, 32, 1, 1, 2, 2, 0, 0, 1, 3},  {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 1, 3},
+        {12, 5, 9, 8, 1, 1, 1, 1, 1, 1, 1, 3},     {64, 6, 6, 8, 1, 1, 1, 1, 0, 0, 1, 3},
     };
     qat_rng rng;
     qat_rng_seed(&rng, 21);
@@ -172,6 +179,19 @@ static void test_conv_every_level(void) {
         run_every_level(&q, B, n, &rng, what);
         qat_ctx_free(ctx);
     }
+    /* the byte form at its extremes: weights -64 and 63, inputs all at one
+     * end (every byte 0 or 255 after the + 128), so that the int16 pair sums
+     * of vpmaddubsw reach 255·127 + 255·127 and -255·128·2 */
+    static const conv_case extreme[] = {{16, 9, 18, 8, 3, 3, 1, 1, 1, 1, 1, 4}, {8, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 4}};
+    for (size_t t = 0; t < 2 * sizeof extreme / sizeof *extreme; t++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, &extreme[t / 2], &q, &rng);
+        char what[64];
+        snprintf(what, sizeof what, "extreme byte-form case %zu", t);
+        run_levels(&q, 4, 4, &rng, what, t % 2 ? 127 : -128);
+        qat_ctx_free(ctx);
+    }
     /* and random ones: any stride, padding (up to the window), window,
      * grouping and a tiny input, every path's edges */
     for (int t = 0; t < 60; t++) {
@@ -182,7 +202,7 @@ static void test_conv_every_level(void) {
         if (k.H + 2 * k.ph < k.kh || k.W + 2 * k.pw < k.kw) continue;
         int g = rnd(&rng, 0, 2);
         k.groups = g == 0 ? 1 : g == 1 ? k.C : (k.C % 2 ? 1 : 2);
-        k.O = k.groups * rnd(&rng, 1, k.groups == k.C ? 2 : 20), k.wmode = rnd(&rng, 0, 2);
+        k.O = k.groups * rnd(&rng, 1, k.groups == k.C ? 2 : 20), k.wmode = rnd(&rng, 0, 3);
         qat_ctx *ctx = qat_ctx_new();
         qat_qmodel q;
         conv_program(ctx, &k, &q, &rng);

@@ -42,13 +42,42 @@ void qat__pad_pairs_s8(const int8_t *restrict x, int C, int H, int W, int ph, in
         }
 }
 
+void qat__pad_quads_u8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
+                       uint8_t *restrict xq) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
+    int64_t plane = (int64_t)Hp * Wrow * 4;
+    uint8_t fill = (uint8_t)(zp + 128); /* the real 0 */
+    if (ph || pw || Wrow != Wp) memset(xq, fill, (size_t)(C / 4 * plane));
+    memset(xq + C / 4 * plane, fill, QAT_DIRECT_SLACK * 4);
+    for (int cc = 0; cc < C / 4; cc++)
+        for (int y = 0; y < H; y++) {
+            uint8_t *restrict row = xq + cc * plane + (int64_t)(y + ph) * Wrow * 4;
+            const int8_t *restrict s0 = x + ((int64_t)4 * cc * H + y) * W;
+            for (int i = 0; i < W; i++)
+                for (int j = 0; j < 4; j++)
+                    row[4 * qat__direct_col(i + pw, Wp, sw) + j] = (uint8_t)(s0[(int64_t)j * H * W + i] + 128);
+        }
+}
+
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
     return op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0;
 }
 
+bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g) {
+    if (!qat__direct_fits(op, g) || g->C % 4) return false;
+    const qat_qtype *wq = &op->wq;
+    for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
+        int32_t v = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
+        if (v < -64 || v > 64) return false;
+    }
+    return true;
+}
+
 int64_t qat__direct_const_bytes(const qat__op_geom *g) {
-    int64_t KP = (int64_t)g->C / 2 * g->kk;
-    return qat__round_up(qat__round_up(g->O, 8) * KP * 4, 64) + qat__round_up(KP * 4, 64);
+    int64_t KP = (int64_t)g->C / 2 * g->kk, KQ = (int64_t)g->C / 4 * g->kk, Op = qat__round_up(g->O, 8);
+    int64_t pairs = qat__round_up(Op * KP * 4, 64) + qat__round_up(KP * 4, 64);
+    int64_t quads = qat__round_up(Op * KQ * 4, 64) + qat__round_up(KQ * 4, 64) + qat__round_up((int64_t)g->O * 4, 64);
+    return pairs > quads ? pairs : quads;
 }
 
 int64_t qat__direct_scratch_bytes(const qat__op_geom *g) {
@@ -56,22 +85,29 @@ int64_t qat__direct_scratch_bytes(const qat__op_geom *g) {
 }
 
 /* The direct convolution's sums in C (CPUs without AVX2): the reference
- * of its layout, the same integers as every other kernel. */
+ * of its layouts, the same integers as every other kernel. */
 void qat__conv_direct_ref(const qat__direct_args *a) {
     for (int o = 0; o < a->O; o++)
         for (int oy = 0; oy < a->OH; oy++)
             for (int ox = 0; ox < a->OW; ox++) {
-                int32_t acc = a->bias[o];
-                const int16_t *origin = a->xq + ((int64_t)oy * a->ystep + ox) * 2;
-                const int32_t *w = a->w + (int64_t)(o / 8) * a->KP * 8 + o % 8;
-                for (int kp = 0; kp < a->KP; kp++) {
-                    int16_t wp[2];
-                    memcpy(wp, w + (int64_t)kp * 8, sizeof wp);
-                    const int16_t *x = origin + (int64_t)a->koff[kp] * 2;
-                    acc += x[0] * wp[0] + x[1] * wp[1];
+                int64_t acc = a->bias[o]; /* the byte form's partial sums may leave int32; the total does not */
+                int64_t origin = (int64_t)oy * a->ystep + ox; /* in pixels of 4 bytes */
+                const int32_t *w = a->w + (int64_t)(o / 8) * a->KG * 8 + o % 8;
+                for (int kg = 0; kg < a->KG; kg++) {
+                    const uint8_t *px = (const uint8_t *)a->xq + 4 * (origin + a->koff[kg]);
+                    if (a->bytes) {
+                        int8_t wq[4];
+                        memcpy(wq, w + (int64_t)kg * 8, sizeof wq);
+                        for (int j = 0; j < 4; j++) acc += px[j] * wq[j];
+                    } else {
+                        int16_t wp[2], x[2];
+                        memcpy(wp, w + (int64_t)kg * 8, sizeof wp);
+                        memcpy(x, px, sizeof x);
+                        acc += x[0] * wp[0] + x[1] * wp[1];
+                    }
                 }
                 a->out[((int64_t)o * a->OH + oy) * a->OW + ox] =
-                    (int8_t)qat_requantize(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                    (int8_t)qat_requantize((int32_t)acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
             }
 }
 

@@ -59,38 +59,49 @@ typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
 /* The direct convolution of the AVX2 level (groups 1, C even, horizontal
- * stride 1 or 2): no im2col. The input is padded into channel-pair planes
- *   xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the padded plane holding
- *   (x[2cc][y - ph][x - pw] - zp, x[2cc + 1][y - ph][x - pw] - zp), 0 in the padding,
+ * stride 1 or 2): no im2col. The input is padded into channel-group planes
+ * of 4 bytes a pixel,
+ *   int16 pairs (G = 2): xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the
+ *     padded plane holding x[2cc + j][y - ph][x - pw] - zp, 0 in the padding;
+ *   byte quads (G = 4, the `bytes` form): xq [C/4][Hp][Wrow][4] uint8 holding
+ *     x[4cc + j][y - ph][x - pw] + 128, zp + 128 in the padding (real 0),
  * at column x of its row (stride 1: Wrow = Wp) or, stride 2, split by
  * column phase: column (x % 2)·Wh + x / 2, Wh = ceil(Wp / 2), Wrow = 2·Wh,
  * so that the pixels a tap reads for consecutive outputs are consecutive;
- * QAT_DIRECT_SLACK zero pairs follow. One 32-bit load holds a position's
- * two channels. The weights are pairs too,
- *   w [Op/8][KP][8] int32 = (w[o][2cc][ky][kx] - zp_w, w[o][2cc+1][ky][kx] - zp_w)
- * as two int16 (the first in the low half), KP = C/2·kh·kw pairs in the order
- * kp = (cc·kh + ky)·kw + kx, rows past O zero; koff[kp] = (cc·Hp + ky)·Wrow
- * + the column of kx, the pair's offset from a position's window origin
- * (output (oy, ox): oy·ystep + ox, ystep = sh·Wrow). One vpmaddwd of 8
- * consecutive positions' pairs by a broadcast weight pair gives each
- * position's two products summed: the sums are the GEMM's, in the output's
- * order. A block of positions may run past its row (those results are not
- * stored), reading at most 16 pairs past the planes: the slack. */
+ * QAT_DIRECT_SLACK pixels follow (zero pairs; zp + 128 bytes). The weights
+ * are groups too, w [Op/8][KG][8] int32 holding G weights w - zp_w (int16
+ * pairs, first in the low half; or int8 quads, first in the low byte), KG
+ * = C/G·kh·kw groups in the order kg = (cc·kh + ky)·kw + kx, rows past O
+ * zero; koff[kg] = (cc·Hp + ky)·Wrow + the column of kx, the group's pixel
+ * offset from a position's window origin (output (oy, ox): oy·ystep + ox,
+ * ystep = sh·Wrow). Pairs: one vpmaddwd of 8 consecutive positions by a
+ * broadcast weight pair gives each position's two products summed. Quads:
+ * vpmaddubsw multiplies the unsigned bytes by the signed weights and sums
+ * each two products in int16, which saturates unless every |w - zp_w| <=
+ * 64 (then |a pair| <= 255·128 = 32 640), so the form is taken only then;
+ * vpmaddwd by ones sums the pairs, and the bias is corrected for the 128 +
+ * zp the bytes carry: bias - (zp + 128)·Σ_k (w_k - zp_w). Either way the
+ * sums are the GEMM's, in the output's order. A block of positions may run
+ * past its row (those results are not stored), reading at most 16 pixels
+ * past the planes: the slack. */
 #define QAT_DIRECT_SLACK 32
 static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
 static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }
 void qat__pad_pairs_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
+void qat__pad_quads_u8(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq);
 /* The same with AVX2 where the CPU has it (kernels_x86.c). */
 void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
+void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq);
 typedef struct {
-    const int16_t *xq;
+    const void *xq;
     const int32_t *w, *koff;
-    int KP, O, OH, OW, ystep;
-    const int32_t *bias, *m0, *shift;
+    bool bytes; /* the byte-quad form */
+    int KG, O, OH, OW, ystep;
+    const int32_t *bias, *m0, *shift; /* bias: corrected in the byte form */
     int32_t zp, lo, hi;
     int8_t *out; /* [O][OH][OW] */
 } qat__direct_args;
-/* The AVX2 kernel where the CPU has AVX2, else the same sums in C. */
+/* The AVX2 kernel where the CPU has it, else the same sums in C. */
 void qat__conv_direct(const qat__direct_args *a);
 void qat__conv_direct_ref(const qat__direct_args *a);
 
@@ -241,6 +252,8 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  * horizontal stride 1 or 2), and the bytes of its constants (w, then koff) and of its padded
  * pair planes with their slack. */
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
+/* ... and its byte form (C % 4 == 0, every |w - zp_w| <= 64). */
+bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g);
 int64_t qat__direct_const_bytes(const qat__op_geom *g);
 int64_t qat__direct_scratch_bytes(const qat__op_geom *g);
 

@@ -137,15 +137,18 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
 /* The accumulators are named variables, not an array: GCC 12 kept an
  * array's elements in registers but copied each after every add (and
  * spilled one), a third of the loop's instructions (measured). */
-#define DMAC(acc, x, wp) acc = _mm256_add_epi32(acc, _mm256_madd_epi16(x, wp))
+#define DMAC(acc, x, wp)                                                                                     \
+    acc = _mm256_add_epi32(acc, bytes ? _mm256_madd_epi16(_mm256_maddubs_epi16(x, wp), ones) : _mm256_madd_epi16(x, wp))
 
-/* 4 outputs x 16 positions. */
-QAT_AVX2 static void direct_4x16(const qat__direct_args *a, int o0, int oy, int ox0) {
-    const int32_t *origin = (const int32_t *)(const void *)a->xq + (int64_t)oy * a->ystep + ox0;
-    const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KP * 8 + o0 % 8;
+/* 4 outputs x 16 positions; bytes: the byte-quad form (a constant in each copy). */
+QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat__direct_args *a, int o0, int oy, int ox0,
+                                                                       const bool bytes) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int32_t *origin = (const int32_t *)a->xq + (int64_t)oy * a->ystep + ox0;
+    const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KG * 8 + o0 % 8;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    for (int kp = 0; kp < a->KP; kp++, w += 8) {
-        const int32_t *p = origin + a->koff[kp];
+    for (int kg = 0; kg < a->KG; kg++, w += 8) {
+        const int32_t *p = origin + a->koff[kg];
         __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)p);
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 8));
         __m256i w0 = _mm256_set1_epi32(w[0]), w1 = _mm256_set1_epi32(w[1]);
@@ -163,12 +166,14 @@ QAT_AVX2 static void direct_4x16(const qat__direct_args *a, int o0, int oy, int 
 }
 
 /* 8 outputs x 8 positions (rows of 8 or fewer, and a row's last 8 or fewer). */
-QAT_AVX2 static void direct_8x8(const qat__direct_args *a, int o0, int oy, int ox0) {
-    const int32_t *origin = (const int32_t *)(const void *)a->xq + (int64_t)oy * a->ystep + ox0;
-    const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KP * 8;
+QAT_AVX2 static inline __attribute__((always_inline)) void direct_8x8(const qat__direct_args *a, int o0, int oy, int ox0,
+                                                                      const bool bytes) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int32_t *origin = (const int32_t *)a->xq + (int64_t)oy * a->ystep + ox0;
+    const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KG * 8;
     __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
-    for (int kp = 0; kp < a->KP; kp++, w += 8) {
-        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(origin + a->koff[kp]));
+    for (int kg = 0; kg < a->KG; kg++, w += 8) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(origin + a->koff[kg]));
         DMAC(c0, x, _mm256_set1_epi32(w[0])), DMAC(c1, x, _mm256_set1_epi32(w[1]));
         DMAC(c2, x, _mm256_set1_epi32(w[2])), DMAC(c3, x, _mm256_set1_epi32(w[3]));
         DMAC(c4, x, _mm256_set1_epi32(w[4])), DMAC(c5, x, _mm256_set1_epi32(w[5]));
@@ -189,23 +194,41 @@ QAT_AVX2 static void direct_8x8(const qat__direct_args *a, int o0, int oy, int o
  * overlaps the one before (the same pixels written twice, the same
  * values); rows of 8 to 15 pixels (stride 1) take two overlapping halves;
  * shorter ones, C. Nothing past the row is read or written. */
+/* Stores 16 pixels of 4 bytes (v0: pixels i..i+7, v1: i+8..i+15) to their
+ * columns of a plane row (row: pixel 0 of the row). */
+QAT_AVX2 static inline void store_px16(__m256i v0, __m256i v1, int i, int pw, int Wp, int sw, int32_t *row) {
+    if (sw == 1) {
+        _mm256_storeu_si256((__m256i *)(void *)(row + pw + i), v0);
+        _mm256_storeu_si256((__m256i *)(void *)(row + pw + i + 8), v1);
+        return;
+    }
+    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    v0 = _mm256_permutevar8x32_epi32(v0, split), v1 = _mm256_permutevar8x32_epi32(v1, split);
+    _mm256_storeu_si256((__m256i *)(void *)(row + qat__direct_col(pw + i, Wp, 2)), _mm256_permute2x128_si256(v0, v1, 0x20));
+    _mm256_storeu_si256((__m256i *)(void *)(row + qat__direct_col(pw + i + 1, Wp, 2)), _mm256_permute2x128_si256(v0, v1, 0x31));
+}
+
 QAT_AVX2 static inline void pairs16(const int8_t *s0, const int8_t *s1, int i, int pw, int Wp, int sw, __m256i z,
                                     int16_t *row) {
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s0 + i));
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s1 + i));
     __m256i v0 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)), z); /* pixels i..i+7 */
     __m256i v1 = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b)), z); /* i+8..i+15 */
-    if (sw == 1) {
-        _mm256_storeu_si256((__m256i *)(void *)(row + 2 * (pw + i)), v0);
-        _mm256_storeu_si256((__m256i *)(void *)(row + 2 * (pw + i + 8)), v1);
-        return;
-    }
-    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-    v0 = _mm256_permutevar8x32_epi32(v0, split), v1 = _mm256_permutevar8x32_epi32(v1, split);
-    _mm256_storeu_si256((__m256i *)(void *)(row + 2 * qat__direct_col(pw + i, Wp, 2)),
-                        _mm256_permute2x128_si256(v0, v1, 0x20));
-    _mm256_storeu_si256((__m256i *)(void *)(row + 2 * qat__direct_col(pw + i + 1, Wp, 2)),
-                        _mm256_permute2x128_si256(v0, v1, 0x31));
+    store_px16(v0, v1, i, pw, Wp, sw, (int32_t *)(void *)row);
+}
+
+/* The four channels' bytes of 16 pixels, interleaved, + 128 (the sign bit flipped). */
+QAT_AVX2 static inline void quads16(const int8_t *s, int64_t cs, int i, int pw, int Wp, int sw, uint8_t *row) {
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    __m128i c0 = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+    __m128i c1 = _mm_loadu_si128((const __m128i *)(const void *)(s + cs + i));
+    __m128i c2 = _mm_loadu_si128((const __m128i *)(const void *)(s + 2 * cs + i));
+    __m128i c3 = _mm_loadu_si128((const __m128i *)(const void *)(s + 3 * cs + i));
+    __m128i ab0 = _mm_unpacklo_epi8(c0, c1), ab1 = _mm_unpackhi_epi8(c0, c1);
+    __m128i cd0 = _mm_unpacklo_epi8(c2, c3), cd1 = _mm_unpackhi_epi8(c2, c3);
+    __m128i q0 = _mm_xor_si128(_mm_unpacklo_epi16(ab0, cd0), flip), q1 = _mm_xor_si128(_mm_unpackhi_epi16(ab0, cd0), flip);
+    __m128i q2 = _mm_xor_si128(_mm_unpacklo_epi16(ab1, cd1), flip), q3 = _mm_xor_si128(_mm_unpackhi_epi16(ab1, cd1), flip);
+    store_px16(_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2), i, pw, Wp, sw, (int32_t *)(void *)row);
 }
 
 QAT_AVX2 static inline void pairs8(const int8_t *s0, const int8_t *s1, int i, int pw, __m256i z, int16_t *row) {
@@ -231,6 +254,28 @@ QAT_AVX2 static void pairs_row_avx2(const int8_t *s0, const int8_t *s1, int W, i
         int16_t *d = row + 2 * qat__direct_col(pw + i, Wp, sw);
         d[0] = (int16_t)(s0[i] - zp), d[1] = (int16_t)(s1[i] - zp);
     }
+}
+
+QAT_AVX2 static void pad_quads_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
+                                    uint8_t *xq) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
+    int64_t plane = (int64_t)Hp * Wrow * 4, cs = (int64_t)H * W;
+    uint8_t fill = (uint8_t)(zp + 128);
+    if (ph || pw || Wrow != Wp) memset(xq, fill, (size_t)(C / 4 * plane));
+    memset(xq + C / 4 * plane, fill, QAT_DIRECT_SLACK * 4);
+    for (int cc = 0; cc < C / 4; cc++)
+        for (int y = 0; y < H; y++) {
+            const int8_t *s = x + ((int64_t)4 * cc * H + y) * W;
+            uint8_t *row = xq + cc * plane + (int64_t)(y + ph) * Wrow * 4;
+            int i = 0;
+            if (W >= 16) { /* the last 16 overlap the ones before */
+                for (; i + 16 <= W; i += 16) quads16(s, cs, i, pw, Wp, sw, row);
+                if (W % 16) quads16(s, cs, W - 16, pw, Wp, sw, row);
+                continue;
+            }
+            for (; i < W; i++)
+                for (int j = 0; j < 4; j++) row[4 * qat__direct_col(pw + i, Wp, sw) + j] = (uint8_t)(s[j * cs + i] + 128);
+        }
 }
 
 QAT_AVX2 static void pad_pairs_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
@@ -274,27 +319,35 @@ QAT_AVX2 static void pad_avx2(const int8_t *x, int C, int H, int W, int ph, int 
     }
 }
 
-QAT_AVX2 static void direct_avx2(const qat__direct_args *a) {
+QAT_AVX2 static inline __attribute__((always_inline)) void direct_rows(const qat__direct_args *a, const bool bytes) {
     for (int o0 = 0; o0 < a->O; o0 += 8)
         for (int oy = 0; oy < a->OH; oy++)
             for (int ox0 = 0; ox0 < a->OW; ox0 += 16) {
                 if (a->OW - ox0 <= 8) {
-                    direct_8x8(a, o0, oy, ox0);
+                    direct_8x8(a, o0, oy, ox0, bytes);
                     break;
                 }
-                direct_4x16(a, o0, oy, ox0);
-                if (o0 + 4 < a->O) direct_4x16(a, o0 + 4, oy, ox0);
+                direct_4x16(a, o0, oy, ox0, bytes);
+                if (o0 + 4 < a->O) direct_4x16(a, o0 + 4, oy, ox0, bytes);
             }
 }
 
+QAT_AVX2 static void direct_avx2_pairs(const qat__direct_args *a) { direct_rows(a, false); }
+QAT_AVX2 static void direct_avx2_quads(const qat__direct_args *a) { direct_rows(a, true); }
+
 void qat__conv_direct(const qat__direct_args *a) {
-    if (has_avx2()) direct_avx2(a);
+    if (has_avx2()) (a->bytes ? direct_avx2_quads : direct_avx2_pairs)(a);
     else qat__conv_direct_ref(a);
 }
 
 void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
     if (level >= QAT_LEVEL_AVX2 && has_avx2()) pad_avx2(x, C, H, W, ph, pw, zp, xp);
     else qat__pad_s8(x, C, H, W, ph, pw, zp, xp);
+}
+
+void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq) {
+    if (has_avx2()) pad_quads_avx2(x, C, H, W, ph, pw, sw, zp, xq);
+    else qat__pad_quads_u8(x, C, H, W, ph, pw, sw, zp, xq);
 }
 
 void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
@@ -559,6 +612,9 @@ void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_
 }
 void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
     qat__pad_pairs_s8(x, C, H, W, ph, pw, sw, zp, xq);
+}
+void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq) {
+    qat__pad_quads_u8(x, C, H, W, ph, pw, sw, zp, xq);
 }
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level) {
     (void)level;

@@ -17,7 +17,7 @@
 typedef struct {
     int32_t int8; /* the op runs on the int8 path (qat__i8_geom's layout follows) */
     int32_t qk;   /* the portable level's qk.h kernels: int8 weights (qat__qk_conv_args' layout) follow */
-    int32_t direct; /* the AVX2 level's direct convolution: qat__direct_args' w and koff follow */
+    int32_t direct; /* the AVX2 level's direct convolution, 1: int16 pairs, 2: byte quads (prepare_direct's layout follows) */
 } op_header;
 
 const char *qat__level_name(qat__level l) {
@@ -45,28 +45,70 @@ static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
                            .zp_out = q->tensors[op->output].q.zero_point, .lo = op->act_min, .hi = op->act_max};
 }
 
-/* The direct convolution's weight pairs and pair offsets (kernels.h). */
-static void prepare_direct(const qat_qop *op, const qat__op_geom *g, uint8_t *c) {
+/* The direct convolution's constants (kernels.h): weight groups of G = 2
+ * (int16 pairs) or 4 (int8 quads, bytes), their pixel offsets, and (bytes)
+ * the corrected bias. The offsets of the parts: direct_parts. */
+static void direct_parts(const qat__op_geom *g, int G, int64_t *koff_at, int64_t *bias_at) {
+    int64_t KG = (int64_t)g->C / G * g->kk;
+    *koff_at = qat__round_up(qat__round_up(g->O, 8) * KG * 4, 64);
+    *bias_at = *koff_at + qat__round_up(KG * 4, 64);
+}
+
+/* The byte form's bias for output o: bias - (zp + 128)·Σ_k (w_k - zp_w), in 64 bits. */
+static int64_t bytes_bias(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int o) {
     const qat_qtype *wq = &op->wq;
-    int KP = g->C / 2 * g->kk;
-    int32_t *w = (int32_t *)(void *)c;
-    int32_t *koff = (int32_t *)(void *)(c + qat__round_up(qat__round_up(g->O, 8) * (int64_t)KP * 4, 64));
-    memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KP) * sizeof *w);
-    for (int cc = 0; cc < g->C / 2; cc++)
+    int64_t sum = 0;
+    for (int64_t k = 0; k < g->K; k++) {
+        int64_t i = (int64_t)o * g->K + k;
+        sum += op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
+    }
+    return (int64_t)op->bias[o] - (int64_t)(q->tensors[op->inputs[0]].q.zero_point + 128) * sum;
+}
+
+/* The byte form fits when every corrected bias is an int32 (the sums from
+ * it wrap in vpaddd and end at the true sum, which the program check
+ * bounds). */
+static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g) {
+    if (!qat__direct_bytes_fit(op, g)) return false;
+    for (int o = 0; o < g->O; o++) {
+        int64_t b = bytes_bias(q, op, g, o);
+        if (b < INT32_MIN || b > INT32_MAX) return false;
+    }
+    return true;
+}
+
+static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool bytes, uint8_t *c) {
+    const qat_qtype *wq = &op->wq;
+    int G = bytes ? 4 : 2, KG = g->C / G * g->kk, Wrow = qat__direct_wrow(g->Wp, op->stride_w);
+    int64_t koff_at, bias_at;
+    direct_parts(g, G, &koff_at, &bias_at);
+    int32_t *w = (int32_t *)(void *)c, *koff = (int32_t *)(void *)(c + koff_at);
+    memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KG) * sizeof *w);
+    for (int cc = 0; cc < g->C / G; cc++)
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
-                int kp = (cc * op->kh + ky) * op->kw + kx;
-                int Wrow = qat__direct_wrow(g->Wp, op->stride_w);
-                koff[kp] = (cc * g->Hp + ky) * Wrow + qat__direct_col(kx, g->Wp, op->stride_w);
+                int kg = (cc * op->kh + ky) * op->kw + kx;
+                koff[kg] = (cc * g->Hp + ky) * Wrow + qat__direct_col(kx, g->Wp, op->stride_w);
                 for (int o = 0; o < g->O; o++) {
-                    int16_t pair[2];
-                    for (int j = 0; j < 2; j++) {
-                        int64_t i = (((int64_t)o * g->C + 2 * cc + j) * op->kh + ky) * op->kw + kx;
-                        pair[j] = (int16_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
+                    int32_t v[4];
+                    for (int j = 0; j < G; j++) {
+                        int64_t i = (((int64_t)o * g->C + G * cc + j) * op->kh + ky) * op->kw + kx;
+                        v[j] = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
                     }
-                    memcpy(&w[((int64_t)(o / 8) * KP + kp) * 8 + o % 8], pair, sizeof pair);
+                    int32_t *dst = &w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8];
+                    if (bytes) {
+                        int8_t quad[4] = {(int8_t)v[0], (int8_t)v[1], (int8_t)v[2], (int8_t)v[3]};
+                        memcpy(dst, quad, sizeof quad);
+                    } else {
+                        int16_t pair[2] = {(int16_t)v[0], (int16_t)v[1]};
+                        memcpy(dst, pair, sizeof pair);
+                    }
                 }
             }
+    if (!bytes) return;
+    /* the bytes carry x + 128, the padding zp + 128: Σ w·(x - zp) = Σ w·byte - (zp + 128)·Σ w */
+    int32_t *bias = (int32_t *)(void *)(c + bias_at);
+    for (int o = 0; o < g->O; o++) bias[o] = (int32_t)bytes_bias(q, op, g, o); /* bytes_form: it fits */
 }
 
 static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, uint8_t *c,
@@ -85,7 +127,9 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     bool sc = qat_qop_subchannel(op); /* blocks with their own scales: subchannel.c's layout */
     h->int8 = !sc && int8_path(q, op, g, max_batch, level);
     h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
-    h->direct = !sc && !h->int8 && level == QAT_LEVEL_AVX2 && qat__direct_fits(op, g);
+    h->direct = sc || h->int8 || level != QAT_LEVEL_AVX2 || !qat__direct_fits(op, g) ? 0
+                : bytes_form(q, op, g)                                                      ? 2
+                                                                                           : 1;
     c += HEADER;
     if (sc) {
         qat__sc_prepare(op, c);
@@ -99,7 +143,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     const qat_qtype *wq = &op->wq;
     if (h->direct) {
-        prepare_direct(op, g, c);
+        prepare_direct(q, op, g, h->direct == 2, c);
         return;
     }
     if (h->qk) { /* the int8 weights in the layout qk.h's kernels read */
@@ -172,23 +216,27 @@ static void real_tensors(const qat_qmodel *q, const qat_plan *p, uint8_t *real) 
         if (q->ops[i].kind == QAT_QOP_FLATTEN && real[q->ops[i].inputs[0]]) real[q->ops[i].output] = 1;
 }
 
-static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c) {
+static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c, bool bytes) {
     const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
-    int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW;
-    int KP = g->C / 2 * g->kk;
-    int16_t *xq = (int16_t *)(void *)e->scratch;
-    qat__direct_args a = {.xq = xq, .w = (const int32_t *)(const void *)c,
-                          .koff = (const int32_t *)(const void *)(c + qat__round_up(qat__round_up(g->O, 8) * (int64_t)KP * 4, 64)),
-                          .KP = KP, .O = g->O, .OH = g->OH, .OW = g->OW,
-                          .ystep = op->stride_h * qat__direct_wrow(g->Wp, op->stride_w), .bias = op->bias,
+    int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW, koff_at, bias_at;
+    int G = bytes ? 4 : 2;
+    direct_parts(g, G, &koff_at, &bias_at);
+    qat__direct_args a = {.xq = e->scratch, .w = (const int32_t *)(const void *)c,
+                          .koff = (const int32_t *)(const void *)(c + koff_at), .bytes = bytes,
+                          .KG = g->C / G * g->kk, .O = g->O, .OH = g->OH, .OW = g->OW,
+                          .ystep = op->stride_h * qat__direct_wrow(g->Wp, op->stride_w),
+                          .bias = bytes ? (const int32_t *)(const void *)(c + bias_at) : op->bias,
                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
                           .lo = op->act_min, .hi = op->act_max};
     if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && op->stride_h == 1 && op->stride_w == 1)
         a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW; /* positions are the pixels: one row */
     for (int64_t s = 0; s < e->n; s++) {
-        qat__pad_pairs(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, op->stride_w, in->q.zero_point, xq);
+        const int8_t *xs = x + s * in_n;
+        int32_t zp = in->q.zero_point;
+        if (bytes) qat__pad_quads(xs, g->C, g->H, g->W, op->pad_h, op->pad_w, op->stride_w, zp, e->scratch);
+        else qat__pad_pairs(xs, g->C, g->H, g->W, op->pad_h, op->pad_w, op->stride_w, zp, (int16_t *)(void *)e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
@@ -432,7 +480,7 @@ static void run_op(const exec *e, int i) {
             return;
         }
         if (((const op_header *)c)->direct) {
-            run_conv_direct(e, op, &g, body);
+            run_conv_direct(e, op, &g, body, ((const op_header *)c)->direct == 2);
             return;
         }
         const int16_t *w16 = (const int16_t *)(const void *)body;
