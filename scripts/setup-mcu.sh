@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs what the microcontroller tests and benchmarks need (tests/mcu,
-# bench/bench_mcu.sh): Debian's Arm bare-metal compiler with newlib, and
-# qemu-system-arm for the MPS2 boards. Without them those tests report
-# themselves skipped. As root: apt-get; otherwise sudo; otherwise a message.
+# Installs what the cross-architecture tests and benchmarks need
+# (tests/mcu, tests/aarch64, bench/bench_mcu.sh): Debian's Arm bare-metal
+# compiler with newlib and qemu-system-arm for the MPS2 boards; the
+# aarch64 Linux cross compiler and qemu-user (qemu-aarch64). Without them
+# those tests report themselves skipped. As root: apt-get; otherwise sudo;
+# otherwise a message.
 set -euo pipefail
-pkgs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm)
+pkgs=(gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,6 +9,8 @@
 #     __aeabi_f*/__aeabi_d* routine (and NAME_io.c does: the check can fail);
 #   - Cortex-M4 (mps2-an386, DSP path) and Cortex-M3 (mps2-an385, portable
 #     path) under qemu-system-arm: the same integers;
+#   - aarch64 Linux (strict C99, static) under qemu-aarch64, where
+#     aarch64-linux-gnu-gcc and qemu-aarch64 are installed: the same integers;
 #   and prints each model's flash (code, constants), RAM (arena, stack) and
 #   instructions per inference on the Cortex-M4.
 # usage: run.sh QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL...
@@ -57,6 +59,15 @@ for spec in "$@"; do
   "$w/host" "$w/images.f32" "$n" "$w/host.txt" "$w/inputs.inc"
   if cmp -s "$w/host.txt" "$w/expected.txt"; then host="$n/$n"; else host="DIFFERS"; fail=1; echo "FAIL $tag: host"; fi
 
+  # aarch64 (Linux, under qemu-aarch64): the same integers, where the cross tools are installed
+  a64="n/a"
+  if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
+    aarch64-linux-gnu-gcc "${strict[@]}" -O2 -static "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" \
+      "$w/gen/$name.c" -o "$w/aarch64"
+    qemu-aarch64 "$w/aarch64" "$w/images.f32" "$n" "$w/aarch64.txt" -
+    if cmp -s "$w/aarch64.txt" "$w/expected.txt"; then a64="$n/$n"; else a64="DIFFERS"; fail=1; echo "FAIL $tag: aarch64"; fi
+  fi
+
   # no float in the integer path: a Cortex-M0 has no FPU, so any float
   # operation becomes a call to an __aeabi_f*/__aeabi_d* routine
   m0=(-mcpu=cortex-m0 -mthumb -mfloat-abi=soft "$opt" "${strict[@]}")
@@ -84,13 +95,13 @@ for spec in "$@"; do
   read -r c3_i c3_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m3.txt")
   m3ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m3.txt")
   m3insn=$(( m3ticks * c3_i / c3_t / n ))
-  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10d  %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
-    $((arena + stack)) "$insn" "$m3insn" "$host" "${res[0]}" "${res[1]}")")
+  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10d  %s %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
+    $((arena + stack)) "$insn" "$m3insn" "$host" "${res[0]}" "${res[1]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
 printf '%-13s %9s %7s %7s %6s %8s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM "insn M4" "insn M3" \
-  "bit-exact host/M4/M3"
+  "bit-exact host/M4/M3/aarch64"
 for s in "${summary[@]}"; do echo "$s"; done
 [ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
 exit $fail
