@@ -66,9 +66,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < q.n_ops; i++) {
         const qat_qop *op = &q.ops[i];
         double mc = macs(&q, op);
-        const char *path = op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D
-                               ? (qat__runtime_op_int8(op, consts + plan.const_offset[i]) ? "int8" : "int16")
-                               : "";
+        const char *path = qat__runtime_op_path(op, consts + plan.const_offset[i]);
         char kind[32];
         snprintf(kind, sizeof kind, "%s%s", qat_qop_kind_str(op->kind),
                  op->kind == QAT_QOP_CONV2D && op->groups > 1 ? "/g" : "");

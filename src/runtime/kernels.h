@@ -212,8 +212,11 @@ qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, con
 /* Ops [first, end) only (the per-op profile of bench_ops). */
 qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                 void *scratch, int64_t n, qat__level level, int first, int end);
-/* The op runs on the int8 path (op_consts: its prepared constants). */
-bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts);
+/* How prepare chose to run a linear or conv2d op (op_consts: its prepared
+ * constants): "int8" (the int8 path), "qk" (qk.h's kernels), "direct" or
+ * "bytes" (the direct convolution's two forms), "int16" (im2col and the
+ * int16 GEMM), "sub" (sub-channel kernels); "" for other ops. */
+const char *qat__runtime_op_path(const qat_qop *op, const void *op_consts);
 
 /* ---- chunks of samples ------------------------------------------------------------
  * The executor runs the whole program on a chunk of samples at a time, so

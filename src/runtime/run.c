@@ -533,8 +533,11 @@ qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, con
     return qat__runtime_run_ops(q, plan, consts, arena, scratch, n, level, 0, q ? q->n_ops : 0);
 }
 
-bool qat__runtime_op_int8(const qat_qop *op, const void *op_consts) {
-    return (op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && ((const op_header *)op_consts)->int8;
+const char *qat__runtime_op_path(const qat_qop *op, const void *op_consts) {
+    if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return "";
+    const op_header *h = op_consts;
+    if (qat_qop_subchannel(op)) return "sub";
+    return h->int8 ? "int8" : h->qk ? "qk" : h->direct == 2 ? "bytes" : h->direct ? "direct" : "int16";
 }
 
 qat_status qat_runtime_run(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena, void *scratch,
