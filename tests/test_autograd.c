@@ -1497,11 +1497,21 @@ static void test_rows_match_portable(void) {
  * in test_fakequant) run at every level this CPU has, capped by
  * QAT_MAX_ISA: values and gradients must be the same bits as at the
  * portable level (these kernels only move, compare or add in one order). */
-enum { LEVEL_OUTS = 9, LEVEL_VALUES = 6 };
+enum { LEVEL_OUTS = 9, LEVEL_VALUES = 6, LEVEL_MAX = 16 };
 typedef struct {
-    float *v[LEVEL_OUTS];
-    int64_t n[LEVEL_OUTS];
+    float *v[LEVEL_MAX];
+    int64_t n[LEVEL_MAX];
+    int count; /* outputs kept */
 } level_result;
+
+/* Keeps a copy of n floats as output k. */
+static void level_keep(level_result *r, int k, const float *src, int64_t n) {
+    r->n[k] = src ? n : 0;
+    r->v[k] = calloc((size_t)r->n[k] + 1, sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r->v[k]);
+    if (src) memcpy(r->v[k], src, (size_t)r->n[k] * sizeof(float));
+    if (k >= r->count) r->count = k + 1;
+}
 
 static void level_run(level_result *r, qat_isa isa) {
     setenv("QAT_MAX_ISA", qat_isa_str(isa), 1);
@@ -1530,31 +1540,85 @@ static void level_run(level_result *r, qat_isa isa) {
     }
     CU_ASSERT_EQUAL(qat_backward(ctx, loss), QAT_OK);
     const qat_tensor *t[LEVEL_OUTS] = {y[0], y[1], y[2], y[3], y[4], y[5], x, w, d};
-    for (int k = 0; k < LEVEL_OUTS; k++) {
-        const float *src = !t[k] ? NULL : k < LEVEL_VALUES ? t[k]->data : t[k]->grad;
-        r->n[k] = src ? t[k]->numel : 0;
-        r->v[k] = calloc((size_t)r->n[k] + 1, sizeof(float));
-        CU_ASSERT_PTR_NOT_NULL_FATAL(r->v[k]);
-        if (src) memcpy(r->v[k], src, (size_t)r->n[k] * sizeof(float));
-    }
+    r->count = 0;
+    for (int k = 0; k < LEVEL_OUTS; k++)
+        level_keep(r, k, !t[k] ? NULL : k < LEVEL_VALUES ? t[k]->data : t[k]->grad, t[k] ? t[k]->numel : 0);
     ASSERT_OK(ctx);
     qat_ctx_free(ctx);
     unsetenv("QAT_MAX_ISA");
 }
 
 static void level_free(level_result *r) {
-    for (int k = 0; k < LEVEL_OUTS; k++) free(r->v[k]);
+    for (int k = 0; k < r->count; k++) free(r->v[k]);
 }
 
-static void test_training_kernels_every_level(void) {
+/* The loops built in three copies (QAT__SIMD_FN: AVX-512, AVX2 with FMA,
+ * baseline), which the op picks by the level: BatchNorm (plain and the
+ * folded form) forward and backward in training, the activations, fake
+ * quantization per tensor and per channel (its calibration's min/max too)
+ * and its STE, SGD with Nesterov momentum and Adam. Sums in a fixed order,
+ * no contraction: the same bits at every level. */
+static void loops_run(level_result *r, qat_isa isa) {
+    setenv("QAT_MAX_ISA", qat_isa_str(isa), 1);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng = rng_for(92);
+    const int64_t xs[4] = {4, 8, 5, 13}, cs[1] = {8};
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, xs, true);
+    qat_tensor *g = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true), *b = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true);
+    qat_tensor *sc = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = 2.0f * qat_rng_normal(&rng);
+    for (int64_t i = 0; i < 8; i++)
+        g->data[i] = 1.0f + 0.1f * qat_rng_normal(&rng), b->data[i] = 0.1f * qat_rng_normal(&rng),
+        sc->data[i] = 1.0f + 0.2f * qat_rng_normal(&rng);
+    float rm[2][8] = {{0}}, rv[2][8] = {{1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1}};
+    qat_qtype qt, qc;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init(ctx, &qt, 8, true, false, 4, xs, NULL), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &qc, 4, true, true, 4, xs, 1), QAT_OK);
+    qat_qtype_calibrate(&qt, x->data, false);
+    qat_qtype_calibrate(&qc, x->data, true);
+    qat_tensor *y[7] = {qat_batchnorm(ctx, x, g, b, rm[0], rv[0], 0.1f, 1e-5f, true),
+                        qat__batchnorm_scaled(ctx, x, sc, NULL, g, b, rm[1], rv[1], 0.1f, 1e-5f, true),
+                        qat_sigmoid(ctx, x), qat_tanh(ctx, x), qat_hardswish(ctx, x),
+                        qat_fake_quant(ctx, x, &qt, QAT_STE_CLIPPED), qat_fake_quant(ctx, x, &qc, QAT_STE_PLAIN)};
+    qat_tensor *loss = NULL;
+    for (int k = 0; k < 7; k++) {
+        qat_tensor *sq = qat_sum(ctx, qat_mul(ctx, y[k], y[k]));
+        loss = loss ? qat_add(ctx, loss, sq) : sq;
+    }
+    CU_ASSERT_EQUAL(qat_backward(ctx, loss), QAT_OK);
+    r->count = 0;
+    for (int k = 0; k < 7; k++) level_keep(r, k, y[k] ? y[k]->data : NULL, y[k] ? y[k]->numel : 0);
+    level_keep(r, 7, x->grad, x->numel), level_keep(r, 8, g->grad, 8), level_keep(r, 9, b->grad, 8);
+    level_keep(r, 10, sc->grad, 8), level_keep(r, 11, rv[1], 8);
+    /* three steps of SGD (Nesterov) and of Adam on x's values from x's gradient */
+    for (int k = 0; k < 2; k++) {
+        qat_optim_config c = qat_optim_defaults(k ? QAT_OPTIM_ADAM : QAT_OPTIM_SGD);
+        if (!k) c.momentum = 0.9f, c.nesterov = true, c.weight_decay = 1e-4f;
+        qat_optim o;
+        CU_ASSERT_EQUAL_FATAL(qat_optim_init(&o, ctx, &c, x->numel), QAT_OK);
+        float *p = malloc((size_t)x->numel * sizeof *p);
+        memcpy(p, x->data, (size_t)x->numel * sizeof *p);
+        for (int s = 0; s < 3; s++) qat_optim_step(&o, p, x->grad, c.lr);
+        level_keep(r, 12 + k, p, x->numel);
+        free(p);
+    }
+    ASSERT_OK(ctx);
+    qat_ctx_free(ctx);
+    unsetenv("QAT_MAX_ISA");
+}
+
+/* Runs `run` at the portable level and at every level this CPU has above
+ * it; every output must be the portable level's bits. */
+static void every_level_same_bits(void (*run)(level_result *, qat_isa), int outputs) {
     level_result ref, got;
-    level_run(&ref, QAT_ISA_PORTABLE);
-    for (int k = 0; k < LEVEL_OUTS; k++) CU_ASSERT(ref.n[k] > 0);
+    run(&ref, QAT_ISA_PORTABLE);
+    CU_ASSERT_EQUAL(ref.count, outputs);
+    for (int k = 0; k < ref.count; k++) CU_ASSERT(ref.n[k] > 0);
     int levels = 0;
     for (int isa = QAT_ISA_AVX2; isa < QAT_ISA_COUNT; isa++) {
         if (!qat_isa_cpu_has((qat_isa)isa)) continue;
-        level_run(&got, (qat_isa)isa);
-        for (int k = 0; k < LEVEL_OUTS; k++) {
+        run(&got, (qat_isa)isa);
+        for (int k = 0; k < ref.count; k++) {
             CU_ASSERT_EQUAL(got.n[k], ref.n[k]);
             bool same = got.n[k] == ref.n[k] && !memcmp(got.v[k], ref.v[k], (size_t)ref.n[k] * sizeof(float));
             if (!same) printf("\n  level %s: output %d differs from the portable level's bits\n", qat_isa_str((qat_isa)isa), k);
@@ -1566,6 +1630,9 @@ static void test_training_kernels_every_level(void) {
     level_free(&ref);
     if (!levels) QAT_TEST_SKIP("this CPU has no SIMD level above portable: only the portable kernels ran");
 }
+
+static void test_training_kernels_every_level(void) { every_level_same_bits(level_run, LEVEL_OUTS); }
+static void test_simd_copies_every_level(void) { every_level_same_bits(loops_run, 14); }
 
 /* ---- misuse, grad mode, errors ------------------------------------------------------------ */
 
@@ -1686,6 +1753,7 @@ int main(int argc, char **argv) {
         {"golden: sigmoid, tanh, hard-swish bits against PyTorch", test_golden_activations},
         {"depthwise rows: AVX-512 equals portable", test_rows_match_portable},
         {"conv, depthwise, max pooling: the same bits at every QAT_MAX_ISA level", test_training_kernels_every_level},
+        {"BatchNorm, activations, fake quantization, optimizers: the same bits at every level", test_simd_copies_every_level},
         {"new ops: no-grad mode, NULL inputs, error messages", test_new_ops_no_grad_and_errors},
         {NULL, NULL},
     };

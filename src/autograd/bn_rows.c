@@ -62,8 +62,8 @@ static inline double total(const v8d *v) {
  * exact in double, and the variance E[z²] - E[z]² is formed in double,
  * which keeps float's precision unless |mean| exceeds the standard
  * deviation by ~10^4 (no activation of a trained network comes near). */
-QAT__SIMD_CLONES
-void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]) {
+QAT__SIMD_FN(, qat__bn_moments_row, (x, z, n, sc, sh, acc), const float *x, float *z, int64_t n, float sc, float sh,
+             double acc[2]) {
     v8d s = {0}, q = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -87,8 +87,8 @@ void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh
 }
 
 /* y = g·((z - mu)·is) + bt, the BatchNorm's output from z (y may be z). */
-QAT__SIMD_CLONES
-void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float is, float g, float bt) {
+QAT__SIMD_FN(, qat__bn_normalize_row, (z, y, n, mu, is, g, bt), const float *z, float *y, int64_t n, float mu, float is,
+             float g, float bt) {
     for (int64_t i = 0; i < n; i++) y[i] = g * ((z[i] - mu) * is) + bt;
 }
 
@@ -97,9 +97,8 @@ void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float 
  * acc[0] += Σdy, acc[1] += Σdy·xhat, acc[2] += Σxhat, acc[3] += Σdy·x,
  * acc[4] += Σx, acc[5] += Σxhat·x. The last four give the gradients of
  * scale and shift in closed form, so the pass that writes dx has no sum. */
-QAT__SIMD_CLONES
-void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc, float sh, float mu, float is,
-                           double acc[6]) {
+QAT__SIMD_FN(, qat__bn_grad_sums_row, (x, dy, n, sc, sh, mu, is, acc), const float *x, const float *dy, int64_t n,
+             float sc, float sh, float mu, float is, double acc[6]) {
     v8d l0 = {0}, l1 = {0}, l2 = {0}, l3 = {0}, l4 = {0}, l5 = {0};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -136,9 +135,9 @@ void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc,
 /* dx of one row: dz = k·(dy - a - xhat·b) in training (a = mean dy,
  * b = mean dy·xhat), k·dy with frozen statistics; dx = dz·sc, stored
  * (store) or added to what gx holds. */
-QAT__SIMD_CLONES
-void qat__bn_grad_x_row(const float *x, const float *dy, float *gx, int64_t n, float sc, float sh, float mu, float is,
-                        float k, float a, float b, bool training, bool store) {
+QAT__SIMD_FN(, qat__bn_grad_x_row, (x, dy, gx, n, sc, sh, mu, is, k, a, b, training, store), const float *x,
+             const float *dy, float *gx, int64_t n, float sc, float sh, float mu, float is, float k, float a, float b,
+             bool training, bool store) {
     if (training) {
         if (store)
             for (int64_t i = 0; i < n; i++) gx[i] = k * (dy[i] - a - (((x[i] * sc + sh) - mu) * is) * b) * sc;

@@ -108,17 +108,19 @@ void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, co
 #endif
 
 /* The BatchNorms' row loops (bn_rows.c): sums in double with 8
- * independent accumulators each, in a fixed order. */
-void qat__bn_moments_row(const float *x, float *z, int64_t n, float sc, float sh, double acc[2]);
+ * independent accumulators each, in a fixed order; level: the copy
+ * (QAT__SIMD_FN) the op picked. */
+void qat__bn_moments_row_at(qat__simd level, const float *x, float *z, int64_t n, float sc, float sh, double acc[2]);
 /* One channel's mean and 1/std (training: from acc = Σz, Σz² over m
  * values, moving the running statistics; acc NULL: the running ones). */
 void qat__bn_channel_stats(const double *acc, double m, float momentum, float eps, float *running_mean,
                            float *running_var, float *mu, float *invstd);
-void qat__bn_normalize_row(const float *z, float *y, int64_t n, float mu, float is, float g, float bt);
-void qat__bn_grad_sums_row(const float *x, const float *dy, int64_t n, float sc, float sh, float mu, float is,
-                           double acc[6]);
-void qat__bn_grad_x_row(const float *x, const float *dy, float *gx, int64_t n, float sc, float sh, float mu, float is,
-                        float k, float a, float b, bool training, bool store);
+void qat__bn_normalize_row_at(qat__simd level, const float *z, float *y, int64_t n, float mu, float is, float g,
+                              float bt);
+void qat__bn_grad_sums_row_at(qat__simd level, const float *x, const float *dy, int64_t n, float sc, float sh,
+                              float mu, float is, double acc[6]);
+void qat__bn_grad_x_row_at(qat__simd level, const float *x, const float *dy, float *gx, int64_t n, float sc, float sh,
+                           float mu, float is, float k, float a, float b, bool training, bool store);
 
 
 #endif

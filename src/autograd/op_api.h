@@ -11,15 +11,46 @@
 #define QAT__ALIGN QAT_CTX_ALIGN
 
 /* For the few streaming loops that are bound by instructions, not memory
- * (fake quantization): copies built for AVX-512 and AVX2 beside the
- * baseline one, the CPU's best picked at load time. ISO C mode keeps
- * floating-point contraction off, so every copy computes the same IEEE
- * results. Off under AddressSanitizer, whose runtime does not take the
- * ifunc resolvers this needs. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define QAT__SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+ * (fake quantization, BatchNorm rows, the optimizers): copies built for
+ * AVX-512 and AVX2 (with FMA, so that fmaf is one instruction) beside the
+ * baseline one, from one body. The op picks the copy once, by
+ * qat__simd_level() (what QAT_MAX_ISA allows and the CPU has), and passes
+ * it to the loops it runs, so a test can run each copy on one machine.
+ * ISO C mode keeps floating-point contraction off and fmaf is exact: every
+ * copy computes the same IEEE results.
+ *
+ *     QAT__SIMD_FN(static, name, (a, b), const float *a, int64_t b) { ...body... }
+ *
+ * defines name_at(qat__simd level, const float *a, int64_t b), which runs
+ * the body built for that level. The body returns void. */
+typedef enum { QAT__SIMD_BASE, QAT__SIMD_AVX2, QAT__SIMD_AVX512 } qat__simd;
+static inline qat__simd qat__simd_level(void) {
+    return qat_isa_allowed(QAT_ISA_AVX512) ? QAT__SIMD_AVX512
+           : qat_isa_allowed(QAT_ISA_AVX2) ? QAT__SIMD_AVX2
+                                           : QAT__SIMD_BASE;
+}
+#define QAT__SIMD_FN(storage, name, args, ...) QAT__SIMD_FN_ATTR(, storage, name, args, __VA_ARGS__)
+/* The same with attributes (attr) on the body and every copy. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QAT__SIMD_FN_ATTR(attr, storage, name, args, ...)                                                   \
+    static inline __attribute__((always_inline)) attr void name##_body(__VA_ARGS__);                       \
+    __attribute__((target("avx512f"))) attr static void name##_avx512(__VA_ARGS__) { name##_body args; }   \
+    __attribute__((target("avx2,fma"))) attr static void name##_avx2(__VA_ARGS__) { name##_body args; }    \
+    attr static void name##_base(__VA_ARGS__) { name##_body args; }                                        \
+    storage void name##_at(qat__simd level, __VA_ARGS__) {                                                 \
+        if (level == QAT__SIMD_AVX512) name##_avx512 args;                                                 \
+        else if (level == QAT__SIMD_AVX2) name##_avx2 args;                                                \
+        else name##_base args;                                                                             \
+    }                                                                                                      \
+    static inline __attribute__((always_inline)) attr void name##_body(__VA_ARGS__)
 #else
-#define QAT__SIMD_CLONES
+#define QAT__SIMD_FN_ATTR(attr, storage, name, args, ...)                                                   \
+    static inline attr void name##_body(__VA_ARGS__);                                                      \
+    storage void name##_at(qat__simd level, __VA_ARGS__) {                                                 \
+        (void)level;                                                                                       \
+        name##_body args;                                                                                  \
+    }                                                                                                      \
+    static inline attr void name##_body(__VA_ARGS__)
 #endif
 
 typedef void (*qat__backward_fn)(qat_ctx *ctx, qat_node *node);

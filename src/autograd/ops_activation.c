@@ -155,19 +155,12 @@ float qat_eval_hardswish(float x) { return hardswish1(x); }
 
 /* ---- the ops -------------------------------------------------------------------------- */
 
-/* As QAT__SIMD_CLONES, with an AVX2 copy that has FMA too (GCC's "avx2"
- * target has none, and fmaf would be a libm call there). fmaf is exact
- * everywhere: every copy gives the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define ACT_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
-#else
-#define ACT_CLONES
-#endif
-
+/* The loops come in the copies of QAT__SIMD_FN (op_api.h); the AVX2 one
+ * has FMA, so fmaf is one instruction there. fmaf is exact everywhere:
+ * every copy gives the same bits. */
 enum { ACT_SIGMOID, ACT_TANH, ACT_HARDSWISH };
 
-ACT_CLONES
-static void act_forward(int kind, const float *restrict x, float *restrict y, int64_t n) {
+QAT__SIMD_FN(static, act_forward, (kind, x, y, n), int kind, const float *restrict x, float *restrict y, int64_t n) {
     switch (kind) {
     case ACT_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = sigmoid1(x[i]); break;
     case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanh1(x[i]); break;
@@ -186,9 +179,8 @@ static inline float act_grad(int kind, float x, float y, float dy) {
 
 /* In place into dy's buffer when the input's gradient is new (dy is then
  * handed to it), else added. */
-ACT_CLONES
-static void act_backward(int kind, const float *restrict x, const float *restrict y, const float *gy, float *gx,
-                         int64_t n, bool add) {
+QAT__SIMD_FN(static, act_backward, (kind, x, y, gy, gx, n, add), int kind, const float *restrict x,
+             const float *restrict y, const float *gy, float *gx, int64_t n, bool add) {
     if (add)
         for (int64_t i = 0; i < n; i++) gx[i] += act_grad(kind, x[i], y[i], gy[i]);
     else
@@ -200,11 +192,11 @@ static void act_bw(qat_ctx *ctx, qat_node *n) {
     int kind = (int)n->i[0];
     float *g = qat__grad_reuse(x, y);
     if (g) {
-        act_backward(kind, x->data, y->data, g, g, y->numel, false);
+        act_backward_at(qat__simd_level(), kind, x->data, y->data, g, g, y->numel, false);
         return;
     }
     float *gx = qat__grad(ctx, x);
-    if (gx) act_backward(kind, x->data, y->data, y->grad, gx, y->numel, true);
+    if (gx) act_backward_at(qat__simd_level(), kind, x->data, y->data, y->grad, gx, y->numel, true);
 }
 
 static qat_tensor *activation(qat_ctx *ctx, const char *name, int kind, qat_tensor *x) {
@@ -216,7 +208,7 @@ static qat_tensor *activation(qat_ctx *ctx, const char *name, int kind, qat_tens
     }
     qat_tensor *y = qat__new_out(ctx, x->rank, x->shape);
     if (!y) return NULL;
-    act_forward(kind, x->data, y->data, x->numel);
+    act_forward_at(qat__simd_level(), kind, x->data, y->data, x->numel);
     qat_node *n = qat__record(ctx, name, act_bw, y, x, NULL, NULL);
     if (n) n->i[0] = kind;
     return y;

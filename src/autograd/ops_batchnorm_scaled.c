@@ -34,6 +34,7 @@ typedef struct {
     int64_t N, C, HW;
     double m;
     float momentum, eps;
+    qat__simd simd; /* the row loops' copy (op_api.h) */
     bool training, store;
 } bns_job;
 
@@ -45,7 +46,7 @@ static void bns_grad_sums_task(void *u, int64_t c, int worker) {
     double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, Σxhat, Σdy·x, Σx, Σxhat·x */
     for (int k = 0; k < 6; k++) acc[k] = 0;
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_grad_sums_row(j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, j->scale[c],
+        qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, j->scale[c],
                               shift_of(j, c), j->mu[c], j->invstd[c], acc);
     if (j->global) j->global[2 * c] = acc[0], j->global[2 * c + 1] = acc[1];
 }
@@ -69,7 +70,7 @@ static void bns_grad_task(void *u, int64_t c, int worker) {
     if (j->gsh) j->gsh[c] += (float)sdz;
     if (j->gx)
         for (int64_t b = 0; b < j->N; b++)
-            qat__bn_grad_x_row(j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW,
+            qat__bn_grad_x_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW,
                                j->gx + (b * j->C + c) * j->HW, j->HW, j->scale[c], shift_of(j, c), j->mu[c], is, k, a,
                                bb, j->training, j->store);
 }
@@ -86,7 +87,7 @@ static void bns_bw(qat_ctx *ctx, qat_node *n) {
     const bns_saved *s = n->saved;
     qat_tensor *x = s->in[0], *scale = s->in[1], *shift = s->in[2], *gamma = s->in[3], *beta = s->in[4];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
-    bns_job j = {.x = x->data, .dy = n->out->grad, .scale = scale->data, .shift = shift ? shift->data : NULL,
+    bns_job j = {.simd = qat__simd_level(), .x = x->data, .dy = n->out->grad, .scale = scale->data, .shift = shift ? shift->data : NULL,
                  .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd, .N = N, .C = C, .HW = HW, .m = s->m,
                  .training = s->training};
     j.gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &j.store) : NULL;
@@ -113,7 +114,7 @@ static void bns_moments_task(void *u, int64_t c, int worker) {
     double *acc = j->acc + 2 * c; /* Σz, Σz²; z (x·scale + shift) goes into y first */
     acc[0] = acc[1] = 0;
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_moments_row(j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, j->scale[c],
+        qat__bn_moments_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, j->scale[c],
                             shift_of(j, c), acc);
 }
 
@@ -125,7 +126,7 @@ static void bns_normalize_task(void *u, int64_t c, int worker) {
     float mu = j->mu[c];
     for (int64_t b = 0; b < j->N; b++) {
         float *o = j->y + (b * j->C + c) * j->HW;
-        qat__bn_normalize_row(o, o, j->HW, mu, j->invstd[c], j->gamma[c], j->beta[c]);
+        qat__bn_normalize_row_at(j->simd, o, o, j->HW, mu, j->invstd[c], j->gamma[c], j->beta[c]);
     }
 }
 
@@ -159,7 +160,7 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     double *acc = qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double));
     if (!y || !s || !mus || !invstd || !acc) return NULL;
-    bns_job j = {.x = x->data, .y = y->data, .scale = scale->data, .shift = shift ? shift->data : NULL,
+    bns_job j = {.simd = qat__simd_level(), .x = x->data, .y = y->data, .scale = scale->data, .shift = shift ? shift->data : NULL,
                  .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd, .running_mean = running_mean,
                  .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW, .m = (double)m,
                  .momentum = momentum, .eps = eps, .training = training};

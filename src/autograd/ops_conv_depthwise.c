@@ -63,12 +63,14 @@ typedef struct {
     int64_t *tap_ph;  /* [KH*KW] its phase plane */
     int64_t *tap_at;  /* [KH*KW] where its run starts among the phase planes: tap_ph*PL + tap_off */
     qat__rows_fn copy, add;
+    qat__simd simd;   /* the copy of the runs and sums (op_api.h) */
 } dw_plan;
 
 static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 static bool dw_plan_init(qat_ctx *ctx, dw_plan *pl, const qat__conv_dims *d) {
     pl->d = *d;
+    pl->simd = qat__simd_level();
     int64_t Hp = d->H + 2 * d->ph, Wp = d->W + 2 * d->pw, KK = d->KH * d->KW;
     /* sharing needs the output no wider than the pitch: padding under the
      * kernel's size (always so for "same" padding) */
@@ -209,9 +211,9 @@ static void stack_unbuild(const dw_plan *pl, int64_t c, const float *gplanes, fl
  * the terms. The forward (the taps of one output) and the input gradient
  * (the taps that read one phase plane) are both this. len is a multiple
  * of DW_LANES. */
-QAT__SIMD_CLONES DW_NO_JAM
-static void dw_weighted_run(const float *restrict base, const int64_t *restrict offs, const float *restrict wts,
-                            int64_t n, float init, int64_t len, float *restrict out) {
+QAT__SIMD_FN_ATTR(DW_NO_JAM, static, dw_weighted_run, (base, offs, wts, n, init, len, out), const float *restrict base,
+                  const int64_t *restrict offs, const float *restrict wts, int64_t n, float init, int64_t len,
+                  float *restrict out) {
     for (int64_t i = 0; i < len; i += DW_LANES) {
         float acc[DW_LANES];
         for (int j = 0; j < DW_LANES; j++) acc[j] = init;
@@ -224,28 +226,27 @@ static void dw_weighted_run(const float *restrict base, const int64_t *restrict 
     }
 }
 
-/* Σ g[i]·s[i] over len (a multiple of DW_LANES): lane j sums i = j mod
- * DW_LANES in increasing i; the lanes folded in halves. A fixed order,
+/* *out += Σ g[i]·s[i] over len (a multiple of DW_LANES): lane j sums i = j
+ * mod DW_LANES in increasing i; the lanes folded in halves. A fixed order,
  * whatever the vector width. */
-QAT__SIMD_CLONES DW_NO_JAM
-static float dw_dot(const float *restrict g, const float *restrict s, int64_t len) {
+QAT__SIMD_FN_ATTR(DW_NO_JAM, static, dw_dot, (g, s, len, out), const float *restrict g, const float *restrict s,
+                  int64_t len, float *out) {
     float a[DW_LANES] = {0};
     for (int64_t i = 0; i < len; i += DW_LANES)
         for (int j = 0; j < DW_LANES; j++) a[j] += g[i + j] * s[i + j];
     for (int w = DW_LANES / 2; w > 0; w /= 2)
         for (int j = 0; j < w; j++) a[j] += a[j + w];
-    return a[0];
+    *out += a[0];
 }
 
-/* Σ g[i] over len (a multiple of DW_LANES), in lanes as dw_dot. */
-QAT__SIMD_CLONES DW_NO_JAM
-static float dw_sum(const float *restrict g, int64_t len) {
+/* *out += Σ g[i] over len (a multiple of DW_LANES), in lanes as dw_dot. */
+QAT__SIMD_FN_ATTR(DW_NO_JAM, static, dw_sum, (g, len, out), const float *restrict g, int64_t len, float *out) {
     float a[DW_LANES] = {0};
     for (int64_t i = 0; i < len; i += DW_LANES)
         for (int j = 0; j < DW_LANES; j++) a[j] += g[i + j];
     for (int w = DW_LANES / 2; w > 0; w /= 2)
         for (int j = 0; j < w; j++) a[j] += a[j + w];
-    return a[0];
+    *out += a[0];
 }
 
 /* ---- backward ---------------------------------------------------------------------------- */
@@ -310,20 +311,21 @@ static void dw_bw_channel(const dw_plan *pl, dw_work *wk, int64_t c, const float
         qat__rows g = {.planes = d->N, .rows = d->OH, .dplane = pl->B, .dpitch = pl->P, .splane = CM * OHW,
                        .spitch = d->OW, .width = d->OW};
         pl->copy(&g, wk->gyr + m * pl->E + pl->max_off, gy + (c * M + m) * OHW);
-        if (gb) gb[c * M + m] += dw_sum(wk->gyr + m * pl->E + pl->max_off, pl->L);
+        if (gb) dw_sum_at(pl->simd, wk->gyr + m * pl->E + pl->max_off, pl->L, &gb[c * M + m]);
     }
     if (gw) {
         stack_build(pl, c, x, wk->planes);
         for (int64_t m = 0; m < M; m++)
             for (int64_t t = 0; t < KK; t++)
-                gw[(c * M + m) * KK + t] += dw_dot(wk->gyr + m * pl->E + pl->max_off, wk->planes + pl->tap_at[t], pl->L);
+                dw_dot_at(pl->simd, wk->gyr + m * pl->E + pl->max_off, wk->planes + pl->tap_at[t], pl->L,
+                          &gw[(c * M + m) * KK + t]);
     }
     if (!gx) return;
     const dw_terms *tm = &wk->tm;
     for (int64_t k = 0; k < tm->start[pl->phases]; k++) tm->wts[k] = w[c * M * KK + tm->widx[k]];
     for (int64_t q = 0; q < pl->phases; q++)
-        dw_weighted_run(wk->gyr, tm->off + tm->start[q], tm->wts + tm->start[q], tm->start[q + 1] - tm->start[q], 0.0f,
-                        pl->L, wk->gplanes + q * pl->L);
+        dw_weighted_run_at(pl->simd, wk->gyr, tm->off + tm->start[q], tm->wts + tm->start[q],
+                           tm->start[q + 1] - tm->start[q], 0.0f, pl->L, wk->gplanes + q * pl->L);
     stack_unbuild(pl, c, wk->gplanes, gx, store);
 }
 
@@ -370,7 +372,7 @@ static void dw_fw_task(void *u, int64_t c, int worker) {
     stack_build(pl, c, j->x, planes);
     for (int64_t m = 0; m < M; m++) {
         int64_t o = c * M + m;
-        dw_weighted_run(planes, pl->tap_at, j->w + o * KK, KK, j->b ? j->b[o] : 0.0f, pl->L, yr);
+        dw_weighted_run_at(pl->simd, planes, pl->tap_at, j->w + o * KK, KK, j->b ? j->b[o] : 0.0f, pl->L, yr);
         pl->copy(&out, j->y + o * OHW, yr);
     }
 }

@@ -73,9 +73,8 @@ typedef int32_t v16i __attribute__((vector_size(64)));
     } while (0)
 
 /* dx += dy under the masks (all of dy without masks: plain STE). */
-QAT__SIMD_CLONES
-static void ste_accumulate(float *restrict gx, const float *restrict gy, const uint8_t *restrict mul,
-                           const uint8_t *restrict sel, int64_t n) {
+QAT__SIMD_FN(static, ste_accumulate, (gx, gy, mul, sel, n), float *restrict gx, const float *restrict gy,
+             const uint8_t *restrict mul, const uint8_t *restrict sel, int64_t n) {
     if (!mul && !sel) {
         for (int64_t i = 0; i < n; i++) gx[i] += gy[i];
         return;
@@ -92,8 +91,8 @@ static void ste_accumulate(float *restrict gx, const float *restrict gy, const u
 }
 
 /* dy under the masks, in place. */
-QAT__SIMD_CLONES
-static void ste_mask(float *restrict g, const uint8_t *restrict mul, const uint8_t *restrict sel, int64_t n) {
+QAT__SIMD_FN(static, ste_mask, (g, mul, sel, n), float *restrict g, const uint8_t *restrict mul,
+             const uint8_t *restrict sel, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         v16f d;
@@ -109,24 +108,25 @@ typedef struct {
     float *g;
     const float *gy;
     const uint8_t *mul, *sel;
+    qat__simd simd; /* the loops' copy (op_api.h) */
 } ste_job;
 
 #define PLANE_AT(p, i) ((p) ? (p) + (i) / 8 : NULL)
 
 static void ste_mask_range(void *u, int64_t i0, int64_t i1) {
     const ste_job *j = u;
-    ste_mask(j->g + i0, PLANE_AT(j->mul, i0), PLANE_AT(j->sel, i0), i1 - i0);
+    ste_mask_at(j->simd, j->g + i0, PLANE_AT(j->mul, i0), PLANE_AT(j->sel, i0), i1 - i0);
 }
 
 static void ste_accumulate_range(void *u, int64_t i0, int64_t i1) {
     const ste_job *j = u;
-    ste_accumulate(j->g + i0, j->gy + i0, PLANE_AT(j->mul, i0), PLANE_AT(j->sel, i0), i1 - i0);
+    ste_accumulate_at(j->simd, j->g + i0, j->gy + i0, PLANE_AT(j->mul, i0), PLANE_AT(j->sel, i0), i1 - i0);
 }
 
 static void fq_bw(qat_ctx *ctx, qat_node *n) {
     int64_t numel = n->in[0]->numel, nb = (numel + 7) / 8;
     const uint8_t *planes = n->saved;
-    ste_job j = {.gy = n->out->grad};
+    ste_job j = {.gy = n->out->grad, .simd = qat__simd_level()};
     j.mul = n->i[0] & MASK_MUL ? planes : NULL;
     j.sel = n->i[0] & MASK_SEL ? planes + (j.mul ? nb : 0) : NULL;
     if ((j.g = qat__grad_reuse(n->in[0], n->out))) {
@@ -139,9 +139,8 @@ static void fq_bw(qat_ctx *ctx, qat_node *n) {
 /* One run of elements sharing (scale, zero point): y = clamp(rint(x·inv),
  * lo, hi)·s, and the clipped-STE mask (where the unclamped integer is in
  * [lo, hi]) if mask is given. lo, hi are qmin - zp, qmax - zp. */
-QAT__SIMD_CLONES
-static void fq_run(const float *restrict xs, float *restrict ys, uint8_t *restrict mask, int64_t n, float inv,
-                   float sc, float lo, float hi) {
+QAT__SIMD_FN(static, fq_run, (xs, ys, mask, n, inv, sc, lo, hi), const float *restrict xs, float *restrict ys,
+             uint8_t *restrict mask, int64_t n, float inv, float sc, float lo, float hi) {
     if (mask) {
         for (int64_t j = 0; j < n; j++) {
             float r = qat__rint_clamped(xs[j] * inv, lo - 1.0f, hi + 1.0f);
@@ -160,9 +159,9 @@ static void fq_run(const float *restrict xs, float *restrict ys, uint8_t *restri
  * min(max(v, clo), chi) — relu's and clamp's forward — and bit 1 of the
  * mask holds their gradient rule, clo < v < chi (bit 0: in range, or 1
  * under plain STE). */
-QAT__SIMD_CLONES
-static void fq_run_inplace(float *v, uint8_t *restrict mask, int64_t n, float inv, float sc, float lo, float hi,
-                           float clo, float chi, bool clipped) {
+QAT__SIMD_FN(static, fq_run_inplace, (v, mask, n, inv, sc, lo, hi, clo, chi, clipped), float *v,
+             uint8_t *restrict mask, int64_t n, float inv, float sc, float lo, float hi, float clo, float chi,
+             bool clipped) {
     for (int64_t j = 0; j < n; j++) {
         float x = v[j];
         uint8_t pass = 1;
@@ -193,6 +192,7 @@ typedef struct {
     int64_t fixed;
     bool in_place, clipped;
     float clo, chi;
+    qat__simd simd; /* the runs' copy (op_api.h) */
 } fq_job;
 
 static void fq_range(void *u, int64_t i0, int64_t i1) {
@@ -208,9 +208,10 @@ static void fq_range(void *u, int64_t i0, int64_t i1) {
          * passes through (no comparison holds) and is out of range. */
         float lo = (float)(q->qmin - q->zero_point[p]), hi = (float)(q->qmax - q->zero_point[p]);
         if (j->in_place)
-            fq_run_inplace(j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi, j->clo, j->chi, j->clipped);
+            fq_run_inplace_at(j->simd, j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi, j->clo, j->chi,
+                              j->clipped);
         else
-            fq_run(j->x + s, j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi);
+            fq_run_at(j->simd, j->x + s, j->y + s, j->mask ? j->mask + s : NULL, e - s, inv, sc, lo, hi);
     }
     if (j->mul) pack_bits(j->mask + i0, j->mul + i0 / 8, i1 - i0, 0);
     if (j->sel) pack_bits(j->mask + i0, j->sel + i0 / 8, i1 - i0, 1);
@@ -251,7 +252,7 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
     }
     if (!y || (kinds && (!mask || !bits))) return NULL;
     int64_t n = x->numel;
-    fq_job j = {.q = q, .x = x->data, .y = y->data, .mask = mask, .fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q),
+    fq_job j = {.simd = qat__simd_level(), .q = q, .x = x->data, .y = y->data, .mask = mask, .fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q),
                 .in_place = in_place, .clo = clamp ? clo : 0.0f, .chi = clamp ? chi : 0.0f, .clipped = ste == QAT_STE_CLIPPED};
     j.mul = kinds & MASK_MUL ? bits : NULL;
     j.sel = kinds & MASK_SEL ? bits + (j.mul ? nb : 0) : NULL;

@@ -60,8 +60,7 @@ __attribute__((target("avx512f"))) static void minmax_avx512(const float *x, int
 #define QAT__MINMAX_AVX512 0
 #endif
 
-QAT__SIMD_CLONES
-static void minmax_portable(const float *restrict x, int64_t n, float *lo, float *hi) {
+QAT__SIMD_FN(static, minmax_portable, (x, n, lo, hi), const float *restrict x, int64_t n, float *lo, float *hi) {
     enum { L = 16 };
     float l[L], h[L];
     for (int j = 0; j < L; j++) l[j] = *lo, h[j] = *hi;
@@ -87,7 +86,7 @@ void qat__minmax(const float *x, int64_t n, float *lo, float *hi) {
         return;
     }
 #endif
-    minmax_portable(x, n, lo, hi);
+    minmax_portable_at(qat__simd_level(), x, n, lo, hi); /* a call per tensor or per 64 Ki floats */
 }
 
 /* The range over the context's pool: tasks of at least 64 Ki floats (at

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "autograd/op_api.h" /* QAT__SIMD_CLONES */
+#include "autograd/op_api.h" /* QAT__SIMD_FN */
 #include "qat/optim.h"
 
 qat_optim_config qat_optim_defaults(qat_optim_kind kind) {
@@ -46,9 +46,9 @@ qat_status qat_optim_init(qat_optim *o, qat_ctx *ctx, const qat_optim_config *cf
     return QAT_OK;
 }
 
-QAT__SIMD_CLONES
-static void sgd_loop(float *restrict p, const float *restrict g, float *restrict m, int64_t n, float lr, float wd,
-                     float mu, float damp, bool first, bool nesterov) {
+QAT__SIMD_FN(static, sgd_loop, (p, g, m, n, lr, wd, mu, damp, first, nesterov), float *restrict p,
+             const float *restrict g, float *restrict m, int64_t n, float lr, float wd, float mu, float damp, bool first,
+             bool nesterov) {
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         if (m) {
@@ -71,6 +71,7 @@ typedef struct {
     const float *g;
     float lr;
     const struct adam_consts_ *k;
+    qat__simd simd; /* the loops' copy (op_api.h) */
 } step_job;
 
 static void sgd_task(void *u, int64_t t, int worker) {
@@ -78,12 +79,12 @@ static void sgd_task(void *u, int64_t t, int worker) {
     const qat_optim_config *c = &j->o->cfg;
     (void)worker;
     int64_t i0 = t * STEP_GRAIN, n = j->o->n - i0 < STEP_GRAIN ? j->o->n - i0 : STEP_GRAIN;
-    sgd_loop(j->p + i0, j->g + i0, j->o->m ? j->o->m + i0 : NULL, n, j->lr, c->weight_decay, c->momentum,
+    sgd_loop_at(j->simd, j->p + i0, j->g + i0, j->o->m ? j->o->m + i0 : NULL, n, j->lr, c->weight_decay, c->momentum,
              1.0f - c->dampening, j->o->steps == 1, c->nesterov);
 }
 
 static void sgd_step(qat_optim *o, float *p, const float *g, float lr) {
-    step_job j = {o, p, g, lr, NULL};
+    step_job j = {o, p, g, lr, NULL, qat__simd_level()};
     qat_pool_run(o->pool, (o->n + STEP_GRAIN - 1) / STEP_GRAIN, sgd_task, &j);
 }
 
@@ -95,9 +96,8 @@ typedef struct adam_consts_ {
 /* The flat loop over every parameter: restrict pointers and no errno let
  * it vectorise; division and sqrt are correctly rounded in every ISA, so
  * each copy gives the same bits. */
-QAT__SIMD_CLONES
-static void adam_loop(const adam_consts *k, float *restrict p, const float *restrict g, float *restrict m,
-                      float *restrict v, int64_t n) {
+QAT__SIMD_FN(static, adam_loop, (k, p, g, m, v, n), const adam_consts *k, float *restrict p, const float *restrict g,
+             float *restrict m, float *restrict v, int64_t n) {
     const adam_consts c = *k;
     for (int64_t i = 0; i < n; i++) {
         float d = g[i], pi = p[i];
@@ -116,7 +116,7 @@ static void adam_task(void *u, int64_t t, int worker) {
     const step_job *j = u;
     (void)worker;
     int64_t i0 = t * STEP_GRAIN, n = j->o->n - i0 < STEP_GRAIN ? j->o->n - i0 : STEP_GRAIN;
-    adam_loop(j->k, j->p + i0, j->g + i0, j->o->m + i0, j->o->v + i0, n);
+    adam_loop_at(j->simd, j->k, j->p + i0, j->g + i0, j->o->m + i0, j->o->v + i0, n);
 }
 
 static void adam_step(qat_optim *o, float *p, const float *g, float lr) {
@@ -124,7 +124,7 @@ static void adam_step(qat_optim *o, float *p, const float *g, float lr) {
     float bc1 = 1.0f - powf(c->beta1, (float)o->steps), bc2 = 1.0f - powf(c->beta2, (float)o->steps);
     adam_consts k = {.b1 = c->beta1, .b2 = c->beta2, .wd = c->weight_decay, .lr = lr, .eps = c->eps,
                      .step_size = lr / bc1, .bc2_sqrt = sqrtf(bc2), .decoupled = c->kind == QAT_OPTIM_ADAMW};
-    step_job j = {o, p, g, lr, &k};
+    step_job j = {o, p, g, lr, &k, qat__simd_level()};
     qat_pool_run(o->pool, (o->n + STEP_GRAIN - 1) / STEP_GRAIN, adam_task, &j);
 }
 
