@@ -3,7 +3,8 @@
  * CPU time (this VM's other tenants inflate wall time, far less CPU time),
  * with its multiply-adds and the rate it reached. Not a test.
  *   bench_ops MODEL.qat.h5 [BATCH] [REPS] [LEVEL]
- * LEVEL: 0 portable, 1 AVX2, 2 AVX-512 VNNI (int16), 3 AVX-512 VNNI int8
+ * LEVEL: 0 portable, 1 AVX2, 2 AVX-VNNI (its EVEX form on an AVX-512 VNNI
+ * machine without AVX-VNNI), 3 AVX-512 VNNI (int16), 4 AVX-512 VNNI int8
  * (default: the best this CPU has). */
 #include "bench_util.h" /* first: it sets _POSIX_C_SOURCE */
 

@@ -75,11 +75,12 @@ static void name_tensor(qat_qtensor *t, const char *name, int rank, const int64_
  * with zero points near 128 (w - zp outside int8 now and then: the int16
  * path), 2 symmetric 4-bit, 3 symmetric 7-bit (the AVX2 direct
  * convolution's byte form), 4 the same at its extremes only (weights -64
- * or 63 and, with the right inputs, every pair sum at its largest). */
+ * or 63 and, with the right inputs, every pair sum at its largest), 5
+ * symmetric 8-bit at its extremes (the AVX-VNNI level's byte form). */
 static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wshape, int wmode, qat_rng *r) {
     int64_t O = wshape[0], n = 1;
     for (int d = 0; d < rank; d++) n *= wshape[d];
-    int bits = wmode == 2 ? 4 : wmode >= 3 ? 7 : 8;
+    int bits = wmode == 2 ? 4 : wmode == 3 || wmode == 4 ? 7 : 8;
     CU_ASSERT_EQUAL_FATAL(qat_qtype_init_axis(ctx, &op->wq, bits, wmode != 1, wmode != 1, rank, wshape, 0), QAT_OK);
     op->weight = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)n * sizeof(int32_t));
     op->bias = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, (size_t)O * sizeof(int32_t));
@@ -101,7 +102,7 @@ static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wsh
         }
     }
     for (int64_t i = 0; i < n; i++)
-        op->weight[i] = wmode == 4 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
+        op->weight[i] = wmode >= 4 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
 }
 
 /* input [C, H, W] -> conv2d -> flatten (the output must be a vector). */
@@ -179,10 +180,12 @@ static void test_conv_every_level(void) {
         run_every_level(&q, B, n, &rng, what);
         qat_ctx_free(ctx);
     }
-    /* the byte form at its extremes: weights -64 and 63, inputs all at one
-     * end (every byte 0 or 255 after the + 128), so that the int16 pair sums
-     * of vpmaddubsw reach 255·127 + 255·127 and -255·128·2 */
-    static const conv_case extreme[] = {{16, 9, 18, 8, 3, 3, 1, 1, 1, 1, 1, 4}, {8, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 4}};
+    /* the byte forms at their extremes: weights at both ends of 7 and 8
+     * bits, inputs all at one end (every byte 0 or 255 after the + 128), so
+     * that vpmaddubsw's int16 pair sums reach their largest magnitudes and
+     * vpdpbusd's int32 sums theirs */
+    static const conv_case extreme[] = {{16, 9, 18, 8, 3, 3, 1, 1, 1, 1, 1, 4}, {8, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 4},
+                                        {16, 9, 18, 8, 3, 3, 1, 1, 1, 1, 1, 5}, {64, 5, 5, 8, 3, 3, 1, 1, 1, 1, 1, 5}};
     for (size_t t = 0; t < 2 * sizeof extreme / sizeof *extreme; t++) {
         qat_ctx *ctx = qat_ctx_new();
         qat_qmodel q;

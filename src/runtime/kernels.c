@@ -63,12 +63,13 @@ bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
     return op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0;
 }
 
-bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g) {
+bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni) {
     if (!qat__direct_fits(op, g) || g->C % 4) return false;
     const qat_qtype *wq = &op->wq;
+    int32_t lo = vnni ? -128 : -64, hi = vnni ? 127 : 64;
     for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
         int32_t v = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
-        if (v < -64 || v > 64) return false;
+        if (v < lo || v > hi) return false;
     }
     return true;
 }
@@ -95,7 +96,7 @@ void qat__conv_direct_ref(const qat__direct_args *a) {
                 const int32_t *w = a->w + (int64_t)(o / 8) * a->KG * 8 + o % 8;
                 for (int kg = 0; kg < a->KG; kg++) {
                     const uint8_t *px = (const uint8_t *)a->xq + 4 * (origin + a->koff[kg]);
-                    if (a->bytes) {
+                    if (a->form != QAT_DIRECT_PAIRS) {
                         int8_t wq[4];
                         memcpy(wq, w + (int64_t)kg * 8, sizeof wq);
                         for (int j = 0; j < 4; j++) acc += px[j] * wq[j];

@@ -92,10 +92,15 @@ void qat__pad_quads_u8(const int8_t *x, int C, int H, int W, int ph, int pw, int
 /* The same with AVX2 where the CPU has it (kernels_x86.c). */
 void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
 void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq);
+/* The two layouts, and how the byte form multiplies: vpmaddubsw (weights
+ * within ±64), or vpdpbusd (any int8 weight: it sums four products into
+ * int32, nothing saturates; AVX-VNNI or AVX-512 VNNI). */
+typedef enum { QAT_DIRECT_PAIRS = 1, QAT_DIRECT_BYTES = 2, QAT_DIRECT_BYTES_VNNI = 3 } qat__direct_form;
 typedef struct {
     const void *xq;
     const int32_t *w, *koff;
-    bool bytes; /* the byte-quad form */
+    qat__direct_form form;
+    bool vex; /* QAT_DIRECT_BYTES_VNNI: AVX-VNNI's encoding, else AVX-512 VNNI's (prepare asks the CPU once) */
     int KG, O, OH, OW, ystep;
     const int32_t *bias, *m0, *shift; /* bias: corrected in the byte form */
     int32_t zp, lo, hi;
@@ -103,6 +108,8 @@ typedef struct {
 } qat__direct_args;
 /* The AVX2 kernel where the CPU has it, else the same sums in C. */
 void qat__conv_direct(const qat__direct_args *a);
+/* Whether this CPU has vpdpbusd in AVX-VNNI's VEX encoding (CPUID: ask once, at prepare). */
+bool qat__direct_vex(void);
 void qat__conv_direct_ref(const qat__direct_args *a);
 
 /* Depthwise convolution of one sample from its padded planes xp
@@ -191,13 +198,15 @@ void qat__clamp_s8(const int8_t *x, int64_t n, int32_t lo, int32_t hi, int8_t *y
  * depends on it). Every level gives the same integers. */
 typedef enum {
     QAT_LEVEL_PORTABLE, /* portable C */
-    QAT_LEVEL_AVX2,     /* int16 GEMM on ymm (vpmaddwd), 2x2 max pooling */
+    QAT_LEVEL_AVX2,     /* int16 GEMM on ymm (vpmaddwd), 2x2 max pooling, the direct convolution */
+    QAT_LEVEL_AVXVNNI,  /* + the direct convolution's bytes by vpdpbusd on ymm: AVX-VNNI's VEX form where
+                         * the CPU has it, else (for the tests of an AVX-512 VNNI machine) the EVEX form */
     QAT_LEVEL_VNNI16,   /* + int16 GEMM with vpdpwssd on ymm */
     QAT_LEVEL_VNNI8,    /* + the int8 path (kernels_vnni8.c): vpdpbusd on zmm, vectorised requantization */
     QAT_LEVEL_COUNT
 } qat__level;
 qat__level qat__cpu_level(void);
-const char *qat__level_name(qat__level l); /* "portable C", "AVX2", "AVX-512 VNNI", "AVX-512 VNNI int8" */
+const char *qat__level_name(qat__level l); /* "portable C", "AVX2", "AVX-VNNI", "AVX-512 VNNI", "AVX-512 VNNI int8" */
 /* The int16 GEMM kernel of a level (the best one it has, if this CPU lacks it). */
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
 /* qat__pad_s8 at a level: AVX2 rows (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
@@ -255,8 +264,9 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  * horizontal stride 1 or 2), and the bytes of its constants (w, then koff) and of its padded
  * pair planes with their slack. */
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
-/* ... and its byte form (C % 4 == 0, every |w - zp_w| <= 64). */
-bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g);
+/* ... and its byte form (C % 4 == 0, every w - zp_w within ±64, or, with
+ * vnni, within int8). */
+bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni);
 int64_t qat__direct_const_bytes(const qat__op_geom *g);
 int64_t qat__direct_scratch_bytes(const qat__op_geom *g);
 

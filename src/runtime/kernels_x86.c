@@ -18,6 +18,7 @@
 #define QAT_AVX2 __attribute__((target("avx2")))
 
 static bool has_avx2(void);
+static bool has_vnni(void);
 
 /* RoundingDivideByPOT(SRDHM(x, m0), right): qat_multiply_by_quantized_multiplier with shift = -right <= 0. */
 QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right) {
@@ -137,13 +138,24 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
 /* The accumulators are named variables, not an array: GCC 12 kept an
  * array's elements in registers but copied each after every add (and
  * spilled one), a third of the loop's instructions (measured). */
-#define DMAC(acc, x, wp)                                                                                     \
-    acc = _mm256_add_epi32(acc, bytes ? _mm256_madd_epi16(_mm256_maddubs_epi16(x, wp), ones) : _mm256_madd_epi16(x, wp))
+/* acc += the products of x and w in the form's way (all three give the
+ * exact sums of the layout: kernels.h). vpdpbusd is written out: the
+ * kernels are built for AVX2, and the instruction's two encodings need
+ * no target of their own in asm; which one runs is the caller's choice
+ * (vex: AVX-VNNI's, else AVX-512 VNNI's EVEX form on ymm). */
+QAT_AVX2 static inline __attribute__((always_inline)) __m256i dmac(__m256i acc, __m256i x, __m256i w, const int form,
+                                                                   const bool vex) {
+    if (form == QAT_DIRECT_PAIRS) return _mm256_add_epi32(acc, _mm256_madd_epi16(x, w));
+    if (form == QAT_DIRECT_BYTES) return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), _mm256_set1_epi16(1)));
+    if (vex) __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(x), "x"(w));
+    else __asm__("vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(x), "x"(w));
+    return acc;
+}
+#define DMAC(acc, x, wp) acc = dmac(acc, x, wp, form, vex)
 
-/* 4 outputs x 16 positions; bytes: the byte-quad form (a constant in each copy). */
+/* 4 outputs x 16 positions; form, vex: constants in each copy (dmac). */
 QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat__direct_args *a, int o0, int oy, int ox0,
-                                                                       const bool bytes) {
-    const __m256i ones = _mm256_set1_epi16(1);
+                                                                       const int form, const bool vex) {
     const int32_t *origin = (const int32_t *)a->xq + (int64_t)oy * a->ystep + ox0;
     const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KG * 8 + o0 % 8;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
@@ -167,8 +179,7 @@ QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat
 
 /* 8 outputs x 8 positions (rows of 8 or fewer, and a row's last 8 or fewer). */
 QAT_AVX2 static inline __attribute__((always_inline)) void direct_8x8(const qat__direct_args *a, int o0, int oy, int ox0,
-                                                                      const bool bytes) {
-    const __m256i ones = _mm256_set1_epi16(1);
+                                                                      const int form, const bool vex) {
     const int32_t *origin = (const int32_t *)a->xq + (int64_t)oy * a->ystep + ox0;
     const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KG * 8;
     __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
@@ -192,8 +203,9 @@ QAT_AVX2 static inline __attribute__((always_inline)) void direct_8x8(const qat_
  * with stride 2, the pairs of even and odd input columns split to the two
  * phases (vpermd gathers each half's evens and odds). A row's last chunk
  * overlaps the one before (the same pixels written twice, the same
- * values); rows of 8 to 15 pixels (stride 1) take two overlapping halves;
- * shorter ones, C. Nothing past the row is read or written. */
+ * values); shorter rows (stride 1) take overlapping chunks of 8 (pairs)
+ * or 4 (quads) pixels; rows shorter still, C. Nothing past the row is
+ * read or written. */
 /* Stores 16 pixels of 4 bytes (v0: pixels i..i+7, v1: i+8..i+15) to their
  * columns of a plane row (row: pixel 0 of the row). */
 QAT_AVX2 static inline void store_px16(__m256i v0, __m256i v1, int i, int pw, int Wp, int sw, int32_t *row) {
@@ -256,6 +268,16 @@ QAT_AVX2 static void pairs_row_avx2(const int8_t *s0, const int8_t *s1, int W, i
     }
 }
 
+/* 4 pixels of the four channels (stride 1): 4 bytes of each, interleaved. */
+QAT_AVX2 static inline void quads4(const int8_t *s, int64_t cs, int i, int pw, uint8_t *row) {
+    int32_t c[4];
+    for (int j = 0; j < 4; j++) memcpy(&c[j], s + j * cs + i, 4);
+    __m128i ab = _mm_unpacklo_epi8(_mm_cvtsi32_si128(c[0]), _mm_cvtsi32_si128(c[1]));
+    __m128i cd = _mm_unpacklo_epi8(_mm_cvtsi32_si128(c[2]), _mm_cvtsi32_si128(c[3]));
+    __m128i q = _mm_xor_si128(_mm_unpacklo_epi16(ab, cd), _mm_set1_epi8((char)0x80));
+    _mm_storeu_si128((__m128i *)(void *)(row + 4 * (pw + i)), q);
+}
+
 QAT_AVX2 static void pad_quads_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
                                     uint8_t *xq) {
     int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
@@ -271,6 +293,11 @@ QAT_AVX2 static void pad_quads_avx2(const int8_t *x, int C, int H, int W, int ph
             if (W >= 16) { /* the last 16 overlap the ones before */
                 for (; i + 16 <= W; i += 16) quads16(s, cs, i, pw, Wp, sw, row);
                 if (W % 16) quads16(s, cs, W - 16, pw, Wp, sw, row);
+                continue;
+            }
+            if (W >= 4 && sw == 1) { /* 4 pixels at a time, the last 4 overlapping */
+                for (; i + 4 <= W; i += 4) quads4(s, cs, i, pw, row);
+                if (W % 4) quads4(s, cs, W - 4, pw, row);
                 continue;
             }
             for (; i < W; i++)
@@ -319,26 +346,35 @@ QAT_AVX2 static void pad_avx2(const int8_t *x, int C, int H, int W, int ph, int 
     }
 }
 
-QAT_AVX2 static inline __attribute__((always_inline)) void direct_rows(const qat__direct_args *a, const bool bytes) {
+QAT_AVX2 static inline __attribute__((always_inline)) void direct_rows(const qat__direct_args *a, const int form,
+                                                                       const bool vex) {
     for (int o0 = 0; o0 < a->O; o0 += 8)
         for (int oy = 0; oy < a->OH; oy++)
             for (int ox0 = 0; ox0 < a->OW; ox0 += 16) {
                 if (a->OW - ox0 <= 8) {
-                    direct_8x8(a, o0, oy, ox0, bytes);
+                    direct_8x8(a, o0, oy, ox0, form, vex);
                     break;
                 }
-                direct_4x16(a, o0, oy, ox0, bytes);
-                if (o0 + 4 < a->O) direct_4x16(a, o0 + 4, oy, ox0, bytes);
+                direct_4x16(a, o0, oy, ox0, form, vex);
+                if (o0 + 4 < a->O) direct_4x16(a, o0 + 4, oy, ox0, form, vex);
             }
 }
 
-QAT_AVX2 static void direct_avx2_pairs(const qat__direct_args *a) { direct_rows(a, false); }
-QAT_AVX2 static void direct_avx2_quads(const qat__direct_args *a) { direct_rows(a, true); }
+QAT_AVX2 static void direct_pairs(const qat__direct_args *a) { direct_rows(a, QAT_DIRECT_PAIRS, false); }
+QAT_AVX2 static void direct_bytes(const qat__direct_args *a) { direct_rows(a, QAT_DIRECT_BYTES, false); }
+QAT_AVX2 static void direct_vnni_vex(const qat__direct_args *a) { direct_rows(a, QAT_DIRECT_BYTES_VNNI, true); }
+QAT_AVX2 static void direct_vnni_evex(const qat__direct_args *a) { direct_rows(a, QAT_DIRECT_BYTES_VNNI, false); }
 
 void qat__conv_direct(const qat__direct_args *a) {
-    if (has_avx2()) (a->bytes ? direct_avx2_quads : direct_avx2_pairs)(a);
+    if (!has_avx2()) qat__conv_direct_ref(a);
+    else if (a->form == QAT_DIRECT_PAIRS) direct_pairs(a);
+    else if (a->form == QAT_DIRECT_BYTES) direct_bytes(a);
+    else if (a->vex) direct_vnni_vex(a);
+    else if (has_vnni()) direct_vnni_evex(a);
     else qat__conv_direct_ref(a);
 }
+
+bool qat__direct_vex(void) { return qat_isa_cpu_has(QAT_ISA_AVX_VNNI); }
 
 void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
     if (level >= QAT_LEVEL_AVX2 && has_avx2()) pad_avx2(x, C, H, W, ph, pw, zp, xp);
@@ -408,13 +444,16 @@ static bool has_vnni8(void) {
 
 /* The best level the CPU has and QAT_MAX_ISA allows (qat/core.h): the
  * int16 GEMMs on ymm with AVX-512 VNNI's vpdpwssd need the avx512_vnni
- * level, as the int8 path does; AVX-VNNI's VEX form has no kernel yet, so
- * avx_vnni and avx512 run the AVX2 level. */
+ * level, as the int8 path does; the AVX-VNNI level needs the avx_vnni
+ * cap and AVX-VNNI itself (the tests run it on AVX-512 VNNI machines too,
+ * by the EVEX form: qat__conv_direct); avx512 without VNNI runs the AVX2
+ * level (or AVX-VNNI's). */
 qat__level qat__cpu_level(void) {
     qat_isa cap;
     qat_isa_cap(&cap);
     if (cap >= QAT_ISA_AVX512_VNNI && has_vnni8()) return QAT_LEVEL_VNNI8;
     if (cap >= QAT_ISA_AVX512_VNNI && has_vnni()) return QAT_LEVEL_VNNI16;
+    if (cap >= QAT_ISA_AVX_VNNI && qat_isa_cpu_has(QAT_ISA_AVX_VNNI)) return QAT_LEVEL_AVXVNNI;
     return cap >= QAT_ISA_AVX2 && has_avx2() ? QAT_LEVEL_AVX2 : QAT_LEVEL_PORTABLE;
 }
 
@@ -606,6 +645,7 @@ qat__level qat__cpu_level(void) { return QAT_LEVEL_PORTABLE; }
 const char *qat__gemm_kernel_name(void) { return "portable C"; }
 void qat__gemm_requant(const qat__gemm_args *a) { qat__gemm_requant_ref(a); }
 void qat__conv_direct(const qat__direct_args *a) { qat__conv_direct_ref(a); }
+bool qat__direct_vex(void) { return false; }
 void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
     (void)level;
     qat__pad_s8(x, C, H, W, ph, pw, zp, xp);

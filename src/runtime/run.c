@@ -17,11 +17,13 @@
 typedef struct {
     int32_t int8; /* the op runs on the int8 path (qat__i8_geom's layout follows) */
     int32_t qk;   /* the portable level's qk.h kernels: int8 weights (qat__qk_conv_args' layout) follow */
-    int32_t direct; /* the AVX2 level's direct convolution, 1: int16 pairs, 2: byte quads (prepare_direct's layout follows) */
+    int32_t direct; /* the direct convolution's qat__direct_form, or 0 (prepare_direct's layout follows) */
+    int32_t vex;    /* its vpdpbusd in AVX-VNNI's encoding (qat__direct_args) */
 } op_header;
 
 const char *qat__level_name(qat__level l) {
-    static const char *const names[QAT_LEVEL_COUNT] = {"portable C", "AVX2", "AVX-512 VNNI", "AVX-512 VNNI int8"};
+    static const char *const names[QAT_LEVEL_COUNT] = {"portable C", "AVX2", "AVX-VNNI", "AVX-512 VNNI",
+                                                       "AVX-512 VNNI int8"};
     return l >= 0 && l < QAT_LEVEL_COUNT ? names[l] : "unknown";
 }
 
@@ -68,8 +70,8 @@ static int64_t bytes_bias(const qat_qmodel *q, const qat_qop *op, const qat__op_
 /* The byte form fits when every corrected bias is an int32 (the sums from
  * it wrap in vpaddd and end at the true sum, which the program check
  * bounds). */
-static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g) {
-    if (!qat__direct_bytes_fit(op, g)) return false;
+static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool vnni) {
+    if (!qat__direct_bytes_fit(op, g, vnni)) return false;
     for (int o = 0; o < g->O; o++) {
         int64_t b = bytes_bias(q, op, g, o);
         if (b < INT32_MIN || b > INT32_MAX) return false;
@@ -127,9 +129,10 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     bool sc = qat_qop_subchannel(op); /* blocks with their own scales: subchannel.c's layout */
     h->int8 = !sc && int8_path(q, op, g, max_batch, level);
     h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
-    h->direct = sc || h->int8 || level != QAT_LEVEL_AVX2 || !qat__direct_fits(op, g) ? 0
-                : bytes_form(q, op, g)                                                      ? 2
-                                                                                           : 1;
+    bool vnni = level == QAT_LEVEL_AVXVNNI;
+    h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
+                : bytes_form(q, op, g, vnni) ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
+                                             : QAT_DIRECT_PAIRS;
     c += HEADER;
     if (sc) {
         qat__sc_prepare(op, c);
@@ -143,7 +146,8 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     const qat_qtype *wq = &op->wq;
     if (h->direct) {
-        prepare_direct(q, op, g, h->direct == 2, c);
+        h->vex = h->direct == QAT_DIRECT_BYTES_VNNI && qat__direct_vex();
+        prepare_direct(q, op, g, h->direct != QAT_DIRECT_PAIRS, c);
         return;
     }
     if (h->qk) { /* the int8 weights in the layout qk.h's kernels read */
@@ -216,7 +220,9 @@ static void real_tensors(const qat_qmodel *q, const qat_plan *p, uint8_t *real) 
         if (q->ops[i].kind == QAT_QOP_FLATTEN && real[q->ops[i].inputs[0]]) real[q->ops[i].output] = 1;
 }
 
-static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c, bool bytes) {
+static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c,
+                            qat__direct_form form, bool vex) {
+    bool bytes = form != QAT_DIRECT_PAIRS;
     const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
@@ -224,19 +230,20 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     int G = bytes ? 4 : 2;
     direct_parts(g, G, &koff_at, &bias_at);
     qat__direct_args a = {.xq = e->scratch, .w = (const int32_t *)(const void *)c,
-                          .koff = (const int32_t *)(const void *)(c + koff_at), .bytes = bytes,
+                          .koff = (const int32_t *)(const void *)(c + koff_at), .form = form, .vex = vex,
                           .KG = g->C / G * g->kk, .O = g->O, .OH = g->OH, .OW = g->OW,
                           .ystep = op->stride_h * qat__direct_wrow(g->Wp, op->stride_w),
                           .bias = bytes ? (const int32_t *)(const void *)(c + bias_at) : op->bias,
                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
                           .lo = op->act_min, .hi = op->act_max};
+    int H = g->H, W = g->W; /* the input's rows as padded */
     if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && op->stride_h == 1 && op->stride_w == 1)
-        a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW; /* positions are the pixels: one row */
+        a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = H * W, H = 1; /* positions are the pixels: one row */
     for (int64_t s = 0; s < e->n; s++) {
         const int8_t *xs = x + s * in_n;
         int32_t zp = in->q.zero_point;
-        if (bytes) qat__pad_quads(xs, g->C, g->H, g->W, op->pad_h, op->pad_w, op->stride_w, zp, e->scratch);
-        else qat__pad_pairs(xs, g->C, g->H, g->W, op->pad_h, op->pad_w, op->stride_w, zp, (int16_t *)(void *)e->scratch);
+        if (bytes) qat__pad_quads(xs, g->C, H, W, op->pad_h, op->pad_w, op->stride_w, zp, e->scratch);
+        else qat__pad_pairs(xs, g->C, H, W, op->pad_h, op->pad_w, op->stride_w, zp, (int16_t *)(void *)e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
@@ -480,7 +487,8 @@ static void run_op(const exec *e, int i) {
             return;
         }
         if (((const op_header *)c)->direct) {
-            run_conv_direct(e, op, &g, body, ((const op_header *)c)->direct == 2);
+            const op_header *h = c;
+            run_conv_direct(e, op, &g, body, (qat__direct_form)h->direct, h->vex);
             return;
         }
         const int16_t *w16 = (const int16_t *)(const void *)body;
@@ -537,7 +545,12 @@ const char *qat__runtime_op_path(const qat_qop *op, const void *op_consts) {
     if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) return "";
     const op_header *h = op_consts;
     if (qat_qop_subchannel(op)) return "sub";
-    return h->int8 ? "int8" : h->qk ? "qk" : h->direct == 2 ? "bytes" : h->direct ? "direct" : "int16";
+    return h->int8                                ? "int8"
+           : h->qk                                ? "qk"
+           : h->direct == QAT_DIRECT_BYTES_VNNI   ? "vnni"
+           : h->direct == QAT_DIRECT_BYTES        ? "bytes"
+           : h->direct                            ? "direct"
+                                                  : "int16";
 }
 
 qat_status qat_runtime_run(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena, void *scratch,
