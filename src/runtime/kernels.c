@@ -9,54 +9,53 @@
 #include "kernels.h"
 #include "qk.h"
 
-void qat__pad_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *restrict xp) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw;
-    if (ph || pw) memset(xp, 0, (size_t)C * (size_t)(Hp * Wp) * sizeof *xp);
-    memset(xp + (int64_t)C * Hp * Wp, 0, QAT_IM2COL_CHUNK * sizeof *xp);
-    for (int c = 0; c < C; c++)
-        for (int y = 0; y < H; y++) {
-            int16_t *restrict d = xp + ((int64_t)c * Hp + y + ph) * Wp + pw;
-            const int8_t *restrict s = x + ((int64_t)c * H + y) * W;
-            for (int i = 0; i < W; i++) d[i] = (int16_t)(s[i] - zp);
-        }
+void qat__pad_planes(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, qat__pad_kind kind,
+                     qat__pad_row_fn row, void *dst) {
+    int G = (int)kind, esize = kind == QAT_PAD_QUADS ? 1 : 2;
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = G == 1 ? Wp : qat__direct_wrow(Wp, sw);
+    int64_t pixel = (int64_t)G * esize, plane = (int64_t)Hp * Wrow * pixel;
+    int64_t slack = G == 1 ? QAT_IM2COL_CHUNK * esize : QAT_DIRECT_SLACK * pixel;
+    int fill = kind == QAT_PAD_QUADS ? (uint8_t)(zp + 128) : 0; /* the real 0 */
+    uint8_t *d = dst;
+    if (ph || pw || Wrow != Wp) memset(d, fill, (size_t)(C / G * plane));
+    memset(d + C / G * plane, fill, (size_t)slack);
+    qat__pad_row r = {.W = W, .pw = pw, .Wp = Wp, .sw = G == 1 ? 1 : sw, .zp = zp, .cs = (int64_t)H * W};
+    for (int cc = 0; cc < C / G; cc++)
+        for (int y = 0; y < H; y++) row(x + ((int64_t)G * cc * H + y) * W, &r, d + cc * plane + (y + ph) * Wrow * pixel);
 }
 
-void qat__pad_pairs_s8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
-                       int16_t *restrict xq) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
-    int64_t plane = (int64_t)Hp * Wrow * 2;
-    if (ph || pw || Wrow != Wp) memset(xq, 0, (size_t)(C / 2 * plane) * sizeof *xq);
-    memset(xq + C / 2 * plane, 0, QAT_DIRECT_SLACK * 2 * sizeof *xq);
-    for (int cc = 0; cc < C / 2; cc++)
-        for (int y = 0; y < H; y++) {
-            int16_t *restrict row = xq + cc * plane + (int64_t)(y + ph) * Wrow * 2;
-            const int8_t *restrict s0 = x + ((int64_t)2 * cc * H + y) * W, *restrict s1 = s0 + (int64_t)H * W;
-            if (sw == 1) {
-                int16_t *restrict d = row + 2 * pw;
-                for (int i = 0; i < W; i++) d[2 * i] = (int16_t)(s0[i] - zp), d[2 * i + 1] = (int16_t)(s1[i] - zp);
-            } else
-                for (int i = 0; i < W; i++) {
-                    int16_t *d = row + 2 * qat__direct_col(i + pw, Wp, sw);
-                    d[0] = (int16_t)(s0[i] - zp), d[1] = (int16_t)(s1[i] - zp);
-                }
-        }
+/* The row functions take r's fields into locals first: their byte stores
+ * may alias anything, and the compiler would reload every field after
+ * each one. */
+void qat__pad_row_plain(const int8_t *restrict src, const qat__pad_row *r, void *row) {
+    const int W = r->W;
+    const int32_t zp = r->zp;
+    int16_t *restrict d = (int16_t *)row + r->pw;
+    for (int i = 0; i < W; i++) d[i] = (int16_t)(src[i] - zp);
 }
 
-void qat__pad_quads_u8(const int8_t *restrict x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
-                       uint8_t *restrict xq) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
-    int64_t plane = (int64_t)Hp * Wrow * 4;
-    uint8_t fill = (uint8_t)(zp + 128); /* the real 0 */
-    if (ph || pw || Wrow != Wp) memset(xq, fill, (size_t)(C / 4 * plane));
-    memset(xq + C / 4 * plane, fill, QAT_DIRECT_SLACK * 4);
-    for (int cc = 0; cc < C / 4; cc++)
-        for (int y = 0; y < H; y++) {
-            uint8_t *restrict row = xq + cc * plane + (int64_t)(y + ph) * Wrow * 4;
-            const int8_t *restrict s0 = x + ((int64_t)4 * cc * H + y) * W;
-            for (int i = 0; i < W; i++)
-                for (int j = 0; j < 4; j++)
-                    row[4 * qat__direct_col(i + pw, Wp, sw) + j] = (uint8_t)(s0[(int64_t)j * H * W + i] + 128);
-        }
+void qat__pad_row_pairs(const int8_t *restrict src, const qat__pad_row *r, void *row) {
+    const int W = r->W, pw = r->pw, Wp = r->Wp, sw = r->sw;
+    const int32_t zp = r->zp;
+    const int8_t *restrict s1 = src + r->cs;
+    for (int i = 0; i < W; i++) {
+        int16_t *d = (int16_t *)row + 2 * qat__direct_col(i + pw, Wp, sw);
+        d[0] = (int16_t)(src[i] - zp), d[1] = (int16_t)(s1[i] - zp);
+    }
+}
+
+void qat__pad_row_quads(const int8_t *restrict src, const qat__pad_row *r, void *row) {
+    const int W = r->W, pw = r->pw, Wp = r->Wp, sw = r->sw;
+    const int64_t cs = r->cs;
+    uint8_t *restrict d = row;
+    for (int i = 0; i < W; i++) {
+        uint8_t *p = d + 4 * qat__direct_col(i + pw, Wp, sw);
+        for (int j = 0; j < 4; j++) p[j] = (uint8_t)(src[j * cs + i] + 128);
+    }
+}
+
+void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp) {
+    qat__pad_planes(x, C, H, W, ph, pw, 1, zp, QAT_PAD_PLAIN, qat__pad_row_plain, xp);
 }
 
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {

@@ -27,6 +27,28 @@ static inline int64_t qat__round_up(int64_t n, int64_t to) { return (n + to - 1)
  * then QAT_IM2COL_CHUNK zeros (kernels may read that far past the planes). */
 void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp);
 
+/* The padded planes every convolution path reads, in one frame: groups of
+ * G channels interleaved by pixel (G = 1: int16 x - zp; 2: int16 pairs; 4:
+ * uint8 quads of x + 128; kernels.h's direct convolution has the pair and
+ * quad layouts), the padding filled with the real 0, then the slack, and
+ * each input row put in place by a row function: portable C here, AVX2 in
+ * kernels_x86.c. A row function fills the pixels of one padded row from
+ * the G input rows at src (channel planes cs bytes apart). */
+typedef struct {
+    int W, pw, Wp, sw; /* input width, left padding, padded width, horizontal stride (the column phases) */
+    int32_t zp;
+    int64_t cs;
+} qat__pad_row;
+typedef enum { QAT_PAD_PLAIN = 1, QAT_PAD_PAIRS = 2, QAT_PAD_QUADS = 4 } qat__pad_kind;
+typedef void (*qat__pad_row_fn)(const int8_t *src, const qat__pad_row *r, void *row);
+void qat__pad_planes(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, qat__pad_kind kind,
+                     qat__pad_row_fn row, void *dst);
+void qat__pad_row_plain(const int8_t *src, const qat__pad_row *r, void *row);
+void qat__pad_row_pairs(const int8_t *src, const qat__pad_row *r, void *row);
+void qat__pad_row_quads(const int8_t *src, const qat__pad_row *r, void *row);
+/* The AVX2 row function of a kind where the CPU has AVX2 (else the portable one). */
+qat__pad_row_fn qat__pad_row_simd(qat__pad_kind kind);
+
 /* col rows [0, K) from a padded sample xp [C, Hp, Wp], K = C·kh·kw:
  * col[(c·kh·kw + ky·kw + kx)·Pp + oy·OW + ox] = xp[c][oy·sh + ky][ox·sw + kx].
  * With stride 1 the runs are copied in whole chunks of QAT_IM2COL_CHUNK
@@ -87,11 +109,6 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 #define QAT_DIRECT_SLACK 32
 static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
 static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }
-void qat__pad_pairs_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
-void qat__pad_quads_u8(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq);
-/* The same with AVX2 where the CPU has it (kernels_x86.c). */
-void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq);
-void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq);
 /* The two layouts, and how the byte form multiplies: vpmaddubsw (weights
  * within ±64), or vpdpbusd (any int8 weight: it sums four products into
  * int32, nothing saturates; AVX-VNNI or AVX-512 VNNI). */
@@ -209,8 +226,6 @@ qat__level qat__cpu_level(void);
 const char *qat__level_name(qat__level l); /* "portable C", "AVX2", "AVX-VNNI", "AVX-512 VNNI", "AVX-512 VNNI int8" */
 /* The int16 GEMM kernel of a level (the best one it has, if this CPU lacks it). */
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
-/* qat__pad_s8 at a level: AVX2 rows (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
-void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level);
 /* Depthwise convolution at a level: the AVX2 kernel (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
 void qat__depthwise_level(const qat__depthwise_args *a, qat__level level);
 /* TFLite's ADD at a level: the AVX2 loop (kernels_x86.c) from QAT_LEVEL_AVX2 up (VNNI8 has its table kernel). */

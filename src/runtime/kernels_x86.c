@@ -250,21 +250,18 @@ QAT_AVX2 static inline void pairs8(const int8_t *s0, const int8_t *s1, int i, in
     _mm256_storeu_si256((__m256i *)(void *)(row + 2 * (pw + i)), v);
 }
 
-QAT_AVX2 static void pairs_row_avx2(const int8_t *s0, const int8_t *s1, int W, int pw, int Wp, int sw, int32_t zp,
-                                    int16_t *row) {
-    const __m256i z = _mm256_set1_epi16((int16_t)zp);
+QAT_AVX2 static void row_pairs_avx2(const int8_t *s0, const qat__pad_row *r, void *out) {
+    const int8_t *s1 = s0 + r->cs;
+    int W = r->W, pw = r->pw, Wp = r->Wp, sw = r->sw;
+    int16_t *row = out;
+    const __m256i z = _mm256_set1_epi16((int16_t)r->zp);
     if (W >= 16) {
         for (int i = 0; i + 16 <= W; i += 16) pairs16(s0, s1, i, pw, Wp, sw, z, row);
         if (W % 16) pairs16(s0, s1, W - 16, pw, Wp, sw, z, row);
-        return;
-    }
-    if (W >= 8 && sw == 1) {
+    } else if (W >= 8 && sw == 1) {
         pairs8(s0, s1, 0, pw, z, row), pairs8(s0, s1, W - 8, pw, z, row);
-        return;
-    }
-    for (int i = 0; i < W; i++) {
-        int16_t *d = row + 2 * qat__direct_col(pw + i, Wp, sw);
-        d[0] = (int16_t)(s0[i] - zp), d[1] = (int16_t)(s1[i] - zp);
+    } else {
+        qat__pad_row_pairs(s0, r, out);
     }
 }
 
@@ -278,71 +275,43 @@ QAT_AVX2 static inline void quads4(const int8_t *s, int64_t cs, int i, int pw, u
     _mm_storeu_si128((__m128i *)(void *)(row + 4 * (pw + i)), q);
 }
 
-QAT_AVX2 static void pad_quads_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
-                                    uint8_t *xq) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
-    int64_t plane = (int64_t)Hp * Wrow * 4, cs = (int64_t)H * W;
-    uint8_t fill = (uint8_t)(zp + 128);
-    if (ph || pw || Wrow != Wp) memset(xq, fill, (size_t)(C / 4 * plane));
-    memset(xq + C / 4 * plane, fill, QAT_DIRECT_SLACK * 4);
-    for (int cc = 0; cc < C / 4; cc++)
-        for (int y = 0; y < H; y++) {
-            const int8_t *s = x + ((int64_t)4 * cc * H + y) * W;
-            uint8_t *row = xq + cc * plane + (int64_t)(y + ph) * Wrow * 4;
-            int i = 0;
-            if (W >= 16) { /* the last 16 overlap the ones before */
-                for (; i + 16 <= W; i += 16) quads16(s, cs, i, pw, Wp, sw, row);
-                if (W % 16) quads16(s, cs, W - 16, pw, Wp, sw, row);
-                continue;
-            }
-            if (W >= 4 && sw == 1) { /* 4 pixels at a time, the last 4 overlapping */
-                for (; i + 4 <= W; i += 4) quads4(s, cs, i, pw, row);
-                if (W % 4) quads4(s, cs, W - 4, pw, row);
-                continue;
-            }
-            for (; i < W; i++)
-                for (int j = 0; j < 4; j++) row[4 * qat__direct_col(pw + i, Wp, sw) + j] = (uint8_t)(s[j * cs + i] + 128);
-        }
+QAT_AVX2 static void row_quads_avx2(const int8_t *s, const qat__pad_row *r, void *out) {
+    int W = r->W, pw = r->pw, Wp = r->Wp, sw = r->sw;
+    uint8_t *row = out;
+    if (W >= 16) { /* the last 16 overlap the ones before */
+        for (int i = 0; i + 16 <= W; i += 16) quads16(s, r->cs, i, pw, Wp, sw, row);
+        if (W % 16) quads16(s, r->cs, W - 16, pw, Wp, sw, row);
+    } else if (W >= 4 && sw == 1) { /* 4 pixels at a time, the last 4 overlapping */
+        for (int i = 0; i + 4 <= W; i += 4) quads4(s, r->cs, i, pw, row);
+        if (W % 4) quads4(s, r->cs, W - 4, pw, row);
+    } else {
+        qat__pad_row_quads(s, r, out);
+    }
 }
 
-QAT_AVX2 static void pad_pairs_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp,
-                                    int16_t *xq) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = qat__direct_wrow(Wp, sw);
-    int64_t plane = (int64_t)Hp * Wrow * 2;
-    if (ph || pw || Wrow != Wp) memset(xq, 0, (size_t)(C / 2 * plane) * sizeof *xq);
-    memset(xq + C / 2 * plane, 0, QAT_DIRECT_SLACK * 2 * sizeof *xq);
-    for (int cc = 0; cc < C / 2; cc++)
-        for (int y = 0; y < H; y++) {
-            const int8_t *s0 = x + ((int64_t)2 * cc * H + y) * W;
-            pairs_row_avx2(s0, s0 + (int64_t)H * W, W, pw, Wp, sw, zp, xq + cc * plane + (int64_t)(y + ph) * Wrow * 2);
-        }
-}
-
-/* qat__pad_s8's rows with AVX2: 16 pixels widened and shifted by zp at
- * a time, a row's last 16 overlapping the ones before; rows of 8 to 15
- * pixels as two overlapping halves; shorter ones in C. */
-QAT_AVX2 static void pad_avx2(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw;
-    if (ph || pw) memset(xp, 0, (size_t)C * (size_t)(Hp * Wp) * sizeof *xp);
-    memset(xp + (int64_t)C * Hp * Wp, 0, QAT_IM2COL_CHUNK * sizeof *xp);
-    const __m256i z = _mm256_set1_epi16((int16_t)zp);
+QAT_AVX2 static void row_plain_avx2(const int8_t *s, const qat__pad_row *r, void *out) {
+    int W = r->W;
+    int16_t *d = (int16_t *)out + r->pw;
+    const __m256i z = _mm256_set1_epi16((int16_t)r->zp);
     const __m128i z8 = _mm256_castsi256_si128(z);
-    for (int64_t r = 0; r < (int64_t)C * H; r++) {
-        const int8_t *s = x + r * W;
-        int16_t *d = xp + ((r / H) * Hp + r % H + ph) * Wp + pw;
-        if (W >= 16) {
-            for (int i = 0; i + 16 <= W; i += 16)
-                _mm256_storeu_si256((__m256i *)(void *)(d + i),
-                                    _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + i))), z));
-            if (W % 16)
-                _mm256_storeu_si256((__m256i *)(void *)(d + W - 16),
-                                    _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + W - 16))), z));
-        } else if (W >= 8) {
-            _mm_storeu_si128((__m128i *)(void *)d, _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)s)), z8));
-            _mm_storeu_si128((__m128i *)(void *)(d + W - 8),
-                             _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(s + W - 8))), z8));
-        } else
-            for (int i = 0; i < W; i++) d[i] = (int16_t)(s[i] - zp);
+    if (W >= 16) {
+        for (int i = 0; i + 16 <= W; i += 16)
+            _mm256_storeu_si256((__m256i *)(void *)(d + i),
+                                _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + i))), z));
+        if (W % 16)
+            _mm256_storeu_si256((__m256i *)(void *)(d + W - 16),
+                                _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + W - 16))), z));
+    } else if (W >= 8) {
+        _mm_storeu_si128((__m128i *)(void *)d, _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)s)), z8));
+        _mm_storeu_si128((__m128i *)(void *)(d + W - 8),
+                         _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(s + W - 8))), z8));
+    } else if (W >= 4) { /* two overlapping halves of 4 */
+        int32_t v0, v1;
+        memcpy(&v0, s, sizeof v0), memcpy(&v1, s + W - 4, sizeof v1);
+        _mm_storel_epi64((__m128i *)(void *)d, _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(v0)), z8));
+        _mm_storel_epi64((__m128i *)(void *)(d + W - 4), _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(v1)), z8));
+    } else {
+        qat__pad_row_plain(s, r, out);
     }
 }
 
@@ -376,19 +345,11 @@ void qat__conv_direct(const qat__direct_args *a) {
 
 bool qat__direct_vex(void) { return qat_isa_cpu_has(QAT_ISA_AVX_VNNI); }
 
-void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
-    if (level >= QAT_LEVEL_AVX2 && has_avx2()) pad_avx2(x, C, H, W, ph, pw, zp, xp);
-    else qat__pad_s8(x, C, H, W, ph, pw, zp, xp);
-}
-
-void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq) {
-    if (has_avx2()) pad_quads_avx2(x, C, H, W, ph, pw, sw, zp, xq);
-    else qat__pad_quads_u8(x, C, H, W, ph, pw, sw, zp, xq);
-}
-
-void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
-    if (has_avx2()) pad_pairs_avx2(x, C, H, W, ph, pw, sw, zp, xq);
-    else qat__pad_pairs_s8(x, C, H, W, ph, pw, sw, zp, xq);
+qat__pad_row_fn qat__pad_row_simd(qat__pad_kind kind) {
+    bool avx2 = has_avx2();
+    return kind == QAT_PAD_QUADS ? (avx2 ? row_quads_avx2 : qat__pad_row_quads)
+           : kind == QAT_PAD_PAIRS ? (avx2 ? row_pairs_avx2 : qat__pad_row_pairs)
+                                   : (avx2 ? row_plain_avx2 : qat__pad_row_plain);
 }
 
 /* AVX-512 VNNI on 256-bit vectors: vpdpwssd multiplies, pairs and
@@ -646,15 +607,8 @@ const char *qat__gemm_kernel_name(void) { return "portable C"; }
 void qat__gemm_requant(const qat__gemm_args *a) { qat__gemm_requant_ref(a); }
 void qat__conv_direct(const qat__direct_args *a) { qat__conv_direct_ref(a); }
 bool qat__direct_vex(void) { return false; }
-void qat__pad_level(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp, qat__level level) {
-    (void)level;
-    qat__pad_s8(x, C, H, W, ph, pw, zp, xp);
-}
-void qat__pad_pairs(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, int16_t *xq) {
-    qat__pad_pairs_s8(x, C, H, W, ph, pw, sw, zp, xq);
-}
-void qat__pad_quads(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *xq) {
-    qat__pad_quads_u8(x, C, H, W, ph, pw, sw, zp, xq);
+qat__pad_row_fn qat__pad_row_simd(qat__pad_kind kind) {
+    return kind == QAT_PAD_QUADS ? qat__pad_row_quads : kind == QAT_PAD_PAIRS ? qat__pad_row_pairs : qat__pad_row_plain;
 }
 void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level) {
     (void)level;

@@ -239,11 +239,12 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     int H = g->H, W = g->W; /* the input's rows as padded */
     if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && op->stride_h == 1 && op->stride_w == 1)
         a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = H * W, H = 1; /* positions are the pixels: one row */
+    qat__pad_kind kind = bytes ? QAT_PAD_QUADS : QAT_PAD_PAIRS;
+    qat__pad_row_fn row = qat__pad_row_simd(kind); /* the direct convolution runs from the AVX2 level up */
     for (int64_t s = 0; s < e->n; s++) {
         const int8_t *xs = x + s * in_n;
         int32_t zp = in->q.zero_point;
-        if (bytes) qat__pad_quads(xs, g->C, H, W, op->pad_h, op->pad_w, op->stride_w, zp, e->scratch);
-        else qat__pad_pairs(xs, g->C, H, W, op->pad_h, op->pad_w, op->stride_w, zp, (int16_t *)(void *)e->scratch);
+        qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, op->stride_w, zp, kind, row, e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
@@ -257,8 +258,10 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     int16_t *xpad = (int16_t *)e->scratch;
     int16_t *col = (int16_t *)(e->scratch + qat__round_up((g->C * g->Hp * g->Wp + QAT_IM2COL_CHUNK) * 2, 64));
     int32_t zp = e->q->tensors[op->output].q.zero_point;
+    qat__pad_row_fn row = e->level >= QAT_LEVEL_AVX2 ? qat__pad_row_simd(QAT_PAD_PLAIN) : qat__pad_row_plain;
     for (int64_t s = 0; s < e->n; s++) {
-        qat__pad_level(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, in->q.zero_point, xpad, e->level);
+        qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN, row,
+                        xpad);
         if (g->depthwise) {
             qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .C = g->C, .Hp = g->Hp, .Wp = g->Wp, .O = g->O,
                                      .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
