@@ -478,9 +478,92 @@ QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
     memset(pairs + 2 * n, 0, 2 * QAT_DW_PAIR_SLACK * sizeof *pairs); /* a last block's reads past the plane */
 }
 
+/* The AVX-VNNI level's tap quads: quad i holds bytes u(i), u(i + 1), u(i + 2),
+ * u(i + 3) of u = x - zp + zp_in + 128 = x + 128 (the plane holds x - zp_in),
+ * 8 quads at a time by one byte shuffle of 11 bytes. Pixels past the plane
+ * (the slack, or the next plane) give defined bytes that only zero weights
+ * or dropped outputs meet. */
+QAT_AVX2 static void tap_quads(const int16_t *x, int64_t n, int32_t zp_in, uint8_t *quads) {
+    const __m128i add = _mm_set1_epi16((int16_t)(zp_in + 128));
+    const __m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9,
+                                         7, 8, 9, 10);
+    for (int64_t i = 0; i < n; i += 8) { /* x is readable 16 elements past n (qat__pad_s8's slack) */
+        __m128i l = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i)), add);
+        __m128i h = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i + 8)), add);
+        __m256i u = _mm256_broadcastsi128_si256(_mm_packus_epi16(l, h));
+        _mm256_storeu_si256((__m256i *)(void *)(quads + 4 * i), _mm256_shuffle_epi8(u, idx));
+    }
+}
+
+QAT_AVX2 static inline __m256i dpbusd_ymm(__m256i acc, __m256i u, __m256i w, int vnni) {
+    if (vnni == 1) __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(w));
+    else __asm__("vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(w));
+    return acc;
+}
+
+/* Stores 8 grid positions' outputs from q0 (dropping columns >= OW and rows >= OH). */
+QAT_AVX2 static inline void dw_store8(const qat__depthwise_args *a, int8_t *yc, int64_t q0, __m128i b8) {
+    int oy = (int)(q0 / a->Wp), ox = (int)(q0 % a->Wp);
+    if (ox + 8 <= a->OW) { /* one row, all kept */
+        _mm_storel_epi64((__m128i *)(void *)(yc + oy * a->OW + ox), b8);
+        return;
+    }
+    int8_t out[16];
+    _mm_storeu_si128((__m128i *)(void *)out, b8);
+    for (int j = 0; j < 8 && oy < a->OH; j++) {
+        if (ox < a->OW) yc[oy * a->OW + ox] = out[j];
+        if (++ox == a->Wp) ox = 0, oy++;
+    }
+}
+
+/* Output channel o from the tap quads (the AVX-VNNI level): per row of
+ * taps one or two vpdpbusd of 8 positions' quads by the weights (w[kx] for
+ * the quad's kx, 0 past the row), from the bias corrected for the 128 +
+ * zp_in the bytes carry: bias - (zp_in + 128)·Σ w. */
+QAT_AVX2 static void depthwise_quads(const qat__depthwise_args *a, int o, int64_t q8, int nq) {
+    int taps = a->kh * a->kw;
+    const int16_t *w = a->w16 + (int64_t)o * taps;
+    int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
+    const uint8_t *qp = (const uint8_t *)a->pairs;
+    int32_t sum = 0;
+    for (int t = 0; t < taps; t++) sum += w[t];
+    const __m256i bias = _mm256_set1_epi32((int32_t)((int64_t)a->bias[o] - (int64_t)(a->zp_in + 128) * sum));
+    const __m256i m0 = _mm256_set1_epi32(a->m0[o]), zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo),
+                  hi = _mm256_set1_epi32(a->hi);
+    __m256i wv[2 * QAT_QOP_MAX_WINDOW];
+    int32_t off[2 * QAT_QOP_MAX_WINDOW];
+    int n = 0;
+    for (int ky = 0; ky < a->kh; ky++)
+        for (int j = 0; j < nq; j++, n++) {
+            int8_t q[4];
+            for (int t = 0; t < 4; t++) q[t] = 4 * j + t < a->kw ? (int8_t)w[ky * a->kw + 4 * j + t] : 0;
+            int32_t v;
+            memcpy(&v, q, sizeof v);
+            wv[n] = _mm256_set1_epi32(v), off[n] = 4 * (ky * a->Wp + 4 * j);
+        }
+    for (int64_t q0 = 0; q0 < q8; q0 += 8) {
+        __m256i acc = bias;
+        const uint8_t *src = qp + 4 * q0;
+        for (int p = 0; p < n; p++)
+            acc = dpbusd_ymm(acc, _mm256_loadu_si256((const __m256i *)(const void *)(src + off[p])), wv[p], a->vnni);
+        __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
+        __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));
+    }
+}
+
 QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
-    int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw, np = (a->kw + 1) / 2;
+    int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw, np = (a->kw + 1) / 2, nq = (a->kw + 3) / 4;
     bool grid = a->sh == a->sw && (st == 2 || (st == 1 && a->pairs));
+    /* the AVX-VNNI level's bytes: stride 1, every weight an int8, rows of at most 8 taps (two quads) */
+    bool quads = a->vnni && grid && st == 1 && a->kw <= 8;
+    for (int64_t i = 0; quads && i < (int64_t)a->O * taps; i++) quads = a->w16[i] >= -128 && a->w16[i] <= 127;
+    for (int o = 0; quads && o < a->O; o++) { /* and every corrected bias an int32 */
+        int64_t sum = 0;
+        for (int t = 0; t < taps; t++) sum += a->w16[(int64_t)o * taps + t];
+        int64_t b = (int64_t)a->bias[o] - (int64_t)(a->zp_in + 128) * sum;
+        quads = b >= INT32_MIN && b <= INT32_MAX;
+    }
     int64_t Q = (int64_t)(a->OH - 1) * a->Wp + a->OW; /* grid positions up to the last output */
     const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
     int32_t off[QAT_QOP_MAX_WINDOW], poff[QAT_QOP_MAX_WINDOW];
@@ -493,7 +576,14 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
         const int16_t *w = a->w16 + (int64_t)o * taps;
         int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
         int64_t q8 = grid && a->shift[o] <= 0 ? (Q + 7) / 8 * 8 : 0; /* the last block runs past Q */
-        if (q8 && st == 1 && o % mult == 0) tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
+        if (q8 && st == 1 && o % mult == 0) {
+            if (quads) tap_quads(xc, (int64_t)a->Hp * a->Wp, a->zp_in, (uint8_t *)(void *)a->pairs);
+            else tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
+        }
+        if (q8 && quads) {
+            depthwise_quads(a, o, q8, nq);
+            continue;
+        }
         const int16_t *src0 = st == 1 ? a->pairs : xc;
         const __m256i m0 = _mm256_set1_epi32(a->m0[o]), bias = _mm256_set1_epi32(a->bias[o]);
         __m256i wv[QAT_QOP_MAX_WINDOW];
@@ -511,18 +601,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + poff[p])), wv[p]));
             __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
             __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-            __m128i b8 = _mm_packs_epi16(p16, p16);
-            int oy = (int)(q0 / a->Wp), ox = (int)(q0 % a->Wp);
-            if (ox + 8 <= a->OW) { /* one row, all kept */
-                _mm_storel_epi64((__m128i *)(void *)(yc + oy * a->OW + ox), b8);
-                continue;
-            }
-            int8_t out[16];
-            _mm_storeu_si128((__m128i *)(void *)out, b8);
-            for (int j = 0; j < 8 && oy < a->OH; j++) {
-                if (ox < a->OW) yc[oy * a->OW + ox] = out[j];
-                if (++ox == a->Wp) ox = 0, oy++;
-            }
+            dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));
         }
         if (q8) continue;
         /* output by output when the grid does not apply */
