@@ -1564,7 +1564,8 @@ static void loops_run(level_result *r, qat_isa isa) {
     qat_rng rng = rng_for(92);
     const int64_t xs[4] = {4, 8, 5, 13}, cs[1] = {8};
     qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, xs, true);
-    qat_tensor *g = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true), *b = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true);
+    qat_tensor *g = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true);
+    qat_tensor *b = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true);
     qat_tensor *sc = qat_tensor_new(ctx, QAT_MEM_PERSIST, 1, cs, true);
     for (int64_t i = 0; i < x->numel; i++) x->data[i] = 2.0f * qat_rng_normal(&rng);
     for (int64_t i = 0; i < 8; i++)
@@ -1753,7 +1754,8 @@ int main(int argc, char **argv) {
         {"golden: sigmoid, tanh, hard-swish bits against PyTorch", test_golden_activations},
         {"depthwise rows: AVX-512 equals portable", test_rows_match_portable},
         {"conv, depthwise, max pooling: the same bits at every QAT_MAX_ISA level", test_training_kernels_every_level},
-        {"BatchNorm, activations, fake quantization, optimizers: the same bits at every level", test_simd_copies_every_level},
+        {"BatchNorm, activations, fake quantization, optimizers: the same bits at every level",
+         test_simd_copies_every_level},
         {"new ops: no-grad mode, NULL inputs, error messages", test_new_ops_no_grad_and_errors},
         {NULL, NULL},
     };

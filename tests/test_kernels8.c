@@ -102,7 +102,8 @@ static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wsh
         }
     }
     for (int64_t i = 0; i < n; i++)
-        op->weight[i] = wmode >= 4 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
+        op->weight[i] =
+            wmode >= 4 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
 }
 
 /* input [C, H, W] -> conv2d -> flatten (the output must be a vector). */

@@ -41,7 +41,8 @@ static void bn_moments_task(void *u, int64_t c, int worker) {
     (void)worker;
     double *acc = j->acc + 2 * c;
     acc[0] = acc[1] = 0;
-    for (int64_t b = 0; b < j->N; b++) qat__bn_moments_row_at(j->simd, j->x + (b * j->C + c) * j->HW, NULL, j->HW, 1.0f, 0.0f, acc);
+    for (int64_t b = 0; b < j->N; b++)
+        qat__bn_moments_row_at(j->simd, j->x + (b * j->C + c) * j->HW, NULL, j->HW, 1.0f, 0.0f, acc);
 }
 
 static void bn_normalize_task(void *u, int64_t c, int worker) {
@@ -51,8 +52,8 @@ static void bn_normalize_task(void *u, int64_t c, int worker) {
                           j->running_var + c, j->mu + c, j->invstd + c);
     float mu = j->mu[c];
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_normalize_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, mu, j->invstd[c],
-                              j->gamma[c], j->beta[c]);
+        qat__bn_normalize_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, mu,
+                                 j->invstd[c], j->gamma[c], j->beta[c]);
 }
 
 static void bn_grad_sums_task(void *u, int64_t c, int worker) {
@@ -61,8 +62,8 @@ static void bn_grad_sums_task(void *u, int64_t c, int worker) {
     double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, ... (bn_rows.c) */
     for (int k = 0; k < 6; k++) acc[k] = 0;
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, 1.0f, 0.0f,
-                              j->mu[c], j->invstd[c], acc);
+        qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, 1.0f,
+                                 0.0f, j->mu[c], j->invstd[c], acc);
     if (j->global) j->global[2 * c] = acc[0], j->global[2 * c + 1] = acc[1];
 }
 
@@ -76,8 +77,9 @@ static void bn_grad_task(void *u, int64_t c, int worker) {
     float is = j->invstd[c], k = j->gamma[c] * is;
     float a = (float)(g[0] / j->m), bb = (float)(g[1] / j->m);
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_grad_x_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->gx + (b * j->C + c) * j->HW,
-                           j->HW, 1.0f, 0.0f, j->mu[c], is, k, a, bb, j->training, false);
+        qat__bn_grad_x_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW,
+                              j->gx + (b * j->C + c) * j->HW, j->HW, 1.0f, 0.0f, j->mu[c], is, k, a, bb, j->training,
+                              false);
 }
 
 /* Without a reducer, one channel's two passes in one task, while its
@@ -96,8 +98,17 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     const bn_saved *s = n->saved;
     qat_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
-    bn_job j = {.simd = qat__simd_level(), .x = x->data, .dy = n->out->grad, .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd,
-                .N = N, .C = C, .HW = HW, .m = s->m, .training = s->training};
+    bn_job j = {.simd = qat__simd_level(),
+                .x = x->data,
+                .dy = n->out->grad,
+                .gamma = gamma->data,
+                .mu = s->mu,
+                .invstd = s->invstd,
+                .N = N,
+                .C = C,
+                .HW = HW,
+                .m = s->m,
+                .training = s->training};
     j.gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
     j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
     j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
@@ -141,9 +152,23 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     double *acc = training ? qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double)) : NULL;
     if (!y || !s || !mus || !invstd || (training && !acc)) return NULL;
-    bn_job j = {.simd = qat__simd_level(), .x = x->data, .y = y->data, .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd,
-                .running_mean = running_mean, .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW,
-                .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
+    bn_job j = {.simd = qat__simd_level(),
+                .x = x->data,
+                .y = y->data,
+                .gamma = gamma->data,
+                .beta = beta->data,
+                .mu = mus,
+                .invstd = invstd,
+                .running_mean = running_mean,
+                .running_var = running_var,
+                .acc = acc,
+                .N = N,
+                .C = C,
+                .HW = HW,
+                .m = (double)m,
+                .momentum = momentum,
+                .eps = eps,
+                .training = training};
     if (training && !qat_ctx_has_reducer(ctx)) {
         qat__par(ctx, C, bn_forward_fused_task, &j);
     } else if (training) { /* synchronized: the global batch's sums and count */

@@ -46,8 +46,8 @@ static void bns_grad_sums_task(void *u, int64_t c, int worker) {
     double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, Σxhat, Σdy·x, Σx, Σxhat·x */
     for (int k = 0; k < 6; k++) acc[k] = 0;
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, j->scale[c],
-                              shift_of(j, c), j->mu[c], j->invstd[c], acc);
+        qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW,
+                                 j->scale[c], shift_of(j, c), j->mu[c], j->invstd[c], acc);
     if (j->global) j->global[2 * c] = acc[0], j->global[2 * c + 1] = acc[1];
 }
 
@@ -87,8 +87,18 @@ static void bns_bw(qat_ctx *ctx, qat_node *n) {
     const bns_saved *s = n->saved;
     qat_tensor *x = s->in[0], *scale = s->in[1], *shift = s->in[2], *gamma = s->in[3], *beta = s->in[4];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
-    bns_job j = {.simd = qat__simd_level(), .x = x->data, .dy = n->out->grad, .scale = scale->data, .shift = shift ? shift->data : NULL,
-                 .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd, .N = N, .C = C, .HW = HW, .m = s->m,
+    bns_job j = {.simd = qat__simd_level(),
+                 .x = x->data,
+                 .dy = n->out->grad,
+                 .scale = scale->data,
+                 .shift = shift ? shift->data : NULL,
+                 .gamma = gamma->data,
+                 .mu = s->mu,
+                 .invstd = s->invstd,
+                 .N = N,
+                 .C = C,
+                 .HW = HW,
+                 .m = s->m,
                  .training = s->training};
     j.gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &j.store) : NULL;
     j.gs = qat__wants_grad(scale) ? qat__grad(ctx, scale) : NULL;
@@ -114,8 +124,8 @@ static void bns_moments_task(void *u, int64_t c, int worker) {
     double *acc = j->acc + 2 * c; /* Σz, Σz²; z (x·scale + shift) goes into y first */
     acc[0] = acc[1] = 0;
     for (int64_t b = 0; b < j->N; b++)
-        qat__bn_moments_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW, j->scale[c],
-                            shift_of(j, c), acc);
+        qat__bn_moments_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->y + (b * j->C + c) * j->HW, j->HW,
+                               j->scale[c], shift_of(j, c), acc);
 }
 
 static void bns_normalize_task(void *u, int64_t c, int worker) {
@@ -160,10 +170,25 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     double *acc = qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double));
     if (!y || !s || !mus || !invstd || !acc) return NULL;
-    bns_job j = {.simd = qat__simd_level(), .x = x->data, .y = y->data, .scale = scale->data, .shift = shift ? shift->data : NULL,
-                 .gamma = gamma->data, .beta = beta->data, .mu = mus, .invstd = invstd, .running_mean = running_mean,
-                 .running_var = running_var, .acc = acc, .N = N, .C = C, .HW = HW, .m = (double)m,
-                 .momentum = momentum, .eps = eps, .training = training};
+    bns_job j = {.simd = qat__simd_level(),
+                 .x = x->data,
+                 .y = y->data,
+                 .scale = scale->data,
+                 .shift = shift ? shift->data : NULL,
+                 .gamma = gamma->data,
+                 .beta = beta->data,
+                 .mu = mus,
+                 .invstd = invstd,
+                 .running_mean = running_mean,
+                 .running_var = running_var,
+                 .acc = acc,
+                 .N = N,
+                 .C = C,
+                 .HW = HW,
+                 .m = (double)m,
+                 .momentum = momentum,
+                 .eps = eps,
+                 .training = training};
     if (!(training && qat_ctx_has_reducer(ctx))) {
         qat__par(ctx, C, bns_forward_fused_task, &j);
     } else { /* synchronized: the global batch's sums and count */

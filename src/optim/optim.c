@@ -47,8 +47,8 @@ qat_status qat_optim_init(qat_optim *o, qat_ctx *ctx, const qat_optim_config *cf
 }
 
 QAT__SIMD_FN(static, sgd_loop, (p, g, m, n, lr, wd, mu, damp, first, nesterov), float *restrict p,
-             const float *restrict g, float *restrict m, int64_t n, float lr, float wd, float mu, float damp, bool first,
-             bool nesterov) {
+             const float *restrict g, float *restrict m, int64_t n, float lr, float wd, float mu, float damp,
+             bool first, bool nesterov) {
     for (int64_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         if (m) {

@@ -21,7 +21,8 @@ void qat__pad_planes(const int8_t *x, int C, int H, int W, int ph, int pw, int s
     memset(d + C / G * plane, fill, (size_t)slack);
     qat__pad_row r = {.W = W, .pw = pw, .Wp = Wp, .sw = G == 1 ? 1 : sw, .zp = zp, .cs = (int64_t)H * W};
     for (int cc = 0; cc < C / G; cc++)
-        for (int y = 0; y < H; y++) row(x + ((int64_t)G * cc * H + y) * W, &r, d + cc * plane + (y + ph) * Wrow * pixel);
+        for (int y = 0; y < H; y++)
+            row(x + ((int64_t)G * cc * H + y) * W, &r, d + cc * plane + (y + ph) * Wrow * pixel);
 }
 
 /* The row functions take r's fields into locals first: their byte stores
@@ -171,7 +172,8 @@ void qat__depthwise(const qat__depthwise_args *a) {
                             for (int i = 0; i < n; i++) acc[i] += wk * src[i * a->sw];
                     }
                 for (int i = 0; i < n; i++)
-                    yc[oy * a->OW + ox0 + i] = (int8_t)qat_requantize(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                    yc[oy * a->OW + ox0 + i] =
+                        (int8_t)qat_requantize(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
             }
     }
 }

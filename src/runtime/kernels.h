@@ -134,7 +134,8 @@ void qat__conv_direct_ref(const qat__direct_args *a);
  * w16 [O][kh·kw] (w - zp_w); y [O][OH][OW]. */
 typedef struct {
     const int16_t *xp, *w16;
-    int16_t *pairs; /* scratch of 2·(Hp·Wp + QAT_DW_PAIR_SLACK) int16 for the AVX2 kernel's tap pairs or quads, or NULL */
+    int16_t
+        *pairs; /* scratch of 2·(Hp·Wp + QAT_DW_PAIR_SLACK) int16 for the AVX2 kernel's tap pairs or quads, or NULL */
     int32_t zp_in;  /* the input's zero point (the AVX-VNNI level's bytes) */
     int vnni;       /* the AVX-VNNI level: 1 vpdpbusd in AVX-VNNI's encoding, 2 in AVX-512 VNNI's; 0: none */
     int C, Hp, Wp, O, kh, kw, sh, sw, OH, OW;

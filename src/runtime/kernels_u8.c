@@ -182,7 +182,8 @@ void qat__add_tables(const qat__add_args *r, uint8_t *tables) {
         for (int i = 0; i < 256; i++) {
             int32_t zp = t ? r->zp_b : r->zp_a, m = t ? r->m_b : r->m_a, sh = t ? r->sh_b : r->sh_a;
             /* qat__add_s8's term, for the input integer i - 128 */
-            int32_t v = qat_multiply_by_quantized_multiplier((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh);
+            int32_t v =
+                qat_multiply_by_quantized_multiplier((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh);
             for (int k = 0; k < 4; k++) tables[(t * 4 + k) * 256 + i] = (uint8_t)((uint32_t)v >> (8 * k));
         }
 }
@@ -330,7 +331,8 @@ void qat__linear8_ref(const qat__linear8_args *a) {
             uint32_t sum = (uint32_t)a->bias8[o] - 128u * sx;
             for (int k = 0; k < 4 * a->K4; k++)
                 sum += (uint32_t)(a->wu[(((int64_t)(o / 16) * a->K4 + k / 4) * 16 + o % 16) * 4 + k % 4] * x[k]);
-            a->out[(int64_t)s * a->O + o] = (int8_t)qat_requantize((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            a->out[(int64_t)s * a->O + o] =
+                (int8_t)qat_requantize((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
         }
     }
 }

@@ -111,7 +111,8 @@ QAT_AVX2 static void gemm_avx2_kernel(const qat__gemm_args *a) {
  * pair, V loads of 8 positions' channel pairs, R broadcasts, R·V vpmaddwd.
  * 4 x 16 for wide rows, 8 x 8 for the last 8 positions or fewer. The
  * stores requantize each output row's positions as the GEMM's do. */
-QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_t *dst, int np, __m256i s0, __m256i s1) {
+QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_t *dst, int np, __m256i s0,
+                                         __m256i s1) {
     __m256i b = _mm256_set1_epi32(a->bias[o]);
     s0 = _mm256_add_epi32(s0, b), s1 = _mm256_add_epi32(s1, b);
     if (a->shift[o] <= 0) {
@@ -146,7 +147,8 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
 QAT_AVX2 static inline __attribute__((always_inline)) __m256i dmac(__m256i acc, __m256i x, __m256i w, const int form,
                                                                    const bool vex) {
     if (form == QAT_DIRECT_PAIRS) return _mm256_add_epi32(acc, _mm256_madd_epi16(x, w));
-    if (form == QAT_DIRECT_BYTES) return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), _mm256_set1_epi16(1)));
+    if (form == QAT_DIRECT_BYTES)
+        return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), _mm256_set1_epi16(1)));
     if (vex) __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(x), "x"(w));
     else __asm__("vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(x), "x"(w));
     return acc;
@@ -154,8 +156,8 @@ QAT_AVX2 static inline __attribute__((always_inline)) __m256i dmac(__m256i acc, 
 #define DMAC(acc, x, wp) acc = dmac(acc, x, wp, form, vex)
 
 /* 4 outputs x 16 positions; form, vex: constants in each copy (dmac). */
-QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat__direct_args *a, int o0, int oy, int ox0,
-                                                                       const int form, const bool vex) {
+QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat__direct_args *a, int o0, int oy,
+                                                                       int ox0, const int form, const bool vex) {
     const int32_t *origin = (const int32_t *)a->xq + (int64_t)oy * a->ystep + ox0;
     const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KG * 8 + o0 % 8;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
@@ -178,8 +180,8 @@ QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat
 }
 
 /* 8 outputs x 8 positions (rows of 8 or fewer, and a row's last 8 or fewer). */
-QAT_AVX2 static inline __attribute__((always_inline)) void direct_8x8(const qat__direct_args *a, int o0, int oy, int ox0,
-                                                                      const int form, const bool vex) {
+QAT_AVX2 static inline __attribute__((always_inline)) void direct_8x8(const qat__direct_args *a, int o0, int oy,
+                                                                      int ox0, const int form, const bool vex) {
     const int32_t *origin = (const int32_t *)a->xq + (int64_t)oy * a->ystep + ox0;
     const int32_t *w = a->w + (int64_t)(o0 / 8) * a->KG * 8;
     __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
@@ -216,8 +218,9 @@ QAT_AVX2 static inline void store_px16(__m256i v0, __m256i v1, int i, int pw, in
     }
     const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     v0 = _mm256_permutevar8x32_epi32(v0, split), v1 = _mm256_permutevar8x32_epi32(v1, split);
-    _mm256_storeu_si256((__m256i *)(void *)(row + qat__direct_col(pw + i, Wp, 2)), _mm256_permute2x128_si256(v0, v1, 0x20));
-    _mm256_storeu_si256((__m256i *)(void *)(row + qat__direct_col(pw + i + 1, Wp, 2)), _mm256_permute2x128_si256(v0, v1, 0x31));
+    __m256i even = _mm256_permute2x128_si256(v0, v1, 0x20), odd = _mm256_permute2x128_si256(v0, v1, 0x31);
+    _mm256_storeu_si256((__m256i *)(void *)(row + qat__direct_col(pw + i, Wp, 2)), even);
+    _mm256_storeu_si256((__m256i *)(void *)(row + qat__direct_col(pw + i + 1, Wp, 2)), odd);
 }
 
 QAT_AVX2 static inline void pairs16(const int8_t *s0, const int8_t *s1, int i, int pw, int Wp, int sw, __m256i z,
@@ -238,8 +241,10 @@ QAT_AVX2 static inline void quads16(const int8_t *s, int64_t cs, int i, int pw, 
     __m128i c3 = _mm_loadu_si128((const __m128i *)(const void *)(s + 3 * cs + i));
     __m128i ab0 = _mm_unpacklo_epi8(c0, c1), ab1 = _mm_unpackhi_epi8(c0, c1);
     __m128i cd0 = _mm_unpacklo_epi8(c2, c3), cd1 = _mm_unpackhi_epi8(c2, c3);
-    __m128i q0 = _mm_xor_si128(_mm_unpacklo_epi16(ab0, cd0), flip), q1 = _mm_xor_si128(_mm_unpackhi_epi16(ab0, cd0), flip);
-    __m128i q2 = _mm_xor_si128(_mm_unpacklo_epi16(ab1, cd1), flip), q3 = _mm_xor_si128(_mm_unpackhi_epi16(ab1, cd1), flip);
+    __m128i q0 = _mm_xor_si128(_mm_unpacklo_epi16(ab0, cd0), flip);
+    __m128i q1 = _mm_xor_si128(_mm_unpackhi_epi16(ab0, cd0), flip);
+    __m128i q2 = _mm_xor_si128(_mm_unpacklo_epi16(ab1, cd1), flip);
+    __m128i q3 = _mm_xor_si128(_mm_unpackhi_epi16(ab1, cd1), flip);
     store_px16(_mm256_set_m128i(q1, q0), _mm256_set_m128i(q3, q2), i, pw, Wp, sw, (int32_t *)(void *)row);
 }
 
@@ -289,22 +294,25 @@ QAT_AVX2 static void row_quads_avx2(const int8_t *s, const qat__pad_row *r, void
     }
 }
 
+/* 16 and 8 int8 at p, widened, minus zp (z: zp in every int16 lane). */
+QAT_AVX2 static inline __m256i widen16(const int8_t *p, __m256i z) {
+    return _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p)), z);
+}
+QAT_AVX2 static inline __m128i widen8(const int8_t *p, __m128i z) {
+    return _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)p)), z);
+}
+
 QAT_AVX2 static void row_plain_avx2(const int8_t *s, const qat__pad_row *r, void *out) {
     int W = r->W;
     int16_t *d = (int16_t *)out + r->pw;
     const __m256i z = _mm256_set1_epi16((int16_t)r->zp);
     const __m128i z8 = _mm256_castsi256_si128(z);
     if (W >= 16) {
-        for (int i = 0; i + 16 <= W; i += 16)
-            _mm256_storeu_si256((__m256i *)(void *)(d + i),
-                                _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + i))), z));
-        if (W % 16)
-            _mm256_storeu_si256((__m256i *)(void *)(d + W - 16),
-                                _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(s + W - 16))), z));
+        for (int i = 0; i + 16 <= W; i += 16) _mm256_storeu_si256((__m256i *)(void *)(d + i), widen16(s + i, z));
+        if (W % 16) _mm256_storeu_si256((__m256i *)(void *)(d + W - 16), widen16(s + W - 16, z));
     } else if (W >= 8) {
-        _mm_storeu_si128((__m128i *)(void *)d, _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)s)), z8));
-        _mm_storeu_si128((__m128i *)(void *)(d + W - 8),
-                         _mm_sub_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(s + W - 8))), z8));
+        _mm_storeu_si128((__m128i *)(void *)d, widen8(s, z8));
+        _mm_storeu_si128((__m128i *)(void *)(d + W - 8), widen8(s + W - 8, z8));
     } else if (W >= 4) { /* two overlapping halves of 4 */
         int32_t v0, v1;
         memcpy(&v0, s, sizeof v0), memcpy(&v1, s + W - 4, sizeof v1);
@@ -485,8 +493,8 @@ QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
  * or dropped outputs meet. */
 QAT_AVX2 static void tap_quads(const int16_t *x, int64_t n, int32_t zp_in, uint8_t *quads) {
     const __m128i add = _mm_set1_epi16((int16_t)(zp_in + 128));
-    const __m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, 4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9,
-                                         7, 8, 9, 10);
+    const __m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, /* quads 0-3 */
+                                         4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10); /* quads 4-7 */
     for (int64_t i = 0; i < n; i += 8) { /* x is readable 16 elements past n (qat__pad_s8's slack) */
         __m128i l = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i)), add);
         __m128i h = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i + 8)), add);
@@ -598,7 +606,8 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             __m256i acc = bias;
             const int16_t *src = src0 + 2 * q0; /* stride 1: pair q0; stride 2: input 2·q0 */
             for (int p = 0; p < a->kh * np; p++)
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + poff[p])), wv[p]));
+                acc = _mm256_add_epi32(
+                    acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + poff[p])), wv[p]));
             __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
             __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
             dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));

@@ -263,11 +263,27 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
         qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN, row,
                         xpad);
         if (g->depthwise) {
-            qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
-                                     .vnni = e->level == QAT_LEVEL_AVXVNNI ? (vex ? 1 : 2) : 0, .C = g->C, .Hp = g->Hp, .Wp = g->Wp, .O = g->O,
-                                     .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
-                                     .OH = g->OH, .OW = g->OW, .bias = op->bias, .m0 = op->multiplier,
-                                     .shift = op->shift, .zp = zp, .lo = op->act_min, .hi = op->act_max,
+            qat__depthwise_args d = {.xp = xpad,
+                                     .w16 = w16,
+                                     .pairs = col,
+                                     .zp_in = in->q.zero_point,
+                                     .vnni = e->level == QAT_LEVEL_AVXVNNI ? (vex ? 1 : 2) : 0,
+                                     .C = g->C,
+                                     .Hp = g->Hp,
+                                     .Wp = g->Wp,
+                                     .O = g->O,
+                                     .kh = op->kh,
+                                     .kw = op->kw,
+                                     .sh = op->stride_h,
+                                     .sw = op->stride_w,
+                                     .OH = g->OH,
+                                     .OW = g->OW,
+                                     .bias = op->bias,
+                                     .m0 = op->multiplier,
+                                     .shift = op->shift,
+                                     .zp = zp,
+                                     .lo = op->act_min,
+                                     .hi = op->act_max,
                                      .y = y + s * out_n};
             qat__depthwise_level(&d, e->level);
             continue;
@@ -496,7 +512,8 @@ static void run_op(const exec *e, int i) {
             return;
         }
         const int16_t *w16 = (const int16_t *)(const void *)body;
-        if (op->kind == QAT_QOP_CONV2D) i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16, ((const op_header *)c)->vex);
+        if (op->kind == QAT_QOP_CONV2D)
+            i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16, ((const op_header *)c)->vex);
         else i8 ? run_linear8(e, op, &g, body) : run_linear(e, op, &g, w16);
         return;
     }

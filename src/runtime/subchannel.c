@@ -109,7 +109,8 @@ bool qat__sc_row_bounds(const qat_qop *op, int64_t o, int64_t X, const int64_t *
                               "up to %lld leaves int32", (long long)o, (long long)j, sh, (long long)P);
             return false;
         }
-        int32_t hi = qat_multiply_by_quantized_multiplier((int32_t)P, m, sh), lo = qat_multiply_by_quantized_multiplier((int32_t)-P, m, sh);
+        int32_t hi = qat_multiply_by_quantized_multiplier((int32_t)P, m, sh),
+                lo = qat_multiply_by_quantized_multiplier((int32_t)-P, m, sh);
         total += hi > -(int64_t)lo ? hi : -(int64_t)lo;
     }
     if (total > INT32_MAX) {
