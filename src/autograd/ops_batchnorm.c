@@ -98,17 +98,8 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     const bn_saved *s = n->saved;
     qat_tensor *x = n->in[0], *gamma = n->in[1], *beta = n->in[2];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
-    bn_job j = {.simd = qat__simd_level(),
-                .x = x->data,
-                .dy = n->out->grad,
-                .gamma = gamma->data,
-                .mu = s->mu,
-                .invstd = s->invstd,
-                .N = N,
-                .C = C,
-                .HW = HW,
-                .m = s->m,
-                .training = s->training};
+    bn_job j = {.simd = qat__simd_level(), .x = x->data, .dy = n->out->grad, .gamma = gamma->data, .mu = s->mu,
+                .invstd = s->invstd, .N = N, .C = C, .HW = HW, .m = s->m, .training = s->training};
     j.gx = qat__wants_grad(x) ? qat__grad(ctx, x) : NULL;
     j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
     j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
@@ -152,23 +143,9 @@ qat_tensor *qat_batchnorm(qat_ctx *ctx, qat_tensor *x, qat_tensor *gamma, qat_te
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     double *acc = training ? qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double)) : NULL;
     if (!y || !s || !mus || !invstd || (training && !acc)) return NULL;
-    bn_job j = {.simd = qat__simd_level(),
-                .x = x->data,
-                .y = y->data,
-                .gamma = gamma->data,
-                .beta = beta->data,
-                .mu = mus,
-                .invstd = invstd,
-                .running_mean = running_mean,
-                .running_var = running_var,
-                .acc = acc,
-                .N = N,
-                .C = C,
-                .HW = HW,
-                .m = (double)m,
-                .momentum = momentum,
-                .eps = eps,
-                .training = training};
+    bn_job j = {.simd = qat__simd_level(), .x = x->data, .y = y->data, .gamma = gamma->data, .beta = beta->data,
+                .mu = mus, .invstd = invstd, .running_mean = running_mean, .running_var = running_var, .acc = acc,
+                .N = N, .C = C, .HW = HW, .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
     if (training && !qat_ctx_has_reducer(ctx)) {
         qat__par(ctx, C, bn_forward_fused_task, &j);
     } else if (training) { /* synchronized: the global batch's sums and count */

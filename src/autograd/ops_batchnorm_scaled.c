@@ -87,19 +87,9 @@ static void bns_bw(qat_ctx *ctx, qat_node *n) {
     const bns_saved *s = n->saved;
     qat_tensor *x = s->in[0], *scale = s->in[1], *shift = s->in[2], *gamma = s->in[3], *beta = s->in[4];
     int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
-    bns_job j = {.simd = qat__simd_level(),
-                 .x = x->data,
-                 .dy = n->out->grad,
-                 .scale = scale->data,
-                 .shift = shift ? shift->data : NULL,
-                 .gamma = gamma->data,
-                 .mu = s->mu,
-                 .invstd = s->invstd,
-                 .N = N,
-                 .C = C,
-                 .HW = HW,
-                 .m = s->m,
-                 .training = s->training};
+    bns_job j = {.simd = qat__simd_level(), .x = x->data, .dy = n->out->grad, .scale = scale->data,
+                 .shift = shift ? shift->data : NULL, .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd, .N = N,
+                 .C = C, .HW = HW, .m = s->m, .training = s->training};
     j.gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &j.store) : NULL;
     j.gs = qat__wants_grad(scale) ? qat__grad(ctx, scale) : NULL;
     j.gsh = qat__wants_grad(shift) ? qat__grad(ctx, shift) : NULL;
@@ -170,25 +160,10 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
     float *invstd = qat__step_scratch(ctx, (size_t)C * sizeof(float));
     double *acc = qat__step_scratch(ctx, (size_t)(2 * C + 1) * sizeof(double));
     if (!y || !s || !mus || !invstd || !acc) return NULL;
-    bns_job j = {.simd = qat__simd_level(),
-                 .x = x->data,
-                 .y = y->data,
-                 .scale = scale->data,
-                 .shift = shift ? shift->data : NULL,
-                 .gamma = gamma->data,
-                 .beta = beta->data,
-                 .mu = mus,
-                 .invstd = invstd,
-                 .running_mean = running_mean,
-                 .running_var = running_var,
-                 .acc = acc,
-                 .N = N,
-                 .C = C,
-                 .HW = HW,
-                 .m = (double)m,
-                 .momentum = momentum,
-                 .eps = eps,
-                 .training = training};
+    bns_job j = {.simd = qat__simd_level(), .x = x->data, .y = y->data, .scale = scale->data,
+                 .shift = shift ? shift->data : NULL, .gamma = gamma->data, .beta = beta->data, .mu = mus,
+                 .invstd = invstd, .running_mean = running_mean, .running_var = running_var, .acc = acc, .N = N, .C = C,
+                 .HW = HW, .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
     if (!(training && qat_ctx_has_reducer(ctx))) {
         qat__par(ctx, C, bns_forward_fused_task, &j);
     } else { /* synchronized: the global batch's sums and count */

@@ -252,16 +252,9 @@ static qat_tensor *fake_quant(qat_ctx *ctx, qat_tensor *x, const qat_qtype *q, q
     }
     if (!y || (kinds && (!mask || !bits))) return NULL;
     int64_t n = x->numel;
-    fq_job j = {.simd = qat__simd_level(),
-                .q = q,
-                .x = x->data,
-                .y = y->data,
-                .mask = mask,
-                .fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q),
-                .in_place = in_place,
-                .clo = clamp ? clo : 0.0f,
-                .chi = clamp ? chi : 0.0f,
-                .clipped = ste == QAT_STE_CLIPPED};
+    fq_job j = {.simd = qat__simd_level(), .q = q, .x = x->data, .y = y->data, .mask = mask,
+                .fixed = q->rank == 0 ? n : qat__qtype_fixed_run(q), .in_place = in_place, .clo = clamp ? clo : 0.0f,
+                .chi = clamp ? chi : 0.0f, .clipped = ste == QAT_STE_CLIPPED};
     j.mul = kinds & MASK_MUL ? bits : NULL;
     j.sel = kinds & MASK_SEL ? bits + (j.mul ? nb : 0) : NULL;
     if (j.fixed)

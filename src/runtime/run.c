@@ -263,28 +263,12 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
         qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN, row,
                         xpad);
         if (g->depthwise) {
-            qat__depthwise_args d = {.xp = xpad,
-                                     .w16 = w16,
-                                     .pairs = col,
-                                     .zp_in = in->q.zero_point,
-                                     .vnni = e->level == QAT_LEVEL_AVXVNNI ? (vex ? 1 : 2) : 0,
-                                     .C = g->C,
-                                     .Hp = g->Hp,
-                                     .Wp = g->Wp,
-                                     .O = g->O,
-                                     .kh = op->kh,
-                                     .kw = op->kw,
-                                     .sh = op->stride_h,
-                                     .sw = op->stride_w,
-                                     .OH = g->OH,
-                                     .OW = g->OW,
-                                     .bias = op->bias,
-                                     .m0 = op->multiplier,
-                                     .shift = op->shift,
-                                     .zp = zp,
-                                     .lo = op->act_min,
-                                     .hi = op->act_max,
-                                     .y = y + s * out_n};
+            qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
+                                     .vnni = e->level == QAT_LEVEL_AVXVNNI ? (vex ? 1 : 2) : 0, .C = g->C, .Hp = g->Hp,
+                                     .Wp = g->Wp, .O = g->O, .kh = op->kh, .kw = op->kw, .sh = op->stride_h,
+                                     .sw = op->stride_w, .OH = g->OH, .OW = g->OW, .bias = op->bias,
+                                     .m0 = op->multiplier, .shift = op->shift, .zp = zp, .lo = op->act_min,
+                                     .hi = op->act_max, .y = y + s * out_n};
             qat__depthwise_level(&d, e->level);
             continue;
         }
