@@ -80,8 +80,8 @@ const char *qat__gemm_kernel_name(void);
 typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
-/* The direct convolution of the AVX2 level (groups 1, C even, horizontal
- * stride 1 or 2): no im2col. The input is padded into channel-group planes
+/* The direct convolution of the AVX2 and AVX-VNNI levels (groups 1, C
+ * even, horizontal stride 1 or 2): no im2col. The input is padded into channel-group planes
  * of 4 bytes a pixel,
  *   int16 pairs (G = 2): xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the
  *     padded plane holding x[2cc + j][y - ph][x - pw] - zp, 0 in the padding;
@@ -102,8 +102,10 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name);
  * each two products in int16, which saturates unless every |w - zp_w| <=
  * 64 (then |a pair| <= 255·128 = 32 640), so the form is taken only then;
  * vpmaddwd by ones sums the pairs, and the bias is corrected for the 128 +
- * zp the bytes carry: bias - (zp + 128)·Σ_k (w_k - zp_w). Either way the
- * sums are the GEMM's, in the output's order. A block of positions may run
+ * zp the bytes carry: bias - (zp + 128)·Σ_k (w_k - zp_w). At the AVX-VNNI
+ * level, vpdpbusd sums the four products in int32 instead, so any int8
+ * weight takes the quads. Either way the sums are the GEMM's, in the
+ * output's order. A block of positions may run
  * past its row (those results are not stored), reading at most 16 pixels
  * past the planes: the slack. */
 #define QAT_DIRECT_SLACK 32
