@@ -139,7 +139,8 @@ typedef struct {
     int16_t
         *pairs; /* scratch of 2·(Hp·Wp + QAT_DW_PAIR_SLACK) int16 for the AVX2 kernel's tap pairs or quads, or NULL */
     int32_t zp_in;  /* the input's zero point (the AVX-VNNI level's bytes) */
-    int vnni;       /* the AVX-VNNI level: 1 vpdpbusd in AVX-VNNI's encoding, 2 in AVX-512 VNNI's; 0: none */
+    int vnni;       /* the AVX-VNNI level's bytes: 1 vpdpbusd in AVX-VNNI's encoding, 2 in AVX-512 VNNI's; 0:
+                     * none. Only where every w - zp_w is an int8 and every corrected bias an int32 */
     int C, Hp, Wp, O, kh, kw, sh, sw, OH, OW;
     const int32_t *bias, *m0, *shift;
     int32_t zp, lo, hi;

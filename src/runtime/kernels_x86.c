@@ -564,14 +564,9 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
     int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw, np = (a->kw + 1) / 2, nq = (a->kw + 3) / 4;
     bool grid = a->sh == a->sw && (st == 2 || (st == 1 && a->pairs));
     /* the AVX-VNNI level's bytes: stride 1, every weight an int8, rows of at most 8 taps (two quads) */
+    /* the AVX-VNNI level's bytes (a->vnni: prepare found every weight an int8 and every corrected
+     * bias an int32): stride 1, rows of at most 8 taps (two quads) */
     bool quads = a->vnni && grid && st == 1 && a->kw <= 8;
-    for (int64_t i = 0; quads && i < (int64_t)a->O * taps; i++) quads = a->w16[i] >= -128 && a->w16[i] <= 127;
-    for (int o = 0; quads && o < a->O; o++) { /* and every corrected bias an int32 */
-        int64_t sum = 0;
-        for (int t = 0; t < taps; t++) sum += a->w16[(int64_t)o * taps + t];
-        int64_t b = (int64_t)a->bias[o] - (int64_t)(a->zp_in + 128) * sum;
-        quads = b >= INT32_MIN && b <= INT32_MAX;
-    }
     int64_t Q = (int64_t)(a->OH - 1) * a->Wp + a->OW; /* grid positions up to the last output */
     const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
     int32_t off[QAT_QOP_MAX_WINDOW], poff[QAT_QOP_MAX_WINDOW];

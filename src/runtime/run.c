@@ -19,6 +19,7 @@ typedef struct {
     int32_t qk;   /* the portable level's qk.h kernels: int8 weights (qat__qk_conv_args' layout) follow */
     int32_t direct; /* the direct convolution's qat__direct_form, or 0 (prepare_direct's layout follows) */
     int32_t vex;    /* its vpdpbusd in AVX-VNNI's encoding (qat__direct_args) */
+    int32_t dw_bytes; /* AVX-VNNI level, depthwise: int8 weights and int32 corrected biases (tap quads) */
 } op_header;
 
 const char *qat__level_name(qat__level l) {
@@ -70,13 +71,16 @@ static int64_t bytes_bias(const qat_qmodel *q, const qat_qop *op, const qat__op_
 /* The byte form fits when every corrected bias is an int32 (the sums from
  * it wrap in vpaddd and end at the true sum, which the program check
  * bounds). */
-static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool vnni) {
-    if (!qat__direct_bytes_fit(op, g, vnni)) return false;
+static bool bytes_biases_fit(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g) {
     for (int o = 0; o < g->O; o++) {
         int64_t b = bytes_bias(q, op, g, o);
         if (b < INT32_MIN || b > INT32_MAX) return false;
     }
     return true;
+}
+
+static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool vnni) {
+    return qat__direct_bytes_fit(op, g, vnni) && bytes_biases_fit(q, op, g);
 }
 
 static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool bytes, uint8_t *c) {
@@ -146,6 +150,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     const qat_qtype *wq = &op->wq;
     h->vex = vnni && qat__direct_vex(); /* the AVX-VNNI level's encoding: the direct and the depthwise convolutions */
+    h->dw_bytes = !sc && vnni && g->depthwise && qat__int8_weights(op) && bytes_biases_fit(q, op, g);
     if (h->direct) {
         prepare_direct(q, op, g, h->direct != QAT_DIRECT_PAIRS, c);
         return;
@@ -250,7 +255,8 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     }
 }
 
-static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, const int16_t *w16, bool vex) {
+static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, const int16_t *w16, bool bytes,
+                     bool vex) {
     const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
@@ -264,7 +270,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
                         xpad);
         if (g->depthwise) {
             qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
-                                     .vnni = e->level == QAT_LEVEL_AVXVNNI ? (vex ? 1 : 2) : 0, .C = g->C, .Hp = g->Hp,
+                                     .vnni = !bytes ? 0 : vex ? 1 : 2, .C = g->C, .Hp = g->Hp,
                                      .Wp = g->Wp, .O = g->O, .kh = op->kh, .kw = op->kw, .sh = op->stride_h,
                                      .sw = op->stride_w, .OH = g->OH, .OW = g->OW, .bias = op->bias,
                                      .m0 = op->multiplier, .shift = op->shift, .zp = zp, .lo = op->act_min,
@@ -497,7 +503,7 @@ static void run_op(const exec *e, int i) {
         }
         const int16_t *w16 = (const int16_t *)(const void *)body;
         if (op->kind == QAT_QOP_CONV2D)
-            i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16, ((const op_header *)c)->vex);
+            i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16, ((const op_header *)c)->dw_bytes, ((const op_header *)c)->vex);
         else i8 ? run_linear8(e, op, &g, body) : run_linear(e, op, &g, w16);
         return;
     }
