@@ -30,6 +30,7 @@
 #include "qat/io.h"
 #include "qat/layers.h"
 #include "qat/onnx.h"
+#include "qat/tflite.h"
 #include "qat/runtime.h"
 
 #ifdef __cplusplus
@@ -76,6 +77,12 @@ QAT_API qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *
  * qat_onnx_save. */
 QAT_API qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set);
 
+/* qat_tflite_serialize's bytes written atomically to path. */
+QAT_API qat_status qat_tflite_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
+/* The same, staged in set (NULL: qat_tflite_save). A program TFLite cannot
+ * express is refused before anything is written. */
+QAT_API qat_status qat_tflite_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set);
+
 /* qat_codegen_generate's three files, DIR/NAME.h, DIR/NAME.c and
  * DIR/NAME_io.c (DIR must exist; NAME NULL: "model"), staged in set with
  * the caller's other outputs: each is made in memory and written beside
@@ -95,6 +102,7 @@ QAT_API qat_status qat_codegen_c(qat_ctx *ctx, const qat_qmodel *q, const char *
 typedef struct {
     const char *qmodel;  /* the quantized model file (qat_qmodel_stage) */
     const char *onnx;    /* the ONNX file (qat_onnx_stage) */
+    const char *tflite;  /* the .tflite file (qat_tflite_stage) */
     const char *c_dir;   /* the generated C's directory, which must exist (qat_codegen_stage) */
     const char *c_name;  /* its NAME (NULL: "model") */
     const char *config;  /* the training configuration text the program carries into the
@@ -113,7 +121,7 @@ typedef struct {
  * of its own; in_rank, in_shape as it takes them) and writes every target of
  * t from that one program, all or nothing (docs/saving.md, "Several files
  * at once"): each file is made and staged beside its target first, in
- * the order ONNX, quantized file, C; any refusal (an op a target cannot
+ * the order ONNX, TFLite, quantized file, C; any refusal (an op a target cannot
  * express), bad path or full disk fails there, before any target changes;
  * then all are renamed into place. Errors go on the model's context.
  * report may be NULL. */

@@ -123,6 +123,7 @@ typedef struct {
      * bias_scale[o] (the reduction seed's input_conversion). NULL otherwise. */
     int32_t *block_multiplier, *block_shift;
     int left_shift;                  /* add: QAT_ADD_LEFT_SHIFT */
+    bool keeps_scale;                /* avgpool, global avgpool: TFLite's rule, the input's quantization kept */
     /* lut: table[q - in.qmin] is the output integer for input integer q */
     qat_lut_fn lut;
     int32_t *table;

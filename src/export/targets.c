@@ -1,5 +1,5 @@
 /* The targets' files (qat/export.h): the bytes the targets make from a
- * program (qat_onnx_serialize, qat_codegen_generate) staged in save sets
+ * program (qat_onnx_serialize, qat_tflite_serialize, qat_codegen_generate) staged in save sets
  * (qat/io.h) with the quantized file, and qat_export_all, which lowers a
  * model once and writes every target from that one program. The targets
  * themselves read the program alone; the model, the contexts and the
@@ -18,28 +18,42 @@ static qat_status own_set(qat_ctx *ctx, qat_save_set **set) {
     return *set ? QAT_OK : qat_ctx_status(ctx);
 }
 
-qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
+/* A target that makes one file's bytes from a program (ONNX, TFLite). */
+typedef qat_status (*serializer)(const qat_qmodel *q, uint8_t **bytes, size_t *size, char *msg, size_t len);
+
+/* The bytes of f staged in set; set NULL: saved at once (a set of its own). */
+static qat_status stage_bytes(qat_ctx *ctx, const char *what, serializer f, const qat_qmodel *q, const char *path,
+                              qat_save_set *set) {
     if (!ctx) return QAT_ERR_ARG;
-    if (!q || !path) return qat_ctx_fail(ctx, QAT_ERR_ARG, "onnx: NULL program or path");
-    if (!set) return qat_onnx_save(ctx, q, path);
+    if (!q || !path) return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: NULL program or path", what);
+    if (!set) {
+        qat_status st = own_set(ctx, &set);
+        if (st == QAT_OK) st = stage_bytes(ctx, what, f, q, path, set);
+        if (st == QAT_OK) st = qat_save_set_commit(set);
+        qat_save_set_free(set);
+        return st;
+    }
     uint8_t *bytes;
     size_t size;
     char msg[512];
-    qat_status st = qat_onnx_serialize(q, &bytes, &size, msg, sizeof msg);
+    qat_status st = f(q, &bytes, &size, msg, sizeof msg);
     if (st != QAT_OK) return qat_ctx_fail(ctx, st, "%s", msg);
     st = qat_save_set_add(set, path, bytes, size); /* nothing touches path before this */
     free(bytes);
     return st;
 }
 
+qat_status qat_onnx_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
+    return stage_bytes(ctx, "onnx", qat_onnx_serialize, q, path, set);
+}
 qat_status qat_onnx_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
-    if (!ctx) return QAT_ERR_ARG;
-    qat_save_set *set;
-    qat_status st = own_set(ctx, &set);
-    if (st == QAT_OK) st = qat_onnx_stage(ctx, q, path, set);
-    if (st == QAT_OK) st = qat_save_set_commit(set);
-    qat_save_set_free(set);
-    return st;
+    return stage_bytes(ctx, "onnx", qat_onnx_serialize, q, path, NULL);
+}
+qat_status qat_tflite_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set) {
+    return stage_bytes(ctx, "tflite", qat_tflite_serialize, q, path, set);
+}
+qat_status qat_tflite_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) {
+    return stage_bytes(ctx, "tflite", qat_tflite_serialize, q, path, NULL);
 }
 
 qat_status qat_codegen_stage(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, qat_save_set *set,
@@ -86,8 +100,9 @@ qat_status qat_export_all(qat_model *m, int in_rank, const int64_t *in_shape, co
                           qat_export_report *report) {
     if (!m) return QAT_ERR_ARG;
     qat_ctx *ctx = qat_model_ctx(m);
-    if (!t || (!t->qmodel && !t->onnx && !t->c_dir))
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "export: no target (a quantized file, an ONNX file or a C directory)");
+    if (!t || (!t->qmodel && !t->onnx && !t->tflite && !t->c_dir))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "export: no target (a quantized file, an ONNX file, a .tflite file or "
+                            "a C directory)");
     qat_ctx *pctx = qat_ctx_new(); /* the program's memory, and the targets' errors; freed below */
     if (!pctx) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "export: out of memory");
     qat_qmodel q;
@@ -99,6 +114,7 @@ qat_status qat_export_all(qat_model *m, int in_rank, const int64_t *in_shape, co
         st = own_set(pctx, &set);
     }
     if (st == QAT_OK && t->onnx) st = qat_onnx_stage(pctx, &q, t->onnx, set);
+    if (st == QAT_OK && t->tflite) st = qat_tflite_stage(pctx, &q, t->tflite, set);
     if (st == QAT_OK && t->qmodel) st = qat_qmodel_stage(pctx, &q, t->qmodel, set);
     if (st == QAT_OK && t->c_dir) st = qat_codegen_stage(pctx, &q, t->c_dir, t->c_name, set, &info);
     if (st == QAT_OK) st = qat_save_set_commit(set);

@@ -1,5 +1,6 @@
 /* qat export: training checkpoint -> quantized checkpoint (HDF5),
- * ONNX (QDQ), and/or C source for a microcontroller (qat/codegen.h). */
+ * ONNX (QDQ), TFLite, and/or C source for a microcontroller
+ * (qat/codegen.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,20 +12,22 @@
 #include "qat/export.h"
 #include "qat/io.h"
 #include "qat/onnx.h"
+#include "qat/tflite.h"
 
 static const char *const export_usage =
-    "usage: qat export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--c DIR [--name NAME]] [--json]\n"
-    "       qat export --quantized MODEL --c DIR [--name NAME] [--json]\n"
+    "usage: qat export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--tflite FILE] [--c DIR [--name NAME]]\n"
+    "                  [--json]\n"
+    "       qat export --quantized MODEL [--tflite FILE] [--c DIR [--name NAME]] [--json]\n"
     "\n"
     "Turns a QAT training checkpoint (qat train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
     "requantization multipliers and shifts, activation parameters and the\n"
     "layer graph (layout: docs/quantized-model-format.md).\n"
     "\n"
-    "All or nothing: every output (MODEL, the ONNX file, the three C files) is\n"
+    "All or nothing: every output (MODEL, the ONNX and TFLite files, the C) is\n"
     "first made and written in full to a temporary file beside its target,\n"
     "and only when all are written are they renamed into place. If any output\n"
-    "fails (a model ONNX or the C generator cannot express, a full disk, a\n"
+    "fails (a model ONNX, TFLite or the C generator cannot express, a full disk, a\n"
     "bad path), nothing is replaced: every file that was there stays as it\n"
     "was (docs/saving.md, \"Several files at once\").\n"
     "\n"
@@ -32,13 +35,17 @@ static const char *const export_usage =
     "  --out MODEL         quantized checkpoint to write (e.g. model.qat.h5)\n"
     "  --onnx FILE         also (or instead) write the model as ONNX in QDQ form\n"
     "                      (e.g. model.onnx; docs/onnx.md), atomically too\n"
+    "  --tflite FILE       also (or instead) write the model as a TensorFlow Lite\n"
+    "                      flatbuffer, int8 in and out, that TFLite's reference\n"
+    "                      kernels run to the same integers (docs/tflite.md); train\n"
+    "                      with --target tflite when the model has average pools\n"
     "  --c DIR             write C99 for a microcontroller into DIR (made when it\n"
     "                      does not exist; its parent must): NAME.h, NAME.c\n"
     "                      (integers only, no malloc) and NAME_io.c (input\n"
     "                      quantization, output dequantization); docs/codegen.md\n"
     "  --name NAME         the C prefix of the generated API (default model)\n"
-    "  --quantized MODEL   generate the C from a quantized model file instead\n"
-    "                      of a training checkpoint\n"
+    "  --quantized MODEL   write the C and/or the .tflite file from a quantized\n"
+    "                      model file instead of a training checkpoint\n"
     "  --json              print a JSON summary as the last line of stdout\n"
     "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
@@ -78,13 +85,24 @@ static int make_c_dir(const char *P, bool json, const char *dir, bool create) {
     return 0;
 }
 
-/* Writes the C source of q into dir (--c), its three files together
- * (qat_codegen_c stages and commits them as one set); says what it wrote
- * on stderr, and fills info for the JSON summary. */
-static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, bool json,
-                   qat_codegen_info *info) {
-    if (qat_codegen_c(ctx, q, dir, name, info) != QAT_OK) return cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
-    print_c_wrote(dir, name, info);
+/* Writes the .tflite file and/or the C source of a program read from a
+ * quantized file, all or nothing (one save set); says what it wrote on
+ * stderr, and fills info (the C's sizes) and *tfl_bytes. 0, or 1 (reported). */
+static int write_from_program(qat_ctx *ctx, const qat_qmodel *q, const char *tflite, const char *dir,
+                              const char *name, bool json, qat_codegen_info *info, long long *tfl_bytes) {
+    qat_save_set *set = qat_save_set_new(ctx);
+    qat_status st = set ? QAT_OK : qat_ctx_status(ctx);
+    if (st == QAT_OK && tflite) st = qat_tflite_stage(ctx, q, tflite, set);
+    if (st == QAT_OK && dir) st = qat_codegen_stage(ctx, q, dir, name, set, info);
+    if (st == QAT_OK) st = qat_save_set_commit(set);
+    qat_save_set_free(set);
+    if (st != QAT_OK) return cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
+    struct stat sb;
+    if (tflite) {
+        *tfl_bytes = stat(tflite, &sb) == 0 ? (long long)sb.st_size : -1;
+        fprintf(stderr, "qat: wrote %s (%lld bytes; TFLite, int8)\n", tflite, *tfl_bytes);
+    }
+    if (dir) print_c_wrote(dir, name, info);
     return 0;
 }
 
@@ -93,9 +111,11 @@ static int write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const cha
  * express, a bad path or a full disk fails before any target changes).
  * 0, or 1 (reported). */
 static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const char *config, const char *out,
-                            const char *onnx, const char *cdir, const char *name, bool json, qat_codegen_info *info,
-                            int64_t *peak, long long *onnx_bytes, long long *bytes) {
-    qat_export_targets t = {.qmodel = out, .onnx = onnx, .c_dir = cdir, .c_name = name, .config = config};
+                            const char *onnx, const char *tflite, const char *cdir, const char *name, bool json,
+                            qat_codegen_info *info, int64_t *peak, long long *onnx_bytes, long long *tfl_bytes,
+                            long long *bytes) {
+    qat_export_targets t = {.qmodel = out, .onnx = onnx, .tflite = tflite, .c_dir = cdir, .c_name = name,
+                            .config = config};
     qat_export_report r;
     if (qat_export_all(m, rank, shape, &t, &r) != QAT_OK)
         return cli_fail("qat", json, 1, "%s", qat_ctx_error(qat_model_ctx(m)));
@@ -103,6 +123,7 @@ static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const 
     if (out) *peak = r.peak_bytes; /* the integer runtime's plan for one sample */
     struct stat sb;
     if (onnx) *onnx_bytes = stat(onnx, &sb) == 0 ? (long long)sb.st_size : -1;
+    if (tflite) *tfl_bytes = stat(tflite, &sb) == 0 ? (long long)sb.st_size : -1;
     if (out) *bytes = stat(out, &sb) == 0 ? (long long)sb.st_size : -1;
     return 0;
 }
@@ -126,7 +147,7 @@ static void print_c_json(const char *dir, const char *name, const qat_codegen_in
 
 int cmd_export(int argc, char **argv) {
     const char *P = "qat export", *ckpt = NULL, *out = NULL, *onnx = NULL, *cdir = NULL, *name = "model",
-               *quantized = NULL;
+               *quantized = NULL, *tflite = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -134,6 +155,7 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(a, "--checkpoint")) { if (!(ckpt = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--out")) { if (!(out = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--onnx")) { if (!(onnx = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--tflite")) { if (!(tflite = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--c")) { if (!(cdir = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--name")) { if (!(name = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--quantized")) { if (!(quantized = cli_value(P, argc, argv, &i))) goto usage; }
@@ -144,41 +166,50 @@ int cmd_export(int argc, char **argv) {
         }
     }
     if (quantized) {
-        if (ckpt || out || onnx || !cdir)
-            return cli_usage_fail(P, json, export_usage,
-                                  "--quantized MODEL takes --c DIR, and none of --checkpoint, --out, --onnx");
-        bool create;
-        if (check_c_dir("qat", json, cdir, &create)) return 1;
+        if (ckpt || out || onnx || (!cdir && !tflite))
+            return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR and/or --tflite FILE, and "
+                                  "none of --checkpoint, --out, --onnx");
+        if (!strcmp(quantized, tflite ? tflite : ""))
+            return cli_usage_fail(P, json, export_usage, "--tflite %s is the quantized model itself", tflite);
+        bool create = false;
+        if (cdir && check_c_dir("qat", json, cdir, &create)) return 1;
         qat_ctx *ctx = qat_ctx_new();
         if (!ctx) return cli_fail("qat", json, 1, "out of memory");
         qat_qmodel q;
         qat_codegen_info info = {0};
+        long long tfl_bytes = -1;
         int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx))
-                 : make_c_dir("qat", json, cdir, create)       ? 1
-                                                               : write_c(ctx, &q, cdir, name, json, &info);
+                 : cdir && make_c_dir("qat", json, cdir, create) ? 1
+                 : write_from_program(ctx, &q, tflite, cdir, name, json, &info, &tfl_bytes);
         if (rc && create) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         if (rc == 0 && json) {
             printf("{\"quantized\": ");
             cli_json_str(quantized);
-            print_c_json(cdir, name, &info);
+            printf(", \"tflite\": ");
+            tflite ? cli_json_str(tflite) : (void)printf("null");
+            print_json_count("tflite_bytes", tfl_bytes);
+            if (cdir) print_c_json(cdir, name, &info);
             printf("}\n");
         }
         qat_ctx_free(ctx);
         return rc;
     }
-    if (!ckpt || (!out && !onnx && !cdir))
-        return cli_usage_fail(P, json, export_usage, "--checkpoint and one of --out, --onnx, --c are required");
+    if (!ckpt || (!out && !onnx && !tflite && !cdir))
+        return cli_usage_fail(P, json, export_usage, "--checkpoint and one of --out, --onnx, --tflite, --c are required");
     /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
     struct stat cs, os;
-    for (int k = 0; k < 2; k++) {
-        const char *o = k ? onnx : out, *opt = k ? "--onnx" : "--out";
+    const char *outs[3] = {out, onnx, tflite}, *opts[3] = {"--out", "--onnx", "--tflite"};
+    for (int k = 0; k < 3; k++) {
+        const char *o = outs[k], *opt = opts[k];
         if (o && (!strcmp(ckpt, o) || (stat(ckpt, &cs) == 0 && stat(o, &os) == 0 && cs.st_dev == os.st_dev &&
                                        cs.st_ino == os.st_ino)))
             return cli_usage_fail(P, json, export_usage, "%s %s is the checkpoint itself: exporting would overwrite it",
                                   opt, o);
     }
-    if (out && onnx && !strcmp(out, onnx))
-        return cli_usage_fail(P, json, export_usage, "--out and --onnx name the same file");
+    for (int j = 0; j < 3; j++)
+        for (int k = j + 1; k < 3; k++)
+            if (outs[j] && outs[k] && !strcmp(outs[j], outs[k]))
+                return cli_usage_fail(P, json, export_usage, "%s and %s name the same file", opts[j], opts[k]);
     bool create_cdir = false;
     if (cdir && check_c_dir("qat", json, cdir, &create_cdir)) return 1; /* every target is checked before the work */
     qat_ctx *ctx = qat_ctx_new();
@@ -201,9 +232,10 @@ int cmd_export(int argc, char **argv) {
     else rank = 1, shape[0] = 784;
     int64_t peak = -1;
     qat_codegen_info info = {0};
-    long long onnx_bytes = -1, bytes = -1;
+    long long onnx_bytes = -1, tfl_bytes = -1, bytes = -1;
     if (cdir && make_c_dir("qat", json, cdir, create_cdir)) goto done;
-    if (stage_and_commit(m, rank, shape, config, out, onnx, cdir, name, json, &info, &peak, &onnx_bytes, &bytes)) {
+    if (stage_and_commit(m, rank, shape, config, out, onnx, tflite, cdir, name, json, &info, &peak, &onnx_bytes,
+                         &tfl_bytes, &bytes)) {
         if (create_cdir) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         goto done;
     }
@@ -211,6 +243,7 @@ int cmd_export(int argc, char **argv) {
     const qat_prepare_config *qc = qat_model_qat_config(m, NULL);
     if (onnx)
         fprintf(stderr, "qat: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
+    if (tflite) fprintf(stderr, "qat: wrote %s (%lld bytes; TFLite, int8)\n", tflite, tfl_bytes);
     if (out)
         fprintf(stderr, "qat: wrote %s (%lld bytes; %lld weights of %d bits; the integer runtime's peak "
                 "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, qc->wbits, (long long)peak);
@@ -226,6 +259,9 @@ int cmd_export(int argc, char **argv) {
         printf(", \"onnx\": ");
         onnx ? cli_json_str(onnx) : (void)printf("null");
         print_json_count("onnx_bytes", onnx_bytes);
+        printf(", \"tflite\": ");
+        tflite ? cli_json_str(tflite) : (void)printf("null");
+        print_json_count("tflite_bytes", tfl_bytes);
         if (cdir) print_c_json(cdir, name, &info);
         printf("}\n");
     }
