@@ -1,8 +1,9 @@
 /* Integer programs written by hand through the program's public fields
  * (qat/runtime.h), with every op kind the runtime and the generator run:
- * program_a and program_b. Shared by test_codegen_program (the generated C
- * against the runtime) and tests/aarch64 (the runtime on another
- * architecture against this one). The includer defines PROG_CHECK(cond),
+ * program_a and program_b; program_c holds every kind within TFLite's
+ * int8 rules. Shared by test_codegen_program (the generated C against the
+ * runtime), tests/aarch64 (the runtime on another architecture against
+ * this one) and test_tflite (TFLite's kernels against the runtime). The includer defines PROG_CHECK(cond),
  * which must not return when cond is false. */
 #ifndef QAT_TESTS_PROGRAMS_H
 #define QAT_TESTS_PROGRAMS_H
@@ -15,7 +16,7 @@
 
 #include "qat/runtime.h"
 
-enum { MAX_T = 16, MAX_MEM = 256 };
+enum { MAX_T = 32, MAX_MEM = 256 };
 typedef struct {
     qat_qmodel q;
     qat_qtensor t[MAX_T];
@@ -268,6 +269,59 @@ static void program_b(prog *p) {
     int se = mul(p, "se", c, sq)->output;                           /* a factor per channel */
     int g = global_avgpool(p, "gap", se)->output;
     linear(p, "head", g, 5);
+    finish(p);
+}
+
+/* An average pool that keeps its input's quantization (TFLite's rule:
+ * the raw window sum divided rounding half away from zero). */
+static qat_qop *pool_keep(prog *p, qat_qop_kind kind, const char *name, int x, int k, int s, int pad) {
+    qat_qop *o = op(p, kind, name, 1, &x, true);
+    o->kh = o->kw = k, o->stride_h = o->stride_w = s, o->pad_h = o->pad_w = pad, o->keeps_scale = true;
+    shape_of(p, o);
+    return o;
+}
+
+/* Every kind the TFLite export takes, within TFLite's int8 rules, on a
+ * [3, 10, 10] input: paddings SAME reproduces and one it does not (an
+ * explicit PAD), depthwise with multipliers 1 and 2, fused and standalone
+ * ReLU and ReLU6 at TFLite's clamps, pools that keep their quantization,
+ * a concatenation at one quantization, a per-channel product, flattens
+ * read by a linear op (its columns permuted) and by a ReLU (a transpose). */
+static void program_c(prog *p) {
+    prog_init(p, 3);
+    int x = input(p, 3, 3, 10, 10);
+    int c1 = conv(p, "same", x, 8, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_RELU)->output;
+    qat_qop *o = conv(p, "padded", c1, 8, 3, 3, 2, 2, 1, 1, 1, QAT_ACT_RELU6); /* 10 -> 5: SAME pads 0 before */
+    const qat_aparams *y = &p->t[o->output].q;
+    int32_t six = y->zero_point + (int32_t)(6.0f / y->scale + 0.5f); /* TFLite's RELU6 clamp: round(6 / s) */
+    o->act_max = six < y->qmax ? six : y->qmax;
+    int dw = conv(p, "dw", o->output, 16, 3, 3, 1, 1, 1, 1, 8, QAT_ACT_RELU)->output; /* depth multiplier 2 */
+    int dw1 = conv(p, "dw1", dw, 16, 3, 3, 1, 1, 1, 1, 16, QAT_ACT_NONE)->output;
+    int s = add(p, "sum", dw1, dw, QAT_ACT_RELU)->output;
+    int r = unary(p, QAT_QOP_RELU, "relu", dw1)->output;
+    int mp = pool(p, QAT_QOP_MAXPOOL2D, "mp", s, 3, 1, 1)->output;   /* SAME */
+    int ap = pool_keep(p, QAT_QOP_AVGPOOL2D, "ap", r, 2, 1, 0)->output; /* VALID, [16, 4, 4] */
+    int mp2 = pool(p, QAT_QOP_MAXPOOL2D, "mp2", mp, 2, 1, 0)->output;
+    qat_qop *cat = op(p, QAT_QOP_CONCAT, "cat", 2, (int[]){mp2, ap}, false);
+    p->t[ap].q = p->t[mp2].q; /* one quantization: TFLite's CONCATENATION */
+    cat->act_min = -128, cat->act_max = 127;
+    p->t[cat->output].q = p->t[mp2].q;
+    shape_of(p, cat);
+    cat->n_mult = 2;
+    cat->multiplier = palloc(p, 2 * sizeof *cat->multiplier), cat->shift = palloc(p, 2 * sizeof *cat->shift);
+    for (int j = 0; j < 2; j++) mult(&cat->multiplier[j], &cat->shift[j], 1.0);
+    int g = pool_keep(p, QAT_QOP_GLOBAL_AVGPOOL, "gap", cat->output, 0, 1, 0)->output; /* [32] */
+    int sq = pool_keep(p, QAT_QOP_AVGPOOL2D, "sq", cat->output, 4, 4, 0)->output; /* [32, 1, 1] */
+    int se = mul(p, "se", cat->output, sq)->output;
+    int f = unary(p, QAT_QOP_FLATTEN, "flat", se)->output;
+    int fr = unary(p, QAT_QOP_RELU, "flat_relu", f)->output;  /* a flatten read by a ReLU: in qat's order */
+    int h = linear(p, "hidden", fr, 12)->output;
+    int f2 = unary(p, QAT_QOP_FLATTEN, "flat2", se)->output;  /* read by a linear op alone: columns permuted */
+    int h2 = linear(p, "hidden2", f2, 12)->output;
+    int both = add(p, "both", h, h2, QAT_ACT_NONE)->output;
+    int h3 = linear(p, "hidden3", g, 12)->output;
+    int all = add(p, "all", both, h3, QAT_ACT_NONE)->output;
+    linear(p, "head", all, 5);
     finish(p);
 }
 

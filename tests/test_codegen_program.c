@@ -151,6 +151,13 @@ static void test_normalized_pairs_global(void) {
     prog_free(&p);
 }
 
+static void test_tflite_kinds(void) {
+    prog p;
+    program_c(&p);
+    check_program(&p.q, "prog_c", 12, 9);
+    prog_free(&p);
+}
+
 /* Refusals come back as a status and one line in the caller's buffer. */
 static void test_refusals(void) {
     prog p;
@@ -177,6 +184,7 @@ int main(int argc, char **argv) {
         {"every op kind, by hand: the generated C equals qat_runtime_run", test_every_kind},
         {"a normalized input, channel pairs, global pooling: the generated C equals the runtime",
          test_normalized_pairs_global},
+        {"pools that keep their quantization, depthwise multipliers, flattens (program_c): the generated C equals qat_runtime_run", test_tflite_kinds},
         {"refusals: a status and one line, nothing generated", test_refusals},
         {NULL, NULL},
     };
