@@ -81,7 +81,7 @@ export ASAN_SYMBOLIZER_PATH=$sym UBSAN_SYMBOLIZER_PATH=$sym LSAN_SYMBOLIZER_PATH
 
 # ---- build: tests, examples and benchmarks are not needed here
 mkdir -p build-fuzz
-CC=clang cmake -S . -B build-fuzz -DQAT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DQAT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DQAT_BUILD_TESTS=OFF -DQAT_BUILD_EXAMPLES=OFF -DQAT_BUILD_BENCH=OFF -DQAT_WERROR=ON >/dev/null
 # -Werror under clang too (it warns where gcc does not); the log keeps the build's output
 cmake --build build-fuzz -j"$(nproc)" > build-fuzz/build.log 2>&1 || {

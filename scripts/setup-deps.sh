@@ -6,6 +6,8 @@ pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev
 # ONNX export: protobuf-c and its compiler, and the onnx.proto schema (and
 # the checker the tests run) from Debian's python3-onnx
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler python3-onnx)
+# TFLite export: flatc generates the flatbuffer builder from src/tflite/schema.fbs
+pkgs+=(flatbuffers-compiler libflatbuffers-dev)
 # data-parallel training (mpirun -np N qat train): optional for the
 # library, which builds without it; the test suite's mpi_train needs both
 pkgs+=(libopenmpi-dev openmpi-bin)
