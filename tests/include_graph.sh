@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The targets of the integer program read the program and nothing else:
-# every #include "..." of src/codegen/ and src/onnx/ names a header of the
-# same folder, the generated onnx.pb-c.h, or one of qat/core.h,
-# qat/runtime.h, qat/codegen.h, qat/onnx.h, or (src/codegen only)
+# every #include "..." of src/codegen/, src/onnx/ and src/tflite/ names a
+# header of the same folder, the generated onnx.pb-c.h or schema_generated.h,
+# or one of qat/core.h, qat/runtime.h, qat/codegen.h, qat/onnx.h,
+# qat/tflite.h, or (src/codegen only)
 # runtime/qk.h, the integer kernels the generated C ships, which include
 # nothing of qat (checked here too); those public headers include
 # only qat/core.h and qat/runtime.h (and runtime.h only core.h); no file
@@ -12,14 +13,15 @@
 set -euo pipefail
 src=${1:?usage: include_graph.sh SOURCE_DIR}
 bad=0
-allowed_public='^(qat/core\.h|qat/runtime\.h|qat/codegen\.h|qat/onnx\.h)$'
-for folder in src/codegen src/onnx; do
-  for f in "$src/$folder"/*.[ch]; do
+allowed_public='^(qat/core\.h|qat/runtime\.h|qat/codegen\.h|qat/onnx\.h|qat/tflite\.h)$'
+for folder in src/codegen src/onnx src/tflite; do
+  for f in "$src/$folder"/*.[ch] "$src/$folder"/*.cc; do
+    [ -f "$f" ] || continue
     while IFS= read -r line; do
       inc=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$line")
       sys=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*/\1/p' <<< "$line")
       if [ -n "$inc" ]; then
-        if [[ $inc =~ $allowed_public ]] || [ "$inc" = onnx.pb-c.h ] || { [ $folder = src/codegen ] && [ "$inc" = runtime/qk.h ]; } || { [[ $inc != */* ]] && [ -f "$src/$folder/$inc" ]; }; then
+        if [[ $inc =~ $allowed_public ]] || [ "$inc" = onnx.pb-c.h ] || [ "$inc" = schema_generated.h ] || { [ $folder = src/codegen ] && [ "$inc" = runtime/qk.h ]; } || { [[ $inc != */* ]] && [ -f "$src/$folder/$inc" ]; }; then
           continue
         fi
         echo "${f#$src/}: $line"; bad=1
@@ -32,12 +34,12 @@ done
 if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$src/src/runtime/qk.h"; then
   echo "src/runtime/qk.h: includes a header of qat (it is shipped alone into generated C)"; bad=1
 fi
-for h in codegen onnx runtime; do
+for h in codegen onnx tflite runtime; do
   want='^(qat/core\.h|qat/runtime\.h)$'
   [ $h = runtime ] && want='^qat/core\.h$'
   while IFS= read -r inc; do
     [[ $inc =~ $want ]] || { echo "include/qat/$h.h: #include \"$inc\""; bad=1; }
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$src/include/qat/$h.h")
 done
-[ $bad = 0 ] && echo "include graph: src/codegen and src/onnx read core and the program only"
+[ $bad = 0 ] && echo "include graph: src/codegen, src/onnx and src/tflite read core and the program only"
 exit $bad
