@@ -1,9 +1,12 @@
 /* Integer programs written by hand through the program's public fields
  * (qat/runtime.h), with every op kind the runtime and the generator run:
- * program_a and program_b. Shared by test_codegen_program (the generated C
- * against the runtime) and tests/aarch64 (the runtime on another
- * architecture against this one). The includer defines PROG_CHECK(cond),
- * which must not return when cond is false. */
+ * program_a and program_b, and the average pools that keep their input's
+ * quantization: program_c (global) and program_d (windows, padded).
+ * Shared by test_codegen_program (the generated C against the runtime),
+ * test_export (the numpy readers against the integer engine) and
+ * tests/aarch64 (the runtime on another architecture against this one).
+ * The includer defines PROG_CHECK(cond), which must not return when cond
+ * is false. */
 #ifndef QAT_TESTS_PROGRAMS_H
 #define QAT_TESTS_PROGRAMS_H
 
@@ -173,6 +176,16 @@ static qat_qop *global_avgpool(prog *p, const char *name, int x) {
     return o;
 }
 
+/* An average pool that keeps its input's quantization (keeps_scale): the
+ * input's parameters, no multiplier. global_avgpool when k is 0. */
+static qat_qop *pool_keep(prog *p, const char *name, int x, int k, int s, int pad) {
+    qat_qop *o = op(p, k ? QAT_QOP_AVGPOOL2D : QAT_QOP_GLOBAL_AVGPOOL, name, 1, &x, true);
+    o->keeps_scale = true;
+    o->kh = o->kw = k, o->stride_h = o->stride_w = s, o->pad_h = o->pad_w = pad;
+    shape_of(p, o);
+    return o;
+}
+
 /* TFLite's ADD as lowering makes it: both inputs at twice the larger scale. */
 static qat_qop *add(prog *p, const char *name, int a, int b, qat_act_kind act) {
     int ins[2] = {a, b};
@@ -268,6 +281,33 @@ static void program_b(prog *p) {
     int se = mul(p, "se", c, sq)->output;                           /* a factor per channel */
     int g = global_avgpool(p, "gap", se)->output;
     linear(p, "head", g, 5);
+    finish(p);
+}
+
+/* Global average pooling that keeps its input's quantization (TFLite's
+ * rule) over a convolution's signed outputs (no ReLU: sums of both signs,
+ * H·W = 42 even, so halves occur), a linear head. */
+static void program_c(prog *p) {
+    prog_init(p, 3);
+    int x = input(p, 3, 3, 7, 6);
+    int c = conv(p, "conv", x, 8, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_NONE)->output;
+    int g = pool_keep(p, "gap", c, 0, 0, 0)->output;
+    linear(p, "head", g, 5);
+    finish(p);
+}
+
+/* Average pooling that keeps its input's quantization: 3x3, stride 2,
+ * padding 1 (windows clipped to 4 and 6 input positions at the borders,
+ * 9 inside), then 2x2 unpadded (4 positions: halves), over signed
+ * convolution outputs; flatten, a linear head. */
+static void program_d(prog *p) {
+    prog_init(p, 4);
+    int x = input(p, 3, 2, 9, 8);
+    int c = conv(p, "conv", x, 6, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_NONE)->output;
+    int a = pool_keep(p, "clipped", c, 3, 2, 1)->output; /* [6, 5, 4] */
+    int b = pool_keep(p, "halves", a, 2, 1, 0)->output;  /* [6, 4, 3] */
+    int f = unary(p, QAT_QOP_FLATTEN, "flat", b)->output;
+    linear(p, "head", f, 6);
     finish(p);
 }
 

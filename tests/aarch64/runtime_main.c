@@ -60,6 +60,12 @@ int main(void) {
     program_b(&p);
     run(&p.q, "program_b", 9, 12);
     prog_free(&p);
+    program_c(&p);
+    run(&p.q, "program_c", 9, 13);
+    prog_free(&p);
+    program_d(&p);
+    run(&p.q, "program_d", 9, 14);
+    prog_free(&p);
     fprintf(stderr, "%s\n", qat_runtime_kernel()); /* the kernels that ran, for the log */
     return 0;
 }
