@@ -102,6 +102,15 @@ def requant(v, m, s, zp, lo, hi):
     return np.clip(zp + mbqm(v, m, s), lo, hi)
 
 
+def divide(acc, n):
+    """acc > 0 ? (acc + n/2) / n : (acc - n/2) / n in C (n/2 and the division truncate toward zero)."""
+    acc, n = np.asarray(acc, np.int64), np.asarray(n, np.int64)
+    half = n // 2
+    pos = (acc + half) // n                    # acc + half > 0: floor is truncation
+    neg = -((half - acc) // n)                 # acc - half <= 0: truncation is minus the floor of its negation
+    return np.where(acc > 0, pos, neg)
+
+
 def int32(v, what):
     v = np.asarray(v)
     if v.size and (v.min() < I32_MIN or v.max() > I32_MAX):
@@ -194,6 +203,9 @@ def read_op(g, version):
     op.groups = int(num(g, "groups")) if "groups" in g.attrs else 1
     if op.kind in ("linear", "conv2d"):
         read_weight(g, op, version)
+    op.rounding = text(g, "rounding") if "rounding" in g.attrs else "multiplier"
+    if op.rounding not in ("multiplier", "divide") or (op.rounding == "divide" and "multiplier" in g):
+        raise Bad(f"op {op.name}: rounding {op.rounding!r}")
     op.m = g["multiplier"][...].astype(np.int64) if "multiplier" in g else None
     op.s = g["shift"][...].astype(np.int64) if "shift" in g else None
     if op.kind == "add":
@@ -389,6 +401,21 @@ def run_op(p, op, vals):
             cols = columns(xd, op, g * C // G, (g + 1) * C // G, OH, OW)
             out[:, g * O // G:(g + 1) * O // G] = product(p, op, cols, g * O // G, (g + 1) * O // G)
         return out.reshape(n, O, OH, OW)
+    if op.kind == "avgpool2d" and op.rounding == "divide":  # the input's quantization kept: Σ x / n
+        C, H, W = tx.shape
+        OH, OW = ty.shape[1], ty.shape[2]
+        acc, cnt = np.zeros((n, C, OH, OW), np.int64), np.zeros((OH, OW), np.int64)
+        for oy in range(OH):
+            for ox in range(OW):
+                y0, x0 = oy * op.sh - op.ph, ox * op.sw - op.pw
+                y1, x1 = min(y0 + op.kh, H), min(x0 + op.kw, W)
+                y0, x0 = max(y0, 0), max(x0, 0)
+                acc[:, :, oy, ox] = x[:, :, y0:y1, x0:x1].sum(axis=(2, 3))
+                cnt[oy, ox] = (y1 - y0) * (x1 - x0)
+        return np.clip(divide(int32(acc, op.name), cnt), op.act_min, op.act_max)
+    if op.kind == "global_avgpool" and op.rounding == "divide":
+        acc = int32(x.reshape(n, tx.shape[0], -1).sum(axis=2), op.name)
+        return np.clip(divide(acc, tx.shape[1] * tx.shape[2]), op.act_min, op.act_max)
     if op.kind in ("maxpool2d", "avgpool2d"):
         C, H, W = tx.shape
         OH, OW = ty.shape[1], ty.shape[2]
@@ -458,6 +485,9 @@ def verify(p):
                 M = [(sx * w) / so for w in sw]
                 if any(F32(sx * w) != bs for w, bs in zip(sw, op.bias_scale)):
                     bad.append(f"{op.name}: bias_scale is not float32(s_x · s_w)")
+        elif op.kind in ("avgpool2d", "global_avgpool") and op.rounding == "divide":
+            if (tx.scale, tx.zp, tx.qmin, tx.qmax) != (ty.scale, ty.zp, ty.qmin, ty.qmax):
+                bad.append(f"{op.name}: divides, but its output's quantization is not its input's")
         elif op.kind == "avgpool2d":
             M = [sx / ((so * op.kh) * op.kw)]
         elif op.kind == "global_avgpool":

@@ -1,10 +1,13 @@
 /* Integer programs written by hand through the program's public fields
  * (qat/runtime.h), with every op kind the runtime and the generator run:
- * program_a and program_b; program_c holds every kind within TFLite's
- * int8 rules. Shared by test_codegen_program (the generated C against the
- * runtime), tests/aarch64 (the runtime on another architecture against
- * this one) and test_tflite (TFLite's kernels against the runtime). The includer defines PROG_CHECK(cond),
- * which must not return when cond is false. */
+ * program_a and program_b; the average pools that keep their input's
+ * quantization: program_c (global) and program_d (windows, padded);
+ * program_e, every kind within TFLite's int8 rules. Shared by
+ * test_codegen_program (the generated C against the runtime), test_export
+ * (the numpy readers against the integer engine), tests/aarch64 (the
+ * runtime on another architecture against this one) and test_tflite
+ * (TFLite's kernels against the runtime). The includer defines
+ * PROG_CHECK(cond), which must not return when cond is false. */
 #ifndef QAT_TESTS_PROGRAMS_H
 #define QAT_TESTS_PROGRAMS_H
 
@@ -25,6 +28,7 @@ typedef struct {
     int nmem;
     uint64_t rng;
     qat_normalization norm;
+    bool from_scales; /* weights(): the output scale set so that M = s_in·s_w[o]/s_out, as TFLite derives it */
 } prog;
 
 static uint32_t rnd(prog *p) { /* xorshift64* */
@@ -113,14 +117,16 @@ static void weights(prog *p, qat_qop *o, int64_t O, int64_t per, int rank, const
     float s_in = p->t[o->inputs[0]].q.scale;
     int64_t root = 1;
     while (root * root < per) root++;
+    for (int64_t c = 0; c < O; c++) w->scale[c] = rnd_f(p, 0.002f, 0.01f);
+    if (p->from_scales) p->t[o->output].q.scale = (float)((double)s_in * 0.006 * (double)root / 0.01);
     for (int64_t c = 0; c < O; c++) {
-        w->scale[c] = rnd_f(p, 0.002f, 0.01f);
         o->bias_scale[c] = s_in * w->scale[c];
         o->bias[c] = rnd_in(p, -3000, 3000);
         /* not s_in·s_w/s_out (the weights are random, not trained): a sum of
          * `per` products of spread integers (about root·60·73) to outputs
          * of about ±40, so that they spread over the range */
-        double M = 0.01 / (double)root;
+        double M = p->from_scales ? (double)s_in * (double)w->scale[c] / (double)p->t[o->output].q.scale
+                                  : 0.01 / (double)root;
         mult(&o->multiplier[c], &o->shift[c], M);
     }
     for (int64_t i = 0; i < O * per; i++) o->weight[i] = rnd_in(p, -127, 127);
@@ -171,6 +177,16 @@ static qat_qop *global_avgpool(prog *p, const char *name, int x) {
     o->multiplier = palloc(p, sizeof *o->multiplier), o->shift = palloc(p, sizeof *o->shift);
     double hw = (double)(p->t[x].shape[1] * p->t[x].shape[2]);
     mult(o->multiplier, o->shift, (double)p->t[x].q.scale / ((double)p->t[o->output].q.scale * hw));
+    return o;
+}
+
+/* An average pool that keeps its input's quantization (keeps_scale): the
+ * input's parameters, no multiplier. global_avgpool when k is 0. */
+static qat_qop *pool_keep(prog *p, const char *name, int x, int k, int s, int pad) {
+    qat_qop *o = op(p, k ? QAT_QOP_AVGPOOL2D : QAT_QOP_GLOBAL_AVGPOOL, name, 1, &x, true);
+    o->keeps_scale = true;
+    o->kh = o->kw = k, o->stride_h = o->stride_w = s, o->pad_h = o->pad_w = pad;
+    shape_of(p, o);
     return o;
 }
 
@@ -272,13 +288,31 @@ static void program_b(prog *p) {
     finish(p);
 }
 
-/* An average pool that keeps its input's quantization (TFLite's rule:
- * the raw window sum divided rounding half away from zero). */
-static qat_qop *pool_keep(prog *p, qat_qop_kind kind, const char *name, int x, int k, int s, int pad) {
-    qat_qop *o = op(p, kind, name, 1, &x, true);
-    o->kh = o->kw = k, o->stride_h = o->stride_w = s, o->pad_h = o->pad_w = pad, o->keeps_scale = true;
-    shape_of(p, o);
-    return o;
+/* Global average pooling that keeps its input's quantization (TFLite's
+ * rule) over a convolution's signed outputs (no ReLU: sums of both signs,
+ * H·W = 42 even, so halves occur), a linear head. */
+static void program_c(prog *p) {
+    prog_init(p, 3);
+    int x = input(p, 3, 3, 7, 6);
+    int c = conv(p, "conv", x, 8, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_NONE)->output;
+    int g = pool_keep(p, "gap", c, 0, 0, 0)->output;
+    linear(p, "head", g, 5);
+    finish(p);
+}
+
+/* Average pooling that keeps its input's quantization: 3x3, stride 2,
+ * padding 1 (windows clipped to 4 and 6 input positions at the borders,
+ * 9 inside), then 2x2 unpadded (4 positions: halves), over signed
+ * convolution outputs; flatten, a linear head. */
+static void program_d(prog *p) {
+    prog_init(p, 4);
+    int x = input(p, 3, 2, 9, 8);
+    int c = conv(p, "conv", x, 6, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_NONE)->output;
+    int a = pool_keep(p, "clipped", c, 3, 2, 1)->output; /* [6, 5, 4] */
+    int b = pool_keep(p, "halves", a, 2, 1, 0)->output;  /* [6, 4, 3] */
+    int f = unary(p, QAT_QOP_FLATTEN, "flat", b)->output;
+    linear(p, "head", f, 6);
+    finish(p);
 }
 
 /* Every kind the TFLite export takes, within TFLite's int8 rules, on a
@@ -287,8 +321,9 @@ static qat_qop *pool_keep(prog *p, qat_qop_kind kind, const char *name, int x, i
  * ReLU and ReLU6 at TFLite's clamps, pools that keep their quantization,
  * a concatenation at one quantization, a per-channel product, flattens
  * read by a linear op (its columns permuted) and by a ReLU (a transpose). */
-static void program_c(prog *p) {
-    prog_init(p, 3);
+static void program_e(prog *p) {
+    prog_init(p, 5);
+    p->from_scales = true;
     int x = input(p, 3, 3, 10, 10);
     int c1 = conv(p, "same", x, 8, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_RELU)->output;
     qat_qop *o = conv(p, "padded", c1, 8, 3, 3, 2, 2, 1, 1, 1, QAT_ACT_RELU6); /* 10 -> 5: SAME pads 0 before */
@@ -298,20 +333,20 @@ static void program_c(prog *p) {
     int dw = conv(p, "dw", o->output, 16, 3, 3, 1, 1, 1, 1, 8, QAT_ACT_RELU)->output; /* depth multiplier 2 */
     int dw1 = conv(p, "dw1", dw, 16, 3, 3, 1, 1, 1, 1, 16, QAT_ACT_NONE)->output;
     int s = add(p, "sum", dw1, dw, QAT_ACT_RELU)->output;
-    int r = unary(p, QAT_QOP_RELU, "relu", dw1)->output;
     int mp = pool(p, QAT_QOP_MAXPOOL2D, "mp", s, 3, 1, 1)->output;   /* SAME */
-    int ap = pool_keep(p, QAT_QOP_AVGPOOL2D, "ap", r, 2, 1, 0)->output; /* VALID, [16, 4, 4] */
+    int r = unary(p, QAT_QOP_RELU, "relu", mp)->output;
+    int ap = pool_keep(p, "ap", r, 2, 1, 0)->output; /* VALID, [16, 4, 4] */
     int mp2 = pool(p, QAT_QOP_MAXPOOL2D, "mp2", mp, 2, 1, 0)->output;
+    /* both inputs at mp's quantization (the pools keep it): TFLite's CONCATENATION */
     qat_qop *cat = op(p, QAT_QOP_CONCAT, "cat", 2, (int[]){mp2, ap}, false);
-    p->t[ap].q = p->t[mp2].q; /* one quantization: TFLite's CONCATENATION */
     cat->act_min = -128, cat->act_max = 127;
     p->t[cat->output].q = p->t[mp2].q;
     shape_of(p, cat);
     cat->n_mult = 2;
     cat->multiplier = palloc(p, 2 * sizeof *cat->multiplier), cat->shift = palloc(p, 2 * sizeof *cat->shift);
     for (int j = 0; j < 2; j++) mult(&cat->multiplier[j], &cat->shift[j], 1.0);
-    int g = pool_keep(p, QAT_QOP_GLOBAL_AVGPOOL, "gap", cat->output, 0, 1, 0)->output; /* [32] */
-    int sq = pool_keep(p, QAT_QOP_AVGPOOL2D, "sq", cat->output, 4, 4, 0)->output; /* [32, 1, 1] */
+    int g = pool_keep(p, "gap", cat->output, 0, 0, 0)->output; /* [32] */
+    int sq = pool_keep(p, "sq", cat->output, 4, 4, 0)->output; /* [32, 1, 1] */
     int se = mul(p, "se", cat->output, sq)->output;
     int f = unary(p, QAT_QOP_FLATTEN, "flat", se)->output;
     int fr = unary(p, QAT_QOP_RELU, "flat_relu", f)->output;  /* a flatten read by a ReLU: in qat's order */

@@ -5,8 +5,8 @@
  * hand, through the program's public fields (qat/runtime.h), with every
  * op kind the generator emits (convolutions wide, padded, strided,
  * grouped, depthwise and pointwise; linear; max, average and global
- * average pooling; add; concat; a table; ReLU; flatten; a normalized
- * input), generates their C, compiles it with strict C99 warnings, and
+ * average pooling, requantizing or keeping their input's quantization;
+ * add; concat; a table; ReLU; flatten; a normalized input), generates their C, compiles it with strict C99 warnings, and
  * checks that it computes qat_runtime_run's integers bit for bit on random
  * inputs, on the host and, where the Arm toolchain and qemu are
  * installed, on a Cortex-M4 (DSP path) and a Cortex-M3. */
@@ -151,10 +151,27 @@ static void test_normalized_pairs_global(void) {
     prog_free(&p);
 }
 
-static void test_tflite_kinds(void) {
+/* The average pools that keep their input's quantization (TFLite's
+ * dividing rule): global, and windowed with padding that clips windows. */
+static void test_keep_scale_global(void) {
     prog p;
     program_c(&p);
     check_program(&p.q, "prog_c", 12, 9);
+    prog_free(&p);
+}
+
+static void test_keep_scale_windows(void) {
+    prog p;
+    program_d(&p);
+    check_program(&p.q, "prog_d", 12, 10);
+    prog_free(&p);
+}
+
+/* Every kind within TFLite's int8 rules (program_e). */
+static void test_tflite_kinds(void) {
+    prog p;
+    program_e(&p);
+    check_program(&p.q, "prog_e", 12, 11);
     prog_free(&p);
 }
 
@@ -184,7 +201,11 @@ int main(int argc, char **argv) {
         {"every op kind, by hand: the generated C equals qat_runtime_run", test_every_kind},
         {"a normalized input, channel pairs, global pooling: the generated C equals the runtime",
          test_normalized_pairs_global},
-        {"pools that keep their quantization, depthwise multipliers, flattens (program_c): the generated C equals qat_runtime_run", test_tflite_kinds},
+        {"global average pooling that keeps its input's quantization: the generated C equals the runtime",
+         test_keep_scale_global},
+        {"padded average pooling that keeps its input's quantization: the generated C equals the runtime",
+         test_keep_scale_windows},
+        {"pools that keep their quantization, depthwise multipliers, flattens (program_e): the generated C equals the runtime", test_tflite_kinds},
         {"refusals: a status and one line, nothing generated", test_refusals},
         {NULL, NULL},
     };

@@ -1,5 +1,5 @@
 /* The TFLite export (qat/tflite.h): a hand-written program of every kind
- * the export takes (tests/programs.h, program_c) written as .tflite and
+ * the export takes (tests/programs.h, program_e) written as .tflite and
  * run by TFLite's interpreter with its reference kernels (ai-edge-litert
  * from PyPI, .venv/: tests/tflite/tfl_compare.py) against qat's runtime on
  * random inputs, every output integer equal; each refusal by name, with no
@@ -94,9 +94,10 @@ static bool have_litert(void) {
 static void test_reference_kernels_equal_runtime(void) {
     CU_ASSERT_FATAL(have_litert());
     prog p;
-    program_c(&p);
+    program_e(&p);
     CU_ASSERT_EQUAL(compare_with_tflite(&p.q, "every_kind", 256, 1), 0);
     prog_free(&p);
+
 }
 
 /* The refusal message of serializing q, or "" when it was written. */
@@ -121,23 +122,51 @@ static const char *refusal(const qat_qmodel *q, char *msg, size_t len) {
         }                                                                                                         \
     } while (0)
 
+/* Every product's, add's and mul's multipliers derived from the scales,
+ * as TFLite derives them (programs a, b and d pick theirs for spread, not
+ * from their scales): the refusals below then meet what they test. */
+static void rederive(prog *p) {
+    for (int i = 0; i < p->q.n_ops; i++) {
+        qat_qop *o = &p->o[i];
+        double s_in = p->t[o->inputs[0]].q.scale, s_out = p->t[o->output].q.scale, M[3];
+        int n = 0;
+        if (o->kind == QAT_QOP_LINEAR || o->kind == QAT_QOP_CONV2D)
+            for (int64_t c = 0; c < p->t[o->output].shape[0]; c++) M[0] = s_in * o->wq.scale[c] / s_out, mult(&o->multiplier[c], &o->shift[c], M[0]);
+        if (o->kind == QAT_QOP_ADD) {
+            double sb = p->t[o->inputs[1]].q.scale, t = 2.0 * (s_in > sb ? s_in : sb);
+            M[0] = s_in / t, M[1] = sb / t, M[2] = t / ((double)(1 << o->left_shift) * s_out), n = 3;
+        }
+        if (o->kind == QAT_QOP_MUL) M[0] = s_in * p->t[o->inputs[1]].q.scale / s_out, n = 1;
+        for (int k = 0; k < n; k++) mult(&o->multiplier[k], &o->shift[k], M[k]);
+    }
+}
+
 /* What TFLite's int8 kernels cannot say is refused, naming the layer and
  * the reason; a refused export leaves no file. */
 static void test_refusals(void) {
     prog a, b, c;
     program_a(&a); /* a grouped pointwise convolution first */
+    rederive(&a);
     ASSERT_REFUSED(&a.q, "layer pw", "grouped convolution");
     program_b(&b); /* an average pool with its own scale */
+    rederive(&b);
     ASSERT_REFUSED(&b.q, "layer sq", "requantizes");
     prog_free(&b);
-    program_c(&c);
+    program_c(&b); /* multipliers that are not its scales' (TFLite derives them from the scales) */
+    ASSERT_REFUSED(&b.q, "layer conv", "not the one TFLite derives from the scales");
+    prog_free(&b);
+    program_d(&b); /* 3x3, stride 2, padding 1 over 8 columns: SAME pads 0 before */
+    rederive(&b);
+    ASSERT_REFUSED(&b.q, "layer clipped", "neither TFLite's SAME nor VALID");
+    prog_free(&b);
+    program_e(&c);
     qat_qop *same = &c.o[0];
     same->wq.zero_point[3] = 1;
     ASSERT_REFUSED(&c.q, "layer same", "asymmetric weights");
     same->wq.zero_point[3] = 0;
-    same->weight[5] = 200;
+    same->wq.bits = 12, same->wq.qmin = -2047, same->wq.qmax = 2047, same->weight[5] = 200;
     ASSERT_REFUSED(&c.q, "layer same", "does not fit int8");
-    same->weight[5] = 3;
+    same->wq.bits = 8, same->wq.qmin = -127, same->wq.qmax = 127, same->weight[5] = 3;
     same->act_min = -100;
     ASSERT_REFUSED(&c.q, "layer same", "none of TFLite's fused activations");
     same->act_min = c.t[same->output].q.zero_point;
@@ -175,7 +204,7 @@ static uint32_t u32(const uint8_t *b, size_t at) {
  * version 3, one subgraph; the bytes are the same for the same program. */
 static void test_layout(void) {
     prog c;
-    program_c(&c);
+    program_e(&c);
     uint8_t *b1, *b2;
     size_t n1, n2;
     char msg[400];

@@ -2,7 +2,8 @@
 """Runs a qat quantized model file (.qat.h5, version 2 to 4) with h5py and
 numpy alone, from docs/quantized-model-format.md and docs/subchannel.md: the
 integer program, bit for bit as the C integer engine runs it, sub-channel
-(blockwise) weights and the input normalization included.
+(blockwise) weights, the input normalization and the average pools that keep
+their input's quantization (rounding "divide") included.
 
   run_qat_h5.py MODEL.qat.h5 INPUT.f32 N OUTPUT.i32
   run_qat_h5.py MODEL.qat.h5 INPUT.u8 N OUTPUT.i32 --u8
@@ -76,6 +77,18 @@ def windows(x, kh, kw, sh, sw):
     st = x.strides
     return np.lib.stride_tricks.as_strided(x, (n, c, oh, ow, kh, kw),
                                            (st[0], st[1], st[2] * sh, st[3] * sw, st[2], st[3]))
+
+def div_round(acc, n):
+    """A pool that keeps its input's quantization: acc / n rounded half away from zero, as C's
+    truncating (acc + n/2) / n for acc > 0 and (acc - n/2) / n otherwise (n >= 1, per window)."""
+    return np.sign(acc) * ((np.abs(acc) + n // 2) // n)
+
+def rounding(op):
+    """An average pool's rule: "multiplier" (absent: the requantization) or "divide"."""
+    r = text(op.attrs["rounding"]).rstrip("\0") if "rounding" in op.attrs else "multiplier"
+    if r not in ("multiplier", "divide"):
+        sys.exit(f"op {text(op.attrs['name'])}: unknown rounding {r!r}")
+    return r
 
 def window_op(op):
     (kh, kw), (sh, sw), (ph, pw) = pair(op, "kernel"), pair(op, "stride"), pair(op, "padding")
@@ -179,12 +192,21 @@ def run_op(op, vals, tensors):
         kh, kw, sh, sw, ph, pw = window_op(op)
         xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-2**40)
         return windows(np.ascontiguousarray(xp), kh, kw, sh, sw).max(axis=(4, 5))
+    if kind == "avgpool2d" and rounding(op) == "divide":  # the input's quantization kept
+        kh, kw, sh, sw, ph, pw = window_op(op)
+        pad = ((0, 0), (0, 0), (ph, ph), (pw, pw))
+        sums = windows(np.ascontiguousarray(np.pad(x.astype(np.int64), pad)), kh, kw, sh, sw).sum(axis=(4, 5))
+        inside = np.pad(np.ones((1, 1) + x.shape[2:], np.int64), pad)      # n: the window's input positions
+        n_in = windows(np.ascontiguousarray(inside), kh, kw, sh, sw).sum(axis=(4, 5))
+        return np.clip(div_round(sums, n_in), lo, hi)
     if kind == "avgpool2d":
         kh, kw, sh, sw, ph, pw = window_op(op)
         xp = np.pad(x.astype(np.int64) - zp_in, ((0, 0), (0, 0), (ph, ph), (pw, pw)))  # padding counts as real 0
         sums = windows(np.ascontiguousarray(xp), kh, kw, sh, sw).sum(axis=(4, 5))
         m, s = mult()
         return np.clip(zp + mbqm(sums, m[0], s[0]), lo, hi)
+    if kind == "global_avgpool" and rounding(op) == "divide":
+        return np.clip(div_round(x.astype(np.int64).sum(axis=(2, 3)), x.shape[2] * x.shape[3]), lo, hi)
     if kind == "global_avgpool":
         m, s = mult()
         return np.clip(zp + mbqm((x.astype(np.int64) - zp_in).sum(axis=(2, 3)), m[0], s[0]), lo, hi)

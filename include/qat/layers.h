@@ -322,6 +322,9 @@ typedef struct {
     int io_bits;               /* the model input and the final output (logits): default 8 */
     bool lsq;                  /* learn the weight scales (LSQ) instead of min-max per step */
     bool fold_bn;              /* fold a following BatchNorm into Linear/Conv (default on) */
+    bool pool_keeps_scale;     /* average pools keep their input's quantization (TFLite's int8 rule): no
+                                  activation quantizer of their own; the integer op divides the window sum
+                                  rounding half away from zero (default off: they requantize) */
 } qat_prepare_config;
 
 QAT_API qat_prepare_config qat_prepare_defaults(void);
@@ -335,7 +338,12 @@ QAT_API qat_prepare_config qat_prepare_defaults(void);
  * sigmoid, tanh, hard-swish and custom layers. The groups are found by one
  * matcher, which lowering uses too; a layer whose output feeds two
  * consumers is never fused with either. Works on a freshly built model and
- * on a float-trained one. */
+ * on a float-trained one. With pool_keeps_scale, average and global
+ * average pooling get no quantizer: their output is fake-quantized on the
+ * grid of the quantizer that holds their input (found through max
+ * pooling, flatten, dropout and a lone ReLU), which only its owner
+ * observes; an average pool with padding is then refused (its float
+ * forward counts the padding in the divisor, the integer rule does not). */
 QAT_API qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg);
 /* Re-configures one layer's quantizers — its weights' and its group's
  * activation point's — with its own configuration (every field honoured,
@@ -364,7 +372,8 @@ QAT_API bool qat_model_bn_frozen(const qat_model *m);
 
 /* The layers whose output qat_prepare(m, cfg) quantizes (or has
  * quantized), in id order, the input (0) first: the tensors the integer
- * program stores. Works before qat_prepare too (a training log names its
+ * program stores with a quantization of their own (an average pool
+ * prepared with pool_keeps_scale is not one: it has its input's). Works before qat_prepare too (a training log names its
  * columns before the float epochs end) and changes nothing. Writes up to
  * cap ids and returns how many there are; cfg NULL: the defaults. */
 QAT_API int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *ids, int cap);

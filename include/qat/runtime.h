@@ -52,12 +52,13 @@ typedef enum {
     QAT_QOP_LINEAR,         /* y = requant(W·(x - zp_in) + b) per output channel */
     QAT_QOP_CONV2D,         /* the same as a convolution (groups, strides, zero padding) */
     QAT_QOP_MAXPOOL2D,      /* on the integers (the max commutes with the affine map) */
-    QAT_QOP_AVGPOOL2D,      /* int32 window sum, requantized by s_in / (s_out·kh·kw) */
+    QAT_QOP_AVGPOOL2D,      /* int32 window sum, requantized by s_in / (s_out·kh·kw); or keeps_scale */
     QAT_QOP_FLATTEN,        /* [C, H, W] -> [C·H·W]: the same bytes */
     QAT_QOP_RELU,           /* clamp(x, act_min, act_max): ReLU on the integers */
     QAT_QOP_ADD,            /* TFLite's ADD: each input rescaled to a common scale, int32 add, requantized */
     QAT_QOP_CONCAT,         /* along channels; each input requantized to the output's parameters */
-    QAT_QOP_GLOBAL_AVGPOOL, /* [C, H, W] -> [C]: int32 sum over H·W, requantized by s_in / (s_out·H·W) */
+    QAT_QOP_GLOBAL_AVGPOOL, /* [C, H, W] -> [C]: int32 sum over H·W, requantized by s_in / (s_out·H·W);
+                               or keeps_scale */
     QAT_QOP_LUT,            /* an element-wise function as a table of output integers */
     QAT_QOP_MUL,            /* TFLite's MUL: (a - zp_a)·(b - zp_b) in int32, requantized by s_a·s_b / s_out;
                                b of a's shape, or [C, 1, 1] over a's [C, H, W] (one factor per channel) */
@@ -117,13 +118,22 @@ typedef struct {
      * add [3] (input 0, input 1, output); concat one per input. */
     int n_mult;
     int32_t *multiplier, *shift;
+    /* avgpool2d, global_avgpool: the op keeps its input's quantization
+     * (TFLite's int8 rule; QAT's pool_keeps_scale). Its output tensor has
+     * exactly the input's qat_aparams, it has no multiplier (n_mult 0), and
+     * each window's output is, over the raw integers x (not x - zp) at the
+     * window's n positions inside the input (global_avgpool: all H·W;
+     * padding is skipped, never counted):
+     *     acc = Σ x;  acc = acc > 0 ? (acc + n/2) / n : (acc - n/2) / n
+     * (C's division, truncating: half away from zero), clamped to
+     * [act_min, act_max] (the input's [qmin, qmax] when lowered). */
+    bool keeps_scale;
     /* Sub-channel linear/conv2d (qat_qop_subchannel; docs/subchannel.md):
      * one per weight block, in the order of wq's scales, taking the block's
      * int32 partial sum at s_in·s_w[block] to the row's accumulation scale
      * bias_scale[o] (the reduction seed's input_conversion). NULL otherwise. */
     int32_t *block_multiplier, *block_shift;
     int left_shift;                  /* add: QAT_ADD_LEFT_SHIFT */
-    bool keeps_scale;                /* avgpool, global avgpool: TFLite's rule, the input's quantization kept */
     /* lut: table[q - in.qmin] is the output integer for input integer q */
     qat_lut_fn lut;
     int32_t *table;

@@ -42,34 +42,41 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
  * runtime's portable level), with the op's shapes and integers as
  * literals: the kernel is inlined and specialised by them. */
 
-/* Max and average pooling over [C, H, W]: qk_maxpool, qk_avgpool. */
+/* Max and average pooling over [C, H, W]: qk_maxpool, qk_avgpool, or
+ * qk_avgpool_keep for a pool that keeps its input's quantization. */
 void qat__cg_pool(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2], OH = (int)out->shape[1],
         OW = (int)out->shape[2];
-    char detail[96];
-    snprintf(detail, sizeof detail, "%dx%d window, stride %dx%d, padding %dx%d", op->kh, op->kw, op->stride_h,
-             op->stride_w, op->pad_h, op->pad_w);
+    bool avg = op->kind == QAT_QOP_AVGPOOL2D;
+    char detail[128];
+    snprintf(detail, sizeof detail, "%dx%d window, stride %dx%d, padding %dx%d%s", op->kh, op->kw, op->stride_h,
+             op->stride_w, op->pad_h, op->pad_w, op->keeps_scale ? ", the input's quantization kept" : "");
     qat__cg_begin(g, i, detail);
     qat__cg_printf(g, "    qk_%s(x0, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, ",
-                   op->kind == QAT_QOP_AVGPOOL2D ? "avgpool" : "maxpool", C, H, W, op->kh, op->kw, op->stride_h,
-                   op->stride_w, op->pad_h, op->pad_w, OH, OW);
-    if (op->kind == QAT_QOP_AVGPOOL2D)
+                   !avg ? "maxpool" : op->keeps_scale ? "avgpool_keep" : "avgpool", C, H, W, op->kh, op->kw,
+                   op->stride_h, op->stride_w, op->pad_h, op->pad_w, OH, OW);
+    if (avg && op->keeps_scale) qat__cg_printf(g, "%d, %d, ", op->act_min, op->act_max);
+    else if (avg)
         qat__cg_printf(g, "%d, %ld, %ld, %d, %d, %d, ", zp_of(g, op->inputs[0]), (long)op->multiplier[0],
                        (long)op->shift[0], zp_of(g, op->output), op->act_min, op->act_max);
     qat__cg_printf(g, "y);\n}\n");
 }
 
-/* qk_global_avgpool: the plan refuses H·W·255 > INT32_MAX. */
+/* qk_global_avgpool (or qk_global_avgpool_keep): the plan refuses
+ * H·W·255 > INT32_MAX. */
 void qat__cg_global_avgpool(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
     int C = (int)in->shape[0], HW = (int)(in->shape[1] * in->shape[2]);
-    qat__cg_begin(g, i, "");
-    qat__cg_printf(g, "    qk_global_avgpool(x0, %d, %d, %d, %ld, %ld, %d, %d, %d, y);\n}\n", C, HW,
-                   zp_of(g, op->inputs[0]), (long)op->multiplier[0], (long)op->shift[0], zp_of(g, op->output),
-                   op->act_min, op->act_max);
+    qat__cg_begin(g, i, op->keeps_scale ? "the input's quantization kept" : "");
+    if (op->keeps_scale)
+        qat__cg_printf(g, "    qk_global_avgpool_keep(x0, %d, %d, %d, %d, y);\n}\n", C, HW, op->act_min, op->act_max);
+    else
+        qat__cg_printf(g, "    qk_global_avgpool(x0, %d, %d, %d, %ld, %ld, %d, %d, %d, y);\n}\n", C, HW,
+                       zp_of(g, op->inputs[0]), (long)op->multiplier[0], (long)op->shift[0], zp_of(g, op->output),
+                       op->act_min, op->act_max);
 }
 
 /* TFLite's ADD: qk_add. */

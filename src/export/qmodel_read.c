@@ -227,6 +227,24 @@ static void get_window(qat__h5r *r, hid_t g, qat_qop *op, int version) {
     op->pad_h = (int)p[0], op->pad_w = (int)p[1];
 }
 
+/* An average pool's rule: `rounding` "multiplier" (or absent: the
+ * requantization) or "divide" (keeps_scale: the input's quantization, no
+ * multiplier; a file that gave one too would run that multiplier in a
+ * reader that predates the attribute, so it is refused). */
+static bool get_rounding(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
+    if (!r->ok || !qat__h5r_has_attr(g, "rounding")) return r->ok;
+    char v[32] = "";
+    if (!qat__h5r_str(r, g, "rounding", v, sizeof v)) return false;
+    if (strcmp(v, "multiplier") && strcmp(v, "divide"))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: rounding \"%s\" is neither \"multiplier\" nor \"divide\"", where,
+                             qat_name_valid(v, NULL, 0) ? v : "(not a name)");
+    op->keeps_scale = !strcmp(v, "divide");
+    if (op->keeps_scale && (qat__h5r_has_dataset(g, "multiplier") || qat__h5r_has_dataset(g, "shift")))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: rounding \"divide\" takes no multiplier or shift, and the op has one",
+                             where);
+    return true;
+}
+
 /* One op group; version 1 gives no tensor ids (the reader chains them). */
 static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qat_qop *op) {
     char gname[16], kind[32] = "", where[96];
@@ -272,9 +290,11 @@ static bool get_op(qat__h5r *r, hid_t ops, int i, int version, int n_tensors, qa
     case QAT_QOP_MAXPOOL2D:
     case QAT_QOP_AVGPOOL2D:
         get_window(r, g, op, version);
-        if (op->kind == QAT_QOP_AVGPOOL2D) get_multipliers(r, g, 1, op);
+        if (op->kind == QAT_QOP_AVGPOOL2D && get_rounding(r, g, where, op) && !op->keeps_scale) get_multipliers(r, g, 1, op);
         break;
-    case QAT_QOP_GLOBAL_AVGPOOL: get_multipliers(r, g, 1, op); break;
+    case QAT_QOP_GLOBAL_AVGPOOL:
+        if (get_rounding(r, g, where, op) && !op->keeps_scale) get_multipliers(r, g, 1, op);
+        break;
     case QAT_QOP_ADD:
         op->left_shift = (int)qat__h5r_i64(r, g, "left_shift", 0, 24);
         if (get_activation(r, g, where, op)) get_multipliers(r, g, 3, op);

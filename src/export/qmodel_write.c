@@ -166,7 +166,10 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
         put_weight(w, g, q, op);
         break;
     case QAT_QOP_MAXPOOL2D:
-    case QAT_QOP_AVGPOOL2D: put_window(w, g, op); break;
+    case QAT_QOP_AVGPOOL2D:
+        put_window(w, g, op);
+        if (op->kind == QAT_QOP_AVGPOOL2D && op->keeps_scale) qat__h5w_str(w, g, "rounding", "divide");
+        break;
     case QAT_QOP_ADD:
         qat__h5w_i64(w, g, "left_shift", op->left_shift);
         qat__h5w_str(w, g, "activation", qat_act_kind_str(op->act));
@@ -177,10 +180,14 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
         qat__h5w_ints(w, g, "table", H5T_STD_I32LE, 1, &n, op->table);
         break;
     }
+    case QAT_QOP_GLOBAL_AVGPOOL:
+        /* written only for the dividing rule: the files of the multiplier
+         * rule stay what they were (the attribute's absence says it) */
+        if (op->keeps_scale) qat__h5w_str(w, g, "rounding", "divide");
+        break;
     case QAT_QOP_FLATTEN:
     case QAT_QOP_RELU:
     case QAT_QOP_CONCAT:
-    case QAT_QOP_GLOBAL_AVGPOOL:
     case QAT_QOP_MUL:
     case QAT_QOP_KIND_COUNT: break; /* their multipliers (if any) below */
     }

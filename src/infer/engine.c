@@ -179,6 +179,29 @@ static qat_tensor *lut_float(qat_ctx *c, const qat_qmodel *q, const qat_qop *op,
     return NULL;
 }
 
+/* An average pool that keeps its input's quantization and pads, in
+ * float: each window's mean over its positions inside the input (the
+ * integer rule's n), where the float op divides by kh·kw. x [N, C, H, W]. */
+static qat_tensor *avgpool_inside(qat_ctx *c, const qat_qop *op, const qat_tensor *x) {
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t OH = (H + 2 * op->pad_h - op->kh) / op->stride_h + 1, OW = (W + 2 * op->pad_w - op->kw) / op->stride_w + 1;
+    qat_tensor *y = qat_tensor_new(c, QAT_MEM_STEP, 4, (int64_t[]){N, C, OH, OW}, false);
+    for (int64_t p = 0; y && p < N * C; p++) {
+        const float *xp = x->data + p * H * W;
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t ya = oy * op->stride_h - op->pad_h, yb = ya + op->kh, xa = ox * op->stride_w - op->pad_w;
+                int64_t xb = xa + op->kw;
+                ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb, xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
+                float sum = 0.0f;
+                for (int64_t yy = ya; yy < yb; yy++)
+                    for (int64_t xx = xa; xx < xb; xx++) sum += xp[yy * W + xx];
+                y->data[(p * OH + oy) * OW + ox] = sum / (float)((yb - ya) * (xb - xa));
+            }
+    }
+    return y;
+}
+
 static qat_tensor *run_float_op(qat_engine *e, int i) {
     const qat_qop *op = &e->q->ops[i];
     engine_op *eo = &e->ops[i];
@@ -190,7 +213,9 @@ static qat_tensor *run_float_op(qat_engine *e, int i) {
     case QAT_QOP_CONV2D: y = qat_conv2d_ex(c, x, eo->wf, eo->bf, &cp); break;
     case QAT_QOP_LINEAR: y = qat_linear(c, x, eo->wf, eo->bf); break;
     case QAT_QOP_MAXPOOL2D: return qat_maxpool2d_ex(c, x, &pp);
-    case QAT_QOP_AVGPOOL2D: y = qat_avgpool2d_ex(c, x, &pp); break;
+    case QAT_QOP_AVGPOOL2D:
+        y = op->keeps_scale && (op->pad_h || op->pad_w) ? avgpool_inside(c, op, x) : qat_avgpool2d_ex(c, x, &pp);
+        break;
     case QAT_QOP_GLOBAL_AVGPOOL: y = qat_global_avgpool2d(c, x); break;
     case QAT_QOP_ADD: y = qat_add(c, x, e->vals[op->inputs[1]]); break;
     case QAT_QOP_MUL: y = qat_mul(c, x, e->vals[op->inputs[1]]); break; /* [N, C, 1, 1] broadcasts */

@@ -17,11 +17,14 @@
 #include "layers/op.h"
 #include "qat/io.h"
 
-#define N_QCFG 12
+/* qat_config's entries; files written before pool_keeps_scale have the
+ * first N_QCFG_OLD (it reads as off) */
+#define N_QCFG 13
+#define N_QCFG_OLD 12
 
 static void qcfg_values(const qat_prepare_config *c, long long *v) {
     long long x[N_QCFG] = {c->wbits, c->w_narrow, c->wgran, c->block, c->abits, c->a_symmetric, c->aobs,
-                           c->window, c->ste, c->io_bits, c->lsq, c->fold_bn};
+                           c->window, c->ste, c->io_bits, c->lsq, c->fold_bn, c->pool_keeps_scale};
     memcpy(v, x, sizeof x);
 }
 
@@ -87,14 +90,20 @@ void qat__arch_write(qat__h5w *w, const qat_model *m) {
 /* A QAT configuration, each entry in its own range (an enum outside its
  * values is refused, not cast). */
 static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
-    static const long long lo[N_QCFG] = {2, 0, QAT_GRAN_TENSOR, 0, 2, 0, QAT_OBS_MINMAX, 0, QAT_STE_CLIPPED, 2, 0, 0};
+    static const long long lo[N_QCFG] = {2, 0, QAT_GRAN_TENSOR, 0, 2, 0, QAT_OBS_MINMAX, 0, QAT_STE_CLIPPED, 2, 0, 0, 0};
     static const long long hi[N_QCFG] = {16, 1, QAT_GRAN_AXES, 1 << 24, 16, 1, QAT_OBS_EMA_BIAS_CORRECTED,
-                                         QAT_OBS_MAX_WINDOW, QAT_STE_PLAIN, 16, 1, 1};
+                                         QAT_OBS_MAX_WINDOW, QAT_STE_PLAIN, 16, 1, 1, 1};
     static const char *const names[N_QCFG] = {"wbits", "w_narrow", "granularity", "block", "abits", "a_symmetric",
-                                              "observer", "window", "ste", "io_bits", "lsq", "fold_bn"};
-    long long v[N_QCFG] = {0};
-    if (!qat__h5r_i64s(r, g, "qat_config", v, N_QCFG, LLONG_MIN, LLONG_MAX)) return false;
-    for (int i = 0; i < N_QCFG; i++)
+                                              "observer", "window", "ste", "io_bits", "lsq", "fold_bn",
+                                              "pool_keeps_scale"};
+    long long v[N_QCFG] = {0}; /* an older list's missing entries: 0 */
+    int n = 0;
+    if (!qat__h5r_attr_count(r, g, "qat_config", H5T_INTEGER, N_QCFG, &n)) return false;
+    if (n != N_QCFG && n != N_QCFG_OLD)
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "qat_config: %d entries (%d, or %d before pool_keeps_scale)", n,
+                             N_QCFG, N_QCFG_OLD);
+    if (!qat__h5r_i64s(r, g, "qat_config", v, n, LLONG_MIN, LLONG_MAX)) return false;
+    for (int i = 0; i < n; i++)
         if (v[i] < lo[i] || v[i] > hi[i])
             return qat__h5r_fail(r, QAT_ERR_FORMAT, "qat_config: %s = %lld is outside [%lld, %lld]", names[i], v[i],
                                  lo[i], hi[i]);
@@ -102,7 +111,7 @@ static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
     *c = (qat_prepare_config){.wbits = (int)v[0], .w_narrow = v[1], .wgran = (qat_granularity)v[2], .block = (int)v[3],
                               .abits = (int)v[4], .a_symmetric = v[5], .aobs = (qat_observer_kind)v[6],
                               .window = (int)v[7], .k = k, .ste = (qat_ste)v[8], .io_bits = (int)v[9], .lsq = v[10],
-                              .fold_bn = v[11]};
+                              .fold_bn = v[11], .pool_keeps_scale = v[12]};
     if (qat__h5r_has_attr(g, "qat_config_blocks")) {
         long long b[N_BLOCKS];
         if (!qat__h5r_i64s(r, g, "qat_config_blocks", b, N_BLOCKS, 0, QAT_MAX_BLOCK)) return false;

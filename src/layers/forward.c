@@ -5,6 +5,7 @@
 
 #include "autograd/op_api.h"
 #include "fakequant/kernels.h"
+#include "internal.h"
 #include "op.h"
 
 /* Observes (in training, unless frozen) and fake-quantizes an activation.
@@ -32,6 +33,19 @@ static qat_tensor *act_quant(qat_model *m, qat__act_quant *a, qat_tensor *x, boo
      * activation less, two with a ReLU fused in). Never over the caller's
      * input. */
     return over ? qat__fake_quant_over(m->ctx, x, &a->q, a->ste, clo, chi) : qat_fake_quant(m->ctx, x, &a->q, a->ste);
+}
+
+/* An average pool that keeps its input's quantization: its value y on
+ * the grid of the quantizer that holds its input, found now (qat_prepare_layer
+ * may have replaced it since), with that quantizer's STE. It never
+ * observes: the quantizer's owner alone does, earlier in this forward, so
+ * its parameters are the ones the input was quantized with. Before that
+ * quantizer has observed anything, or with it switched off, y as it is
+ * (as act_quant). over: y has no other reader. */
+static qat_tensor *kept_quant(qat_model *m, const qat__layer *l, qat_tensor *y, bool over) {
+    const qat__act_quant *a = y ? qat__grid_quant(m, l->in[0]) : NULL;
+    if (!a || !m->fake_quant_on || a->off || a->obs.updates == 0) return y;
+    return over ? qat__fake_quant_over(m->ctx, y, &a->q, a->ste, 0.0f, 0.0f) : qat_fake_quant(m->ctx, y, &a->q, a->ste);
 }
 
 /* Fake quantization of a weight tensor (the layer's own, or a folded one).
@@ -129,6 +143,7 @@ static qat_tensor *quantized_layer(qat_model *m, qat__layer *l, qat_tensor *cons
         return qat__clamp_over(m->ctx, xs[0], 0.0f, hi);
     qat_tensor *y = qat__op(l->kind)->forward(m, l, xs);
     if (pre) *pre = y;
+    if (qat__pool_keeps_scale(l)) return kept_quant(m, l, y, !inspect);
     return act_quant(m, l->aq, y, !inspect, 0.0f, 0.0f);
 }
 

@@ -8,6 +8,19 @@
 #include "internal.h"
 #include "op.h"
 
+bool qat__pool_keeps_scale(const qat__layer *l) {
+    return qat__op(l->kind)->averages && l->qcfg && l->qcfg->pool_keeps_scale && !l->aq;
+}
+
+qat__act_quant *qat__grid_quant(const qat_model *m, int id) {
+    for (;;) { /* ids decrease along the walk: it ends */
+        const qat__layer *l = &m->layers[id];
+        if (l->aq) return l->aq;
+        if (id == 0 || !(qat__op(l->kind)->keeps_quant || qat__pool_keeps_scale(l))) return NULL;
+        id = l->in[0];
+    }
+}
+
 int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *ids, int cap) {
     if (!m || !m->built) return 0;
     int n = 0;
@@ -17,12 +30,13 @@ int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *i
         return n;
     }
     /* what qat_prepare would place: the input, then the end of every
-     * requantizing group (quantize_layer's rule) */
+     * requantizing group (quantize_layer's rule), average pools not with
+     * pool_keeps_scale */
     qat_prepare_config c = cfg ? *cfg : qat_prepare_defaults();
     if (n++ < cap && ids) ids[0] = 0;
     for (int i = 1; i < m->n_layers; i++) {
         const qat__layer *l = &m->layers[i];
-        if (!qat__requantizes(l->kind)) continue;
+        if (!qat__requantizes(l->kind) || (c.pool_keeps_scale && qat__op(l->kind)->averages)) continue;
         bool product = qat__op(l->kind)->weighted;
         qat__group g;
         qat__match_group(m, i, product && c.fold_bn, &g);

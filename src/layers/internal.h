@@ -16,6 +16,18 @@ bool qat__requantizes(qat_layer_kind kind);
 /* Checks a configuration (bit widths, block size); QAT_OK or an error on ctx. */
 qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c);
 
+/* ---- pools that keep their input's quantization (inspect.c) ------------ */
+/* Is layer l an average pool prepared with pool_keeps_scale (no quantizer
+ * of its own; its output on its input's grid)? */
+bool qat__pool_keeps_scale(const qat__layer *l);
+/* The activation quantizer whose grid layer id's output is on: its own,
+ * or, back through layers that keep their input's quantization (max
+ * pooling, flatten, dropout, a lone ReLU, such pools), the one that holds
+ * the tensor; NULL when the walk meets a layer with neither (a float
+ * model, or a layer with no integer form). Found on every call, never
+ * stored: qat_prepare_layer may replace the quantizer it finds. */
+qat__act_quant *qat__grid_quant(const qat_model *m, int id);
+
 /* ---- shapes (shapes.c) ------------------------------------------------ */
 /* Layer l's per-sample output shape from its inputs' (ranks, shapes of
  * the layers before it); an error naming the layer if they do not fit. */

@@ -82,6 +82,9 @@ typedef struct {
     bool fuses_act;    /* its group takes a following ReLU/ReLU6 in (Linear, Conv, Add) */
     bool folds;        /* folds into the weighted layer before it (BatchNorm) */
     qat_act_kind act;  /* the clamp it is when fused into a group (ReLU, ReLU6); NONE otherwise */
+    bool keeps_quant;  /* the integer op keeps its input's quantization without a quantizer of its own
+                          (max pooling, flatten, dropout, a lone ReLU) */
+    bool averages;     /* an average pool: with pool_keeps_scale it keeps its input's quantization too */
 
     /* ---- lowering (src/export/lower.c) ---- */
     /* Emits the integer op(s) of the layer (or of the group it anchors);

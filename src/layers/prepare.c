@@ -15,7 +15,8 @@
 qat_prepare_config qat_prepare_defaults(void) {
     return (qat_prepare_config){.wbits = 8, .w_narrow = true, .wgran = QAT_GRAN_CHANNEL, .block = 0,
                                 .abits = 8, .a_symmetric = false, .aobs = QAT_OBS_EMA,
-                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED, .io_bits = 8, .fold_bn = true};
+                                .window = 16, .k = 0.9f, .ste = QAT_STE_CLIPPED, .io_bits = 8, .fold_bn = true,
+                                .pool_keeps_scale = false};
 }
 
 qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c) {
@@ -143,6 +144,16 @@ static int act_bits(const qat_model *m, int end, const qat_prepare_config *c) {
     return end == qat__model_output(m) ? c->io_bits : c->abits;
 }
 
+/* An average pool may keep its input's quantization only unpadded: its
+ * float forward (PyTorch's) counts padding in the divisor, the integer
+ * rule counts only the window's positions inside the input. */
+static qat_status check_keep(qat_model *m, const qat__layer *l) {
+    if (!l->ph && !l->pw) return QAT_OK;
+    return qat_ctx_fail(m->ctx, QAT_ERR_UNSUPPORTED, "prepare: layer %s: an average pool with padding %dx%d cannot "
+                        "keep its input's quantization (pool_keeps_scale): its float forward counts the padding in "
+                        "the divisor, the integer rule only the input's positions", l->name, l->ph, l->pw);
+}
+
 /* Quantizers for layer id (an anchor of a requantizing group) under
  * configuration c: its weight type (Linear/Conv), its BatchNorm folding,
  * its group's activation quantizer. Everything that can fail happens
@@ -160,8 +171,12 @@ static qat_status quantize_layer(qat_model *m, int id, const qat_prepare_config 
     qat__group old, g;
     qat__match_group(m, id, l->fold_bn >= 0, &old);
     qat__match_group(m, id, product && c->fold_bn, &g);
-    qat__act_quant *aq = new_act_quant(m, c, act_bits(m, g.end, c));
-    if (!aq) return qat_ctx_status(ctx);
+    /* an average pool that keeps its input's quantization has no quantizer
+     * of its own (its forward finds its input's: forward.c) */
+    bool keep = qat__op(l->kind)->averages && c->pool_keeps_scale;
+    if (keep && (st = check_keep(m, l)) != QAT_OK) return st;
+    qat__act_quant *aq = keep ? NULL : new_act_quant(m, c, act_bits(m, g.end, c));
+    if (!keep && !aq) return qat_ctx_status(ctx);
     bool had_lsq = l->wscale != NULL;
     if (product && (c->lsq || had_lsq) && (st = relayout_lsq(m, id, wq, c->lsq)) != QAT_OK) return st;
     /* commit */
@@ -182,6 +197,8 @@ qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
     if (m->prepared) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "prepare: model already prepared");
     qat_status st = qat__check_qat_config(m->ctx, &c);
     if (st != QAT_OK) return st;
+    for (int i = 1; c.pool_keeps_scale && i < m->n_layers; i++) /* refused before anything changes */
+        if (qat__op(m->layers[i].kind)->averages && (st = check_keep(m, &m->layers[i])) != QAT_OK) return st;
     m->qcfg = c;
     qat__act_quant *in = new_act_quant(m, &c, c.io_bits);
     if (!in) return qat_ctx_status(m->ctx);

@@ -53,6 +53,11 @@ qat_status qat__onnx_supported(const qat_qmodel *q, qat__onnx_err *err) {
     }
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
+        if (op->keeps_scale) /* a QDQ pool would round the mean of the dequantized values half to even */
+            return qat__onnx_fail(err, QAT_ERR_UNSUPPORTED, "onnx: layer %s: an average pool that keeps its input's "
+                                "quantization divides its integer sum rounding half away from zero, which no "
+                                "AveragePool between DequantizeLinear and QuantizeLinear (half to even) computes "
+                                "exactly", op->name);
         if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
         const qat_qtype *w = &op->wq;
         if (w->bits > 8)

@@ -189,12 +189,14 @@ void qat__maxpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int s
 
 void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
                      const qat__requant_args *r, int8_t *y) {
-    qk_avgpool(x, C, H, W, kh, kw, sh, sw, ph, pw, (H + 2 * ph - kh) / sh + 1, (W + 2 * pw - kw) / sw + 1, r->zp_in,
-               r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
+    int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1;
+    if (r->keep) qk_avgpool_keep(x, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, r->lo, r->hi, y);
+    else qk_avgpool(x, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
 }
 
 void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
-    qk_global_avgpool(x, C, HW, r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
+    if (r->keep) qk_global_avgpool_keep(x, C, HW, r->lo, r->hi, y);
+    else qk_global_avgpool(x, C, HW, r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
 }
 
 void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {

@@ -177,15 +177,20 @@ void qat__maxpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int s
 bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8_t *tmp);
 
 /* Window sums of (x - zp_in), padding counting 0, requantized:
- * clamp(zp_out + requant(sum), lo, hi). */
+ * clamp(zp_out + requant(sum), lo, hi). keep (average pools only): the
+ * pool keeps its input's quantization instead (qat_qop.keeps_scale):
+ * clamp(qk_div_round(Σ x, n), lo, hi) over the raw integers of the
+ * window's n positions inside the input; zp and the multiplier unused. */
 typedef struct {
     int32_t zp_in, m0;
     int shift;
     int32_t zp_out, lo, hi;
+    bool keep;
 } qat__requant_args;
 void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
                      const qat__requant_args *r, int8_t *y);
-/* y[c] = requant(Σ_{i < HW} (x[c·HW + i] - zp_in)). */
+/* y[c] = requant(Σ_{i < HW} (x[c·HW + i] - zp_in)), or with keep
+ * qk_div_round(Σ_{i < HW} x[c·HW + i], HW). */
 void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);
 /* y = clamp(zp_out + requant(x - zp_in)) over n elements (concat's inputs). */
 void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);

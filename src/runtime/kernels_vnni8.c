@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "qk.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -446,6 +447,10 @@ QAT_VNNI8 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__req
 QAT_VNNI8 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
     for (int c = 0; c < C; c++) {
         int32_t sum = row_sum(x + (int64_t)c * HW, HW); /* |sum| <= 128·HW: the planner bounds HW */
+        if (r->keep) { /* the pool keeps its input's quantization: qk.h's rule */
+            y[c] = q_out(qk_div_round(sum, HW), r->lo, r->hi);
+            continue;
+        }
         sum -= r->zp_in * HW;
         y[c] = (int8_t)qat_requantize(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
     }

@@ -322,11 +322,22 @@ static bool check_add(checker *c, const qat_qmodel *q, const qat_qop *op) {
  * quantization for the ops that do not requantize. */
 static bool check_kind(checker *c, const qat_qmodel *q, const qat_qop *op) {
     const qat_qtensor *in = &q->tensors[op->inputs[0]], *out = &q->tensors[op->output];
+    bool pool = op->kind == QAT_QOP_AVGPOOL2D || op->kind == QAT_QOP_GLOBAL_AVGPOOL;
+    if (op->keeps_scale && !pool) return bad(c, "only an average pool can keep its input's quantization by dividing");
     switch (op->kind) {
     case QAT_QOP_LINEAR:
     case QAT_QOP_CONV2D: return check_weight(c, op, &in->q);
     case QAT_QOP_AVGPOOL2D:
-    case QAT_QOP_GLOBAL_AVGPOOL: return check_multipliers(c, op, 1);
+    case QAT_QOP_GLOBAL_AVGPOOL:
+        if (!op->keeps_scale) return check_multipliers(c, op, 1);
+        /* the dividing rule: no multiplier, the input's quantization (below),
+         * and n >= 1 input positions in every window: padding < kernel */
+        if (op->n_mult || op->multiplier || op->shift)
+            return bad(c, "keeps its input's quantization by dividing, so it takes no multiplier (%d given)", op->n_mult);
+        if (op->kind == QAT_QOP_AVGPOOL2D && (op->pad_h >= op->kh || op->pad_w >= op->kw))
+            return bad(c, "padding %dx%d with a %dx%d window: a window of padding alone has no input position to "
+                       "divide by (padding must be smaller than the window)", op->pad_h, op->pad_w, op->kh, op->kw);
+        break;
     case QAT_QOP_ADD: return check_add(c, q, op);
     case QAT_QOP_CONCAT: return check_multipliers(c, op, op->n_inputs);
     case QAT_QOP_MUL: return check_multipliers(c, op, 1);

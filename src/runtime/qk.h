@@ -149,6 +149,37 @@ QK_INLINE void qk_avgpool(const int8_t *x, int C, int H, int W, int kh, int kw, 
     }
 }
 
+/* An average pool that keeps its input's quantization (TFLite's int8
+ * AVERAGE_POOL_2D): the sum of the raw integers of a window's n >= 1
+ * positions divided by n, half away from zero (C's division truncates
+ * toward zero). The one definition of the rule: every kernel that keeps
+ * the scale calls it. |acc| <= 128·n and the plan bounds n·255 by
+ * 2^31 - 1 (a window is at most 64x64), so acc ± n/2 stays in int32. */
+static inline int32_t qk_div_round(int32_t acc, int32_t n) { return acc > 0 ? (acc + n / 2) / n : (acc - n / 2) / n; }
+
+/* y = clamp(qk_div_round(Σ_window x, n), lo, hi), n the window's positions
+ * inside the input (padding is skipped, not counted). */
+QK_INLINE void qk_avgpool_keep(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
+                               int OH, int OW, int32_t lo, int32_t hi, int8_t *y) {
+    int c, oy, ox, yy, xx;
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * H * W;
+        int8_t *yc = y + (int32_t)c * OH * OW;
+        for (oy = 0; oy < OH; oy++)
+            for (ox = 0; ox < OW; ox++) {
+                int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw;
+                int32_t s = 0;
+                if (ph || pw) {
+                    ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
+                    xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
+                }
+                for (yy = ya; yy < yb; yy++)
+                    for (xx = xa; xx < xb; xx++) s += xc[yy * W + xx];
+                yc[oy * OW + ox] = q_out(qk_div_round(s, (yb - ya) * (xb - xa)), lo, hi);
+            }
+    }
+}
+
 /* y[c] = clamp(zp_out + requant(Σ_{i < HW} x[c·HW + i] - zp_in·HW), lo, hi);
  * the plan refuses HW·255 > INT32_MAX. */
 QK_INLINE void qk_global_avgpool(const int8_t *x, int C, int HW, int32_t zp_in, int32_t m0, int shift, int32_t zp_out,
@@ -159,6 +190,18 @@ QK_INLINE void qk_global_avgpool(const int8_t *x, int C, int HW, int32_t zp_in, 
         int32_t s = 0;
         for (k = 0; k < HW; k++) s += xc[k];
         y[c] = q_out(q_requant(s - zp_in * HW, m0, shift) + zp_out, lo, hi);
+    }
+}
+
+/* y[c] = clamp(qk_div_round(Σ_{i < HW} x[c·HW + i], HW), lo, hi): the
+ * global pool that keeps its input's quantization. */
+QK_INLINE void qk_global_avgpool_keep(const int8_t *x, int C, int HW, int32_t lo, int32_t hi, int8_t *y) {
+    int c, k;
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * HW;
+        int32_t s = 0;
+        for (k = 0; k < HW; k++) s += xc[k];
+        y[c] = q_out(qk_div_round(s, HW), lo, hi);
     }
 }
 

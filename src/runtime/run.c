@@ -425,6 +425,13 @@ static qat__requant_args requant_of(const exec *e, const qat_qop *op, int input,
                                .lo = op->act_min, .hi = op->act_max};
 }
 
+/* An average pool's arguments: its multiplier, or (keeps_scale) the
+ * dividing rule, which has none. */
+static qat__requant_args pool_args(const exec *e, const qat_qop *op) {
+    if (op->keeps_scale) return (qat__requant_args){.lo = op->act_min, .hi = op->act_max, .keep = true};
+    return requant_of(e, op, 0, 0);
+}
+
 /* TFLite's MUL (qat__mul_s8), one sample at a time. */
 static void run_mul(const exec *e, const qat_qop *op) {
     const qat_qtensor *ta = &e->q->tensors[op->inputs[0]], *tb = &e->q->tensors[op->inputs[1]];
@@ -443,7 +450,7 @@ static void run_pool(const exec *e, const qat_qop *op) {
     int8_t *y = tensor(e, op->output);
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
     int64_t in_n = qat_qtensor_numel(in), out_n = qat_qtensor_numel(&e->q->tensors[op->output]);
-    qat__requant_args r = op->kind == QAT_QOP_AVGPOOL2D ? requant_of(e, op, 0, 0) : (qat__requant_args){0};
+    qat__requant_args r = op->kind == QAT_QOP_AVGPOOL2D ? pool_args(e, op) : (qat__requant_args){0};
     bool two = op->kh == 2 && op->kw == 2 && op->stride_h == 2 && op->stride_w == 2 && !op->pad_h && !op->pad_w;
     for (int64_t s = 0; s < e->n; s++) {
         const int8_t *xs = x + s * in_n;
@@ -510,7 +517,7 @@ static void run_op(const exec *e, int i) {
     case QAT_QOP_MAXPOOL2D:
     case QAT_QOP_AVGPOOL2D: run_pool(e, op); return;
     case QAT_QOP_GLOBAL_AVGPOOL: {
-        qat__requant_args r = requant_of(e, op, 0, 0);
+        qat__requant_args r = pool_args(e, op);
         int HW = (int)(in->shape[1] * in->shape[2]);
         for (int64_t s = 0; s < e->n; s++)
             (simd ? qat__global_avgpool_s8_avx512 : qat__global_avgpool_s8)(x + s * qat_qtensor_numel(in),

@@ -280,6 +280,48 @@ static qat_status reshape(tfl *x, const char *name, const char *suffix, int in, 
     return add_op(x, QAT__TFL_RESHAPE, 2, ins, out) ? QAT_OK : fail(x, QAT_ERR_NOMEM, "tflite: out of memory");
 }
 
+/* ---- multipliers: TFLite derives them from the scales ------------------------------- */
+
+/* Whether multiplier k of op is QuantizeMultiplier(M), M computed as
+ * TFLite computes it (in double, from the float32 scales); refused
+ * otherwise: a program whose multipliers are not its scales' (a file
+ * written by hand) would run differently under TFLite. */
+static qat_status derived(tfl *x, const qat_qop *op, int k, double M) {
+    int32_t m0;
+    int sh;
+    if (qat_quantize_multiplier(M, &m0, &sh) == QAT_OK && op->n_mult > k && op->multiplier[k] == m0 &&
+        op->shift[k] == sh)
+        return QAT_OK;
+    return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: multiplier %d (%d, shift %d) is not the one TFLite "
+                "derives from the scales (M = %.9g)", op->name, k, op->n_mult > k ? (int)op->multiplier[k] : 0,
+                op->n_mult > k ? (int)op->shift[k] : 0, M);
+}
+
+static qat_status check_multipliers(tfl *x, const qat_qop *op) {
+    const qat_qmodel *q = x->q;
+    double s_in = q->tensors[op->inputs[0]].q.scale, s_out = q->tensors[op->output].q.scale;
+    qat_status st = QAT_OK;
+    switch (op->kind) {
+    case QAT_QOP_LINEAR:
+    case QAT_QOP_CONV2D: {
+        int64_t O = q->tensors[op->output].shape[0];
+        for (int64_t o = 0; st == QAT_OK && o < O; o++)
+            st = derived(x, op, (int)o, s_in * (double)op->wq.scale[op->wq.nparams == 1 ? 0 : o] / s_out);
+        break;
+    }
+    case QAT_QOP_ADD: {
+        double sa = s_in, sb = q->tensors[op->inputs[1]].q.scale, t = 2.0 * (sa > sb ? sa : sb);
+        st = derived(x, op, 0, sa / t);
+        if (st == QAT_OK) st = derived(x, op, 1, sb / t);
+        if (st == QAT_OK) st = derived(x, op, 2, t / ((double)(1 << op->left_shift) * s_out));
+        break;
+    }
+    case QAT_QOP_MUL: st = derived(x, op, 0, s_in * (double)q->tensors[op->inputs[1]].q.scale / s_out); break;
+    default: break; /* the others keep their input's quantization (checked where they are written) */
+    }
+    return st;
+}
+
 /* ---- ops ------------------------------------------------------------------------------ */
 
 static qat_status conv(tfl *x, const qat_qop *op) {
@@ -503,6 +545,7 @@ static qat_status build(tfl *x) {
     if (st == QAT_OK) st = activation(x, q->input, "input");
     for (int i = 0; st == QAT_OK && i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
+        if ((st = check_multipliers(x, op)) != QAT_OK) break;
         switch (op->kind) {
         case QAT_QOP_CONV2D: st = conv(x, op); break;
         case QAT_QOP_LINEAR: st = linear(x, op); break;

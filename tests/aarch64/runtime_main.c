@@ -63,6 +63,12 @@ int main(void) {
     program_c(&p);
     run(&p.q, "program_c", 9, 13);
     prog_free(&p);
+    program_d(&p);
+    run(&p.q, "program_d", 9, 14);
+    prog_free(&p);
+    program_e(&p);
+    run(&p.q, "program_e", 9, 15);
+    prog_free(&p);
     fprintf(stderr, "%s\n", qat_runtime_kernel()); /* the kernels that ran, for the log */
     return 0;
 }

@@ -73,6 +73,10 @@ static const char *const usage_parts[] = {
     "  --float-epochs N            train N float epochs before the QAT epochs (default 0)\n"
     "  --qat-warmup N              steps after prepare with observers on, fake quant off (default 0)\n"
     "  --freeze-observers N        freeze activation ranges N steps after prepare (default never)\n"
+    "  --target default|tflite     the integer rules of the deployment target (default: qat's own);\n"
+    "                              tflite: TFLite's int8 ones: average pools keep their input's\n"
+    "                              quantization (no quantizer of their own; the integer op divides\n"
+    "                              the window sum, rounding half away from zero)\n"
     ,"Checkpoints and the best epoch\n"
     "  --out CKPT                  the final training checkpoint (HDF5); Ctrl-C saves it too\n"
     "  --save-every N              also write it every N steps (needs --out)\n"
@@ -117,6 +121,8 @@ static const char *const schedules[] = {"cosine", "step", "constant", NULL};
 static const char *const tasks[] = {"classify", "regress", "autoencoder", NULL};
 static const char *const granularities[] = {"tensor", "channel", "block:N", "{axis:block, ...}", NULL};
 static const char *const observers[] = {"ema", "window-mean", "window-max", "minmax", "ema-bc", NULL};
+/* --target: each a set of the configuration's target rules (one so far) */
+static const char *const targets[] = {"default", "tflite", NULL};
 static const qat_observer_kind observer_kinds[] = {QAT_OBS_EMA, QAT_OBS_WINDOW_MEAN, QAT_OBS_WINDOW_MAX,
                                                    QAT_OBS_MINMAX, QAT_OBS_EMA_BIAS_CORRECTED};
 
@@ -198,6 +204,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
             ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_observers), quant = true;
         else if (!strcmp(a, "--granularity")) ok = VAL() && (o->granularity = v), quant = true;
         else if (!strcmp(a, "--observer")) ok = VAL() && (o->observer = v), quant = true;
+        else if (!strcmp(a, "--target")) ok = VAL() && (o->target = v), quant = ok && strcmp(v, "default");
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
         else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
@@ -329,8 +336,8 @@ static int parse_normalize(train_opts *o) {
 int train_parse(int argc, char **argv, train_opts *o) {
     *o = (train_opts){.optimizer = "adam", .schedule = "cosine", .data = {.path = "data/mnist"}, .epochs = 5,
                       .batch = 64, .seed = 1, .threads = 1, .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8,
-                      .window = 16, .granularity = "channel", .observer = "ema", .freeze_observers = -1,
-                      .freeze_bn = -1, .log_every = 10, .topk = 5, .mpi_timeout = DIST_TIMEOUT_S};
+                      .window = 16, .granularity = "channel", .observer = "ema", .target = "default",
+                      .freeze_observers = -1, .freeze_bn = -1, .log_every = 10, .topk = 5, .mpi_timeout = DIST_TIMEOUT_S};
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     if (!o->model) o->model = "lenet";
@@ -347,9 +354,11 @@ int train_parse(int argc, char **argv, train_opts *o) {
     if ((rc = check_choice(o, "--optimizer", o->optimizer, optimizers)) ||
         (rc = check_choice(o, "--schedule", o->schedule, schedules)) ||
         (rc = o->task ? check_choice(o, "--task", o->task, tasks) : 0) || (rc = parse_granularity(o, q)) ||
-        (rc = check_choice(o, "--observer", o->observer, observers)) || (rc = parse_normalize(o)))
+        (rc = check_choice(o, "--observer", o->observer, observers)) ||
+        (rc = check_choice(o, "--target", o->target, targets)) || (rc = parse_normalize(o)))
         return rc;
     q->aobs = observer_kinds[cli_choice(o->observer, observers)];
+    q->pool_keeps_scale = !strcmp(o->target, "tflite");
     if (o->quant_option && !o->qat)
         return usage_error(o, "quantization options (--wbits, --abits, --granularity, --observer, ...) need --qat: "
                            "without it the run trains float");
@@ -449,6 +458,7 @@ void train_config_text(const train_opts *o, const char *model, uint32_t model_cr
     whole(&t, "qat_warmup", o->qat_warmup);
     whole_or_null(&t, "freeze_observers", o->freeze_observers, o->freeze_observers >= 0);
     whole_or_null(&t, "freeze_bn", o->freeze_bn, o->freeze_bn >= 0);
+    str(&t, "target", o->target);
     /* the data's reading and the task */
     str(&t, "task", qat_task_kind_str(task));
     if (o->data.val > 0) num(&t, "val", o->data.val);
@@ -472,6 +482,10 @@ void train_config_text(const train_opts *o, const char *model, uint32_t model_cr
 
 /* The keys config_text writes that a resume may change. */
 static const char *const resume_free_keys[] = {"epochs", NULL};
+/* Keys added after checkpoints were first written, with the value that
+ * stands for their absence: an older checkpoint's text lacks them, and
+ * ran with that value. */
+static const char *const later_keys[][2] = {{"target", "\"default\""}};
 
 typedef struct {
     char key[32], value[256];
@@ -512,6 +526,21 @@ static int config_split(const char *s, config_pair *pairs) {
     }
 }
 
+/* Key k with value v into pairs a (na of them) when a lacks it, at the
+ * place it has in b (nb pairs, this run's), so both list their keys in
+ * one order. */
+static void add_missing(config_pair *a, int *na, const config_pair *b, int nb, const char *k, const char *v) {
+    int at = 0;
+    for (int i = 0; i < *na; i++)
+        if (!strcmp(a[i].key, k)) return;
+    while (at < nb && strcmp(b[at].key, k)) at++;
+    if (at == nb || at > *na || *na == MAX_PAIRS) return; /* this run does not write it either: the forms differ */
+    memmove(a + at + 1, a + at, (size_t)(*na - at) * sizeof *a);
+    snprintf(a[at].key, sizeof a[at].key, "%s", k);
+    snprintf(a[at].value, sizeof a[at].value, "%s", v);
+    (*na)++;
+}
+
 /* An option as the checkpoint had it (asked false: "with --wbits 8",
  * "with --qat", "without --clip") or as this run asks for it (asked true:
  * "asks for --wbits 4", "does not ask for --clip"). */
@@ -540,7 +569,10 @@ int train_check_resume(const train_opts *o, qat_ctx *ctx, const char *mine) {
                         "by qat train), so this run's options cannot be checked against it: resume refused",
                         o->resume);
     config_pair a[MAX_PAIRS], b[MAX_PAIRS];
-    int na = config_split(theirs, a), nb = config_split(mine, b), same_keys = na == nb;
+    int na = config_split(theirs, a), nb = config_split(mine, b);
+    for (size_t k = 0; na > 0 && k < sizeof later_keys / sizeof *later_keys; k++) /* an older text: the default */
+        add_missing(a, &na, b, nb, later_keys[k][0], later_keys[k][1]);
+    int same_keys = na == nb;
     for (int i = 0; same_keys && i < na; i++) same_keys = !strcmp(a[i].key, b[i].key);
     if (!same_keys)
         return cli_fail(PROG, o->json, 1, "--resume %s: the checkpoint's training options are not in the form this "

@@ -62,6 +62,6 @@ static int rebuild(qat_model *m, const char *name, int n, const int *in, const q
 
 const qat__op_kind qat__op_dropout = {
     .kind = QAT_LAYER_DROPOUT, .name = "dropout", .stem = "dropout", .min_inputs = 1, .max_inputs = 1,
-    .in_files = true, .keys = "p", .parse = parse, .print = print, .forward = forward, .lower = lower,
-    .rebuild = rebuild,
+    .in_files = true, .keys = "p", .parse = parse, .print = print, .forward = forward, .keeps_quant = true,
+    .lower = lower, .rebuild = rebuild,
 };

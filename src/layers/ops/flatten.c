@@ -27,5 +27,5 @@ static qat_status lower(qat__lowering *L, int id) {
 
 const qat__op_kind qat__op_flatten = {
     .kind = QAT_LAYER_FLATTEN, .name = "flatten", .stem = "flatten", .min_inputs = 1, .max_inputs = 1,
-    .in_files = true, .shape = shape, .forward = forward, .lower = lower,
+    .in_files = true, .shape = shape, .forward = forward, .keeps_quant = true, .lower = lower,
 };

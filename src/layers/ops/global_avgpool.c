@@ -1,6 +1,10 @@
 /* global_avgpool: the mean over H and W, [C, H, W] -> [C]. Under QAT its
  * output is requantized: the integer program's global_avgpool op, an
- * int32 sum over H·W requantized by s_in / (s_out·H·W). */
+ * int32 sum over H·W requantized by s_in / (s_out·H·W). Prepared with
+ * pool_keeps_scale it keeps its input's quantization instead (TFLite's
+ * int8 rule): the op divides the sum of the integers by H·W, rounding
+ * half away from zero. */
+#include "../internal.h"
 #include "../op.h"
 
 int qat_layer_global_avgpool(qat_model *m, const char *name, int x) {
@@ -23,6 +27,10 @@ static qat_tensor *forward(qat_model *m, qat__layer *l, qat_tensor *const *xs) {
 
 static qat_status lower(qat__lowering *L, int id) {
     const qat__layer *l = &qat__lower_model(L)->layers[id];
+    if (qat__pool_keeps_scale(l)) { /* the input's quantization, the dividing rule */
+        qat__lower_same(L, id, QAT_QOP_GLOBAL_AVGPOOL)->keeps_scale = true;
+        return QAT_OK;
+    }
     qat_aparams out;
     qat_status st = qat__lower_aparams(L, l, &out);
     if (st != QAT_OK) return st;
@@ -35,5 +43,5 @@ static qat_status lower(qat__lowering *L, int id) {
 
 const qat__op_kind qat__op_global_avgpool = {
     .kind = QAT_LAYER_GLOBAL_AVGPOOL, .name = "global_avgpool", .stem = "gap", .min_inputs = 1, .max_inputs = 1,
-    .in_files = true, .shape = shape, .forward = forward, .requantizes = true, .lower = lower,
+    .in_files = true, .shape = shape, .forward = forward, .requantizes = true, .averages = true, .lower = lower,
 };

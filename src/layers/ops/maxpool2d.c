@@ -21,5 +21,6 @@ static qat_status lower(qat__lowering *L, int id) {
 const qat__op_kind qat__op_maxpool2d = {
     .kind = QAT_LAYER_MAXPOOL2D, .name = "maxpool2d", .stem = "pool", .min_inputs = 1, .max_inputs = 1,
     .in_files = true, .keys = "kernel, stride, pad", .parse = qat__pool_parse, .print = qat__pool_print,
-    .shape = qat__pool_shape, .forward = forward, .lower = lower, .rebuild = qat__pool_rebuild,
+    .shape = qat__pool_shape, .forward = forward, .keeps_quant = true, .lower = lower,
+    .rebuild = qat__pool_rebuild,
 };

@@ -22,5 +22,5 @@ static qat_status lower(qat__lowering *L, int id) {
 
 const qat__op_kind qat__op_relu = {
     .kind = QAT_LAYER_RELU, .name = "relu", .stem = "relu", .min_inputs = 1, .max_inputs = 1, .in_files = true,
-    .forward = forward, .act = QAT_ACT_RELU, .lower = lower,
+    .forward = forward, .act = QAT_ACT_RELU, .keeps_quant = true, .lower = lower,
 };
