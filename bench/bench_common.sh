@@ -40,3 +40,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pct() { awk -v a="$1" 'BEGIN { printf "%.2f", 100 * a }'; }
 # absdiff A B: |A - B| to 4 places, and whether it is within 0.01
 absdiff() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.4f (%s)", d, d <= 0.01 ? "met" : "NOT met" }'; }
+
+# The PyTorch peers on this machine, one python a line: Debian's
+# python3-torch (1.13) and the current one from PyPI (.venv-bench/,
+# scripts/setup-python.sh bench), each when it imports torch.
+# QAT_BENCH_PYTHONS (space-separated pythons) overrides the list.
+torch_peers() {
+  local root=$1 p
+  for p in ${QAT_BENCH_PYTHONS:-/usr/bin/python3 $root/.venv-bench/bin/python}; do
+    [ -x "$p" ] && "$p" -c "import torch" 2>/dev/null && echo "$p"
+  done
+  return 0
+}

@@ -3,7 +3,7 @@
 LeNet-5 at the same batch size, one thread, on real MNIST, Adam. With a 5th
 argument "qat", eager-mode QAT: prepare_qat with the default QAT qconfig.
 Prints one JSON line per model: {"model", "train_samples_per_s", ...}."""
-import json, sys, time
+import json, resource, sys, time
 import numpy as np
 import torch
 import torch.nn as nn
@@ -49,6 +49,7 @@ def main():
         dt = time.perf_counter() - t0
         print(json.dumps({"model": name, "framework": "torch " + torch.__version__ + (" eager QAT" if qat else ""),
                           "train_samples_per_s": round((samples // batch) * batch / dt, 1),
+                          "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                           "blas_core": blas_core()}))
 
 main()
