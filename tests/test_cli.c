@@ -11,6 +11,7 @@
 
 #include "qat/io.h"
 #include "qat/onnx.h"
+#include "qat/tflite.h"
 #include "internals.h"
 #include "test_util.h"
 
@@ -560,6 +561,66 @@ static void test_export_all_or_nothing(void) {
     rmdir(sub);
 }
 
+/* export --tflite: written with the other targets, from a checkpoint or
+ * a quantized file (the same bytes: one program); refused before any work
+ * when it names the checkpoint or another output; a model TFLite cannot
+ * express (sub-channel weights) leaves every file as it was. */
+static void test_export_tflite(void) {
+    if (!qat_tflite_available()) {
+        QAT_TEST_SKIP("this build has no TFLite export (flatc and libflatbuffers-dev not found)");
+        return;
+    }
+    char args[4096], err[4096], out[4096], ckpt[300], block[300], fout[300], ft[300], ft2[300];
+    snprintf(ckpt, sizeof ckpt, "%s/tfl.ckpt.h5", dir);
+    snprintf(block, sizeof block, "%s/tfl-block.ckpt.h5", dir);
+    snprintf(fout, sizeof fout, "%s/tfl.qat.h5", dir);
+    snprintf(ft, sizeof ft, "%s/tfl.tflite", dir);
+    snprintf(ft2, sizeof ft2, "%s/tfl-from-file.tflite", dir);
+    snprintf(args, sizeof args, "train --data '%s' --model lenet --limit-train 256 --limit-test 100 --qat --target tflite "
+             "--out '%s'", data, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 256 --limit-test 100 --qat "
+             "--granularity block:16 --out '%s'", data, block);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    /* usage: its own checkpoint, two outputs on one file */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --tflite '%s'", ckpt, ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--tflite"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is the checkpoint itself"));
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --tflite '%s'", ckpt, fout, fout);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--out and --tflite name the same file"));
+    /* refused by the exporter: nothing written, nothing replaced */
+    const char *targets[2] = {fout, ft};
+    old_files(targets, 2);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --tflite '%s'", block, fout, ft);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "tflite: layer"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "sub-channel"));
+    CU_ASSERT_EQUAL(count_old(targets, 2), 2);
+    CU_ASSERT_EQUAL(count_temporaries(dir), 0);
+    /* written, with its size in the JSON; from the quantized file, the same bytes */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --tflite '%s' --json", ckpt, fout, ft);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_EQUAL(count_old(targets, 2), 0);
+    CU_ASSERT(json_number(out, "tflite_bytes") > 1000);
+    snprintf(args, sizeof args, "export --quantized '%s' --tflite '%s' --json", fout, ft2);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT(json_number(out, "tflite_bytes") > 1000);
+    snprintf(args, sizeof args, "cmp -s '%s' '%s'", ft, ft2);
+    CU_ASSERT_EQUAL(system(args), 0);
+    char head[9] = {0};
+    FILE *f = fopen(ft, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fread(head, 1, 8, f), 8);
+    fclose(f);
+    CU_ASSERT(memcmp(head + 4, "TFL3", 4) == 0);
+    /* --quantized takes --tflite and/or --c, nothing else */
+    snprintf(args, sizeof args, "export --quantized '%s'", fout);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--c DIR and/or --tflite FILE"));
+}
+
 /* ---- model files that demand too much ------------------------------------------- */
 
 /* summary and train on hostile model files, under a 20 s timeout (what
@@ -639,6 +700,8 @@ int main(int argc, char **argv) {
         {"fetch-mnist.sh without curl or wget says so", test_fetch_without_downloader},
         {"export refuses to write over its own checkpoint", test_export_refuses_its_checkpoint},
         {"export to several targets: all or nothing, in every failure order", test_export_all_or_nothing},
+        {"export --tflite: from a checkpoint or a quantized file, the same bytes; refusals leave every file",
+         test_export_tflite},
         {"model files that demand too much, a FIFO, a directory: refused at once", test_model_file_bombs},
         {NULL, NULL},
     };

@@ -304,6 +304,7 @@ static qat_status check_multipliers(tfl *x, const qat_qop *op) {
     switch (op->kind) {
     case QAT_QOP_LINEAR:
     case QAT_QOP_CONV2D: {
+        if (qat_qop_subchannel(op)) break; /* refused for what it is (check_weight) */
         int64_t O = q->tensors[op->output].shape[0];
         for (int64_t o = 0; st == QAT_OK && o < O; o++)
             st = derived(x, op, (int)o, s_in * (double)op->wq.scale[op->wq.nparams == 1 ? 0 : o] / s_out);
