@@ -2,8 +2,9 @@
 """An independent reader of qat's quantized model file (versions 1 to 4),
 written from docs/quantized-model-format.md, docs/contract.md and
 docs/subchannel.md alone (it shares no code with tools/run_qat_h5.py). It
-runs the integer program with numpy and h5py and writes the output
-integers, which the tests compare with the C integer engine's, bit for bit.
+runs the integer program with numpy and h5py, average pools that divide
+(rounding "divide") included, and writes the output integers, which the
+tests compare with the C integer engine's, bit for bit.
 
   docs_reader.py MODEL INPUT N OUTPUT [--u8] [--verify]
 

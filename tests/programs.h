@@ -239,7 +239,7 @@ static qat_qop *lut(prog *p, const char *name, int x, qat_lut_fn fn) {
 static qat_qop *unary(prog *p, qat_qop_kind kind, const char *name, int x) {
     qat_qop *o = op(p, kind, name, 1, &x, true);
     shape_of(p, o);
-    if (kind == QAT_QOP_RELU) o->act = QAT_ACT_RELU, o->act_min = p->t[o->output].q.zero_point;
+    if (kind == QAT_QOP_RELU) o->act_min = p->t[o->output].q.zero_point; /* as lowering: the clamp is the ReLU */
     return o;
 }
 

@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
 #include "qat/io.h"
 #include "qat/onnx.h"
 #include "qat/tflite.h"
@@ -679,6 +682,91 @@ static void test_model_file_bombs(void) {
     unlink(fifo);
 }
 
+/* --target: "tflite" trains with TFLite's int8 rules (average pools keep
+ * their input's quantization), recorded in the checkpoint's options and
+ * configuration, exported as pools that divide; ONNX refuses them by name;
+ * an unknown target is refused in one line (exit 2), as is tflite without
+ * --qat; a resume keeps it; a checkpoint written before the option
+ * existed resumes as --target default. */
+static void test_target_tflite(void) {
+    char args[2048], qnet[300], ckpt[300], model[300], onnx[300], err[8192], out[8192];
+    snprintf(qnet, sizeof qnet, "%s/pools.qnet", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/pools.ckpt.h5", dir);
+    snprintf(model, sizeof model, "%s/pools.qat.h5", dir);
+    snprintf(onnx, sizeof onnx, "%s/pools.onnx", dir);
+    CU_ASSERT_EQUAL(run("train --target foo --qat", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown value \"foo\" for --target (one of default or tflite)"));
+    CU_ASSERT(strchr(err, '\n') == err + strlen(err) - 1); /* one line */
+    CU_ASSERT_EQUAL(run("train --target tflite", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "need --qat"));
+    CU_ASSERT_EQUAL(run("train --help", NULL, 0), 0);
+    CU_ASSERT_EQUAL(run2("train --help", NULL, 0, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--target default|tflite"));
+    FILE *f = fopen(qnet, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=1,28,28\nconv2d c1 input out=4 kernel=3 pad=1\nrelu r1 c1\navgpool2d p1 r1 kernel=2\n"
+          "conv2d c2 p1 out=8 kernel=3 pad=1\nrelu r2 c2\nglobal_avgpool gap r2\nlinear fc gap out=10\n", f);
+    fclose(f);
+    const char *common = "--limit-train 640 --limit-test 100 --qat --epochs 2";
+    snprintf(args, sizeof args, "train --data '%s' --model '%s' %s --target tflite --stop-after 4 --out '%s'", data,
+             qnet, common, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    char cfg[4096];
+    qat_ctx *ctx = qat_ctx_new();
+    CU_ASSERT_EQUAL(qat_checkpoint_config(ctx, ckpt, cfg, sizeof cfg), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cfg, "\"target\": \"tflite\""));
+    qat_model *m = NULL;
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, ckpt, &m, NULL, 0), QAT_OK);
+    CU_ASSERT(qat_model_qat_config(m, NULL)->pool_keeps_scale);
+    /* a resume keeps the target: another is refused, naming both */
+    snprintf(args, sizeof args, "train --data '%s' --model '%s' %s --target default --resume '%s'", data, qnet, common,
+             ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "made with --target tflite, this run asks for --target default"));
+    snprintf(args, sizeof args, "train --data '%s' --model '%s' %s --target tflite --resume '%s' --stop-after 8 --out '%s'",
+             data, qnet, common, ckpt, ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "resumed from"));
+    /* exported: the two pools divide; ONNX cannot say that, and says why */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", ckpt, model);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, model, q), QAT_OK);
+    int kept = 0;
+    for (int i = 0; i < q->n_ops; i++) kept += q->ops[i].keeps_scale;
+    CU_ASSERT_EQUAL(kept, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(q->config, "\"target\": \"tflite\""));
+    if (qat_onnx_available()) {
+        snprintf(args, sizeof args, "export --checkpoint '%s' --onnx '%s'", ckpt, onnx);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "layer p1: an average pool that keeps its input's quantization"));
+        CU_ASSERT(strchr(err, '\n') == err + strlen(err) - 1);
+        CU_ASSERT(access(onnx, F_OK) != 0);
+    }
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s' --limit-test 100 --compare fake --json", model, data);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"agreement\": "));
+    /* a checkpoint written before --target existed (no "target" in its options) resumes as the default */
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 640 --limit-test 100 --epochs 2 "
+             "--stop-after 3 --out '%s'", data, ckpt);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(qat_checkpoint_config(ctx, ckpt, cfg, sizeof cfg), QAT_OK);
+    char *at = strstr(cfg, ", \"target\": \"default\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    memmove(at, at + strlen(", \"target\": \"default\""), strlen(at + strlen(", \"target\": \"default\"")) + 1);
+    hid_t h = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT);
+    CU_ASSERT(H5LTset_attribute_string(h, "/", "config", cfg) >= 0);
+    H5Fclose(h);
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 640 --limit-test 100 --epochs 2 "
+             "--resume '%s' --stop-after 6", data, ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "resumed from"));
+    snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 640 --limit-test 100 --epochs 2 --qat "
+             "--target tflite --resume '%s'", data, ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     bin = getenv("QAT_BIN");
     data = getenv("QAT_MNIST_DATA");
@@ -703,6 +791,8 @@ int main(int argc, char **argv) {
         {"export --tflite: from a checkpoint or a quantized file, the same bytes; refusals leave every file",
          test_export_tflite},
         {"model files that demand too much, a FIFO, a directory: refused at once", test_model_file_bombs},
+        {"--target tflite: recorded, kept by a resume, exported as dividing pools; ONNX refuses; bad values refused",
+         test_target_tflite},
         {NULL, NULL},
     };
     int rc = qat_test_main("cli", cases, argc, argv);

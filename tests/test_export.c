@@ -473,7 +473,7 @@ static bool same_qmodel(const qat_qmodel *a, const qat_qmodel *b) {
                x->kw == y->kw && x->stride_h == y->stride_h && x->stride_w == y->stride_w && x->pad_h == y->pad_h &&
                x->pad_w == y->pad_w && x->groups == y->groups && x->act_min == y->act_min && x->act_max == y->act_max &&
                x->n_inputs == y->n_inputs && !memcmp(x->inputs, y->inputs, sizeof x->inputs) && x->output == y->output &&
-               x->n_mult == y->n_mult && !x->multiplier == !y->multiplier;
+               x->n_mult == y->n_mult && !x->multiplier == !y->multiplier && x->keeps_scale == y->keeps_scale;
         if (same && x->multiplier)
             same = !memcmp(x->multiplier, y->multiplier, (size_t)x->n_mult * 4) && !memcmp(x->shift, y->shift, (size_t)x->n_mult * 4);
         if (same && x->weight) {
@@ -1302,6 +1302,285 @@ static void test_names_of_31_characters_survive_every_file(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- average pools that keep their input's quantization (TFLite's int8 rule) ----------- */
+
+#define PROG_CHECK(cond) CU_ASSERT_FATAL(cond)
+#include "programs.h"
+
+/* q's output integers (n samples of input integers x) at the portable
+ * level into y, and at every other level this CPU has, which must equal
+ * them. */
+static void run_every_level(const qat_qmodel *q, const int8_t *x, int n, int8_t *y) {
+    int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
+    qat_plan plan;
+    char msg[320];
+    qat_status st = qat_plan_program(q, n, off, &plan, msg, sizeof msg);
+    if (st) printf("\n  %s\n", msg);
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    size_t cb = (size_t)(plan.const_bytes + 127) / 64 * 64, ab = (size_t)(plan.arena_bytes + 127) / 64 * 64,
+           sb = (size_t)(plan.scratch_bytes + 127) / 64 * 64;
+    uint8_t *consts = aligned_alloc(64, cb), *scratch = aligned_alloc(64, sb);
+    int8_t *arena = aligned_alloc(64, ab);
+    int64_t in = qat_qtensor_numel(&q->tensors[q->input]), out = qat_qtensor_numel(&q->tensors[q->output]);
+    for (int l = QAT_LEVEL_PORTABLE; l <= (int)qat__cpu_level(); l++) {
+        memset(consts, 0, cb), memset(arena, 0, ab), memset(scratch, 0, sb);
+        memcpy(arena + plan.offset[q->input], x, (size_t)(n * in));
+        qat__runtime_prepare_level(q, &plan, consts, (qat__level)l);
+        CU_ASSERT_EQUAL(qat__runtime_run_level(q, &plan, consts, arena, scratch, n, (qat__level)l), QAT_OK);
+        if (l == QAT_LEVEL_PORTABLE) memcpy(y, arena + plan.offset[q->output], (size_t)(n * out));
+        else if (memcmp(y, arena + plan.offset[q->output], (size_t)(n * out))) {
+            printf("\n  level %s differs from the portable one\n", qat__level_name((qat__level)l));
+            CU_FAIL("a level differs");
+        }
+    }
+    free(consts), free(arena), free(scratch), free(off);
+}
+
+/* tools/run_qat_h5.py on n raw float samples x: its output integers
+ * (count of them) into got; false when it failed. */
+static bool numpy_reader_outputs(const char *tag, const char *model, const float *x, int64_t numel, int n, int32_t *got,
+                                 int64_t count) {
+    char in[300], out[300], name[40], cmd[2048];
+    snprintf(name, sizeof name, "%s.f32", tag);
+    path_of(in, sizeof in, name);
+    snprintf(name, sizeof name, "%s.i32", tag);
+    path_of(out, sizeof out, name);
+    remove(out);
+    FILE *f = fopen(in, "wb");
+    bool ok = f && fwrite(x, sizeof *x, (size_t)numel, f) == (size_t)numel;
+    if (f) fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/tools/run_qat_h5.py' '%s' '%s' %d '%s' >/dev/null",
+             getenv("QAT_SOURCE_DIR"), model, in, n, out);
+    ok = ok && system(cmd) == 0 && (f = fopen(out, "rb")) != NULL;
+    if (ok) ok = fread(got, sizeof *got, (size_t)count, f) == (size_t)count && fgetc(f) == EOF, fclose(f);
+    return ok;
+}
+
+/* Program p saved as tag.qat.h5 and loaded back into *l (the same
+ * program); the path in path. */
+static void save_and_load(qat_ctx *ctx, const qat_qmodel *q, const char *tag, char path[300], size_t len, qat_qmodel *l) {
+    char name[40];
+    snprintf(name, sizeof name, "%s.qat.h5", tag);
+    path_of(path, len, name);
+    qat_status st = qat_qmodel_save(ctx, q, path);
+    if (st == QAT_OK) st = qat_qmodel_load(ctx, path, l);
+    if (st != QAT_OK) printf("\n  %s: %s\n", tag, qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT(same_qmodel(q, l));
+    CU_ASSERT_EQUAL(l->version, 4);
+}
+
+/* One average pool that keeps its input's quantization, by hand: input
+ * [C, H, W] at scale 1 and zero point 3 (the raw float v - 3 is the
+ * integer v: the rule must use v, not v - 3), a kh x kw window (kh 0:
+ * global), then flatten when windowed. */
+static void keep_program(prog *p, int64_t C, int64_t H, int64_t W, int kh, int kw, int s_h, int s_w, int pad) {
+    prog_init(p, 5);
+    int x = input(p, 3, C, H, W);
+    p->t[x].q = (qat_aparams){.scale = 1.0f, .zero_point = 3, .bits = 8, .is_signed = true, .qmin = -128, .qmax = 127};
+    qat_qop *o = pool_keep(p, kh ? "pool" : "gap", x, kh ? 1 : 0, 1, 0);
+    o->kh = kh, o->kw = kw, o->stride_h = s_h, o->stride_w = s_w, o->pad_h = o->pad_w = pad;
+    shape_of(p, o);
+    if (kh) unary(p, QAT_QOP_FLATTEN, "flat", o->output);
+    finish(p);
+}
+
+/* The rule by hand: acc = Σ x over the window's input positions (the raw
+ * integers), n their count, acc > 0 ? (acc + n/2) / n : (acc - n/2) / n
+ * in C — half away from zero, where round-half-even, or the sum of
+ * x - zp, or padding counted in n would each give other integers. Every
+ * level of the runtime, both numpy readers of the file, and the fake
+ * engine within the tie step. */
+static void test_keep_scale_rule_by_hand(void) {
+    if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) QAT_TEST_SKIP("no python3-h5py/numpy");
+    static const struct {
+        const char *tag;
+        int64_t C, H, W;
+        int kh, kw, sh, sw, pad;
+        int8_t x[16], want[9];
+        int n_out;
+    } cases[] = {
+        /* pairs, n = 2: 3+4 = 7 -> 4; -7 -> -4; -5 -> -3; 5 -> 3; 1 -> 1; -1 -> -1; 0 -> 0; 253 -> 127 */
+        {"keep-pairs", 1, 2, 8, 1, 2, 1, 2, 0,
+         {3, 4, -3, -4, -2, -3, 2, 3, 0, 1, 0, -1, 5, -5, 127, 126}, {4, -4, -3, 3, 1, -1, 0, 127}, 8},
+        /* 3x3, stride 1, padding 1 over
+         *   -1 -3 -8
+         *   -2  0  1
+         *    9  3 -2
+         * window sums / inside positions: -6/4 -13/6 -10/4 | 6/6 -3/9 -9/6 | 10/4 9/6 2/4 */
+        {"keep-clipped", 1, 3, 3, 3, 3, 1, 1, 1, {-1, -3, -8, -2, 0, 1, 9, 3, -2}, {-2, -2, -3, 1, 0, -2, 3, 2, 1}, 9},
+        /* global over H·W = 2: 7 -> 4, -7 -> -4, -5 -> -3, 3 -> 2 */
+        {"keep-global", 4, 1, 2, 0, 0, 0, 0, 0, {3, 4, -3, -4, -2, -3, 1, 2}, {4, -4, -3, 2}, 4},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        prog p;
+        keep_program(&p, cases[k].C, cases[k].H, cases[k].W, cases[k].kh, cases[k].kw, cases[k].sh, cases[k].sw,
+                     cases[k].pad);
+        int64_t in = qat_qtensor_numel(&p.q.tensors[p.q.input]), out = qat_qtensor_numel(&p.q.tensors[p.q.output]);
+        CU_ASSERT_EQUAL_FATAL(out, cases[k].n_out);
+        int8_t y[16] = {0};
+        run_every_level(&p.q, cases[k].x, 1, y);
+        int wrong = 0;
+        for (int i = 0; i < out; i++) wrong += y[i] != cases[k].want[i];
+        if (wrong) {
+            printf("\n  %s:", cases[k].tag);
+            for (int i = 0; i < out; i++) printf(" %d (want %d)", y[i], cases[k].want[i]);
+        }
+        CU_ASSERT_EQUAL(wrong, 0);
+        /* the file, and the two numpy readers on raw floats v - 3 */
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+        char path[300];
+        save_and_load(ctx, &p.q, cases[k].tag, path, sizeof path, l);
+        float xf[16];
+        int32_t want[9], got[9];
+        for (int i = 0; i < in; i++) xf[i] = (float)(cases[k].x[i] - 3);
+        for (int i = 0; i < out; i++) want[i] = cases[k].want[i];
+        CU_ASSERT(numpy_reader_outputs(cases[k].tag, path, xf, in, 1, got, out));
+        CU_ASSERT_EQUAL(memcmp(got, want, (size_t)out * sizeof *got), 0);
+        docs_reader_check(cases[k].tag, path, l, xf, (size_t)in * sizeof *xf, 1, "--verify", want, (int)out);
+        /* the int engine from raw floats; the fake one computes the mean in
+         * float and rounds half to even: a tie may differ by one step */
+        int32_t qi[9], qf[9];
+        qat_engine *ie = qat_engine_new(ctx, l, QAT_ENGINE_INT, 1), *fe = qat_engine_new(ctx, l, QAT_ENGINE_FAKE, 1);
+        CU_ASSERT_FATAL(ie && fe);
+        CU_ASSERT_EQUAL(qat_engine_run(ie, xf, 1, NULL, qi), QAT_OK);
+        CU_ASSERT_EQUAL(qat_engine_run(fe, xf, 1, NULL, qf), QAT_OK);
+        CU_ASSERT_EQUAL(memcmp(qi, want, (size_t)out * sizeof *qi), 0);
+        for (int i = 0; i < out; i++) CU_ASSERT(abs(qf[i] - qi[i]) <= 1);
+        qat_engine_free(ie), qat_engine_free(fe);
+        qat_ctx_free(ctx);
+        prog_free(&p);
+    }
+}
+
+/* The hand-written programs of tests/programs.h — every op kind, and the
+ * average pools that keep their input's quantization (program_c, _d) —
+ * through the file: the same program back, the dividing rule spelled
+ * "divide" and nothing new in the other files, and both numpy readers
+ * give the integer engine's integers. */
+static void test_hand_programs_through_the_file(void) {
+    if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) QAT_TEST_SKIP("no python3-h5py/numpy");
+    void (*const make[])(prog *) = {program_a, program_b, program_c, program_d};
+    enum { N = 12 };
+    for (int k = 0; k < 4; k++) {
+        prog p;
+        make[k](&p);
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+        char tag[32], path[300];
+        snprintf(tag, sizeof tag, "program-%c", 'a' + k);
+        save_and_load(ctx, &p.q, tag, path, sizeof path, l);
+        int keeps = 0, roundings = 0;
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        for (int i = 0; i < l->n_ops; i++) {
+            char g[32], v[16] = "";
+            snprintf(g, sizeof g, "ops/%d", i);
+            keeps += l->ops[i].keeps_scale;
+            if (H5Aexists_by_name(f, g, "rounding", H5P_DEFAULT) > 0) {
+                roundings++;
+                CU_ASSERT(H5LTget_attribute_string(f, g, "rounding", v) >= 0 && !strcmp(v, "divide"));
+                CU_ASSERT(l->ops[i].keeps_scale && H5Lexists(f, strcat(g, "/multiplier"), H5P_DEFAULT) <= 0);
+            }
+        }
+        H5Fclose(f);
+        CU_ASSERT_EQUAL(keeps, k == 2 ? 1 : k == 3 ? 2 : 0);
+        CU_ASSERT_EQUAL(roundings, keeps);
+        int64_t in = qat_qtensor_numel(&l->tensors[l->input]), K = qat_qtensor_numel(&l->tensors[l->output]);
+        float *x = malloc(sizeof *x * (size_t)(N * in));
+        int32_t *want = malloc(sizeof *want * (size_t)(N * K)), *got = calloc((size_t)(N * K), sizeof *got);
+        prog r = {.rng = 40 + (uint64_t)k};
+        for (int64_t i = 0; i < N * in; i++) x[i] = l->norm ? (float)rnd_in(&r, 0, 255) : rnd_f(&r, -3.0f, 3.0f);
+        qat_engine *e = qat_engine_new(ctx, l, QAT_ENGINE_INT, N);
+        CU_ASSERT_FATAL(e != NULL);
+        CU_ASSERT_EQUAL(qat_engine_run(e, x, N, NULL, want), QAT_OK);
+        CU_ASSERT(numpy_reader_outputs(tag, path, x, N * in, N, got, N * K));
+        if (memcmp(got, want, sizeof *got * (size_t)(N * K))) printf("\n  %s: run_qat_h5.py differs\n", tag);
+        CU_ASSERT_EQUAL(memcmp(got, want, sizeof *got * (size_t)(N * K)), 0);
+        docs_reader_check(tag, path, l, x, sizeof *x * (size_t)(N * in), N, "", want, (int)(N * K));
+        qat_engine_free(e);
+        free(x), free(want), free(got);
+        qat_ctx_free(ctx);
+        prog_free(&p);
+    }
+}
+
+/* A copy of good with a string attribute of object obj set to v. */
+static void tampered_text(const char *good, const char *path, const char *obj, const char *attr, const char *v) {
+    copy_file(good, path, -1);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    H5LTset_attribute_string(f, obj, attr, v);
+    H5Fclose(f);
+}
+
+/* What the check and the reader refuse about the dividing rule, each
+ * with a message naming the op; "multiplier" spelled out is today's rule. */
+static void test_keep_scale_refusals(void) {
+    prog p;
+    program_d(&p); /* ops: conv, clipped (keeps), halves (keeps), flat, head */
+    char msg[400], good[300], bad[300];
+    qat_qop *clipped = &p.o[1];
+    CU_ASSERT_FATAL(clipped->keeps_scale && clipped->kind == QAT_QOP_AVGPOOL2D);
+    p.o[4].keeps_scale = true; /* a linear op cannot */
+    CU_ASSERT_EQUAL(qat_qmodel_check(&p.q, msg, sizeof msg), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(msg, "op 4 (linear head)") && strstr(msg, "only an average pool"));
+    p.o[4].keeps_scale = false;
+    int32_t m = 1 << 30, sh = 0;
+    clipped->n_mult = 1, clipped->multiplier = &m, clipped->shift = &sh;
+    CU_ASSERT_EQUAL(qat_qmodel_check(&p.q, msg, sizeof msg), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(msg, "op 1 (avgpool2d clipped)") && strstr(msg, "no multiplier"));
+    clipped->n_mult = 0, clipped->multiplier = clipped->shift = NULL;
+    p.t[clipped->output].q.zero_point++; /* the output's quantization is not the input's */
+    CU_ASSERT_EQUAL(qat_qmodel_check(&p.q, msg, sizeof msg), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(msg, "op 1 (avgpool2d clipped)") && strstr(msg, "keep its input's quantization"));
+    p.t[clipped->output].q.zero_point--;
+    CU_ASSERT_EQUAL(qat_qmodel_check(&p.q, msg, sizeof msg), QAT_OK);
+    /* padding must leave an input position in every window: a 1x1 window padded by 1 (the shape follows) */
+    prog w;
+    prog_init(&w, 6);
+    int x = input(&w, 3, 2, 3, 3);
+    qat_qop *one = pool_keep(&w, "one", x, 1, 1, 0);
+    one->pad_h = one->pad_w = 1;
+    shape_of(&w, one);
+    unary(&w, QAT_QOP_FLATTEN, "flat", one->output);
+    w.q.output = w.o[1].output;
+    CU_ASSERT_EQUAL(qat_qmodel_check(&w.q, msg, sizeof msg), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(msg, "op 0 (avgpool2d one)") && strstr(msg, "padding 1x1 with a 1x1 window"));
+    prog_free(&w);
+    /* the file */
+    qat_ctx *ctx = qat_ctx_new();
+    path_of(good, sizeof good, "keep-good.qat.h5");
+    path_of(bad, sizeof bad, "keep-bad.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &p.q, good), QAT_OK);
+    tampered_text(good, bad, "ops/1", "rounding", "nearest");
+    expect_refused(bad, QAT_ERR_FORMAT, "op 1 (avgpool2d clipped): rounding \"nearest\" is neither");
+    tampered_text(good, bad, "ops/1", "rounding", "multiplier"); /* the multiplier rule: none in the file */
+    expect_refused(bad, QAT_ERR_FORMAT, "no dataset multiplier");
+    tampered(good, bad, "tensors/2", "zero_point", 9); /* clipped's output */
+    expect_refused(bad, QAT_ERR_FORMAT, "keep its input's quantization");
+    copy_file(good, bad, -1); /* a divide op that carries a multiplier too: an older reader would run it */
+    hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    hsize_t one_v = 1;
+    H5LTmake_dataset_int(f, "ops/1/multiplier", 1, &one_v, &m);
+    H5Fclose(f);
+    expect_refused(bad, QAT_ERR_FORMAT, "rounding \"divide\" takes no multiplier");
+    /* program_a's average pool with rounding "multiplier" spelled out loads as the file without it */
+    prog a;
+    program_a(&a);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &a.q, good), QAT_OK);
+    int ap = -1;
+    for (int i = 0; i < a.q.n_ops; i++) ap = a.o[i].kind == QAT_QOP_AVGPOOL2D ? i : ap;
+    char g[32];
+    snprintf(g, sizeof g, "ops/%d", ap);
+    tampered_text(good, bad, g, "rounding", "multiplier");
+    qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL(qat_qmodel_load(ctx, bad, l), QAT_OK);
+    CU_ASSERT(same_qmodel(&a.q, l));
+    prog_free(&a);
+    qat_ctx_free(ctx);
+    prog_free(&p);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "export")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the tests' own HDF5 calls print nothing */
@@ -1325,6 +1604,11 @@ int main(int argc, char **argv) {
         {"normalization: hostile attributes are refused; version 3 loads as none", test_normalization_hostile_files},
         {"names of 31 characters survive checkpoint, export, load and summary", test_names_of_31_characters_survive_every_file},
         {"the reader written from docs/ alone gives the int engine's integers, versions 1 to 4", test_docs_reader_gives_the_same_integers},
+        {"the dividing rule of pools that keep their input's quantization, by hand: every level, both readers",
+         test_keep_scale_rule_by_hand},
+        {"tests/programs.h through the file: both numpy readers give the int engine's integers",
+         test_hand_programs_through_the_file},
+        {"the dividing rule: what the check and the reader refuse", test_keep_scale_refusals},
         {NULL, NULL},
     };
     int rc = qat_test_main("export", cases, argc, argv);

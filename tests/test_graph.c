@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internals.h"
+#include "qat/analyze.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/io.h"
@@ -789,6 +790,251 @@ static void test_eval_recycles_dead_values(void) {
         }
 }
 
+/* ---- average pools that keep their input's quantization (pool_keeps_scale) ------------- */
+
+/* avgpool ap keeps relu1's grid (the end of c1's group); gap keeps c2's,
+ * found back through dropout and max pooling. */
+#define KEEP_TEXT \
+    "input shape=2,8,8\n" \
+    "conv2d c1 input out=4 kernel=3 pad=1\n" \
+    "relu r1 c1\n" \
+    "avgpool2d ap r1 kernel=2\n" \
+    "conv2d c2 ap out=6 kernel=3 pad=1\n" \
+    "maxpool2d mp c2 kernel=2\n" \
+    "dropout d mp p=0.1\n" \
+    "global_avgpool gap d\n" \
+    "linear fc gap out=3\n"
+
+static qat_model *keep_model(qat_ctx *ctx, const char *text, bool keep) {
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, "keep"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.pool_keeps_scale = keep;
+    qat_status st = qat_prepare(m, &c);
+    if (st != QAT_OK) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    return m;
+}
+
+/* y is x fake-quantized by a, bit for bit. */
+static bool on_grid(qat_ctx *ctx, const qat_tensor *x, const qat_tensor *y, const qat__act_quant *a) {
+    qat_tensor *f = qat_fake_quant(ctx, (qat_tensor *)x, &a->q, a->ste);
+    return f && f->numel == y->numel && !memcmp(f->data, y->data, (size_t)f->numel * sizeof(float));
+}
+
+/* The QAT pass and forward: the pools are not quantization points (the
+ * points before and after qat_prepare agree, qat_model_act_quant has
+ * none for them); in training their outputs are their inputs' grids
+ * applied to their float values — the quantizer found at forward time,
+ * after qat_prepare_layer replaced it too — and only the owners observe;
+ * before any observation the float value passes. */
+static void test_keep_scale_forward(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, KEEP_TEXT, "keep"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.pool_keeps_scale = true;
+    int before[16], after[16], want[] = {0, 2, 4, 8}; /* input, r1, c2, fc */
+    int nb = qat_prepare_points(m, &c, before, 16);
+    CU_ASSERT_EQUAL(nb, 4);
+    CU_ASSERT_EQUAL(qat_prepare_points(m, NULL, NULL, 0), 6); /* the defaults: ap and gap requantize */
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    CU_ASSERT_EQUAL(qat_prepare_points(m, NULL, after, 16), 4);
+    CU_ASSERT(!memcmp(before, want, sizeof want) && !memcmp(after, want, sizeof want));
+    int ap = qat_model_find_layer(m, "ap"), gap = qat_model_find_layer(m, "gap"), r1 = 2, c2 = 4;
+    qat_act_quant_info info;
+    CU_ASSERT(!qat_model_act_quant(m, ap, &info) && !qat_model_act_quant(m, gap, &info));
+    CU_ASSERT(m->layers[ap].aq == NULL && m->layers[gap].aq == NULL);
+    CU_ASSERT(qat__grid_quant(m, ap) == m->layers[r1].aq && qat__grid_quant(m, gap) == m->layers[c2].aq);
+    qat_tensor *out[16], *pre[16];
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, (int64_t[]){8, 2, 8, 8}, false);
+    for (int64_t i = 0; i < x->numel; i++) x->data[i] = qat_rng_normal(&rng);
+    /* eval before any observation: the float values */
+    qat_model_train(m, false);
+    qat_ctx_set_grad_enabled(ctx, false);
+    CU_ASSERT_FATAL(qat_model_forward_all(m, x, out, pre) != NULL);
+    CU_ASSERT(out[ap] == pre[ap] && out[gap] == pre[gap]);
+    qat_ctx_step_reset(ctx);
+    /* training: the owners observe once each, the pools never */
+    for (int step = 0; step < 3; step++) {
+        qat_model_train(m, true);
+        qat_ctx_set_grad_enabled(ctx, true);
+        int64_t u_r1 = m->layers[r1].aq->obs.updates, u_c2 = m->layers[c2].aq->obs.updates;
+        CU_ASSERT_FATAL(qat_model_forward_all(m, x, out, pre) != NULL);
+        CU_ASSERT(m->layers[r1].aq->obs.updates == u_r1 + 1 && m->layers[c2].aq->obs.updates == u_c2 + 1);
+        CU_ASSERT(out[ap] != pre[ap] && on_grid(ctx, pre[ap], out[ap], m->layers[r1].aq));
+        CU_ASSERT(on_grid(ctx, pre[gap], out[gap], m->layers[c2].aq));
+        /* the pooled float is not on the grid itself: the quantization did something */
+        CU_ASSERT(memcmp(pre[ap]->data, out[ap]->data, (size_t)out[ap]->numel * sizeof(float)) != 0);
+        qat_ctx_step_reset(ctx);
+    }
+    /* c1's group re-prepared at 3 bits: a new quantizer at r1, which ap now follows */
+    qat_prepare_config three = c;
+    three.abits = 3;
+    const qat__act_quant *old = m->layers[r1].aq;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "c1", &three), QAT_OK);
+    CU_ASSERT(m->layers[r1].aq != old && qat__grid_quant(m, ap) == m->layers[r1].aq);
+    qat_model_train(m, true);
+    CU_ASSERT_FATAL(qat_model_forward_all(m, x, out, pre) != NULL);
+    CU_ASSERT(on_grid(ctx, pre[ap], out[ap], m->layers[r1].aq));
+    float seen[16];
+    int distinct = 0;
+    for (int64_t i = 0; i < out[ap]->numel && distinct <= 8; i++) {
+        int k = 0;
+        while (k < distinct && seen[k] != out[ap]->data[i]) k++;
+        if (k == distinct) seen[distinct++] = out[ap]->data[i];
+    }
+    CU_ASSERT(distinct <= 8); /* 3 bits */
+    qat_ctx_step_reset(ctx);
+    /* the pool itself re-prepared without the rule gets a quantizer of its own, and back */
+    qat_prepare_config own = three;
+    own.pool_keeps_scale = false;
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "ap", &own), QAT_OK);
+    CU_ASSERT(m->layers[ap].aq != NULL && !qat__pool_keeps_scale(&m->layers[ap]) && qat__grid_quant(m, ap) == m->layers[ap].aq);
+    CU_ASSERT_EQUAL(qat_prepare_points(m, NULL, NULL, 0), 5);
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "ap", &c), QAT_OK);
+    CU_ASSERT(m->layers[ap].aq == NULL && qat__pool_keeps_scale(&m->layers[ap]));
+    qat_ctx_free(ctx);
+}
+
+/* An average pool with padding cannot keep its input's quantization: its
+ * float forward divides by the whole window. qat_prepare refuses before
+ * changing anything, naming the layer; so does qat_prepare_layer. */
+static void test_keep_scale_refuses_padding(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, QAT_TEST_EVERY_OP, "every"), QAT_OK); /* ap: pad=0x1 */
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.pool_keeps_scale = true;
+    CU_ASSERT_EQUAL(qat_prepare(m, &c), QAT_ERR_UNSUPPORTED);
+    const char *e = qat_ctx_error(ctx);
+    CU_ASSERT(strstr(e, "layer ap: an average pool with padding 0x1") != NULL && !strchr(e, '\n'));
+    CU_ASSERT(!qat_model_prepared(m));
+    for (int i = 0; i < qat_model_n_layers(m); i++) CU_ASSERT(m->layers[i].aq == NULL && m->layers[i].qcfg == NULL);
+    qat_ctx_clear_error(ctx);
+    c.pool_keeps_scale = false;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    c.pool_keeps_scale = true;
+    int ap = qat_model_find_layer(m, "ap");
+    const qat__act_quant *own = m->layers[ap].aq;
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "ap", &c), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "layer ap") != NULL);
+    CU_ASSERT(m->layers[ap].aq == own && !m->layers[ap].qcfg->pool_keeps_scale); /* unchanged */
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_prepare_layer(m, "sq", &c), QAT_OK); /* unpadded: may */
+    CU_ASSERT(qat__pool_keeps_scale(&m->layers[qat_model_find_layer(m, "sq")]));
+    qat_ctx_free(ctx);
+}
+
+/* Lowered: the pools are keeps_scale ops with their input tensor's
+ * quantization and no multiplier; the summary and the analysis work on
+ * the model (the pools are no points of their own). */
+static void test_keep_scale_lowering_summary_analysis(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = keep_model(ctx, KEEP_TEXT, true);
+    qat_rng rng;
+    qat_rng_seed(&rng, 7);
+    warm_up(m, 3, (int64_t[]){2, 8, 8}, 6, &rng);
+    qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, q), QAT_OK);
+    int kept = 0;
+    for (int i = 0; i < q->n_ops; i++) {
+        const qat_qop *op = &q->ops[i];
+        if (op->kind != QAT_QOP_AVGPOOL2D && op->kind != QAT_QOP_GLOBAL_AVGPOOL) continue;
+        const qat_aparams *a = &q->tensors[op->inputs[0]].q, *b = &q->tensors[op->output].q;
+        kept += op->keeps_scale;
+        CU_ASSERT(op->keeps_scale && op->n_mult == 0 && !op->multiplier);
+        CU_ASSERT(a->scale == b->scale && a->zero_point == b->zero_point && a->qmin == b->qmin && a->qmax == b->qmax);
+        CU_ASSERT(op->act_min == a->qmin && op->act_max == a->qmax);
+    }
+    CU_ASSERT_EQUAL(kept, 2);
+    qat_summary sum;
+    CU_ASSERT_EQUAL_FATAL(qat_model_summary(m, 0, NULL, ctx, &sum), QAT_OK);
+    CU_ASSERT(sum.peak_activation_bytes > 0); /* lowered and planned */
+    CU_ASSERT(sum.rows[qat_model_find_layer(m, "ap")].abits == 0 && sum.rows[qat_model_find_layer(m, "r1")].abits == 8);
+    qat_analysis *an = qat_analysis_new(m, 8, 0, NULL);
+    CU_ASSERT_FATAL(an != NULL);
+    float xs[8 * 128];
+    int32_t labels[8];
+    for (int i = 0; i < 8 * 128; i++) xs[i] = qat_rng_normal(&rng);
+    for (int i = 0; i < 8; i++) labels[i] = i % 3;
+    CU_ASSERT_EQUAL(qat_analysis_add(an, xs, 8, labels), QAT_OK);
+    qat_analysis_report rep;
+    CU_ASSERT_EQUAL(qat_analysis_result(an, &rep), QAT_OK);
+    CU_ASSERT_EQUAL(rep.n_points, 4);
+    qat_ctx_free(ctx);
+}
+
+/* The pool straight on the model's quantized input, the logits its
+ * integers (flattened): the int engine computes the rule on the very
+ * integers the fake-quantized forward pooled, so the two differ only
+ * where the window's sum is a tie (Σ x ≡ n/2 mod n, n even), by one step:
+ * the fake quantizer rounds it half to even, the op half away from zero. */
+static void test_keep_scale_fake_and_int_differ_at_ties(void) {
+    static const char *const texts[] = {"input shape=3,6,8\navgpool2d ap input kernel=2\nflatten f ap\n",
+                                        "input shape=16,2,3\nglobal_avgpool gap input\n"};
+    for (int k = 0; k < 2; k++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_model *m = keep_model(ctx, texts[k], true);
+        qat_rng rng;
+        qat_rng_seed(&rng, 11);
+        enum { N = 64 };
+        static float x[N * 144];
+        qat_model_train(m, true);
+        for (int step = 0; step < 4; step++) { /* the input's observer */
+            for (int i = 0; i < N * 144; i++) x[i] = 2.0f * qat_rng_normal(&rng);
+            int64_t shape[4] = {N, k ? 16 : 3, k ? 2 : 6, k ? 3 : 8};
+            CU_ASSERT_FATAL(qat_model_forward(m, qat_tensor_from(ctx, QAT_MEM_STEP, x, 4, shape, false)) != NULL);
+            qat_ctx_step_reset(ctx);
+        }
+        qat_model_train(m, false);
+        qat_ctx_set_grad_enabled(ctx, false);
+        qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, q), QAT_OK);
+        CU_ASSERT(q->ops[0].keeps_scale);
+        int64_t in = qat_qtensor_numel(&q->tensors[q->input]), K = qat_qtensor_numel(&q->tensors[q->output]);
+        int64_t shape[4] = {N, q->tensors[q->input].shape[0], q->tensors[q->input].shape[1], q->tensors[q->input].shape[2]};
+        qat_tensor *y = qat_model_forward(m, qat_tensor_from(ctx, QAT_MEM_STEP, x, 4, shape, false));
+        CU_ASSERT_FATAL(y != NULL && y->numel == N * K);
+        int8_t *xq = malloc((size_t)(N * in));
+        int32_t *qi = malloc(sizeof *qi * (size_t)(N * K));
+        qat_input_quantize(q, x, N, xq);
+        qat_engine *e = qat_engine_new(ctx, q, QAT_ENGINE_INT, N);
+        CU_ASSERT_FATAL(e != NULL);
+        CU_ASSERT_EQUAL(qat_engine_run(e, x, N, NULL, qi), QAT_OK);
+        const qat_aparams *o = &q->tensors[q->output].q;
+        int ties = 0, differ = 0, bad = 0;
+        int64_t H = shape[2], W = shape[3];
+        for (int64_t i = 0; i < N * K; i++) {
+            int64_t s = i / K, j = i % K, sum = 0, n;
+            if (k == 0) { /* 2x2 windows: j = (c, oy, ox) of [C, H/2, W/2] */
+                int64_t c = j / (H / 2 * W / 2), oy = j / (W / 2) % (H / 2), ox = j % (W / 2);
+                for (int dy = 0; dy < 2; dy++)
+                    for (int dx = 0; dx < 2; dx++) sum += xq[s * in + (c * H + 2 * oy + dy) * W + 2 * ox + dx];
+                n = 4;
+            } else {
+                for (int64_t t = 0; t < H * W; t++) sum += xq[s * in + j * H * W + t];
+                n = H * W;
+            }
+            int32_t fake = (int32_t)lrintf(y->data[i] * (1.0f / o->scale)) + o->zero_point;
+            bool tie = n % 2 == 0 && (sum % n + n) % n == n / 2;
+            ties += tie, differ += fake != qi[i];
+            bad += abs(fake - qi[i]) > 1 || (fake != qi[i] && !tie);
+        }
+        printf(" [%s: %d ties in %lld outputs, %d rounded apart]", k ? "global" : "2x2", ties, (long long)(N * K), differ);
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(differ > 0 && differ < ties); /* half-even and half-away agree on about half the ties */
+        qat_engine_free(e);
+        free(xq), free(qi);
+        qat_ctx_free(ctx);
+    }
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "graph")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -807,6 +1053,12 @@ int main(int argc, char **argv) {
         {"every reference model: numpy reader = integer engine, bit for bit", test_reference_models_numpy},
         {"the memory plan: no live tensors share bytes", test_plan_is_sound},
         {"grad off: dead values recycled, the same logits, a fraction of the memory", test_eval_recycles_dead_values},
+        {"pool_keeps_scale: no points of their own; the input's grid, found at forward time, never observed",
+         test_keep_scale_forward},
+        {"pool_keeps_scale: a padded average pool is refused, naming it", test_keep_scale_refuses_padding},
+        {"pool_keeps_scale: lowered to keeps_scale ops; the summary and the analysis", test_keep_scale_lowering_summary_analysis},
+        {"pool_keeps_scale: the fake-quantized pool and the integer op differ only at ties, by one step",
+         test_keep_scale_fake_and_int_differ_at_ties},
         {NULL, NULL},
     };
     int rc = qat_test_main("graph", cases, argc, argv);

@@ -332,6 +332,109 @@ static void test_normalization_hostile(void) {
     qat_ctx_free(a.ctx);
 }
 
+static void copy(const char *src, const char *dst) {
+    FILE *a = fopen(src, "rb"), *b = fopen(dst, "wb");
+    int ch;
+    while (a && b && (ch = fgetc(a)) != EOF) fputc(ch, b);
+    if (a) fclose(a);
+    if (b) fclose(b);
+}
+
+/* A model with two average pools, prepared with pool_keeps_scale = keep,
+ * trained a few steps (its observers move), in eval mode. */
+static qat_model *keep_model(qat_ctx *ctx, bool keep) {
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, "input shape=2,6,6\nconv2d c input out=4 kernel=3 pad=1\n"
+                                              "relu r c\navgpool2d ap r kernel=2\nglobal_avgpool gap ap\n"
+                                              "linear fc gap out=3\n", "keep"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 4), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    c.pool_keeps_scale = keep;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 9);
+    for (int i = 0; i < 3; i++) {
+        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, 4, (int64_t[]){4, 2, 6, 6}, false);
+        for (int64_t j = 0; j < x->numel; j++) x->data[j] = qat_rng_normal(&rng);
+        CU_ASSERT_FATAL(qat_model_forward(m, x) != NULL);
+        qat_ctx_step_reset(ctx);
+    }
+    qat_model_train(m, false);
+    return m;
+}
+
+/* a and b have activation quantizers at the same layers, with the same
+ * observers and parameters. */
+static bool same_act_quantizers(const qat_model *a, const qat_model *b) {
+    bool same = a->n_layers == b->n_layers;
+    for (int i = 0; same && i < a->n_layers; i++) {
+        const qat__act_quant *x = a->layers[i].aq, *y = b->layers[i].aq;
+        same = !x == !y && (!x || (x->obs.updates == y->obs.updates && x->obs.min == y->obs.min &&
+                                   x->obs.max == y->obs.max && x->q.scale[0] == y->q.scale[0] &&
+                                   x->q.zero_point[0] == y->q.zero_point[0]));
+    }
+    return same;
+}
+
+/* Every qat_config list of the checkpoint at path (the global one and
+ * each layer's) rewritten with its first n entries, the last set to v
+ * when n is 13. */
+static void rewrite_qat_configs(const char *path, int n, long long v) {
+    hid_t h = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    char obj[64] = "architecture";
+    for (int i = -1; i < 64; i++) {
+        if (i >= 0) snprintf(obj, sizeof obj, "architecture/%d", i);
+        if (H5Lexists(h, obj, H5P_DEFAULT) <= 0 || H5Aexists_by_name(h, obj, "qat_config", H5P_DEFAULT) <= 0) continue;
+        long long c[13] = {0};
+        CU_ASSERT(H5LTget_attribute_long_long(h, obj, "qat_config", c) >= 0);
+        if (n == 13) c[12] = v;
+        CU_ASSERT(H5LTset_attribute_long_long(h, obj, "qat_config", c, (size_t)n) >= 0);
+    }
+    H5Fclose(h);
+}
+
+/* pool_keeps_scale is recorded in the checkpoint's configuration lists
+ * (the global one and each layer's override) and rebuilt; a list of 12
+ * entries (written before it existed) reads as off; a wrong length or
+ * value is refused, naming it. */
+static void test_pool_keeps_scale_round_trip(void) {
+    char path[512], old[512], bad[512];
+    path_of(path, sizeof path, "keep.h5");
+    path_of(old, sizeof old, "keep-old.h5");
+    path_of(bad, sizeof bad, "keep-bad.h5");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = keep_model(ctx, true);
+    qat_prepare_config own = qat_prepare_defaults(); /* gap alone requantizes again */
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "gap", &own), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, NULL, NULL, NULL, path), QAT_OK);
+    int ap = qat_model_find_layer(m, "ap"), gap = qat_model_find_layer(m, "gap");
+    qat_model *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, path, &r, NULL, 0), QAT_OK);
+    CU_ASSERT(qat_model_qat_config(r, NULL)->pool_keeps_scale);
+    CU_ASSERT(qat_model_qat_config(r, "ap")->pool_keeps_scale && !qat_model_qat_config(r, "gap")->pool_keeps_scale);
+    CU_ASSERT(r->layers[ap].aq == NULL && r->layers[gap].aq != NULL);
+    CU_ASSERT(same_act_quantizers(m, r));
+    /* written before the field: 12 entries, read as off (the pools have quantizers) */
+    qat_model *f = keep_model(ctx, false);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(f, NULL, NULL, NULL, old), QAT_OK);
+    rewrite_qat_configs(old, 12, 0);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, old, &r, NULL, 0), QAT_OK);
+    CU_ASSERT(!qat_model_qat_config(r, NULL)->pool_keeps_scale && !qat_model_qat_config(r, "ap")->pool_keeps_scale);
+    CU_ASSERT(r->layers[ap].aq != NULL && r->layers[gap].aq != NULL);
+    CU_ASSERT(same_act_quantizers(f, r));
+    /* 11 entries, or a value outside 0..1: refused, naming the list */
+    copy(path, bad);
+    rewrite_qat_configs(bad, 11, 0);
+    CU_ASSERT_EQUAL(qat_checkpoint_model(ctx, bad, &r, NULL, 0), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "qat_config: 11 entries") != NULL);
+    qat_ctx_clear_error(ctx);
+    copy(path, bad);
+    rewrite_qat_configs(bad, 13, 2);
+    CU_ASSERT_EQUAL(qat_checkpoint_model(ctx, bad, &r, NULL, 0), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "pool_keeps_scale = 2 is outside [0, 1]") != NULL);
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "io")) return 2;
     qat_rng rng;
@@ -344,6 +447,7 @@ int main(int argc, char **argv) {
         {"saving is atomic and leaves no temporary file", test_saving_is_atomic},
         {"the normalization: stored, loaded, rebuilt; none for older files", test_normalization_round_trip},
         {"a hostile normalization is refused, naming the field", test_normalization_hostile},
+        {"pool_keeps_scale: recorded, rebuilt with per-layer overrides; older lists read as off", test_pool_keeps_scale_round_trip},
         {NULL, NULL},
     };
     int rc = qat_test_main("io", cases, argc, argv);

@@ -373,9 +373,10 @@ QAT_API bool qat_model_bn_frozen(const qat_model *m);
 /* The layers whose output qat_prepare(m, cfg) quantizes (or has
  * quantized), in id order, the input (0) first: the tensors the integer
  * program stores with a quantization of their own (an average pool
- * prepared with pool_keeps_scale is not one: it has its input's). Works before qat_prepare too (a training log names its
- * columns before the float epochs end) and changes nothing. Writes up to
- * cap ids and returns how many there are; cfg NULL: the defaults. */
+ * prepared with pool_keeps_scale is not one: it has its input's). Works
+ * before qat_prepare too (a training log names its columns before the
+ * float epochs end) and changes nothing. Writes up to cap ids and returns
+ * how many there are; cfg NULL: the defaults. */
 QAT_API int qat_prepare_points(const qat_model *m, const qat_prepare_config *cfg, int *ids, int cap);
 
 /* The activation quantizer at layer id's output (id 0: the model input),

@@ -276,8 +276,8 @@ static void print_json(const run *r, const qat_train_result *res) {
     if (o->qat) {
         bool fq = qat_model_prepared(r->m);
         printf(", \"qat\": true, \"wbits\": %ld, \"abits\": %ld, \"granularity\": \"%s\", "
-               "\"observer\": \"%s\", \"float_epochs\": %ld, \"fake_quant\": %s",
-               o->wbits, o->abits, o->gran, o->observer, o->float_epochs, fq ? "true" : "false");
+               "\"observer\": \"%s\", \"target\": \"%s\", \"float_epochs\": %ld, \"fake_quant\": %s",
+               o->wbits, o->abits, o->gran, o->observer, o->target, o->float_epochs, fq ? "true" : "false");
         if (classify) { /* the test_* figures are the fake-quantized model's once fake quantization runs */
             printf(", \"test_accuracy_fake_quant\": ");
             if (fq) printf("%.6f", t->accuracy);
