@@ -1455,15 +1455,16 @@ static void test_keep_scale_rule_by_hand(void) {
 }
 
 /* The hand-written programs of tests/programs.h — every op kind, and the
- * average pools that keep their input's quantization (program_c, _d) —
+ * average pools that keep their input's quantization (program_c, _d),
+ * every kind within TFLite's rules (program_e) —
  * through the file: the same program back, the dividing rule spelled
  * "divide" and nothing new in the other files, and both numpy readers
  * give the integer engine's integers. */
 static void test_hand_programs_through_the_file(void) {
     if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) QAT_TEST_SKIP("no python3-h5py/numpy");
-    void (*const make[])(prog *) = {program_a, program_b, program_c, program_d};
+    void (*const make[])(prog *) = {program_a, program_b, program_c, program_d, program_e};
     enum { N = 12 };
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         prog p;
         make[k](&p);
         qat_ctx *ctx = qat_ctx_new();
@@ -1484,7 +1485,7 @@ static void test_hand_programs_through_the_file(void) {
             }
         }
         H5Fclose(f);
-        CU_ASSERT_EQUAL(keeps, k == 2 ? 1 : k == 3 ? 2 : 0);
+        CU_ASSERT_EQUAL(keeps, k == 2 ? 1 : k == 3 ? 2 : k == 4 ? 3 : 0);
         CU_ASSERT_EQUAL(roundings, keeps);
         int64_t in = qat_qtensor_numel(&l->tensors[l->input]), K = qat_qtensor_numel(&l->tensors[l->output]);
         float *x = malloc(sizeof *x * (size_t)(N * in));

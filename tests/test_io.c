@@ -393,6 +393,17 @@ static void rewrite_qat_configs(const char *path, int n, long long v) {
     H5Fclose(h);
 }
 
+/* The number of entries of obj's qat_config attribute (-1: none). */
+static int qat_config_length(const char *path, const char *obj) {
+    hid_t h = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hsize_t dims[1] = {0};
+    H5T_class_t cls;
+    size_t size;
+    int n = H5LTget_attribute_info(h, obj, "qat_config", dims, &cls, &size) >= 0 ? (int)dims[0] : -1;
+    H5Fclose(h);
+    return n;
+}
+
 /* pool_keeps_scale is recorded in the checkpoint's configuration lists
  * (the global one and each layer's override) and rebuilt; a list of 12
  * entries (written before it existed) reads as off; a wrong length or
@@ -414,9 +425,16 @@ static void test_pool_keeps_scale_round_trip(void) {
     CU_ASSERT(qat_model_qat_config(r, "ap")->pool_keeps_scale && !qat_model_qat_config(r, "gap")->pool_keeps_scale);
     CU_ASSERT(r->layers[ap].aq == NULL && r->layers[gap].aq != NULL);
     CU_ASSERT(same_act_quantizers(m, r));
-    /* written before the field: 12 entries, read as off (the pools have quantizers) */
+    /* off, the list keeps its old 12 entries (a build before the field reads
+     * the file); on, 13. Then a file written before the field: read as off
+     * (the pools have quantizers) */
+    char gap_obj[64];
+    snprintf(gap_obj, sizeof gap_obj, "architecture/%d", qat_model_find_layer(m, "gap"));
+    CU_ASSERT_EQUAL(qat_config_length(path, "architecture"), 13);
+    CU_ASSERT_EQUAL(qat_config_length(path, gap_obj), 12); /* gap's own: off */
     qat_model *f = keep_model(ctx, false);
     CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(f, NULL, NULL, NULL, old), QAT_OK);
+    CU_ASSERT_EQUAL(qat_config_length(old, "architecture"), 12);
     rewrite_qat_configs(old, 12, 0);
     CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, old, &r, NULL, 0), QAT_OK);
     CU_ASSERT(!qat_model_qat_config(r, NULL)->pool_keeps_scale && !qat_model_qat_config(r, "ap")->pool_keeps_scale);

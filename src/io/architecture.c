@@ -41,7 +41,9 @@ static bool same_qcfg(const qat_prepare_config *a, const qat_prepare_config *b) 
 static void put_qcfg(qat__h5w *w, hid_t g, const qat_prepare_config *c) {
     long long v[N_QCFG], b[N_BLOCKS];
     qcfg_values(c, v);
-    qat__h5w_i64s(w, g, "qat_config", v, N_QCFG);
+    /* the old length while the new entry is off: a build that predates
+     * pool_keeps_scale still reads every checkpoint that does not use it */
+    qat__h5w_i64s(w, g, "qat_config", v, c->pool_keeps_scale ? N_QCFG : N_QCFG_OLD);
     qat__h5w_f32(w, g, "qat_config_k", c->k);
     for (int d = 0; d < QAT_MAX_RANK; d++) b[d] = c->blocks[d];
     b[QAT_MAX_RANK] = c->ragged;
