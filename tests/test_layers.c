@@ -598,6 +598,101 @@ static void test_mul(void) {
     qat_ctx_free(ctx);
 }
 
+/* A layer's own precision from a model file (wbits=, abits=,
+ * granularity=): qat_prepare quantizes that layer so, the others with the
+ * global configuration; the text writes back the same; a checkpoint keeps
+ * it (before and after prepare); the lowered program carries each layer's
+ * bits; the keys where they cannot apply are refused, naming the layer. */
+static void test_layer_precision(void) {
+    static const char *const text =
+        "input shape=1,12,12\n"
+        "conv2d c1 input out=4 kernel=3 wbits=4 abits=6\n"
+        "relu r1 c1\n"
+        "conv2d c2 r1 out=4 kernel=3 granularity=tensor\n"
+        "relu r2 c2\n"
+        "flatten f r2\n"
+        "linear fc1 f out=16 wbits=3 granularity=block:16\n"
+        "relu r3 fc1\n"
+        "linear fc2 r3 out=5\n";
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, "mixed"), QAT_OK);
+    qat_layer_precision p;
+    CU_ASSERT(qat_model_layer_precision(m, "c1", &p) && p.wbits == 4 && p.abits == 6 && !p.has_granularity);
+    CU_ASSERT(qat_model_layer_precision(m, "fc1", &p) && p.wbits == 3 && p.has_granularity &&
+              p.granularity == QAT_GRAN_BLOCK && p.block == 16);
+    CU_ASSERT(qat_model_layer_precision(m, "fc2", &p) && !p.wbits && !p.abits && !p.has_granularity);
+    /* the text writes back the keys, and reads back the same */
+    char t1[2048], t2[2048];
+    CU_ASSERT_FATAL(qat_model_to_text(m, t1, sizeof t1) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t1, "conv2d c1 input out=4 kernel=3 wbits=4 abits=6\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t1, " granularity=tensor\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(t1, " wbits=3 granularity=block:16\n"));
+    qat_model *b = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(b, t1, "written"), QAT_OK);
+    CU_ASSERT_FATAL(qat_model_to_text(b, t2, sizeof t2) > 0);
+    CU_ASSERT_STRING_EQUAL(t1, t2);
+    /* a float checkpoint keeps each layer's own precision */
+    char dir[256], path[300];
+    CU_ASSERT_FATAL(qat_test_tmpdir(dir, sizeof dir, "layers-precision"));
+    snprintf(path, sizeof path, "%s/mixed.ckpt", dir);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(b, 1), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(b, NULL, NULL, NULL, path), QAT_OK);
+    qat_model *re = NULL;
+    qat_status st = qat_checkpoint_model(ctx, path, &re, NULL, 0);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    CU_ASSERT_FATAL(qat_model_to_text(re, t2, sizeof t2) > 0);
+    CU_ASSERT_STRING_EQUAL(t1, t2);
+    /* prepared: each layer with its own, the global configuration elsewhere */
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat_prepare_config g = qat_prepare_defaults();
+    g.abits = 7;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &g), QAT_OK);
+    const qat_prepare_config *c1 = qat_model_qat_config(m, "c1"), *c2 = qat_model_qat_config(m, "c2"),
+                             *f1 = qat_model_qat_config(m, "fc1"), *f2 = qat_model_qat_config(m, "fc2");
+    CU_ASSERT_FATAL(c1 && c2 && f1 && f2);
+    CU_ASSERT(c1->wbits == 4 && c1->abits == 6 && c1->wgran == QAT_GRAN_CHANNEL);
+    CU_ASSERT(c2->wbits == 8 && c2->abits == 7 && c2->wgran == QAT_GRAN_TENSOR);
+    CU_ASSERT(f1->wbits == 3 && f1->wgran == QAT_GRAN_BLOCK && f1->block == 16);
+    CU_ASSERT(f2->wbits == 8 && f2->wgran == QAT_GRAN_CHANNEL);
+    qat_act_quant_info a;
+    CU_ASSERT(qat_model_act_quant(m, qat_model_find_layer(m, "r1"), &a) && a.bits == 6); /* after c1's group */
+    CU_ASSERT(qat_model_act_quant(m, qat_model_find_layer(m, "r2"), &a) && a.bits == 7);
+    CU_ASSERT_EQUAL(qat_model_set_layer_precision(m, "c2", &p), QAT_ERR_STATE); /* prepared: qat_prepare_layer */
+    qat_ctx_clear_error(ctx);
+    /* a QAT checkpoint: the same configuration at every layer */
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, NULL, NULL, NULL, path), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, path, &re, NULL, 0), QAT_OK);
+    static const char *const names[] = {"c1", "c2", "fc1", "fc2"};
+    for (int k = 0; k < 4; k++) {
+        const qat_prepare_config *x = qat_model_qat_config(m, names[k]), *y = qat_model_qat_config(re, names[k]);
+        CU_ASSERT(x && y && x->wbits == y->wbits && x->abits == y->abits && x->wgran == y->wgran && x->block == y->block);
+    }
+    remove(path), rmdir(dir);
+    /* refusals, each naming the layer */
+    static const char *const bad[][2] = {
+        {"relu r fc wbits=4", "a relu has no weights"},
+        {"relu r fc abits=4", "a relu keeps the quantization of its input"},
+        {"linear r fc out=3 wbits=1", "wbits=N, N in 2..16"},
+        {"linear r fc out=3 abits=17", "abits=N, N in 2..16"},
+        {"linear r fc out=3 granularity=rows", "granularity=tensor, channel or block:N"},
+        {"linear r fc out=3 granularity=block:0", "granularity=tensor, channel or block:N"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char src[256];
+        snprintf(src, sizeof src, "input shape=8\nlinear fc input out=4\n%s\n", bad[k][0]);
+        qat_model *x = qat_model_new(ctx);
+        CU_ASSERT_NOT_EQUAL(qat_model_from_text(x, src, "bad"), QAT_OK);
+        const char *e = qat_ctx_error(ctx);
+        if (!strstr(e, bad[k][1]) || !strstr(e, "bad:3")) printf("\n  \"%s\": %s\n", bad[k][0], e);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e, bad[k][1]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(e, "bad:3"));
+        qat_ctx_clear_error(ctx);
+    }
+    qat_ctx_free(ctx);
+}
+
 /* qat_model_to_text: the every-op graph written, read back and written
  * again gives the same text, the same kinds, names and inputs; a model
  * without an input shape, or with a custom op, is refused. */
@@ -655,6 +750,8 @@ int main(int argc, char **argv) {
         {"hardsigmoid: values and gradients against PyTorch, model files, gradient check, summary", test_hardsigmoid},
         {"mul: one shape or a gate per channel; its gradient", test_mul},
         {"model files written: the every-op graph reads back the same", test_model_to_text_round_trip},
+        {"a layer's own precision from a model file: prepared so, written back, refused where it cannot apply",
+         test_layer_precision},
         {NULL, NULL},
     };
     return qat_test_main("layers", cases, argc, argv);

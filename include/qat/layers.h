@@ -351,6 +351,28 @@ QAT_API qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg);
  * was. The activation observer starts afresh. */
 QAT_API qat_status qat_prepare_layer(qat_model *m, const char *layer, const qat_prepare_config *cfg);
 QAT_API bool qat_model_prepared(const qat_model *m);
+
+/* A layer's own precision, given before qat_prepare (a model file's
+ * wbits=, abits= and granularity= keys, docs/model-format.md): qat_prepare
+ * quantizes that layer with the global configuration and these fields
+ * over it. 0 (or has_granularity false) keeps the global value. */
+typedef struct {
+    int wbits;               /* 2..16: the weight's bits (linear, conv2d) */
+    int abits;               /* 2..16: the activation after the layer's group (a layer that requantizes) */
+    bool has_granularity;
+    qat_granularity granularity; /* QAT_GRAN_TENSOR, _CHANNEL or _BLOCK (linear, conv2d) */
+    int block;               /* QAT_GRAN_BLOCK: the block size along the flattened input, >= 1 */
+} qat_layer_precision;
+/* Sets (p NULL: clears) layer's own precision. QAT_ERR_ARG, naming the
+ * layer and the field: an unknown layer, a field out of range, weight
+ * fields on a layer without weights, abits on a layer whose output keeps
+ * its input's quantization (a ReLU, a max pool: put it on the layer whose
+ * group quantizes it). QAT_ERR_STATE once the model is prepared (then
+ * qat_prepare_layer re-configures a layer). */
+QAT_API qat_status qat_model_set_layer_precision(qat_model *m, const char *layer, const qat_layer_precision *p);
+/* Layer's own precision (all zero when it has none); false for an
+ * unknown layer. */
+QAT_API bool qat_model_layer_precision(const qat_model *m, const char *layer, qat_layer_precision *out);
 /* The configuration a layer was prepared with (layer NULL: the global
  * one); NULL for a float model or a layer without quantizers. */
 QAT_API const qat_prepare_config *qat_model_qat_config(const qat_model *m, const char *layer);

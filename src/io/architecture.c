@@ -81,6 +81,11 @@ void qat__arch_write(qat__h5w *w, const qat_model *m) {
         const qat__op_kind *op = qat__op(l->kind);
         for (int k = 0; k < op->n_attrs; k++) qat__h5w_f32(w, g, op->attrs[k].key, l->attr[k]);
         if (l->custom) qat__h5w_str(w, g, "custom_op", l->custom->name);
+        const qat_layer_precision *p = &l->prec;
+        if (p->wbits || p->abits || p->has_granularity) { /* its own precision: -1 where none */
+            long long pv[4] = {p->wbits, p->abits, p->has_granularity ? (long long)p->granularity : -1, p->block};
+            qat__h5w_i64s(w, g, "precision", pv, 4);
+        }
         if (l->qcfg) put_qcfg(w, g, l->qcfg);
         H5Gclose(g);
     }
@@ -181,6 +186,18 @@ static qat_status add_layer(qat__h5r *r, hid_t g, qat_model *m, int i, int versi
         char what[QAT_NAME_LEN + 16];
         snprintf(what, sizeof what, "layer %s: ", name);
         return qat__h5r_adopt(r, what), qat_ctx_status(r->ctx);
+    }
+    if (version > 2 && qat__h5r_has_attr(g, "precision")) { /* its own precision, checked by the setter */
+        long long pv[4];
+        if (!qat__h5r_i64s(r, g, "precision", pv, 4, -1, QAT_MAX_BLOCK)) return qat_ctx_status(r->ctx);
+        qat_layer_precision p = {.wbits = (int)pv[0], .abits = (int)pv[1], .has_granularity = pv[2] >= 0,
+                                 .granularity = pv[2] >= 0 ? (qat_granularity)pv[2] : QAT_GRAN_TENSOR, .block = (int)pv[3]};
+        if (pv[0] < 0 || pv[1] < 0 || pv[3] < 0 || pv[2] > QAT_GRAN_BLOCK ||
+            qat_model_set_layer_precision(m, name, &p) != QAT_OK) {
+            qat_ctx_clear_error(m->ctx);
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "layer %s: precision [%lld, %lld, %lld, %lld] is not one a "
+                                 "model can have", name, pv[0], pv[1], pv[2], pv[3]), QAT_ERR_FORMAT;
+        }
     }
     return QAT_OK;
 }

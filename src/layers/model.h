@@ -44,6 +44,7 @@ typedef struct {
     qat_tensor *gamma, *beta;          /* batchnorm [C], named weight and bias */
     float *running_mean, *running_var; /* batchnorm buffers [C] */
     int n_consumers;         /* layers that read this one's output (+1 for the model output) */
+    qat_layer_precision prec; /* its own precision over the global configuration (zero: none) */
     /* set by the QAT pass (NULL / -1 in a float model): */
     qat_prepare_config *qcfg; /* this layer's own configuration */
     qat_qtype *wq;            /* weight fake quantization (symmetric) */

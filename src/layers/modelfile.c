@@ -136,10 +136,12 @@ static qat_status attributes(parser *p, const qat__op_kind *op, const char *name
 
 /* The keys a kind takes, for messages: its own list, or its attributes'. */
 static const char *keys_of(const qat__op_kind *op, char *buf, size_t len) {
-    if (op->keys) return op->keys;
     buf[0] = '\0';
-    for (int i = 0, at = 0; i < op->n_attrs && at < (int)len; i++)
+    int at = op->keys ? snprintf(buf, len, "%s", op->keys) : 0;
+    for (int i = 0; !op->keys && i < op->n_attrs && at < (int)len; i++)
         at += snprintf(buf + at, len - (size_t)at, "%s%s", i ? ", " : "", op->attrs[i].key);
+    const char *prec = op->weighted ? "wbits, abits, granularity" : op->requantizes ? "abits" : "";
+    if (prec[0] && at < (int)len) snprintf(buf + at, len - (size_t)at, "%s%s", at ? ", " : "", prec);
     return buf;
 }
 
@@ -149,6 +151,31 @@ static void kinds_list(char *buf, size_t len) {
     for (int k = 0, at = 0, n = 0; k < QAT_LAYER_KIND_COUNT && at < (int)len; k++)
         if (qat__op((qat_layer_kind)k)->in_files)
             at += snprintf(buf + at, len - (size_t)at, "%s%s", n++ ? ", " : "", qat__op((qat_layer_kind)k)->name);
+}
+
+/* The precision keys any line of a quantized kind may carry (wbits=,
+ * abits=, granularity=), for layer id just added. */
+static qat_status precision_keys(parser *p, const char *kind, const char *name, int id) {
+    const char *w = qat__qnet_get(p, "wbits"), *a = qat__qnet_get(p, "abits"), *g = qat__qnet_get(p, "granularity");
+    if (!w && !a && !g) return QAT_OK;
+    qat_layer_precision prec = {0};
+    long v;
+    if (w && !qat__qnet_int(w, 2, 16, &v)) return fail(p, "%s %s: wbits=N, N in 2..16", kind, name);
+    if (w) prec.wbits = (int)v;
+    if (a && !qat__qnet_int(a, 2, 16, &v)) return fail(p, "%s %s: abits=N, N in 2..16", kind, name);
+    if (a) prec.abits = (int)v;
+    if (g) {
+        prec.has_granularity = true;
+        if (!strcmp(g, "tensor")) prec.granularity = QAT_GRAN_TENSOR;
+        else if (!strcmp(g, "channel")) prec.granularity = QAT_GRAN_CHANNEL;
+        else if (!strncmp(g, "block:", 6) && qat__qnet_int(g + 6, 1, QAT_MAX_BLOCK, &v))
+            prec.granularity = QAT_GRAN_BLOCK, prec.block = (int)v;
+        else return fail(p, "%s %s: granularity=tensor, channel or block:N (N in 1..%d)", kind, name, QAT_MAX_BLOCK);
+    }
+    qat_model *m = p->m;
+    qat_status st = qat_model_set_layer_precision(m, m->layers[id].name, &prec);
+    if (st != QAT_OK) qat_ctx_error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
+    return st;
 }
 
 /* One layer line: kind, name, inputs, fields. */
@@ -186,6 +213,7 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
             qat_ctx_error_prefix(m->ctx, "%s:%d: ", p->origin, p->line);
         return st;
     }
+    if ((st = precision_keys(p, tok[0], name, m->n_layers - 1)) != QAT_OK) return st;
     char keys[256];
     if ((st = leftovers(p, tok[0], keys_of(op, keys, sizeof keys))) != QAT_OK) return st;
     return shape_of(p, m->n_layers - 1);

@@ -29,6 +29,15 @@ static void attributes(const qat__op_kind *op, const qat__layer *l, qat__text *t
     for (int a = 0; a < op->n_attrs; a++) qat__text_printf(t, " %s=%.9g", op->attrs[a].key, (double)l->attr[a]);
 }
 
+/* A layer's own precision, as its line's keys. */
+static void precision(const qat_layer_precision *p, qat__text *t) {
+    if (p->wbits) qat__text_printf(t, " wbits=%d", p->wbits);
+    if (p->abits) qat__text_printf(t, " abits=%d", p->abits);
+    if (!p->has_granularity) return;
+    if (p->granularity == QAT_GRAN_BLOCK) qat__text_printf(t, " granularity=block:%d", p->block);
+    else qat__text_printf(t, " granularity=%s", p->granularity == QAT_GRAN_TENSOR ? "tensor" : "channel");
+}
+
 int64_t qat_model_to_text(const qat_model *m, char *buf, size_t cap) {
     if (!m) return -1;
     if (buf && cap) buf[0] = '\0';
@@ -49,6 +58,7 @@ int64_t qat_model_to_text(const qat_model *m, char *buf, size_t cap) {
         for (int j = 0; j < l->n_in; j++) qat__text_printf(&t, "%s%s", j ? "," : "", m->layers[l->in[j]].name);
         if (op->print) op->print(m, l, &t);
         else attributes(op, l, &t);
+        precision(&l->prec, &t);
         qat__text_printf(&t, "\n");
     }
     if (m->output >= 0 && m->output != m->n_layers - 1) qat__text_printf(&t, "output %s\n", m->layers[m->output].name);

@@ -190,6 +190,56 @@ static qat_status quantize_layer(qat_model *m, int id, const qat_prepare_config 
     return QAT_OK;
 }
 
+/* c with layer l's own precision over it. */
+static qat_prepare_config with_precision(const qat__layer *l, const qat_prepare_config *c) {
+    qat_prepare_config out = *c;
+    const qat_layer_precision *p = &l->prec;
+    if (p->wbits) out.wbits = p->wbits;
+    if (p->abits) out.abits = p->abits;
+    if (p->has_granularity) {
+        out.wgran = p->granularity, out.block = p->granularity == QAT_GRAN_BLOCK ? p->block : 0;
+        memset(out.blocks, 0, sizeof out.blocks);
+    }
+    return out;
+}
+
+qat_status qat_model_set_layer_precision(qat_model *m, const char *layer, const qat_layer_precision *p) {
+    if (!m) return QAT_ERR_ARG;
+    int id = qat_model_find_layer(m, layer);
+    if (id < 1) return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "precision: no layer named \"%s\"", layer ? layer : "(null)");
+    if (m->prepared)
+        return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "precision: layer %s: the model is prepared already "
+                            "(qat_prepare_layer re-configures a prepared layer)", layer);
+    qat__layer *l = &m->layers[id];
+    const qat__op_kind *op = qat__op(l->kind);
+    qat_layer_precision none = {0};
+    if (!p) p = &none;
+    if ((p->wbits && (p->wbits < 2 || p->wbits > 16)) || (p->abits && (p->abits < 2 || p->abits > 16)))
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "precision: layer %s: bits must be 2..16 (weights %d, "
+                            "activations %d)", layer, p->wbits, p->abits);
+    if ((p->wbits || p->has_granularity) && !op->weighted)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "precision: layer %s: a %s has no weights (wbits and granularity "
+                            "belong to linear and conv2d layers)", layer, op->name);
+    if (p->abits && !op->requantizes)
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "precision: layer %s: a %s keeps the quantization of its input "
+                            "(give abits to the layer whose group quantizes it: a linear, conv2d, add, ...)", layer,
+                            op->name);
+    if (p->has_granularity && p->granularity != QAT_GRAN_TENSOR && p->granularity != QAT_GRAN_CHANNEL &&
+        !(p->granularity == QAT_GRAN_BLOCK && p->block >= 1 && p->block <= QAT_MAX_BLOCK))
+        return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "precision: layer %s: granularity tensor, channel or block:N "
+                            "(N in 1..%d)", layer, QAT_MAX_BLOCK);
+    l->prec = *p;
+    if (!p->has_granularity) l->prec.granularity = QAT_GRAN_TENSOR, l->prec.block = 0;
+    return QAT_OK;
+}
+
+bool qat_model_layer_precision(const qat_model *m, const char *layer, qat_layer_precision *out) {
+    int id = m ? qat_model_find_layer(m, layer) : -1;
+    if (id < 1) return false;
+    if (out) *out = m->layers[id].prec;
+    return true;
+}
+
 qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
     if (!m) return QAT_ERR_ARG;
     qat_prepare_config c = cfg ? *cfg : qat_prepare_defaults();
@@ -205,7 +255,9 @@ qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
     m->layers[0].aq = in;
     for (int i = 1; i < m->n_layers; i++) {
         if (!qat__requantizes(m->layers[i].kind) || m->layers[i].folded) continue;
-        if ((st = quantize_layer(m, i, &c)) != QAT_OK) return st;
+        qat_prepare_config lc = with_precision(&m->layers[i], &c);
+        if ((st = qat__check_qat_config(m->ctx, &lc)) != QAT_OK || (st = quantize_layer(m, i, &lc)) != QAT_OK)
+            return st;
     }
     m->prepared = true;
     m->fake_quant_on = true;
