@@ -12,7 +12,8 @@
 # The 28x28 models train on MNIST, the others on small seeded sets of
 # their shapes (tests/tflite/make_sets.py). SAMPLES (default 1000): test
 # samples compared per model (0: the whole test split).
-# QAT_TFLITE_MODELS picks models (default: all of models/).
+# QAT_TFLITE_MODELS picks models (default: all of models/, and the tool's
+# built-in LeNet and MLP as builtin:lenet, builtin:mlp).
 # Needs QAT_PYTHON with ai-edge-litert (scripts/setup-python.sh): without
 # it the test fails, it never skips.
 set -euo pipefail
@@ -27,7 +28,7 @@ trap 'rm -rf "$work"' EXIT
 "$py" "$here/make_sets.py" "$work/sets"
 [ "$samples" = 0 ] && samples=1000000
 fail=0
-models=${QAT_TFLITE_MODELS:-$(cd "$root/models" && ls *.qnet | sed 's/\.qnet$//')}
+models=${QAT_TFLITE_MODELS:-$(cd "$root/models" && ls *.qnet | sed 's/\.qnet$//') builtin:lenet builtin:mlp}
 for m in $models; do
   case $m in
     resnet8-ic) data=$work/sets/ic train=(--epochs 1) ;;
@@ -35,7 +36,9 @@ for m in $models; do
     ae-ad) data=$work/sets/ad train=(--epochs 1) ;;
     *) data=$mnist train=(--epochs 1 --limit-train 2048 --limit-test 200) ;;
   esac
-  "$bin" train --model-file "$root/models/$m.qnet" --qat --target tflite "${train[@]}" --data "$data" \
+  model=(--model-file "$root/models/$m.qnet")
+  case $m in builtin:*) model=(--model "${m#builtin:}") m=${m/:/-} ;; esac
+  "$bin" train "${model[@]}" --qat --target tflite "${train[@]}" --data "$data" \
     --out "$work/$m.ckpt.h5" >/dev/null 2>"$work/$m.train.log" || { echo "== $m: training failed"; cat "$work/$m.train.log"; fail=1; continue; }
   "$bin" export --checkpoint "$work/$m.ckpt.h5" --out "$work/$m.qat.h5" --tflite "$work/$m.tflite" 2>"$work/$m.export.log" ||
     { echo "== $m: export failed"; cat "$work/$m.export.log"; fail=1; continue; }
