@@ -618,6 +618,10 @@ static void test_export_tflite(void) {
     CU_ASSERT_EQUAL(fread(head, 1, 8, f), 8);
     fclose(f);
     CU_ASSERT(memcmp(head + 4, "TFL3", 4) == 0);
+    /* the quantized file itself, under another name: refused before anything is read */
+    snprintf(args, sizeof args, "export --quantized '%s' --tflite '%s/./tfl.qat.h5'", fout, dir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "is the quantized model itself"));
     /* --quantized takes --tflite and/or --c, nothing else */
     snprintf(args, sizeof args, "export --quantized '%s'", fout);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);

@@ -671,6 +671,17 @@ static void test_layer_precision(void) {
     }
     remove(path), rmdir(dir);
     /* refusals, each naming the layer */
+    /* abits on a pool that keeps its input's quantization: refused at prepare, naming it */
+    qat_model *k = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(k, "input shape=1,4,4\nconv2d c input out=2 kernel=1\n"
+                                                 "global_avgpool gap c abits=4\nlinear fc gap out=2\n", "keep"), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(k, 1), QAT_OK);
+    qat_prepare_config kc = qat_prepare_defaults();
+    kc.pool_keeps_scale = true;
+    CU_ASSERT_EQUAL(qat_prepare(k, &kc), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "layer gap: abits=4"));
+    CU_ASSERT(!qat_model_prepared(k));
+    qat_ctx_clear_error(ctx);
     static const char *const bad[][2] = {
         {"relu r fc wbits=4", "a relu has no weights"},
         {"relu r fc abits=4", "a relu keeps the quantization of its input"},

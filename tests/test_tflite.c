@@ -165,7 +165,7 @@ static void test_refusals(void) {
     ASSERT_REFUSED(&c.q, "layer same", "asymmetric weights");
     same->wq.zero_point[3] = 0;
     same->wq.bits = 12, same->wq.qmin = -2047, same->wq.qmax = 2047, same->weight[5] = 200;
-    ASSERT_REFUSED(&c.q, "layer same", "does not fit int8");
+    ASSERT_REFUSED(&c.q, "layer same", "12-bit weights");
     same->wq.bits = 8, same->wq.qmin = -127, same->wq.qmax = 127, same->weight[5] = 3;
     same->act_min = -100;
     ASSERT_REFUSED(&c.q, "layer same", "none of TFLite's fused activations");
@@ -182,6 +182,13 @@ static void test_refusals(void) {
     c.t[c.q.input].q.qmin = -8, c.t[c.q.input].q.qmax = 7, c.t[c.q.input].q.bits = 4;
     ASSERT_REFUSED(&c.q, "tensor input", "int8 over [-128, 127]");
     c.t[c.q.input].q.qmin = -128, c.t[c.q.input].q.qmax = 127, c.t[c.q.input].q.bits = 8;
+    /* a concatenation that requantizes, or clamps: TFLite's copies */
+    cat->multiplier[1] += 1;
+    ASSERT_REFUSED(&c.q, "layer cat", "not the one TFLite derives from the scales");
+    cat->multiplier[1] -= 1;
+    cat->act_min = c.t[cat->output].q.zero_point;
+    ASSERT_REFUSED(&c.q, "layer cat", "a concatenation that clamps");
+    cat->act_min = -128;
     char msg[512];
     CU_ASSERT_STRING_EQUAL(refusal(&c.q, msg, sizeof msg), ""); /* whole again */
     /* a refused save writes nothing */

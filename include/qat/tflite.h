@@ -6,7 +6,7 @@
  * ([1, H, W, C] or [1, F], the program input's scale and zero point: the
  * caller quantizes, as qat's engines do after the normalization), the
  * output "output" int8 at the program output's quantization; weights int8,
- * symmetric, per output channel; biases int32 at s_in·s_w. TFLite's
+ * symmetric, per output channel or per tensor; biases int32 at s_in·s_w. TFLite's
  * reference kernels compute, from these, exactly the integers of qat's
  * engine: docs/tflite.md gives the rules, op by op, and what is refused.
  * A signature "serving_default" names the input and output.
@@ -43,9 +43,11 @@ QAT_API bool qat_tflite_available(void);
  * wider than 8 bits or quantized along another axis than the output
  * channel; grouped (not depthwise) convolutions; average pools that
  * requantize (train with pool_keeps_scale: qat train --target tflite);
- * concatenations whose inputs have their own quantization; output clamps
- * that are none of TFLite's fused activations; tables (sigmoid, tanh,
- * hard-swish); pool paddings neither SAME nor VALID. */
+ * concatenations whose inputs have their own quantization or that clamp;
+ * output clamps that are none of TFLite's fused activations; tables
+ * (sigmoid, tanh, hard-swish); pool paddings neither SAME nor VALID;
+ * multipliers other than those TFLite derives from the scales; an add
+ * whose left shift is not 20. */
 QAT_API qat_status qat_tflite_serialize(const qat_qmodel *q, uint8_t **bytes, size_t *size, char *msg, size_t len);
 
 #ifdef __cplusplus

@@ -247,8 +247,18 @@ qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
     if (m->prepared) return qat_ctx_fail(m->ctx, QAT_ERR_STATE, "prepare: model already prepared");
     qat_status st = qat__check_qat_config(m->ctx, &c);
     if (st != QAT_OK) return st;
-    for (int i = 1; c.pool_keeps_scale && i < m->n_layers; i++) /* refused before anything changes */
-        if (qat__op(m->layers[i].kind)->averages && (st = check_keep(m, &m->layers[i])) != QAT_OK) return st;
+    for (int i = 1; i < m->n_layers; i++) { /* refused before anything changes */
+        const qat__layer *l = &m->layers[i];
+        bool keeps = c.pool_keeps_scale && qat__op(l->kind)->averages;
+        if (keeps && (st = check_keep(m, l)) != QAT_OK) return st;
+        if (keeps && l->prec.abits)
+            return qat_ctx_fail(m->ctx, QAT_ERR_ARG, "prepare: layer %s: abits=%d, but this pool keeps its input's "
+                                "quantization (pool_keeps_scale): it has no activation bits of its own", l->name,
+                                l->prec.abits);
+        qat_prepare_config lc = with_precision(l, &c);
+        if (qat__requantizes(l->kind) && (st = qat__check_qat_config(m->ctx, &lc)) != QAT_OK)
+            return qat_ctx_error_prefix(m->ctx, "layer %s: ", l->name), st;
+    }
     m->qcfg = c;
     qat__act_quant *in = new_act_quant(m, &c, c.io_bits);
     if (!in) return qat_ctx_status(m->ctx);
@@ -256,8 +266,7 @@ qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg) {
     for (int i = 1; i < m->n_layers; i++) {
         if (!qat__requantizes(m->layers[i].kind) || m->layers[i].folded) continue;
         qat_prepare_config lc = with_precision(&m->layers[i], &c);
-        if ((st = qat__check_qat_config(m->ctx, &lc)) != QAT_OK || (st = quantize_layer(m, i, &lc)) != QAT_OK)
-            return st;
+        if ((st = quantize_layer(m, i, &lc)) != QAT_OK) return st;
     }
     m->prepared = true;
     m->fake_quant_on = true;

@@ -37,7 +37,7 @@ typedef struct {
     qat__tfl_graph g;
     int cap_t, cap_o;
     int *tid;        /* [n_tensors]: the TFLite tensor holding program tensor t */
-    int *chw;        /* [n_tensors]: 1 when t is a flatten of [C, H, W] kept in (h, w, c) order */
+    int64_t *flat_c; /* [n_tensors]: C when t is a flatten of [C, H, W] kept in (h, w, c) order, else 0 */
     void **owned;    /* every allocation, freed at the end */
     int n_owned, cap_owned;
     char *msg;
@@ -88,6 +88,19 @@ static int add_tensor(tfl *x, const char *name, const char *suffix, int type, in
     return x->g.n_tensors++;
 }
 
+/* The version TFLite's schema gives each op with int8 tensors (its
+ * op_version rules: per-channel int8 convolutions are version 3, the other
+ * int8 kernels 2, RESHAPE 1): a runtime that predates a version refuses the
+ * file instead of running a kernel it does not have. */
+static int int8_version(int code) {
+    switch (code) {
+    case QAT__TFL_CONV_2D:
+    case QAT__TFL_DEPTHWISE_CONV_2D: return 3;
+    case QAT__TFL_RESHAPE: return 1;
+    default: return 2;
+    }
+}
+
 static qat__tfl_op *add_op(tfl *x, int code, int n_in, const int *in, int out) {
     if (x->g.n_ops == x->cap_o) {
         int cap = x->cap_o ? 2 * x->cap_o : 64;
@@ -97,7 +110,7 @@ static qat__tfl_op *add_op(tfl *x, int code, int n_in, const int *in, int out) {
     }
     qat__tfl_op *op = &x->g.ops[x->g.n_ops++];
     memset(op, 0, sizeof *op);
-    op->code = code, op->n_in = n_in, op->out = out;
+    op->code = code, op->n_in = n_in, op->out = out, op->version = int8_version(code);
     memcpy(op->in, in, (size_t)n_in * sizeof *in);
     return op;
 }
@@ -146,9 +159,9 @@ static void tfl_range(int act, const qat_aparams *a, int32_t *lo, int32_t *hi) {
     *lo = -128, *hi = 127;
     if (act == QAT__TFL_ACT_NONE) return;
     if (a->zero_point > *lo) *lo = a->zero_point;
-    if (act == QAT__TFL_ACT_RELU6) {
-        int32_t six = a->zero_point + (int32_t)roundf(6.0f / a->scale);
-        if (six < *hi) *hi = six;
+    if (act == QAT__TFL_ACT_RELU6) { /* compared in float first: a tiny scale makes 6 / s huge */
+        float six = roundf(6.0f / a->scale);
+        if (six < (float)(*hi - a->zero_point)) *hi = a->zero_point + (int32_t)six;
     }
 }
 
@@ -226,10 +239,13 @@ static qat_status check_weight(tfl *x, const qat_qop *op, int64_t O, int64_t n) 
             return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: asymmetric weights (zero point %d): TFLite's "
                         "int8 weights are symmetric (train with symmetric weights, the default)", op->name,
                         (int)w->zero_point[p]);
-    for (int64_t i = 0; i < n; i++)
+    if (w->bits > 8)
+        return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: %d-bit weights; TFLite's int8 kernels take weights "
+                    "of at most 8 bits", op->name, w->bits);
+    for (int64_t i = 0; i < n; i++) /* the type's range is checked by qat_qmodel_check; int8 is what TFLite reads */
         if (op->weight[i] < -128 || op->weight[i] > 127)
-            return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: a weight of %d does not fit int8 (%d-bit "
-                        "weights)", op->name, (int)op->weight[i], w->bits);
+            return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: a weight of %d does not fit int8", op->name,
+                        (int)op->weight[i]);
     return QAT_OK;
 }
 
@@ -318,7 +334,11 @@ static qat_status check_multipliers(tfl *x, const qat_qop *op) {
         break;
     }
     case QAT_QOP_MUL: st = derived(x, op, 0, s_in * (double)q->tensors[op->inputs[1]].q.scale / s_out); break;
-    default: break; /* the others keep their input's quantization (checked where they are written) */
+    case QAT_QOP_CONCAT: /* TFLite copies: each input's requantization must be the identity */
+        for (int j = 0; st == QAT_OK && j < op->n_inputs; j++)
+            st = derived(x, op, j, (double)q->tensors[op->inputs[j]].q.scale / s_out);
+        break;
+    default: break; /* the others have no multiplier, or keep their input's quantization (checked where written) */
     }
     return st;
 }
@@ -366,8 +386,8 @@ static qat_status conv(tfl *x, const qat_qop *op) {
     return QAT_OK;
 }
 
-/* The flatten of a [C, H, W] tensor its input is, if kept in (h, w, c)
- * order (0 otherwise): the weight columns follow that order. */
+/* A linear op; when its input is a flatten of [C, H, W] kept in TFLite's
+ * (h, w, c) order, its weight columns follow that order. */
 static qat_status linear(tfl *x, const qat_qop *op) {
     int64_t O = x->q->tensors[op->output].shape[0], I = x->q->tensors[op->inputs[0]].shape[0], n = O * I;
     qat_status st = check_weight(x, op, O, n);
@@ -376,17 +396,11 @@ static qat_status linear(tfl *x, const qat_qop *op) {
     if (st != QAT_OK) return st;
     int64_t *src = own(x, (size_t)n, sizeof *src);
     if (!src) return fail(x, QAT_ERR_NOMEM, "tflite: out of memory");
-    int t_in = op->inputs[0], chw = x->chw[t_in];
+    int t_in = op->inputs[0];
     /* the flattened [C, H, W]: column (h·W + w)·C + c of TFLite's is qat's c·H·W + h·W + w */
-    int64_t C = 1, HW = I;
-    if (chw) {
-        const qat_qop *f = NULL;
-        for (int k = 0; k < x->q->n_ops && !f; k++)
-            if (x->q->ops[k].output == t_in) f = &x->q->ops[k];
-        C = x->q->tensors[f->inputs[0]].shape[0], HW = I / C;
-    }
+    int64_t C = x->flat_c[t_in] ? x->flat_c[t_in] : 1, HW = I / C;
     for (int64_t o = 0; o < O; o++)
-        for (int64_t j = 0; j < I; j++) src[o * I + j] = o * I + (chw ? (j % C) * HW + j / C : j);
+        for (int64_t j = 0; j < I; j++) src[o * I + j] = o * I + (j % C) * HW + j / C;
     /* [1, I] -> [1, 1, 1, I], a 1x1 CONV_2D, [1, 1, 1, O] -> [1, O] (the reason: docs/tflite.md) */
     int32_t shape[4] = {(int32_t)O, 1, 1, (int32_t)I}, in4[4] = {1, 1, 1, (int32_t)I}, out4[4] = {1, 1, 1, (int32_t)O};
     int w = weight_tensor(x, op, 4, shape, src, 0, O), b = w < 0 ? -1 : bias_tensor(x, op, O);
@@ -457,7 +471,7 @@ static qat_status flatten(tfl *x, const qat_qop *op) {
     qat_status st;
     if (in->rank == 3 && in->shape[1] * in->shape[2] > 1) {
         if (read_by_linear_only(x->q, op->output)) {
-            x->chw[op->output] = 1;
+            x->flat_c[op->output] = in->shape[0];
         } else { /* [1, H, W, C] -> [1, C, H, W]: qat's order */
             int32_t shape[4] = {1, (int32_t)in->shape[0], (int32_t)in->shape[1], (int32_t)in->shape[2]};
             int32_t pshape[1] = {4}, *perm = own(x, 4, sizeof *perm);
@@ -475,16 +489,10 @@ static qat_status flatten(tfl *x, const qat_qop *op) {
     return reshape(x, op->name, ".shape", xin, x->tid[op->output]);
 }
 
-/* ADD, MUL, CONCATENATION, RELU/RELU6: element-wise or along channels;
- * a flatten kept in (h, w, c) order passes through only where every
- * input has it (the order is the same on both sides). */
+/* ADD, MUL, CONCATENATION, RELU/RELU6: element-wise or along channels
+ * (never on a flatten kept in (h, w, c) order: only linear ops read one). */
 static qat_status elementwise(tfl *x, const qat_qop *op) {
     const qat_aparams *o = &x->q->tensors[op->output].q;
-    int chw = x->chw[op->inputs[0]];
-    for (int j = 1; j < op->n_inputs; j++)
-        if (x->chw[op->inputs[j]] != chw || (op->kind == QAT_QOP_CONCAT && chw))
-            return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: reads flattened maps whose element orders differ",
-                        op->name);
     int code = 0, act = QAT__TFL_ACT_NONE;
     qat_status st = QAT_OK;
     switch (op->kind) {
@@ -503,16 +511,19 @@ static qat_status elementwise(tfl *x, const qat_qop *op) {
                 return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: input %s has its own quantization; TFLite's "
                             "int8 CONCATENATION needs every input at the output's scale and zero point", op->name,
                             x->q->tensors[op->inputs[j]].name);
-        code = QAT__TFL_CONCATENATION, st = fused_act(x, op, &act);
+        if (op->act_min != -128 || op->act_max != 127) /* TFLite's CONCATENATION takes no fused activation */
+            return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: a concatenation that clamps to [%d, %d]; TFLite's "
+                        "int8 CONCATENATION copies integers", op->name, (int)op->act_min, (int)op->act_max);
+        code = QAT__TFL_CONCATENATION;
         break;
     case QAT_QOP_RELU:
         if (!same_q(&x->q->tensors[op->inputs[0]].q, o))
             return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: a ReLU that requantizes", op->name);
-        st = fused_act(x, op, &act);
-        if (st == QAT_OK && act == QAT__TFL_ACT_NONE) { /* a clamp that is the storage range: nothing */
-            x->tid[op->output] = x->tid[op->inputs[0]], x->chw[op->output] = chw;
+        if (op->act_min == -128 && op->act_max == 127) { /* a clamp that is the storage range: nothing */
+            x->tid[op->output] = x->tid[op->inputs[0]];
             return QAT_OK;
         }
+        st = fused_act(x, op, &act);
         code = act == QAT__TFL_ACT_RELU6 ? QAT__TFL_RELU6 : QAT__TFL_RELU, act = QAT__TFL_ACT_NONE;
         break;
     default: break;
@@ -523,7 +534,6 @@ static qat_status elementwise(tfl *x, const qat_qop *op) {
     qat__tfl_op *t = add_op(x, code, op->n_inputs, ins, x->tid[op->output]);
     if (!t) return fail(x, QAT_ERR_NOMEM, "tflite: out of memory");
     t->act = act, t->axis = x->q->tensors[op->output].rank == 3 ? 3 : 1;
-    x->chw[op->output] = chw;
     return QAT_OK;
 }
 
@@ -568,11 +578,10 @@ static qat_status build(tfl *x) {
         }
     }
     if (st != QAT_OK) return st;
-    if (x->chw[q->output]) return fail(x, QAT_ERR_STATE, "tflite: the output is a flatten in TFLite's order");
     x->g.input = x->tid[q->input], x->g.output = x->tid[q->output];
     snprintf(x->g.tensors[x->g.output].name, sizeof x->g.tensors[0].name, "output");
-    size_t total = 0;
-    for (int t = 0; t < x->g.n_tensors; t++) total += x->g.tensors[t].bytes;
+    size_t total = 0; /* constants, and each tensor's scales and zero points (12 bytes a channel) */
+    for (int t = 0; t < x->g.n_tensors; t++) total += x->g.tensors[t].bytes + 12 * (size_t)x->g.tensors[t].n_q + 256;
     if (total > ((size_t)1 << 30))
         return fail(x, QAT_ERR_UNSUPPORTED, "tflite: %zu bytes of constants: over the 1 GiB a flatbuffer holds "
                     "safely", total);
@@ -590,15 +599,15 @@ qat_status qat_tflite_serialize(const qat_qmodel *q, uint8_t **bytes, size_t *si
     if (st != QAT_OK) return st;
     tfl x = {.q = q, .msg = msg, .len = len};
     x.tid = malloc((size_t)q->n_tensors * sizeof *x.tid);
-    x.chw = calloc((size_t)q->n_tensors, sizeof *x.chw);
-    if (!x.tid || !x.chw) st = fail(&x, QAT_ERR_NOMEM, "tflite: out of memory");
+    x.flat_c = calloc((size_t)q->n_tensors, sizeof *x.flat_c);
+    if (!x.tid || !x.flat_c) st = fail(&x, QAT_ERR_NOMEM, "tflite: out of memory");
     for (int t = 0; st == QAT_OK && t < q->n_tensors; t++) x.tid[t] = -1;
     char description[160];
-    snprintf(description, sizeof description, "qat %s integer program (docs/tflite.md)", qat_version());
+    snprintf(description, sizeof description, "qat %s integer program (docs/tflite.md)", qat_version()); /* the producer */
     x.g.description = description;
     if (st == QAT_OK) st = build(&x);
     if (st == QAT_OK) st = qat__tfl_serialize(&x.g, bytes, size, msg, len);
     for (int k = 0; k < x.n_owned; k++) free(x.owned[k]);
-    free(x.owned), free(x.tid), free(x.chw), free(x.g.tensors), free(x.g.ops);
+    free(x.owned), free(x.tid), free(x.flat_c), free(x.g.tensors), free(x.g.ops);
     return st;
 }

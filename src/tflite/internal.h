@@ -43,6 +43,7 @@ typedef struct {
     int n_in, in[16];         /* tensor ids (QAT_QOP_MAX_INPUTS at most) */
     int out;
     int padding, stride_w, stride_h, filter_w, filter_h, depth_multiplier, act, axis;
+    int version;              /* the op's version in TFLite's schema (its int8 kernels') */
 } qat__tfl_op;
 
 typedef struct {
@@ -51,7 +52,7 @@ typedef struct {
     qat__tfl_op *ops;
     int n_ops;
     int input, output;        /* tensor ids */
-    const char *description;  /* the producer and configuration */
+    const char *description;  /* the producer: qat's version */
 } qat__tfl_graph;
 
 /* The graph as a TFLite flatbuffer, checked by the flatbuffers verifier:

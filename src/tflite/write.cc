@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "schema_generated.h"
@@ -18,7 +19,8 @@ void say(char *msg, size_t len, const char *text) {
     if (msg && len) std::snprintf(msg, len, "%s", text);
 }
 
-flatbuffers::Offset<void> options(flatbuffers::FlatBufferBuilder &b, const qat__tfl_op &op, const qat__tfl_graph &g,
+// RESHAPE has none: its shape is its second input, a constant tensor.
+flatbuffers::Offset<void> options(flatbuffers::FlatBufferBuilder &b, const qat__tfl_op &op,
                                   tflite::BuiltinOptions *type) {
     auto pad = static_cast<tflite::Padding>(op.padding);
     auto act = static_cast<tflite::ActivationFunctionType>(op.act);
@@ -45,13 +47,6 @@ flatbuffers::Offset<void> options(flatbuffers::FlatBufferBuilder &b, const qat__
     case QAT__TFL_MUL:
         *type = tflite::BuiltinOptions_MulOptions;
         return tflite::CreateMulOptions(b, act).Union();
-    case QAT__TFL_RESHAPE: {
-        const qat__tfl_tensor &t = g.tensors[op.out];
-        std::vector<int32_t> shape(t.shape, t.shape + t.rank);
-        shape[0] = -1; // any batch, as the shape tensor says
-        *type = tflite::BuiltinOptions_ReshapeOptions;
-        return tflite::CreateReshapeOptionsDirect(b, &shape).Union();
-    }
     case QAT__TFL_PAD:
         *type = tflite::BuiltinOptions_PadOptions;
         return tflite::CreatePadOptions(b).Union();
@@ -89,23 +84,24 @@ flatbuffers::DetachedBuffer build(const qat__tfl_graph &g) {
         tensors.push_back(tflite::CreateTensorDirect(b, &shape, static_cast<tflite::TensorType>(t.type), buffer,
                                                      t.name, q));
     }
-    // one operator code per distinct built-in
-    std::vector<int> codes;
+    // one operator code per distinct built-in and version
+    std::vector<std::pair<int, int>> codes;
     std::vector<flatbuffers::Offset<tflite::Operator>> ops;
     for (int i = 0; i < g.n_ops; i++) {
         const qat__tfl_op &op = g.ops[i];
+        std::pair<int, int> code{op.code, op.version};
         uint32_t index = 0;
-        while (index < codes.size() && codes[index] != op.code) index++;
-        if (index == codes.size()) codes.push_back(op.code);
+        while (index < codes.size() && codes[index] != code) index++;
+        if (index == codes.size()) codes.push_back(code);
         std::vector<int32_t> in(op.in, op.in + op.n_in), out{op.out};
         tflite::BuiltinOptions type;
-        auto opt = options(b, op, g, &type);
+        auto opt = options(b, op, &type);
         ops.push_back(tflite::CreateOperatorDirect(b, index, &in, &out, type, opt));
     }
     std::vector<flatbuffers::Offset<tflite::OperatorCode>> opcodes;
-    for (int c : codes)
-        opcodes.push_back(tflite::CreateOperatorCode(b, static_cast<int8_t>(c < 127 ? c : 127), 0, 1,
-                                                     static_cast<tflite::BuiltinOperator>(c)));
+    for (auto c : codes)
+        opcodes.push_back(tflite::CreateOperatorCode(b, static_cast<int8_t>(c.first < 127 ? c.first : 127), 0,
+                                                     c.second, static_cast<tflite::BuiltinOperator>(c.first)));
     std::vector<int32_t> inputs{g.input}, outputs{g.output};
     auto subgraph = tflite::CreateSubGraphDirect(b, &tensors, &inputs, &outputs, &ops, "main");
     std::vector<flatbuffers::Offset<tflite::SubGraph>> subgraphs{subgraph};

@@ -169,7 +169,7 @@ int cmd_export(int argc, char **argv) {
         if (ckpt || out || onnx || (!cdir && !tflite))
             return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR and/or --tflite FILE, and "
                                   "none of --checkpoint, --out, --onnx");
-        if (!strcmp(quantized, tflite ? tflite : ""))
+        if (tflite && cli_same_file(quantized, tflite))
             return cli_usage_fail(P, json, export_usage, "--tflite %s is the quantized model itself", tflite);
         bool create = false;
         if (cdir && check_c_dir("qat", json, cdir, &create)) return 1;
@@ -197,18 +197,16 @@ int cmd_export(int argc, char **argv) {
     if (!ckpt || (!out && !onnx && !tflite && !cdir))
         return cli_usage_fail(P, json, export_usage, "--checkpoint and one of --out, --onnx, --tflite, --c are required");
     /* The same file under any name (a link, "./x"): the export would replace the checkpoint. */
-    struct stat cs, os;
     const char *outs[3] = {out, onnx, tflite}, *opts[3] = {"--out", "--onnx", "--tflite"};
     for (int k = 0; k < 3; k++) {
         const char *o = outs[k], *opt = opts[k];
-        if (o && (!strcmp(ckpt, o) || (stat(ckpt, &cs) == 0 && stat(o, &os) == 0 && cs.st_dev == os.st_dev &&
-                                       cs.st_ino == os.st_ino)))
+        if (o && cli_same_file(ckpt, o))
             return cli_usage_fail(P, json, export_usage, "%s %s is the checkpoint itself: exporting would overwrite it",
                                   opt, o);
     }
     for (int j = 0; j < 3; j++)
         for (int k = j + 1; k < 3; k++)
-            if (outs[j] && outs[k] && !strcmp(outs[j], outs[k]))
+            if (outs[j] && outs[k] && cli_same_file(outs[j], outs[k]))
                 return cli_usage_fail(P, json, export_usage, "%s and %s name the same file", opts[j], opts[k]);
     bool create_cdir = false;
     if (cdir && check_c_dir("qat", json, cdir, &create_cdir)) return 1; /* every target is checked before the work */
@@ -245,13 +243,14 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "qat: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
     if (tflite) fprintf(stderr, "qat: wrote %s (%lld bytes; TFLite, int8)\n", tflite, tfl_bytes);
     /* the weights' bit widths: one, or a range when layers have their own */
-    int wlo = qc->wbits, whi = qc->wbits;
+    int wlo = 99, whi = 0;
     for (int i = 1; i < qat_model_n_layers(m); i++) {
         const qat_prepare_config *lc = qat_model_qat_config(m, qat_model_layer_name(m, i));
         qat_layer_kind k = qat_model_layer_kind(m, i);
         if (!lc || (k != QAT_LAYER_LINEAR && k != QAT_LAYER_CONV2D)) continue;
         wlo = lc->wbits < wlo ? lc->wbits : wlo, whi = lc->wbits > whi ? lc->wbits : whi;
     }
+    if (whi == 0) wlo = whi = qc->wbits; /* no weighted layer: the run's */
     char wbits[32];
     if (wlo == whi) snprintf(wbits, sizeof wbits, "%d", wlo);
     else snprintf(wbits, sizeof wbits, "%d to %d", wlo, whi);
