@@ -10,6 +10,8 @@
 # sides alternate, model by model, ROUNDS times, and each keeps its best
 # (each run is itself the best of three passes over SAMPLES inputs).
 #   bench/bench_graph_infer.sh [BUILD_DIR] [DATA_DIR] [SAMPLES] [ROUNDS] [MODELS...]
+# QAT_BENCH_BACKENDS: PyTorch's two quantized engines to run (default
+# onednn,qnnpack; a current PyTorch also has x86, its default, and fbgemm).
 # Prints samples/s in wall time and in each side's thread CPU time (one
 # thread each; the VM's other processes inflate wall time, CPU time far
 # less), qat/torch, the fraction of this core's int8 peak each side
@@ -34,6 +36,8 @@ py=${QAT_BENCH_PYTHON:-}
 [ -n "$py" ] || { [ -x "$root/.venv-bench/bin/python" ] && py=$root/.venv-bench/bin/python || py=/usr/bin/python3; }
 have_torch=0
 "$py" -c "import torch" 2>/dev/null && have_torch=1
+backends=${QAT_BENCH_BACKENDS:-onednn,qnnpack}
+b1=${backends%%,*} b2=${backends##*,}
 [ $have_torch = 1 ] && torch_version=$("$py" -c "import torch; print(torch.__version__)") \
   || echo "bench: PyTorch not installed ($py; scripts/setup-python.sh bench): qat alone"
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -62,11 +66,11 @@ for round in $(seq "$rounds"); do
     best_q[$m]=$(max "${best_q[$m]}" "$(echo "$out" | awk '$1 == "int" { print $2 }')")
     cpu_q[$m]=$(max "${cpu_q[$m]}" "$(echo "$out" | awk '$1 == "int" { sub(/\(/, "", $4); print $4 }')")
     [ $have_torch = 1 ] || continue
-    t=$(cd "$root/bench" && "$py" torch_graph_models.py "$root/models/$m.qnet" 64 "$samples" onednn,qnnpack 3 2>/dev/null)
-    best_o[$m]=$(max "${best_o[$m]}" "$(json "$t" onednn infer_samples_per_s)")
-    best_n[$m]=$(max "${best_n[$m]}" "$(json "$t" qnnpack infer_samples_per_s)")
-    cpu_o[$m]=$(max "${cpu_o[$m]}" "$(json "$t" onednn cpu_samples_per_s)")
-    cpu_n[$m]=$(max "${cpu_n[$m]}" "$(json "$t" qnnpack cpu_samples_per_s)")
+    t=$(cd "$root/bench" && "$py" torch_graph_models.py "$root/models/$m.qnet" 64 "$samples" "$b1,$b2" 3 2>/dev/null)
+    best_o[$m]=$(max "${best_o[$m]}" "$(json "$t" "$b1" infer_samples_per_s)")
+    best_n[$m]=$(max "${best_n[$m]}" "$(json "$t" "$b2" infer_samples_per_s)")
+    cpu_o[$m]=$(max "${cpu_o[$m]}" "$(json "$t" "$b1" cpu_samples_per_s)")
+    cpu_n[$m]=$(max "${cpu_n[$m]}" "$(json "$t" "$b2" cpu_samples_per_s)")
   done
 done
 echo "int8 inference, batch 64, 1 thread, $samples samples, best of $rounds alternating rounds (each the best of 3 passes)"
@@ -75,16 +79,16 @@ echo "CPU: $cpu; qat level: $level (QAT_MAX_ISA=${QAT_MAX_ISA:-unset}), int kern
 echo "OPENBLAS_CORETYPE=$core; load average before: $load_before, after: $(load)"
 echo "peak: $peak_line (vpdpbusd zmm: 64 int8 multiply-adds an instruction; GMAC/s = instructions/s x 64)"
 echo "samples/s in wall time, then in the thread's CPU time (other processes on this VM inflate the first)"
-printf "  %-13s %8s | %9s %9s %9s %8s %8s | %9s %9s %9s %8s %8s\n" model "MMAC/smp" "qat" onednn qnnpack "/onednn" "/qnnpack" \
-  "qat cpu" "onednn" "qnnpack" "/onednn" "/qnnpack"
+printf "  %-13s %8s | %9s %9s %9s %8s %8s | %9s %9s %9s %8s %8s\n" model "MMAC/smp" "qat" "$b1" "$b2" "/$b1" "/$b2" \
+  "qat cpu" "$b1" "$b2" "/$b1" "/$b2"
 for m in "${models[@]}"; do
   awk -v m="$m" -v mac="${macs[$m]}" -v q="${best_q[$m]}" -v o="${best_o[$m]}" -v n="${best_n[$m]}" \
-      -v cq="${cpu_q[$m]}" -v co="${cpu_o[$m]}" -v cn="${cpu_n[$m]}" -v p="$peak" 'BEGIN {
+      -v cq="${cpu_q[$m]}" -v co="${cpu_o[$m]}" -v cn="${cpu_n[$m]}" -v p="$peak" -v b1="$b1" -v b2="$b2" 'BEGIN {
     r1 = (o > 0) ? q / o : 0; r2 = (n > 0) ? q / n : 0; r3 = (co > 0) ? cq / co : 0; r4 = (cn > 0) ? cq / cn : 0
     printf "  %-13s %8.2f | %9.0f %9.0f %9.0f %7.2fx %7.2fx | %9.0f %9.0f %9.0f %7.2fx %7.2fx\n", m, mac, q, o, n, r1, r2,
       cq, co, cn, r3, r4
-    if (p > 0) printf "  %-13s fraction of peak, CPU time: qat %.1f%%, onednn %.1f%%, qnnpack %.1f%% (wall: %.1f%%, %.1f%%, %.1f%%)\n",
-      "", 100 * cq * mac / 1e3 / p, 100 * co * mac / 1e3 / p, 100 * cn * mac / 1e3 / p,
+    if (p > 0) printf "  %-13s fraction of peak, CPU time: qat %.1f%%, %s %.1f%%, %s %.1f%% (wall: %.1f%%, %.1f%%, %.1f%%)\n",
+      "", 100 * cq * mac / 1e3 / p, b1, 100 * co * mac / 1e3 / p, b2, 100 * cn * mac / 1e3 / p,
       100 * q * mac / 1e3 / p, 100 * o * mac / 1e3 / p, 100 * n * mac / 1e3 / p
   }'
 done
