@@ -7,6 +7,7 @@ what they are for, the integers are.
 DIR/ic:  32x32 RGB images (uint8, [N, 3, 32, 32]), 10 classes
 DIR/kws: 49x10 features (float32, [N, 1, 49, 10]), 12 classes
 DIR/ad:  640 features (float32, [N, 640]), no labels (an autoencoder)
+DIR/vww: 96x96 RGB images (uint8, [N, 3, 96, 96]), 2 classes
 """
 import os
 import sys
@@ -37,6 +38,10 @@ def main():
         save(f"{root}/kws", split, x, y)
         x = rng.normal(0, 1, (n, 640)).astype(np.float32)
         save(f"{root}/ad", split, x)
+        y = rng.integers(0, 2, n).astype(np.int64)
+        x = rng.integers(0, 200, (n, 3, 96, 96)).astype(np.int32)
+        x[y == 1, :, 24:72, 32:64] += 55  # a bright block: the "person"
+        save(f"{root}/vww", split, np.clip(x, 0, 255).astype(np.uint8), y)
 
 
 if __name__ == "__main__":

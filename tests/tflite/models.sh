@@ -34,6 +34,7 @@ for m in $models; do
     resnet8-ic) data=$work/sets/ic train=(--epochs 1) ;;
     ds-cnn-kws) data=$work/sets/kws train=(--epochs 1) ;;
     ae-ad) data=$work/sets/ad train=(--epochs 1) ;;
+    mobilenet-v1-vww) data=$work/sets/vww train=(--epochs 1) ;;
     *) data=$mnist train=(--epochs 1 --limit-train 2048 --limit-test 200) ;;
   esac
   model=(--model-file "$root/models/$m.qnet")
