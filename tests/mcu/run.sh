@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The generated microcontroller code, end to end, for each model named:
-#   train it briefly (qat train --qat on a slice of MNIST), export its
-#   quantized file and its C (qat export --c), run the first N MNIST
-#   test images through qat's integer engine (codegen_ref), then
+#   train it briefly (qat train --qat on a slice of MNIST, or of its own
+#   data set), export its quantized file and its C (qat export --c), run
+#   the first N test samples through qat's integer engine (codegen_ref), then
 #   - host: NAME.c compiled with -std=c99 -Wall -Wextra -Wpedantic -Werror
 #     -Wdouble-promotion -Wfloat-conversion, run: the same integers;
 #   - no float: NAME.c for a Cortex-M0 with -mfloat-abi=soft references no
@@ -15,7 +15,9 @@
 #   instructions per inference on the Cortex-M4.
 # usage: run.sh QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL...
 # (MODEL: a name in models/, e.g. lenet, or NAME:wNaM for N-bit weights and
-# M-bit activations, e.g. lenet:w4a4; default W8A8). Exit 77 (skipped) without
+# M-bit activations, e.g. lenet:w4a4; default W8A8; NAME@DATA trains and
+# runs it on another data set than MNIST_DIR, any that qat train reads,
+# its first N test samples). Exit 77 (skipped) without
 # arm-none-eabi-gcc or qemu-system-arm (scripts/setup-mcu.sh installs them).
 # MCU_OPT (default -O2) is the optimization of the generated code.
 set -euo pipefail
@@ -35,6 +37,8 @@ fail=0
 summary=()
 
 for spec in "$@"; do
+  mdata=$data
+  if [[ $spec == *@* ]]; then mdata=${spec#*@} spec=${spec%%@*}; fi
   model=${spec%%:*} bits=()
   if [[ $spec == *:w*a* ]]; then
     b=${spec##*:w}
@@ -47,10 +51,10 @@ for spec in "$@"; do
   rm -rf "$w" && mkdir -p "$w/gen"
   case $model in lenet | mlp) limit=2048 ;; *) limit=256 ;; esac  # bit-exactness needs no accuracy
   "$bin" train --model-file "$src/models/$model.qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
-    --data "$data" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
+    --data "$mdata" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
   "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" 2> "$w/export.log" \
     || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
-  "$ref" "$w/model.qat.h5" "$data" "$n" "$w/images.f32" "$w/expected.txt"
+  "$ref" "$w/model.qat.h5" "$mdata" "$n" "$w/images.f32" "$w/expected.txt"
   defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$w/gen" -I"$here")
 
   # host: strict C99, then the same integers as the engine
