@@ -55,6 +55,34 @@ static void prog_free(prog *p) {
     for (int i = 0; i < p->nmem; i++) free(p->mem[i]);
 }
 
+/* qat_runtime_run's output integers for n samples of input integers xq
+ * ([n][input numel]), malloc'd ([n][output numel]; the caller frees them).
+ * The buffers are zeroed as the engines' are: the GEMM reads padding whose
+ * values it multiplies by zero weights or drops (src/runtime/kernels.h),
+ * which valgrind cannot tell from a read that counts. */
+static inline int8_t *prog_run(const qat_qmodel *q, const int8_t *xq, int n) {
+    int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
+    qat_plan plan;
+    char msg[320];
+    qat_status st = qat_plan_program(q, n, off, &plan, msg, sizeof msg);
+    if (st) printf("\n  %s\n", msg);
+    PROG_CHECK(st == QAT_OK);
+    size_t cb = (size_t)(plan.const_bytes + 63) / 64 * 64 + 64, ab = (size_t)(plan.arena_bytes + 63) / 64 * 64 + 64,
+           sb = (size_t)(plan.scratch_bytes + 63) / 64 * 64 + 64;
+    void *consts = aligned_alloc(64, cb), *arena = aligned_alloc(64, ab), *scratch = aligned_alloc(64, sb);
+    PROG_CHECK(off && consts && arena && scratch);
+    memset(consts, 0, cb), memset(arena, 0, ab), memset(scratch, 0, sb);
+    qat_runtime_prepare(q, &plan, consts);
+    memcpy((int8_t *)arena + plan.offset[q->input], xq, (size_t)(n * qat_qtensor_numel(&q->tensors[q->input])));
+    PROG_CHECK(qat_runtime_run(q, &plan, consts, arena, scratch, n) == QAT_OK);
+    int64_t out = qat_qtensor_numel(&q->tensors[q->output]);
+    int8_t *y = malloc((size_t)(n * out));
+    PROG_CHECK(y != NULL);
+    memcpy(y, (int8_t *)arena + plan.offset[q->output], (size_t)(n * out));
+    free(consts), free(arena), free(scratch), free(off);
+    return y;
+}
+
 /* A new int8 tensor of random quantization (shape filled by its op). */
 static int tensor(prog *p, const char *name) {
     int t = p->q.n_tensors++;

@@ -24,28 +24,14 @@ static char dir[256];
 
 /* ---- the generated C against the runtime ------------------------------------------------ */
 
-/* qat_runtime_run's output integers of n raw samples x. */
+/* qat_runtime_run's output integers of n raw samples x (the program's
+ * input quantization first). */
 static int8_t *runtime_outputs(const qat_qmodel *q, const float *x, int n) {
-    int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
-    qat_plan plan;
-    char msg[320];
-    qat_status st = qat_plan_program(q, n, off, &plan, msg, sizeof msg);
-    if (st) printf("\n  %s\n", msg);
-    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
-    size_t cb = (size_t)(plan.const_bytes + 63) / 64 * 64 + 64, ab = (size_t)(plan.arena_bytes + 63) / 64 * 64 + 64,
-           sb = (size_t)(plan.scratch_bytes + 63) / 64 * 64 + 64;
-    void *consts = aligned_alloc(64, cb), *arena = aligned_alloc(64, ab), *scratch = aligned_alloc(64, sb);
-    /* zeroed as the engines' are: the GEMM reads padding whose values it
-     * multiplies by zero weights or drops (src/runtime/kernels.h), which
-     * valgrind cannot tell from a read that counts */
-    memset(consts, 0, cb), memset(arena, 0, ab), memset(scratch, 0, sb);
-    qat_runtime_prepare(q, &plan, consts);
-    qat_input_quantize(q, x, n, (int8_t *)arena + plan.offset[q->input]);
-    CU_ASSERT_EQUAL(qat_runtime_run(q, &plan, consts, arena, scratch, n), QAT_OK);
-    int64_t out = qat_qtensor_numel(&q->tensors[q->output]);
-    int8_t *y = malloc((size_t)(n * out));
-    memcpy(y, (int8_t *)arena + plan.offset[q->output], (size_t)(n * out));
-    free(consts), free(arena), free(scratch), free(off);
+    int8_t *xq = malloc((size_t)(n * qat_qtensor_numel(&q->tensors[q->input])));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(xq);
+    qat_input_quantize(q, x, n, xq);
+    int8_t *y = prog_run(q, xq, n);
+    free(xq);
     return y;
 }
 

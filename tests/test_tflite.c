@@ -21,28 +21,6 @@ static char dir[256];
 
 static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
 
-/* qat_runtime_run's output integers for n input-integer samples xq. */
-static int8_t *runtime_outputs(const qat_qmodel *q, const int8_t *xq, int n) {
-    int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
-    qat_plan plan;
-    char msg[320];
-    qat_status st = qat_plan_program(q, n, off, &plan, msg, sizeof msg);
-    if (st) printf("\n  %s\n", msg);
-    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
-    size_t cb = (size_t)(plan.const_bytes + 63) / 64 * 64 + 64, ab = (size_t)(plan.arena_bytes + 63) / 64 * 64 + 64,
-           sb = (size_t)(plan.scratch_bytes + 63) / 64 * 64 + 64;
-    void *consts = aligned_alloc(64, cb), *arena = aligned_alloc(64, ab), *scratch = aligned_alloc(64, sb);
-    memset(consts, 0, cb), memset(arena, 0, ab), memset(scratch, 0, sb);
-    qat_runtime_prepare(q, &plan, consts);
-    memcpy((int8_t *)arena + plan.offset[q->input], xq, (size_t)(n * qat_qtensor_numel(&q->tensors[q->input])));
-    CU_ASSERT_EQUAL(qat_runtime_run(q, &plan, consts, arena, scratch, n), QAT_OK);
-    int64_t out = qat_qtensor_numel(&q->tensors[q->output]);
-    int8_t *y = malloc((size_t)(n * out));
-    memcpy(y, (int8_t *)arena + plan.offset[q->output], (size_t)(n * out));
-    free(consts), free(arena), free(scratch), free(off);
-    return y;
-}
-
 /* Writes q as NAME.tflite with n random input samples (TFLite's NHWC) and
  * the runtime's outputs beside it, and runs tfl_compare.py on them: its
  * exit status (0: every output integer equal). */
@@ -67,7 +45,7 @@ static int compare_with_tflite(const qat_qmodel *q, const char *name, int n, uin
     for (int s = 0; s < n; s++)
         for (int64_t c = 0; c < C; c++)
             for (int64_t p = 0; p < HW; p++) nhwc[s * per + p * C + c] = xq[s * per + c * HW + p];
-    int8_t *y = runtime_outputs(q, xq, n);
+    int8_t *y = prog_run(q, xq, n);
     int64_t xs[4] = {n, x->rank == 3 ? x->shape[1] : per, x->rank == 3 ? x->shape[2] : 0, C}, ys[2] = {n, K};
     CU_ASSERT_EQUAL(qat_npy_save(ctx, in, QAT_DT_I8, x->rank == 3 ? 4 : 2, xs, nhwc), QAT_OK);
     CU_ASSERT_EQUAL(qat_npy_save(ctx, out, QAT_DT_I8, 2, ys, y), QAT_OK);
