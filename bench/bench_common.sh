@@ -52,3 +52,24 @@ torch_peers() {
   done
   return 0
 }
+
+# min, median and max of space-separated numbers
+spaced_min() { tr ' ' '\n' <<< "$1" | grep . | stat_min; }
+spaced_median() { tr ' ' '\n' <<< "$1" | grep . | stat_median; }
+spaced_max() { tr ' ' '\n' <<< "$1" | grep . | stat_max; }
+
+# peer_lines MODEL: one model's lines from the caller's associative arrays
+# rate and rss (space-separated samples/s and peak RSS MiB, keyed qat and
+# each peer's index in the array peers): min and median samples/s, peak
+# RSS, and qat over each peer (medians).
+peer_lines() {
+  local q t k v
+  q=$(spaced_median "${rate[qat]}")
+  echo "$1: qat min $(spaced_min "${rate[qat]}") median $q samples/s, peak RSS $(spaced_max "${rss[qat]}") MiB"
+  for k in "${!peers[@]}"; do
+    v=$("${peers[$k]}" -c 'import torch; print(torch.__version__)')
+    t=$(spaced_median "${rate[$k]}")
+    echo "  torch $v: min $(spaced_min "${rate[$k]}") median $t samples/s, peak RSS $(spaced_max "${rss[$k]}") MiB;" \
+      "qat/torch $(ratio "$q" "$t")x (medians)"
+  done
+}

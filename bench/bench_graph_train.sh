@@ -38,15 +38,6 @@ for model in ${models//,/ }; do
       rate[$k]+="$(echo "$t" | field train_samples_per_s) "; rss[$k]+="$(echo "$t" | field peak_rss_mib) "
     done
   done
-  med() { tr ' ' '\n' <<< "$1" | grep . | stat_median; }
-  low() { tr ' ' '\n' <<< "$1" | grep . | stat_min; }
-  top() { tr ' ' '\n' <<< "$1" | grep . | stat_max; }
-  q=$(med "${rate[qat]}")
-  echo "$model: qat min $(low "${rate[qat]}") median $q samples/s, peak RSS $(top "${rss[qat]}") MiB"
-  for k in "${!peers[@]}"; do
-    v=$("${peers[$k]}" -c 'import torch; print(torch.__version__)')
-    t=$(med "${rate[$k]}")
-    echo "  torch $v: min $(low "${rate[$k]}") median $t samples/s, peak RSS $(top "${rss[$k]}") MiB; qat/torch $(ratio "$q" "$t")x (medians)"
-  done
+  peer_lines "$model"
   unset rate rss
 done

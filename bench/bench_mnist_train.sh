@@ -24,9 +24,6 @@ echo "batch 64, 1 thread, $samples samples, Adam ${qat[*]:-float}; qat's level: 
   sed -n 's/^active level: *//p') (QAT_MAX_ISA=${QAT_MAX_ISA:-unset})"
 [ ${#peers[@]} -gt 0 ] || echo "bench: no PyTorch (python3-torch, or scripts/setup-python.sh bench): qat alone"
 field() { sed -nE "s/.*\"$1\": \"?([^,\"}]+)\"?.*/\1/p"; }
-med() { tr ' ' '\n' <<< "$1" | grep . | stat_median; }
-low() { tr ' ' '\n' <<< "$1" | grep . | stat_min; }
-top() { tr ' ' '\n' <<< "$1" | grep . | stat_max; }
 for model in lenet mlp; do
   declare -A rate=() rss=()
   for round in $(seq "$rounds"); do
@@ -38,12 +35,6 @@ for model in lenet mlp; do
       rate[$k]+="$(echo "$t" | field train_samples_per_s) "; rss[$k]+="$(echo "$t" | field peak_rss_mib) "
     done
   done
-  q=$(med "${rate[qat]}")
-  echo "$model: qat min $(low "${rate[qat]}") median $q samples/s, peak RSS $(top "${rss[qat]}") MiB"
-  for k in "${!peers[@]}"; do
-    v=$("${peers[$k]}" -c 'import torch; print(torch.__version__)')
-    t=$(med "${rate[$k]}")
-    echo "  torch $v: min $(low "${rate[$k]}") median $t samples/s, peak RSS $(top "${rss[$k]}") MiB; qat/torch $(ratio "$q" "$t")x (medians)"
-  done
+  peer_lines "$model"
   unset rate rss
 done
