@@ -47,6 +47,15 @@ QAT_API const char *qat_status_str(qat_status s);
 /* The library's version ("0.1.0"): what files record as their producer. */
 QAT_API const char *qat_version(void);
 
+/* A one-line, printf-formatted message into the caller's buffer msg (len
+ * bytes; nothing when msg is NULL or len 0), and st back: how the functions
+ * that report into a caller's buffer rather than a context fail. */
+QAT_API qat_status qat_message(char *msg, size_t len, qat_status st, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 /* ---- names ---------------------------------------------------------------------
  * The one rule for the names of layers, ops and tensors, wherever they
  * come from: code, model files, training checkpoints, quantized models.

@@ -11,16 +11,6 @@
 
 #include "internal.h"
 
-qat_status qat__cg_fail(char *msg, size_t len, qat_status st, const char *fmt, ...) {
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 void qat__cg_printf(qat__cg *g, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

@@ -25,10 +25,7 @@ extern const unsigned char qat__cg_kernels[];
 extern const unsigned long qat__cg_kernels_len;
 
 /* Writes the one-line message (printf-style) into msg, returns st. */
-#ifdef __GNUC__
-__attribute__((format(printf, 4, 5)))
-#endif
-qat_status qat__cg_fail(char *msg, size_t len, qat_status st, const char *fmt, ...);
+#define qat__cg_fail(msg, len, st, ...) qat_message(msg, len, st, __VA_ARGS__)
 
 #ifdef __GNUC__
 __attribute__((format(printf, 2, 3)))

@@ -142,18 +142,17 @@ static int float_exponent(float v) {
 static bool positive_normal(float v) { return v > 0 && float_exponent(v) != 0 && float_exponent(v) != 255; }
 static bool finite(float v) { return float_exponent(v) != 255; }
 
-#ifdef __GNUC__
-__attribute__((format(printf, 3, 4)))
-#endif
-static qat_status norm_fail(char *msg, size_t len, const char *fmt, ...) {
+qat_status qat_message(char *msg, size_t len, qat_status st, const char *fmt, ...) {
     if (msg && len) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, len, fmt, ap);
         va_end(ap);
     }
-    return QAT_ERR_ARG;
+    return st;
 }
+
+#define norm_fail(msg, len, ...) qat_message(msg, len, QAT_ERR_ARG, __VA_ARGS__)
 
 qat_status qat_normalization_check(const qat_normalization *n, int rank, const int64_t *shape, char *msg,
                                    size_t len) {

@@ -43,18 +43,7 @@ int qat_qop_weight_shape(const qat_qmodel *q, const qat_qop *op, int64_t *shape)
     return 4;
 }
 
-#ifdef __GNUC__
-__attribute__((format(printf, 3, 4)))
-#endif
-static qat_status say(char *msg, size_t len, const char *fmt, ...) {
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return QAT_ERR_SHAPE;
-}
+#define say(msg, len, ...) qat_message(msg, len, QAT_ERR_SHAPE, __VA_ARGS__)
 
 /* Output size of a window op along one axis (0: does not fit). */
 static int64_t window_out(int64_t in, int k, int s, int p) { return in + 2 * p < k ? 0 : (in + 2 * p - k) / s + 1; }

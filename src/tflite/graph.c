@@ -23,7 +23,6 @@
  * paddings TFLite's SAME or VALID (or an explicit PAD) reproduce, pools
  * and concatenations that keep their inputs' quantization. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,20 +43,8 @@ typedef struct {
     size_t len;
 } tfl;
 
-static qat_status fail(tfl *x, qat_status st, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static qat_status fail(tfl *x, qat_status st, const char *fmt, ...) {
-    if (x->msg && x->len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(x->msg, x->len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
+/* st, with its one-line message in the caller's buffer */
+#define fail(x, st, ...) qat_message((x)->msg, (x)->len, st, __VA_ARGS__)
 
 /* n·size zeroed bytes, freed with the graph; NULL when out of memory. */
 static void *own(tfl *x, size_t n, size_t size) {
