@@ -126,24 +126,35 @@ QK_INLINE void qk_maxpool(const int8_t *x, int C, int H, int W, int kh, int kw, 
     }
 }
 
+/* The sum of x - zp over window (oy, ox)'s positions inside the [H, W]
+ * map xc, and their count in *n: the one window walk of both average
+ * pools (padding is skipped). */
+static inline int32_t qk_window_sum(const int8_t *xc, int H, int W, int oy, int ox, int kh, int kw, int sh, int sw,
+                                    int ph, int pw, int32_t zp, int32_t *n) {
+    int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw, yy, xx;
+    int32_t s = 0;
+    if (ph || pw) {
+        ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
+        xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
+    }
+    for (yy = ya; yy < yb; yy++)
+        for (xx = xa; xx < xb; xx++) s += xc[yy * W + xx] - zp;
+    *n = (yb - ya) * (xb - xa);
+    return s;
+}
+
 /* y = clamp(zp_out + requant(Σ_window (x - zp_in), m0, shift), lo, hi). */
 QK_INLINE void qk_avgpool(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
                           int OH, int OW, int32_t zp_in, int32_t m0, int shift, int32_t zp_out, int32_t lo,
                           int32_t hi, int8_t *y) {
-    int c, oy, ox, yy, xx;
+    int c, oy, ox;
+    int32_t n;
     for (c = 0; c < C; c++) {
         const int8_t *xc = x + (int32_t)c * H * W;
         int8_t *yc = y + (int32_t)c * OH * OW;
         for (oy = 0; oy < OH; oy++)
             for (ox = 0; ox < OW; ox++) {
-                int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw;
-                int32_t s = 0;
-                if (ph || pw) {
-                    ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
-                    xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
-                }
-                for (yy = ya; yy < yb; yy++)
-                    for (xx = xa; xx < xb; xx++) s += xc[yy * W + xx] - zp_in;
+                int32_t s = qk_window_sum(xc, H, W, oy, ox, kh, kw, sh, sw, ph, pw, zp_in, &n);
                 yc[oy * OW + ox] = q_out(q_requant(s, m0, shift) + zp_out, lo, hi);
             }
     }
@@ -161,21 +172,15 @@ static inline int32_t qk_div_round(int32_t acc, int32_t n) { return acc > 0 ? (a
  * inside the input (padding is skipped, not counted). */
 QK_INLINE void qk_avgpool_keep(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
                                int OH, int OW, int32_t lo, int32_t hi, int8_t *y) {
-    int c, oy, ox, yy, xx;
+    int c, oy, ox;
+    int32_t n;
     for (c = 0; c < C; c++) {
         const int8_t *xc = x + (int32_t)c * H * W;
         int8_t *yc = y + (int32_t)c * OH * OW;
         for (oy = 0; oy < OH; oy++)
             for (ox = 0; ox < OW; ox++) {
-                int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw;
-                int32_t s = 0;
-                if (ph || pw) {
-                    ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
-                    xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
-                }
-                for (yy = ya; yy < yb; yy++)
-                    for (xx = xa; xx < xb; xx++) s += xc[yy * W + xx];
-                yc[oy * OW + ox] = q_out(qk_div_round(s, (yb - ya) * (xb - xa)), lo, hi);
+                int32_t s = qk_window_sum(xc, H, W, oy, ox, kh, kw, sh, sw, ph, pw, 0, &n);
+                yc[oy * OW + ox] = q_out(qk_div_round(s, n), lo, hi);
             }
     }
 }

@@ -332,6 +332,15 @@ static qat_status check_multipliers(tfl *x, const qat_qop *op) {
 
 /* ---- ops ------------------------------------------------------------------------------ */
 
+/* What a product (conv2d, linear) checks first: its n weights, its fused
+ * activation (*act); then *src, room for the re-layout's source indices. */
+static qat_status product_start(tfl *x, const qat_qop *op, int64_t O, int64_t n, int *act, int64_t **src) {
+    qat_status st = check_weight(x, op, O, n);
+    if (st == QAT_OK) st = fused_act(x, op, act);
+    if (st != QAT_OK) return st;
+    return (*src = own(x, (size_t)n, sizeof **src)) ? QAT_OK : fail(x, QAT_ERR_NOMEM, "tflite: out of memory");
+}
+
 static qat_status conv(tfl *x, const qat_qop *op) {
     const qat_qtensor *in = &x->q->tensors[op->inputs[0]];
     int64_t C = in->shape[0], O = x->q->tensors[op->output].shape[0], kh = op->kh, kw = op->kw;
@@ -339,13 +348,10 @@ static qat_status conv(tfl *x, const qat_qop *op) {
     if (op->groups > 1 && !depthwise)
         return fail(x, QAT_ERR_UNSUPPORTED, "tflite: layer %s: a grouped convolution (%d groups of %lld channels) "
                     "is neither CONV_2D nor DEPTHWISE_CONV_2D", op->name, op->groups, (long long)(C / op->groups));
-    int64_t per = C / op->groups, n = O * per * kh * kw;
-    qat_status st = check_weight(x, op, O, n);
+    int64_t per = C / op->groups, n = O * per * kh * kw, *src;
     int act;
-    if (st == QAT_OK) st = fused_act(x, op, &act);
+    qat_status st = product_start(x, op, O, n, &act, &src);
     if (st != QAT_OK) return st;
-    int64_t *src = own(x, (size_t)n, sizeof *src);
-    if (!src) return fail(x, QAT_ERR_NOMEM, "tflite: out of memory");
     int32_t shape[4];
     if (depthwise) { /* [O, 1, kh, kw] -> [1, kh, kw, O] */
         shape[0] = 1, shape[1] = (int32_t)kh, shape[2] = (int32_t)kw, shape[3] = (int32_t)O;
@@ -376,13 +382,10 @@ static qat_status conv(tfl *x, const qat_qop *op) {
 /* A linear op; when its input is a flatten of [C, H, W] kept in TFLite's
  * (h, w, c) order, its weight columns follow that order. */
 static qat_status linear(tfl *x, const qat_qop *op) {
-    int64_t O = x->q->tensors[op->output].shape[0], I = x->q->tensors[op->inputs[0]].shape[0], n = O * I;
-    qat_status st = check_weight(x, op, O, n);
+    int64_t O = x->q->tensors[op->output].shape[0], I = x->q->tensors[op->inputs[0]].shape[0], n = O * I, *src;
     int act;
-    if (st == QAT_OK) st = fused_act(x, op, &act);
+    qat_status st = product_start(x, op, O, n, &act, &src);
     if (st != QAT_OK) return st;
-    int64_t *src = own(x, (size_t)n, sizeof *src);
-    if (!src) return fail(x, QAT_ERR_NOMEM, "tflite: out of memory");
     int t_in = op->inputs[0];
     /* the flattened [C, H, W]: column (h·W + w)·C + c of TFLite's is qat's c·H·W + h·W + w */
     int64_t C = x->flat_c[t_in] ? x->flat_c[t_in] : 1, HW = I / C;
