@@ -19,6 +19,7 @@
 #include "fakequant/internal.h"   /* observers and quantizers */
 #include "layers/internal.h"      /* the model's layers, their attributes and quantizers */
 #include "runtime/kernels.h"      /* the kernels and their levels */
+#include "runtime/qk.h"           /* the portable kernels, shared with the generated C */
 #include "runtime/subchannel.h"   /* sub-channel weights block by block */
 
 #endif

@@ -422,42 +422,69 @@ static void test_gemm8_equals_int16_reference(void) {
     }
 }
 
-/* The vectorised requantization against qat_requantize: extreme sums,
- * exact ties of the rounding shift, every shift, multipliers 0, 2^30 and
- * near 2^31, clamps that bite. */
+/* A requantization case: extreme sums, exact ties of the rounding shift,
+ * every shift, multipliers 0, 2^30 and near 2^31, clamps that bite. */
+typedef struct {
+    int32_t acc[16], m0, zp, lo, hi;
+    int shift;
+} requant_case;
+
+static requant_case random_requant_case(qat_rng *rng, int it) {
+    requant_case r;
+    r.shift = rnd(rng, -31, 30);
+    r.m0 = it % 7 == 0 ? 0 : it % 7 == 1 ? 1 << 30 : it % 7 == 2 ? INT32_MAX
+                                                 : (int32_t)((1u << 30) + qat_rng_below(rng, 1u << 30));
+    if (r.m0 == 0) r.shift = 0;
+    r.zp = rnd(rng, -128, 127), r.lo = rnd(rng, -128, 127), r.hi = rnd(rng, -128, 127);
+    if (r.lo > r.hi) {
+        int32_t t = r.lo;
+        r.lo = r.hi, r.hi = t;
+    }
+    if (it % 3 == 0) r.lo = -128, r.hi = 127; /* and the full range, most values unclamped */
+    for (int i = 0; i < 16; i++) {
+        switch (qat_rng_below(rng, 5)) {
+        case 0: r.acc[i] = (int32_t)qat_rng_u32(rng); break;
+        case 1: r.acc[i] = rnd(rng, -4096, 4096); break;
+        case 2: r.acc[i] = (int32_t[]){INT32_MIN, INT32_MAX, 0, -1, 1, INT32_MIN + 1}[qat_rng_below(rng, 6)]; break;
+        case 3: { /* near a tie of the rounding shift: ±(k + ½)·2^right / m0·2^31 */
+            int right = r.shift < 0 ? -r.shift : 1;
+            int64_t v = ((int64_t)rnd(rng, -200, 200) * 2 + 1) * (1LL << (right > 20 ? 20 : right - 1));
+            r.acc[i] = (int32_t)(v + rnd(rng, -2, 2));
+            break;
+        }
+        default: r.acc[i] = rnd(rng, -(1 << 20), 1 << 20);
+        }
+    }
+    return r;
+}
+
+/* The vectorised requantization against qat_requantize. */
 static void test_requant16_equals_scalar(void) {
     if (qat__cpu_level() < QAT_LEVEL_VNNI8) QAT_TEST_SKIP("this CPU has no AVX-512 VNNI/VBMI2: the vector requantization never runs");
     qat_rng rng;
     qat_rng_seed(&rng, 25);
     int bad = 0;
     for (int it = 0; it < 20000; it++) {
-        int shift = rnd(&rng, -31, 30);
-        int32_t m0 = it % 7 == 0 ? 0 : it % 7 == 1 ? 1 << 30 : it % 7 == 2 ? INT32_MAX
-                                                             : (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30));
-        if (m0 == 0) shift = 0;
-        int32_t zp = rnd(&rng, -128, 127), lo = rnd(&rng, -128, 127), hi = rnd(&rng, -128, 127);
-        if (lo > hi) {
-            int32_t t = lo;
-            lo = hi, hi = t;
-        }
-        if (it % 3 == 0) lo = -128, hi = 127; /* and the full range, most values unclamped */
-        int32_t acc[16], y[16];
-        for (int i = 0; i < 16; i++) {
-            switch (qat_rng_below(&rng, 5)) {
-            case 0: acc[i] = (int32_t)qat_rng_u32(&rng); break;
-            case 1: acc[i] = rnd(&rng, -4096, 4096); break;
-            case 2: acc[i] = (int32_t[]){INT32_MIN, INT32_MAX, 0, -1, 1, INT32_MIN + 1}[qat_rng_below(&rng, 6)]; break;
-            case 3: { /* near a tie of the rounding shift: ±(k + ½)·2^right / m0·2^31 */
-                int right = shift < 0 ? -shift : 1;
-                int64_t v = ((int64_t)rnd(&rng, -200, 200) * 2 + 1) * (1LL << (right > 20 ? 20 : right - 1));
-                acc[i] = (int32_t)(v + rnd(&rng, -2, 2));
-                break;
-            }
-            default: acc[i] = rnd(&rng, -(1 << 20), 1 << 20);
-            }
-        }
-        qat__requant16_avx512(acc, m0, shift, zp, lo, hi, y);
-        for (int i = 0; i < 16; i++) bad += y[i] != qat_requantize(acc[i], m0, shift, zp, lo, hi);
+        requant_case r = random_requant_case(&rng, it);
+        int32_t y[16];
+        qat__requant16_avx512(r.acc, r.m0, r.shift, r.zp, r.lo, r.hi, y);
+        for (int i = 0; i < 16; i++) bad += y[i] != qat_requantize(r.acc[i], r.m0, r.shift, r.zp, r.lo, r.hi);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The kernels' own requantization (src/runtime/qk.h: the portable level's
+ * and the generated C's, whose rounding shift stays in 32 bits) against
+ * qat_requantize, on the same cases. */
+static void test_qk_requant_equals_scalar(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 26);
+    int bad = 0;
+    for (int it = 0; it < 20000; it++) {
+        requant_case r = random_requant_case(&rng, it);
+        for (int i = 0; i < 16; i++)
+            bad += q_out(q_requant(r.acc[i], r.m0, r.shift) + r.zp, r.lo, r.hi) !=
+                   qat_requantize(r.acc[i], r.m0, r.shift, r.zp, r.lo, r.hi);
     }
     CU_ASSERT_EQUAL(bad, 0);
 }
@@ -577,6 +604,7 @@ int main(int argc, char **argv) {
         {"every level runs the reference models as the portable level", test_reference_models_every_level},
         {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},
         {"the vectorised requantization equals the scalar one", test_requant16_equals_scalar},
+        {"the kernels' requantization (qk.h) equals the scalar one", test_qk_requant_equals_scalar},
         {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
         {"the AVX2 add equals the portable loop", test_add_avx2_equals_portable},
         {"the position map stores every valid position once", test_position_map},

@@ -58,7 +58,11 @@
 /* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31
  * truncated, nudge 2^30 or 1 - 2^30 by the product's sign, is floor((x·m0 + 2^30)
  * / 2^31) for both signs (m0 >= 0 rules out INT32_MIN·INT32_MIN); the rounding
- * right shift by e (half away from zero) is floor((v + 2^(e-1) - [v < 0]) / 2^e). */
+ * right shift by e (half away from zero) is floor((v + 2^(e-1) - [v < 0]) / 2^e).
+ * That shift stays in 32 bits (e <= 31, the program's range): with v = q·2^e + r,
+ * 0 <= r < 2^e, it is q + [r > 2^(e-1) - 1 + [v < 0]], q = v >> e. A 64-bit
+ * variable shift costs a 32-bit core (a Cortex-M4) some 20 instructions and a
+ * branch more. */
 static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
     int32_t v;
     if (shift > 0) { /* the left shift saturates to int32 */
@@ -66,8 +70,11 @@ static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
         x = s > INT32_MAX ? INT32_MAX : s < INT32_MIN ? INT32_MIN : (int32_t)s;
     }
     v = (int32_t)(((int64_t)x * m0 + ((int64_t)1 << 30)) >> 31);
-    if (shift < 0)
-        v = (int32_t)(((int64_t)v + ((int64_t)1 << (-shift - 1)) - (v < 0)) >> -shift);
+    if (shift < 0) {
+        const int e = -shift;
+        const int32_t mask = (int32_t)(((uint32_t)1 << e) - 1u);
+        v = (v >> e) + ((v & mask) > (mask >> 1) + (v < 0));
+    }
     return v;
 }
 

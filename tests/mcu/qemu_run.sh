@@ -5,7 +5,9 @@
 # compiled with strict C99 warnings; WORK/cortex-m4.txt and
 # WORK/cortex-m3.txt get the harness's output (device_main.c).
 #   qemu_run.sh GEN_DIR NAME INPUTS.inc WORK      (MCU_OPT: default -O2;
-#   MCU_DEFS: more -D flags for the harness, e.g. -DQAT_INPUT_U8)
+#   MCU_DEFS: more -D flags for the harness, e.g. -DQAT_INPUT_U8;
+#   MCU_CYCLES_PLUGIN: the cycle-pricing plugin, bench/m4cycles, which
+#   then writes WORK/cortex-m4.cycles)
 # Exit 77 without the Arm toolchain or qemu, 1 if a build or run fails.
 set -euo pipefail
 gen=$1 name=$2 inputs=$3 work=$4
@@ -26,9 +28,14 @@ for board in mps2-an386:cortex-m4 mps2-an385:cortex-m3; do
   arm-none-eabi-gcc "${flags[@]}" -O2 -std=gnu99 -Wall -Wextra -Werror "${defs[@]}" "$here/device_main.c" \
     "$here/startup.c" "$work/$cpu.o" -nostartfiles --specs=nano.specs --specs=nosys.specs -T "$here/mps2.ld" \
     -Wl,--gc-sections -o "$work/$cpu.elf"
+  plugin=()
+  if [ -n "${MCU_CYCLES_PLUGIN:-}" ] && [ "$cpu" = cortex-m4 ]; then
+    plugin=(-plugin "$MCU_CYCLES_PLUGIN,out=$work/$cpu.cycles")
+  fi
   # a deadline: a model that faults or loops must not hang the suite
   if ! timeout 300 qemu-system-arm -M "$mach" -cpu "$cpu" -nographic -monitor none -serial none \
-      -semihosting-config enable=on,target=native -icount shift=0 -kernel "$work/$cpu.elf" > "$work/$cpu.txt" 2>&1; then
+      -semihosting-config enable=on,target=native -icount shift=0 -kernel "$work/$cpu.elf" "${plugin[@]}" \
+      > "$work/$cpu.txt" 2>&1; then
     echo "qemu_run: $name on $cpu failed:"; tail -3 "$work/$cpu.txt"; rc=1
   fi
 done

@@ -11,8 +11,11 @@
 #     path) under qemu-system-arm: the same integers;
 #   - aarch64 Linux (strict C99, static) under qemu-aarch64, where
 #     aarch64-linux-gnu-gcc and qemu-aarch64 are installed: the same integers;
-#   and prints each model's flash (code, constants), RAM (arena, stack) and
-#   instructions per inference on the Cortex-M4.
+#   and prints each model's flash (code, constants), RAM (arena, stack),
+#   instructions per inference on the Cortex-M4 and the M3, and the M4's
+#   estimated cycles (the qemu plugin bench/m4cycles, docs/cycle-model.md;
+#   "n/a" where its header cannot be had; its instruction count must agree
+#   with SysTick's within 0.5 %).
 # usage: run.sh QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL...
 # (MODEL: a name in models/, e.g. lenet, or NAME:wNaM for N-bit weights and
 # M-bit activations, e.g. lenet:w4a4; default W8A8; NAME@DATA trains and
@@ -33,6 +36,11 @@ done
 [ -d "$data" ] || { echo "SKIPPED: no MNIST in $data"; exit 77; }
 mkdir -p "$work"
 strict=(-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion)
+if bash "$src/bench/m4cycles/build.sh" "$work/libm4cycles.so" 2> "$work/plugin.log"; then
+  export MCU_CYCLES_PLUGIN="$work/libm4cycles.so"
+else
+  unset MCU_CYCLES_PLUGIN; echo "cycles: n/a, the plugin did not build ($(tail -1 "$work/plugin.log"))"
+fi
 fail=0
 summary=()
 
@@ -99,13 +107,23 @@ for spec in "$@"; do
   read -r c3_i c3_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m3.txt")
   m3ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m3.txt")
   m3insn=$(( m3ticks * c3_i / c3_t / n ))
-  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10d  %s %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
-    $((arena + stack)) "$insn" "$m3insn" "$host" "${res[0]}" "${res[1]}" "$a64")")
+  cycles=n/a
+  if [ -f "$w/cortex-m4.cycles" ]; then
+    read -r regions p_insn p_cycles < <(awk '/^regions:/ {r = $2} /^instructions:/ {i = $2} /^cycles:/ {c = $2}
+      END {print r + 0, i + 0, c + 0}' "$w/cortex-m4.cycles")
+    if [ "$regions" != "$n" ] || [ $(( (p_insn / n - insn) * 200 / (insn + 1) )) -ne 0 ]; then
+      echo "FAIL $tag: the cycle plugin saw $regions inferences and $(( p_insn / (regions + (regions == 0)) ))" \
+        "instructions each; SysTick $n and $insn"; fail=1
+    fi
+    cycles=$(( p_cycles / n ))
+  fi
+  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10s %10d  %s %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
+    $((arena + stack)) "$insn" "$cycles" "$m3insn" "$host" "${res[0]}" "${res[1]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
-printf '%-13s %9s %7s %7s %6s %8s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM "insn M4" "insn M3" \
-  "bit-exact host/M4/M3/aarch64"
+printf '%-13s %9s %7s %7s %6s %8s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM "insn M4" \
+  "cycles M4" "insn M3" "bit-exact host/M4/M3/aarch64"
 for s in "${summary[@]}"; do echo "$s"; done
 [ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
 exit $fail

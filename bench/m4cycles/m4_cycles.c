@@ -1,0 +1,204 @@
+/* A qemu-system-arm TCG plugin that prices what a Cortex-M4 guest runs,
+ * instruction by instruction, with the Cortex-M4's timings (m4_timing.h,
+ * docs/cycle-model.md), between two marker functions of the guest:
+ *
+ *   qemu-system-arm -M mps2-an386 ... -plugin ./libm4cycles.so,out=FILE
+ *     [,begin=qat_mark_begin][,end=qat_mark_end][,top=20]
+ *
+ * Counting starts after each run of `begin` (a function's symbol, as qemu
+ * reads it from the ELF) and stops at the next entry to `end`; FILE gets
+ * the number of regions, their instructions, estimated cycles, taken
+ * branches, and the `top` functions by cycles.
+ *
+ * How: at translation each block's straight-line cost is summed once
+ * (a load right after a load is pipelined within the block); at run time a
+ * callback per block adds it, and adds the refill P to the previous block
+ * when its last instruction was a branch that was taken: always for an
+ * unconditional one, and for a conditional one when this block does not
+ * start where the previous one ended. Single vCPU (the MPS2 boards). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <qemu-plugin.h>
+
+#include "m4_timing.h"
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+enum { MAX_FUNCS = 4096 };
+
+typedef struct {
+    uint64_t start, end; /* guest addresses: first byte, one past the last */
+    uint32_t insns, cycles;
+    uint8_t branch; /* m4_branch of the last instruction */
+    int func;       /* index into funcs, -1 unknown */
+    int marker;     /* 1: begin's entry, 2: end's entry, 0 */
+} block;
+
+typedef struct {
+    char *name;
+    uint64_t insns, cycles;
+} func_total;
+
+typedef struct {
+    char *out, *begin, *end;
+    int top;
+    block **blocks; /* every translated block (freed at exit) */
+    size_t nblocks, cap, lost;
+    func_total funcs[MAX_FUNCS];
+    int nfuncs;
+    int inside;
+    const block *prev; /* the last counted block, whose branch is pending */
+    uint64_t regions, insns, cycles, taken, refill_cycles;
+} state;
+
+static state S; /* a plugin's state lives as long as qemu: its callbacks take no context of ours */
+
+static int func_index(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < S.nfuncs; i++)
+        if (strcmp(S.funcs[i].name, name) == 0) return i;
+    if (S.nfuncs == MAX_FUNCS) return -1;
+    S.funcs[S.nfuncs].name = strdup(name);
+    if (!S.funcs[S.nfuncs].name) return -1;
+    return S.nfuncs++;
+}
+
+static void charge(const block *b, uint64_t insns, uint64_t cycles) {
+    S.insns += insns, S.cycles += cycles;
+    if (b->func >= 0) S.funcs[b->func].insns += insns, S.funcs[b->func].cycles += cycles;
+}
+
+static void on_exec(unsigned int vcpu, void *udata) {
+    (void)vcpu;
+    const block *b = udata;
+    if (S.inside && S.prev) { /* the previous block's branch, now that its outcome is known */
+        const block *p = S.prev;
+        if (p->branch == M4_ALWAYS_BRANCH || (p->branch == M4_COND_BRANCH && b->start != p->end)) {
+            charge(p, 0, M4_REFILL);
+            S.taken++, S.refill_cycles += M4_REFILL;
+        }
+    }
+    S.prev = NULL;
+    if (b->marker == 1) { /* begin: its own body is not counted */
+        S.inside = 1, S.regions++;
+        return;
+    }
+    if (b->marker == 2) {
+        S.inside = 0;
+        return;
+    }
+    if (!S.inside) return;
+    charge(b, b->insns, b->cycles);
+    S.prev = b;
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
+    (void)id;
+    const size_t n = qemu_plugin_tb_n_insns(tb);
+    if (S.nblocks == S.cap) {
+        const size_t cap = S.cap ? 2 * S.cap : 4096;
+        block **grown = realloc(S.blocks, cap * sizeof *grown);
+        if (!grown) { /* not priced: the figures would be wrong, so the output says so */
+            S.lost++;
+            return;
+        }
+        S.blocks = grown, S.cap = cap;
+    }
+    block *b = calloc(1, sizeof *b);
+    if (!b) {
+        S.lost++;
+        return;
+    }
+    S.blocks[S.nblocks++] = b;
+    b->start = qemu_plugin_tb_vaddr(tb);
+    b->end = b->start;
+    b->func = -1;
+    int after_load = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        const uint8_t *p = qemu_plugin_insn_data(insn);
+        const size_t size = qemu_plugin_insn_size(insn);
+        const uint32_t hw1 = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+        const uint32_t hw2 = size >= 4 ? ((uint32_t)p[2] | (uint32_t)p[3] << 8) : 0;
+        const m4_insn d = m4_decode(hw1, hw2);
+        if (i == 0) {
+            const char *sym = qemu_plugin_insn_symbol(insn);
+            b->func = func_index(sym);
+            if (sym && strcmp(sym, S.begin) == 0) b->marker = 1;
+            if (sym && strcmp(sym, S.end) == 0) b->marker = 2; /* a marker is one block: NOP, BX LR */
+        }
+        b->insns++;
+        b->cycles += (uint32_t)m4_base_cycles(d, after_load);
+        after_load = d.cls == M4_LOAD;
+        b->branch = d.branch;
+        b->end = qemu_plugin_insn_vaddr(insn) + size;
+    }
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_exec, QEMU_PLUGIN_CB_NO_REGS, b);
+}
+
+static int by_cycles(const void *a, const void *b) {
+    const func_total *x = a, *y = b;
+    return x->cycles < y->cycles ? 1 : x->cycles > y->cycles ? -1 : 0;
+}
+
+static void at_qemu_exit(qemu_plugin_id_t id, void *udata) {
+    (void)id, (void)udata;
+    FILE *f = fopen(S.out, "w");
+    if (f && S.lost) fprintf(f, "error: out of memory: %zu blocks were not priced\n", S.lost);
+    if (f) {
+        fprintf(f, "regions: %" PRIu64 "\n", S.regions);
+        fprintf(f, "instructions: %" PRIu64 "\n", S.insns);
+        fprintf(f, "cycles: %" PRIu64 "\n", S.cycles);
+        fprintf(f, "taken branches: %" PRIu64 " (refill P = %d cycles each, %" PRIu64 " cycles)\n", S.taken,
+                M4_REFILL, S.refill_cycles);
+        qsort(S.funcs, (size_t)S.nfuncs, sizeof S.funcs[0], by_cycles);
+        for (int i = 0; i < S.nfuncs && i < S.top; i++) {
+            if (!S.funcs[i].cycles) break;
+            fprintf(f, "function: %s %" PRIu64 " cycles %" PRIu64 " instructions\n", S.funcs[i].name,
+                    S.funcs[i].cycles, S.funcs[i].insns);
+        }
+        if (fclose(f) != 0) fprintf(stderr, "m4cycles: writing %s failed\n", S.out);
+    } else {
+        fprintf(stderr, "m4cycles: cannot write %s\n", S.out);
+    }
+    for (int i = 0; i < S.nfuncs; i++) free(S.funcs[i].name);
+    for (size_t i = 0; i < S.nblocks; i++) free(S.blocks[i]);
+    free(S.blocks);
+    free(S.out), free(S.begin), free(S.end);
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
+    if (strcmp(info->target_name, "arm") != 0) {
+        fprintf(stderr, "m4cycles: prices Arm (Thumb) guests only, not %s\n", info->target_name);
+        return -1;
+    }
+    S.top = 20;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        if (!eq) {
+            fprintf(stderr, "m4cycles: argument %s is not key=value\n", a);
+            return -1;
+        }
+        const size_t k = (size_t)(eq - a);
+        if (k == 3 && strncmp(a, "out", 3) == 0) S.out = strdup(eq + 1);
+        else if (k == 5 && strncmp(a, "begin", 5) == 0) S.begin = strdup(eq + 1);
+        else if (k == 3 && strncmp(a, "end", 3) == 0) S.end = strdup(eq + 1);
+        else if (k == 3 && strncmp(a, "top", 3) == 0) S.top = atoi(eq + 1);
+        else {
+            fprintf(stderr, "m4cycles: unknown argument %s (out=, begin=, end=, top=)\n", a);
+            return -1;
+        }
+    }
+    if (!S.out) {
+        fprintf(stderr, "m4cycles: out=FILE is required\n");
+        return -1;
+    }
+    if (!S.begin) S.begin = strdup("qat_mark_begin");
+    if (!S.end) S.end = strdup("qat_mark_end");
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, at_qemu_exit, NULL);
+    return 0;
+}
