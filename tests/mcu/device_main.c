@@ -70,7 +70,7 @@ __attribute__((noinline, used)) void qat_mark_begin(void) { __asm__ volatile("no
 __attribute__((noinline, used)) void qat_mark_end(void) { __asm__ volatile("nop\n\tnop"); }
 
 __attribute__((noinline)) static void spin(uint32_t n) {
-    __asm__ volatile("1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
+    __asm__ volatile(".syntax unified\n1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");
 }
 
 int main(void) {

@@ -7,12 +7,14 @@
 #     -Wdouble-promotion -Wfloat-conversion, run: the same integers;
 #   - no float: NAME.c for a Cortex-M0 with -mfloat-abi=soft references no
 #     __aeabi_f*/__aeabi_d* routine (and NAME_io.c does: the check can fail);
-#   - Cortex-M4 (mps2-an386, DSP path) and Cortex-M3 (mps2-an385, portable
-#     path) under qemu-system-arm: the same integers;
+#   - Cortex-M4 (mps2-an386, DSP path), Cortex-M3 (mps2-an385, portable
+#     path), Cortex-M0+ (ARMv6-M, on the M3's board: qemu_run.sh says why),
+#     Cortex-M7 (mps2-an500) and Cortex-M33 (mps2-an505) under
+#     qemu-system-arm: the same integers;
 #   - aarch64 Linux (strict C99, static) under qemu-aarch64, where
 #     aarch64-linux-gnu-gcc and qemu-aarch64 are installed: the same integers;
 #   and prints each model's flash (code, constants), RAM (arena, stack),
-#   instructions per inference on the Cortex-M4 and the M3, and the M4's
+#   instructions per inference on each core, and the Cortex-M4's
 #   estimated cycles (the qemu plugin bench/m4cycles, docs/cycle-model.md;
 #   "n/a" where its header cannot be had; its instruction count must agree
 #   with SysTick's within 0.5 %).
@@ -43,6 +45,17 @@ else
 fi
 fail=0
 summary=()
+cores=(cortex-m4 cortex-m3 cortex-m0plus cortex-m7 cortex-m33)
+
+# Instructions per inference from a core's harness output: SysTick ticks
+# over the inferences, times the instructions per tick its calibration
+# loop measured (each board's SysTick runs at its own rate).
+core_insns() {
+  local ci ct t
+  read -r ci ct < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$1")
+  t=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$1")
+  echo $(( t * ci / ct / n ))
+}
 
 for spec in "$@"; do
   mdata=$data
@@ -90,23 +103,22 @@ for spec in "$@"; do
     echo "FAIL $tag: the float check sees no float even in ${name}_io.c"; fail=1
   fi
 
-  # Cortex-M4 (DSP) and Cortex-M3 under qemu
-  bash "$here/qemu_run.sh" "$w/gen" "$name" "$w/inputs.inc" "$w" || { echo "FAIL $tag: the Cortex-M builds or runs"; fail=1; continue; }
-  res=()
-  for cpu in cortex-m4 cortex-m3; do
+  # Cortex-M4 (DSP), M3, M0+ (on the M3's board), M7 (DSP) and M33 (DSP) under qemu
+  MCU_CORES="${cores[*]}" bash "$here/qemu_run.sh" "$w/gen" "$name" "$w/inputs.inc" "$w" ||
+    { echo "FAIL $tag: the Cortex-M builds or runs"; fail=1; continue; }
+  res=() insns=()
+  for cpu in "${cores[@]}"; do
     if grep '^[0-9]*:' "$w/$cpu.txt" | cmp -s - "$w/expected.txt"; then res+=("$n/$n"); else res+=("DIFFERS"); fail=1; echo "FAIL $tag: $cpu"; fi
+    insns+=("$(core_insns "$w/$cpu.txt")")
   done
+  insn=${insns[0]}
+  cal_i=$(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1/p' "$w/cortex-m4.txt")
+  cal_t=$(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\2/p' "$w/cortex-m4.txt")
 
   # the figures, on the Cortex-M4 build
   read -r code consts arena < <(arm-none-eabi-size -A "$w/cortex-m4.o" |
     awk '/^\.text/ {t += $2} /^\.rodata/ {r += $2} /^\.bss/ {b += $2} END {print t + 0, r + 0, b + 0}')
   stack=$(sed -n 's/^stack: \([0-9]*\) bytes/\1/p' "$w/cortex-m4.txt")
-  read -r cal_i cal_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m4.txt")
-  ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m4.txt")
-  insn=$(( ticks * cal_i / cal_t / n ))
-  read -r c3_i c3_t < <(sed -n 's/^calibration: \([0-9]*\) instructions in \([0-9]*\) ticks.*/\1 \2/p' "$w/cortex-m3.txt")
-  m3ticks=$(sed -n 's/^ticks: total \([0-9]*\) .*/\1/p' "$w/cortex-m3.txt")
-  m3insn=$(( m3ticks * c3_i / c3_t / n ))
   cycles=n/a
   if [ -f "$w/cortex-m4.cycles" ]; then
     read -r regions p_insn p_cycles < <(awk '/^regions:/ {r = $2} /^instructions:/ {i = $2} /^cycles:/ {c = $2}
@@ -117,13 +129,14 @@ for spec in "$@"; do
     fi
     cycles=$(( p_cycles / n ))
   fi
-  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10s %10d  %s %s %s %s' "$tag" "$consts" "$code" "$arena" "$stack" \
-    $((arena + stack)) "$insn" "$cycles" "$m3insn" "$host" "${res[0]}" "${res[1]}" "$a64")")
+  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d  %s %s %s %s %s %s %s' "$tag" \
+    "$consts" "$code" "$arena" "$stack" $((arena + stack)) "$insn" "$cycles" "${insns[1]}" "${insns[2]}" "${insns[3]}" \
+    "${insns[4]}" "$host" "${res[@]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
-printf '%-13s %9s %7s %7s %6s %8s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM "insn M4" \
-  "cycles M4" "insn M3" "bit-exact host/M4/M3/aarch64"
+printf '%-13s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM \
+  "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "bit-exact host/M4/M3/M0+/M7/M33/aarch64"
 for s in "${summary[@]}"; do echo "$s"; done
 [ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
 exit $fail
