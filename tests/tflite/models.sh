@@ -5,7 +5,10 @@
 # interpreter with its reference kernels (ai-edge-litert, .venv/) on the
 # test split; every output integer must equal qat's integer engine's
 # (tests/tflite/tfl_compare.py). The default interpreter (XNNPACK) runs
-# too; its differences are printed, not failed on (docs/tflite.md).
+# too; its differences are printed, not failed on (docs/tflite.md). Then
+# TFLite Micro's interpreter (tflite-micro, .venv/) runs the first 500
+# samples one at a time: every output integer must equal the engine's too
+# (tests/tflite/tflm_compare.py, which also prints TFLite Micro's arena).
 #
 #   models.sh QAT_BIN TFLITE_IO_BIN MNIST_DIR [SAMPLES]
 #
@@ -21,8 +24,8 @@ bin=$1 io=$2 mnist=$3 samples=${4:-1000}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 py=${QAT_PYTHON:-$root/.venv/bin/python}
-"$py" -c "import ai_edge_litert" 2>/dev/null ||
-  { echo "FAIL: $py has no ai_edge_litert: run scripts/setup-python.sh (it makes .venv/ from PyPI)"; exit 1; }
+"$py" -c "import ai_edge_litert, tflite_micro" 2>/dev/null ||
+  { echo "FAIL: $py lacks ai_edge_litert or tflite_micro: run scripts/setup-python.sh (it makes .venv/ from PyPI)"; exit 1; }
 work=$(mktemp -d /tmp/qat-tflite-models-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 "$py" "$here/make_sets.py" "$work/sets"
@@ -49,6 +52,10 @@ for m in $models; do
   said=$("$py" "$here/tfl_compare.py" "$work/$m.tflite" "$work/$m.in.npy" "$work/$m.out.npy" --default 2>&1) || rc=$?
   echo "== $m: $(echo "$said" | grep -v '^{\|^INFO' | tr '\n' ';')"
   [ $rc = 0 ] || fail=1
+  rc=0
+  said=$("$py" "$here/tflm_compare.py" "$work/$m.tflite" "$work/$m.in.npy" "$work/$m.out.npy" 500 2>&1) || rc=$?
+  echo "   $m: $(echo "$said" | grep -v '^{' | tr '\n' ';')"
+  [ $rc = 0 ] || fail=1
 done
-[ $fail = 0 ] && echo "TFLite's reference kernels equal the int engine on every model" || echo "FAIL: see above"
+[ $fail = 0 ] && echo "TFLite's and TFLite Micro's reference kernels equal the int engine on every model" || echo "FAIL: see above"
 exit $fail
