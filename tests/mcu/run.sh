@@ -5,6 +5,8 @@
 #   the first N test samples through qat's integer engine (codegen_ref), then
 #   - host: NAME.c compiled with -std=c99 -Wall -Wextra -Wpedantic -Werror
 #     -Wdouble-promotion -Wfloat-conversion, run: the same integers;
+#   - the quantized file run by numpy alone (tools/run_qat_h5.py), where
+#     Debian's python3-h5py is installed: the same integers;
 #   - no float: NAME.c for a Cortex-M0 with -mfloat-abi=soft references no
 #     __aeabi_f*/__aeabi_d* routine (and NAME_io.c does: the check can fail);
 #   - Cortex-M4 (mps2-an386, DSP path), Cortex-M3 (mps2-an385, portable
@@ -19,7 +21,8 @@
 #   "n/a" where its header cannot be had; its instruction count must agree
 #   with SysTick's within 0.5 %).
 # usage: run.sh QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL...
-# (MODEL: a name in models/, e.g. lenet, or NAME:wNaM for N-bit weights and
+# (MODEL: a name in models/, e.g. lenet, or a path under the source tree
+# without .qnet, e.g. tests/models/lenet-mixed; NAME:wNaM for N-bit weights and
 # M-bit activations, e.g. lenet:w4a4; default W8A8; NAME@DATA trains and
 # runs it on another data set than MNIST_DIR, any that qat train reads,
 # its first N test samples). Exit 77 (skipped) without
@@ -65,13 +68,15 @@ for spec in "$@"; do
     b=${spec##*:w}
     bits=(--wbits "${b%%a*}" --abits "${b##*a}")
   fi
+  qnet=$src/models/$model.qnet
+  if [[ $model == */* ]]; then qnet=$src/$model.qnet spec=${spec##*/} model=${model##*/}; fi
   tag=${spec//:/-}
   name=${tag//-/_}
   up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
   w="$work/$tag"
   rm -rf "$w" && mkdir -p "$w/gen"
   case $model in lenet | mlp) limit=2048 ;; *) limit=256 ;; esac  # bit-exactness needs no accuracy
-  "$bin" train --model-file "$src/models/$model.qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
+  "$bin" train --model-file "$qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
     --data "$mdata" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
   "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" 2> "$w/export.log" \
     || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
@@ -83,6 +88,20 @@ for spec in "$@"; do
   cc "${strict[@]}" -O2 "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" "$w/host_model.o" -o "$w/host"
   "$w/host" "$w/images.f32" "$n" "$w/host.txt" "$w/inputs.inc"
   if cmp -s "$w/host.txt" "$w/expected.txt"; then host="$n/$n"; else host="DIFFERS"; fail=1; echo "FAIL $tag: host"; fi
+
+  # the quantized file run by numpy alone (tools/run_qat_h5.py, from the format's docs): the same integers
+  npy="n/a"
+  if /usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null; then
+    if /usr/bin/python3 "$src/tools/run_qat_h5.py" "$w/model.qat.h5" "$w/images.f32" "$n" "$w/numpy.i32" >/dev/null &&
+      /usr/bin/python3 -c 'import sys, numpy as np
+got = np.fromfile(sys.argv[1], np.int32).reshape(int(sys.argv[3]), -1)
+want = np.array([l.split(":")[1].split() for l in open(sys.argv[2])], np.int32)
+sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy.i32" "$w/expected.txt" "$n"; then
+      npy="$n/$n"
+    else
+      npy="DIFFERS"; fail=1; echo "FAIL $tag: the numpy reader"
+    fi
+  fi
 
   # aarch64 (Linux, under qemu-aarch64): the same integers, where the cross tools are installed
   a64="n/a"
@@ -129,14 +148,14 @@ for spec in "$@"; do
     fi
     cycles=$(( p_cycles / n ))
   fi
-  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d  %s %s %s %s %s %s %s' "$tag" \
+  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d  %s %s %s %s %s %s %s %s' "$tag" \
     "$consts" "$code" "$arena" "$stack" $((arena + stack)) "$insn" "$cycles" "${insns[1]}" "${insns[2]}" "${insns[3]}" \
-    "${insns[4]}" "$host" "${res[@]}" "$a64")")
+    "${insns[4]}" "$host" "$npy" "${res[@]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
 printf '%-13s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM \
-  "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "bit-exact host/M4/M3/M0+/M7/M33/aarch64"
+  "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64"
 for s in "${summary[@]}"; do echo "$s"; done
 [ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
 exit $fail
