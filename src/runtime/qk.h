@@ -666,4 +666,84 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
     }
 }
 
+/* qk_conv_pw's output channels per pass: 2 (4 accumulators with its two
+ * positions fit the registers with the inputs and weights; 4 would spill). */
+QK_INLINE int qk_pw_block(int O) { return O % 2 == 0 ? 2 : 1; }
+
+/* Which convolutions take qk_conv_pw: pointwise (1x1, stride 1, no
+ * padding, one group) over at least 4 input channels and 2 positions. */
+QK_INLINE int qk_conv_uses_pw(int C, int G, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW) {
+    return G == 1 && C >= 4 && KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0 && H * W >= 2;
+}
+
+/* Pointwise convolution: x [C, HW] -> y [O, HW], w [O][C] in
+ * qk_pair_channel's layout (qk_conv_pairs' with one tap). B output
+ * channels (qk_block(O)) at two positions p, p + 1 at a time: 2·B
+ * accumulators, each input pair and each weight word unpacked once and
+ * used twice. DSP: the two positions of a channel are adjacent bytes
+ * (one halfword); two channels' halfwords packed into a word give, by
+ * SXTAB16 and its rotated form, (x_c, x_c+1) at p and at p + 1; a weight
+ * word gives (w_c, w_c+1) and (w_c+2, w_c+3): per 4 channels, 10
+ * instructions unpack the inputs, 3 each output channel's weights, and
+ * 4·B SMLADs make 16·B products. An odd last position is computed as the
+ * pair (HW - 2, HW - 1), writing HW - 2's integers again. */
+QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int O, int B, const int32_t *bias,
+                          const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                          int8_t *y) {
+    const int C4 = C / 4 * 4;
+    int o, p, c;
+    for (o = 0; o < O; o += B) {
+        const int8_t *wo = w + (int32_t)o * C;
+        int8_t *yo = y + (int32_t)o * HW;
+        for (p = 0; p < HW; p += 2) {
+            int32_t acc[4], acd[4]; /* position p, p + 1 */
+            const int8_t *xp;
+            if (p > HW - 2) p = HW - 2;
+            xp = x + p;
+#define QK_INIT2(j) (acc[j] = acd[j] = bias[o + (j)])
+            QK_EACH(B, QK_INIT2);
+#undef QK_INIT2
+            for (c = 0; c < C4; c += 4) {
+                const int8_t *xc = xp + (int32_t)c * HW;
+#if Q_DSP
+                uint16_t h0, h1, h2, h3;
+                uint32_t wv;
+                int32_t t01, t23, x01p, x01q, x23p, x23q;
+                memcpy(&h0, xc, 2), memcpy(&h1, xc + HW, 2), memcpy(&h2, xc + 2 * HW, 2), memcpy(&h3, xc + 3 * HW, 2);
+                t01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16)); /* (x_c,p  x_c,p+1  x_c+1,p  x_c+1,p+1) */
+                t23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));
+                x01p = __sxtab16(qk_neg_zp_pair(zp), t01), x01q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t01);
+                x23p = __sxtab16(qk_neg_zp_pair(zp), t23), x23q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t23);
+#define QK_PW(j)                                                                                   \
+    do {                                                                                           \
+        int32_t wa_, wb_;                                                                          \
+        wv = q_ld32(wo + (j) * C + c), wa_ = __sxtb16((int32_t)wv), wb_ = q_sxtb16_ror8(wv);       \
+        acc[j] = __smlad(wa_, x01p, acc[j]), acd[j] = __smlad(wa_, x01q, acd[j]);                  \
+        acc[j] = __smlad(wb_, x23p, acc[j]), acd[j] = __smlad(wb_, x23q, acd[j]);                  \
+    } while (0)
+#else
+                const int32_t a0 = xc[0] - zp, a1 = xc[HW] - zp, a2 = xc[2 * HW] - zp, a3 = xc[3 * HW] - zp;
+                const int32_t d0 = xc[1] - zp, d1 = xc[HW + 1] - zp, d2 = xc[2 * HW + 1] - zp, d3 = xc[3 * HW + 1] - zp;
+#define QK_PW(j)                                                                                   \
+    do {                                                                                           \
+        const int8_t *wt_ = wo + (j) * C + c; /* channels c, c+2, c+1, c+3 */                      \
+        acc[j] += wt_[0] * a0 + wt_[2] * a1 + wt_[1] * a2 + wt_[3] * a3;                           \
+        acd[j] += wt_[0] * d0 + wt_[2] * d1 + wt_[1] * d2 + wt_[3] * d3;                           \
+    } while (0)
+#endif
+                QK_EACH(B, QK_PW);
+#undef QK_PW
+            }
+            for (c = C4; c < C; c++) {
+                const int32_t a = xp[(int32_t)c * HW] - zp, d = xp[(int32_t)c * HW + 1] - zp;
+#define QK_MAC2(j) (acc[j] += wo[(j) * C + c] * a, acd[j] += wo[(j) * C + c] * d)
+                QK_EACH(B, QK_MAC2);
+#undef QK_MAC2
+            }
+            qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yo + p, HW);
+            qk_store(acd, B, o, m0, shift, zp_out, lo, hi, yo + p + 1, HW);
+        }
+    }
+}
+
 #endif
