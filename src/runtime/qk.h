@@ -71,28 +71,35 @@ static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
     return v;
 }
 
-/* requant(acc), then the output: zp added and clamped to [lo, hi]. Clamping v to
- * [-256, 255] first changes no output (lo - zp >= -255, hi - zp <= 255) and keeps
- * v + zp from overflowing; the clamp stays at the call, where lo, hi, zp are literals. */
-static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int shift) {
-    int32_t v = q_mbqm(acc, m0, shift);
-    return v < -256 ? -256 : v > 255 ? 255 : v;
-}
-static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) { return (int8_t)(v < lo ? lo : v > hi ? hi : v); }
-
 /* q_requant(acc, m0, shift) for shift < 0 in one SMLAL: with e = -shift,
  * v = floor(p / 2^31), p = acc·m0 + 2^30 (SRDHM), the rounded shift
  * floor((v + 2^(e-1) - [v < 0]) / 2^e) is floor((p + (2^(e-1) - [v < 0])·
  * 2^31) / 2^(31+e)) (a floor of a floor), and [v < 0] may be read as
  * [acc < 0]: they differ only where -2^30 <= acc·m0 < 0, where both give
- * 0. 31 + e >= 32, so the result is the high word shifted by e - 1.
- * shift >= 0 takes q_requant. Same integers as q_requant (docs/codegen.md). */
-QK_INLINE int32_t qk_rq(int32_t acc, int32_t m0, int shift) {
-    int32_t t, r;
-    if (shift >= 0) return q_requant(acc, m0, shift);
-    t = (int32_t)((uint32_t)1 << (-shift - 1)) + (acc >> 31); /* 2^(e-1) - [acc < 0], >= 0 */
-    r = (int32_t)(((int64_t)acc * m0 + (((int64_t)t << 31) | ((int64_t)1 << 30))) >> 32) >> (-shift - 1);
+ * 0. 31 + e >= 32, so the result is the high word shifted by e - 1
+ * (docs/codegen.md). Clamped to [-256, 255] like q_requant. */
+static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
+    const uint32_t t = ((uint32_t)1 << (-shift - 1)) - ((uint32_t)acc >> 31); /* 2^(e-1) - [acc < 0], >= 0 */
+    const int64_t n = (int64_t)(((uint64_t)(t >> 1) << 32) | ((t << 31) | 0x40000000u));
+    const int32_t r = (int32_t)(((int64_t)acc * m0 + n) >> 32) >> (-shift - 1);
     return r < -256 ? -256 : r > 255 ? 255 : r;
+}
+
+/* requant(acc), then the output: zp added and clamped to [lo, hi]. Clamping v to
+ * [-256, 255] first changes no output (lo - zp >= -255, hi - zp <= 255) and keeps
+ * v + zp from overflowing; the clamp stays at the call, where lo, hi, zp are literals. */
+static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int shift) {
+    int32_t v;
+    if (shift < 0) return q_requant_neg(acc, m0, shift);
+    v = q_mbqm(acc, m0, shift);
+    return v < -256 ? -256 : v > 255 ? 255 : v;
+}
+static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) { return (int8_t)(v < lo ? lo : v > hi ? hi : v); }
+
+/* q_requant inlined where its shift is negative (the new kernels'
+ * epilogues, whose frames have room for it). */
+QK_INLINE int32_t qk_rq(int32_t acc, int32_t m0, int shift) {
+    return shift < 0 ? q_requant_neg(acc, m0, shift) : q_requant(acc, m0, shift);
 }
 
 #if Q_DSP
@@ -310,7 +317,7 @@ QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
 /* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
 QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
                         int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
-#define QK_STORE(j) y[(j) * ys] = q_out(qk_rq(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
+#define QK_STORE(j) y[(j) * ys] = q_out(q_requant(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
     QK_EACH(B, QK_STORE);
 #undef QK_STORE
 }
