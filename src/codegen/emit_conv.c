@@ -39,6 +39,18 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
              op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qat_act_kind_str(op->act),
              pairs ? "; weights [o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)" : "");
     qat__cg_begin(g, i, detail);
+    if (qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
+        qat__cg_printf(g, "    qk_dwconv3(x0, op%d_w, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, "
+                       "%d, %d, y);\n}\n", i, C, H, W, OH, OW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i,
+                       i, in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
+        return;
+    }
+    if (qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
+        qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i,
+                       C, H * W, O, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point, op->act_min,
+                       op->act_max);
+        return;
+    }
     qat__cg_printf(g, "    %s(x0, op%d_w, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, "
                    "%d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, C, H, W, O, OH, OW, KH, KW,
                    op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i, in->q.zero_point,

@@ -78,14 +78,36 @@ static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
     return v;
 }
 
+/* q_requant(acc, m0, shift) for shift < 0 in one SMLAL: with e = -shift,
+ * v = floor(p / 2^31), p = acc·m0 + 2^30 (SRDHM), the rounded shift
+ * floor((v + 2^(e-1) - [v < 0]) / 2^e) is floor((p + (2^(e-1) - [v < 0])·
+ * 2^31) / 2^(31+e)) (a floor of a floor), and [v < 0] may be read as
+ * [acc < 0]: they differ only where -2^30 <= acc·m0 < 0, where both give
+ * 0. 31 + e >= 32, so the result is the high word shifted by e - 1
+ * (docs/codegen.md). Clamped to [-256, 255] like q_requant. */
+static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
+    const uint32_t t = ((uint32_t)1 << (-shift - 1)) - ((uint32_t)acc >> 31); /* 2^(e-1) - [acc < 0], >= 0 */
+    const int64_t n = (int64_t)(((uint64_t)(t >> 1) << 32) | ((t << 31) | 0x40000000u));
+    const int32_t r = (int32_t)(((int64_t)acc * m0 + n) >> 32) >> (-shift - 1);
+    return r < -256 ? -256 : r > 255 ? 255 : r;
+}
+
 /* requant(acc), then the output: zp added and clamped to [lo, hi]. Clamping v to
  * [-256, 255] first changes no output (lo - zp >= -255, hi - zp <= 255) and keeps
  * v + zp from overflowing; the clamp stays at the call, where lo, hi, zp are literals. */
 static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int shift) {
-    int32_t v = q_mbqm(acc, m0, shift);
+    int32_t v;
+    if (shift < 0) return q_requant_neg(acc, m0, shift);
+    v = q_mbqm(acc, m0, shift);
     return v < -256 ? -256 : v > 255 ? 255 : v;
 }
 static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) { return (int8_t)(v < lo ? lo : v > hi ? hi : v); }
+
+/* q_requant inlined where its shift is negative (the new kernels'
+ * epilogues, whose frames have room for it). */
+QK_INLINE int32_t qk_rq(int32_t acc, int32_t m0, int shift) {
+    return shift < 0 ? q_requant_neg(acc, m0, shift) : q_requant(acc, m0, shift);
+}
 
 #if Q_DSP
 static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -510,5 +532,232 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int
 /* Which convolution kernel an op takes: qk_conv_pairs for kernel rows
  * shorter than a DSP word over >= 4 input channels per group. */
 QK_INLINE int qk_conv_uses_pairs(int C, int G, int KW) { return KW < 4 && C / G >= 4; }
+
+/* ---- depthwise 3x3 and the fast requantization ------------------------------------- */
+
+/* Four bytes of an input row at columns ix .. ix + 3 as one little-endian
+ * word, the columns outside [0, W) (padding) holding zp's byte, so that
+ * x - zp is 0 there: a plain load inside the row; at the left edge
+ * (ix = -1) the word at 0 shifted up a byte; at the right edge (ix + 4 >
+ * W, ix <= W - 2) the word at W - 4 shifted down. W >= 4. */
+QK_INLINE uint32_t qk_dw_word(const int8_t *row, int ix, int W, uint32_t zp4) {
+    uint32_t v;
+    if (ix < 0) {
+        memcpy(&v, row, 4);
+        return (v << 8) | (zp4 >> 24);
+    }
+    if (ix + 4 > W) {
+        int s = 8 * (ix + 4 - W);
+        memcpy(&v, row + W - 4, 4);
+        return (v >> s) | (zp4 << (32 - s));
+    }
+    memcpy(&v, row + ix, 4);
+    return v;
+}
+
+/* One kernel row of a 3x3 depthwise channel: the row's taps (k0, k1, k2)
+ * against the input bytes (p0, p1, p2, p3) of word v: two outputs side by
+ * side (stride 1: acc0 over p0..p2, acc1 over p1..p3), or one (acc0).
+ * DSP: SXTAB16 gives (p0 - zp, p2 - zp) and (p1 - zp, p3 - zp); with the
+ * taps packed as k02 = (k0, k2) and k1, each output is one SMLAD and one
+ * SMLABB/SMLABT: 4 bytes, 3 unpacking instructions, 6 MACs in 4. */
+#if Q_DSP
+#define QK_DW_ROW2(v, k02, k1, nzp, acc0, acc1)                                      \
+    do {                                                                              \
+        int32_t a02_ = __sxtab16((nzp), (int32_t)(v)), a13_ = q_sxtab16_ror8((nzp), (v)); \
+        (acc0) = __smlabb((k1), a13_, __smlad((k02), a02_, (acc0)));                  \
+        (acc1) = __smlabt((k1), a02_, __smlad((k02), a13_, (acc1)));                  \
+    } while (0)
+#define QK_DW_ROW1(v, k02, k1, nzp, acc0)                                            \
+    do {                                                                              \
+        int32_t a02_ = __sxtab16((nzp), (int32_t)(v)), a13_ = q_sxtab16_ror8((nzp), (v)); \
+        (acc0) = __smlabb((k1), a13_, __smlad((k02), a02_, (acc0)));                  \
+    } while (0)
+#else
+#define QK_DW_ROW2(v, k0, k1, k2, zp, acc0, acc1)                                    \
+    do {                                                                              \
+        int32_t p0_ = (int8_t)(v & 0xFFu) - (zp), p1_ = (int8_t)((v >> 8) & 0xFFu) - (zp); \
+        int32_t p2_ = (int8_t)((v >> 16) & 0xFFu) - (zp), p3_ = (int8_t)(v >> 24) - (zp); \
+        (acc0) += (k0) * p0_ + (k1) * p1_ + (k2) * p2_;                               \
+        (acc1) += (k0) * p1_ + (k1) * p2_ + (k2) * p3_;                               \
+    } while (0)
+#define QK_DW_ROW1(v, k0, k1, k2, zp, acc0)                                          \
+    do {                                                                              \
+        int32_t p0_ = (int8_t)(v & 0xFFu) - (zp), p1_ = (int8_t)((v >> 8) & 0xFFu) - (zp); \
+        int32_t p2_ = (int8_t)((v >> 16) & 0xFFu) - (zp);                             \
+        (acc0) += (k0) * p0_ + (k1) * p1_ + (k2) * p2_;                               \
+    } while (0)
+#endif
+
+/* Which convolutions take qk_dwconv3: depthwise (one input and one output
+ * channel per group) 3x3, padding at most 1, the stride across 1 or 2 and
+ * rows of at least 4 inputs (a word). */
+QK_INLINE int qk_conv_uses_dw3(int C, int O, int G, int W, int KH, int KW, int SW, int PH, int PW) {
+    return G == C && O == C && KH == 3 && KW == 3 && PH <= 1 && PW <= 1 && (SW == 1 || SW == 2) && W >= 4;
+}
+
+/* Depthwise 3x3 convolution: x [C, H, W] -> y [C, OH, OW], w [C][3][3]
+ * int8 (qk_conv's layout), one channel at a time: its 9 taps in registers
+ * (DSP: packed (k0, k2) and k1 per row), its bias and requantization
+ * hoisted; each output row's kernel rows clipped to the input (a row
+ * outside adds nothing); across, stride 1 computes two outputs per word
+ * loaded (QK_DW_ROW2), stride 2 one, padding columns read as zp
+ * (qk_dw_word), so every output takes the same instructions. */
+QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W, int OH, int OW, int SH, int SW,
+                          int PH, int PW, const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                          int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)zp * 0x01010101u;
+    int c, oy, ox;
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
+        const int32_t b = bias[c], mc = m0[c];
+        const int sc = shift[c];
+#if Q_DSP
+        const int32_t nzp = qk_neg_zp_pair(zp);
+#define QK_K02(r) ((int32_t)(((uint32_t)(uint16_t)(int16_t)wc[3 * (r)]) | ((uint32_t)(int32_t)wc[3 * (r) + 2] << 16)))
+        const int32_t k02_0 = QK_K02(0), k02_1 = QK_K02(1), k02_2 = QK_K02(2);
+#undef QK_K02
+        const int32_t k1_0 = wc[1], k1_1 = wc[4], k1_2 = wc[7];
+#define QK_R2(v, r, a0, a1) QK_DW_ROW2(v, k02_##r, k1_##r, nzp, a0, a1)
+#define QK_R1(v, r, a0) QK_DW_ROW1(v, k02_##r, k1_##r, nzp, a0)
+#else
+        const int32_t k0_0 = wc[0], k1_0 = wc[1], k2_0 = wc[2], k0_1 = wc[3], k1_1 = wc[4], k2_1 = wc[5];
+        const int32_t k0_2 = wc[6], k1_2 = wc[7], k2_2 = wc[8];
+#define QK_R2(v, r, a0, a1) QK_DW_ROW2(v, k0_##r, k1_##r, k2_##r, zp, a0, a1)
+#define QK_R1(v, r, a0) QK_DW_ROW1(v, k0_##r, k1_##r, k2_##r, zp, a0)
+#endif
+        int8_t *yc = y + (int32_t)c * OH * OW;
+        for (oy = 0; oy < OH; oy++) {
+            const int iy = oy * SH - PH;
+            /* kernel row 0 lies inside where iy >= 0, row 2 where iy + 2 < H; row 1 always
+             * (iy >= -1, and iy <= H - 2 by OH's floor) */
+            const int t = iy >= 0, u = iy + 2 < H;
+            const int8_t *r1 = xc + (int32_t)(iy + 1) * W, *r0 = t ? r1 - W : r1, *r2 = u ? r1 + W : r1;
+            int8_t *yr = yc + oy * OW;
+            if (SW == 1) {
+                /* pairs (ox, ox + 1), the word at ox - PW; the last pair ends at OW - 1 (it may
+                 * overlap the one before, writing the same integers) */
+                for (ox = 0; ox < OW; ox += 2) {
+                    int32_t a0 = b, a1 = b;
+                    int ix;
+                    uint32_t v;
+                    if (ox > OW - 2) ox = OW - 2;
+                    ix = ox - PW;
+                    if (t) {
+                        v = qk_dw_word(r0, ix, W, zp4);
+                        QK_R2(v, 0, a0, a1);
+                    }
+                    v = qk_dw_word(r1, ix, W, zp4);
+                    QK_R2(v, 1, a0, a1);
+                    if (u) {
+                        v = qk_dw_word(r2, ix, W, zp4);
+                        QK_R2(v, 2, a0, a1);
+                    }
+                    yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
+                    yr[ox + 1] = q_out(qk_rq(a1, mc, sc) + zp_out, lo, hi);
+                }
+            } else {
+                for (ox = 0; ox < OW; ox++) {
+                    int32_t a0 = b;
+                    const int ix = ox * SW - PW;
+                    uint32_t v;
+                    if (t) {
+                        v = qk_dw_word(r0, ix, W, zp4);
+                        QK_R1(v, 0, a0);
+                    }
+                    v = qk_dw_word(r1, ix, W, zp4);
+                    QK_R1(v, 1, a0);
+                    if (u) {
+                        v = qk_dw_word(r2, ix, W, zp4);
+                        QK_R1(v, 2, a0);
+                    }
+                    yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
+                }
+            }
+        }
+#undef QK_R2
+#undef QK_R1
+    }
+}
+
+/* qk_conv_pw's output channels per pass: 2 (4 accumulators with its two
+ * positions fit the registers with the inputs and weights; 4 would spill). */
+QK_INLINE int qk_pw_block(int O) { return O % 2 == 0 ? 2 : 1; }
+
+/* Which convolutions take qk_conv_pw: pointwise (1x1, stride 1, no
+ * padding, one group) over at least 4 input channels and 2 positions. */
+QK_INLINE int qk_conv_uses_pw(int C, int G, int H, int W, int KH, int KW, int SH, int SW, int PH, int PW) {
+    return G == 1 && C >= 4 && KH == 1 && KW == 1 && SH == 1 && SW == 1 && PH == 0 && PW == 0 && H * W >= 2;
+}
+
+/* Pointwise convolution: x [C, HW] -> y [O, HW], w [O][C] in
+ * qk_pair_channel's layout (qk_conv_pairs' with one tap). B output
+ * channels (qk_block(O)) at two positions p, p + 1 at a time: 2·B
+ * accumulators, each input pair and each weight word unpacked once and
+ * used twice. DSP: the two positions of a channel are adjacent bytes
+ * (one halfword); two channels' halfwords packed into a word give, by
+ * SXTAB16 and its rotated form, (x_c, x_c+1) at p and at p + 1; a weight
+ * word gives (w_c, w_c+1) and (w_c+2, w_c+3): per 4 channels, 10
+ * instructions unpack the inputs, 3 each output channel's weights, and
+ * 4·B SMLADs make 16·B products. An odd last position is computed as the
+ * pair (HW - 2, HW - 1), writing HW - 2's integers again. */
+QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int O, int B, const int32_t *bias,
+                          const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                          int8_t *y) {
+    const int C4 = C / 4 * 4;
+    int o, p, c;
+    for (o = 0; o < O; o += B) {
+        const int8_t *wo = w + (int32_t)o * C;
+        int8_t *yo = y + (int32_t)o * HW;
+        for (p = 0; p < HW; p += 2) {
+            int32_t acc[4], acd[4]; /* position p, p + 1 */
+            const int8_t *xp;
+            if (p > HW - 2) p = HW - 2;
+            xp = x + p;
+#define QK_INIT2(j) (acc[j] = acd[j] = bias[o + (j)])
+            QK_EACH(B, QK_INIT2);
+#undef QK_INIT2
+            for (c = 0; c < C4; c += 4) {
+                const int8_t *xc = xp + (int32_t)c * HW;
+#if Q_DSP
+                uint16_t h0, h1, h2, h3;
+                uint32_t wv;
+                int32_t t01, t23, x01p, x01q, x23p, x23q;
+                memcpy(&h0, xc, 2), memcpy(&h1, xc + HW, 2), memcpy(&h2, xc + 2 * HW, 2), memcpy(&h3, xc + 3 * HW, 2);
+                t01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16)); /* (x_c,p  x_c,p+1  x_c+1,p  x_c+1,p+1) */
+                t23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));
+                x01p = __sxtab16(qk_neg_zp_pair(zp), t01), x01q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t01);
+                x23p = __sxtab16(qk_neg_zp_pair(zp), t23), x23q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t23);
+#define QK_PW(j)                                                                                   \
+    do {                                                                                           \
+        int32_t wa_, wb_;                                                                          \
+        wv = q_ld32(wo + (j) * C + c), wa_ = __sxtb16((int32_t)wv), wb_ = q_sxtb16_ror8(wv);       \
+        acc[j] = __smlad(wa_, x01p, acc[j]), acd[j] = __smlad(wa_, x01q, acd[j]);                  \
+        acc[j] = __smlad(wb_, x23p, acc[j]), acd[j] = __smlad(wb_, x23q, acd[j]);                  \
+    } while (0)
+#else
+                const int32_t a0 = xc[0] - zp, a1 = xc[HW] - zp, a2 = xc[2 * HW] - zp, a3 = xc[3 * HW] - zp;
+                const int32_t d0 = xc[1] - zp, d1 = xc[HW + 1] - zp, d2 = xc[2 * HW + 1] - zp, d3 = xc[3 * HW + 1] - zp;
+#define QK_PW(j)                                                                                   \
+    do {                                                                                           \
+        const int8_t *wt_ = wo + (j) * C + c; /* channels c, c+2, c+1, c+3 */                      \
+        acc[j] += wt_[0] * a0 + wt_[2] * a1 + wt_[1] * a2 + wt_[3] * a3;                           \
+        acd[j] += wt_[0] * d0 + wt_[2] * d1 + wt_[1] * d2 + wt_[3] * d3;                           \
+    } while (0)
+#endif
+                QK_EACH(B, QK_PW);
+#undef QK_PW
+            }
+            for (c = C4; c < C; c++) {
+                const int32_t a = xp[(int32_t)c * HW] - zp, d = xp[(int32_t)c * HW + 1] - zp;
+#define QK_MAC2(j) (acc[j] += wo[(j) * C + c] * a, acd[j] += wo[(j) * C + c] * d)
+                QK_EACH(B, QK_MAC2);
+#undef QK_MAC2
+            }
+            qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yo + p, HW);
+            qk_store(acd, B, o, m0, shift, zp_out, lo, hi, yo + p + 1, HW);
+        }
+    }
+}
 
 #endif
