@@ -3,12 +3,16 @@
  * docs/cycle-model.md), between two marker functions of the guest:
  *
  *   qemu-system-arm -M mps2-an386 ... -plugin ./libm4cycles.so,out=FILE
- *     [,begin=qat_mark_begin][,end=qat_mark_end][,top=20]
+ *     [,begin=qat_mark_begin][,end=qat_mark_end][,top=20][,group=op]
  *
  * Counting starts after each run of `begin` (a function's symbol, as qemu
  * reads it from the ELF) and stops at the next entry to `end`; FILE gets
  * the number of regions, their instructions, estimated cycles, taken
- * branches, and the `top` functions by cycles.
+ * branches, and the `top` functions by cycles (each function's own
+ * instructions). With group=PREFIX, also each function whose name starts
+ * with PREFIX inclusively (the generated ops, opN: what runs from its
+ * entry until the next such entry or a return to a function whose name
+ * ends in _run, the helpers it calls included), in the order first run.
  *
  * How: at translation each block's straight-line cost is summed once
  * (a load right after a load is pipelined within the block); at run time a
@@ -39,12 +43,16 @@ typedef struct {
 
 typedef struct {
     char *name;
-    uint64_t insns, cycles;
+    uint64_t insns, cycles;    /* its own instructions */
+    uint64_t g_insns, g_cycles; /* as a group: with what it calls (group=) */
+    int64_t first;             /* when it first ran as a group (order), -1 never */
 } func_total;
 
 typedef struct {
-    char *out, *begin, *end;
+    char *out, *begin, *end, *group;
     int top;
+    int current;       /* the group now running (group=), -1 none */
+    int64_t groups_seen;
     block **blocks; /* every translated block (freed at exit) */
     size_t nblocks, cap, lost;
     func_total funcs[MAX_FUNCS];
@@ -63,12 +71,28 @@ static int func_index(const char *name) {
     if (S.nfuncs == MAX_FUNCS) return -1;
     S.funcs[S.nfuncs].name = strdup(name);
     if (!S.funcs[S.nfuncs].name) return -1;
+    S.funcs[S.nfuncs].first = -1;
     return S.nfuncs++;
 }
 
 static void charge(const block *b, uint64_t insns, uint64_t cycles) {
     S.insns += insns, S.cycles += cycles;
     if (b->func >= 0) S.funcs[b->func].insns += insns, S.funcs[b->func].cycles += cycles;
+    if (S.current >= 0) S.funcs[S.current].g_insns += insns, S.funcs[S.current].g_cycles += cycles;
+}
+
+/* A block of a group's function makes it the current group; one of a
+ * function ending in _run (the caller of the ops) ends it. */
+static void follow_group(const block *b) {
+    if (!S.group || b->func < 0) return;
+    func_total *f = &S.funcs[b->func];
+    if (strncmp(f->name, S.group, strlen(S.group)) == 0) {
+        S.current = b->func;
+        if (f->first < 0) f->first = S.groups_seen++;
+    } else {
+        size_t n = strlen(f->name);
+        if (n >= 4 && strcmp(f->name + n - 4, "_run") == 0) S.current = -1;
+    }
 }
 
 static void on_exec(unsigned int vcpu, void *udata) {
@@ -91,6 +115,7 @@ static void on_exec(unsigned int vcpu, void *udata) {
         return;
     }
     if (!S.inside) return;
+    follow_group(b);
     charge(b, b->insns, b->cycles);
     S.prev = b;
 }
@@ -144,6 +169,11 @@ static int by_cycles(const void *a, const void *b) {
     return x->cycles < y->cycles ? 1 : x->cycles > y->cycles ? -1 : 0;
 }
 
+static int by_first(const void *a, const void *b) {
+    const func_total *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first ? 1 : 0;
+}
+
 static void at_qemu_exit(qemu_plugin_id_t id, void *udata) {
     (void)id, (void)udata;
     FILE *f = fopen(S.out, "w");
@@ -160,6 +190,11 @@ static void at_qemu_exit(qemu_plugin_id_t id, void *udata) {
             fprintf(f, "function: %s %" PRIu64 " cycles %" PRIu64 " instructions\n", S.funcs[i].name,
                     S.funcs[i].cycles, S.funcs[i].insns);
         }
+        qsort(S.funcs, (size_t)S.nfuncs, sizeof S.funcs[0], by_first);
+        for (int i = 0; i < S.nfuncs; i++)
+            if (S.funcs[i].first >= 0)
+                fprintf(f, "group: %s %" PRIu64 " cycles %" PRIu64 " instructions\n", S.funcs[i].name,
+                        S.funcs[i].g_cycles, S.funcs[i].g_insns);
         if (fclose(f) != 0) fprintf(stderr, "m4cycles: writing %s failed\n", S.out);
     } else {
         fprintf(stderr, "m4cycles: cannot write %s\n", S.out);
@@ -167,7 +202,7 @@ static void at_qemu_exit(qemu_plugin_id_t id, void *udata) {
     for (int i = 0; i < S.nfuncs; i++) free(S.funcs[i].name);
     for (size_t i = 0; i < S.nblocks; i++) free(S.blocks[i]);
     free(S.blocks);
-    free(S.out), free(S.begin), free(S.end);
+    free(S.out), free(S.begin), free(S.end), free(S.group);
 }
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
@@ -176,6 +211,7 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         return -1;
     }
     S.top = 20;
+    S.current = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '=');
         if (!eq) {
@@ -187,8 +223,9 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         else if (k == 5 && strncmp(a, "begin", 5) == 0) S.begin = strdup(eq + 1);
         else if (k == 3 && strncmp(a, "end", 3) == 0) S.end = strdup(eq + 1);
         else if (k == 3 && strncmp(a, "top", 3) == 0) S.top = atoi(eq + 1);
+        else if (k == 5 && strncmp(a, "group", 5) == 0) S.group = strdup(eq + 1);
         else {
-            fprintf(stderr, "m4cycles: unknown argument %s (out=, begin=, end=, top=)\n", a);
+            fprintf(stderr, "m4cycles: unknown argument %s (out=, begin=, end=, top=, group=)\n", a);
             return -1;
         }
     }

@@ -3,7 +3,7 @@
 # figures: tests/mcu/cycles_check.c runs a region of assembly whose
 # Cortex-M4 instructions, cycles and taken branches are summed in its
 # comments (docs/cycle-model.md's table); the plugin must report exactly
-# those. Exit 77 without the Arm toolchain, qemu, or the plugin header.
+# those, by function and grouped. Exit 77 without the Arm toolchain, qemu, or the plugin header.
 #   cycles_check.sh WORKDIR
 set -euo pipefail
 work=${1:?usage: cycles_check.sh WORKDIR}
@@ -19,7 +19,7 @@ arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -mfloat-abi=soft -O2 -std=gnu99 -Wall 
   -o "$work/cycles_check.elf"
 timeout 60 qemu-system-arm -M mps2-an386 -cpu cortex-m4 -nographic -monitor none -serial none \
   -semihosting-config enable=on,target=native -kernel "$work/cycles_check.elf" \
-  -plugin "$work/libm4cycles.so,out=$work/cycles.txt" > "$work/guest.txt" 2>&1
+  -plugin "$work/libm4cycles.so,out=$work/cycles.txt,group=priced" > "$work/guest.txt" 2>&1
 fail=0
 for what in instructions cycles "taken branches"; do
   want=$(sed -n "s/^expected $what: //p" "$work/guest.txt")
@@ -28,4 +28,10 @@ for what in instructions cycles "taken branches"; do
     echo "FAIL: $what: the plugin says '${got}', worked out by hand '${want}'"; fail=1; fi
 done
 grep -q '^regions: 1$' "$work/cycles.txt" || { echo "FAIL: not exactly one region"; cat "$work/cycles.txt"; fail=1; }
+# grouped (group=priced): the region's function with the leaf it calls, so all of it;
+# by function: the leaf's return alone (1 instruction, BX LR and its refill: 3 cycles)
+grep -q '^group: priced 957 cycles 625 instructions$' "$work/cycles.txt" ||
+  { echo "FAIL: the group of priced is not the whole region"; grep '^group' "$work/cycles.txt"; fail=1; }
+grep -q '^function: leaf 3 cycles 1 instructions$' "$work/cycles.txt" ||
+  { echo "FAIL: the leaf's own cost"; grep '^function' "$work/cycles.txt"; fail=1; }
 exit $fail

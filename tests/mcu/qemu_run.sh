@@ -48,7 +48,7 @@ for cpu in $cores; do
     -Wl,--gc-sections -o "$work/$cpu.elf"
   plugin=()
   if [ -n "${MCU_CYCLES_PLUGIN:-}" ] && [ "$cpu" = cortex-m4 ]; then
-    plugin=(-plugin "$MCU_CYCLES_PLUGIN,out=$work/$cpu.cycles")
+    plugin=(-plugin "$MCU_CYCLES_PLUGIN,out=$work/$cpu.cycles,group=op")
   fi
   # a deadline: a model that faults or loops must not hang the suite
   if ! timeout 300 qemu-system-arm -M "$mach" -cpu "$qcpu" -nographic -monitor none -serial none \
