@@ -92,6 +92,9 @@ void qat__rows_add(const qat__rows *g, float *dst, const float *src);
 #if QAT__CONV_AVX512
 void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
+/* AVX2 (ops_conv_depthwise_avx2.c): 8 floats a step, where AVX-512 does not run */
+void qat__rows_copy_avx2(const qat__rows *g, float *dst, const float *src);
+void qat__rows_add_avx2(const qat__rows *g, float *dst, const float *src);
 #endif
 
 /* 2x2 / stride-2 max pooling of one output row from input rows r0, r1:
