@@ -28,14 +28,16 @@ static int32_t zp_of(const qat__cg *g, int t) { return g->q->tensors[t].q.zero_p
 void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
     int O = (int)op->wq.shape[0], K = (int)op->wq.shape[1];
-    char id[32], detail[64];
-    snprintf(id, sizeof id, "op%d_w", i);
-    qat__cg_array_i8(g, id, w, (int64_t)O * K);
+    int P = g->wbits[i];
+    char detail[128];
+    qat__cg_weight_array(g, i, w, O, K, P);
     qat__cg_channel_params(g, i);
-    snprintf(detail, sizeof detail, "activation %s", act_of(op));
+    snprintf(detail, sizeof detail, "activation %s%s", act_of(op),
+             P < 8 ? "; rows packed (qk_packed_row), unpacked in registers" : "");
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, K, O,
-                   qk_block(O), i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min, op->act_max);
+    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, P,
+                   K, O, qk_block(O), i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min,
+                   op->act_max);
 }
 
 /* The ops below are one call each to a kernel of src/runtime/qk.h (the
