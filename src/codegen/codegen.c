@@ -95,7 +95,7 @@ void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, 
             int32_t r = k % G;
             pk[o * rb + k / G * 4 + r % 4] |= (uint8_t)(((uint32_t)w[o * L + k] & ((1u << P) - 1)) << (r / 4 * P));
         }
-    qat__cg_printf(g, "/* %d rows of %ld weights, %d bits each, packed: %ld bytes a row (qk_packed_row) */\n", O,
+    qat__cg_printf(g, "/* %d row(s) of %ld weights, %d bits each, packed: %ld bytes a row (qk_packed_row) */\n", O,
                    (long)L, P, (long)rb);
     qat__cg_array_i8(g, id, (const int8_t *)pk, (int64_t)O * rb);
     free(pk);

@@ -29,16 +29,16 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
             for (int t = 0; t < KH * KW; t++)
                 for (int c = 0; c < CG; c++)
                     pw[(int64_t)o * KK + t * CG + c] = w[(int64_t)o * KK + qk_pair_channel(c, CG) * KH * KW + t];
-        qat__cg_weight_array(g, i, pw, O, KK, P);
+        qat__cg_weight_array(g, i, pw, 1, (int32_t)O * KK, P); /* one row: qk_rows */
         free(pw);
     } else {
-        qat__cg_weight_array(g, i, w, O, KK, P);
+        qat__cg_weight_array(g, i, w, 1, (int32_t)O * KK, P);
     }
     qat__cg_channel_params(g, i);
     snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s%s%s", KH,
              KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qat_act_kind_str(op->act),
              pairs ? "; weights [o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)" : "",
-             P < 8 ? "; rows packed (qk_packed_row), unpacked a block at a time into the arena's scratch" : "");
+             P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena" : "");
     qat__cg_begin(g, i, detail);
     char s[48] = "NULL";
     if (P < 8) snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);

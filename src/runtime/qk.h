@@ -301,18 +301,20 @@ QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, con
 }
 
 /* ---- packed weights ----------------------------------------------------------------
- * Weights of at most 4 (or 2) bits, P = 4 (2) bits each in flash. A row is
- * one output channel's L weights in the order its int8 kernel reads them
- * (qk_conv: [C/G][KH][KW]; qk_conv_pairs: qk_pair_channel's; qk_linear:
- * [K]), cut into groups of G = 32/P weights (8, or 16), 4 bytes a group:
- * weight i of a group is in byte i % 4, bits (i / 4)·P .. (i / 4)·P + P - 1
- * (bit 0 the least significant), in two's complement. The last group is
- * padded with zero weights; rows follow each other, qk_packed_row(L, P)
- * bytes apart. P = 8 is the int8 row itself. Why this order: four
- * consecutive weights share a field position across the four bytes of a
- * word, as four consecutive inputs share one int8 word, so on the DSP path
- * one mask (and a shift) turns a packed word into four int8 lanes that
- * SXTB16 unpacks in the pairs the inputs unpack in (qk_dot_packed). */
+ * Weights of at most 4 (or 2) bits, P = 4 (2) bits each in flash. A packed
+ * row is a run of L weights in the order the int8 kernel reads them, cut
+ * into groups of G = 32/P weights (8, or 16), 4 bytes a group: weight i of
+ * a group is in byte i % 4, bits (i / 4)·P .. (i / 4)·P + P - 1 (bit 0 the
+ * least significant), in two's complement; the last group is padded with
+ * zero weights, so a row takes qk_packed_row(L, P) bytes. A linear op
+ * stores each output channel's K weights as one row (rows qk_packed_row(K,
+ * P) bytes apart); a convolution stores its whole int8 array (O·KK
+ * weights, qk_conv's or qk_conv_pairs' order) as one row. P = 8 is the
+ * int8 array itself. Why this order: four consecutive weights share a
+ * field position across the four bytes of a word, as four consecutive
+ * inputs share one int8 word, so on the DSP path one mask (and a shift)
+ * turns a packed word into four int8 lanes that SXTB16 unpacks in the
+ * pairs the inputs unpack in (qk_dot_packed). */
 QK_INLINE int32_t qk_packed_row(int32_t L, int P) { return P >= 8 ? L : (L + 32 / P - 1) / (32 / P) * 4; }
 
 /* The P-bit field of byte b at bit s, sign-extended (defined C: no shift
@@ -328,53 +330,58 @@ QK_INLINE int32_t qk_packed_weight(const int8_t *row, int32_t i, int P) {
     return qk_field((uint8_t)row[i / G * 4 + r % 4], (int)(r / 4) * P, P);
 }
 
-/* Rows o .. o + B - 1 of L weights as int8: in place for P = 8; packed
- * rows are unpacked into s (B·L bytes), once for all the output positions
- * of the block, so the convolutions' inner loops are the int8 ones. */
+/* A convolution's rows o .. o + B - 1 of L weights as int8: in place for
+ * P = 8; else weights o·L .. (o + B)·L - 1 of the packed row w unpacked
+ * into s (B·L bytes), once for all the output positions of the block, so
+ * the convolutions' inner loops are the int8 ones. Whole groups byte by
+ * byte, the ends (where o·L is not a multiple of G) weight by weight. */
 QK_INLINE const int8_t *qk_rows(const int8_t *w, int o, int32_t L, int P, int B, int8_t *s) {
-    int j, b, q;
-    int32_t g;
-    if (P >= 8) return w + (int32_t)o * L;
-    w += (int32_t)o * qk_packed_row(L, P);
-    for (j = 0; j < B; j++, w += qk_packed_row(L, P))
-        for (g = 0; g < L; g += 32 / P)
-            for (b = 0; b < 4; b++) {
-                uint32_t v = (uint8_t)w[g / (32 / P) * 4 + b];
-                for (q = 0; q < 8 / P; q++)
-                    if (g + 4 * q + b < L) s[j * L + g + 4 * q + b] = (int8_t)qk_field(v, q * P, P);
-            }
+    const int32_t G = 32 / P, i0 = (int32_t)o * L, e = i0 + B * L;
+    int32_t i = i0;
+    int b, q;
+    if (P >= 8) return w + i0;
+    for (; i < e && i % G; i++) s[i - i0] = (int8_t)qk_packed_weight(w, i, P);
+    for (; i + G <= e; i += G)
+        for (b = 0; b < 4; b++) {
+            uint32_t v = (uint8_t)w[i / G * 4 + b];
+            for (q = 0; q < G / 4; q++) s[i - i0 + 4 * q + b] = (int8_t)qk_field(v, q * P, P);
+        }
+    for (; i < e; i++) s[i - i0] = (int8_t)qk_packed_weight(w, i, P);
     return s;
 }
 
 /* n contiguous inputs xr against B packed rows of P bits wr, wr + ws, ...
  * (ws in bytes): each weight read once (a linear op's), so unpacked in
- * registers. With the DSP extension, a word of G weights against G inputs:
- * field q of each byte (weights 4q .. 4q + 3), shifted to the top of its
- * byte and masked, is four int8 lanes holding 2^(8-P)·w; SXTB16 and its
- * rotated form give the pairs (w_4q, w_4q+2), (w_4q+1, w_4q+3) the inputs'
- * word unpacks in. The scaled products go to their own sums, divided by
- * 2^(8-P) at the end (exact: every term is a multiple); |2^(8-P)·w| <= 128,
- * the int8 bound, so no sum can overflow where the int8 one cannot. */
+ * registers. With the DSP extension, field q of a packed word (weights
+ * 4q .. 4q + 3 of its group), shifted to the top of each byte and masked
+ * (one AND with a shifted operand), is four int8 lanes holding 2^(8-P)·w;
+ * SXTB16 and its rotated form give the pairs (w_4q, w_4q+2) and
+ * (w_4q+1, w_4q+3), as the inputs' word unpacks. One pass over the row per
+ * field keeps the loop's live values those of the int8 loop (a word is
+ * loaded once per field instead of once: no spills). The scaled products
+ * go to their own sums, divided by 2^(8-P) at the end (exact: every term
+ * is a multiple); |2^(8-P)·w| <= 128, the int8 bound, so no sum can
+ * overflow where the int8 one cannot. */
 QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, int P, int B, int32_t zp,
                              int32_t *acc) {
-    const int G = 32 / P;
-    int k = 0;
+    const int G = 32 / P, nG = n / G * G;
+    int k = nG;
 #if Q_DSP
     {
-        const uint32_t top = 0x01010101u * (0x100u - (0x100u >> P)); /* each byte's top P bits */
+        uint32_t top = 0x01010101u * (0x100u - (0x100u >> P)); /* each byte's top P bits */
         int32_t sc[4] = {0, 0, 0, 0};
-        for (; k + G <= n; k += G) {
-            uint32_t wv[4], f;
-            int q;
-#define QK_LOADW(j) (wv[j] = q_ld32(wr + (j) * ws + k / G * 4))
-            QK_EACH(B, QK_LOADW);
-#undef QK_LOADW
-            QK_UNROLL
-            for (q = 0; q < G / 4; q++) {
-                uint32_t xv = q_ld32(xr + k + 4 * q);
+        int q, g;
+#if defined(__GNUC__) /* the mask in a register: the shift folds into the AND (one instruction, not two) */
+        __asm__("" : "+r"(top));
+#endif
+        QK_UNROLL
+        for (q = 0; q < G / 4; q++) {
+            const int8_t *xp = xr + 4 * q, *wp = wr;
+            for (g = 0; g < nG; g += G, xp += G, wp += 4) {
+                uint32_t xv = q_ld32(xp), f;
                 int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
-#define QK_SMLAD(j)                                                                                \
-    (f = (wv[j] << (8 - P - q * P)) & top, sc[j] = __smlad(__sxtb16((int32_t)f), xa, sc[j]), \
+#define QK_SMLAD(j)                                                                                  \
+    (f = (q_ld32(wp + (j) * ws) << (8 - P - q * P)) & top, sc[j] = __smlad(__sxtb16((int32_t)f), xa, sc[j]), \
      sc[j] = __smlad(q_sxtb16_ror8(f), xb, sc[j]))
                 QK_EACH(B, QK_SMLAD);
 #undef QK_SMLAD
@@ -386,7 +393,7 @@ QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, 
     }
 #else
     /* byte by byte: byte b of a group holds weights b, b + 4, ... */
-    for (; k + G <= n; k += G) {
+    for (k = 0; k < nG; k += G) {
         int b, q;
         QK_UNROLL
         for (b = 0; b < 4; b++) {
