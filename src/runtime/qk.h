@@ -333,20 +333,36 @@ QK_INLINE int32_t qk_packed_weight(const int8_t *row, int32_t i, int P) {
 /* A convolution's rows o .. o + B - 1 of L weights as int8: in place for
  * P = 8; else weights o·L .. (o + B)·L - 1 of the packed row w unpacked
  * into s (B·L bytes), once for all the output positions of the block, so
- * the convolutions' inner loops are the int8 ones. Whole groups byte by
- * byte, the ends (where o·L is not a multiple of G) weight by weight. */
-QK_INLINE const int8_t *qk_rows(const int8_t *w, int o, int32_t L, int P, int B, int8_t *s) {
-    const int32_t G = 32 / P, i0 = (int32_t)o * L, e = i0 + B * L;
+ * the convolutions' inner loops are the int8 ones. Whole groups a word at
+ * a time: field q of the four bytes (weights 4q .. 4q + 3) is moved to the
+ * bottom of each byte and masked, t in [0, 2^P) per byte; each byte's
+ * ((t ^ 2^(P-1)) + 0x80 - 2^(P-1)) ^ 0x80 is its field sign-extended to
+ * int8 with no carry between bytes (the sum stays below 0x100), so four
+ * weights cost a few word operations and one store, in either byte order
+ * (the word is stored as it was loaded). The ends (where o·L is not a
+ * multiple of G) weight by weight. One shared copy (not inlined: it runs once per block of channels, and
+ * inlined into each convolution it cost ~150 bytes of code each). */
+static Q_NOINLINE Q_MAYBE_UNUSED void qk_unpack(const int8_t *w, int32_t i0, int32_t e, int P, int8_t *s) {
+    const int32_t G = 32 / P;
+    const uint32_t m = 0x01010101u * ((1u << P) - 1), h = 0x01010101u << (P - 1);
+    const uint32_t a = 0x01010101u * (0x80u - (1u << (P - 1)));
     int32_t i = i0;
-    int b, q;
-    if (P >= 8) return w + i0;
+    int q;
     for (; i < e && i % G; i++) s[i - i0] = (int8_t)qk_packed_weight(w, i, P);
-    for (; i + G <= e; i += G)
-        for (b = 0; b < 4; b++) {
-            uint32_t v = (uint8_t)w[i / G * 4 + b];
-            for (q = 0; q < G / 4; q++) s[i - i0 + 4 * q + b] = (int8_t)qk_field(v, q * P, P);
+    for (; i + G <= e; i += G) {
+        uint32_t v, t;
+        memcpy(&v, w + i / G * 4, 4);
+        for (q = 0; q < G / 4; q++) {
+            t = ((((v >> (q * P)) & m) ^ h) + a) ^ 0x80808080u;
+            memcpy(s + (i - i0) + 4 * q, &t, 4);
         }
+    }
     for (; i < e; i++) s[i - i0] = (int8_t)qk_packed_weight(w, i, P);
+}
+
+QK_INLINE const int8_t *qk_rows(const int8_t *w, int o, int32_t L, int P, int B, int8_t *s) {
+    if (P >= 8) return w + (int32_t)o * L;
+    qk_unpack(w, (int32_t)o * L, (int32_t)(o + B) * L, P, s);
     return s;
 }
 
