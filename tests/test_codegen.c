@@ -149,7 +149,9 @@ static int64_t check_graph(const char *text, const char *name, int seed) {
     qat_status st = qat_model_from_text(m, text, name);
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    st = qat_prepare(m, NULL);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     qat_rng rng;
     qat_rng_seed(&rng, (uint64_t)seed);
     int64_t shape[3];
@@ -520,7 +522,9 @@ static void test_refusals_name_the_op(void) {
     CU_ASSERT_EQUAL(qat_codegen_c(ctx, NULL, dir, "m", NULL), QAT_ERR_ARG);
     qat_ctx_clear_error(ctx);
     /* sub-channel weights (blocks of 4 along the 13 inputs, the last one
-     * ragged): the runtime runs them, the generator refuses them by name */
+     * ragged): generated for a linear op (test_subchannel_linear checks
+     * them against the engine); a convolution's are refused by name
+     * (test_subchannel_conv_refused) */
     ts[1].q.bits = 8, ts[1].q.qmin = -128, ts[1].q.qmax = 127;
     op.act_min = -128, op.act_max = 127;
     CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &op.wq, 8, true, true, 2, (int64_t[]){HO, HK}, (int64_t[]){1, 4}, true),
@@ -541,9 +545,54 @@ static void test_refusals_name_the_op(void) {
     qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 4);
     CU_ASSERT(e != NULL);
     qat_engine_free(e);
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "sub", NULL), QAT_OK);
+    enum { N = 100 };
+    float x[N * HK], yf[N * HO];
+    int32_t yq[N * HO];
+    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f;
+    e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    if (have_cc()) CU_ASSERT(run_generated("sub", x, N, HK, yq, yf, HO));
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* Sub-channel linear ops trained in a graph: 4 bits in blocks of 16
+ * (packed; three blocks a row), 4 bits in blocks of 4 (a block shorter
+ * than a packed group: stored as int8) and 2 bits in blocks of 16
+ * (packed): the blocks' conversions in qk_linear, through packed and int8
+ * rows, equal the engine. (Ragged last blocks: test_refusals_name_the_op's
+ * hand-made program.) */
+static void test_subchannel_linear(void) {
+    check_graph("input shape=48\n"
+                "linear fc1 input out=12 granularity=block:16 wbits=4\n"
+                "relu   r1  fc1\n"
+                "linear fc2 r1 out=32 granularity=block:4 wbits=4\n"
+                "relu   r2  fc2\n"
+                "linear fc3 r2 out=10 granularity=block:16 wbits=2\n",
+                "sublin", 6);
+}
+
+/* A convolution with sub-channel weights: refused, naming the op. */
+static void test_subchannel_conv_refused(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m,
+                                              "input shape=2,6,6\n"
+                                              "conv2d c1 input out=4 kernel=3 granularity=block:9\n"
+                                              "flatten f c1\n"
+                                              "linear fc f out=3\n",
+                                              "subconv"),
+                          QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 2);
+    warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
+    CU_ASSERT_EQUAL(qat_codegen_model(m, 0, NULL, dir, "subconv", NULL), QAT_ERR_UNSUPPORTED);
     if (!strstr(qat_ctx_error(ctx), "sub-channel")) printf("\n  %s\n", qat_ctx_error(ctx));
-    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "(conv2d c1)") != NULL);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "sub-channel") != NULL);
     qat_ctx_free(ctx);
 }
@@ -736,6 +785,8 @@ int main(int argc, char **argv) {
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
         {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
         {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},
+        {"sub-channel linear ops at 4, 8 and 2 bits equal the engine", test_subchannel_linear},
+        {"a sub-channel convolution is refused by name", test_subchannel_conv_refused},
         {"every branch of the requantization equals the engine", test_requant_branches},
         {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
         {"normalized input: every byte of every channel, raw bytes and raw floats", test_normalized_input_every_byte},

@@ -71,6 +71,11 @@ int qat__cg_weight_bits(const qat_qop *op, const int8_t *w) {
     int P = op->wq.bits <= 2 ? 2 : op->wq.bits <= 4 ? 4 : 8;
     int64_t n = op->wq.shape[0] * (op->wq.rank == 4 ? op->wq.shape[1] * op->wq.shape[2] * op->wq.shape[3]
                                                     : op->wq.shape[1]);
+    /* sub-channel (a linear op's): each block starts on a group of the
+     * packed row, and its scaled DSP sum (|2^(8-P)·w| <= 128, |x - zp| <=
+     * 255 per product) stays in int32 whatever the weights */
+    int64_t NB = op->wq.block[1];
+    while (qat_qop_subchannel(op) && P < 8 && (NB % (32 / P) || NB * 128 * 255 > INT32_MAX)) P *= 2;
     for (int64_t i = 0; i < n && P < 8; i++)
         while (P < 8 && (w[i] < -(1 << (P - 1)) || w[i] >= 1 << (P - 1))) P *= 2; /* an asymmetric range: wider */
     return P;
@@ -123,18 +128,19 @@ static bool c_identifier(const char *s) {
 }
 
 /* What the generator refuses beyond the runtime's plan (which refuses what
- * the runtime cannot run): sub-channel weights (the runtime's block
- * conversions have no generated form), and weights whose difference from
+ * the runtime cannot run): sub-channel convolutions (only qk_linear has
+ * the block conversions), and weights whose difference from
  * their zero point leaves int8 (the kernels keep weights in int8 and unpack
  * them in pairs). */
 static qat_status check_program(const qat_qmodel *q, char *msg, size_t len) {
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
-        if (qat_qop_subchannel(op))
+        if (qat_qop_subchannel(op) && op->kind != QAT_QOP_LINEAR)
             return qat__cg_fail(msg, len, QAT_ERR_UNSUPPORTED,
                                 "codegen: op %d (%s %s): its weights are sub-channel (several scales along a row): the "
-                                "generated kernels requantize once per output channel and have no block conversions "
-                                "(docs/subchannel.md); the integer runtime and the hybrid engine run it",
+                                "generated convolutions requantize once per output channel and have no block "
+                                "conversions (docs/subchannel.md; a linear op's are generated); the integer runtime "
+                                "and the hybrid engine run it",
                                 i, qat_qop_kind_str(op->kind), op->name);
         if ((op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && !qat__cg_weights(op, NULL))
             return qat__cg_fail(msg, len, QAT_ERR_UNSUPPORTED,

@@ -481,17 +481,42 @@ QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, in
     }
 }
 
+/* B partial dot products of a linear op: inputs k0 .. k0 + n - 1 against
+ * rows o .. o + B - 1 of its weights, int8 rows of K (P = 8) or packed
+ * rows (k0 then a multiple of the group, 32 / P). */
+QK_INLINE void qk_dot_rows(const int8_t *x, const int8_t *w, int P, int K, int o, int k0, int n, int B, int32_t zp,
+                           int32_t *acc) {
+    if (P >= 8) qk_dot_long(x + k0, w + (int32_t)o * K + k0, n, K, B, zp, acc);
+    else qk_dot_packed(x + k0, w + o * qk_packed_row(K, P) + k0 / (32 / P) * 4, n, qk_packed_row(K, P), P, B, zp, acc);
+}
+
 /* Linear: x [K], w [O][K] int8 (P = 8) or O packed rows of P = 4 or 2
- * bits, y [O]; B = qk_block(O). */
-QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int P, int K, int O, int B, const int32_t *bias,
-                         const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                         int8_t *y) {
-    int o;
+ * bits, y [O]; B = qk_block(O). bm = NULL: one sum a row (NB unused).
+ * Sub-channel weights (bm, bs: [O][J]): each row's K inputs split into
+ * J = ceil(K / NB) blocks of NB (the last may be shorter), each with its
+ * own scale; a block's partial sum is converted to the row's accumulation
+ * scale by MBQM(sum, bm[o·J + j], bs[o·J + j]) and added to the bias in
+ * block order, as the runtime's src/runtime/subchannel.c (whose plan
+ * bounds every partial and converted sum: docs/subchannel.md). */
+QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int P, int K, int O, int B, int NB, const int32_t *bm,
+                         const int32_t *bs, const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                         int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    int o, k0;
     for (o = 0; o < O; o += B) {
         int32_t acc[4];
         QK_EACH(B, QK_INIT);
-        if (P >= 8) qk_dot_long(x, w + (int32_t)o * K, K, K, B, zp, acc);
-        else qk_dot_packed(x, w + o * qk_packed_row(K, P), K, qk_packed_row(K, P), P, B, zp, acc);
+        if (!bm) {
+            qk_dot_rows(x, w, P, K, o, 0, K, B, zp, acc);
+        } else {
+            const int J = (K + NB - 1) / NB;
+            for (k0 = 0; k0 < K; k0 += NB) {
+                int32_t part[4] = {0, 0, 0, 0};
+                qk_dot_rows(x, w, P, K, o, k0, K - k0 < NB ? K - k0 : NB, B, zp, part);
+#define QK_CONVERT(j) (acc[j] += q_mbqm(part[j], bm[(o + (j)) * J + k0 / NB], (int)bs[(o + (j)) * J + k0 / NB]))
+                QK_EACH(B, QK_CONVERT);
+#undef QK_CONVERT
+            }
+        }
         qk_store(acc, B, o, m0, shift, zp_out, lo, hi, y + o, 1);
     }
 }
