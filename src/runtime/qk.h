@@ -386,14 +386,14 @@ QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, 
     {
         uint32_t top = 0x01010101u * (0x100u - (0x100u >> P)); /* each byte's top P bits */
         int32_t sc[4] = {0, 0, 0, 0};
-        int q, g;
+        int q;
 #if defined(__GNUC__) /* the mask in a register: the shift folds into the AND (one instruction, not two) */
         __asm__("" : "+r"(top));
 #endif
         QK_UNROLL
         for (q = 0; q < G / 4; q++) {
-            const int8_t *xp = xr + 4 * q, *wp = wr;
-            for (g = 0; g < nG; g += G, xp += G, wp += 4) {
+            const int8_t *xp = xr + 4 * q, *wp = wr, *we = wr + nG / G * 4;
+            for (; wp < we; xp += G, wp += 4) {
                 uint32_t xv = q_ld32(xp), f;
                 int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
 #define QK_SMLAD(j)                                                                                  \
