@@ -483,6 +483,18 @@ static void test_export_all_or_nothing(void) {
     snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 256 --limit-test 100 --qat "
              "--granularity block:16 --out '%s'", data, block);
     CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    /* a convolution with sub-channel weights: the C generator refuses it (a linear op's it generates) */
+    char bconv[300], bconvq[300];
+    snprintf(bconvq, sizeof bconvq, "%s/block-conv.qnet", dir);
+    snprintf(bconv, sizeof bconv, "%s/block-conv.ckpt.h5", dir);
+    FILE *bq = fopen(bconvq, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bq);
+    fputs("input shape=1,28,28\nconv2d c1 input out=4 kernel=4 stride=4 granularity=block:8\nflatten f c1\n"
+          "linear fc f out=10\n", bq);
+    fclose(bq);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --limit-train 256 --limit-test 100 --qat --out '%s'",
+             data, bconvq, bconv);
+    CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
     old_files(targets, 5);
     const char *onnx_opt = onnx ? "--onnx" : "--out"; /* without ONNX, --onnx would fail for another reason */
     /* 1. --c names a folder whose parent does not exist: refused before the checkpoint is read */
@@ -495,21 +507,21 @@ static void test_export_all_or_nothing(void) {
     char made[340], madeh[380];
     snprintf(made, sizeof made, "%s/made-c", dir);
     snprintf(madeh, sizeof madeh, "%s/model.h", made);
-    snprintf(args, sizeof args, "export --checkpoint '%s' --c '%s'", block, made);
-    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1); /* sub-channel weights: the generator refuses them */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --c '%s'", bconv, made);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1); /* a sub-channel convolution: the generator refuses it */
     CU_ASSERT_NOT_EQUAL(access(made, F_OK), 0);
     snprintf(args, sizeof args, "export --checkpoint '%s' --c '%s'", ckpt, made);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
     CU_ASSERT_EQUAL(access(madeh, R_OK), 0);
-    /* 2. ONNX refuses sub-channel weights (the qat model takes them, the C generator would refuse them too) */
+    /* 2. ONNX refuses sub-channel weights (the qat model takes them) */
     if (onnx) {
         snprintf(args, sizeof args, "export --checkpoint '%s' --onnx '%s' --out '%s' --c '%s'", block, fonnx, fout, cdir);
         CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "sub-channel"));
         CU_ASSERT_EQUAL(count_old(targets, 5), 5);
     }
-    /* 2b. the C generator refuses them with the quantized model staged before it */
-    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --c '%s'", block, fout, cdir);
+    /* 2b. the C generator refuses a sub-channel convolution with the quantized model staged before it */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --c '%s'", bconv, fout, cdir);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "sub-channel"));
     CU_ASSERT_EQUAL(count_old(targets, 5), 5);

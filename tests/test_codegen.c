@@ -137,14 +137,21 @@ static const char *const conv_text =
         "flatten   f    mp\n"
         "linear    fc   f out=7\n";
 
-static void check_graph(const char *text, const char *name, int seed) {
-    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+/* Runs the graph through the generator and the engine; returns the
+ * generated constants' bytes (info.weight_bytes), -1 when skipped. */
+static int64_t check_graph(const char *text, const char *name, int seed) {
+    if (!have_cc()) {
+        qat_test__skip("no C compiler (cc) on this machine");
+        return -1;
+    }
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = qat_model_new(ctx);
     qat_status st = qat_model_from_text(m, text, name);
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    st = qat_prepare(m, NULL);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     qat_rng rng;
     qat_rng_seed(&rng, (uint64_t)seed);
     int64_t shape[3];
@@ -154,6 +161,7 @@ static void check_graph(const char *text, const char *name, int seed) {
     st = qat_codegen_model(m, 0, NULL, dir, name, &info); /* the library call from a trained model */
     if (st) printf("\n  %s\n", qat_ctx_error(ctx));
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    int64_t weight_bytes = info.weight_bytes;
     qat_ctx *pctx = qat_ctx_new();
     qat_qmodel q;
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
@@ -173,10 +181,48 @@ static void check_graph(const char *text, const char *name, int seed) {
     free(x), free(yf), free(yq);
     qat_ctx_free(pctx);
     qat_ctx_free(ctx);
+    return weight_bytes;
 }
 
 static void test_every_op(void) { check_graph(every_op_text, "every_op", 9); }
 static void test_conv_shapes(void) { check_graph(conv_text, "convs", 4); }
+
+/* conv_text's layers with narrow weights, then two linear ops: each
+ * kernel's packed form (docs/codegen.md, "Packed weights"). c1: qk_conv,
+ * 4 bits, channel rows of 105 starting mid-group; pw: qk_conv_pairs over
+ * a group of four and two single channels, 2 bits; c3: pairs, 3 bits
+ * (stored at 4); dw: depthwise qk_conv, two outputs a block; fc1: 4 bits,
+ * K = 192 whole groups; fc2: 2 bits, K = 20, a group of 16 and a tail. */
+#define QAT_PACKED_TEXT(c1, pw, c3, dw, fc1, fc2)                               \
+    "input shape=3,13,12\n"                                                     \
+    "conv2d    c1   input out=6 kernel=5x7 stride=2 pad=2x3" c1 "\n"            \
+    "relu      r1   c1\n"                                                       \
+    "conv2d    pw   r1 out=6 kernel=1 stride=1x2" pw "\n"                       \
+    "relu      rp   pw\n"                                                       \
+    "conv2d    c3   rp out=6 kernel=3x2 pad=1x2" c3 "\n"                        \
+    "relu      r3   c3\n"                                                       \
+    "conv2d    dw   r3 out=12 kernel=3 pad=2 groups=depthwise" dw "\n"          \
+    "relu      r2   dw\n"                                                       \
+    "maxpool2d mp   r2 kernel=2\n"                                              \
+    "flatten   f    mp\n"                                                       \
+    "linear    fc1  f out=20" fc1 "\n"                                          \
+    "relu      r4   fc1\n"                                                      \
+    "linear    fc2  r4 out=7" fc2 "\n"
+
+/* The packed kernels equal the engine (host, and the Cortex-M4's DSP path
+ * and the M3's portable one where the tools are), and the constants shrink
+ * by exactly the packed layout's bytes: c1 630 weights -> 316 bytes, pw 36
+ * -> 12, c3 216 -> 108, dw 108 -> 56, fc1 20 rows of 192 -> 96 bytes each,
+ * fc2 7 rows of 20 -> 8 bytes each (the same program at 8 bits stores a
+ * byte a weight). */
+static void test_packed_weights(void) {
+    int64_t packed = check_graph(QAT_PACKED_TEXT(" wbits=4", " wbits=2", " wbits=3", " wbits=4", " wbits=4", " wbits=2"),
+                                 "packed", 5);
+    int64_t whole = check_graph(QAT_PACKED_TEXT("", "", "", "", "", ""), "unpacked", 5);
+    if (packed < 0 || whole < 0) return;
+    int64_t saved = (630 - 316) + (36 - 12) + (216 - 108) + (108 - 56) + 20 * (192 - 96) + 7 * (20 - 8);
+    CU_ASSERT_EQUAL(packed, whole - saved);
+}
 
 /* ---- hand-made programs: the requantization's branches, the float edges ------------ */
 
@@ -245,6 +291,51 @@ static void test_requant_branches(void) {
     CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3); /* the test sees both clamps and the values between */
     CU_ASSERT(run_generated("branches", x, N, HK, yq, yf, HO));
     qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* A 4-bit linear op whose zero points are not all 0 (channel 3's is 1):
+ * the generator packs w - zp while every difference fits 4 bits (and the
+ * packed code equals the engine on the requantization's branches), and
+ * stores the op as int8 when one leaves them (channel 3's -8 - 1 = -9), so
+ * the result never depends on a zero point. The constants count the bytes
+ * stored: 12 rows of 13 weights packed in 8 bytes each, else 13. */
+static void test_packed_zero_points(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 7);
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    op.wq.bits = 4, op.wq.qmin = -8, op.wq.qmax = 7;
+    for (int i = 0; i < HO * HK; i++) w[i] = (int32_t)(qat_rng_uniform(&rng) * 15.0f) - 7; /* [-7, 7] */
+    w[3 * HK + 5] = -7, w[3 * HK + 6] = 7;                                                 /* minus 1: -8 and 6 */
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    qat_codegen_source src;
+    char msg[256];
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, "pz", &src, msg, sizeof msg), QAT_OK);
+    CU_ASSERT_EQUAL(src.info.weight_bytes, HO * 8 + 3 * 4 * HO);
+    CU_ASSERT(strstr(src.text[1], "4 bits each, packed") != NULL);
+    qat_codegen_source_free(&src);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "pz", NULL), QAT_OK);
+    enum { N = 200 };
+    float x[N * HK], yf[N * HO];
+    int32_t yq[N * HO];
+    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f;
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated("pz", x, N, HK, yq, yf, HO));
+    qat_engine_free(e);
+    w[3 * HK + 5] = -8; /* -8 - 1 = -9: not 4 bits */
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, "pz", &src, msg, sizeof msg), QAT_OK);
+    CU_ASSERT_EQUAL(src.info.weight_bytes, HO * HK + 3 * 4 * HO);
+    CU_ASSERT(strstr(src.text[1], "bits each, packed") == NULL);
+    qat_codegen_source_free(&src);
     qat_ctx_free(ctx);
 }
 
@@ -431,7 +522,9 @@ static void test_refusals_name_the_op(void) {
     CU_ASSERT_EQUAL(qat_codegen_c(ctx, NULL, dir, "m", NULL), QAT_ERR_ARG);
     qat_ctx_clear_error(ctx);
     /* sub-channel weights (blocks of 4 along the 13 inputs, the last one
-     * ragged): the runtime runs them, the generator refuses them by name */
+     * ragged): generated for a linear op (test_subchannel_linear checks
+     * them against the engine); a convolution's are refused by name
+     * (test_subchannel_conv_refused) */
     ts[1].q.bits = 8, ts[1].q.qmin = -128, ts[1].q.qmax = 127;
     op.act_min = -128, op.act_max = 127;
     CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &op.wq, 8, true, true, 2, (int64_t[]){HO, HK}, (int64_t[]){1, 4}, true),
@@ -452,9 +545,54 @@ static void test_refusals_name_the_op(void) {
     qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 4);
     CU_ASSERT(e != NULL);
     qat_engine_free(e);
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "sub", NULL), QAT_OK);
+    enum { N = 100 };
+    float x[N * HK], yf[N * HO];
+    int32_t yq[N * HO];
+    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f;
+    e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    if (have_cc()) CU_ASSERT(run_generated("sub", x, N, HK, yq, yf, HO));
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* Sub-channel linear ops trained in a graph: 4 bits in blocks of 16
+ * (packed; three blocks a row), 4 bits in blocks of 4 (a block shorter
+ * than a packed group: stored as int8) and 2 bits in blocks of 16
+ * (packed): the blocks' conversions in qk_linear, through packed and int8
+ * rows, equal the engine. (Ragged last blocks: test_refusals_name_the_op's
+ * hand-made program.) */
+static void test_subchannel_linear(void) {
+    check_graph("input shape=48\n"
+                "linear fc1 input out=12 granularity=block:16 wbits=4\n"
+                "relu   r1  fc1\n"
+                "linear fc2 r1 out=32 granularity=block:4 wbits=4\n"
+                "relu   r2  fc2\n"
+                "linear fc3 r2 out=10 granularity=block:16 wbits=2\n",
+                "sublin", 6);
+}
+
+/* A convolution with sub-channel weights: refused, naming the op. */
+static void test_subchannel_conv_refused(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m,
+                                              "input shape=2,6,6\n"
+                                              "conv2d c1 input out=4 kernel=3 granularity=block:9\n"
+                                              "flatten f c1\n"
+                                              "linear fc f out=3\n",
+                                              "subconv"),
+                          QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 2);
+    warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
+    CU_ASSERT_EQUAL(qat_codegen_model(m, 0, NULL, dir, "subconv", NULL), QAT_ERR_UNSUPPORTED);
     if (!strstr(qat_ctx_error(ctx), "sub-channel")) printf("\n  %s\n", qat_ctx_error(ctx));
-    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "(conv2d c1)") != NULL);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "sub-channel") != NULL);
     qat_ctx_free(ctx);
 }
@@ -645,6 +783,10 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"every op kind: the generated C equals the integer engine on the host", test_every_op},
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
+        {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
+        {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},
+        {"sub-channel linear ops at 4, 8 and 2 bits equal the engine", test_subchannel_linear},
+        {"a sub-channel convolution is refused by name", test_subchannel_conv_refused},
         {"every branch of the requantization equals the engine", test_requant_branches},
         {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
         {"normalized input: every byte of every channel, raw bytes and raw floats", test_normalized_input_every_byte},

@@ -48,8 +48,9 @@ extern "C" {
 
 /* What the generated code needs, in bytes. */
 typedef struct {
-    int64_t arena_bytes;  /* the static activation arena (NAME_ARENA_BYTES) */
-    int64_t weight_bytes; /* constant data: weights, biases, multipliers, shifts, tables */
+    int64_t arena_bytes;  /* the static arena (NAME_ARENA_BYTES): activations, and the scratch of packed convolutions */
+    int64_t weight_bytes; /* constant data as stored (packed weights packed): weights, biases, multipliers, shifts,
+                           * tables */
     int64_t input_size, output_size; /* elements */
     int n_ops;            /* ops of the program */
 } qat_codegen_info;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "runtime/qk.h"
 
 void qat__cg_printf(qat__cg *g, const char *fmt, ...) {
     va_list ap;
@@ -66,6 +67,45 @@ bool qat__cg_weights(const qat_qop *op, int8_t *out) {
     return true;
 }
 
+int qat__cg_weight_bits(const qat_qop *op, const int8_t *w) {
+    int P = op->wq.bits <= 2 ? 2 : op->wq.bits <= 4 ? 4 : 8;
+    int64_t n = op->wq.shape[0] * (op->wq.rank == 4 ? op->wq.shape[1] * op->wq.shape[2] * op->wq.shape[3]
+                                                    : op->wq.shape[1]);
+    /* sub-channel (a linear op's): each block starts on a group of the
+     * packed row, and its scaled DSP sum (|2^(8-P)·w| <= 128, |x - zp| <=
+     * 255 per product) stays in int32 whatever the weights */
+    int64_t NB = op->wq.block[1];
+    while (qat_qop_subchannel(op) && P < 8 && (NB % (32 / P) || NB * 128 * 255 > INT32_MAX)) P *= 2;
+    for (int64_t i = 0; i < n && P < 8; i++)
+        while (P < 8 && (w[i] < -(1 << (P - 1)) || w[i] >= 1 << (P - 1))) P *= 2; /* an asymmetric range: wider */
+    return P;
+}
+
+void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, int P) {
+    char id[32];
+    snprintf(id, sizeof id, "op%d_w", i);
+    if (P >= 8) {
+        qat__cg_array_i8(g, id, w, (int64_t)O * L);
+        return;
+    }
+    int32_t rb = qk_packed_row(L, P), G = 32 / P;
+    uint8_t *pk = calloc((size_t)O * (size_t)rb, 1);
+    if (!pk) {
+        g->failed = true;
+        return;
+    }
+    /* weight k of row o: group k / G, byte (k % G) % 4, bits ((k % G) / 4)·P */
+    for (int64_t o = 0; o < O; o++)
+        for (int32_t k = 0; k < L; k++) {
+            int32_t r = k % G;
+            pk[o * rb + k / G * 4 + r % 4] |= (uint8_t)(((uint32_t)w[o * L + k] & ((1u << P) - 1)) << (r / 4 * P));
+        }
+    qat__cg_printf(g, "/* %d row(s) of %ld weights, %d bits each, packed: %ld bytes a row (qk_packed_row) */\n", O,
+                   (long)L, P, (long)rb);
+    qat__cg_array_i8(g, id, (const int8_t *)pk, (int64_t)O * rb);
+    free(pk);
+}
+
 void qat__cg_channel_params(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     char id[32];
@@ -88,18 +128,19 @@ static bool c_identifier(const char *s) {
 }
 
 /* What the generator refuses beyond the runtime's plan (which refuses what
- * the runtime cannot run): sub-channel weights (the runtime's block
- * conversions have no generated form), and weights whose difference from
+ * the runtime cannot run): sub-channel convolutions (only qk_linear has
+ * the block conversions), and weights whose difference from
  * their zero point leaves int8 (the kernels keep weights in int8 and unpack
  * them in pairs). */
 static qat_status check_program(const qat_qmodel *q, char *msg, size_t len) {
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
-        if (qat_qop_subchannel(op))
+        if (qat_qop_subchannel(op) && op->kind != QAT_QOP_LINEAR)
             return qat__cg_fail(msg, len, QAT_ERR_UNSUPPORTED,
                                 "codegen: op %d (%s %s): its weights are sub-channel (several scales along a row): the "
-                                "generated kernels requantize once per output channel and have no block conversions "
-                                "(docs/subchannel.md); the integer runtime and the hybrid engine run it",
+                                "generated convolutions requantize once per output channel and have no block "
+                                "conversions (docs/subchannel.md; a linear op's are generated); the integer runtime "
+                                "and the hybrid engine run it",
                                 i, qat_qop_kind_str(op->kind), op->name);
         if ((op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && !qat__cg_weights(op, NULL))
             return qat__cg_fail(msg, len, QAT_ERR_UNSUPPORTED,
@@ -107,6 +148,32 @@ static qat_status check_program(const qat_qmodel *q, char *msg, size_t len) {
                                 "(asymmetric 8-bit weights): the generated kernels keep weights in int8",
                                 i, qat_qop_kind_str(op->kind), op->name);
     }
+    return QAT_OK;
+}
+
+/* Each linear and convolution's stored weight bits (qat__cg_weight_bits),
+ * and the scratch the packed convolutions unpack a block of rows into
+ * (qk_rows: B·KK bytes, the largest over the ops), placed in the arena
+ * after the plan's bytes, 4-byte aligned: no tensor is ever there. */
+static qat_status plan_weights(qat__cg *g) {
+    int64_t scratch = 0;
+    for (int i = 0; i < g->q->n_ops; i++) {
+        const qat_qop *op = &g->q->ops[i];
+        g->wbits[i] = 8;
+        if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
+        int64_t O = op->wq.shape[0], L = op->wq.rank == 4 ? op->wq.shape[1] * op->wq.shape[2] * op->wq.shape[3]
+                                                          : op->wq.shape[1];
+        int8_t *w = malloc((size_t)(O * L));
+        if (!w) return qat__cg_fail(g->msg, g->len, QAT_ERR_NOMEM, "codegen: out of memory");
+        qat__cg_weights(op, w);
+        g->wbits[i] = (int8_t)qat__cg_weight_bits(op, w);
+        free(w);
+        if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8) {
+            int64_t need = qk_block((int)(O / op->groups)) * L;
+            scratch = need > scratch ? need : scratch;
+        }
+    }
+    if (scratch) g->scratch_at = (g->plan->arena_bytes + 3) / 4 * 4, g->arena_bytes = g->scratch_at + scratch;
     return QAT_OK;
 }
 
@@ -147,8 +214,8 @@ static void header(qat__cg *g, const char *name, const char *up) {
     qat__cg_printf(g, "#define %s_INPUT_SIZE %lld  /* int8 elements, %s (C, H, W order) */\n", up,
                    (long long)qat_qtensor_numel(in), si);
     qat__cg_printf(g, "#define %s_OUTPUT_SIZE %lld /* int8 elements */\n", up, (long long)qat_qtensor_numel(out));
-    qat__cg_printf(g, "#define %s_ARENA_BYTES %lld /* the static activation arena in %s.c */\n", up,
-                   (long long)g->plan->arena_bytes, name);
+    qat__cg_printf(g, "#define %s_ARENA_BYTES %lld /* the static arena in %s.c: activations%s */\n", up,
+                   (long long)g->arena_bytes, name, g->arena_bytes > g->plan->arena_bytes ? ", unpacked weights" : "");
     /* real = scale·(q - zero point); the scales as exact hex literals */
     qat__cg_printf(g, "#define %s_INPUT_SCALE %af  /* %.9g */\n", up, (double)in->q.scale, (double)in->q.scale);
     qat__cg_printf(g, "#define %s_INPUT_ZERO_POINT (%d)\n", up, in->q.zero_point);
@@ -184,8 +251,11 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         name, q->n_ops, name);
     if (fwrite(qat__cg_kernels, 1, qat__cg_kernels_len, g->f) != qat__cg_kernels_len) g->failed = true;
     qat__cg_printf(g, "/* ---- the model ---- */\n\n");
-    qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned */\nstatic union {\n    int32_t align;\n"
-                   "    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", (long long)g->plan->arena_bytes, up);
+    qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned", (long long)g->plan->arena_bytes);
+    if (g->arena_bytes > g->plan->arena_bytes)
+        qat__cg_printf(g, "; at %lld, %lld bytes where a packed convolution unpacks a block of weight rows",
+                       (long long)g->scratch_at, (long long)(g->arena_bytes - g->scratch_at));
+    qat__cg_printf(g, " */\nstatic union {\n    int32_t align;\n    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", up);
     bool emitted[QAT_QMODEL_MAX_OPS] = {false};
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
@@ -275,7 +345,11 @@ qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codeg
     }
     char up[QAT_CODEGEN_MAX_NAME + 1];
     for (size_t k = 0; k <= strlen(name); k++) up[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 32 : name[k]);
-    qat__cg g = {.q = q, .plan = &plan, .msg = msg, .len = len};
+    qat__cg g = {.q = q, .plan = &plan, .msg = msg, .len = len, .arena_bytes = plan.arena_bytes};
+    if ((st = plan_weights(&g)) != QAT_OK) {
+        free(offsets);
+        return st;
+    }
     for (int k = 0; k < QAT_CODEGEN_FILES && st == QAT_OK; k++) {
         if (!(g.f = open_out(&g, &out->text[k], &out->size[k]))) {
             st = QAT_ERR_NOMEM;
@@ -289,7 +363,7 @@ qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codeg
         if (st == QAT_OK) st = cs;
     }
     if (st == QAT_OK)
-        out->info = (qat_codegen_info){.arena_bytes = plan.arena_bytes, .weight_bytes = g.const_bytes,
+        out->info = (qat_codegen_info){.arena_bytes = g.arena_bytes, .weight_bytes = g.const_bytes,
                                        .input_size = qat_qtensor_numel(&q->tensors[q->input]),
                                        .output_size = qat_qtensor_numel(&q->tensors[q->output]), .n_ops = q->n_ops};
     else qat_codegen_source_free(out);

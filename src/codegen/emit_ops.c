@@ -2,6 +2,7 @@
  * pooling, global average pooling, add, mul, concat, lookup tables and
  * ReLU, each one call to its kernel in src/runtime/qk.h (the runtime's own
  * portable kernels) with the op's shapes and integers as literals. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -28,14 +29,38 @@ static int32_t zp_of(const qat__cg *g, int t) { return g->q->tensors[t].q.zero_p
 void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
     int O = (int)op->wq.shape[0], K = (int)op->wq.shape[1];
-    char id[32], detail[64];
-    snprintf(id, sizeof id, "op%d_w", i);
-    qat__cg_array_i8(g, id, w, (int64_t)O * K);
+    int P = g->wbits[i], NB = (int)op->wq.block[1], J = (K + NB - 1) / NB;
+    bool sub = qat_qop_subchannel(op);
+    char detail[160], blocks[48] = "0, NULL, NULL";
+    qat__cg_weight_array(g, i, w, O, K, P);
     qat__cg_channel_params(g, i);
-    snprintf(detail, sizeof detail, "activation %s", act_of(op));
+    if (sub) { /* each row's block multipliers and shifts, [O][J] (rows sharing a block's parameters repeat them) */
+        int32_t *bm = malloc(sizeof *bm * (size_t)O * (size_t)J), *bs = malloc(sizeof *bs * (size_t)O * (size_t)J);
+        if (!bm || !bs) {
+            free(bm), free(bs);
+            g->failed = true;
+            return;
+        }
+        for (int64_t o = 0; o < O; o++)
+            for (int j = 0; j < J; j++) {
+                int64_t p = qat_qtype_param_index(&op->wq, o * K + (int64_t)j * NB);
+                bm[o * J + j] = op->block_multiplier[p], bs[o * J + j] = op->block_shift[p];
+            }
+        char id[32];
+        snprintf(id, sizeof id, "op%d_bm", i);
+        qat__cg_array_i32(g, id, bm, (int64_t)O * J);
+        snprintf(id, sizeof id, "op%d_bs", i);
+        qat__cg_array_i32(g, id, bs, (int64_t)O * J);
+        free(bm), free(bs);
+        snprintf(blocks, sizeof blocks, "%d, op%d_bm, op%d_bs", NB, i, i);
+    }
+    snprintf(detail, sizeof detail, "activation %s%s%s", act_of(op),
+             P < 8 ? "; rows packed (qk_packed_row), unpacked in registers" : "",
+             sub ? "; sub-channel: each block's sum converted (op_bm, op_bs) before the bias" : "");
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, K, O,
-                   qk_block(O), i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min, op->act_max);
+    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, %d, %s, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i,
+                   P, K, O, qk_block(O), blocks, i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output),
+                   op->act_min, op->act_max);
 }
 
 /* The ops below are one call each to a kernel of src/runtime/qk.h (the

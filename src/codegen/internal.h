@@ -15,6 +15,9 @@ typedef struct {
     FILE *f;               /* the file being written */
     bool failed;           /* a write failed */
     int64_t const_bytes;   /* static const bytes written (flash besides code) */
+    int64_t scratch_at;    /* the arena's offset of the packed convolutions' unpacked rows */
+    int64_t arena_bytes;   /* the whole arena: the plan's, then the scratch */
+    int8_t wbits[QAT_QMODEL_MAX_OPS]; /* each op's stored weight bits: 8, or packed 4 or 2 */
     char *msg;             /* the caller's message buffer (may be NULL) */
     size_t len;
 } qat__cg;
@@ -49,6 +52,16 @@ const char *qat__cg_i32(int32_t v, char *buf);
 /* The weights of a linear or conv2d op minus their zero points, as int8
  * ([O][...] in the program's order). false: a difference outside int8. */
 bool qat__cg_weights(const qat_qop *op, int8_t *out);
+
+/* The bits op's weights are stored at in NAME.c: 4 (2) when the op's
+ * weights have at most 4 (2) bits and every w - zp fits them, else 8.
+ * Weights (op's, minus zero points) from qat__cg_weights. */
+int qat__cg_weight_bits(const qat_qop *op, const int8_t *w);
+
+/* The weights w, O rows of L int8, as opN_w: int8 for P = 8, else each row
+ * packed at P bits in qk.h's layout (qk_packed_row), counted in
+ * const_bytes as stored. */
+void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, int P);
 
 /* The requantization of each output channel of op i: its bias, multiplier
  * and shift arrays (opN_b, opN_m, opN_s). */

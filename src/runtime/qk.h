@@ -10,7 +10,8 @@
  * qat/core.h's requantization rewritten for fewer instructions with the
  * same results under what qat_qmodel_check guarantees (m0 in [2^30, 2^31)
  * or 0, shift in [-31, 30]); docs/codegen.md derives each step. Storage
- * integers are int8 (zero points, lo and hi in [-128, 127]).
+ * integers are int8 (zero points, lo and hi in [-128, 127]); weights are
+ * int8, or packed at 4 or 2 bits ("packed weights" below).
  * Shared with: src/codegen
  */
 #ifndef QAT_QK_H
@@ -329,6 +330,144 @@ QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, con
 #undef QK_STORE
 }
 
+/* ---- packed weights ----------------------------------------------------------------
+ * Weights of at most 4 (or 2) bits, P = 4 (2) bits each in flash. A packed
+ * row is a run of L weights in the order the int8 kernel reads them, cut
+ * into groups of G = 32/P weights (8, or 16), 4 bytes a group: weight i of
+ * a group is in byte i % 4, bits (i / 4)·P .. (i / 4)·P + P - 1 (bit 0 the
+ * least significant), in two's complement; the last group is padded with
+ * zero weights, so a row takes qk_packed_row(L, P) bytes. A linear op
+ * stores each output channel's K weights as one row (rows qk_packed_row(K,
+ * P) bytes apart); a convolution stores its whole int8 array (O·KK
+ * weights, qk_conv's or qk_conv_pairs' order) as one row. P = 8 is the
+ * int8 array itself. Why this order: four consecutive weights share a
+ * field position across the four bytes of a word, as four consecutive
+ * inputs share one int8 word, so on the DSP path one mask (and a shift)
+ * turns a packed word into four int8 lanes that SXTB16 unpacks in the
+ * pairs the inputs unpack in (qk_dot_packed). */
+QK_INLINE int32_t qk_packed_row(int32_t L, int P) { return P >= 8 ? L : (L + 32 / P - 1) / (32 / P) * 4; }
+
+/* The P-bit field of byte b at bit s, sign-extended (defined C: no shift
+ * of a negative value). */
+QK_INLINE int32_t qk_field(uint32_t b, int s, int P) {
+    int32_t m = (1 << P) - 1, h = 1 << (P - 1);
+    return (((int32_t)(b >> s) & m) ^ h) - h;
+}
+
+/* Weight i of a packed row. */
+QK_INLINE int32_t qk_packed_weight(const int8_t *row, int32_t i, int P) {
+    const int32_t G = 32 / P, r = i % G;
+    return qk_field((uint8_t)row[i / G * 4 + r % 4], (int)(r / 4) * P, P);
+}
+
+/* A convolution's rows o .. o + B - 1 of L weights as int8: in place for
+ * P = 8; else weights o·L .. (o + B)·L - 1 of the packed row w unpacked
+ * into s (B·L bytes), once for all the output positions of the block, so
+ * the convolutions' inner loops are the int8 ones. Whole groups a word at
+ * a time: field q of the four bytes (weights 4q .. 4q + 3) is moved to the
+ * bottom of each byte and masked, t in [0, 2^P) per byte; each byte's
+ * ((t ^ 2^(P-1)) + 0x80 - 2^(P-1)) ^ 0x80 is its field sign-extended to
+ * int8 with no carry between bytes (the sum stays below 0x100), so four
+ * weights cost a few word operations and one store, in either byte order
+ * (the word is stored as it was loaded). The ends (where o·L is not a
+ * multiple of G) weight by weight. One shared copy, not inlined: it runs
+ * once per block of channels, and inlined into each convolution it cost
+ * ~150 bytes of code each. */
+static Q_NOINLINE Q_MAYBE_UNUSED void qk_unpack(const int8_t *w, int32_t i0, int32_t e, int P, int8_t *s) {
+    const int32_t G = 32 / P;
+    const uint32_t m = 0x01010101u * ((1u << P) - 1), h = 0x01010101u << (P - 1);
+    const uint32_t a = 0x01010101u * (0x80u - (1u << (P - 1)));
+    int32_t i = i0;
+    int q;
+    for (; i < e && i % G; i++) s[i - i0] = (int8_t)qk_packed_weight(w, i, P);
+    for (; i + G <= e; i += G) {
+        uint32_t v, t;
+        memcpy(&v, w + i / G * 4, 4);
+        for (q = 0; q < G / 4; q++) {
+            t = ((((v >> (q * P)) & m) ^ h) + a) ^ 0x80808080u;
+            memcpy(s + (i - i0) + 4 * q, &t, 4);
+        }
+    }
+    for (; i < e; i++) s[i - i0] = (int8_t)qk_packed_weight(w, i, P);
+}
+
+QK_INLINE const int8_t *qk_rows(const int8_t *w, int o, int32_t L, int P, int B, int8_t *s) {
+    if (P >= 8) return w + (int32_t)o * L;
+    qk_unpack(w, (int32_t)o * L, (int32_t)(o + B) * L, P, s);
+    return s;
+}
+
+/* n contiguous inputs xr against B packed rows of P bits wr, wr + ws, ...
+ * (ws in bytes): each weight read once (a linear op's), so unpacked in
+ * registers. With the DSP extension, field q of a packed word (weights
+ * 4q .. 4q + 3 of its group), shifted to the top of each byte and masked
+ * (one AND with a shifted operand), is four int8 lanes holding 2^(8-P)·w;
+ * SXTB16 and its rotated form give the pairs (w_4q, w_4q+2) and
+ * (w_4q+1, w_4q+3), as the inputs' word unpacks. One pass over the row per
+ * field keeps the loop's live values close to the int8 loop's (a word is
+ * loaded once per field instead of once; holding a whole group's words
+ * for four rows spilled to the stack: the autoencoder's W4A8 inference
+ * took 738 K instructions on a Cortex-M4 so, 651 K this way). The scaled
+ * products go to their own sums, divided by 2^(8-P) at the end (exact:
+ * every term is a multiple); |2^(8-P)·w| <= 128, the int8 bound, so no
+ * sum can overflow where the int8 one cannot. */
+QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, int P, int B, int32_t zp,
+                             int32_t *acc) {
+    const int G = 32 / P, nG = n / G * G;
+    int k = nG;
+#if Q_DSP
+    {
+        uint32_t top = 0x01010101u * (0x100u - (0x100u >> P)); /* each byte's top P bits */
+        int32_t sc[4] = {0, 0, 0, 0};
+        int q;
+#if defined(__GNUC__) /* the mask in a register: the shift folds into the AND (one instruction, not two) */
+        __asm__("" : "+r"(top));
+#endif
+        QK_UNROLL
+        for (q = 0; q < G / 4; q++) {
+            const int8_t *xp = xr + 4 * q, *wp = wr, *we = wr + nG / G * 4;
+            for (; wp < we; xp += G, wp += 4) {
+                uint32_t xv = q_ld32(xp), f;
+                int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
+#define QK_SMLAD(j)                                                                                  \
+    (f = (q_ld32(wp + (j) * ws) << (8 - P - q * P)) & top, sc[j] = __smlad(__sxtb16((int32_t)f), xa, sc[j]), \
+     sc[j] = __smlad(q_sxtb16_ror8(f), xb, sc[j]))
+                QK_EACH(B, QK_SMLAD);
+#undef QK_SMLAD
+            }
+        }
+#define QK_UNSCALE(j) (acc[j] += sc[j] >> (8 - P)) /* exact: a multiple of 2^(8-P) */
+        QK_EACH(B, QK_UNSCALE);
+#undef QK_UNSCALE
+    }
+#else
+    /* byte by byte: byte b of a group holds weights b, b + 4, ... */
+    for (k = 0; k < nG; k += G) {
+        int b, q;
+        QK_UNROLL
+        for (b = 0; b < 4; b++) {
+            uint32_t wb[4];
+#define QK_LOADB(j) (wb[j] = (uint8_t)wr[(j) * ws + k / G * 4 + b])
+            QK_EACH(B, QK_LOADB);
+#undef QK_LOADB
+            QK_UNROLL
+            for (q = 0; q < G / 4; q++) {
+                int32_t xv = xr[k + 4 * q + b] - zp;
+#define QK_MAC(j) (acc[j] += qk_field(wb[j], q * P, P) * xv)
+                QK_EACH(B, QK_MAC);
+#undef QK_MAC
+            }
+        }
+    }
+#endif
+    for (; k < n; k++) {
+        int32_t xv = xr[k] - zp;
+#define QK_MAC(j) (acc[j] += qk_packed_weight(wr + (j) * ws, k, P) * xv)
+        QK_EACH(B, QK_MAC);
+#undef QK_MAC
+    }
+}
+
 /* n contiguous inputs xr against B weight rows wr, wr + ws, ... */
 QK_INLINE void qk_dot(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
     int k = 0;
@@ -375,15 +514,42 @@ QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, in
     }
 }
 
-/* Linear: x [K], w [O][K] int8, y [O]; B = qk_block(O). */
-QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int K, int O, int B, const int32_t *bias,
-                         const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                         int8_t *y) {
-    int o;
+/* B partial dot products of a linear op: inputs k0 .. k0 + n - 1 against
+ * rows o .. o + B - 1 of its weights, int8 rows of K (P = 8) or packed
+ * rows (k0 then a multiple of the group, 32 / P). */
+QK_INLINE void qk_dot_rows(const int8_t *x, const int8_t *w, int P, int K, int o, int k0, int n, int B, int32_t zp,
+                           int32_t *acc) {
+    if (P >= 8) qk_dot_long(x + k0, w + (int32_t)o * K + k0, n, K, B, zp, acc);
+    else qk_dot_packed(x + k0, w + o * qk_packed_row(K, P) + k0 / (32 / P) * 4, n, qk_packed_row(K, P), P, B, zp, acc);
+}
+
+/* Linear: x [K], w [O][K] int8 (P = 8) or O packed rows of P = 4 or 2
+ * bits, y [O]; B = qk_block(O). bm = NULL: one sum a row (NB unused).
+ * Sub-channel weights (bm, bs: [O][J]): each row's K inputs split into
+ * J = ceil(K / NB) blocks of NB (the last may be shorter), each with its
+ * own scale; a block's partial sum is converted to the row's accumulation
+ * scale by MBQM(sum, bm[o·J + j], bs[o·J + j]) and added to the bias in
+ * block order, as the runtime's src/runtime/subchannel.c (whose plan
+ * bounds every partial and converted sum: docs/subchannel.md). */
+QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int P, int K, int O, int B, int NB, const int32_t *bm,
+                         const int32_t *bs, const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                         int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    int o, k0;
     for (o = 0; o < O; o += B) {
         int32_t acc[4];
         QK_EACH(B, QK_INIT);
-        qk_dot_long(x, w + (int32_t)o * K, K, K, B, zp, acc);
+        if (!bm) {
+            qk_dot_rows(x, w, P, K, o, 0, K, B, zp, acc);
+        } else {
+            const int J = (K + NB - 1) / NB;
+            for (k0 = 0; k0 < K; k0 += NB) {
+                int32_t part[4] = {0, 0, 0, 0};
+                qk_dot_rows(x, w, P, K, o, k0, K - k0 < NB ? K - k0 : NB, B, zp, part);
+#define QK_CONVERT(j) (acc[j] += q_mbqm(part[j], bm[(o + (j)) * J + k0 / NB], (int)bs[(o + (j)) * J + k0 / NB]))
+                QK_EACH(B, QK_CONVERT);
+#undef QK_CONVERT
+            }
+        }
         qk_store(acc, B, o, m0, shift, zp_out, lo, hi, y + o, 1);
     }
 }
@@ -391,15 +557,18 @@ QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int K, int O, int B, 
 /* Convolution, dense, grouped or depthwise (one group per input channel):
  * x [C, H, W] -> y [O, OH, OW], G groups (group g: input channels
  * [g·C/G, (g + 1)·C/G), outputs [g·O/G, (g + 1)·O/G)), w [O][C/G][KH][KW]
- * int8; B = qk_block(O/G). No scratch memory and no padded copy: each
+ * int8 (P = 8), or its rows packed at P = 4 or 2 bits, which qk_rows
+ * unpacks B rows at a time into s (B·KK bytes; unused for P = 8: pass
+ * NULL); B = qk_block(O/G). No padded copy: each
  * output row clips its kernel rows to the input; the columns split into
  * the interior, where every tap of a kernel row lies inside the input (a
  * kernel row is KW contiguous inputs: qk_dot), and the border, where each
  * tap is tested. For kernel rows shorter than a DSP word over >= 4 input
  * channels per group, qk_conv_pairs is faster. */
-QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, int O, int OH, int OW, int KH, int KW,
-                       int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias, const int32_t *m0,
-                       const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W, int O, int OH, int OW,
+                       int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
+                       const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                       int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW;
     /* interior columns: ox·SW - PW >= 0 and ox·SW - PW + KW <= W */
     int oxa = (PW + SW - 1) / SW, oxb = W + PW - KW >= 0 ? (W + PW - KW) / SW + 1 : 0;
@@ -408,7 +577,7 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int C, int H, int W, in
     if (oxb < oxa) oxb = oxa;
     for (o = 0; o < O; o += B) {
         const int8_t *xg = x + (int32_t)(o / OG) * CG * H * W; /* the group's input channels */
-        const int8_t *wo = w + (int32_t)o * KK;
+        const int8_t *wo = qk_rows(w, o, KK, P, B, s);
         for (oy = 0; oy < OH; oy++) {
             const int iy = oy * SH - PH;
             const int ky0 = PH && iy < 0 ? -iy : 0, ky1 = PH && iy + KH > H ? H - iy : KH;
@@ -468,17 +637,18 @@ QK_INLINE int qk_pair_channel(int c, int CG) {
  * pointwise, DS-CNN's): the reduction runs over channels, a plane apart,
  * so the DSP pairs channels instead of taps: (x_c - zp, x_c+1 - zp)
  * packed from two loads and one SADD16. Weights in qk_pair_channel's
- * layout; the portable path reads the same layout. Each output position
- * clips its taps to the input (padding adds nothing). */
-QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int C, int H, int W, int O, int OH, int OW, int KH,
-                             int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
-                             const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo,
-                             int32_t hi, int8_t *y) {
+ * layout (P = 8, or those rows packed: P and s as qk_conv's); the
+ * portable path reads the same layout. Each output position clips its
+ * taps to the input (padding adds nothing). */
+QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W, int O, int OH,
+                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B,
+                             const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
+                             int32_t lo, int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
     int o, oy, ox, ky, kx, c;
     for (o = 0; o < O; o += B) {
         const int8_t *xg = x + (int32_t)(o / OG) * CG * HW; /* the group's input channels */
-        const int8_t *wo = w + (int32_t)o * KK;
+        const int8_t *wo = qk_rows(w, o, KK, P, B, s);
         for (oy = 0; oy < OH; oy++) {
             const int iy = oy * SH - PH;
             const int ky0 = PH && iy < 0 ? -iy : 0, ky1 = PH && iy + KH > H ? H - iy : KH;
