@@ -22,7 +22,7 @@ export OPENBLAS_NUM_THREADS=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 echo "generated code compiled with arm-none-eabi-gcc $(arm-none-eabi-gcc -dumpversion) ${MCU_OPT:--O2} -mthumb -mfloat-abi=soft"
 rc=0
-bash "$root/tests/mcu/run.sh" "$bin" "$ref" "$data" "$tmp" "$n" lenet mlp resnet8 ds-cnn mobilenet-v1 | tee "$tmp/out.txt" || rc=$?
+bash "$root/tests/mcu/run.sh" "$bin" "$ref" "$data" "$tmp" "$n" lenet lenet:w4a8 lenet:w2a8 mlp resnet8 ds-cnn mobilenet-v1 | tee "$tmp/out.txt" || rc=$?
 [ $rc = 77 ] && exit 77
 line=$(grep '^lenet ' "$tmp/out.txt")
 read -r _ consts code arena stack ram insn _ <<< "$line"

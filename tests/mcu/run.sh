@@ -141,7 +141,7 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
   cycles=n/a
   if [ -f "$w/cortex-m4.cycles" ]; then
     read -r regions p_insn p_cycles < <(awk '/^regions:/ {r = $2} /^instructions:/ {i = $2} /^cycles:/ {c = $2}
-      END {print r + 0, i + 0, c + 0}' "$w/cortex-m4.cycles")
+      END {printf "%.0f %.0f %.0f\n", r, i, c}' "$w/cortex-m4.cycles")
     if [ "$regions" != "$n" ] || [ $(( (p_insn / n - insn) * 200 / (insn + 1) )) -ne 0 ]; then
       echo "FAIL $tag: the cycle plugin saw $regions inferences and $(( p_insn / (regions + (regions == 0)) ))" \
         "instructions each; SysTick $n and $insn"; fail=1
