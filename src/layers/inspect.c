@@ -93,6 +93,7 @@ qat_status qat_model_weight_qtype(const qat_model *m, int id, qat_ctx *ctx, qat_
     if (ok) {
         qat__effective_weight(m, l, w, b);
         qat_qtype_calibrate(out, w, true); /* the dynamic strategy: min-max of the weights in use */
+        if (l->qcfg && l->qcfg->block_scale_bits) qat_qtype_compact_scales(out, l->qcfg->block_scale_bits, NULL, NULL);
     }
     free(w), free(b);
     return ok ? QAT_OK : qat_ctx_fail(ctx, QAT_ERR_NOMEM, "weight_qtype: out of memory");
