@@ -152,6 +152,10 @@ static bool get_compact(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
     if (!qat__h5r_floats(r, g, "weight_row_scale", 1, &rows, op->row_scale) ||
         !(op->bias = get_ints(r, g, "bias", q->shape[0])))
         return false;
+    for (int64_t p = 0; p < n; p++)
+        if (op->subscale[p] < 1 || op->subscale[p] >= 1 << bits)
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: sub-scale %lld is %d, outside [1, %d]", where, (long long)p,
+                                 op->subscale[p], (1 << bits) - 1);
     for (int64_t p = 0; p < n; p++) { /* a float times an integer below 2^8; checked exact by qat_qmodel_check */
         q->scale[p] = op->row_scale[p / J] * (float)op->subscale[p];
         q->zero_point[p] = 0;
