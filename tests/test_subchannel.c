@@ -12,6 +12,7 @@
 
 #include "internals.h"
 #include "qat/export.h"
+#include "qat/io.h"
 #include "qat/infer.h"
 #include "test_util.h"
 
@@ -502,14 +503,18 @@ static void test_export_load_run_every_axis(void) {
         int block, bits;
         int64_t blocks[4];
         bool ragged;
+        int sbits; /* compact block scales: sub-scale bits (0: a float32 per block) */
     } cases[] = {
-        {"block:4 on the flattened input (ragged: 18 = 4·4 + 2, 16, 36 = 9·4)", QAT_GRAN_BLOCK, 4, 4, {0}, true},
-        {"{0:3}: rows in blocks of 3 (ragged), whole rows", QAT_GRAN_AXES, 0, 8, {3, 0, 0, 0}, true},
-        {"{1:1}: one scale per input channel", QAT_GRAN_AXES, 0, 8, {0, 1, 0, 0}, false},
-        {"{0:1, 2:2}: kernel rows in blocks of 2 (ragged: 3 = 2 + 1)", QAT_GRAN_AXES, 0, 4, {1, 0, 2, 0}, true},
-        {"{0:1, 3:1}: one scale per kernel column", QAT_GRAN_AXES, 0, 8, {1, 0, 0, 1}, false},
-        {"{0:2, 1:2, 2:3, 3:1}: boxes over every axis", QAT_GRAN_AXES, 0, 3, {2, 2, 3, 1}, true},
-        {"block:1: every weight its own scale", QAT_GRAN_BLOCK, 1, 2, {0}, true},
+        {"block:4 on the flattened input (ragged: 18 = 4·4 + 2, 16, 36 = 9·4)", QAT_GRAN_BLOCK, 4, 4, {0}, true, 0},
+        {"{0:3}: rows in blocks of 3 (ragged), whole rows", QAT_GRAN_AXES, 0, 8, {3, 0, 0, 0}, true, 0},
+        {"{1:1}: one scale per input channel", QAT_GRAN_AXES, 0, 8, {0, 1, 0, 0}, false, 0},
+        {"{0:1, 2:2}: kernel rows in blocks of 2 (ragged: 3 = 2 + 1)", QAT_GRAN_AXES, 0, 4, {1, 0, 2, 0}, true, 0},
+        {"{0:1, 3:1}: one scale per kernel column", QAT_GRAN_AXES, 0, 8, {1, 0, 0, 1}, false, 0},
+        {"{0:2, 1:2, 2:3, 3:1}: boxes over every axis", QAT_GRAN_AXES, 0, 3, {2, 2, 3, 1}, true, 0},
+        {"block:1: every weight its own scale", QAT_GRAN_BLOCK, 1, 2, {0}, true, 0},
+        {"block:4, compact 4-bit sub-scales", QAT_GRAN_BLOCK, 4, 4, {0}, true, 4},
+        {"{0:1, 2:2}, compact 6-bit sub-scales", QAT_GRAN_AXES, 0, 8, {1, 0, 2, 0}, true, 6},
+        {"{0:2, 1:2}: rows sharing, compact 8-bit sub-scales", QAT_GRAN_AXES, 0, 5, {2, 2, 0, 0}, true, 8},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         qat_ctx *ctx = qat_ctx_new();
@@ -517,6 +522,7 @@ static void test_export_load_run_every_axis(void) {
         qat_rng_seed(&rng, 40 + (uint64_t)c);
         qat_prepare_config cfg = qat_prepare_defaults();
         cfg.wgran = cases[c].g, cfg.block = cases[c].block, cfg.wbits = cases[c].bits, cfg.ragged = cases[c].ragged;
+        cfg.block_scale_bits = cases[c].sbits;
         memcpy(cfg.blocks, cases[c].blocks, sizeof cfg.blocks);
         /* blocks on dimensions 2 and 3 are for the convs: the fc is per output channel there */
         bool conv_only = cases[c].g == QAT_GRAN_AXES && (cases[c].blocks[2] || cases[c].blocks[3]);
@@ -530,6 +536,39 @@ static void test_export_load_run_every_axis(void) {
         if (sub == 0) printf("\n  %s: no sub-channel op\n", cases[c].what);
         CU_ASSERT(sub >= 2);
         char path[300];
+        if (cases[c].sbits) {
+            /* the forward's weight scales (qat_model_weight_qtype, as the fake quantizer
+             * applies them) are the program's, two-level: s_r · q exactly */
+            int compact = 0;
+            for (int i = 0; i < q->n_ops; i++) {
+                const qat_qop *a = &q->ops[i];
+                if (!a->subscale) continue;
+                compact++;
+                CU_ASSERT(a->sub_bits == cases[c].sbits && !a->block_multiplier);
+                qat_qtype t;
+                CU_ASSERT_EQUAL_FATAL(qat_model_weight_qtype(m, qat_model_find_layer(m, a->name), ctx, &t), QAT_OK);
+                CU_ASSERT(!memcmp(t.scale, a->wq.scale, (size_t)a->wq.nparams * sizeof(float)));
+                int64_t J = a->wq.nparams / a->wq.pshape[0];
+                for (int64_t p = 0; p < a->wq.nparams; p++)
+                    CU_ASSERT(a->wq.scale[p] == a->row_scale[p / J] * (float)a->subscale[p] && a->subscale[p] >= 1 &&
+                              a->subscale[p] < 1 << cases[c].sbits);
+            }
+            CU_ASSERT(compact == sub);
+            /* the checkpoint records the option; the rebuilt model lowers to the same program */
+            path_of(path, sizeof path, "compact.ckpt.h5");
+            CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, NULL, NULL, NULL, path), QAT_OK);
+            qat_model *back = NULL;
+            CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, path, &back, NULL, 0), QAT_OK);
+            CU_ASSERT_EQUAL(qat_model_qat_config(back, "conv1")->block_scale_bits,
+                            conv_only ? cases[c].sbits : qat_model_qat_config(m, "conv1")->block_scale_bits);
+            qat_qmodel *qb = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *qb);
+            CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(back, 3, (int64_t[]){2, 8, 8}, ctx, qb), QAT_OK);
+            for (int i = 0; i < q->n_ops; i++)
+                if (q->ops[i].subscale)
+                    CU_ASSERT(qb->ops[i].subscale &&
+                              !memcmp(qb->ops[i].subscale, q->ops[i].subscale, (size_t)q->ops[i].wq.nparams * 4) &&
+                              !memcmp(qb->ops[i].bias, q->ops[i].bias, (size_t)q->ops[i].wq.shape[0] * 4));
+        }
         path_of(path, sizeof path, "axes.qat.h5");
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, q, path), QAT_OK);
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, l), QAT_OK);
@@ -542,9 +581,14 @@ static void test_export_load_run_every_axis(void) {
             CU_ASSERT(same_type(&a->wq, &b->wq) && !memcmp(a->weight, b->weight, (size_t)n * 4));
             CU_ASSERT(!memcmp(a->bias, b->bias, (size_t)a->wq.shape[0] * 4));
             CU_ASSERT(!memcmp(a->multiplier, b->multiplier, (size_t)a->wq.shape[0] * 4));
-            if (qat_qop_subchannel(a))
+            if (a->subscale) {
+                CU_ASSERT(b->subscale && !memcmp(a->subscale, b->subscale, (size_t)a->wq.nparams * 4) &&
+                          !memcmp(a->bias_scale, b->bias_scale, (size_t)a->wq.shape[0] * 4) &&
+                          !memcmp(a->shift, b->shift, (size_t)a->wq.shape[0] * 4));
+            } else if (qat_qop_subchannel(a)) {
                 CU_ASSERT(!memcmp(a->block_multiplier, b->block_multiplier, (size_t)a->wq.nparams * 4) &&
                           !memcmp(a->block_shift, b->block_shift, (size_t)a->wq.nparams * 4));
+            }
         }
         enum { N = 24 };
         float x[N * 128];
