@@ -787,6 +787,25 @@ static void test_compact_derivation(void) {
         }
     }
     free(orig), free(sq);
+    /* configurations the compact form cannot take are refused, saying why */
+    qat_model *m = qat_model_new(ctx);
+    qat_model_set_input_shape(m, 1, (int64_t[]){8});
+    CU_ASSERT_FATAL(qat_layer_linear(m, "fc", qat_model_input(m), 8, 3, true) > 0);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    static const struct { int bits, wbits; qat_granularity g; bool lsq; const char *phrase; } bad[] = {
+        {3, 4, QAT_GRAN_BLOCK, false, "0 (a float scale per block) or 4..8"},
+        {9, 4, QAT_GRAN_BLOCK, false, "0 (a float scale per block) or 4..8"},
+        {4, 4, QAT_GRAN_CHANNEL, false, "need sub-channel weights"},
+        {4, 12, QAT_GRAN_BLOCK, false, "at most 8 bits"},
+        {4, 4, QAT_GRAN_BLOCK, true, "choose one"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        qat_prepare_config c = qat_prepare_defaults();
+        c.block_scale_bits = bad[i].bits, c.wbits = bad[i].wbits, c.wgran = bad[i].g, c.block = 4, c.lsq = bad[i].lsq;
+        qat_ctx_clear_error(ctx);
+        CU_ASSERT_EQUAL(qat_prepare(m, &c), QAT_ERR_ARG);
+        CU_ASSERT(strstr(qat_ctx_error(ctx), bad[i].phrase) != NULL);
+    }
     qat_ctx_free(ctx);
 }
 
