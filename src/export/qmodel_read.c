@@ -143,8 +143,7 @@ static bool get_compact(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
     uint8_t *packed = qat_ctx_alloc(r->ctx, QAT_MEM_STEP, (size_t)bytes);
     op->sub_bits = bits;
     op->subscale = alloc(r, n, sizeof(int32_t));
-    op->row_scale = alloc(r, rows, sizeof(float));
-    op->bias_scale = alloc(r, q->shape[0], sizeof(float));
+    op->row_scale = alloc(r, rows, sizeof(float)); /* bias_scale: get_weight's, filled by finish_subchannel */
     if (!packed || !r->ok) return r->ok = false;
     if (!qat__h5r_u8s(r, g, "weight_subscale", bytes, packed)) return false;
     if (!unpack_weights(packed, n, (int)pb, false, op->subscale))
