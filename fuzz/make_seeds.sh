@@ -12,7 +12,8 @@
 #               padded non-square windows, a concat of three)
 #   qmodel      their quantized exports (qat export) in the current
 #               format, as NAME-v3.h5 (one with 4-bit sub-channel weights in
-#               blocks of 16, packed, ragged blocks), and those of the
+#               blocks of 16, packed, ragged blocks; two with compact block
+#               scales, 4-bit sub-scales packed and 7-bit ones), and those of the
 #               residual and depthwise reference models (models/resnet8.qnet,
 #               models/ds-cnn.qnet). The committed *-v1.h5 and *-v2.h5 seeds
 #               are exports in the older formats 1 (before the graph IR) and
@@ -188,6 +189,8 @@ train() {  # NAME ARGS...: 256 samples, one epoch, then the quantized export whe
 train lenet-w8a8 --model lenet --qat
 train lenet-w4a4-tensor --model lenet --qat --wbits 4 --abits 4 --granularity tensor
 train lenet-w4a8-block16 --model lenet --qat --wbits 4 --abits 8 --granularity block:16  # packed, sub-channel, ragged
+train lenet-w4a8-block16-u4 --model lenet --qat --wbits 4 --abits 8 --granularity block:16 --block-scales u4  # compact
+train lenet-w8a8-block8-u7 --model lenet --qat --abits 8 --granularity block:8 --block-scales u7  # compact, a byte each
 train lenet-float --model lenet
 train resnet8-w8a8 --model-file "$root/models/resnet8.qnet" --qat
 train ds-cnn-w8a8 --model-file "$root/models/ds-cnn.qnet" --qat

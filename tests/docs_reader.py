@@ -17,7 +17,7 @@ OUTPUT: the N x K output integers as raw int32.
 FILE (raw int32, written by the test from the program qat loaded): for each
 linear and conv2d op, bias, bias_scale (float32 bits), multiplier and shift,
 then for blockwise weights every block's conversion (multiplier, then shift,
-one per scale). Exit 1 where they differ.
+one per scale), or with compact block scales every sub-scale. Exit 1 where they differ.
 --verify: also recompute, from the documents' formulas, every stored
 multiplier and shift, every per-channel bias_scale, every act_min/act_max
 and every hard-swish table, and check sigmoid/tanh tables to one step;
@@ -169,13 +169,36 @@ def read_weight(g, op, version):
     op.wshape, op.qshape = shape, qshape
     op.block = ints(ds, "block_sizes")
     op.weight = w.reshape(shape[0], -1)                  # [O, K]: the row of output o, in k order
-    op.wscale = g["weight_scale"][...].astype(F32)
-    op.wzp = g["weight_zero_point"][...].astype(np.int64)
     want = tuple(-(-q // b) for q, b in zip(qshape, op.block))
+    op.compact = "weight_subscale" in g
+    if op.compact:  # compact block scales: s_w = row scale · sub-scale (exact in float32), zero points 0
+        if version < 4 or any(k in g for k in ("weight_scale", "weight_zero_point", "weight_mlir", "bias_scale",
+                                               "multiplier", "shift")):
+            raise Bad(f"{op.name}: compact block scales with a dataset the rule derives, or before version 4")
+        sb = g["weight_subscale"]
+        op.sub_bits = int(num(sb, "bits"))
+        if not 4 <= op.sub_bits <= 8:
+            raise Bad(f"{op.name}: sub-scales of {op.sub_bits} bits")
+        n_par = int(np.prod(want))
+        qs = unpack(sb[...].reshape(-1), n_par, 4 if op.sub_bits <= 4 else 8, False)
+        if qs.min() < 1 or qs.max() > (1 << op.sub_bits) - 1:
+            raise Bad(f"{op.name}: a sub-scale outside [1, 2^bits - 1]")
+        op.row_scale = g["weight_row_scale"][...].astype(F32)
+        if op.row_scale.shape != (want[0],):
+            raise Bad(f"{op.name}: weight_row_scale {op.row_scale.shape}, want ({want[0]},)")
+        op.q = qs.reshape(want[0], -1)                    # [parameter rows, J]
+        prod = op.row_scale[:, None] * op.q.astype(F32)   # float32 products, exact (16 + 8 bits)
+        if (prod.astype(np.float64) != op.row_scale[:, None].astype(np.float64) * op.q).any():
+            raise Bad(f"{op.name}: a row scale times a sub-scale is not exact in float32")
+        op.wscale = prod.reshape(want)
+        op.wzp = np.zeros(want, np.int64)
+    else:
+        op.wscale = g["weight_scale"][...].astype(F32)
+        op.wzp = g["weight_zero_point"][...].astype(np.int64)
     if op.wscale.shape != want or op.wzp.shape != want:
         raise Bad(f"{op.name}: weight_scale {op.wscale.shape}, want ceil(quantized_shape / block_sizes) = {want}")
     op.bias = g["bias"][...].astype(np.int64)
-    op.bias_scale = g["bias_scale"][...].astype(F32)
+    op.bias_scale = None if op.compact else g["bias_scale"][...].astype(F32)
     op.O, op.K = op.weight.shape
     b0 = op.block[0]
     whole = all(b == q for b, q in zip(op.block[1:], qshape[1:]))
@@ -247,6 +270,17 @@ class Program:
                 self.norm = dict(channels=int(num(g, "channels")), divisor=F32(num(g, "divisor")),
                                  mean=g["mean"][...].astype(F32), std=g["std"][...].astype(F32))
         for op in self.ops:
+            if op.kind in ("linear", "conv2d") and op.compact:
+                if not op.blockwise:
+                    raise Bad(f"{op.name}: compact block scales on weights that are not blockwise")
+                # subchannel.md, "Compact block scales": the accumulation scale s_x · s_r, the output
+                # conversion of (s_x · s_r) / s_out, in double from the float32 scales
+                sx, so = float(self.tensors[op.inputs[0]].scale), float(self.tensors[op.output].scale)
+                sr = [float(op.row_scale[o // op.b0]) for o in range(op.O)]
+                op.bias_scale = np.array([F32(sx * r) for r in sr], F32)
+                ms = [quantize_multiplier((sx * r) / so) for r in sr]
+                op.m, op.s = np.array([a for a, _ in ms], np.int64), np.array([b for _, b in ms], np.int64)
+                continue
             if op.kind in ("linear", "conv2d") and op.blockwise:
                 if op.m is None:
                     if v != 2:
@@ -375,14 +409,17 @@ def product(p, op, cols, o_lo, o_hi):
         acc = int32(acc, op.name)
     else:
         zpw = op.wzp.reshape(-1, op.J)
-        bm, bs = op.bm, op.bs
+        bm, bs = (None, None) if op.compact else (op.bm, op.bs)
         acc = np.broadcast_to(op.bias[rows][None, :, None], (cols.shape[0], len(rows), cols.shape[2])).copy()
         for j in range(op.J):
             ks = np.nonzero(op.jk == j)[0]
             Wj = W[:, ks] - zpw[rows // op.b0, j][:, None]
             P = int32(np.matmul(Wj, cols[:, ks, :]), op.name)
             r = rows // op.b0
-            acc = int32(acc + mbqm(P, bm[r, j][None, :, None], bs[r, j][None, :, None]), op.name)
+            if op.compact:   # A_j = P_j · q_j: an exact integer product, no rounding
+                acc = int32(acc + P * op.q[r, j][None, :, None], op.name)
+            else:
+                acc = int32(acc + mbqm(P, bm[r, j][None, :, None], bs[r, j][None, :, None]), op.name)
     return requant(acc, op.m[rows][None, :, None], op.s[rows][None, :, None], ty.zp, op.act_min, op.act_max)
 
 
@@ -479,7 +516,9 @@ def verify(p):
         sx, so = float(tx.scale), float(ty.scale)
         M = None
         if op.kind in ("linear", "conv2d"):
-            if op.blockwise:
+            if op.compact:
+                M = None  # derived, not stored: nothing to recompute
+            elif op.blockwise:
                 M = [float(bs) / so for bs in op.bias_scale]
             else:
                 sw = [float(op.wscale.reshape(-1)[o // op.b0]) for o in range(op.O)]
@@ -538,7 +577,9 @@ def check_form(p, path):
             continue
         parts = [("bias", op.bias), ("bias_scale", op.bias_scale.astype("<f4").view("<i4")),
                  ("multiplier", op.m), ("shift", op.s)]
-        if op.blockwise:
+        if op.kind in ("linear", "conv2d") and op.compact:
+            parts += [("sub-scales", op.q.reshape(-1))]
+        elif op.blockwise:
             parts += [("block multipliers", op.bm.reshape(-1)), ("block shifts", op.bs.reshape(-1))]
         for what, v in parts:
             v = np.asarray(v).astype(np.int64).reshape(-1)

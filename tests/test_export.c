@@ -870,7 +870,8 @@ static void test_normalized_checkpoint_export_load(void) {
  * q holds them, for tests/docs_reader.py --form: for each linear and conv2d
  * op in order, bias, bias_scale (float32 bits), multiplier and shift [O]
  * (int32 each), then, for sub-channel weights, every block's multiplier
- * and shift [number of scales]. A version-2 file's sub-channel ops get all
+ * and shift [number of scales], or with compact block scales every
+ * sub-scale. A version-2 file's sub-channel ops get all
  * of them at load; a version-3 or -4 file's the block conversions. */
 static void write_form(const qat_qmodel *q, const char *path) {
     FILE *f = fopen(path, "wb");
@@ -881,8 +882,11 @@ static void write_form(const qat_qmodel *q, const char *path) {
         size_t O = (size_t)op->wq.shape[0], np = (size_t)op->wq.nparams;
         CU_ASSERT(fwrite(op->bias, 4, O, f) == O && fwrite(op->bias_scale, 4, O, f) == O &&
                   fwrite(op->multiplier, 4, O, f) == O && fwrite(op->shift, 4, O, f) == O);
-        if (qat_qop_subchannel(op))
+        if (op->subscale) { /* compact block scales */
+            CU_ASSERT(fwrite(op->subscale, 4, np, f) == np);
+        } else if (qat_qop_subchannel(op)) {
             CU_ASSERT(fwrite(op->block_multiplier, 4, np, f) == np && fwrite(op->block_shift, 4, np, f) == np);
+        }
     }
     fclose(f);
 }
@@ -1044,7 +1048,7 @@ static void test_docs_reader_gives_the_same_integers(void) {
     static int32_t want[N * K];
     char path[512];
     /* 1. the every-op graph, five configurations, and the pools graph */
-    for (int variant = 0; variant < 6; variant++) {
+    for (int variant = 0; variant < 8; variant++) {
         qat_ctx *ctx = qat_ctx_new();
         qat_rng rng;
         qat_rng_seed(&rng, 40 + (uint64_t)variant);
@@ -1063,12 +1067,22 @@ static void test_docs_reader_gives_the_same_integers(void) {
             tag = "every-norm";
         } else if (variant == 5) {
             tag = "pools";
+        } else if (variant == 6) { /* compact block scales, 4-bit sub-scales packed two to a byte */
+            cfg.wbits = 4, cfg.wgran = QAT_GRAN_BLOCK, cfg.block = 4, cfg.ragged = true, cfg.block_scale_bits = 4;
+            tag = "every-w4-block4-u4";
+        } else if (variant == 7) { /* compact, 7-bit sub-scales a byte each, on axes, rows sharing scales in g2 */
+            cfg.wbits = 6, cfg.wgran = QAT_GRAN_AXES, cfg.ragged = true, cfg.blocks[0] = 1, cfg.blocks[1] = 2;
+            cfg.block_scale_bits = 7;
+            g2 = cfg, g2.blocks[0] = 4, g2.blocks[1] = 2, g2p = &g2, tag = "every-w6-axes-u7";
         }
         static const int64_t pools_in[3] = {3, 7, 6};
         qat_model *m = graph_model(ctx, variant == 5 ? DOCS_POOLS_TEXT : QAT_TEST_EVERY_OP,
                                    variant == 5 ? pools_in : every_op_in, &cfg, g2p, NULL, variant == 4 ? &norm : NULL, &rng);
         qat_qmodel q;
         export_and_load(ctx, m, tag, path, sizeof path, &q);
+        int compact = 0;
+        for (int i = 0; i < q.n_ops; i++) compact += q.ops[i].subscale != NULL;
+        CU_ASSERT(variant < 6 ? compact == 0 : compact >= 2); /* the compact form itself went through the file */
         memset(x, 0, sizeof x);
         every_op_inputs(&rng, q.tensors[q.input].q.scale, x, N * (int)qat_qtensor_numel(&q.tensors[q.input]));
         engine_integers(ctx, &q, x, NULL, N, want);

@@ -12,6 +12,7 @@
 
 #include "internals.h"
 #include "qat/export.h"
+#include "qat/io.h"
 #include "qat/infer.h"
 #include "test_util.h"
 
@@ -362,8 +363,9 @@ static void test_kernels_agree(void) {
         {2, 7, 37, 0, 0}, {2, 9, 50, 0, 0}, {4, 6, 3, 5, 5}, {4, 5, 4, 3, 3}, {2, 13, 3, 0, 0}, {2, 4, 200, 0, 0}};
     static const int64_t blocks[][4] = {{1, 16}, {2, 7}, {1, 2, 2, 5}, {3, 1, 2, 3}, {1, 1}, {1, 64}};
     int compared = 0;
-    for (int small = 0; small < 2; small++)
+    for (int small = 0; small < 3; small++) /* 2: compact block scales, full ranges, sub-scales up to 255 */
         for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+            bool compact = small == 2;
             int rank = (int)shapes[c][0];
             qat_qop op = {.kind = QAT_QOP_LINEAR, .groups = 1, .act_min = -128, .act_max = 127};
             CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &op.wq, 8, true, false, rank, shapes[c] + 1, blocks[c], true),
@@ -371,23 +373,34 @@ static void test_kernels_agree(void) {
             int64_t O = op.wq.shape[0], n = 1;
             for (int d = 0; d < rank; d++) n *= op.wq.shape[d];
             int64_t K = n / O;
-            int wr = small ? 8 : 127, xr = small ? 4 : 128;
+            int wr = small == 1 ? 8 : 127, xr = small == 1 ? 4 : 128;
             op.weight = malloc((size_t)n * sizeof *op.weight);
             op.bias = malloc((size_t)O * sizeof *op.bias);
             op.multiplier = malloc((size_t)O * sizeof(int32_t)), op.shift = malloc((size_t)O * sizeof(int32_t));
             op.block_multiplier = malloc((size_t)op.wq.nparams * sizeof(int32_t));
             op.block_shift = malloc((size_t)op.wq.nparams * sizeof(int32_t));
             for (int64_t p = 0; p < op.wq.nparams; p++) {
-                op.wq.zero_point[p] = c == 3 ? (int32_t)(qat_rng_uniform(&rng) * 9) - 4 : 0;
+                op.wq.zero_point[p] = c == 3 && !compact ? (int32_t)(qat_rng_uniform(&rng) * 9) - 4 : 0;
                 set_mult(&op.block_multiplier[p], &op.block_shift[p],
                          ldexp(1.0 + qat_rng_uniform(&rng), (int)(qat_rng_uniform(&rng) * 12) - 8));
+            }
+            int32_t *sub = NULL;
+            if (compact) { /* sub-scales in [1, 255], the extremes included; no block multipliers */
+                sub = malloc((size_t)op.wq.nparams * sizeof *sub);
+                for (int64_t p = 0; p < op.wq.nparams; p++)
+                    sub[p] = p % 5 == 0 ? 255 : p % 7 == 0 ? 1 : 1 + (int32_t)(qat_rng_uniform(&rng) * 255);
+                op.subscale = sub, op.sub_bits = 8;
+                free(op.block_multiplier), free(op.block_shift);
+                op.block_multiplier = op.block_shift = NULL;
             }
             for (int64_t i = 0; i < n; i++) op.weight[i] = (int32_t)(qat_rng_uniform(&rng) * (2 * wr + 1)) - wr;
             for (int64_t o = 0; o < O; o++) {
                 op.bias[o] = (int32_t)((qat_rng_uniform(&rng) - 0.5) * (small ? 100 : 20000));
+                /* compact: |T| is about sqrt(K)·73·74·128; M takes it to tens of output steps */
                 set_mult(&op.multiplier[o], &op.shift[o],
-                         small ? 0.25 + 0.7 * qat_rng_uniform(&rng)
-                               : ldexp(1.0 + qat_rng_uniform(&rng), -12 - (int)(qat_rng_uniform(&rng) * 4)));
+                         compact ? 40.0 / (sqrt((double)K) * 73 * 74 * 128) * (0.5 + qat_rng_uniform(&rng))
+                         : small ? 0.25 + 0.7 * qat_rng_uniform(&rng)
+                                 : ldexp(1.0 + qat_rng_uniform(&rng), -12 - (int)(qat_rng_uniform(&rng) * 4)));
             }
             for (int P = 1; P <= 40; P += 13) {
                 int Pp = (int)qat__round_up(P, 16);
@@ -408,7 +421,7 @@ static void test_kernels_agree(void) {
                 free(col), free(ref), free(got);
             }
             free(op.weight), free(op.bias), free(op.multiplier), free(op.shift), free(op.block_multiplier),
-                free(op.block_shift);
+                free(op.block_shift), free(sub);
         }
     if (!compared) QAT_TEST_SKIP("this CPU has no SIMD sub-channel kernel (AVX2 or AVX-512 VNNI)");
     qat_ctx_free(ctx);
@@ -490,14 +503,18 @@ static void test_export_load_run_every_axis(void) {
         int block, bits;
         int64_t blocks[4];
         bool ragged;
+        int sbits; /* compact block scales: sub-scale bits (0: a float32 per block) */
     } cases[] = {
-        {"block:4 on the flattened input (ragged: 18 = 4·4 + 2, 16, 36 = 9·4)", QAT_GRAN_BLOCK, 4, 4, {0}, true},
-        {"{0:3}: rows in blocks of 3 (ragged), whole rows", QAT_GRAN_AXES, 0, 8, {3, 0, 0, 0}, true},
-        {"{1:1}: one scale per input channel", QAT_GRAN_AXES, 0, 8, {0, 1, 0, 0}, false},
-        {"{0:1, 2:2}: kernel rows in blocks of 2 (ragged: 3 = 2 + 1)", QAT_GRAN_AXES, 0, 4, {1, 0, 2, 0}, true},
-        {"{0:1, 3:1}: one scale per kernel column", QAT_GRAN_AXES, 0, 8, {1, 0, 0, 1}, false},
-        {"{0:2, 1:2, 2:3, 3:1}: boxes over every axis", QAT_GRAN_AXES, 0, 3, {2, 2, 3, 1}, true},
-        {"block:1: every weight its own scale", QAT_GRAN_BLOCK, 1, 2, {0}, true},
+        {"block:4 on the flattened input (ragged: 18 = 4·4 + 2, 16, 36 = 9·4)", QAT_GRAN_BLOCK, 4, 4, {0}, true, 0},
+        {"{0:3}: rows in blocks of 3 (ragged), whole rows", QAT_GRAN_AXES, 0, 8, {3, 0, 0, 0}, true, 0},
+        {"{1:1}: one scale per input channel", QAT_GRAN_AXES, 0, 8, {0, 1, 0, 0}, false, 0},
+        {"{0:1, 2:2}: kernel rows in blocks of 2 (ragged: 3 = 2 + 1)", QAT_GRAN_AXES, 0, 4, {1, 0, 2, 0}, true, 0},
+        {"{0:1, 3:1}: one scale per kernel column", QAT_GRAN_AXES, 0, 8, {1, 0, 0, 1}, false, 0},
+        {"{0:2, 1:2, 2:3, 3:1}: boxes over every axis", QAT_GRAN_AXES, 0, 3, {2, 2, 3, 1}, true, 0},
+        {"block:1: every weight its own scale", QAT_GRAN_BLOCK, 1, 2, {0}, true, 0},
+        {"block:4, compact 4-bit sub-scales", QAT_GRAN_BLOCK, 4, 4, {0}, true, 4},
+        {"{0:1, 2:2}, compact 6-bit sub-scales", QAT_GRAN_AXES, 0, 8, {1, 0, 2, 0}, true, 6},
+        {"{0:2, 1:2}: rows sharing, compact 8-bit sub-scales", QAT_GRAN_AXES, 0, 5, {2, 2, 0, 0}, true, 8},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         qat_ctx *ctx = qat_ctx_new();
@@ -505,6 +522,7 @@ static void test_export_load_run_every_axis(void) {
         qat_rng_seed(&rng, 40 + (uint64_t)c);
         qat_prepare_config cfg = qat_prepare_defaults();
         cfg.wgran = cases[c].g, cfg.block = cases[c].block, cfg.wbits = cases[c].bits, cfg.ragged = cases[c].ragged;
+        cfg.block_scale_bits = cases[c].sbits;
         memcpy(cfg.blocks, cases[c].blocks, sizeof cfg.blocks);
         /* blocks on dimensions 2 and 3 are for the convs: the fc is per output channel there */
         bool conv_only = cases[c].g == QAT_GRAN_AXES && (cases[c].blocks[2] || cases[c].blocks[3]);
@@ -518,6 +536,39 @@ static void test_export_load_run_every_axis(void) {
         if (sub == 0) printf("\n  %s: no sub-channel op\n", cases[c].what);
         CU_ASSERT(sub >= 2);
         char path[300];
+        if (cases[c].sbits) {
+            /* the forward's weight scales (qat_model_weight_qtype, as the fake quantizer
+             * applies them) are the program's, two-level: s_r · q exactly */
+            int compact = 0;
+            for (int i = 0; i < q->n_ops; i++) {
+                const qat_qop *a = &q->ops[i];
+                if (!a->subscale) continue;
+                compact++;
+                CU_ASSERT(a->sub_bits == cases[c].sbits && !a->block_multiplier);
+                qat_qtype t;
+                CU_ASSERT_EQUAL_FATAL(qat_model_weight_qtype(m, qat_model_find_layer(m, a->name), ctx, &t), QAT_OK);
+                CU_ASSERT(!memcmp(t.scale, a->wq.scale, (size_t)a->wq.nparams * sizeof(float)));
+                int64_t J = a->wq.nparams / a->wq.pshape[0];
+                for (int64_t p = 0; p < a->wq.nparams; p++)
+                    CU_ASSERT(a->wq.scale[p] == a->row_scale[p / J] * (float)a->subscale[p] && a->subscale[p] >= 1 &&
+                              a->subscale[p] < 1 << cases[c].sbits);
+            }
+            CU_ASSERT(compact == sub);
+            /* the checkpoint records the option; the rebuilt model lowers to the same program */
+            path_of(path, sizeof path, "compact.ckpt.h5");
+            CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(m, NULL, NULL, NULL, path), QAT_OK);
+            qat_model *back = NULL;
+            CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, path, &back, NULL, 0), QAT_OK);
+            CU_ASSERT_EQUAL(qat_model_qat_config(back, "conv1")->block_scale_bits,
+                            conv_only ? cases[c].sbits : qat_model_qat_config(m, "conv1")->block_scale_bits);
+            qat_qmodel *qb = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *qb);
+            CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(back, 3, (int64_t[]){2, 8, 8}, ctx, qb), QAT_OK);
+            for (int i = 0; i < q->n_ops; i++)
+                if (q->ops[i].subscale)
+                    CU_ASSERT(qb->ops[i].subscale &&
+                              !memcmp(qb->ops[i].subscale, q->ops[i].subscale, (size_t)q->ops[i].wq.nparams * 4) &&
+                              !memcmp(qb->ops[i].bias, q->ops[i].bias, (size_t)q->ops[i].wq.shape[0] * 4));
+        }
         path_of(path, sizeof path, "axes.qat.h5");
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, q, path), QAT_OK);
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, l), QAT_OK);
@@ -530,9 +581,14 @@ static void test_export_load_run_every_axis(void) {
             CU_ASSERT(same_type(&a->wq, &b->wq) && !memcmp(a->weight, b->weight, (size_t)n * 4));
             CU_ASSERT(!memcmp(a->bias, b->bias, (size_t)a->wq.shape[0] * 4));
             CU_ASSERT(!memcmp(a->multiplier, b->multiplier, (size_t)a->wq.shape[0] * 4));
-            if (qat_qop_subchannel(a))
+            if (a->subscale) {
+                CU_ASSERT(b->subscale && !memcmp(a->subscale, b->subscale, (size_t)a->wq.nparams * 4) &&
+                          !memcmp(a->bias_scale, b->bias_scale, (size_t)a->wq.shape[0] * 4) &&
+                          !memcmp(a->shift, b->shift, (size_t)a->wq.shape[0] * 4));
+            } else if (qat_qop_subchannel(a)) {
                 CU_ASSERT(!memcmp(a->block_multiplier, b->block_multiplier, (size_t)a->wq.nparams * 4) &&
                           !memcmp(a->block_shift, b->block_shift, (size_t)a->wq.nparams * 4));
+            }
         }
         enum { N = 24 };
         float x[N * 128];
@@ -574,7 +630,9 @@ static void copy_file(const char *src, const char *dst) {
 static void expect_refused(const char *path, qat_status st, const char *phrase) {
     qat_ctx *ctx = qat_ctx_new();
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
-    CU_ASSERT_EQUAL(qat_qmodel_load(ctx, path, q), st);
+    qat_status got = qat_qmodel_load(ctx, path, q);
+    if (got != st) printf("\n  status %d, want %d: %s\n", (int)got, (int)st, qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL(got, st);
     if (!strstr(qat_ctx_error(ctx), phrase)) printf("\n  message: %s (want \"%s\")\n", qat_ctx_error(ctx), phrase);
     CU_ASSERT(strstr(qat_ctx_error(ctx), phrase) != NULL);
     qat_ctx_free(ctx);
@@ -654,6 +712,257 @@ static void test_lying_files(void) {
     qat_ctx_free(ctx);
 }
 
+
+/* ---- compact block scales -------------------------------------------------------- */
+
+/* qat_qtype_compact_scales by hand. 4 bits (Q = 15), one row of block
+ * scales {1.2, s_r, 3·s_r, 0.5, 1e-6} (float32): max/15 = 0.0800000032 has
+ * the 16-bit mantissa 41943.04, rounded UP to 41944 (to nearest it would
+ * be 41943, below max/15: the largest block would need q = 16), so
+ * s_r = 41944·2^-19 = 0.0800018310546875. Then q = ceil(s_j / s_r):
+ * 1.2000000477 / s_r = 14.9997 -> 15 (= Q); s_r itself -> 1 and 3·s_r
+ * -> 3 exactly (not 2 or 4: the quotient is an integer); 0.5 -> 6.2499
+ * -> 7; 1e-6 -> 1 (the least). 8 bits (Q = 255), {1, 0.5}: 1/255 has the
+ * mantissa 32896.502 -> 32897, s_r = 32897·2^-23; q = {255, 128}
+ * (0.5 / s_r = 127.4996). */
+static void test_compact_derivation(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qtype q;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &q, 4, true, true, 2, (int64_t[]){2, 5}, (int64_t[]){1, 1}, true),
+                          QAT_OK);
+    const float sr = 41944.0f / 524288.0f;
+    const float in[10] = {1.2f, sr, 3 * sr, 0.5f, 1e-6f, 1.2f, sr, 3 * sr, 0.5f, 1e-6f};
+    memcpy(q.scale, in, sizeof in);
+    float rs[2];
+    int32_t sub[10];
+    qat_qtype_compact_scales(&q, 4, rs, sub);
+    CU_ASSERT_EQUAL(rs[0], sr);
+    CU_ASSERT_EQUAL(rs[1], sr);
+    const int32_t want[5] = {15, 1, 3, 7, 1};
+    for (int j = 0; j < 10; j++) {
+        CU_ASSERT_EQUAL(sub[j], want[j % 5]);
+        CU_ASSERT_EQUAL(q.scale[j], sr * (float)want[j % 5]);
+        CU_ASSERT((double)q.scale[j] == (double)sr * want[j % 5]); /* exact in float32 */
+        CU_ASSERT(q.scale[j] >= in[j]);                            /* no block clips more than with its own */
+    }
+    /* idempotent: the derived scales derive themselves */
+    float again[10];
+    memcpy(again, q.scale, sizeof again);
+    int32_t sub2[10];
+    qat_qtype_compact_scales(&q, 4, rs, sub2);
+    CU_ASSERT(!memcmp(again, q.scale, sizeof again) && !memcmp(sub, sub2, sizeof sub));
+    CU_ASSERT_EQUAL(rs[0], sr);
+    /* 8 bits */
+    qat_qtype q8;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &q8, 4, true, true, 2, (int64_t[]){1, 2}, (int64_t[]){1, 1}, true),
+                          QAT_OK);
+    q8.scale[0] = 1.0f, q8.scale[1] = 0.5f;
+    qat_qtype_compact_scales(&q8, 8, rs, sub);
+    CU_ASSERT_EQUAL(rs[0], 32897.0f / 8388608.0f);
+    CU_ASSERT(sub[0] == 255 && sub[1] == 128);
+    /* random rows: every property at every width */
+    qat_rng rng;
+    qat_rng_seed(&rng, 77);
+    qat_qtype qr;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &qr, 4, true, true, 2, (int64_t[]){50, 13}, (int64_t[]){1, 1}, true),
+                          QAT_OK);
+    float *orig = malloc(650 * sizeof *orig), rows[50];
+    int32_t *sq = malloc(650 * sizeof *sq);
+    for (int bits = 4; bits <= 8; bits++) {
+        for (int i = 0; i < 650; i++) orig[i] = qr.scale[i] = (float)ldexp(1.0 + qat_rng_uniform(&rng), -(int)(qat_rng_uniform(&rng) * 12) - 3);
+        qat_qtype_compact_scales(&qr, bits, rows, sq);
+        for (int r = 0; r < 50; r++) {
+            int32_t top = 0;
+            uint32_t u;
+            memcpy(&u, &rows[r], sizeof u);
+            CU_ASSERT_EQUAL(u & 0xFF, 0); /* at most 16 significant bits */
+            for (int j = 0; j < 13; j++) {
+                int i = r * 13 + j;
+                top = sq[i] > top ? sq[i] : top;
+                CU_ASSERT(sq[i] >= 1 && sq[i] <= (1 << bits) - 1);
+                CU_ASSERT((double)qr.scale[i] == (double)rows[r] * sq[i] && qr.scale[i] >= orig[i]);
+                CU_ASSERT(sq[i] == 1 || (double)(sq[i] - 1) * rows[r] < (double)orig[i]); /* the least such q */
+            }
+            CU_ASSERT_EQUAL(top, (1 << bits) - 1);
+        }
+    }
+    free(orig), free(sq);
+    /* configurations the compact form cannot take are refused, saying why */
+    qat_model *m = qat_model_new(ctx);
+    qat_model_set_input_shape(m, 1, (int64_t[]){8});
+    CU_ASSERT_FATAL(qat_layer_linear(m, "fc", qat_model_input(m), 8, 3, true) > 0);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    static const struct { int bits, wbits; qat_granularity g; bool lsq; const char *phrase; } bad[] = {
+        {3, 4, QAT_GRAN_BLOCK, false, "0 (a float scale per block) or 4..8"},
+        {9, 4, QAT_GRAN_BLOCK, false, "0 (a float scale per block) or 4..8"},
+        {4, 4, QAT_GRAN_CHANNEL, false, "need sub-channel weights"},
+        {4, 12, QAT_GRAN_BLOCK, false, "at most 8 bits"},
+        {4, 4, QAT_GRAN_BLOCK, true, "choose one"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        qat_prepare_config c = qat_prepare_defaults();
+        c.block_scale_bits = bad[i].bits, c.wbits = bad[i].wbits, c.wgran = bad[i].g, c.block = 4, c.lsq = bad[i].lsq;
+        qat_ctx_clear_error(ctx);
+        CU_ASSERT_EQUAL(qat_prepare(m, &c), QAT_ERR_ARG);
+        CU_ASSERT(strstr(qat_ctx_error(ctx), bad[i].phrase) != NULL);
+    }
+    qat_ctx_free(ctx);
+}
+
+/* A compact op by hand: input [4] at s_x 0.5, zp 0, x = (2, -1, 1, 0);
+ * fc [2, 4] in blocks of 2, 4-bit sub-scales, output s_y 2^-6, zp 0:
+ *   row 0: s_r 2^-6, q (5, 2), w (3, -2 | 1, 7), bias 3, s_acc = 0.5·2^-6 = 2^-7:
+ *     P0 = 2·3 + (-1)(-2) = 8, P1 = 1·1 = 1: T = 3 + 8·5 + 1·2 = 45;
+ *     M = 2^-7 / 2^-6 = 1/2 (m 2^30, shift 0): SRDHM(45) = (45·2^30 + 2^30) / 2^31 = 23
+ *   row 1: s_r 2^-7, q (15, 1), w (-7, 7 | 4, -4), bias -5, s_acc 2^-8:
+ *     P0 = -14 - 7 = -21, P1 = 4: T = -5 - 315 + 4 = -316;
+ *     M = 1/4 (m 2^30, shift -1): SRDHM(-316) = -158 (-158.5 toward zero), -158 / 2 = -79
+ * (the real values: 45·2^-7 / 2^-6 = 22.5 -> 23, half away from zero; -316·2^-8 / 2^-6 = -79). */
+static void compact_program(qat_ctx *ctx, one_op *p) {
+    one_linear(ctx, p, 2, 4, (int64_t[]){1, 2}, 8, ap(0.5f, 0), ap(1.0f / 64, 0));
+    qat_qop *op = &p->op;
+    const int32_t w[8] = {3, -2, 1, 7, -7, 7, 4, -4}, sub[4] = {5, 2, 15, 1};
+    memcpy(op->weight, w, sizeof w);
+    op->block_multiplier = op->block_shift = NULL;
+    op->sub_bits = 4;
+    op->row_scale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 2 * sizeof(float));
+    op->subscale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 4 * sizeof(int32_t));
+    op->row_scale[0] = 1.0f / 64, op->row_scale[1] = 1.0f / 128;
+    memcpy(op->subscale, sub, sizeof sub);
+    for (int i = 0; i < 4; i++) op->wq.scale[i] = op->row_scale[i / 2] * (float)sub[i];
+    op->bias[0] = 3, op->bias[1] = -5;
+    op->bias_scale[0] = 1.0f / 128, op->bias_scale[1] = 1.0f / 256;
+    set_mult(&op->multiplier[0], &op->shift[0], 0.5);
+    set_mult(&op->multiplier[1], &op->shift[1], 0.25);
+}
+
+static void test_compact_hand_computed(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    one_op p;
+    compact_program(ctx, &p);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &p.q), QAT_OK);
+    float x[4] = {1.0f, -0.5f, 0.5f, 0.0f};
+    int32_t y[2];
+    CU_ASSERT_FATAL(run_int(ctx, &p.q, x, 1, y));
+    CU_ASSERT_EQUAL(y[0], 23);
+    CU_ASSERT_EQUAL(y[1], -79);
+    int16_t col[4 * 16] = {0};
+    col[0] = 2, col[16] = -1, col[32] = 1, col[48] = 0;
+    for (int i = 0; i < 3; i++) {
+        int8_t out[2 * 16];
+        if (!run_kernel(i, &p.op, col, 1, 16, 0, out)) continue;
+        CU_ASSERT(out[0] == 23 && out[1] == -79);
+    }
+    /* through the file: the row scales and sub-scales, the rest derived to the same numbers */
+    char path[300];
+    path_of(path, sizeof path, "compact.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &p.q, path), QAT_OK);
+    qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, l), QAT_OK);
+    const qat_qop *lo = &l->ops[0];
+    CU_ASSERT(lo->sub_bits == 4 && lo->subscale && !lo->block_multiplier);
+    CU_ASSERT(!memcmp(lo->subscale, p.op.subscale, 4 * sizeof(int32_t)) &&
+              !memcmp(lo->row_scale, p.op.row_scale, 2 * sizeof(float)));
+    CU_ASSERT(!memcmp(lo->bias_scale, p.op.bias_scale, 2 * sizeof(float)) &&
+              !memcmp(lo->multiplier, p.op.multiplier, 2 * sizeof(int32_t)) &&
+              !memcmp(lo->shift, p.op.shift, 2 * sizeof(int32_t)) && !memcmp(lo->wq.scale, p.op.wq.scale, 4 * sizeof(float)));
+    CU_ASSERT_FATAL(run_int(ctx, l, x, 1, y));
+    CU_ASSERT(y[0] == 23 && y[1] == -79);
+    /* the packed sub-scales: two to a byte, the first in the low bits */
+    uint8_t b[2];
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Dopen2(f, "ops/0/weight_subscale", H5P_DEFAULT);
+    CU_ASSERT(H5Dread(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) >= 0);
+    H5Dclose(d), H5Fclose(f);
+    CU_ASSERT(b[0] == (5 | 2 << 4) && b[1] == (15 | 1 << 4));
+    /* an output multiplier the rule would not derive is refused at save, naming the op */
+    p.op.multiplier[1] += 1;
+    CU_ASSERT_EQUAL(qat_qmodel_save(ctx, &p.q, path), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
+    qat_ctx_free(ctx);
+}
+
+/* The bound |bias| + X·Σ_j q_j·W_j <= 2^31 - 1, at its edge: input zp
+ * -128 (X = 255), fc [2, 256] in blocks of 8 (J = 32), every weight 127
+ * (W_j = 1016), every sub-scale 255: X·Σ q·W = 255·32·1016·255 =
+ * 2114092800, so |bias| may be 33390847 and not one more; at x = 127
+ * every P_j·q_j is 1016·255·255 and T = bias + 2114092800 reaches
+ * exactly 2^31 - 1 (row 0) and -(2^31 - 1) (row 1, weights -127). A
+ * bound without the sub-scales, or without the bias, would let through a
+ * program that overflows. */
+static void test_compact_bound(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    one_op p;
+    one_linear(ctx, &p, 2, 256, (int64_t[]){1, 8}, 8, ap(1.0f, -128), ap(1.0f, 0));
+    qat_qop *op = &p.op;
+    op->block_multiplier = op->block_shift = NULL;
+    op->sub_bits = 8;
+    op->row_scale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 2 * sizeof(float));
+    op->subscale = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, 64 * sizeof(int32_t));
+    op->row_scale[0] = op->row_scale[1] = 1.0f / 256;
+    for (int i = 0; i < 64; i++) op->subscale[i] = 255, op->wq.scale[i] = 255.0f / 256;
+    for (int k = 0; k < 256; k++) op->weight[k] = 127, op->weight[256 + k] = -127;
+    op->bias[0] = 33390847, op->bias[1] = -33390847;
+    for (int o = 0; o < 2; o++) op->bias_scale[o] = 1.0f / 256, set_mult(&op->multiplier[o], &op->shift[o], 1.0 / (1 << 25));
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &p.q), QAT_OK);
+    /* T = ±(2^31 - 1); output M = 2^-25: 2147483647 / 2^25 = 63.99999997 -> 64 */
+    float x[256];
+    for (int k = 0; k < 256; k++) x[k] = 255.0f;
+    int32_t y[2];
+    CU_ASSERT_FATAL(run_int(ctx, &p.q, x, 1, y));
+    CU_ASSERT(y[0] == 64 && y[1] == -64);
+    op->bias[1] = -33390848;
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &p.q), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "row 1") != NULL);
+    op->bias[1] = -33390847, op->bias[0] = 33390848;
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &p.q), QAT_ERR_FORMAT);
+    if (!strstr(qat_ctx_error(ctx), "row 0")) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT(strstr(qat_ctx_error(ctx), "row 0") != NULL);
+    /* the same sums with one sub-scale one less leave room for 255·1016 more bias */
+    op->subscale[31] = 254, op->wq.scale[31] = 254.0f / 256;
+    op->bias[0] = 33390847 + 255 * 1016;
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &p.q), QAT_OK);
+    op->bias[0] += 1;
+    CU_ASSERT_EQUAL(qat_qmodel_validate(ctx, &p.q), QAT_ERR_FORMAT);
+    qat_ctx_free(ctx);
+}
+
+/* A compact file and copies of it with one thing wrong each. */
+static void test_compact_lying_files(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    one_op p;
+    compact_program(ctx, &p);
+    char good[300], bad[300];
+    path_of(good, sizeof good, "compact-good.qat.h5");
+    path_of(bad, sizeof bad, "compact-lie.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &p.q, good), QAT_OK);
+    uint8_t b[2] = {5 | 0 << 4, 15 | 1 << 4}; /* a sub-scale 0 */
+    copy_file(good, bad), overwrite(bad, "ops/0/weight_subscale", H5T_NATIVE_UINT8, b);
+    expect_refused(bad, QAT_ERR_FORMAT, "sub-scale 1 is 0, outside [1, 15]");
+    float rs[2] = {1.0f / 64, 0.1f}; /* 0.1f has 24 significant bits */
+    copy_file(good, bad), overwrite(bad, "ops/0/weight_row_scale", H5T_NATIVE_FLOAT, rs);
+    expect_refused(bad, QAT_ERR_FORMAT, "at most 16 significant bits");
+    copy_file(good, bad), set_attr(bad, "ops/0/weight_subscale", "bits", (long long[]){9}, 1);
+    expect_refused(bad, QAT_ERR_FORMAT, "bits");
+    copy_file(good, bad), set_attr(bad, "ops/0/weight_subscale", "bits", (long long[]){5}, 1); /* 4 bytes wanted */
+    expect_refused(bad, QAT_ERR_SHAPE, "weight_subscale has another shape");
+    int32_t bias[2] = {3, INT32_MIN + 1};
+    copy_file(good, bad), overwrite(bad, "ops/0/bias", H5T_NATIVE_INT32, bias);
+    expect_refused(bad, QAT_ERR_FORMAT, "its sums could overflow: row 1");
+    { /* a derived dataset given too */
+        hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+        copy_file(good, bad);
+        H5Fclose(f);
+        f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+        int32_t m[2] = {1 << 30, 1 << 30};
+        CU_ASSERT(H5LTmake_dataset_int(f, "ops/0/multiplier", 1, (hsize_t[]){2}, m) >= 0);
+        H5Fclose(f);
+        expect_refused(bad, QAT_ERR_FORMAT, "a multiplier dataset");
+    }
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "subchannel")) return 2;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -665,6 +974,10 @@ int main(int argc, char **argv) {
         {"every SIMD kernel equals the portable one", test_kernels_agree},
         {"export -> load -> run, blocks on each axis (int = fake, numpy reader = int)", test_export_load_run_every_axis},
         {"files that lie about sub-channel weights are refused", test_lying_files},
+        {"compact block scales: the row scale rounded up, the least sub-scales, by hand", test_compact_derivation},
+        {"compact block scales: hand-computed exact sums (every kernel, through the file)", test_compact_hand_computed},
+        {"compact block scales: the int32 bound at its edge", test_compact_bound},
+        {"files that lie about compact block scales are refused", test_compact_lying_files},
         {NULL, NULL},
     };
     int rc = qat_test_main("subchannel", cases, argc, argv);

@@ -111,7 +111,22 @@ def weight_of(op):
         w = ds[...].astype(np.int64)
     tshape = [int(d) for d in ds.attrs["quantized_shape"]] if "quantized_shape" in ds.attrs else list(w.shape)
     block = [int(d) for d in np.atleast_1d(ds.attrs["block_sizes"])]
+    if "weight_subscale" in op:  # compact block scales: row scale · sub-scale, zero points 0
+        q, pshape = subscales(op, tshape, block)
+        scale = (op["weight_row_scale"][...].astype(np.float32)[:, None] * q.astype(np.float32)).reshape(pshape)
+        return w, tshape, block, scale, np.zeros(pshape, np.int64)
     return w, tshape, block, op["weight_scale"][...], op["weight_zero_point"][...].astype(np.int64)
+
+def subscales(op, tshape, block):
+    """Compact block scales' sub-scales [rows, J] (two 4-bit ones to a byte, low first, or one a byte)
+    and the parameters' shape ceil(tshape / block)."""
+    pshape = [-(-n // b) for n, b in zip(tshape, block)]
+    bits, count = int(np.atleast_1d(op["weight_subscale"].attrs["bits"])[0]), int(np.prod(pshape))
+    pb = 4 if bits <= 4 else 8
+    raw = op["weight_subscale"][...].astype(np.int64)
+    q = ((raw[:, None] >> (np.arange(8 // pb) * pb)) & ((1 << pb) - 1)).reshape(-1)[:count]
+    assert q.min() >= 1 and q.max() <= (1 << bits) - 1
+    return q.reshape(pshape[0], -1), pshape
 
 def expand(params, tshape, block):
     """Each element's block parameter (a ragged last block included): params[i // block]."""
@@ -123,13 +138,15 @@ def blockwise(tshape, block):
     whole = [b == n for n, b in zip(tshape, block)]
     return not (all(whole) or (block[0] == 1 and all(whole[1:])))
 
-def block_sums(cols, wz, bj, J, bias, bm, bs):
-    """Σ_j MBQM(Σ_{k in block j} cols[..., k]·wz[o, k], bm[o, j], bs[o, j]) + bias[o]: [..., O]."""
+def block_sums(cols, wz, bj, J, bias, convert):
+    """Σ_j convert(Σ_{k in block j} cols[..., k]·wz[o, k], j) + bias[o]: [..., O]. convert is
+    MBQM(P, bm[o, j], bs[o, j]), or for compact block scales the exact product P·q[o, j]."""
     acc = np.zeros(cols.shape[:-1] + (wz.shape[0],), np.int64) + bias
     for j in range(J):
         ks = np.nonzero(bj == j)[0]
         part = cols[..., ks] @ wz[:, ks].T                    # int32 partial sums, the bounds keep them in range
-        acc += mbqm(part, bm[:, j], bs[:, j])
+        acc += convert(part, j)
+    assert np.abs(acc).max(initial=0) <= 2**31 - 1            # the loader's bounds: the total stays in int32
     return acc
 
 def product(op, xi, n, s_in):
@@ -140,8 +157,13 @@ def product(op, xi, n, s_in):
     bias = op["bias"][...].astype(np.int64)
     kind = text(op.attrs["kind"])
     sub = blockwise(tshape, block)
-    if sub:  # each block's conversion, derived from the scales by the file's rule
-        rows = np.arange(O) // block[0]                       # a row's group of parameters
+    rows = np.arange(O) // block[0]                           # a row's group of parameters
+    if sub and "weight_subscale" in op:  # compact block scales: A_j = P_j · q_j, exact
+        qj = subscales(op, tshape, block)[0][rows]            # [O, J]
+        J = qj.shape[1]
+        convert = lambda part, j, sl, qj=qj: part * qj[sl, j]
+        bj = expand(np.arange(scale.size).reshape(scale.shape), tshape, block).reshape(O, -1)[0]
+    elif sub:  # each block's conversion, derived from the scales by the file's rule
         s_acc = op["bias_scale"][...].astype(np.float64)
         sc = scale.reshape(scale.shape[0], -1)                # [groups, J]
         J = sc.shape[1]
@@ -149,11 +171,12 @@ def product(op, xi, n, s_in):
         M = np.float64(s_in) * sc.astype(np.float64) / s_acc[first][:, None]
         bm, bs = quantize_multiplier(M)
         bm, bs = bm[rows], bs[rows]
+        convert = lambda part, j, sl, bm=bm, bs=bs: mbqm(part, bm[sl, j], bs[sl, j])
         bj = expand(np.arange(scale.size).reshape(scale.shape), tshape, block).reshape(O, -1)[0]
     if kind == "linear":
         cols = xi.reshape(n, -1)
         if sub:
-            return block_sums(cols, wz, bj, J, bias, bm, bs), (None, slice(None))
+            return block_sums(cols, wz, bj, J, bias, lambda part, j: convert(part, j, slice(None))), (None, slice(None))
         return cols @ wz.T + bias, (None, slice(None))
     kh, kw, sh, sw, ph, pw = window_op(op)
     g = int(op.attrs["groups"])
@@ -165,7 +188,7 @@ def product(op, xi, n, s_in):
         if sub:                                               # im2col rows c·kh·kw + ky·kw + kx
             cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(win.shape[0], win.shape[2], win.shape[3], -1)
             sl = slice(k * og, (k + 1) * og)
-            acc = block_sums(cols, wz[sl], bj, J, bias[sl], bm[sl], bs[sl])
+            acc = block_sums(cols, wz[sl], bj, J, bias[sl], lambda part, j, sl=sl: convert(part, j, sl))
             parts.append(acc.transpose(0, 3, 1, 2))
         else:
             parts.append(np.einsum("ncyxij,ocij->noyx", win, wz[k * og:(k + 1) * og].reshape(og, cg, kh, kw)))
@@ -182,7 +205,12 @@ def run_op(op, vals, tensors):
     zp, lo, hi = int(out.attrs["zero_point"]), int(op.attrs["act_min"]), int(op.attrs["act_max"])
     mult = lambda: (op["multiplier"][...].astype(np.int64), op["shift"][...].astype(np.int64))
     if kind in ("linear", "conv2d"):
-        if "multiplier" not in op:
+        if "weight_subscale" in op:  # compact block scales: the output conversion derived from the row scale
+            rows = np.arange(op["bias"].shape[0]) // int(np.atleast_1d(op["weight"].attrs["block_sizes"])[0])
+            M = (np.float64(np.float32(tin[0].attrs["scale"])) * op["weight_row_scale"][...].astype(np.float64)[rows]
+                 / np.float64(np.float32(out.attrs["scale"])))
+            mult = lambda M=M: quantize_multiplier(M)
+        elif "multiplier" not in op:
             sys.exit(f"op {text(op.attrs['name'])}: a version 2 file's sub-channel weights have no integer form "
                      "(qat loads such a file and gives it one; this reader does not)")
         acc, idx = product(op, x.astype(np.int64) - zp_in, n, np.float32(tin[0].attrs["scale"]))

@@ -48,6 +48,20 @@ QAT_API void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t 
  * (numel = the type's element count): the dynamic strategy for weights. */
 QAT_API void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric);
 
+/* Compact (two-level) block scales (docs/subchannel.md, "Compact block
+ * scales"): rewrites q's scales, taken as each block's own range scale s_j,
+ * as s_r · q_j, with one row scale s_r per parameter row r (the
+ * nparams / pshape[0] = J blocks of one row of q's parameters) and an
+ * integer sub-scale q_j in [1, 2^bits - 1] per block:
+ *     s_r = the least float32 of at most 16 significant bits >= max_j s_j / (2^bits - 1)
+ *     q_j = the least integer q >= 1 with q · s_r >= s_j    (exact)
+ * so that s_r · q_j is exact in float32 (16 + 8 bits), no block's scale
+ * is below its own (none clips more), and the row's largest block has
+ * q_j = 2^bits - 1. Idempotent. bits 1..8; scales positive finite floats,
+ * as calibration leaves them. row_scale [pshape[0]] and sub [nparams] may
+ * be NULL. */
+QAT_API void qat_qtype_compact_scales(qat_qtype *q, int bits, float *row_scale, int32_t *sub);
+
 /* Quantizes x into q_out (storage integers as int32), and dequantizes. */
 QAT_API void qat_quantize(const qat_qtype *q, const float *x, int32_t *q_out);
 QAT_API void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *x_out);

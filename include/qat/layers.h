@@ -313,6 +313,11 @@ typedef struct {
     int64_t blocks[QAT_MAX_RANK]; /* QAT_GRAN_AXES: block size per weight dimension, 0 = whole */
     bool ragged;               /* a block size need not divide its dimension: the last block is
                                   shorter (default off: the seed's dim % block == 0 is checked) */
+    int block_scale_bits;      /* sub-channel weights' block scales: 0 (default) each block its own
+                                  float32 scale; 4..8 compact, a float32 scale per row times an
+                                  unsigned sub-scale of this many bits per block, derived from the
+                                  block ranges (qat_qtype_compact_scales; docs/subchannel.md). Needs
+                                  QAT_GRAN_BLOCK or _AXES, wbits <= 8, and no LSQ */
     int abits;                 /* activations: signed, asymmetric by default (default 8) */
     bool a_symmetric;
     qat_observer_kind aobs;    /* default EMA */

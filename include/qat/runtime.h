@@ -133,6 +133,18 @@ typedef struct {
      * int32 partial sum at s_in·s_w[block] to the row's accumulation scale
      * bias_scale[o] (the reduction seed's input_conversion). NULL otherwise. */
     int32_t *block_multiplier, *block_shift;
+    /* Compact block scales (docs/subchannel.md, "Compact block scales"): a
+     * sub-channel op whose block scales are wq.scale[p] = row_scale[p / J] ·
+     * subscale[p] exactly (J = wq.nparams / wq.pshape[0] blocks a parameter
+     * row), zero points 0, sub_bits in 4..8 and subscale[p] in
+     * [1, 2^sub_bits - 1]. The row's accumulation scale is bias_scale[o] =
+     * s_in·row_scale, each block's partial sum P_j is taken there by the
+     * exact integer product P_j·subscale[p] (no block multipliers: NULL),
+     * and multiplier/shift are those of s_in·row_scale/s_out. 0 and NULL
+     * for every other op. */
+    int sub_bits;
+    float *row_scale;   /* [wq.pshape[0]] */
+    int32_t *subscale;  /* [wq.nparams] */
     int left_shift;                  /* add: QAT_ADD_LEFT_SHIFT */
     /* lut: table[q - in.qmin] is the output integer for input integer q */
     qat_lut_fn lut;

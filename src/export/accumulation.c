@@ -25,6 +25,19 @@ void qat__sc_derive(qat_qop *op, float s_in, int64_t o_begin, int64_t o_end) {
     }
 }
 
+bool qat__sc_compact_derive(const qat_qop *op, float s_in, float s_out, float *bias_scale, int32_t *mult,
+                            int32_t *shift) {
+    const qat_qtype *q = &op->wq;
+    for (int64_t o = 0; o < q->shape[0]; o++) {
+        double bs = (double)s_in * (double)op->row_scale[o / q->block[0]]; /* exact: two float32 */
+        int sh = 0;
+        bias_scale[o] = (float)bs;
+        if (qat_quantize_multiplier(bs / (double)s_out, &mult[o], &sh) != QAT_OK) return false;
+        shift[o] = sh;
+    }
+    return true;
+}
+
 /* A positive normal float (a scale the program check accepts). */
 static bool normal(float f) { return isnormal(f) && f > 0; }
 

@@ -26,6 +26,13 @@ void qat__sc_derive(qat_qop *op, float s_in, int64_t o_begin, int64_t o_end);
  * allocated by the caller). false with the reason in why. */
 #define QAT__SC_G_MAX 29  /* a conversion multiplier stays below 2^30: shift <= 30 */
 #define QAT__SC_G_MIN (-31)
+/* Compact block scales (docs/subchannel.md): what the file does not store,
+ * derived from the row scales as the reader derives it: bias_scale[o] =
+ * (float)(s_in · s_r) and (multiplier[o], shift[o]) = QuantizeMultiplier(
+ * (s_in · s_r) / s_out), both in double, s_r the row scale of o's
+ * parameter row. false if a multiplier is not finite. */
+bool qat__sc_compact_derive(const qat_qop *op, float s_in, float s_out, float *bias_scale, int32_t *mult,
+                            int32_t *shift);
 bool qat__sc_accumulation(qat_qop *op, const qat_aparams *in, float s_out, const double *b, char *why, size_t len);
 
 /* Packed weights of the quantized file: 2 or 4 bits per value for

@@ -17,6 +17,7 @@
 #include "fakequant/kernels.h"
 #include "internal.h"
 #include "layers/op.h"
+#include "runtime/subchannel.h"
 
 struct qat__lowering {
     qat_model *m;
@@ -115,6 +116,16 @@ static qat_status quantize_weight(lowering *L, const qat__layer *l, const float 
     } else {
         qat_qtype_calibrate(&op->wq, w, true);
     }
+    int bits = l->qcfg ? l->qcfg->block_scale_bits : 0;
+    if (bits && qat_qop_subchannel(op)) { /* compact: the forward's scales, with their two levels kept */
+        op->sub_bits = bits;
+        op->row_scale = qat__lower_alloc(L, op->wq.pshape[0], sizeof(float));
+        op->subscale = qat__lower_alloc(L, op->wq.nparams, sizeof(int32_t));
+        if (!op->row_scale || !op->subscale) return qat_ctx_status(L->ctx);
+        qat_qtype_compact_scales(&op->wq, bits, op->row_scale, op->subscale);
+    } else if (bits) { /* one block a row: a per-channel op, on the scales the forward used */
+        qat_qtype_compact_scales(&op->wq, bits, NULL, NULL);
+    }
     if (!(op->weight = qat__lower_alloc(L, l->weight->numel, sizeof(int32_t)))) return qat_ctx_status(L->ctx);
     qat_quantize(&op->wq, w, op->weight);
     return QAT_OK;
@@ -135,6 +146,25 @@ static qat_status subchannel_sums(lowering *L, const qat__layer *l, const double
     return qat__lower_fail(L, l, QAT_ERR_UNSUPPORTED, msg);
 }
 
+/* Compact block scales: T = bias + Σ_j q_j·P_j must fit int32 for every
+ * input (docs/subchannel.md); a layer where it could not is refused. */
+static qat_status compact_bounds(lowering *L, const qat__layer *l, qat_qop *op) {
+    const qat_qtype *q = &op->wq;
+    int64_t X = qat__sc_input_bound(&L->q->tensors[op->inputs[0]].q);
+    int64_t *work = malloc((size_t)(q->nparams / q->pshape[0]) * sizeof *work);
+    if (!work) return qat_ctx_fail(L->m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
+    char why[200], msg[300];
+    bool ok = true;
+    for (int64_t o = 0; ok && o < q->shape[0]; o++) {
+        qat__sc_row_sums(op, o, work);
+        ok = qat__sc_row_bounds(op, o, X, work, why, sizeof why);
+    }
+    free(work);
+    if (ok) return QAT_OK;
+    snprintf(msg, sizeof msg, "its compact block scales make sums that could overflow int32: %s", why);
+    return qat__lower_fail(L, l, QAT_ERR_UNSUPPORTED, msg);
+}
+
 /* Bias in int32 at s_in·s_w[c]; multiplier and shift of s_in·s_w[c]/s_out
  * (sub-channel weights: subchannel_sums). */
 static qat_status quantize_bias(lowering *L, const qat__layer *l, float s_in, const double *b, qat_qop *op) {
@@ -144,10 +174,12 @@ static qat_status quantize_bias(lowering *L, const qat__layer *l, float s_in, co
     op->bias_scale = qat__lower_alloc(L, O, sizeof(float));
     double *M = malloc((size_t)O * sizeof *M);
     if (!op->bias || !op->bias_scale || !M) return free(M), qat_ctx_fail(L->m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
-    if (!one_per_channel) return free(M), subchannel_sums(L, l, b, op);
+    if (!one_per_channel && !op->subscale) return free(M), subchannel_sums(L, l, b, op);
     float s_out = L->q->tensors[op->output].q.scale;
     for (int64_t c = 0; c < O; c++) {
-        double sw = op->wq.scale[qat_qtype_param_index(&op->wq, c * per)];
+        /* compact block scales: the row scale, as a per-channel weight's */
+        double sw = op->subscale ? op->row_scale[c / op->wq.block[0]]
+                                 : op->wq.scale[qat_qtype_param_index(&op->wq, c * per)];
         double bs = (double)s_in * sw, qb = nearbyint(b[c] / bs);
         if (!(fabs(qb) <= 2147483647.0))
             return free(M), qat__lower_fail(L, l, QAT_ERR_STATE, "a bias does not fit int32 at scale s_in·s_w (scales collapsed?)");
@@ -155,9 +187,9 @@ static qat_status quantize_bias(lowering *L, const qat__layer *l, float s_in, co
         op->bias_scale[c] = (float)bs;
         M[c] = bs / (double)s_out;
     }
-    qat_status st = one_per_channel ? qat__lower_multipliers(L, l, op, (int)O, M) : QAT_OK;
+    qat_status st = qat__lower_multipliers(L, l, op, (int)O, M);
     free(M);
-    return st;
+    return st == QAT_OK && op->subscale ? compact_bounds(L, l, op) : st;
 }
 
 /* ReLU and ReLU6 commute with rounding: fq(relu(y)) = max(fq(y), zp), and

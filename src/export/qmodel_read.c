@@ -118,6 +118,53 @@ static bool cross_check_mlir(qat__h5r *r, hid_t g, const char *where, const qat_
                                  "weight_zero_point and the weight's attributes", where);
 }
 
+/* Compact block scales (version 4; docs/quantized-model-format.md): the
+ * row scales and the packed sub-scales make the block scales (zero points
+ * 0); the bias scales and multipliers are derived once the tensors'
+ * scales are known (finish_subchannel), and qat_qmodel_check checks the
+ * ranges and the sums' bounds. A file that also gives what is derived
+ * would hold two records that could disagree: refused. */
+static bool get_compact(qat__h5r *r, hid_t g, const char *where, qat_qop *op) {
+    static const char *const derived[] = {"weight_scale", "weight_zero_point", "weight_mlir", "bias_scale",
+                                          "multiplier", "shift"};
+    for (size_t i = 0; i < sizeof derived / sizeof *derived; i++)
+        if (qat__h5r_has_dataset(g, derived[i]))
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: compact block scales (weight_subscale) and a %s dataset: the "
+                                 "file's rule derives it", where, derived[i]);
+    qat_qtype *q = &op->wq;
+    if (!qat_qop_subchannel(op))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: compact block scales on weights that are not sub-channel", where);
+    hid_t set = H5Dopen2(g, "weight_subscale", H5P_DEFAULT);
+    if (set < 0) return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: cannot open weight_subscale", where);
+    int bits = (int)qat__h5r_i64(r, set, "bits", 4, 8);
+    H5Dclose(set);
+    if (!r->ok) return false;
+    int64_t n = q->nparams, pb = bits <= 4 ? 4 : 8, bytes = (n * pb + 7) / 8, rows = q->pshape[0], J = n / rows;
+    uint8_t *packed = qat_ctx_alloc(r->ctx, QAT_MEM_STEP, (size_t)bytes);
+    op->sub_bits = bits;
+    op->subscale = alloc(r, n, sizeof(int32_t));
+    op->row_scale = alloc(r, rows, sizeof(float)); /* bias_scale: get_weight's, filled by finish_subchannel */
+    if (!packed || !r->ok) return r->ok = false;
+    if (!qat__h5r_u8s(r, g, "weight_subscale", bytes, packed)) return false;
+    if (!unpack_weights(packed, n, (int)pb, false, op->subscale))
+        return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: weight_subscale's last byte has bits set past the last sub-scale", where);
+    if (!qat__h5r_floats(r, g, "weight_row_scale", 1, &rows, op->row_scale) ||
+        !(op->bias = get_ints(r, g, "bias", q->shape[0])))
+        return false;
+    for (int64_t p = 0; p < n; p++)
+        if (op->subscale[p] < 1 || op->subscale[p] >= 1 << bits)
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s: sub-scale %lld is %d, outside [1, %d]", where, (long long)p,
+                                 op->subscale[p], (1 << bits) - 1);
+    for (int64_t p = 0; p < n; p++) { /* a float times an integer below 2^8; checked exact by qat_qmodel_check */
+        q->scale[p] = op->row_scale[p / J] * (float)op->subscale[p];
+        q->zero_point[p] = 0;
+    }
+    op->n_mult = (int)q->shape[0];
+    op->multiplier = alloc(r, q->shape[0], sizeof(int32_t));
+    op->shift = alloc(r, q->shape[0], sizeof(int32_t));
+    return r->ok;
+}
+
 /* The weight of a linear/conv op (version 3: packed when <= 4 bits), its
  * type (version 3: on quantized_shape, ragged blocks allowed), its bias,
  * its multipliers; a sub-channel op's block multipliers derived from its
@@ -185,6 +232,7 @@ static bool get_weight(qat__h5r *r, hid_t g, const char *where, qat_qop *op, int
     } else if (!qat__h5r_ints(r, g, "weight", want, shape, op->weight)) {
         return false;
     }
+    if (version >= 4 && qat__h5r_has_dataset(g, "weight_subscale")) return get_compact(r, g, where, op);
     if (!qat__h5r_floats(r, g, "weight_scale", trank, op->wq.pshape, op->wq.scale) ||
         !qat__h5r_ints(r, g, "weight_zero_point", trank, op->wq.pshape, op->wq.zero_point) ||
         !(op->bias = get_ints(r, g, "bias", O)) || !qat__h5r_floats(r, g, "bias_scale", 1, &O, op->bias_scale))
@@ -435,8 +483,15 @@ static void read_v1(qat__h5r *r, qat_qmodel *q) {
 static void finish_subchannel(qat__h5r *r, qat_qmodel *q, int version) {
     for (int i = 0; r->ok && i < q->n_ops; i++) {
         qat_qop *op = &q->ops[i];
-        if (!qat_qop_subchannel(op) || !op->block_multiplier) continue;
         const qat_qtensor *in = &q->tensors[op->inputs[0]];
+        if (op->subscale) {
+            if (!qat__sc_compact_derive(op, in->q.scale, q->tensors[op->output].q.scale, op->bias_scale, op->multiplier,
+                                        op->shift))
+                qat__h5r_fail(r, QAT_ERR_FORMAT, "op %d (%s %s): its output multiplier is not a finite number", i,
+                              qat_qop_kind_str(op->kind), op->name);
+            continue;
+        }
+        if (!qat_qop_subchannel(op) || !op->block_multiplier) continue;
         if (version >= 3) {
             qat__sc_derive(op, in->q.scale, 0, op->wq.shape[0]);
             continue;

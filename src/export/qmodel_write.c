@@ -88,6 +88,30 @@ static void pack_weights(const int32_t *v, int64_t n, int pb, uint8_t *out) {
 
 /* The inverse; false if an unused bit of the last byte is set. */
 
+/* Compact block scales (docs/quantized-model-format.md): weight_row_scale,
+ * float32 [pshape[0]], and weight_subscale, uint8 bytes: two 4-bit
+ * sub-scales to a byte (low first) when they have 4 bits, else one a byte,
+ * in the flat order of the type's parameters; its attribute bits. */
+static void put_compact(qat__h5w *w, hid_t g, const qat_qop *op) {
+    const qat_qtype *q = &op->wq;
+    int64_t n = q->nparams, pb = op->sub_bits <= 4 ? 4 : 8, bytes = (n * pb + 7) / 8;
+    qat__h5w_floats(w, g, "weight_row_scale", 1, &q->pshape[0], op->row_scale);
+    uint8_t *packed = qat_ctx_alloc(w->ctx, QAT_MEM_STEP, (size_t)bytes);
+    if (!packed) {
+        qat__h5w_fail(w, "the sub-scales");
+        return;
+    }
+    pack_weights(op->subscale, n, (int)pb, packed);
+    qat__h5w_u8s(w, g, "weight_subscale", packed, bytes, false);
+    hid_t set = w->ok ? H5Dopen2(g, "weight_subscale", H5P_DEFAULT) : -1;
+    if (set < 0) {
+        qat__h5w_fail(w, "weight_subscale");
+        return;
+    }
+    qat__h5w_i64(w, set, "bits", op->sub_bits);
+    H5Dclose(set);
+}
+
 static void put_weight(qat__h5w *w, hid_t g, const qat_qmodel *qm, const qat_qop *op) {
     const qat_qtype *q = &op->wq;
     int64_t ws[QAT_MAX_RANK], n = 1;
@@ -129,13 +153,18 @@ static void put_weight(qat__h5w *w, hid_t g, const qat_qmodel *qm, const qat_qop
     qat__h5w_i64s(w, set, "quantized_shape", tshape, q->rank);
     qat__h5w_i64s(w, set, "block_sizes", block, q->rank);
     H5Dclose(set);
+    int64_t O = q->shape[0];
+    if (op->subscale) { /* compact block scales: row scales and sub-scales; the rest is derived */
+        put_compact(w, g, op);
+        qat__h5w_ints(w, g, "bias", H5T_STD_I32LE, 1, &O, op->bias);
+        return;
+    }
     int need = qat_qtype_to_mlir(q, NULL, 0);
     char *mlir = need > 0 ? qat_ctx_alloc(w->ctx, QAT_MEM_STEP, (size_t)need + 1) : NULL;
     if (!mlir) qat__h5w_fail(w, "the weight's MLIR type");
     else qat_qtype_to_mlir(q, mlir, (size_t)need + 1), qat__h5w_u8s(w, g, "weight_mlir", (const uint8_t *)mlir, need, true);
     qat__h5w_floats_z(w, g, "weight_scale", q->rank, q->pshape, q->scale);
     qat__h5w_ints_z(w, g, "weight_zero_point", H5T_STD_I32LE, q->rank, q->pshape, q->zero_point);
-    int64_t O = q->shape[0];
     qat__h5w_ints(w, g, "bias", H5T_STD_I32LE, 1, &O, op->bias);
     qat__h5w_floats(w, g, "bias_scale", 1, &O, op->bias_scale);
 }
@@ -191,7 +220,7 @@ static void put_op(qat__h5w *w, hid_t g, const qat_qmodel *q, const qat_qop *op)
     case QAT_QOP_MUL:
     case QAT_QOP_KIND_COUNT: break; /* their multipliers (if any) below */
     }
-    if (op->multiplier) {
+    if (op->multiplier && !op->subscale) { /* compact block scales: derived by the reader */
         int64_t n = op->n_mult;
         qat__h5w_ints(w, g, "multiplier", H5T_STD_I32LE, 1, &n, op->multiplier);
         qat__h5w_ints(w, g, "shift", H5T_STD_I32LE, 1, &n, op->shift);
@@ -234,6 +263,20 @@ static void write_qmodel(qat__h5w *w, void *user) {
     if (q->norm) qat__h5w_norm(w, f, q->norm); /* version 4: a group of its own, only with one */
 }
 
+/* A compact op's bias scales and multipliers are the derived ones. */
+static bool compact_derivable(const qat_qmodel *q, const qat_qop *op) {
+    int64_t O = op->wq.shape[0];
+    float *bs = malloc((size_t)O * sizeof *bs);
+    int32_t *m = malloc((size_t)O * 2 * sizeof *m);
+    bool same = bs && m && op->n_mult == O &&
+                qat__sc_compact_derive(op, q->tensors[op->inputs[0]].q.scale, q->tensors[op->output].q.scale, bs, m,
+                                       m + O) &&
+                !memcmp(bs, op->bias_scale, (size_t)O * sizeof *bs) && !memcmp(m, op->multiplier, (size_t)O * sizeof *m) &&
+                !memcmp(m + O, op->shift, (size_t)O * sizeof *m);
+    free(bs), free(m);
+    return same;
+}
+
 /* The file does not store block multipliers: the reader derives them
  * from the scales (qat__sc_derive). A program whose block multipliers are
  * not the derived ones would load as another program: refused. */
@@ -241,6 +284,13 @@ static qat_status check_derivable(qat_ctx *ctx, const qat_qmodel *q) {
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
         if (!qat_qop_subchannel(op)) continue;
+        if (op->subscale) {
+            if (!compact_derivable(q, op))
+                return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "export: op %d (%s %s): its bias scales or multipliers are not "
+                                    "the ones the file's rule derives from its row scales (docs/subchannel.md), so the "
+                                    "file could not hold them", i, qat_qop_kind_str(op->kind), op->name);
+            continue;
+        }
         int64_t np = op->wq.nparams;
         int32_t *m = malloc((size_t)np * 2 * sizeof *m);
         if (!m) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "export: out of memory");

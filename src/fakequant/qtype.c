@@ -187,3 +187,32 @@ void qat__qtype_calibrate_par(qat_ctx *ctx, qat_qtype *q, const float *x, bool s
     calib_job j = {q, x, run, run >= QAT__GRAIN ? 1 : QAT__GRAIN / run, runs, symmetric};
     qat__par(ctx, (runs + j.per_task - 1) / j.per_task, calib_task, &j);
 }
+
+/* The least float32 of at most 16 significant bits that is >= u (u > 0,
+ * in float32's normal range): its 16-bit mantissa rounded up. */
+static float round_up_16(double u) {
+    int e;
+    double f = frexp(u, &e); /* u = f · 2^e, f in [1/2, 1) */
+    return (float)ldexp(ceil(ldexp(f, 16)), e - 16);
+}
+
+void qat_qtype_compact_scales(qat_qtype *q, int bits, float *row_scale, int32_t *sub) {
+    int64_t rows = q->rank ? q->pshape[0] : 1, J = q->nparams / rows;
+    int32_t Q = (int32_t)((1u << bits) - 1);
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = q->scale + r * J, smax = 0;
+        for (int64_t j = 0; j < J; j++) smax = fmaxf(smax, s[j]);
+        float so = round_up_16((double)smax / Q);
+        if (row_scale) row_scale[r] = so;
+        for (int64_t j = 0; j < J; j++) {
+            /* ceil of the double quotient, corrected by exact products
+             * (q · s_r has at most 8 + 24 bits: exact in double) */
+            double c = ceil((double)s[j] / (double)so);
+            int32_t k = c < 1 ? 1 : c > Q ? Q : (int32_t)c;
+            while (k > 1 && (double)(k - 1) * so >= (double)s[j]) k--;
+            while (k < Q && (double)k * so < (double)s[j]) k++;
+            if (sub) sub[r * J + j] = k;
+            s[j] = so * (float)k; /* exact: a 16-bit mantissa times an 8-bit integer */
+        }
+    }
+}

@@ -32,7 +32,7 @@ static bool same_qcfg(const qat_prepare_config *a, const qat_prepare_config *b) 
     long long x[N_QCFG], y[N_QCFG];
     qcfg_values(a, x), qcfg_values(b, y);
     return !memcmp(x, y, sizeof x) && a->k == b->k && !memcmp(a->blocks, b->blocks, sizeof a->blocks) &&
-           a->ragged == b->ragged;
+           a->ragged == b->ragged && a->block_scale_bits == b->block_scale_bits;
 }
 
 /* qat_config_blocks: the seed-form block sizes per weight dimension, then ragged */
@@ -48,6 +48,9 @@ static void put_qcfg(qat__h5w *w, hid_t g, const qat_prepare_config *c) {
     for (int d = 0; d < QAT_MAX_RANK; d++) b[d] = c->blocks[d];
     b[QAT_MAX_RANK] = c->ragged;
     qat__h5w_i64s(w, g, "qat_config_blocks", b, N_BLOCKS);
+    /* only when on: a build that predates compact block scales still
+     * reads every checkpoint that does not use them */
+    if (c->block_scale_bits) qat__h5w_i64(w, g, "qat_config_block_scales", c->block_scale_bits);
 }
 
 void qat__arch_write(qat__h5w *w, const qat_model *m) {
@@ -129,6 +132,11 @@ static bool read_qcfg(qat__h5r *r, hid_t g, qat_prepare_config *c) {
         /* written before qat_config_blocks: blocks of `block` along dimension 1
          * of the weight itself (a Conv's input channels), dividing it */
         c->wgran = QAT_GRAN_AXES, c->blocks[0] = 1, c->blocks[1] = c->block;
+    }
+    if (qat__h5r_has_attr(g, "qat_config_block_scales")) { /* absent: a float scale per block */
+        long long bs;
+        if (!qat__h5r_i64s(r, g, "qat_config_block_scales", &bs, 1, 4, 8)) return false;
+        c->block_scale_bits = (int)bs;
     }
     return r->ok;
 }

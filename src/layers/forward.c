@@ -62,6 +62,7 @@ static qat_tensor *fake_quant_weight(qat_model *m, qat__layer *l, qat_tensor *w)
                                qat_lsq_grad_factor(w->numel / l->wq->nparams, l->wq->qmax));
     } else {
         qat__qtype_calibrate_par(m->ctx, l->wq, w->data, true);
+        if (l->qcfg->block_scale_bits) qat_qtype_compact_scales(l->wq, l->qcfg->block_scale_bits, NULL, NULL);
         y = qat_fake_quant(m->ctx, v, l->wq, l->qcfg->ste);
     }
     return v == w || !y ? y : qat_reshape(m->ctx, y, w->rank, w->shape);

@@ -75,7 +75,8 @@ qat_status qat_model_weight_qtype(const qat_model *m, int id, qat_ctx *ctx, qat_
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "weight_qtype: layer %d has no weight quantizer", id);
     const qat__layer *l = &m->layers[id];
     const qat_qtype *src = l->wq;
-    qat_status st = qat_qtype_init(ctx, out, src->bits, src->is_signed, false, src->rank, src->shape, src->block);
+    qat_status st = qat_qtype_init_blocks(ctx, out, src->bits, src->is_signed, false, src->rank, src->shape, src->block,
+                                          true); /* the prepared type, ragged or not */
     if (st != QAT_OK) return st;
     out->qmin = src->qmin, out->qmax = src->qmax; /* narrow or full, as prepared */
     if (l->wscale) { /* LSQ: the learned scales, as the forward projects and rounds them */
@@ -93,6 +94,7 @@ qat_status qat_model_weight_qtype(const qat_model *m, int id, qat_ctx *ctx, qat_
     if (ok) {
         qat__effective_weight(m, l, w, b);
         qat_qtype_calibrate(out, w, true); /* the dynamic strategy: min-max of the weights in use */
+        if (l->qcfg && l->qcfg->block_scale_bits) qat_qtype_compact_scales(out, l->qcfg->block_scale_bits, NULL, NULL);
     }
     free(w), free(b);
     return ok ? QAT_OK : qat_ctx_fail(ctx, QAT_ERR_NOMEM, "weight_qtype: out of memory");

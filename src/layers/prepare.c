@@ -30,6 +30,18 @@ qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c) {
         if (c->blocks[d] < 0 || c->blocks[d] > QAT_MAX_BLOCK)
             return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: block size %lld for dimension %d is outside 0..%d (0: whole)",
                                 (long long)c->blocks[d], d, QAT_MAX_BLOCK);
+    if (c->block_scale_bits != 0 && (c->block_scale_bits < 4 || c->block_scale_bits > 8))
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: block_scale_bits %d: 0 (a float scale per block) or 4..8 "
+                            "(compact sub-scales)", c->block_scale_bits);
+    if (c->block_scale_bits && c->wgran != QAT_GRAN_BLOCK && c->wgran != QAT_GRAN_AXES)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: compact block scales (block_scale_bits %d) need sub-channel "
+                            "weights (block granularity)", c->block_scale_bits);
+    if (c->block_scale_bits && c->wbits > 8)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: compact block scales need weights of at most 8 bits (wbits %d): "
+                            "a weight times its sub-scale must fit int16", c->wbits);
+    if (c->block_scale_bits && c->lsq)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: compact block scales are derived from the block ranges at "
+                            "every step; LSQ learns a float scale per block: choose one");
     if ((unsigned)c->ste > QAT_STE_PLAIN) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: unknown STE %d", (int)c->ste);
     return QAT_OK;
 }
@@ -198,6 +210,7 @@ static qat_prepare_config with_precision(const qat__layer *l, const qat_prepare_
     if (p->abits) out.abits = p->abits;
     if (p->has_granularity) {
         out.wgran = p->granularity, out.block = p->granularity == QAT_GRAN_BLOCK ? p->block : 0;
+        if (p->granularity != QAT_GRAN_BLOCK) out.block_scale_bits = 0; /* compact scales are for blocks */
         memset(out.blocks, 0, sizeof out.blocks);
     }
     return out;

@@ -212,6 +212,42 @@ static bool check_int_pairs(checker *c, const char *what, const int32_t *m, cons
     return true;
 }
 
+/* At most 16 significant bits: v · k is exact in float32 for k < 2^8. */
+static bool sixteen_bits(float v) { /* a normal float: its 24-bit significand's low 8 bits are 0 */
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return (u & 0xFF) == 0;
+}
+
+/* Compact block scales: their ranges, and the block scales they make
+ * (docs/subchannel.md, "Compact block scales"). */
+static bool check_compact(checker *c, const qat_qop *op) {
+    const qat_qtype *q = &op->wq;
+    if (op->sub_bits < 4 || op->sub_bits > 8) return bad(c, "compact block scales of %d bits (4..8)", op->sub_bits);
+    if (!op->row_scale || !op->subscale) return bad(c, "compact block scales need a row scale and a sub-scale per block");
+    if (op->block_multiplier || op->block_shift)
+        return bad(c, "compact block scales take no block multipliers (the conversion is the integer sub-scale)");
+    if (!q->is_signed || q->bits > 8)
+        return bad(c, "compact block scales need signed weights of at most 8 bits (%s%d): a weight times its "
+                   "sub-scale must fit int16", q->is_signed ? "i" : "u", q->bits);
+    int64_t J = q->nparams / q->pshape[0];
+    int32_t top = (1 << op->sub_bits) - 1;
+    for (int64_t r = 0; r < q->pshape[0]; r++)
+        if (!good_scale(op->row_scale[r]) || !sixteen_bits(op->row_scale[r]))
+            return bad(c, "row scale %lld (%g) is not a positive normal float of at most 16 significant bits",
+                       (long long)r, (double)op->row_scale[r]);
+    for (int64_t p = 0; p < q->nparams; p++) {
+        if (op->subscale[p] < 1 || op->subscale[p] > top)
+            return bad(c, "sub-scale %lld is %d, outside [1, %d]", (long long)p, op->subscale[p], top);
+        if (q->zero_point[p] != 0) return bad(c, "compact block scales need zero points 0 (block %lld has %d)",
+                                              (long long)p, q->zero_point[p]);
+        if (q->scale[p] != op->row_scale[p / J] * (float)op->subscale[p])
+            return bad(c, "block %lld's scale %g is not its row scale times its sub-scale", (long long)p,
+                       (double)q->scale[p]);
+    }
+    return true;
+}
+
 /* A linear/conv2d op's weight, bias and multipliers; sub-channel weights
  * also their block multipliers and the accumulation bounds for inputs
  * of quantization `in` (docs/subchannel.md). */
@@ -253,10 +289,17 @@ static bool check_weight(checker *c, const qat_qop *op, const qat_aparams *in) {
         if (op->block_multiplier || op->block_shift)
             return bad(c, "block multipliers are for sub-channel weights, and its weights are per-tensor or per output "
                        "channel");
+        if (op->sub_bits || op->row_scale || op->subscale)
+            return bad(c, "compact block scales are for sub-channel weights, and its weights are per-tensor or per "
+                       "output channel");
         return true;
     }
-    if (!op->block_multiplier || !op->block_shift) return bad(c, "sub-channel weights need one block multiplier per block");
-    if (!check_int_pairs(c, "block", op->block_multiplier, op->block_shift, q->nparams)) return false;
+    if (op->sub_bits || op->row_scale || op->subscale) {
+        if (!check_compact(c, op)) return false;
+    } else {
+        if (!op->block_multiplier || !op->block_shift) return bad(c, "sub-channel weights need one block multiplier per block");
+        if (!check_int_pairs(c, "block", op->block_multiplier, op->block_shift, q->nparams)) return false;
+    }
     /* the rows that share a block's parameters share its accumulation scale */
     for (int64_t o = 1; o < O; o++)
         if (o % q->block[0] && op->bias_scale[o] != op->bias_scale[o - 1])

@@ -63,11 +63,15 @@ void qat__sc_prepare(const qat_qop *op, void *consts) {
         int64_t base = o / s.rows_per_param * s.J;
         for (int64_t j = 0; j < s.J; j++) {
             int32_t zp = q->zero_point[base + j];
+            /* compact block scales: the weight times its block's sub-scale
+             * (|w| <= 128, q <= 255: within int16), so that the block's sum
+             * is P_j·q_j exactly and its conversion is the identity */
+            int32_t k = op->subscale ? op->subscale[base + j] : 1;
             /* k ascends within a block, so row 0 appears past a block's first
              * position only as its padding, whose weight stays 0 */
             for (int32_t t = c.seg[j]; t < c.seg[j + 1]; t++)
                 if (t == c.seg[j] || c.row[t] != 0)
-                    c.w16[o * s.Ks + t] = (int16_t)(op->weight[o * s.K + c.row[t]] - zp);
+                    c.w16[o * s.Ks + t] = (int16_t)((op->weight[o * s.K + c.row[t]] - zp) * k);
         }
     }
 }
@@ -85,9 +89,27 @@ void qat__sc_row_sums(const qat_qop *op, int64_t o, int64_t *work) {
     }
 }
 
+/* Compact block scales: T = bias + Σ_j q_j·P_j with |P_j| <= X·W_j, so
+ * |bias| + X·Σ_j q_j·W_j <= 2^31 - 1 bounds T and every partial sum of
+ * its products in any order (each term of the sum at most 2^31 - 1 times
+ * 255, so no int64 overflow either). */
+static bool compact_bounds(const qat_qop *op, const qat__sc_shape *s, int64_t o, int64_t X, const int64_t *work,
+                           char *why, size_t len) {
+    int64_t base = o / s->rows_per_param * s->J;
+    int64_t sum = 0, total = op->bias[o] < 0 ? -(int64_t)op->bias[o] : op->bias[o];
+    for (int64_t j = 0; j < s->J && sum <= INT32_MAX; j++) sum += op->subscale[base + j] * work[j];
+    if (X > 0 && sum > (INT32_MAX - total) / X) {
+        if (why) snprintf(why, len, "row %lld: the bias (%lld) and the weights' |w|·q summed (%lld) times the largest "
+                          "|x - zp| (%lld) can leave int32", (long long)o, (long long)total, (long long)sum, (long long)X);
+        return false;
+    }
+    return true;
+}
+
 bool qat__sc_row_bounds(const qat_qop *op, int64_t o, int64_t X, const int64_t *work, char *why, size_t len) {
     qat__sc_shape s;
     qat__sc_shape_of(op, &s);
+    if (op->subscale) return compact_bounds(op, &s, o, X, work, why, len);
     int64_t base = o / s.rows_per_param * s.J;
     int64_t total = op->bias[o] < 0 ? -(int64_t)op->bias[o] : op->bias[o];
     for (int64_t j = 0; j < s.J; j++) {
@@ -148,6 +170,10 @@ void qat__sc_gemm_ref(const qat__sc_args *a) {
                     int32_t wk = w[t];
                     const int16_t *col = a->col + (int64_t)c.row[t] * a->Pp + p0;
                     for (int l = 0; l < QAT_PPAD; l++) acc[l] += wk * col[l];
+                }
+                if (op->subscale) { /* acc is P_j·q_j already (the prepared weights carry q_j) */
+                    for (int l = 0; l < QAT_PPAD; l++) total[l] += acc[l];
+                    continue;
                 }
                 int32_t m = op->block_multiplier[base + j];
                 int sh = op->block_shift[base + j];

@@ -48,7 +48,8 @@ void qat__sc_prepare(const qat_qop *op, void *consts);
 /* The bounds of docs/subchannel.md for inputs with |x - zp| <= X: every
  * block's partial sum P (its |w - zp| summed, times X) fits int32, its
  * conversion's left shift does not saturate, and each row's bias plus its
- * converted sums' largest magnitudes fits int32. work: J int64. false with
+ * converted sums' largest magnitudes fits int32; with compact block
+ * scales (op->subscale), |bias| + X·Σ_j q_j·W_j fits int32. work: J int64. false with
  * the row, block and bound in why where one fails.
  * qat__sc_row_sums puts row o's Σ|w - zp| per block into work[J];
  * qat__sc_row_bounds checks row o from them. */

@@ -9,7 +9,9 @@
  * im2col rows, interleave them (unpacklo/hi_epi16) and multiply-add them
  * with the broadcast weight pair: one vpmaddwd (AVX2) or vpdpwssd (VNNI)
  * per 8 int32 partial sums. At the end of the block each partial sum is
- * converted by the block's fixed-point multiplier, vectorised: a left
+ * converted by the block's fixed-point multiplier (with compact block
+ * scales the prepared weights carry the sub-scale, and the conversion is
+ * the identity), vectorised: a left
  * shift (the bounds of docs/subchannel.md guarantee it does not
  * saturate, so no saturation is needed to equal the portable MBQM),
  * SRDHM as floor((x·m + 2^30) / 2^31) from two 32×32→64 products per 8
@@ -137,6 +139,13 @@ SC_STORE(SC_VNNI, store_vnni, mbqm8_vnni)
                         acc[i][0] = DOT(acc[i][0], il, wp);                                          \
                         acc[i][1] = DOT(acc[i][1], ih, wp);                                          \
                     }                                                                                \
+                }                                                                                    \
+                if (op->subscale) { /* compact scales: acc is P_j·q_j, the conversion the identity */  \
+                    for (int i = 0; i < R; i++) {                                                    \
+                        tot[i][0] = _mm256_add_epi32(tot[i][0], acc[i][0]);                          \
+                        tot[i][1] = _mm256_add_epi32(tot[i][1], acc[i][1]);                          \
+                    }                                                                                \
+                    continue;                                                                        \
                 }                                                                                    \
                 for (int i = 0; i < R; i++) {                                                        \
                     __m256i m = _mm256_set1_epi32(op->block_multiplier[base[i] + j]);                \

@@ -65,6 +65,9 @@ static const char *const usage_parts[] = {
     "                              N along each output channel's inputs, a last block may be shorter);\n"
     "                              or '{axis:block, ...}', e.g. '{0:1, 1:16}' (docs/subchannel.md)\n"
     "  --ragged-blocks             with {axis:block, ...}: allow a shorter last block\n"
+    "  --block-scales S            sub-channel block scales (default float): float, a float32 scale per\n"
+    "                              block; u4..u8, compact: a float32 scale per output channel times a\n"
+    "                              4- to 8-bit unsigned sub-scale per block (docs/subchannel.md)\n"
     "  --observer ema|window-mean|window-max|minmax|ema-bc  activation ranges (default ema)\n"
     "  --window W                  window of the window observers (default 16)\n"
     "  --io-bits B                 bits of the input and the output (default 8)\n"
@@ -203,6 +206,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--freeze-observers"))
             ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_observers), quant = true;
         else if (!strcmp(a, "--granularity")) ok = VAL() && (o->granularity = v), quant = true;
+        else if (!strcmp(a, "--block-scales")) ok = VAL() && (o->block_scales = v), quant = true;
         else if (!strcmp(a, "--observer")) ok = VAL() && (o->observer = v), quant = true;
         else if (!strcmp(a, "--target")) ok = VAL() && (o->target = v), quant = ok && strcmp(v, "default");
         else if (!strcmp(a, "--json")) o->json = true;
@@ -357,6 +361,19 @@ int train_parse(int argc, char **argv, train_opts *o) {
         (rc = check_choice(o, "--observer", o->observer, observers)) ||
         (rc = check_choice(o, "--target", o->target, targets)) || (rc = parse_normalize(o)))
         return rc;
+    if (o->block_scales && strcmp(o->block_scales, "float")) {
+        long b;
+        if (o->block_scales[0] != 'u' || !cli_parse_long(o->block_scales + 1, 4, 8, &b))
+            return usage_error(o, "--block-scales \"%s\": float, or u4 to u8 (compact sub-scales of that many bits)",
+                               o->block_scales);
+        if (q->wgran != QAT_GRAN_BLOCK && q->wgran != QAT_GRAN_AXES)
+            return usage_error(o, "--block-scales %s needs sub-channel weights: --granularity block:N or "
+                               "'{axis:block, ...}'", o->block_scales);
+        if (o->wbits > 8) return usage_error(o, "--block-scales %s needs --wbits 8 or less", o->block_scales);
+        if (o->lsq) return usage_error(o, "--block-scales %s derives the block scales; --lsq learns them: choose one",
+                                       o->block_scales);
+        q->block_scale_bits = (int)b;
+    }
     q->aobs = observer_kinds[cli_choice(o->observer, observers)];
     q->pool_keeps_scale = !strcmp(o->target, "tflite");
     if (o->quant_option && !o->qat)
@@ -450,6 +467,7 @@ void train_config_text(const train_opts *o, const char *model, uint32_t model_cr
     whole(&t, "wbits", o->wbits);
     whole(&t, "abits", o->abits);
     str(&t, "granularity", o->gran);
+    if (o->qcfg.block_scale_bits) str(&t, "block_scales", o->block_scales); /* only when compact: older keys unchanged */
     str(&t, "observer", o->observer);
     whole(&t, "window", o->window);
     whole(&t, "io_bits", o->io_bits);

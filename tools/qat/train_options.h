@@ -21,7 +21,7 @@ typedef struct {
     bool nesterov, json, lr_set, wd_set, rank_checkpoints;
     bool qat, lsq, ragged_blocks;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
-    const char *granularity, *observer, *out, *best_out, *resume, *metric, *normalize, *class_weights;
+    const char *granularity, *block_scales, *observer, *out, *best_out, *resume, *metric, *normalize, *class_weights;
     const char *target; /* --target: the deployment target whose integer rules QAT follows (default, tflite) */
     long save_every, stop_after, patience;
     const char *log;
