@@ -1468,6 +1468,38 @@ static void test_keep_scale_rule_by_hand(void) {
     }
 }
 
+/* A batch larger than the executor's chunk (the whole program runs on one
+ * chunk of samples, then the next, with the input and the output in the
+ * arena for every sample) gives every sample the integers it gets in a
+ * batch of one chunk. A wide input (2048 values a sample: chunks of ~200
+ * samples) through three linear ops, 512, 1024 and 8 wide: one sample's
+ * lifetimes put fc2's output over the input's bytes and the output after
+ * it, at half the input's buffer, where chunk 0's outputs would overwrite
+ * the inputs of samples ~300 on, which a later chunk had yet to read. */
+static void test_chunked_batch_equals_one_at_a_time(void) {
+    prog p;
+    prog_init(&p, 41);
+    int x = input(&p, 1, 2048, 0, 0);
+    int h1 = linear(&p, "fc1", x, 512)->output;
+    int h2 = linear(&p, "fc2", h1, 1024)->output;
+    linear(&p, "fc3", h2, 8);
+    finish(&p);
+    enum { N = 600, PIECE = 50, IN = 2048, OUT = 8 };
+    int8_t *xq = malloc((size_t)N * IN);
+    CU_ASSERT_FATAL(xq != NULL);
+    for (int64_t i = 0; i < (int64_t)N * IN; i++) xq[i] = (int8_t)rnd_in(&p, -128, 127);
+    int8_t *all = prog_run(&p.q, xq, N);
+    int differ = 0;
+    for (int i = 0; i < N; i += PIECE) {
+        int8_t *piece = prog_run(&p.q, xq + (int64_t)i * IN, PIECE);
+        for (int k = 0; k < PIECE; k++) differ += memcmp(piece + k * OUT, all + (i + k) * OUT, OUT) != 0;
+        free(piece);
+    }
+    CU_ASSERT_EQUAL(differ, 0);
+    free(all), free(xq);
+    prog_free(&p);
+}
+
 /* The hand-written programs of tests/programs.h — every op kind, and the
  * average pools that keep their input's quantization (program_c, _d),
  * every kind within TFLite's rules (program_e) —
@@ -1601,6 +1633,7 @@ int main(int argc, char **argv) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the tests' own HDF5 calls print nothing */
     const qat_test_case cases[] = {
         {"a two-layer model computed by hand (int, fake, hybrid)", test_hand_computed_model},
+        {"a batch run in chunks gives each sample its integers alone", test_chunked_batch_equals_one_at_a_time},
         {"the reference GEMM kernel equals the public requantization", test_gemm_reference_kernel},
         {"SIMD GEMM kernels equal the reference kernel", test_gemm_kernels_agree_with_reference},
         {"im2col equals direct convolution indexing", test_im2col_matches_direct_convolution},

@@ -9,7 +9,15 @@
  * Buffers are then placed greedily, largest first, each at the lowest
  * offset that no buffer alive at the same time occupies — TFLite's
  * "greedy by size" planner. Offsets are planned for one sample and scaled
- * by the batch: every tensor keeps its samples one after another. */
+ * by the batch: every tensor keeps its samples one after another.
+ *
+ * A batch of more than one sample may run in chunks (kernels.h: the whole
+ * program on one chunk, then the next), with the input's and the output's
+ * buffers in the arena for every sample: chunk k's output is written
+ * while a later chunk's input is still unread. So for max_batch > 1 the
+ * input's buffer lives to the end and the output's from the start, and the
+ * two never share bytes. One sample (the C generator's plan, the quoted
+ * figures) keeps the tighter lifetimes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +52,7 @@ static bool in_place(const qat_qmodel *q, const qat_qop *op, int i, int t, const
 /* Merges the tensors into buffers (views and in-place writes share one).
  * Each tensor's last reader is found first: an op may write over an input
  * only when no later op reads that input's buffer. */
-static void merge(const qat_qmodel *q, int *parent, buffer *b) {
+static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked) {
     int n = q->n_tensors;
     for (int t = 0; t < n; t++) {
         parent[t] = t;
@@ -72,6 +80,10 @@ static void merge(const qat_qmodel *q, int *parent, buffer *b) {
         if (b[r].size < b[out].size) b[r].size = b[out].size;
         if (b[r].last < b[out].last) b[r].last = b[out].last;
         if (b[r].first > b[out].first) b[r].first = b[out].first;
+    }
+    if (chunked) {
+        b[root(parent, q->input)].last = q->n_ops;
+        b[root(parent, q->output)].first = -1;
     }
 }
 
@@ -244,7 +256,7 @@ qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets
         if (msg && len) snprintf(msg, len, "plan: out of memory");
         return QAT_ERR_NOMEM;
     }
-    merge(q, parent, b);
+    merge(q, parent, b, max_batch > 1);
     int64_t per_sample = place(n, parent, b, order);
     *plan = (qat_plan){.max_batch = max_batch, .offset = offsets, .const_offset = offsets + n,
                        .peak_activation_bytes = per_sample, .arena_bytes = per_sample * max_batch};
