@@ -660,21 +660,13 @@ static void test_grad_shared_intermediate(void) {
     qat_ctx_free(ctx);
 }
 
-/* The AVX-512 and the AVX2 im2col and col2im give the portable ones' bits:
- * strides 1x1, 1x2, 2x2 and 2x1 (height x width; 2x1 is not taken),
- * paddings 0-2, kernels 1x1 to 5x5, widths 1 to 40 (one to three chunks of
- * 16 a row, one to five of 8), adding into a gradient that already holds
- * values (signed zeros among them); nothing written past the sample's
- * columns. */
+/* The AVX-512 im2col and col2im give the portable ones' bits: strides
+ * 1x1, 1x2, 2x2 and 2x1 (height x width; 2x1 is not taken), paddings 0-2, kernels 1x1 to 5x5, widths 1 to 40 (one to three chunks
+ * of 16 a row), adding into a gradient that already holds values (signed
+ * zeros among them); nothing written past the sample's columns. */
+static void test_conv_rows_match_portable(void) {
 #if QAT__CONV_AVX512
-typedef struct {
-    const char *name;
-    bool (*fits)(const qat__conv_dims *d);
-    void (*im2col)(const qat__conv_dims *d, const float *xn, float *col);
-    void (*col2im)(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
-} conv_rows;
-
-static int conv_rows_check(const conv_rows *k) {
+    if (!qat__have_avx512f()) QAT_TEST_SKIP("this CPU has no AVX-512F: the AVX-512 rows never run");
     qat_rng rng = rng_for(22);
     /* buffers of the case's exact sizes (the columns with 16 sentinels):
      * under AddressSanitizer a read or write past them is caught */
@@ -684,78 +676,53 @@ static int conv_rows_check(const conv_rows *k) {
         for (int64_t W = 1; W <= MAXW; W += 3)
             for (int64_t K = 1; K <= 5; K += 2)
                 for (int64_t pad = 0; pad <= 2; pad++)
-                    for (int st = 0; st < 4; st++) {
-                        int64_t sh = st & 1 ? 2 : 1, sw = st & 2 ? 2 : 1;
-                        qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .sh = sh,
-                                            .sw = sw, .ph = pad, .pw = pad, .G = 1};
-                        if (H + 2 * pad < K || W + 2 * pad < K) continue;
-                        d.OH = (H + 2 * pad - K) / sh + 1, d.OW = (W + 2 * pad - K) / sw + 1;
-                        if (d.OH < 1 || d.OW < 1 || !k->fits(&d)) continue;
-                        int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
-                        float *x = malloc((size_t)n_x * sizeof *x), *g0 = malloc((size_t)n_x * sizeof *g0),
-                              *g1 = malloc((size_t)n_x * sizeof *g1), *c0 = malloc((size_t)(n_col + 16) * sizeof *c0),
-                              *c1 = malloc((size_t)(n_col + 16) * sizeof *c1);
-                        CU_ASSERT_FATAL(x && g0 && g1 && c0 && c1);
-                        for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(&rng);
-                        for (int64_t i = 0; i < n_col + 16; i++) c0[i] = c1[i] = 99.0f;
-                        qat__im2col(&d, x, c0);
-                        k->im2col(&d, x, c1);
-                        CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)n_col * sizeof(float)), 0);
-                        bool spill = false; /* the last chunk's store is masked: nothing past the columns */
-                        for (int64_t i = n_col; i < n_col + 16; i++) spill |= c1[i] != 99.0f;
-                        CU_ASSERT(!spill);
-                        for (int64_t i = 0; i < n_col; i++) c0[i] = qat_rng_normal(&rng);
-                        for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(&rng);
-                        qat__col2im_add(&d, c0, g0);
-                        k->col2im(&d, c0, g1, false);
-                        CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
-                        /* overwriting garbage equals adding into zeros */
-                        for (int64_t i = 0; i < n_x; i++) g0[i] = 0.0f, g1[i] = NAN;
-                        qat__col2im_add(&d, c0, g0);
-                        k->col2im(&d, c0, g1, true);
-                        CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
-                        /* -0 added to -0 stays -0: a tap that does not reach an
-                         * element must add nothing to it, not +0 */
-                        for (int64_t i = 0; i < n_col; i++) c0[i] = -0.0f;
-                        for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = -0.0f;
-                        qat__col2im_add(&d, c0, g0);
-                        k->col2im(&d, c0, g1, false);
-                        CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
-                        free(x), free(g0), free(g1), free(c0), free(c1);
-                        checked++;
-                    }
-    return checked;
-}
-#endif
-
-static void test_conv_rows_match_portable(void) {
-#if QAT__CONV_AVX512
-    const conv_rows rows[2] = {{"AVX-512", qat__conv_avx512_fits, qat__im2col_avx512, qat__col2im_add_avx512},
-                               {"AVX2", qat__conv_avx2_fits, qat__im2col_avx2, qat__col2im_add_avx2}};
-    int levels = 0;
-    for (int i = 0; i < 2; i++) {
-        qat__conv_dims probe = {.N = 1, .C = 1, .H = 8, .W = 8, .O = 1, .KH = 3, .KW = 3, .OH = 6, .OW = 6,
-                                .sh = 1, .sw = 1, .G = 1};
-        if (!rows[i].fits(&probe)) continue; /* this CPU (or QAT_MAX_ISA) has not that level */
-        int checked = conv_rows_check(&rows[i]);
-        CU_ASSERT(checked > 900);
-        levels++;
-    }
-    if (!levels) QAT_TEST_SKIP("this CPU has neither AVX-512F nor AVX2 (or QAT_MAX_ISA caps them): the rows never run");
+                for (int st = 0; st < 4; st++) {
+                    int64_t sh = st & 1 ? 2 : 1, sw = st & 2 ? 2 : 1;
+                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .sh = sh, .sw = sw,
+                                        .ph = pad, .pw = pad, .G = 1};
+                    if (H + 2 * pad < K || W + 2 * pad < K) continue;
+                    d.OH = (H + 2 * pad - K) / sh + 1, d.OW = (W + 2 * pad - K) / sw + 1;
+                    if (d.OH < 1 || d.OW < 1 || !qat__conv_avx512_fits(&d)) continue;
+                    int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
+                    float *x = malloc((size_t)n_x * sizeof *x), *g0 = malloc((size_t)n_x * sizeof *g0),
+                          *g1 = malloc((size_t)n_x * sizeof *g1), *c0 = malloc((size_t)(n_col + 16) * sizeof *c0),
+                          *c1 = malloc((size_t)(n_col + 16) * sizeof *c1);
+                    CU_ASSERT_FATAL(x && g0 && g1 && c0 && c1);
+                    for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(&rng);
+                    for (int64_t i = 0; i < n_col + 16; i++) c0[i] = c1[i] = 99.0f;
+                    qat__im2col(&d, x, c0);
+                    qat__im2col_avx512(&d, x, c1);
+                    CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)n_col * sizeof(float)), 0);
+                    bool spill = false; /* the last chunk's store is masked: nothing past the columns */
+                    for (int64_t i = n_col; i < n_col + 16; i++) spill |= c1[i] != 99.0f;
+                    CU_ASSERT(!spill);
+                    for (int64_t i = 0; i < n_col; i++) c0[i] = qat_rng_normal(&rng);
+                    for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(&rng);
+                    qat__col2im_add(&d, c0, g0);
+                    qat__col2im_add_avx512(&d, c0, g1, false);
+                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+                    /* overwriting garbage equals adding into zeros */
+                    for (int64_t i = 0; i < n_x; i++) g0[i] = 0.0f, g1[i] = NAN;
+                    qat__col2im_add(&d, c0, g0);
+                    qat__col2im_add_avx512(&d, c0, g1, true);
+                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+                    free(x), free(g0), free(g1), free(c0), free(c1);
+                    checked++;
+                }
+    CU_ASSERT(checked > 900);
 #else
-    QAT_TEST_SKIP("built without the x86 rows (x86-64 GCC or clang only)");
+    QAT_TEST_SKIP("built without the AVX-512 rows (x86-64 GCC or clang only)");
 #endif
 }
 
-/* The AVX-512 and the AVX2 max-pool rows give the portable rows' values, codes and
+/* The AVX-512 max-pool rows give the portable rows' values, codes and
  * gradients bit for bit: every width from 1 to 40 outputs (masked tails,
  * more than one step), on data full of ties, signed zeros and NaNs; one
  * row, and a plane of rows storing whole vectors past each row's end. */
+static void test_maxpool2_rows_match_portable(void) {
 #if QAT__POOL_AVX512
-typedef void (*pool_row_fn)(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
-typedef void (*pool_bw_fn)(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW, bool spill);
-
-static void maxpool2_rows_check(pool_row_fn row, pool_bw_fn bw) {
+    if (!qat__have_avx512f() || !qat__have_avx512bw())
+        QAT_TEST_SKIP("this CPU lacks AVX-512F, BW or VL: the AVX-512 rows never run");
     qat_rng rng = rng_for(21);
     const float pool[8] = {0.0f, -0.0f, 1.0f, 1.0f, -2.0f, 0.5f, NAN, 3.0f};
     for (int64_t OW = 1; OW <= 40; OW++) {
@@ -766,11 +733,11 @@ static void maxpool2_rows_check(pool_row_fn row, pool_bw_fn bw) {
         for (int64_t i = 0; i < OW; i++) gy[i] = (float)(i + 1);
         for (int64_t i = 0; i < 2 * W + 16; i++) g0[i] = g1[i] = -7.0f; /* beyond 2W: must stay */
         qat__maxpool2_row(x, x + W, y0, c0, OW, false);
-        row(x, x + W, y1, c1, OW, false);
+        qat__maxpool2_row_avx512(x, x + W, y1, c1, OW, false);
         CU_ASSERT_EQUAL(memcmp(y0, y1, (size_t)OW * sizeof(float)), 0);
         CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)OW), 0);
         qat__maxpool2_row_bw_store(g0, W, gy, c0, OW, false);
-        bw(g1, W, gy, c0, OW, false);
+        qat__maxpool2_row_bw_store_avx512(g1, W, gy, c0, OW, false);
         CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)(2 * W + 16) * sizeof(float)), 0);
         CU_ASSERT_EQUAL(g1[2 * W], -7.0f);
     }
@@ -789,29 +756,19 @@ static void maxpool2_rows_check(pool_row_fn row, pool_bw_fn bw) {
         for (int64_t r = 0; r < R; r++) {
             const float *r0 = x + 2 * r * W, *r1 = r0 + W;
             qat__maxpool2_row(r0, r1, y0 + r * OW, c0 + r * OW, OW, r < R - 1);
-            row(r0, r1, y1 + r * OW, c1 + r * OW, OW, r < R - 1);
+            qat__maxpool2_row_avx512(r0, r1, y1 + r * OW, c1 + r * OW, OW, r < R - 1);
         }
         CU_ASSERT_EQUAL(memcmp(y0, y1, sizeof y0), 0); /* the sentinels after the plane too */
         CU_ASSERT_EQUAL(memcmp(c0, c1, sizeof c0), 0);
         for (int64_t r = 0; r < R; r++) {
             qat__maxpool2_row_bw_store(g0 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
-            bw(g1 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
+            qat__maxpool2_row_bw_store_avx512(g1 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
         }
         CU_ASSERT_EQUAL(memcmp(g0, g1, sizeof g0), 0);
         CU_ASSERT_EQUAL(g1[2 * R * W], -7.0f);
     }
-}
-#endif
-
-static void test_maxpool2_rows_match_portable(void) {
-#if QAT__POOL_AVX512
-    int levels = 0;
-    if (qat__have_avx512f() && qat__have_avx512bw())
-        maxpool2_rows_check(qat__maxpool2_row_avx512, qat__maxpool2_row_bw_store_avx512), levels++;
-    if (qat__have_avx2()) maxpool2_rows_check(qat__maxpool2_row_avx2, qat__maxpool2_row_bw_store_avx2), levels++;
-    if (!levels) QAT_TEST_SKIP("this CPU has neither AVX-512 nor AVX2 (or QAT_MAX_ISA caps them): the rows never run");
 #else
-    QAT_TEST_SKIP("built without the x86 rows (x86-64 GCC or clang only)");
+    QAT_TEST_SKIP("built without the AVX-512 rows (x86-64 GCC or clang only)");
 #endif
 }
 
@@ -1499,12 +1456,13 @@ static void test_golden_activations(void) {
     qat_ctx_free(ctx);
 }
 
-/* ---- AVX-512 and AVX2 row copies against the portable ones ------------------------------ */
+/* ---- AVX-512 row copies against the portable ones -------------------------------------- */
 
 /* Every width 1..40, several pitches: the same bits, adding into signed
  * zeros too, and nothing outside the rows touched. */
+static void test_rows_match_portable(void) {
 #if QAT__CONV_AVX512
-static int rows_check(qat__rows_fn copy, qat__rows_fn add) {
+    if (!qat__have_avx512f()) return;
     qat_rng rng = rng_for(37);
     enum { PLANES = 2, ROWS = 3, PITCH = 48, PLANE = ROWS * PITCH + 8 };
     static float src[PLANES * PLANE], d0[PLANES * PLANE], d1[PLANES * PLANE];
@@ -1515,38 +1473,21 @@ static int rows_check(qat__rows_fn copy, qat__rows_fn add) {
     for (int64_t width = 1; width <= 40; width++)
         for (int64_t gap = 0; gap <= 8; gap += 4)
             for (int64_t sgap = 0; sgap <= 2; sgap++) {
-                int64_t spitch = sgap == 2 ? PITCH - 1 : width + sgap;
-                if (width + gap > PITCH) continue;
-                qat__rows g = {.planes = PLANES, .rows = ROWS, .dplane = PLANE, .dpitch = width + gap,
-                               .splane = PLANE - 5, .spitch = spitch, .width = width};
-                for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
-                qat__rows_copy(&g, d0, src);
-                copy(&g, d1, src);
-                CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
-                for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
-                qat__rows_add(&g, d0, src);
-                add(&g, d1, src);
-                CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
-                checked++;
+            int64_t spitch = sgap == 2 ? PITCH - 1 : width + sgap;
+            if (width + gap > PITCH) continue;
+            qat__rows g = {.planes = PLANES, .rows = ROWS, .dplane = PLANE, .dpitch = width + gap,
+                           .splane = PLANE - 5, .spitch = spitch, .width = width};
+            for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
+            qat__rows_copy(&g, d0, src);
+            qat__rows_copy_avx512(&g, d1, src);
+            CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
+            for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
+            qat__rows_add(&g, d0, src);
+            qat__rows_add_avx512(&g, d1, src);
+            CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
+            checked++;
             }
-    return checked;
-}
-#endif
-
-static void test_rows_match_portable(void) {
-#if QAT__CONV_AVX512
-    int levels = 0;
-    if (qat__have_avx512f()) {
-        CU_ASSERT(rows_check(qat__rows_copy_avx512, qat__rows_add_avx512) > 300);
-        levels++;
-    }
-    if (qat__have_avx2()) {
-        CU_ASSERT(rows_check(qat__rows_copy_avx2, qat__rows_add_avx2) > 300);
-        levels++;
-    }
-    if (!levels) QAT_TEST_SKIP("this CPU has neither AVX-512 nor AVX2 (or QAT_MAX_ISA caps them): the rows never run");
-#else
-    QAT_TEST_SKIP("built without the x86 rows (x86-64 GCC or clang only)");
+    CU_ASSERT(checked > 300);
 #endif
 }
 
@@ -1792,8 +1733,8 @@ int main(int argc, char **argv) {
         {"grad: cross-entropy", test_grad_cross_entropy},
         {"grad: conv2d", test_grad_conv2d},
         {"grad: an intermediate with several consumers", test_grad_shared_intermediate},
-        {"maxpool 2x2 rows: AVX-512 and AVX2 equal portable", test_maxpool2_rows_match_portable},
-        {"conv im2col/col2im: AVX-512 and AVX2 equal portable", test_conv_rows_match_portable},
+        {"maxpool 2x2 rows: AVX-512 equals portable", test_maxpool2_rows_match_portable},
+        {"conv im2col/col2im: AVX-512 equals portable", test_conv_rows_match_portable},
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},
@@ -1811,7 +1752,7 @@ int main(int argc, char **argv) {
         {"golden: depthwise and grouped conv2d against PyTorch", test_golden_conv},
         {"golden: padded pools and global average pooling against PyTorch", test_golden_pool},
         {"golden: sigmoid, tanh, hard-swish bits against PyTorch", test_golden_activations},
-        {"depthwise rows: AVX-512 and AVX2 equal portable", test_rows_match_portable},
+        {"depthwise rows: AVX-512 equals portable", test_rows_match_portable},
         {"conv, depthwise, max pooling: the same bits at every QAT_MAX_ISA level", test_training_kernels_every_level},
         {"BatchNorm, activations, fake quantization, optimizers: the same bits at every level",
          test_simd_copies_every_level},

@@ -64,15 +64,8 @@ void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, float *col);
 /* overwrite: gxn holds garbage and is written, not added to (as adding
  * into zeros, bit for bit) */
 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
-/* The same rows with AVX2 on 8-float chunks (ops_conv_avx2.c), where the
- * AVX-512 ones do not run: the same shapes, rows of up to 128 outputs. */
-#define QAT__CONV_AVX2 1
-bool qat__conv_avx2_fits(const qat__conv_dims *d); /* the CPU has it, QAT_MAX_ISA allows it, the shapes suit */
-void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *col);
-void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
 #else
 #define QAT__CONV_AVX512 0
-#define QAT__CONV_AVX2 0
 #endif
 
 /* Row copies of the depthwise convolution (ops_conv_depthwise.c): rows
@@ -92,9 +85,6 @@ void qat__rows_add(const qat__rows *g, float *dst, const float *src);
 #if QAT__CONV_AVX512
 void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
-/* AVX2 (ops_conv_depthwise_avx2.c): 8 floats a step, where AVX-512 does not run */
-void qat__rows_copy_avx2(const qat__rows *g, float *dst, const float *src);
-void qat__rows_add_avx2(const qat__rows *g, float *dst, const float *src);
 #endif
 
 /* 2x2 / stride-2 max pooling of one output row from input rows r0, r1:
@@ -113,16 +103,8 @@ void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uin
 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
 void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
                                        bool spill);
-/* The same rows with AVX2, 8 outputs a step (ops_pool_avx2.c), where the
- * AVX-512 ones do not run. */
-#define QAT__POOL_AVX2 1
-bool qat__have_avx2(void); /* the CPU has it and QAT_MAX_ISA allows it */
-void qat__maxpool2_row_avx2(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
-void qat__maxpool2_row_bw_store_avx2(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
-                                     bool spill);
 #else
 #define QAT__POOL_AVX512 0
-#define QAT__POOL_AVX2 0
 #endif
 
 /* The BatchNorms' row loops (bn_rows.c): sums in double with 8

@@ -184,22 +184,9 @@ typedef struct {
 static void (*im2col_for(const conv_dims *d))(const conv_dims *, const float *, float *) {
 #if QAT__CONV_AVX512
     if (qat__conv_avx512_fits(d)) return qat__im2col_avx512;
-    if (qat__conv_avx2_fits(d)) return qat__im2col_avx2;
 #endif
     (void)d;
     return qat__im2col;
-}
-
-/* The col2im that writes a new gradient row by row (AVX-512 or AVX2 rows),
- * or NULL: the portable one, which adds into a zeroed gradient. */
-typedef void (*col2im_wide_fn)(const conv_dims *, const float *, float *, bool);
-static col2im_wide_fn col2im_wide_for(const conv_dims *d) {
-#if QAT__CONV_AVX512
-    if (qat__conv_avx512_fits(d)) return qat__col2im_add_avx512;
-    if (qat__conv_avx2_fits(d)) return qat__col2im_add_avx2;
-#endif
-    (void)d;
-    return NULL;
 }
 
 /* A 1x1 convolution with stride 1 and no padding: each sample's input is
@@ -213,7 +200,7 @@ static bool pointwise(const conv_dims *d) {
  * output gradient, colg its columns, wg [O, CKK] its weights; gwg and gxg
  * (NULL when not wanted) its weight and input gradients. */
 static void conv_bw_group(const conv_dims *d, const float *gyg, const float *colg, const float *wg, float *gwg,
-                          float *gxg, float *dcol, col2im_wide_fn wide, bool store) {
+                          float *gxg, float *dcol, bool wide, bool store) {
     int64_t OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW;
     if (gwg) /* dw [O, CKK] += dy · colᵀ */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)CKK, (int)OHW, 1.0f, gyg, (int)OHW,
@@ -229,10 +216,13 @@ static void conv_bw_group(const conv_dims *d, const float *gyg, const float *col
         for (int64_t i = 0; i < CKK * OHW; i++) gxg[i] += dcol[i];
         return;
     }
+#if QAT__CONV_AVX512
     if (wide) {
-        wide(d, dcol, gxg, store);
+        qat__col2im_add_avx512(d, dcol, gxg, store);
         return;
     }
+#endif
+    (void)wide, (void)store;
     qat__col2im_add(d, dcol, gxg);
 }
 
@@ -251,8 +241,7 @@ typedef struct {
     float *gx;        /* or NULL */
     float *dcol, *col; /* [workers][CKK·OHW] each, or NULL */
     void (*im2col)(const conv_dims *, const float *, float *);
-    col2im_wide_fn wide;
-    bool store, rebuild, zero_gx;
+    bool wide, store, rebuild, zero_gx;
 } conv_bw_job;
 
 static void conv_bw_task(void *u, int64_t chunk, int worker) {
@@ -299,8 +288,7 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     int64_t chunks = (d->N + DW_CHUNK - 1) / DW_CHUNK, workers = qat__workers(ctx), nw = G * d->O * CKK;
     const float *gy = node->out->grad; /* [N, G*O, OHW] */
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
-    bool store = false; /* store: gx is new, not zeroed */
-    col2im_wide_fn wide = col2im_wide_for(d); /* it can write a new gradient row by row */
+    bool store = false, wide = false; /* store: gx is new, not zeroed */
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     /* Working memory only this call reads: from the recycled blocks, and
      * given back at the end, so that a step's convolutions share it (the
@@ -313,6 +301,9 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     float *partial = gw ? qat__step_recycled(ctx, part_bytes) : NULL;
     if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && (!gw || !partial)) || (qat__wants_grad(x) && !gx))
         goto done;
+#if QAT__CONV_AVX512
+    wide = qat__conv_avx512_fits(d); /* it can write a new gradient row by row */
+#endif
     conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .w = w->data, .gy = gy, .partial = partial, .gx = gx,
                      .dcol = dcol, .col = col, .im2col = im2col_for(d), .wide = wide, .store = store,
                      .rebuild = rebuild, .zero_gx = gx && store && !wide && !pointwise(d)};

@@ -89,7 +89,6 @@ static bool dw_plan_init(qat_ctx *ctx, dw_plan *pl, const qat__conv_dims *d) {
     pl->add = qat__rows_add;
 #if QAT__CONV_AVX512
     if (qat__have_avx512f()) pl->copy = qat__rows_copy_avx512, pl->add = qat__rows_add_avx512;
-    else if (qat__have_avx2()) pl->copy = qat__rows_copy_avx2, pl->add = qat__rows_add_avx2;
 #endif
     pl->tap_off = qat__step_scratch(ctx, (size_t)(3 * KK) * sizeof(int64_t));
     if (!pl->tap_off) return false;
