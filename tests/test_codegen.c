@@ -241,8 +241,20 @@ enum { HK = 13, HO = 12 };
 /* input [13] -> linear [12] with per-channel weights (zero points 0, one
  * channel's 1 to check the subtraction), biases up to ±2^15 and one
  * multiplier per branch of MultiplyByQuantizedMultiplier. */
-static void linear_program(qat_qmodel *q, qat_qtensor *ts, qat_qop *op, int32_t *w, int32_t *b, float *bs, float *wsc,
-                           int32_t *wzp, int32_t *mult, int32_t *shift, qat_rng *rng) {
+typedef struct {
+    qat_qtensor ts[2];
+    qat_qop op;
+    qat_qmodel q;
+    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    float bs[HO], wsc[HO];
+} linear_fixture;
+
+static void linear_program(linear_fixture *f, qat_rng *rng) {
+    qat_qmodel *q = &f->q;
+    qat_qtensor *ts = f->ts;
+    qat_qop *op = &f->op;
+    int32_t *w = f->w, *b = f->b, *wzp = f->wzp, *mult = f->mult, *shift = f->shift;
+    float *bs = f->bs, *wsc = f->wsc;
     ts[0] = vec("input", HK, ap(0.05f, -7));
     ts[1] = vec("fc", HO, ap(0.1f, 5));
     for (int i = 0; i < HO * HK; i++) w[i] = (int32_t)(qat_rng_uniform(rng) * 254.0f) - 127;
@@ -270,19 +282,15 @@ static void test_requant_branches(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 3);
-    qat_qtensor ts[2];
-    qat_qop op;
-    qat_qmodel q;
-    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
-    float bs[HO], wsc[HO];
-    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "branches", NULL), QAT_OK);
+    linear_fixture f;
+    linear_program(&f, &rng);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f.q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f.q, dir, "branches", NULL), QAT_OK);
     enum { N = 200 };
     float x[N * HK], yf[N * HO];
     int32_t yq[N * HO];
     for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f; /* past both ends */
-    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    qat_engine *e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, N);
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
     int low = 0, high = 0, inside = 0;
@@ -305,34 +313,30 @@ static void test_packed_zero_points(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 7);
-    qat_qtensor ts[2];
-    qat_qop op;
-    qat_qmodel q;
-    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
-    float bs[HO], wsc[HO];
-    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
-    op.wq.bits = 4, op.wq.qmin = -8, op.wq.qmax = 7;
-    for (int i = 0; i < HO * HK; i++) w[i] = (int32_t)(qat_rng_uniform(&rng) * 15.0f) - 7; /* [-7, 7] */
-    w[3 * HK + 5] = -7, w[3 * HK + 6] = 7;                                                 /* minus 1: -8 and 6 */
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
+    linear_fixture f;
+    linear_program(&f, &rng);
+    f.op.wq.bits = 4, f.op.wq.qmin = -8, f.op.wq.qmax = 7;
+    for (int i = 0; i < HO * HK; i++) f.w[i] = (int32_t)(qat_rng_uniform(&rng) * 15.0f) - 7; /* [-7, 7] */
+    f.w[3 * HK + 5] = -7, f.w[3 * HK + 6] = 7;                                                 /* minus 1: -8 and 6 */
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f.q), QAT_OK);
     qat_codegen_source src;
     char msg[256];
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, "pz", &src, msg, sizeof msg), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&f.q, "pz", &src, msg, sizeof msg), QAT_OK);
     CU_ASSERT_EQUAL(src.info.weight_bytes, HO * 8 + 3 * 4 * HO);
     CU_ASSERT(strstr(src.text[1], "4 bits each, packed") != NULL);
     qat_codegen_source_free(&src);
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &q, dir, "pz", NULL), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f.q, dir, "pz", NULL), QAT_OK);
     enum { N = 200 };
     float x[N * HK], yf[N * HO];
     int32_t yq[N * HO];
     for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f;
-    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    qat_engine *e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, N);
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
     CU_ASSERT(run_generated("pz", x, N, HK, yq, yf, HO));
     qat_engine_free(e);
-    w[3 * HK + 5] = -8; /* -8 - 1 = -9: not 4 bits */
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, "pz", &src, msg, sizeof msg), QAT_OK);
+    f.w[3 * HK + 5] = -8; /* -8 - 1 = -9: not 4 bits */
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&f.q, "pz", &src, msg, sizeof msg), QAT_OK);
     CU_ASSERT_EQUAL(src.info.weight_bytes, HO * HK + 3 * 4 * HO);
     CU_ASSERT(strstr(src.text[1], "bits each, packed") == NULL);
     qat_codegen_source_free(&src);
@@ -490,32 +494,28 @@ static void test_refusals_name_the_op(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 3);
-    qat_qtensor ts[2];
-    qat_qop op;
-    qat_qmodel q;
-    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
-    float bs[HO], wsc[HO];
-    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    linear_fixture f;
+    linear_program(&f, &rng);
     /* not a C identifier */
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "my-model", NULL), QAT_ERR_ARG);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &f.q, dir, "my-model", NULL), QAT_ERR_ARG);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "\"my-model\" is not a C identifier") != NULL);
     qat_ctx_clear_error(ctx);
     /* a directory that does not exist */
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, "/nonexistent/qat-dir", "m", NULL), QAT_ERR_IO);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &f.q, "/nonexistent/qat-dir", "m", NULL), QAT_ERR_IO);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "/nonexistent/qat-dir/m.h: cannot create a file beside it: No such file") != NULL);
     qat_ctx_clear_error(ctx);
     /* asymmetric weights whose difference from the zero point leaves int8 */
-    wzp[5] = -100;
-    w[5 * HK] = 100;
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    f.wzp[5] = -100;
+    f.w[5 * HK] = 100;
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &f.q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "do not fit int8") != NULL);
     qat_ctx_clear_error(ctx);
-    wzp[5] = 0;
+    f.wzp[5] = 0;
     /* 16-bit activations: the runtime's plan refuses them, naming the op */
-    ts[1].q.bits = 16, ts[1].q.qmin = -32768, ts[1].q.qmax = 32767;
-    op.act_min = -32768, op.act_max = 32767;
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
+    f.ts[1].q.bits = 16, f.ts[1].q.qmin = -32768, f.ts[1].q.qmax = 32767;
+    f.op.act_min = -32768, f.op.act_max = 32767;
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &f.q, dir, "m", NULL), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0 (linear fc)") != NULL);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "i16") != NULL);
     qat_ctx_clear_error(ctx);
@@ -525,32 +525,32 @@ static void test_refusals_name_the_op(void) {
      * ragged): generated for a linear op (test_subchannel_linear checks
      * them against the engine); a convolution's are refused by name
      * (test_subchannel_conv_refused) */
-    ts[1].q.bits = 8, ts[1].q.qmin = -128, ts[1].q.qmax = 127;
-    op.act_min = -128, op.act_max = 127;
-    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &op.wq, 8, true, true, 2, (int64_t[]){HO, HK}, (int64_t[]){1, 4}, true),
+    f.ts[1].q.bits = 8, f.ts[1].q.qmin = -128, f.ts[1].q.qmax = 127;
+    f.op.act_min = -128, f.op.act_max = 127;
+    CU_ASSERT_EQUAL_FATAL(qat_qtype_init_blocks(ctx, &f.op.wq, 8, true, true, 2, (int64_t[]){HO, HK}, (int64_t[]){1, 4}, true),
                           QAT_OK);
     int32_t bm[HO * 4], bsh[HO * 4];
     for (int p = 0; p < HO * 4; p++) { /* s_in·s_w / s_acc = 16: multiplier 2^30, shift 5 */
-        op.wq.scale[p] = 0.01f;
+        f.op.wq.scale[p] = 0.01f;
         int sh;
         CU_ASSERT_EQUAL(qat_quantize_multiplier(16.0, &bm[p], &sh), QAT_OK);
         bsh[p] = sh;
     }
     for (int o = 0; o < HO; o++) {
-        bs[o] = 0.05f * 0.01f / 16.0f, b[o] /= 64;
-        CU_ASSERT_EQUAL(qat_quantize_multiplier((double)bs[o] / 0.1, &mult[o], &shift[o]), QAT_OK);
+        f.bs[o] = 0.05f * 0.01f / 16.0f, f.b[o] /= 64;
+        CU_ASSERT_EQUAL(qat_quantize_multiplier((double)f.bs[o] / 0.1, &f.mult[o], &f.shift[o]), QAT_OK);
     }
-    op.block_multiplier = bm, op.block_shift = bsh;
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &q), QAT_OK);
-    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, 4);
+    f.op.block_multiplier = bm, f.op.block_shift = bsh;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f.q), QAT_OK);
+    qat_engine *e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, 4);
     CU_ASSERT(e != NULL);
     qat_engine_free(e);
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, dir, "sub", NULL), QAT_OK);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &f.q, dir, "sub", NULL), QAT_OK);
     enum { N = 100 };
     float x[N * HK], yf[N * HO];
     int32_t yq[N * HO];
     for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f;
-    e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, N);
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
     if (have_cc()) CU_ASSERT(run_generated("sub", x, N, HK, yq, yf, HO));
@@ -605,15 +605,11 @@ static void test_cli_export_c(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 3);
-    qat_qtensor ts[2];
-    qat_qop op;
-    qat_qmodel q;
-    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
-    float bs[HO], wsc[HO];
-    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    linear_fixture f;
+    linear_program(&f, &rng);
     char path[512], cmd[2048], out[600];
     snprintf(path, sizeof path, "%s/cli.qat.h5", dir);
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &f.q, path), QAT_OK);
     snprintf(out, sizeof out, "%s/cli-json.txt", dir);
     snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' --c '%s' --name cli_model --json > '%s' 2>/dev/null", bin, path,
              dir, out);
@@ -665,17 +661,13 @@ static void test_op_name_with_code_is_refused(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 3);
-    qat_qtensor ts[2];
-    qat_qop op;
-    qat_qmodel q;
-    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
-    float bs[HO], wsc[HO];
-    linear_program(&q, ts, &op, w, b, bs, wsc, wzp, mult, shift, &rng);
+    linear_fixture f;
+    linear_program(&f, &rng);
     char path[512], outdir[512], cmd[4096];
     snprintf(path, sizeof path, "%s/evil.qat.h5", dir);
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &f.q, path), QAT_OK);
     for (int k = 0; k < 2; k++) { /* the op's name, then the tensor's */
-        CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &q, path), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &f.q, path), QAT_OK);
         H5E_BEGIN_TRY {
             hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
             const char *group = k == 0 ? "ops/0" : "tensors/1";
@@ -702,11 +694,11 @@ static void test_op_name_with_code_is_refused(void) {
         CU_ASSERT_EQUAL(system(cmd), 0);
     }
     /* in memory, past the loader: the generator checks the names itself */
-    snprintf(op.name, sizeof op.name, "%.31s", evil);
+    snprintf(f.op.name, sizeof f.op.name, "%.31s", evil);
     snprintf(outdir, sizeof outdir, "%s/evil-mem", dir);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", outdir);
     CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
-    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &q, outdir, "evil", NULL), QAT_ERR_FORMAT);
+    CU_ASSERT_EQUAL(qat_codegen_c(ctx, &f.q, outdir, "evil", NULL), QAT_ERR_FORMAT);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "op 0: bad name") != NULL);
     snprintf(cmd, sizeof cmd, "[ -z \"$(ls -A '%s')\" ]", outdir);
     CU_ASSERT_EQUAL(system(cmd), 0);
