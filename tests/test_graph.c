@@ -152,6 +152,38 @@ static void test_prepare_layer_whole_and_transactional(void) {
     qat_ctx_free(ctx);
 }
 
+/* Re-configuring only a layer's weights keeps its group's activation
+ * quantizer and the range it observed (a sensitivity measurement changes
+ * the weights alone); another activation configuration starts afresh. */
+static void test_prepare_layer_keeps_activation_range(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_mlp(m);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    qat_prepare_config c = qat_prepare_defaults();
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, 4);
+    qat_model_train(m, true);
+    warm_up(m, 1, (int64_t[]){784}, 3, &rng);
+    int fc1 = qat_model_find_layer(m, "fc1"), relu1 = qat_model_find_layer(m, "relu1");
+    const qat__act_quant *aq = m->layers[relu1].aq;
+    CU_ASSERT_FATAL(aq != NULL && aq->obs.updates == 3);
+    qat_act_quant_info before, after;
+    CU_ASSERT_FATAL(qat_model_act_quant(m, relu1, &before));
+    qat_prepare_config four = c;
+    four.wbits = 4;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "fc1", &four), QAT_OK);
+    CU_ASSERT(m->layers[relu1].aq == aq && m->layers[fc1].wq->bits == 4);
+    CU_ASSERT_FATAL(qat_model_act_quant(m, relu1, &after));
+    CU_ASSERT(after.updates == 3 && after.min == before.min && after.max == before.max && after.scale == before.scale);
+    qat_prepare_config six = four;
+    six.abits = 6;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare_layer(m, "fc1", &six), QAT_OK);
+    CU_ASSERT(m->layers[relu1].aq != aq && m->layers[relu1].aq->obs.updates == 0 && m->layers[relu1].aq->q.bits == 6);
+    qat_ctx_free(ctx);
+}
+
 /* Exporting every epoch does not grow the model's memory. */
 static void test_export_does_not_grow_memory(void) {
     qat_ctx *ctx = qat_ctx_new();
@@ -1062,6 +1094,7 @@ int main(int argc, char **argv) {
         {"building: errors name the layer; a declared input shape is checked", test_build_errors_name_the_layer},
         {"the fusion matcher on branches", test_matcher_on_branches},
         {"prepare_layer: whole configurations, all or nothing (LSQ too)", test_prepare_layer_whole_and_transactional},
+        {"prepare_layer: new weight bits keep the activation's observed range", test_prepare_layer_keeps_activation_range},
         {"exporting every epoch does not grow memory", test_export_does_not_grow_memory},
         {"a custom op trains, gradchecks, and lowering refuses it by name", test_custom_layer_trains_and_is_refused_by_lowering},
         {"model files: errors name the line and the field", test_model_file_errors_name_line_and_field},

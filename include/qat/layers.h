@@ -353,7 +353,11 @@ QAT_API qat_status qat_prepare(qat_model *m, const qat_prepare_config *cfg);
 /* Re-configures one layer's quantizers — its weights' and its group's
  * activation point's — with its own configuration (every field honoured,
  * fold_bn and ste included). All or nothing: on error the model is as it
- * was. The activation observer starts afresh. */
+ * was. The activation quantizer starts afresh when its configuration
+ * (abits, io_bits, symmetry, observer, window, k, ste) or its place
+ * changes; otherwise it keeps its observed range, so re-configuring only
+ * a layer's weights (its bits, its granularity) measures their effect
+ * alone. */
 QAT_API qat_status qat_prepare_layer(qat_model *m, const char *layer, const qat_prepare_config *cfg);
 QAT_API bool qat_model_prepared(const qat_model *m);
 

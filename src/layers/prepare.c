@@ -166,6 +166,13 @@ static qat_status check_keep(qat_model *m, const qat__layer *l) {
                         "the divisor, the integer rule only the input's positions", l->name, l->ph, l->pw);
 }
 
+/* Do two configurations quantize a group's output alike (bits, symmetry,
+ * observer and its parameters, gradient rule)? */
+static bool same_activation(const qat_prepare_config *a, const qat_prepare_config *b) {
+    return a->abits == b->abits && a->io_bits == b->io_bits && a->a_symmetric == b->a_symmetric &&
+           a->aobs == b->aobs && a->window == b->window && a->k == b->k && a->ste == b->ste;
+}
+
 /* Quantizers for layer id (an anchor of a requantizing group) under
  * configuration c: its weight type (Linear/Conv), its BatchNorm folding,
  * its group's activation quantizer. Everything that can fail happens
@@ -187,7 +194,12 @@ static qat_status quantize_layer(qat_model *m, int id, const qat_prepare_config 
      * of its own (its forward finds its input's: forward.c) */
     bool keep = qat__op(l->kind)->averages && c->pool_keeps_scale;
     if (keep && (st = check_keep(m, l)) != QAT_OK) return st;
-    qat__act_quant *aq = keep ? NULL : new_act_quant(m, c, act_bits(m, g.end, c));
+    /* the same activation configuration at the same place keeps its
+     * observer: re-configuring a layer's weights leaves its range as it is */
+    qat__act_quant *prev = m->layers[old.end].aq;
+    bool same = !keep && prev && old.end == g.end && l->qcfg && same_activation(l->qcfg, c) &&
+                prev->q.bits == act_bits(m, g.end, c);
+    qat__act_quant *aq = keep ? NULL : same ? prev : new_act_quant(m, c, act_bits(m, g.end, c));
     if (!keep && !aq) return qat_ctx_status(ctx);
     bool had_lsq = l->wscale != NULL;
     if (product && (c->lsq || had_lsq) && (st = relayout_lsq(m, id, wq, c->lsq)) != QAT_OK) return st;
