@@ -197,6 +197,43 @@ static bool same_norm(const qat_normalization *a, const qat_normalization *b) {
            !memcmp(a->std, b->std, (size_t)a->channels * sizeof(float));
 }
 
+/* A warm start (qat_checkpoint_load_weights) takes a W4 LSQ checkpoint's
+ * parameters and normalization into a float model of the same layers and
+ * into one prepared at 8 bits; a model of other shapes is refused and
+ * keeps its parameters. */
+static void test_warm_start_weights(void) {
+    char path[512];
+    path_of(path, sizeof path, "warm.h5");
+    qat_normalization n = test_norm(1);
+    run a;
+    run_init(&a, 16);
+    CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(a.m, &n), QAT_OK);
+    for (int i = 0; i < 3; i++) step(&a);
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, path), QAT_OK);
+    for (int prep = 0; prep < 2; prep++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_model *m = qat_model_new(ctx);
+        qat_model_add_linear(m, NULL, IN, 16, true);
+        qat_model_add_relu(m);
+        qat_model_add_dropout(m, 0.2f);
+        qat_model_add_linear(m, NULL, 16, 4, true);
+        CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 99), QAT_OK);
+        if (prep) CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+        CU_ASSERT(memcmp(m->params, a.m->params, (size_t)a.m->n_params * sizeof(float)) != 0);
+        CU_ASSERT_EQUAL_FATAL(qat_checkpoint_load_weights(m, path), QAT_OK);
+        CU_ASSERT_EQUAL(memcmp(m->params, a.m->params, (size_t)a.m->n_params * sizeof(float)), 0);
+        CU_ASSERT(same_norm(qat_model_normalization(m), &n));
+        qat_ctx_free(ctx);
+    }
+    run other;
+    run_init(&other, 12);
+    float first = other.m->params[0];
+    CU_ASSERT_EQUAL(qat_checkpoint_load_weights(other.m, path), QAT_ERR_SHAPE);
+    CU_ASSERT(other.m->params[0] == first);
+    qat_ctx_free(other.ctx);
+    qat_ctx_free(a.ctx);
+}
+
 /* A checkpoint stores the model's normalization; qat_checkpoint_load
  * puts it on the model it loads into (resume continues bit-identically
  * on raw inputs), qat_checkpoint_model rebuilds it; a checkpoint without
@@ -464,6 +501,7 @@ int main(int argc, char **argv) {
         {"damaged, truncated, wrong-version, other-model files are refused", test_bad_files_are_refused},
         {"saving is atomic and leaves no temporary file", test_saving_is_atomic},
         {"the normalization: stored, loaded, rebuilt; none for older files", test_normalization_round_trip},
+        {"a warm start takes the weights and normalization, whatever the precision", test_warm_start_weights},
         {"a hostile normalization is refused, naming the field", test_normalization_hostile},
         {"pool_keeps_scale: recorded, rebuilt with per-layer overrides; older lists read as off", test_pool_keeps_scale_round_trip},
         {NULL, NULL},

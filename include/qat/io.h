@@ -47,6 +47,13 @@ QAT_API qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const
 QAT_API qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt,
                                        qat_train_state *ts, const char *path);
 
+/* A warm start: the parameters, buffers (BatchNorm's running statistics)
+ * and input normalization of a training checkpoint into a built model
+ * of the same layers and shapes, prepared or not, whatever the precision
+ * it was trained at; quantizers, optimizer and loop are not read. On
+ * failure the parameters are as they were. */
+QAT_API qat_status qat_checkpoint_load_weights(qat_model *m, const char *path);
+
 /* Reads only the loop position and whether the model was prepared for QAT,
  * so a caller can rebuild the model the same way before qat_checkpoint_load. */
 QAT_API qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, int64_t *epoch,

@@ -175,6 +175,9 @@ typedef struct {
     const char *best_out;        /* the best epoch's checkpoint */
     int64_t save_every;          /* also write out every N steps (0: never) */
     const char *resume;          /* continue from this checkpoint */
+    const char *init;            /* a fresh run that starts from this checkpoint's parameters, buffers and
+                                    normalization (qat_checkpoint_load_weights: a fine-tune, e.g. QAT of a
+                                    float model or of another precision); norm_mode is then not used */
     int64_t stop_after;          /* stop after this many steps in all (0: never), writing out */
     const char *config;          /* the caller's record of the run's options, saved in every checkpoint */
     /* processes (NULL: one) */

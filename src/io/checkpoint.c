@@ -321,6 +321,37 @@ qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *qopt, qa
     return r.ok ? QAT_OK : qat_ctx_status(ctx);
 }
 
+/* Parameters, buffers and normalization only: what a warm start takes. */
+static void read_weights(qat__h5r *r, qat_model *m) {
+    get_tensors(r, "params", m->param_list, m->n_param_tensors, false);
+    if (m->n_buffer_tensors) get_tensors(r, "buffers", m->buffer_list, m->n_buffer_tensors, true);
+    qat_normalization *norm = r->ok ? malloc(sizeof *norm) : NULL;
+    if (r->ok && !norm) qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory for the normalization");
+    if (!norm) return;
+    qat__arch_read_norm(r, m, norm);
+    if (r->ok && qat_model_set_normalization(m, norm) != QAT_OK) qat__h5r_adopt(r, "");
+    free(norm);
+}
+
+qat_status qat_checkpoint_load_weights(qat_model *m, const char *path) {
+    if (!m) return QAT_ERR_ARG;
+    qat_ctx *ctx = m->ctx;
+    if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
+    size_t n = qat_model_n_params(m) * sizeof(float);
+    float *keep = malloc(n ? n : 1); /* all or nothing: a file that fails part way leaves the model as it was */
+    if (!keep) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "checkpoint: out of memory");
+    memcpy(keep, qat_model_params(m), n);
+    qat__h5r r = {ctx, path, -1, true};
+    H5E_BEGIN_TRY {
+        if (open_checked(&r)) read_weights(&r, m);
+        if (r.file >= 0) H5Fclose(r.file);
+    }
+    H5E_END_TRY;
+    if (!r.ok) memcpy(qat_model_params(m), keep, n);
+    free(keep);
+    return r.ok ? QAT_OK : qat_ctx_status(ctx);
+}
+
 qat_status qat_checkpoint_info(qat_ctx *ctx, const char *path, int64_t *step, int64_t *epoch, bool *prepared) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !step || !epoch || !prepared) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: NULL argument");

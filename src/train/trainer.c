@@ -543,7 +543,9 @@ qat_status qat_trainer_run(qat_trainer *t) {
     int64_t start_s = 0;
     qat_status st = QAT_OK;
     if (c->resume) st = resume(t, &first_epoch, &start_s);
-    else if (c->norm_mode != QAT_NORM_NONE) {
+    else if (c->init) {
+        if ((st = qat_checkpoint_load_weights(t->m, c->init)) == QAT_OK) say(t, "started from the weights of %s", c->init);
+    } else if (c->norm_mode != QAT_NORM_NONE) {
         qat_normalization nm;
         if (c->norm_mode == QAT_NORM_GIVEN) nm = c->norm;
         else st = normalization_from_data(t, &nm);

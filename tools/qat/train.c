@@ -342,7 +342,7 @@ static void configure(run *r, qat_train_config *c) {
                                .noise = (float)o->aug_noise};
     c->metric = o->metric, c->patience = (int)o->patience;
     c->out = o->out, c->best_out = o->best_out, c->save_every = o->save_every, c->resume = o->resume;
-    c->stop_after = o->stop_after, c->config = r->config;
+    c->stop_after = o->stop_after, c->config = r->config, c->init = o->init;
     c->dist = r->d->size > 1 ? &r->td : NULL;
     c->on_step = on_step, c->on_epoch = on_epoch, c->on_message = on_message, c->user = r;
     c->stop = &stop_requested;
@@ -358,6 +358,7 @@ static int train(run *r) {
     const char *outs[3][2] = {{"--out", o->out}, {"--best-out", o->best_out}, {"--log", o->log}};
     for (int i = 0; i < 3; i++) {
         if (cli_same_file(outs[i][1], o->data.path) || (i > 0 && cli_same_file(outs[i][1], o->resume)) ||
+            cli_same_file(outs[i][1], o->init) ||
             (train_opts_model_is_file(o) && cli_same_file(outs[i][1], o->model)))
             return cli_fail(PROG, o->json, EXIT_USAGE, "%s %s is one of this run's inputs: writing it would destroy it",
                             outs[i][0], outs[i][1]);

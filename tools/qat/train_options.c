@@ -92,6 +92,9 @@ static const char *const usage_parts[] = {
     "                              (another option that differs: exit 2). The same --epochs ends\n"
     "                              bit-identical to a run that never stopped\n"
     "  --stop-after N              stop after N steps in all, writing --out (split a long run)\n"
+    "  --init CKPT                 start from this checkpoint's weights, BatchNorm statistics and\n"
+    "                              normalization (a fine-tune: QAT of a float run, or at another\n"
+    "                              precision); quantizers, optimizer and schedule start afresh\n"
     "Output\n"
     "  --log FILE.csv              a metrics log (loss, lr, ranges, scales; per epoch the float,\n"
     "                              fake and integer metrics); qat plot draws it\n"
@@ -187,6 +190,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--metric")) ok = VAL() && (o->metric = v);
         else if (!strcmp(a, "--early-stop")) ok = VAL() && cli_int(P, a, v, 1, 100000, &o->patience);
         else if (!strcmp(a, "--resume")) ok = VAL() && (o->resume = v);
+        else if (!strcmp(a, "--init")) ok = VAL() && (o->init = v);
         else if (!strcmp(a, "--stop-after")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->stop_after);
         else if (!strcmp(a, "--save-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->save_every);
         else if (!strcmp(a, "--aug-crop")) ok = VAL() && cli_int(P, a, v, 0, QAT_AUGMENT_MAX_PAD, &o->aug_crop);
@@ -380,6 +384,7 @@ int train_parse(int argc, char **argv, train_opts *o) {
         return usage_error(o, "quantization options (--wbits, --abits, --granularity, --observer, ...) need --qat: "
                            "without it the run trains float");
     if (o->save_every && !o->out) return usage_error(o, "--save-every needs --out");
+    if (o->init && o->resume) return usage_error(o, "--init starts a new run from weights, --resume continues one: choose one");
     if (o->class_weights) {
         o->n_weights = number_list(o->class_weights, ',', o->weights, (int)(sizeof o->weights / sizeof *o->weights));
         if (o->n_weights < 1) return usage_error(o, "--class-weights \"%s\": want numbers separated by commas", o->class_weights);
@@ -485,6 +490,7 @@ void train_config_text(const train_opts *o, const char *model, uint32_t model_cr
     boolean(&t, "channels_last", o->data.channels_last);
     boolean(&t, "allow_nonfinite", o->data.allow_nonfinite);
     str(&t, "normalize", o->normalize ? o->normalize : "auto");
+    if (o->init) str(&t, "init", o->init); /* only when given: older records unchanged */
     num(&t, "label_smoothing", o->label_smoothing);
     if (o->class_weights) str(&t, "class_weights", o->class_weights);
     else null(&t, "class_weights");

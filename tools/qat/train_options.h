@@ -22,6 +22,7 @@ typedef struct {
     bool qat, lsq, ragged_blocks;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
     const char *granularity, *block_scales, *observer, *out, *best_out, *resume, *metric, *normalize, *class_weights;
+    const char *init; /* --init: a fresh run from this checkpoint's weights */
     const char *target; /* --target: the deployment target whose integer rules QAT follows (default, tflite) */
     long save_every, stop_after, patience;
     const char *log;
