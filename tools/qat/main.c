@@ -19,6 +19,8 @@ static const char *const usage =
     "           task's metrics\n"
     "  summary  a model's layers or ops: parameters, MACs, quantization, memory\n"
     "  analyze  which quantization points cost accuracy (SQNR, clipping), ranked\n"
+    "  fit      choose each layer's weight bits to fit a device's flash and RAM, fine-tune,\n"
+    "           export the C and check it on the linked firmware\n"
     "  plot     draw a training log (train --log) as PNG pictures (gnuplot)\n"
     "  info     the instruction-set levels and BLAS kernels this machine runs, and a better\n"
     "           BLAS choice if there is one\n"
@@ -44,6 +46,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "summary")) return cmd_summary(argc - 1, argv + 1);
     if (!strcmp(argv[1], "analyze")) return cmd_analyze(argc - 1, argv + 1);
     if (!strcmp(argv[1], "plot")) return cmd_plot(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "fit")) return cmd_fit(argc - 1, argv + 1);
     fprintf(stderr, "qat: unknown command \"%s\" (qat --help lists the commands)\n", argv[1]);
     return EXIT_USAGE;
 }

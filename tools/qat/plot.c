@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "gnuplot.h"
 #include "metrics_log.h"
 #include "tools.h"
 
@@ -157,56 +158,6 @@ static void ranges_plot(FILE *s, const metrics_log_data *d, const char *dir) {
                    "'' using 1:3 with lines lc rgb '#1f77b4', '' using 1:2 with lines lc rgb '#1f77b4'\n", p);
     }
     fputs("unset multiplot\n", s);
-}
-
-/* ---- running gnuplot ------------------------------------------------------------------- */
-
-/* The gnuplot to run: $QAT_GNUPLOT, or "gnuplot" found on the PATH (as
- * `command -v gnuplot`); NULL if there is none. */
-static const char *find_gnuplot(char *buf, size_t len) {
-    const char *env = getenv("QAT_GNUPLOT");
-    if (env && *env) return access(env, X_OK) == 0 ? env : NULL;
-    const char *path = getenv("PATH");
-    for (const char *s = path ? path : "/usr/bin:/bin"; *s;) {
-        size_t n = strcspn(s, ":");
-        if ((size_t)snprintf(buf, len, "%.*s/gnuplot", (int)n, n ? s : ".") < len && access(buf, X_OK) == 0) return buf;
-        s += n + (s[n] == ':');
-    }
-    return NULL;
-}
-
-/* Sends the script down a pipe to gnuplot's standard input (no shell:
- * the program's name is taken as it is); 0 when gnuplot ran it and
- * exited 0. SIGPIPE is ignored while writing, so a gnuplot that dies
- * early is an error here, not the end of this process. */
-static int run_gnuplot(const char *gnuplot, const char *script, size_t len) {
-    int fd[2];
-    if (pipe(fd) != 0) return -1;
-    pid_t pid = fork();
-    if (pid < 0) return close(fd[0]), close(fd[1]), -1;
-    if (pid == 0) {
-        dup2(fd[0], 0);
-        close(fd[0]), close(fd[1]);
-        execl(gnuplot, gnuplot, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[0]);
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGPIPE, &ign, &old);
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd[1], script + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    close(fd[1]);
-    sigaction(SIGPIPE, &old, NULL);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return done == len && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 /* A PNG gnuplot wrote: a file that starts with the PNG signature. */

@@ -1,0 +1,556 @@
+/* qat fit: a weight width per layer chosen to fit a device's flash and
+ * RAM (qat/fit.h), fine-tuned, exported and checked on the linked
+ * firmware (fit_build.h). The training and the export are `qat train`
+ * and `qat export` themselves, run in this process with the arguments
+ * fit makes for them. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fit_build.h"
+#include "gnuplot.h"
+#include "progress.h"
+#include "qat/export.h"
+#include "qat/fit.h"
+#include "qat/infer.h"
+#include "qat/io.h"
+#include "tools.h"
+#include "train_options.h"
+
+#define PROG "qat"
+#define MAX_ARGS 256
+#define FRONT_CAP 64
+
+static const char *const fit_usage =
+    "usage: qat fit --model M --flash BYTES [--ram BYTES] [--data D] [--out DIR] [options]\n"
+    "               [qat train's options]\n"
+    "\n"
+    "Chooses the weight bits of each Linear and Conv layer so that the model's\n"
+    "generated C fits a device, fine-tunes that choice, exports it and checks it on\n"
+    "the linked firmware (docs/fit.md):\n"
+    "  1. trains the model with fake quantization (qat train --qat and the train\n"
+    "     options given here, by default W8A8), or starts from --checkpoint;\n"
+    "  2. measures every layer alone at every --bits width: the loss on the\n"
+    "     calibration samples (the val split, else the first --calib training\n"
+    "     samples) and the generated C's constant bytes and arena;\n"
+    "  3. chooses the widths of least summed loss increase whose constants fit\n"
+    "     --flash and whose arena and stack fit --ram (an exact knapsack), and\n"
+    "     measures the Pareto front of flash against calibration accuracy;\n"
+    "  4. fine-tunes the choice from the trained weights (--ft-epochs) and exports\n"
+    "     it: DIR/fit.qnet, DIR/fit.ckpt.h5, DIR/fit.qat.h5 and DIR/c/NAME.{h,c};\n"
+    "  5. compiles and links DIR/c/NAME.c for --core with the Arm toolchain and\n"
+    "     checks the linked binary: .rodata <= --flash; writable sections plus\n"
+    "     the deepest call chain's stack <= --ram. Exit 0 only when it fits.\n"
+    "It writes DIR/layers.csv (every layer at every width), DIR/front.csv and\n"
+    "DIR/front.png (gnuplot, when installed).\n"
+    "\n"
+    "  --flash BYTES       the model's constants in flash: weights, biases,\n"
+    "                      multipliers (a K suffix: KiB)\n"
+    "  --ram BYTES         the arena plus the stack (default: no limit)\n"
+    "  --bits LIST         candidate weight widths, ascending in 2..8 (default 2,4,8)\n"
+    "  --out DIR           the outputs (default fit-out; made if missing)\n"
+    "  --name NAME         the generated C's prefix (default model)\n"
+    "  --checkpoint CKPT   a QAT training checkpoint of the model to start from\n"
+    "                      instead of step 1\n"
+    "  --calib N           calibration samples without a val split (default 2000)\n"
+    "  --ft-epochs N       fine-tuning epochs (default 2)\n"
+    "  --front N           points of the front measured (default 12)\n"
+    "  --core CORE         cortex-m4 (default), cortex-m0plus, cortex-m3, cortex-m7,\n"
+    "                      cortex-m33\n"
+    "  --cc PROGRAM        the cross compiler (default arm-none-eabi-gcc)\n"
+    "  --no-link           no toolchain: stop after the export (the budgets are then\n"
+    "                      only predicted, and the command says so)\n"
+    "  --json              a JSON summary as the last line of stdout\n"
+    "  --help              this text\n"
+    "Every other option is qat train's (qat train --help): the data, the\n"
+    "epochs, batch, learning rate, seed, limits, --abits, --granularity, ...\n"
+    "Not taken: --out of train (fit's --out is a folder), --resume, --init,\n"
+    "--best-out, --save-every, --stop-after, --log, --lsq.\n";
+
+typedef struct {
+    int64_t flash, ram;
+    int bits[QAT_FIT_MAX_CHOICES], n_bits;
+    const char *out, *name, *checkpoint, *core, *cc;
+    long calib, ft_epochs, front;
+    bool no_link, json;
+    /* qat train's options, with --qat */
+    char *rest[MAX_ARGS];
+    int n_rest;
+    train_opts train;
+} fit_opts;
+
+/* ---- options ---------------------------------------------------------------------------------- */
+
+static bool parse_bytes(const char *v, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || n < 1) return false;
+    if (!strcmp(end, "K") || !strcmp(end, "KiB")) n *= 1024;
+    else if (*end) return false;
+    *out = n;
+    return n <= (1LL << 40);
+}
+
+static int parse_bits(const char *v, fit_opts *o) {
+    o->n_bits = 0;
+    for (const char *s = v; *s;) {
+        long b;
+        char num[8];
+        size_t n = strcspn(s, ",");
+        if (n == 0 || n >= sizeof num || o->n_bits == QAT_FIT_MAX_CHOICES) return -1;
+        memcpy(num, s, n), num[n] = '\0';
+        if (!cli_parse_long(num, 2, 8, &b) || (o->n_bits && b <= o->bits[o->n_bits - 1])) return -1;
+        o->bits[o->n_bits++] = (int)b;
+        s += n + (s[n] == ',');
+    }
+    return o->n_bits ? 0 : -1;
+}
+
+static const char *const refused[] = {"--resume", "--init", "--best-out", "--save-every", "--stop-after", "--log",
+                                      "--lsq", "--rank-checkpoints", NULL};
+
+static int fit_parse(int argc, char **argv, fit_opts *o) {
+    *o = (fit_opts){.out = "fit-out", .name = "model", .core = "cortex-m4", .cc = "arm-none-eabi-gcc", .calib = 2000,
+                    .ft_epochs = 2, .front = 12, .n_bits = 3, .bits = {2, 4, 8}};
+    o->rest[o->n_rest++] = "train";
+    bool qat = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+#define VAL() (v = cli_value(PROG, argc, argv, &i))
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(fit_usage, stdout), -1;
+        else if (!strcmp(a, "--flash")) {
+            if (!VAL()) return EXIT_USAGE;
+            if (!parse_bytes(v, &o->flash)) return cli_usage_fail(PROG, false, fit_usage, "--flash \"%s\": bytes (e.g. 30000 or 64K)", v);
+        } else if (!strcmp(a, "--ram")) {
+            if (!VAL()) return EXIT_USAGE;
+            if (!parse_bytes(v, &o->ram)) return cli_usage_fail(PROG, false, fit_usage, "--ram \"%s\": bytes (e.g. 4096 or 20K)", v);
+        } else if (!strcmp(a, "--bits")) {
+            if (!VAL()) return EXIT_USAGE;
+            if (parse_bits(v, o)) return cli_usage_fail(PROG, false, fit_usage, "--bits \"%s\": up to %d widths in 2..8, "
+                                                        "ascending, separated by commas", v, QAT_FIT_MAX_CHOICES);
+        } else if (!strcmp(a, "--out")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->out = v;
+        } else if (!strcmp(a, "--name")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->name = v;
+        } else if (!strcmp(a, "--checkpoint")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->checkpoint = v;
+        } else if (!strcmp(a, "--core")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->core = v;
+            if (cli_choice(v, fit_cores) < 0) {
+                char list[128];
+                return cli_usage_fail(PROG, false, fit_usage, "--core \"%s\": one of %s", v,
+                                      cli_choice_list(fit_cores, list, sizeof list));
+            }
+        } else if (!strcmp(a, "--cc")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->cc = v;
+        } else if (!strcmp(a, "--calib")) {
+            if (!VAL() || !cli_int(PROG, a, v, 1, 1L << 30, &o->calib)) return EXIT_USAGE;
+        } else if (!strcmp(a, "--ft-epochs")) {
+            if (!VAL() || !cli_int(PROG, a, v, 1, 1000, &o->ft_epochs)) return EXIT_USAGE;
+        } else if (!strcmp(a, "--front")) {
+            if (!VAL() || !cli_int(PROG, a, v, 2, FRONT_CAP, &o->front)) return EXIT_USAGE;
+        } else if (!strcmp(a, "--no-link")) o->no_link = true;
+        else if (!strcmp(a, "--json")) o->json = true;
+        else if (cli_choice(a, refused) >= 0) {
+            return cli_usage_fail(PROG, false, fit_usage, "%s is not an option of qat fit (it runs the training "
+                                  "itself: see the list at the end of qat fit --help)", a);
+        } else {
+            if (o->n_rest >= MAX_ARGS - 16) return cli_usage_fail(PROG, false, fit_usage, "too many options");
+            if (!strcmp(a, "--qat")) qat = true;
+            o->rest[o->n_rest++] = argv[i];
+        }
+#undef VAL
+    }
+    if (!qat) o->rest[o->n_rest++] = "--qat";
+    if (!o->flash) return cli_usage_fail(PROG, o->json, fit_usage, "--flash BYTES is required (the constants' budget)");
+    if (strlen(o->name) > QAT_CODEGEN_MAX_NAME)
+        return cli_usage_fail(PROG, o->json, fit_usage, "--name %s: at most %d characters", o->name, QAT_CODEGEN_MAX_NAME);
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"))
+        return cli_fail(PROG, o->json, EXIT_USAGE, "qat fit runs in one process (not under mpirun)");
+    int rc = train_parse(o->n_rest, o->rest, &o->train); /* the train options, checked before anything runs */
+    if (rc < 0) return -1;
+    if (rc) return rc;
+    if (o->train.out) return cli_usage_fail(PROG, o->json, fit_usage, "--out is fit's folder; give it once");
+    return 0;
+}
+
+/* ---- the run ----------------------------------------------------------------------------------- */
+
+typedef struct {
+    fit_opts *o;
+    qat_ctx *ctx;
+    qat_dataset *data;
+    qat_model *m;              /* the trained model, rebuilt from its checkpoint */
+    qat_task task;
+    qat_fit_data calib;
+    qat_fit_table t;
+    int *choice;
+    qat_fit_result chosen;
+    char base[4200], qnet[4200], ckpt[4200], qfile[4200], cdir[4200];
+    progress bar;
+    int64_t calib_n;
+} fit_run;
+
+static int fail(const fit_run *r) {
+    return cli_fail(PROG, r->o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
+}
+
+static void path_in(char *buf, size_t len, const char *dir, const char *file) { snprintf(buf, len, "%s/%s", dir, file); }
+
+/* DIR: made when missing (its parent must exist), a writable folder. */
+static int check_out_dir(const fit_opts *o) {
+    struct stat st;
+    if (stat(o->out, &st) != 0 && (errno != ENOENT || mkdir(o->out, 0755) != 0))
+        return cli_fail(PROG, o->json, 1, "--out %s: cannot make it: %s", o->out, strerror(errno));
+    if (stat(o->out, &st) != 0 || !S_ISDIR(st.st_mode)) return cli_fail(PROG, o->json, 1, "--out %s: not a folder", o->out);
+    if (access(o->out, W_OK) != 0) return cli_fail(PROG, o->json, 1, "--out %s: cannot write in it: %s", o->out, strerror(errno));
+    return 0;
+}
+
+/* Runs `qat train` with the fit's train options and the given extra ones
+ * (which replace --model and --epochs when given). */
+static int train_with(fit_run *r, const char *const *extra, int n_extra, bool replace_model) {
+    char *args[MAX_ARGS];
+    int n = 0;
+    const fit_opts *o = r->o;
+    for (int i = 0; i < o->n_rest; i++) {
+        const char *a = o->rest[i];
+        bool model = !strcmp(a, "--model") || !strcmp(a, "--model-file");
+        bool epochs = !strcmp(a, "--epochs") || !strcmp(a, "--float-epochs");
+        if (((model && replace_model) || (epochs && replace_model)) && i + 1 < o->n_rest) {
+            i++;
+            continue;
+        }
+        args[n++] = o->rest[i];
+    }
+    for (int i = 0; i < n_extra; i++) args[n++] = (char *)extra[i];
+    args[n] = NULL;
+    int rc = cmd_train(n, args);
+    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL); /* train's handlers end with it */
+    return rc;
+}
+
+static void on_measure(void *user, int done, int total) {
+    fit_run *r = user;
+    (void)total;
+    progress_update(&r->bar, (int64_t)done * r->calib_n, NULL);
+}
+
+/* The model as trained, the data, the calibration split. */
+static int load(fit_run *r) {
+    const fit_opts *o = r->o;
+    if (qat_checkpoint_model(r->ctx, r->base, &r->m, NULL, 0) != QAT_OK) return fail(r);
+    if (data_arg_open(&o->train.data, PROG, o->train.seed, 0, r->ctx, &r->data) != QAT_OK) return fail(r);
+    const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
+    qat_task_kind k = !o->train.task ? (ti->target == QAT_TARGET_CLASS ? QAT_TASK_CLASSIFY
+                                        : ti->target == QAT_TARGET_VALUES ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER)
+                      : !strcmp(o->train.task, "classify") ? QAT_TASK_CLASSIFY
+                      : !strcmp(o->train.task, "regress") ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER;
+    r->task = (qat_task){.kind = k};
+    const qat_split_info *vi = qat_dataset_info(r->data, QAT_SPLIT_VAL);
+    r->calib = vi ? (qat_fit_data){r->data, QAT_SPLIT_VAL, 0, &r->task}
+                  : (qat_fit_data){r->data, QAT_SPLIT_TRAIN, o->calib, &r->task};
+    r->calib_n = vi ? vi->n : o->calib < ti->n ? o->calib : ti->n;
+    fprintf(stderr, "%s: calibration: %lld samples of the %s split\n", PROG, (long long)r->calib_n,
+            vi ? "val" : "train");
+    return 0;
+}
+
+static const char *metric_name(const fit_run *r) { return r->task.kind == QAT_TASK_CLASSIFY ? "accuracy" : "mse"; }
+static double shown(const fit_run *r, double v) { return r->task.kind == QAT_TASK_CLASSIFY ? 100 * v : v; }
+
+/* The per-layer table: on stderr, and every measurement in DIR/layers.csv. */
+static int print_table(fit_run *r) {
+    const qat_fit_table *t = &r->t;
+    char path[4200];
+    path_in(path, sizeof path, r->o->out, "layers.csv");
+    FILE *f = fopen(path, "w");
+    if (!f) return cli_fail(PROG, r->o->json, 1, "%s: %s", path, strerror(errno));
+    fprintf(f, "layer,weights,bits,constants_bytes,arena_bytes,calib_loss,loss_increase,calib_%s,chosen\n", metric_name(r));
+    fprintf(stderr, "\n%-12s %9s %5s %12s %14s %10s   (each layer alone; calibration %s as trained %.2f%s)\n", "layer",
+            "weights", "bits", "Δconstants", "Δloss", metric_name(r), metric_name(r), shown(r, t->metric),
+            r->task.kind == QAT_TASK_CLASSIFY ? " %" : "");
+    for (int i = 0; i < t->n_layers; i++) {
+        const qat_fit_layer *l = &t->layers[i];
+        for (int k = 0; k < l->n; k++) {
+            bool pick = r->choice[i] == k;
+            fprintf(f, "%s,%lld,%d,%lld,%lld,%.6f,%.6f,%.6f,%d\n", l->name, (long long)l->weights, l->bits[k],
+                    (long long)l->flash[k], (long long)l->arena[k], l->loss[k], l->loss[k] - t->loss, l->metric[k], pick);
+            fprintf(stderr, "%-12s %9lld %5d %+12lld %+14.5f %10.2f %s\n", k ? "" : l->name, (long long)l->weights,
+                    l->bits[k], (long long)(l->flash[k] - t->flash), l->loss[k] - t->loss, shown(r, l->metric[k]),
+                    pick ? "<- chosen" : "");
+        }
+    }
+    return fclose(f) ? cli_fail(PROG, r->o->json, 1, "%s: cannot write it", path) : 0;
+}
+
+/* The front, each point measured (fake-quantized, calibration split),
+ * with the uniform widths beside it: stderr, DIR/front.csv, the plot. */
+static int front(fit_run *r, int64_t arena) {
+    const qat_fit_table *t = &r->t;
+    int n = t->n_layers, cap = (int)r->o->front;
+    int *choices = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * (size_t)n * sizeof(int));
+    qat_fit_result *p = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * sizeof *p);
+    double *metric = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * sizeof *metric);
+    if (!choices || !p || !metric) return fail(r);
+    int np = qat_fit_front(t, arena, r->ctx, cap, choices, p);
+    if (np < 0) return fail(r);
+    int nu = 0; /* the uniform configurations: every layer at candidate k */
+    for (int k = 0; k < r->o->n_bits; k++, nu++) {
+        int *c = choices + (size_t)(np + nu) * (size_t)n;
+        for (int i = 0; i < n; i++) c[i] = k;
+        p[np + nu] = qat_fit_predict(t, c);
+    }
+    progress_start(&r->bar, "front", (int64_t)(np + nu) * r->calib_n);
+    for (int k = 0; k < np + nu; k++) {
+        qat_metrics mt;
+        if (qat_fit_apply(r->m, t, choices + (size_t)k * (size_t)n) != QAT_OK ||
+            qat_model_evaluate(r->m, r->calib.data, r->calib.split, r->calib.limit, &r->task, NULL, &mt) != QAT_OK)
+            return fail(r);
+        metric[k] = qat_metrics_get(&mt, metric_name(r), NULL);
+        qat_metrics_free(&mt);
+        progress_update(&r->bar, (int64_t)(k + 1) * r->calib_n, NULL);
+    }
+    progress_end(&r->bar, NULL);
+    if (qat_fit_apply(r->m, t, NULL) != QAT_OK) return fail(r);
+    char path[4200];
+    path_in(path, sizeof path, r->o->out, "front.csv");
+    FILE *f = fopen(path, "w");
+    if (!f) return cli_fail(PROG, r->o->json, 1, "%s: %s", path, strerror(errno));
+    fprintf(f, "kind,constants_bytes,arena_bytes,predicted_loss_increase,calib_%s,bits\n", metric_name(r));
+    fprintf(stderr, "\nthe front (before fine-tuning; calibration split), and the uniform widths:\n%-8s %12s %14s %10s  %s\n",
+            "", "constants", "Δloss (sum)", metric_name(r), "bits per layer");
+    for (int k = 0; k < np + nu; k++) {
+        const int *c = choices + (size_t)k * (size_t)n;
+        char bits[512] = "";
+        size_t at = 0;
+        for (int i = 0; i < n && at < sizeof bits - 4; i++)
+            at += (size_t)snprintf(bits + at, sizeof bits - at, "%s%d", i ? " " : "", t->layers[i].bits[c[i]]);
+        bool is_chosen = !memcmp(c, r->choice, (size_t)n * sizeof *c);
+        const char *kind = k < np ? (is_chosen ? "chosen" : "front") : "uniform";
+        fprintf(f, "%s,%lld,%lld,%.6f,%.6f,%s\n", kind, (long long)p[k].flash, (long long)p[k].arena, p[k].sensitivity,
+                metric[k], bits);
+        fprintf(stderr, "%-8s %12lld %+14.5f %10.2f  %s%s\n", kind, (long long)p[k].flash, p[k].sensitivity,
+                shown(r, metric[k]), bits, p[k].flash <= r->o->flash ? "" : "  (over --flash)");
+    }
+    if (fclose(f)) return cli_fail(PROG, r->o->json, 1, "%s: cannot write it", path);
+    /* the picture: calibration metric against constants, the budget as a line */
+    char gp[4200], *script = NULL;
+    size_t len = 0;
+    FILE *s = open_memstream(&script, &len);
+    if (!s) return cli_fail(PROG, r->o->json, 1, "out of memory");
+    path_in(path, sizeof path, r->o->out, "front.png");
+    fprintf(s, "set terminal pngcairo size 900,600\nset output '%s'\nset datafile separator ','\n"
+            "set xlabel 'constants in flash (bytes)'\nset ylabel 'calibration %s%s'\nset key bottom right\nset grid\n"
+            "set arrow from %lld, graph 0 to %lld, graph 1 nohead dt 2 lc rgb 'red'\n"
+            "set label 'budget' at %lld, graph 0.95 offset 1,0 tc rgb 'red'\n",
+            path, metric_name(r), r->task.kind == QAT_TASK_CLASSIFY ? " (%)" : "", (long long)r->o->flash,
+            (long long)r->o->flash, (long long)r->o->flash);
+    fprintf(s, "plot '-' using 1:2 with linespoints pt 7 title 'front', '-' using 1:2 with points pt 5 ps 1.5 title "
+            "'uniform', '-' using 1:2 with points pt 9 ps 2.5 lc rgb 'red' title 'chosen'\n");
+    for (int pass = 0; pass < 3; pass++) {
+        for (int k = 0; k < np + nu; k++) {
+            bool is_chosen = k < np && !memcmp(choices + (size_t)k * (size_t)n, r->choice, (size_t)n * sizeof(int));
+            if ((pass == 0 && k < np) || (pass == 1 && k >= np) || (pass == 2 && is_chosen))
+                fprintf(s, "%lld,%.6f\n", (long long)p[k].flash, shown(r, metric[k]));
+        }
+        fprintf(s, "e\n");
+    }
+    fclose(s);
+    const char *g = find_gnuplot(gp, sizeof gp);
+    if (!g) fprintf(stderr, "%s: no gnuplot: %s not drawn (Debian: apt-get install gnuplot-nox)\n", PROG, path);
+    else if (run_gnuplot(g, script, len) != 0) fprintf(stderr, "%s: gnuplot failed: %s not drawn\n", PROG, path);
+    else fprintf(stderr, "%s: wrote %s\n", PROG, path);
+    free(script);
+    return 0;
+}
+
+/* DIR/fit.qnet: the model's text with the chosen widths as its layers' own. */
+static int write_qnet(fit_run *r) {
+    int64_t need = qat_model_to_text(r->m, NULL, 0);
+    char *text = need > 0 ? malloc((size_t)need + 1) : NULL;
+    if (!text || qat_model_to_text(r->m, text, (size_t)need + 1) != need) return free(text), fail(r);
+    qat_model *fresh = qat_model_new(r->ctx);
+    qat_status st = fresh ? qat_model_from_text(fresh, text, r->qnet) : qat_ctx_status(r->ctx);
+    free(text);
+    for (int i = 0; st == QAT_OK && i < r->t.n_layers; i++) {
+        const qat_fit_layer *l = &r->t.layers[i];
+        qat_layer_precision p;
+        qat_model_layer_precision(fresh, l->name, &p);
+        p.wbits = l->bits[r->choice[i]];
+        st = qat_model_set_layer_precision(fresh, l->name, &p);
+    }
+    if (st != QAT_OK) return fail(r);
+    need = qat_model_to_text(fresh, NULL, 0);
+    text = need > 0 ? malloc((size_t)need + 1) : NULL;
+    if (!text || qat_model_to_text(fresh, text, (size_t)need + 1) != need) return free(text), fail(r);
+    FILE *f = fopen(r->qnet, "w");
+    bool ok = f && fprintf(f, "# qat fit: the weight bits of every fitted layer chosen for %lld bytes of constants\n%s",
+                           (long long)r->o->flash, text) > 0;
+    ok = f && !fclose(f) && ok;
+    free(text);
+    return ok ? 0 : cli_fail(PROG, r->o->json, 1, "%s: cannot write it", r->qnet);
+}
+
+/* A quantized program's integer metric on the test split. */
+static int int_metric(fit_run *r, const qat_qmodel *q, double *out) {
+    qat_engine *e = qat_engine_new(r->ctx, q, QAT_ENGINE_INT, 256);
+    if (!e) return fail(r);
+    qat_engine_eval how = {.limit = r->o->train.limit_test, .batch = 256, .norm = q->norm};
+    qat_metrics mt;
+    qat_status st = qat_engine_evaluate(r->ctx, e, q, r->data, QAT_SPLIT_TEST, &r->task, &how, &mt);
+    qat_engine_free(e);
+    if (st != QAT_OK) return fail(r);
+    *out = qat_metrics_get(&mt, metric_name(r), NULL);
+    qat_metrics_free(&mt);
+    return 0;
+}
+
+static int fit(fit_run *r) {
+    fit_opts *o = r->o;
+    int rc;
+    char why[600];
+    if ((rc = check_out_dir(o))) return rc;
+    if (!o->no_link && !fit_toolchain_found(o->cc, why, sizeof why))
+        return cli_fail(PROG, o->json, 1, "%s; or give --no-link to stop after the export", why);
+    path_in(r->qnet, sizeof r->qnet, o->out, "fit.qnet");
+    path_in(r->ckpt, sizeof r->ckpt, o->out, "fit.ckpt.h5");
+    path_in(r->qfile, sizeof r->qfile, o->out, "fit.qat.h5");
+    path_in(r->cdir, sizeof r->cdir, o->out, "c");
+    /* 1. the model trained with fake quantization */
+    if (o->checkpoint) snprintf(r->base, sizeof r->base, "%s", o->checkpoint);
+    else {
+        path_in(r->base, sizeof r->base, o->out, "trained.ckpt.h5");
+        fprintf(stderr, "%s: fit 1/5: training %s\n", PROG, r->base);
+        const char *extra[] = {"--out", r->base};
+        if ((rc = train_with(r, extra, 2, false))) return rc;
+    }
+    if ((rc = load(r))) return rc;
+    /* 2. each layer alone at each width */
+    fprintf(stderr, "%s: fit 2/5: measuring each layer at %d widths\n", PROG, o->n_bits);
+    progress_start(&r->bar, "measure", 1);
+    r->bar.total = 1; /* the count is known once the layers are: set by the first callback */
+    int count = 0;
+    for (int i = 1; i < qat_model_n_layers(r->m); i++) {
+        qat_layer_kind k = qat_model_layer_kind(r->m, i);
+        count += k == QAT_LAYER_LINEAR || k == QAT_LAYER_CONV2D;
+    }
+    r->bar.total = (int64_t)(count ? count : 1) * o->n_bits * r->calib_n;
+    if (qat_fit_measure(r->m, &r->calib, o->bits, o->n_bits, r->ctx, on_measure, r, &r->t) != QAT_OK) return fail(r);
+    progress_end(&r->bar, NULL);
+    /* 3. the choice: the stack the trained model's build needs is kept out of the arena's share of --ram */
+    int64_t arena = 0, stack = 0;
+    if (o->ram) {
+        if (!o->no_link) {
+            qat_ctx *pctx = qat_ctx_new();
+            qat_qmodel q;
+            char dir[4200];
+            path_in(dir, sizeof dir, o->out, "trained-c");
+            fit_build b;
+            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+                rc = cli_fail(PROG, o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
+            else if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK || qat_codegen_c(pctx, &q, dir, o->name, NULL) != QAT_OK)
+                rc = cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(pctx));
+            else if (fit_build_c(dir, o->name, o->core, o->cc, &b, why, sizeof why) != 0)
+                rc = cli_fail(PROG, o->json, 1, "%s", why);
+            else stack = b.stack + (b.ram - r->t.arena); /* the other writable bytes count with the stack */
+            qat_ctx_free(pctx);
+            if (rc) return rc;
+        }
+        arena = o->ram - stack;
+        if (arena < 1) return cli_fail(PROG, o->json, 1, "--ram %lld: the stack alone needs %lld bytes", (long long)o->ram,
+                                       (long long)stack);
+    }
+    r->choice = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)r->t.n_layers * sizeof(int));
+    if (!r->choice) return fail(r);
+    if (qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen) != QAT_OK) return fail(r);
+    if ((rc = print_table(r)) || (rc = front(r, arena))) return rc;
+    fprintf(stderr, "\n%s: fit 3/5: chose %lld bytes of constants (predicted; --flash %lld), arena %lld%s\n", PROG,
+            (long long)r->chosen.flash, (long long)o->flash, (long long)r->chosen.arena,
+            o->ram ? "" : " (no --ram)");
+    double base_int = 0;
+    { /* the model as trained, in integers, for the report */
+        qat_ctx *pctx = qat_ctx_new();
+        qat_qmodel q;
+        if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK) rc = cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(pctx));
+        else rc = int_metric(r, &q, &base_int);
+        qat_ctx_free(pctx);
+        if (rc) return rc;
+    }
+    /* 4. fine-tune the choice from the trained weights; export it */
+    if ((rc = write_qnet(r))) return rc;
+    char ft[16];
+    snprintf(ft, sizeof ft, "%ld", o->ft_epochs);
+    fprintf(stderr, "%s: fit 4/5: fine-tuning %s for %s epoch(s) from %s\n", PROG, r->qnet, ft, r->base);
+    const char *extra[] = {"--model-file", r->qnet, "--init", r->base, "--epochs", ft, "--float-epochs", "0",
+                           "--out", r->ckpt};
+    if ((rc = train_with(r, extra, 10, true))) return rc;
+    const char *exp[] = {"export", "--checkpoint", r->ckpt, "--out", r->qfile, "--c", r->cdir, "--name", o->name, NULL};
+    if ((rc = cmd_export(9, (char **)exp))) return rc;
+    qat_qmodel q;
+    double fit_int = 0;
+    if (qat_qmodel_load(r->ctx, r->qfile, &q) != QAT_OK) return fail(r);
+    if ((rc = int_metric(r, &q, &fit_int))) return rc;
+    const char *unit = r->task.kind == QAT_TASK_CLASSIFY ? " %" : "";
+    fprintf(stderr, "%s: integer %s on the test split: fitted %.2f%s, as trained %.2f%s\n", PROG, metric_name(r),
+            shown(r, fit_int), unit, shown(r, base_int), unit);
+    /* 5. the linked binary */
+    fit_build b = {0};
+    bool fits = true, checked = !o->no_link;
+    if (checked) {
+        fprintf(stderr, "%s: fit 5/5: building %s/%s.c for %s with %s\n", PROG, r->cdir, o->name, o->core, o->cc);
+        if (fit_build_c(r->cdir, o->name, o->core, o->cc, &b, why, sizeof why) != 0)
+            return cli_fail(PROG, o->json, 1, "%s", why);
+        bool flash_ok = b.constants <= o->flash, ram_ok = !o->ram || b.ram + b.stack <= o->ram;
+        fits = flash_ok && ram_ok;
+        fprintf(stderr, "%s: the linked binary (%s/%s.elf): constants %lld B (--flash %lld: %s), code %lld B, RAM %lld B "
+                "= %lld writable + %lld stack%s (--ram %s%lld: %s)\n", PROG, r->cdir, o->name, (long long)b.constants,
+                (long long)o->flash, flash_ok ? "fits" : "OVER", (long long)b.code, (long long)(b.ram + b.stack),
+                (long long)b.ram, (long long)b.stack, b.stack_bounded ? "" : " (not bounded: dynamic frames or recursion)",
+                o->ram ? "" : "none ", (long long)o->ram, ram_ok ? "fits" : "OVER");
+        if (!b.stack_bounded) fits = false;
+    } else {
+        fprintf(stderr, "%s: not linked (--no-link): predicted constants %lld B, arena %lld B; the budgets are not "
+                "checked on a binary\n", PROG, (long long)r->chosen.flash, (long long)r->chosen.arena);
+    }
+    if (o->json) {
+        printf("{\"fits\": %s, \"checked_on_binary\": %s, \"core\": \"%s\", \"flash_budget\": %lld, \"ram_budget\": %lld, "
+               "\"predicted_constants\": %lld, \"predicted_arena\": %lld, \"constants\": %lld, \"code\": %lld, "
+               "\"ram\": %lld, \"stack\": %lld, \"trained_int_%s\": %.6f, \"fitted_int_%s\": %.6f, \"bits\": {",
+               fits ? "true" : "false", checked ? "true" : "false", o->core, (long long)o->flash, (long long)o->ram,
+               (long long)r->chosen.flash, (long long)r->chosen.arena, (long long)b.constants, (long long)b.code,
+               (long long)(b.ram + b.stack), (long long)b.stack, metric_name(r), base_int, metric_name(r), fit_int);
+        for (int i = 0; i < r->t.n_layers; i++)
+            printf("%s\"%s\": %d", i ? ", " : "", r->t.layers[i].name, r->t.layers[i].bits[r->choice[i]]);
+        printf("}}\n");
+    }
+    if (!fits) return fprintf(stderr, "%s: the build does NOT fit the budgets\n", PROG), 1;
+    fprintf(stderr, "%s: %s: %s/%s.{h,c} and %s\n", PROG, checked ? "fits" : "done (not checked)", r->cdir, o->name,
+            r->qfile);
+    return 0;
+}
+
+int cmd_fit(int argc, char **argv) {
+    static fit_opts o; /* holds train's options: large */
+    int rc = fit_parse(argc, argv, &o);
+    if (rc < 0) return 0;
+    if (rc) return rc;
+    fit_run r = {.o = &o, .ctx = qat_ctx_new()};
+    if (!r.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
+    rc = fit(&r);
+    qat_dataset_free(r.data);
+    qat_ctx_free(r.ctx);
+    return rc;
+}
