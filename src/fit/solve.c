@@ -50,9 +50,12 @@ static qat_status build(const qat_fit_table *t, int64_t arena, qat_ctx *ctx, tab
             lo[i * QAT_FIT_MAX_CHOICES + k] = ok ? d : INT64_MIN;
             if (ok) min = d < min ? d : min, max = d > max ? d : max;
         }
-        if (min == INT64_MAX)
-            return qat_ctx_fail(ctx, QAT_ERR_ARG, "fit: layer %s needs more than %lld bytes of arena at every width",
-                                f->name, (long long)arena);
+        if (min == INT64_MAX) {
+            int64_t least = f->arena[0];
+            for (int k = 1; k < f->n; k++) least = f->arena[k] < least ? f->arena[k] : least;
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "fit: the generated C's arena is at least %lld bytes with layer %s "
+                                "at any width, over the %lld bytes allowed", (long long)least, f->name, (long long)arena);
+        }
         for (int k = 0; k < f->n; k++) {
             int64_t *c = &b->cost[i * QAT_FIT_MAX_CHOICES + k];
             *c = *c == INT64_MIN ? -1 : *c - min;

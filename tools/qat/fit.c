@@ -313,7 +313,7 @@ static int front(fit_run *r, int64_t arena) {
         for (int i = 0; i < n; i++) c[i] = k;
         p[np + nu] = qat_fit_predict(t, c);
     }
-    progress_start(&r->bar, "front", (int64_t)(np + nu) * r->calib_n);
+    progress_start(&r->bar, "front points", (int64_t)(np + nu) * r->calib_n);
     for (int k = 0; k < np + nu; k++) {
         qat_metrics mt;
         if (qat_fit_apply(r->m, t, choices + (size_t)k * (size_t)n) != QAT_OK ||
@@ -475,7 +475,12 @@ static int fit(fit_run *r) {
     }
     r->choice = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)r->t.n_layers * sizeof(int));
     if (!r->choice) return fail(r);
-    if (qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen) != QAT_OK) return fail(r);
+    if (qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen) != QAT_OK) {
+        if (o->ram && stack) /* say where the arena's allowance came from; a budget not met is status 1 */
+            return cli_fail(PROG, o->json, 1, "%s (--ram %lld less %lld bytes of stack and C library data)",
+                            qat_ctx_error(r->ctx), (long long)o->ram, (long long)stack);
+        return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
+    }
     if ((rc = print_table(r)) || (rc = front(r, arena))) return rc;
     fprintf(stderr, "\n%s: fit 3/5: chose %lld bytes of constants (predicted; --flash %lld), arena %lld%s\n", PROG,
             (long long)r->chosen.flash, (long long)o->flash, (long long)r->chosen.arena,

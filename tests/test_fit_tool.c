@@ -1,0 +1,137 @@
+/* qat fit through the program: a short LeNet run fitted under a flash
+ * budget of half its W8 weights and a RAM budget, checked on the linked
+ * Cortex-M4 binary; the files it writes; the budget that nothing fits;
+ * bad options refused before anything runs. */
+#define _POSIX_C_SOURCE 200809L
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "test_util.h"
+
+static const char *data;
+static char ckpt[300];
+
+/* A W8A8 LeNet, 1 QAT epoch of 1280 samples. */
+static bool fixture(void) {
+    static int made = -1;
+    if (made >= 0) return made;
+    char args[1024], err[8192];
+    snprintf(ckpt, sizeof ckpt, "%s/lenet.ckpt.h5", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model lenet --qat --epochs 1 --limit-train 1280 --limit-test 300 "
+             "--out '%s'", data, ckpt);
+    made = cli_run(args, err, sizeof err, NULL, 0) == 0;
+    if (!made) printf("\n  %s\n", err);
+    return made;
+}
+
+static bool toolchain(void) { return system("command -v arm-none-eabi-gcc >/dev/null 2>&1") == 0; }
+
+/* Lines of a file. */
+static int lines(const char *path) {
+    FILE *f = fopen(path, "r");
+    int n = 0, c;
+    while (f && (c = fgetc(f)) != EOF) n += c == '\n';
+    if (f) fclose(f);
+    return f ? n : -1;
+}
+
+/* LeNet's 61 470 weights at 8 bits: a budget of half of them (30 735
+ * bytes) for every constant. The choice fits it on the linked binary,
+ * with a fine-tune; the table has 5 layers x 3 widths; the model file
+ * written carries the widths chosen; the linked .rodata is at most the
+ * predicted constants (the unused input table is dropped by the link). */
+static void test_fit_lenet_half_flash(void) {
+    if (!toolchain()) QAT_TEST_SKIP("no arm-none-eabi-gcc (scripts/setup-mcu.sh installs it): the linked check cannot run");
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[2048], err[1 << 15], line[4096], path[400];
+    static char out[1 << 16];
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --model lenet --data '%s' --flash 30735 --ram 8K --calib 500 "
+             "--ft-epochs 1 --limit-train 1280 --limit-test 300 --out '%s/fit' --name lenet --json", ckpt, data, cli_dir);
+    int rc = cli_run(args, err, sizeof err, out, sizeof out);
+    if (rc) printf("\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    cli_last_line(out, line, sizeof line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"fits\": true, \"checked_on_binary\": true"));
+    double constants = cli_json_number(line, "constants"), predicted = cli_json_number(line, "predicted_constants");
+    CU_ASSERT(constants > 10000 && constants <= 30735 && constants <= predicted);
+    CU_ASSERT(cli_json_number(line, "ram") <= 8192 && cli_json_number(line, "stack") > 0);
+    CU_ASSERT(cli_json_number(line, "fitted_int_accuracy") > 0.5);
+    CU_ASSERT(cli_json_number(line, "fc1") < 8); /* the 48 000 weights cannot all stay at 8 bits */
+    snprintf(path, sizeof path, "%s/fit/layers.csv", cli_dir);
+    CU_ASSERT_EQUAL(lines(path), 1 + 5 * 3);
+    snprintf(path, sizeof path, "%s/fit/front.csv", cli_dir);
+    CU_ASSERT(lines(path) >= 1 + 1 + 3); /* the header, one front point at least, the three uniform widths */
+    snprintf(path, sizeof path, "%s/fit/fit.qnet", cli_dir);
+    static char qnet[8192];
+    cli_slurp(path, qnet, sizeof qnet);
+    char want[64];
+    snprintf(want, sizeof want, "linear fc1 flatten1 out=120 wbits=%d\n", (int)cli_json_number(line, "fc1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qnet, want));
+    snprintf(want, sizeof want, "conv2d conv1 input out=6 kernel=5 pad=2 wbits=%d\n", (int)cli_json_number(line, "conv1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(qnet, want));
+    snprintf(path, sizeof path, "%s/fit/c/lenet.elf", cli_dir);
+    CU_ASSERT_EQUAL(access(path, R_OK), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fit 5/5"));
+}
+
+/* A budget below the least any choice allows is refused (exit 1) with
+ * the least possible; so is a RAM budget below the arena. */
+static void test_fit_nothing_fits(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[2048], err[8192];
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --model lenet --data '%s' --flash 2000 --calib 200 --no-link "
+             "--out '%s/none'", ckpt, data, cli_dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing fits 2000 bytes of flash: the fewest the candidates allow is"));
+    if (!toolchain()) return;
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --model lenet --data '%s' --flash 40000 --ram 1000 --calib 200 "
+             "--out '%s/none'", ckpt, data, cli_dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "arena is at least"));
+}
+
+/* Options refused before any work: one line, exit 2 (a missing compiler: 1). */
+static void test_fit_bad_options(void) {
+    static const struct {
+        const char *args, *says;
+        int rc;
+    } cases[] = {
+        {"fit --model lenet", "--flash BYTES is required", 2},
+        {"fit --model lenet --flash 1000 --bits 4,3", "--bits \"4,3\"", 2},
+        {"fit --model lenet --flash 1000 --bits 9", "--bits \"9\"", 2},
+        {"fit --model lenet --flash 10x", "--flash \"10x\"", 2},
+        {"fit --model lenet --flash 1000 --resume x.h5", "--resume is not an option of qat fit", 2},
+        {"fit --model lenet --flash 1000 --core cortex-a53", "--core \"cortex-a53\"", 2},
+        {"fit --model lenet --flash 1000 --epochs 0", "--epochs", 2},
+        {"fit --model lenet --flash 1000 --cc /nonexistent/arm-none-eabi-gcc", "no compiler", 1},
+    };
+    char err[8192], args[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(args, sizeof args, "%s --out '%s/bad'", cases[i].args, cli_dir);
+        int rc = cli_run(args, err, sizeof err, NULL, 0);
+        CU_ASSERT_EQUAL(rc, cases[i].rc);
+        if (!strstr(err, cases[i].says)) printf("\n  %s: %s", cases[i].args, err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].says));
+    }
+    CU_ASSERT_EQUAL(cli_run("fit --help", NULL, 0, NULL, 0), 0);
+}
+
+int main(int argc, char **argv) {
+    cli_bin = getenv("QAT_BIN");
+    data = getenv("QAT_MNIST_DATA");
+    bool listing = argc == 2 && (!strcmp(argv[1], "--list") || !strcmp(argv[1], "--help"));
+    if (!listing && (!cli_bin || !data)) {
+        fprintf(stderr, "test_fit_tool: set QAT_BIN and QAT_MNIST_DATA (ctest does)\n");
+        return 2;
+    }
+    if (!qat_test_tmpdir(cli_dir, sizeof cli_dir, "fit")) return 2;
+    const qat_test_case cases[] = {
+        {"fit: LeNet under half its W8 weights' flash, checked on the linked Cortex-M4 binary", test_fit_lenet_half_flash},
+        {"fit: a budget nothing fits is refused with the least possible", test_fit_nothing_fits},
+        {"fit: bad options are refused before any work", test_fit_bad_options},
+        {NULL, NULL},
+    };
+    int rc = qat_test_main("fit_tool", cases, argc, argv);
+    if (qat_test_rmdir(cli_dir) != 0) rc = rc ? rc : 2;
+    return rc;
+}
