@@ -258,6 +258,14 @@ typedef struct {
 QAT_API qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets, qat_plan *plan,
                                     char *msg, size_t len);
 
+/* qat_plan_program with flags: QAT_PLAN_INPUT_OUTSIDE plans for a caller
+ * that keeps the input in its own memory and lets the ops read it there
+ * (the generated C): the input takes no arena bytes (a view of it, a
+ * flatten, still gets its own copy). */
+#define QAT_PLAN_INPUT_OUTSIDE 1u
+QAT_API qat_status qat_plan_program_flags(const qat_qmodel *q, int max_batch, unsigned flags, int64_t *offsets,
+                                          qat_plan *plan, char *msg, size_t len);
+
 /* Fills consts (plan->const_bytes, 64-byte aligned) from q's integers. */
 QAT_API void qat_runtime_prepare(const qat_qmodel *q, const qat_plan *plan, void *consts);
 

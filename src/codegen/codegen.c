@@ -333,7 +333,7 @@ qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codeg
     if (q->n_tensors > 0 && q->n_ops > 0 && q->n_tensors <= QAT_QMODEL_MAX_OPS + 1 && q->n_ops <= QAT_QMODEL_MAX_OPS)
         offsets = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *offsets);
     qat_plan plan;
-    qat_status st = offsets ? qat_plan_program(q, 1, offsets, &plan, why, sizeof why) : QAT_ERR_FORMAT;
+    qat_status st = offsets ? qat_plan_program_flags(q, 1, QAT_PLAN_INPUT_OUTSIDE, offsets, &plan, why, sizeof why) : QAT_ERR_FORMAT;
     if (!offsets) snprintf(why, sizeof why, "the program has %d tensors and %d ops", q->n_tensors, q->n_ops);
     if (st != QAT_OK) {
         free(offsets);

@@ -5,10 +5,13 @@
  * Lifetimes: a tensor lives from the op that makes it to the last op that
  * reads it (the output, to the end). Views and in-place ops merge tensors
  * into one buffer: flatten's output is its input's bytes, and ReLU, a
- * lookup table or add may write over an input that no later op reads.
+ * lookup table, add and a max pool of disjoint windows may write over an
+ * input that no later op reads.
  * Buffers are then placed greedily, largest first, each at the lowest
  * offset that no buffer alive at the same time occupies — TFLite's
- * "greedy by size" planner. Offsets are planned for one sample and scaled
+ * "greedy by size" planner. A buffer a max pool wrote over holds only the
+ * pooled map after that op: a buffer that lives only later may use the
+ * rest of its bytes. Offsets are planned for one sample and scaled
  * by the batch: every tensor keeps its samples one after another.
  *
  * A batch of more than one sample may run in chunks (kernels.h: the whole
@@ -32,32 +35,56 @@ typedef struct {
     int first, last;  /* lifetime in op indices (-1: the input, before every op) */
     int64_t size;     /* bytes per sample */
     int64_t offset;   /* placed, bytes per sample; -1 before placement */
+    int shrink;       /* a max pool written over this buffer at op `shrink` leaves only its first `after`
+                         bytes in use from then on (-2: the size holds for the whole lifetime) */
+    int64_t after;
 } buffer;
+
+#define NO_SHRINK (-2)
+
+/* x's bytes in use while `other` lives: after its shrink, only `after`. */
+static int64_t size_beside(const buffer *x, const buffer *other) {
+    return x->shrink != NO_SHRINK && other->first > x->shrink ? x->after : x->size;
+}
 
 static int root(const int *parent, int t) {
     while (parent[t] != t) t = parent[t];
     return t;
 }
 
+/* Does max pooling's output never pass the input it has yet to read? With
+ * windows that do not overlap (kernel <= stride) and no padding, output
+ * (c, oy, ox) at c·OH·OW + oy·OW + ox lies below every input a later
+ * window reads (c·H·W + oy·sh·W + (ox + 1)·sw and beyond), and each input
+ * is read by one window only; the kernels write an output after reading
+ * its window (qk_maxpool), or a channel's outputs after reading the whole
+ * channel (the AVX2 2x2 kernel): both may write over their input. */
+static bool pool_in_place(const qat_qop *op) {
+    return op->kind == QAT_QOP_MAXPOOL2D && op->kh <= op->stride_h && op->kw <= op->stride_w && !op->pad_h &&
+           !op->pad_w;
+}
+
 /* Can op i write its output over input t? Element-wise ops whose output
- * has t's size, when nothing reads t's buffer after op i and t is not the
- * model input (the caller's data). */
+ * has t's size, and max pools that never overtake their reads, when
+ * nothing reads t's buffer after op i and t is not the model input (the
+ * caller's data). */
 static bool in_place(const qat_qmodel *q, const qat_qop *op, int i, int t, const int *parent, const buffer *b) {
-    if (op->kind != QAT_QOP_RELU && op->kind != QAT_QOP_LUT && op->kind != QAT_QOP_ADD) return false;
+    bool elementwise = op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT || op->kind == QAT_QOP_ADD;
+    if (!elementwise && !pool_in_place(op)) return false;
     int r = root(parent, t);
     return r != root(parent, q->input) && b[r].last == i &&
-           qat_qtensor_numel(&q->tensors[t]) == qat_qtensor_numel(&q->tensors[op->output]);
+           (!elementwise || qat_qtensor_numel(&q->tensors[t]) == qat_qtensor_numel(&q->tensors[op->output]));
 }
 
 /* Merges the tensors into buffers (views and in-place writes share one).
  * Each tensor's last reader is found first: an op may write over an input
  * only when no later op reads that input's buffer. */
-static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked) {
+static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked, bool input_outside) {
     int n = q->n_tensors;
     for (int t = 0; t < n; t++) {
         parent[t] = t;
         b[t] = (buffer){.first = t == q->input ? -1 : q->n_ops, .last = -1, .offset = -1,
-                        .size = qat__round_up(qat_qtensor_numel(&q->tensors[t]), ALIGN)};
+                        .size = qat__round_up(qat_qtensor_numel(&q->tensors[t]), ALIGN), .shrink = NO_SHRINK};
     }
     for (int i = 0; i < q->n_ops; i++) {
         b[q->ops[i].output].first = i;
@@ -65,6 +92,7 @@ static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked) {
             if (b[q->ops[i].inputs[j]].last < i) b[q->ops[i].inputs[j]].last = i;
     }
     b[q->output].last = q->n_ops; /* the caller reads the output after the last op */
+    if (input_outside) b[q->input].size = 0; /* the caller's memory */
     for (int t = 0; t < n; t++)
         if (b[t].last < b[t].first) b[t].last = b[t].first; /* made and never read: still written */
     /* b[root] holds its buffer's whole lifetime as tensors join it */
@@ -77,6 +105,10 @@ static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked) {
         if (into < 0) continue;
         int r = root(parent, into), out = op->output; /* the output joins its input's buffer */
         parent[out] = r;
+        if (pool_in_place(op) && b[r].shrink == NO_SHRINK && b[out].size < b[r].size)
+            b[r].shrink = i, b[r].after = b[out].size; /* the pooled map is all that is left of it */
+        else if (b[r].shrink != NO_SHRINK && b[r].after < b[out].size)
+            b[r].after = b[out].size;
         if (b[r].size < b[out].size) b[r].size = b[out].size;
         if (b[r].last < b[out].last) b[r].last = b[out].last;
         if (b[r].first > b[out].first) b[r].first = b[out].first;
@@ -110,7 +142,8 @@ static int64_t place(int n, const int *parent, buffer *b, int *order) {
             for (int j = 0; j < i; j++) {
                 const buffer *y = &b[order[j]];
                 bool live = x->first <= y->last && y->first <= x->last;
-                if (live && off < y->offset + y->size && y->offset < off + x->size) off = y->offset + y->size, moved = true;
+                int64_t xs = size_beside(x, y), ys = size_beside(y, x);
+                if (live && off < y->offset + ys && y->offset < off + xs) off = y->offset + ys, moved = true;
             }
         }
         x->offset = off;
@@ -229,6 +262,11 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
 
 qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets, qat_plan *plan, char *msg,
                             size_t len) {
+    return qat_plan_program_flags(q, max_batch, 0, offsets, plan, msg, len);
+}
+
+qat_status qat_plan_program_flags(const qat_qmodel *q, int max_batch, unsigned flags, int64_t *offsets, qat_plan *plan,
+                                  char *msg, size_t len) {
     if (msg && len) msg[0] = '\0';
     if (!q || !offsets || !plan || max_batch < 1) {
         if (msg && len) snprintf(msg, len, "plan: need a program, offsets and max_batch >= 1");
@@ -256,7 +294,7 @@ qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t *offsets
         if (msg && len) snprintf(msg, len, "plan: out of memory");
         return QAT_ERR_NOMEM;
     }
-    merge(q, parent, b, max_batch > 1);
+    merge(q, parent, b, max_batch > 1, flags & QAT_PLAN_INPUT_OUTSIDE);
     int64_t per_sample = place(n, parent, b, order);
     *plan = (qat_plan){.max_batch = max_batch, .offset = offsets, .const_offset = offsets + n,
                        .peak_activation_bytes = per_sample, .arena_bytes = per_sample * max_batch};
