@@ -187,6 +187,90 @@ static int64_t check_graph(const char *text, const char *name, int seed) {
 static void test_every_op(void) { check_graph(every_op_text, "every_op", 9); }
 static void test_conv_shapes(void) { check_graph(conv_text, "convs", 4); }
 
+/* The small-RAM plan's three forms (plan_rules.h): depthwise written over
+ * its input at stride 1 and at stride 2 (a smaller map: the buffer's tail
+ * freed), pointwise over its input with more output channels than input
+ * (12 over 8, 99 positions: runs of 4 and a last of 3) and with fewer (6
+ * over 12, 30 positions: a last run of 2), and convolutions fused with
+ * the max pool after them: a pairs-kernel 3x2 (6 channels), a 1x1 with a
+ * 3x3 pool, and conv_text's depthwise with two outputs per channel. */
+static const char *const small_text =
+        "input shape=3,11,9\n"
+        "conv2d    c1   input out=8 kernel=3 pad=1\n"
+        "relu      r1   c1\n"
+        "conv2d    dw1  r1 out=8 kernel=3 pad=1 groups=depthwise\n"
+        "relu      rd1  dw1\n"
+        "conv2d    pw1  rd1 out=12 kernel=1\n"
+        "relu      rp1  pw1\n"
+        "conv2d    dw2  rp1 out=12 kernel=3 stride=2 pad=1 groups=depthwise\n"
+        "relu      rd2  dw2\n"
+        "conv2d    pw2  rd2 out=6 kernel=1\n"
+        "relu      rp2  pw2\n"
+        "conv2d    c3   rp2 out=8 kernel=3x2 pad=1\n"
+        "relu      r3   c3\n"
+        "maxpool2d mp   r3 kernel=2\n"
+        "conv2d    c4   mp out=4 kernel=1\n"
+        "maxpool2d mp2  c4 kernel=3\n"
+        "flatten   f    mp2\n"
+        "linear    fc   f out=5\n";
+
+/* Generates the model's C with the small-RAM plan as NAME: the same
+ * integers as the engine (host; Cortex-M4 and M3 under qemu when the
+ * tools are here), in a smaller arena than the default plan's. */
+static void check_small(const char *text, const char *name, int seed, const char *const *forms, int n_forms) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, name), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+    qat_rng rng;
+    qat_rng_seed(&rng, (uint64_t)seed);
+    int64_t shape[3];
+    int rank = qat_model_input_shape(m, shape);
+    warm_up(m, rank, shape, 6, &rng);
+    qat_ctx *pctx = qat_ctx_new();
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
+    qat_codegen_source fast, small;
+    qat_codegen_options opt = {.small_ram = true};
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, name, &fast, NULL, 0), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate_ex(&q, name, &opt, &small, NULL, 0), QAT_OK);
+    printf(" [%s: arena %lld -> %lld bytes]", name, (long long)fast.info.arena_bytes, (long long)small.info.arena_bytes);
+    CU_ASSERT(small.info.arena_bytes < fast.info.arena_bytes);
+    CU_ASSERT_EQUAL(small.info.weight_bytes, fast.info.weight_bytes);
+    for (int k = 0; k < n_forms; k++) {
+        if (!strstr(small.text[1], forms[k])) printf("\n  %s: no \"%s\" in the C", name, forms[k]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(small.text[1], forms[k]));
+    }
+    qat_codegen_source_free(&fast), qat_codegen_source_free(&small);
+    CU_ASSERT_EQUAL_FATAL(qat_export_all(m, 0, NULL, &(qat_export_targets){.c_dir = dir, .c_name = name, .c_options = &opt},
+                                         NULL), QAT_OK);
+    int64_t in = qat_qtensor_numel(&q.tensors[q.input]), out = qat_qtensor_numel(&q.tensors[q.output]);
+    enum { N = 24 };
+    float *x = malloc(sizeof *x * (size_t)(N * in)), *yf = malloc(sizeof *yf * (size_t)(N * out));
+    int32_t *yq = malloc(sizeof *yq * (size_t)(N * out));
+    for (int64_t i = 0; i < N * in; i++) x[i] = 1.5f * qat_rng_normal(&rng);
+    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated(name, x, N, in, yq, yf, out));
+    qat_engine_free(e);
+    free(x), free(yf), free(yq);
+    qat_ctx_free(pctx);
+    qat_ctx_free(ctx);
+}
+
+static void test_small_ram(void) {
+    static const char *const forms[] = {"written over its input (y is x0)", "memcpy(y + (int32_t)c * 99",
+                                        "memcpy(y + (int32_t)c * 30", "n = 99 - p <= 5 ? 99 - p : 4",
+                                        "n = 30 - p <= 5 ? 30 - p : 4", "qk_conv_pairs(x0, op",
+                                        "qk_maxpool(arena.b + ", "qk_conv_pw(x0, op"};
+    check_small(small_text, "small", 5, forms, (int)(sizeof forms / sizeof *forms));
+    static const char *const conv_forms[] = {"qk_conv(x0 + (int32_t)(o / 2) * "}; /* the depthwise, 2 outputs per channel */
+    check_small(conv_text, "small_convs", 4, conv_forms, 1);
+}
+
 /* conv_text's layers with narrow weights, then two linear ops: each
  * kernel's packed form (docs/codegen.md, "Packed weights"). c1: qk_conv,
  * 4 bits, channel rows of 105 starting mid-group; pw: qk_conv_pairs over
@@ -775,6 +859,7 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"every op kind: the generated C equals the integer engine on the host", test_every_op},
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
+        {"the small-RAM plan: convolutions over their input and fused with pools, = the engine", test_small_ram},
         {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
         {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},
         {"sub-channel linear ops at 4, 8 and 2 bits equal the engine", test_subchannel_linear},

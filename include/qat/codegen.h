@@ -73,6 +73,19 @@ QAT_API const char *qat_codegen_suffix(int k);
  * msg (len bytes; msg may be NULL). On failure out holds nothing. */
 QAT_API qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codegen_source *out, char *msg,
                                         size_t len);
+/* How to generate. small_ram: the small-RAM plan (qat/runtime.h,
+ * QAT_PLAN_SMALL; docs/codegen.md, "RAM"): depthwise and pointwise
+ * convolutions written over their input, and a convolution followed by a
+ * max pool computed one output channel at a time into a scratch and
+ * pooled from there, for a smaller arena at some cycles' cost. */
+typedef struct {
+    bool small_ram;
+} qat_codegen_options;
+
+/* qat_codegen_generate with options (NULL: the defaults, as
+ * qat_codegen_generate). */
+QAT_API qat_status qat_codegen_generate_ex(const qat_qmodel *q, const char *name, const qat_codegen_options *opt,
+                                           qat_codegen_source *out, char *msg, size_t len);
 /* Frees the texts (accepts NULL and a source freed already). */
 QAT_API void qat_codegen_source_free(qat_codegen_source *s);
 

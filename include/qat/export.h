@@ -90,6 +90,9 @@ QAT_API qat_status qat_tflite_stage(qat_ctx *ctx, const qat_qmodel *q, const cha
  * (may be NULL) gets the generated code's sizes. */
 QAT_API qat_status qat_codegen_stage(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
                                      qat_save_set *set, qat_codegen_info *info);
+/* The same with the generator's options (NULL: the defaults). */
+QAT_API qat_status qat_codegen_stage_ex(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
+                                        const qat_codegen_options *opt, qat_save_set *set, qat_codegen_info *info);
 /* qat_codegen_stage with a set of its own, committed at once: the three
  * files reach DIR together, or none does (an old NAME.c is never left
  * beside a new NAME.h by a failure). */
@@ -105,6 +108,7 @@ typedef struct {
     const char *tflite;  /* the .tflite file (qat_tflite_stage) */
     const char *c_dir;   /* the generated C's directory, which must exist (qat_codegen_stage) */
     const char *c_name;  /* its NAME (NULL: "model") */
+    const qat_codegen_options *c_options; /* the generator's options (NULL: the defaults) */
     const char *config;  /* the training configuration text the program carries into the
                             quantized file and ONNX's metadata (NULL: none, "") */
 } qat_export_targets;

@@ -263,6 +263,12 @@ QAT_API qat_status qat_plan_program(const qat_qmodel *q, int max_batch, int64_t 
  * (the generated C): the input takes no arena bytes (a view of it, a
  * flatten, still gets its own copy). */
 #define QAT_PLAN_INPUT_OUTSIDE 1u
+/* QAT_PLAN_SMALL: the generated C's small-RAM plan, for a caller whose
+ * kernels can (docs/codegen.md, "RAM"): depthwise and pointwise
+ * convolutions with byte weights write over their input, and a
+ * convolution followed by a max pool of disjoint windows (its only
+ * reader) is one step whose convolution output takes no bytes. */
+#define QAT_PLAN_SMALL 2u
 QAT_API qat_status qat_plan_program_flags(const qat_qmodel *q, int max_batch, unsigned flags, int64_t *offsets,
                                           qat_plan *plan, char *msg, size_t len);
 

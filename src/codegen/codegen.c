@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "runtime/plan_rules.h"
 #include "runtime/qk.h"
 
 void qat__cg_printf(qat__cg *g, const char *fmt, ...) {
@@ -157,6 +158,21 @@ static qat_status check_program(const qat_qmodel *q, char *msg, size_t len) {
  * after the plan's bytes, 4-byte aligned: no tensor is ever there. */
 static qat_status plan_weights(qat__cg *g) {
     int64_t scratch = 0;
+    for (int i = 0; i < g->q->n_ops; i++) { /* the small plan's modes, and their scratch */
+        const qat_qop *op = &g->q->ops[i];
+        if (!g->small || op->kind != QAT_QOP_CONV2D) continue;
+        const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+        int64_t plane = out->shape[1] * out->shape[2], need = 0;
+        int j = qat__fused_pool(g->q, i);
+        if (j >= 0) g->mode[i] = QAT__CG_FUSED, g->mode[j] = QAT__CG_IN_FUSED, need = plane;
+        else if (qat__conv_over_input(g->q, op) && g->plan->offset[op->inputs[0]] == g->plan->offset[op->output] &&
+                 op->inputs[0] != g->q->input) {
+            g->mode[i] = QAT__CG_OVER_INPUT;
+            need = op->groups > 1 ? plane : out->shape[0] * (qat__cg_pw_run(plane) + 1);
+        }
+        (void)in;
+        scratch = need > scratch ? need : scratch;
+    }
     for (int i = 0; i < g->q->n_ops; i++) {
         const qat_qop *op = &g->q->ops[i];
         g->wbits[i] = 8;
@@ -271,7 +287,9 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         case QAT_QOP_CONV2D: qat__cg_conv(g, i, w); break;
         case QAT_QOP_LINEAR: qat__cg_linear(g, i, w); break;
         case QAT_QOP_MAXPOOL2D:
-        case QAT_QOP_AVGPOOL2D: qat__cg_pool(g, i); break;
+        case QAT_QOP_AVGPOOL2D:
+            if (g->mode[i] != QAT__CG_IN_FUSED) qat__cg_pool(g, i);
+            break;
         case QAT_QOP_GLOBAL_AVGPOOL: qat__cg_global_avgpool(g, i); break;
         case QAT_QOP_ADD: qat__cg_add(g, i); break;
         case QAT_QOP_CONCAT: qat__cg_concat(g, i); break;
@@ -288,7 +306,8 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
                    "    if (!input || !output) return -1;\n", name);
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
-        tensor_expr(g, op->output, b, sizeof b);
+        if (g->mode[i] == QAT__CG_IN_FUSED) continue; /* its convolution wrote its output */
+        tensor_expr(g, g->mode[i] == QAT__CG_FUSED ? q->ops[i + 1].output : op->output, b, sizeof b);
         if (!emitted[i]) { /* flatten: the plan gives it its input's bytes */
             tensor_expr(g, op->inputs[0], a, sizeof a);
             if (strcmp(a, b))
@@ -320,6 +339,12 @@ void qat_codegen_source_free(qat_codegen_source *s) {
 
 qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codegen_source *out, char *msg,
                                 size_t len) {
+    return qat_codegen_generate_ex(q, name, NULL, out, msg, len);
+}
+
+qat_status qat_codegen_generate_ex(const qat_qmodel *q, const char *name, const qat_codegen_options *opt,
+                                   qat_codegen_source *out, char *msg, size_t len) {
+    bool small = opt && opt->small_ram;
     if (msg && len) msg[0] = '\0';
     if (!out) return qat__cg_fail(msg, len, QAT_ERR_ARG, "codegen: need a program and an output");
     memset(out, 0, sizeof *out);
@@ -333,7 +358,8 @@ qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codeg
     if (q->n_tensors > 0 && q->n_ops > 0 && q->n_tensors <= QAT_QMODEL_MAX_OPS + 1 && q->n_ops <= QAT_QMODEL_MAX_OPS)
         offsets = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *offsets);
     qat_plan plan;
-    qat_status st = offsets ? qat_plan_program_flags(q, 1, QAT_PLAN_INPUT_OUTSIDE, offsets, &plan, why, sizeof why) : QAT_ERR_FORMAT;
+    qat_status st = offsets ? qat_plan_program_flags(q, 1, QAT_PLAN_INPUT_OUTSIDE | (small ? QAT_PLAN_SMALL : 0u), offsets, &plan, why,
+                                                   sizeof why) : QAT_ERR_FORMAT;
     if (!offsets) snprintf(why, sizeof why, "the program has %d tensors and %d ops", q->n_tensors, q->n_ops);
     if (st != QAT_OK) {
         free(offsets);
@@ -345,7 +371,7 @@ qat_status qat_codegen_generate(const qat_qmodel *q, const char *name, qat_codeg
     }
     char up[QAT_CODEGEN_MAX_NAME + 1];
     for (size_t k = 0; k <= strlen(name); k++) up[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 32 : name[k]);
-    qat__cg g = {.q = q, .plan = &plan, .msg = msg, .len = len, .arena_bytes = plan.arena_bytes};
+    qat__cg g = {.q = q, .plan = &plan, .msg = msg, .len = len, .arena_bytes = plan.arena_bytes, .small = small};
     if ((st = plan_weights(&g)) != QAT_OK) {
         free(offsets);
         return st;

@@ -10,7 +10,77 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "runtime/plan_rules.h"
 #include "runtime/qk.h"
+
+/* One output channel `ch` of op i into s (its map, [OH, OW]): the kernel
+ * the op would take, called for that channel alone (its weights, bias and
+ * requantization at their channel's offset; its group's input channels). */
+static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const char *s) {
+    const qat_qop *op = &g->q->ops[i];
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
+    int O = (int)out->shape[0], OH = (int)out->shape[1], OW = (int)out->shape[2];
+    int KH = op->kh, KW = op->kw, G = op->groups, CG = C / G, KK = CG * KH * KW, OG = O / G;
+    int32_t zp = in->q.zero_point, zo = out->q.zero_point;
+    char x[96], tail[160];
+    if (G == 1) snprintf(x, sizeof x, "x0"); /* every output channel reads every input channel */
+    else snprintf(x, sizeof x, "x0 + (int32_t)(%s / %d) * %d", ch, OG, CG * H * W);
+    snprintf(tail, sizeof tail, "op%d_b + %s, op%d_m + %s, op%d_s + %s, %d, %d, %d, %d, %s", i, ch, i, ch, i, ch, zp, zo,
+             op->act_min, op->act_max, s);
+    if (qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w))
+        qat__cg_printf(g, "        qk_dwconv3(%s, op%d_w + %s * 9, 1, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", x, i, ch, H, W,
+                       OH, OW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
+    else if (qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w))
+        qat__cg_printf(g, "        qk_conv_pw(%s, op%d_w + %s * %d, %d, %d, %d, 1, %d, 1, %s);\n", x, i, ch, C, C, H * W,
+                       H * W, OH * OW, tail);
+    else
+        qat__cg_printf(g, "        %s(%s, op%d_w + %s * %d, 8, NULL, %d, %d, %d, 1, %d, %d, %d, %d, %d, %d, %d, %d, 1, 1, "
+                       "%s);\n", pairs ? "qk_conv_pairs" : "qk_conv", x, i, ch, KK, CG, H, W, OH, OW, KH, KW,
+                       op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
+}
+
+/* The small-RAM plan's convolutions (plan_rules.h): fused with the max
+ * pool after it, one output channel's map at a time into the scratch and
+ * pooled into y; or written over its input, depthwise a channel at a
+ * time, pointwise a run of positions at a time, through the scratch. */
+static void small_ram(qat__cg *g, int i, bool pairs, const char *detail) {
+    const qat_qop *op = &g->q->ops[i];
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    int C = (int)in->shape[0], HW = (int)(in->shape[1] * in->shape[2]);
+    int O = (int)out->shape[0], OHW = (int)(out->shape[1] * out->shape[2]);
+    char text[520], s[48];
+    snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);
+    if (g->mode[i] == QAT__CG_FUSED) {
+        const qat_qop *p = &g->q->ops[i + 1];
+        const qat_qtensor *po = &g->q->tensors[p->output];
+        int POH = (int)po->shape[1], POW = (int)po->shape[2];
+        snprintf(text, sizeof text, "%s; with max pool %dx%d stride %dx%d after it: each output channel's map into "
+                 "the scratch, then pooled into y", detail, p->kh, p->kw, p->stride_h, p->stride_w);
+        qat__cg_begin(g, i, text);
+        qat__cg_printf(g, "    int o;\n    for (o = 0; o < %d; o++) {\n", O);
+        one_channel(g, i, pairs, "o", s);
+        qat__cg_printf(g, "        qk_maxpool(%s, 1, %d, %d, %d, %d, %d, %d, 0, 0, %d, %d, y + (int32_t)o * %d);\n    }\n}\n", s,
+                       (int)out->shape[1], (int)out->shape[2], p->kh, p->kw, p->stride_h, p->stride_w, POH, POW,
+                       POH * POW);
+        return;
+    }
+    snprintf(text, sizeof text, "%s; written over its input (y is x0) through the scratch", detail);
+    qat__cg_begin(g, i, text);
+    if (op->groups > 1) { /* depthwise: channel c's map, then over channels <= c, all read */
+        qat__cg_printf(g, "    int c;\n    for (c = 0; c < %d; c++) {\n", C);
+        one_channel(g, i, pairs, "c", s);
+        qat__cg_printf(g, "        memcpy(y + (int32_t)c * %d, %s, %d);\n    }\n}\n", OHW, s, OHW);
+        return;
+    }
+    /* pointwise: positions [p, p + n) of every output channel, then over positions < p + n, all read */
+    int run = qat__cg_pw_run(HW);
+    qat__cg_printf(g, "    int p, o, n;\n    for (p = 0; p < %d; p += n) {\n        n = %d - p <= %d ? %d - p : %d;\n"
+                   "        qk_conv_pw(x0 + p, op%d_w, %d, n, %d, %d, n, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %s);\n"
+                   "        for (o = 0; o < %d; o++) memcpy(y + (int32_t)o * %d + p, %s + o * n, (size_t)n);\n    }\n}\n",
+                   HW, HW, run + 1, HW, run, i, C, HW, O, qk_pw_block(O), i, i, i, in->q.zero_point,
+                   out->q.zero_point, op->act_min, op->act_max, s, O, HW, s);
+}
 
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
@@ -41,6 +111,10 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
              KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qat_act_kind_str(op->act),
              pairs ? "; weights [o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)" : "",
              P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena" : "");
+    if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT) {
+        small_ram(g, i, pairs, detail);
+        return;
+    }
     qat__cg_begin(g, i, detail);
     /* the depthwise and pointwise kernels read int8 weights: packed ones take the
      * general kernels, which unpack a block of channels at a time */
@@ -51,9 +125,9 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         return;
     }
     if (P >= 8 && qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
-        qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i,
-                       C, H * W, O, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point, op->act_min,
-                       op->act_max);
+        qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
+                       i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
+                       op->act_min, op->act_max);
         return;
     }
     char s[48] = "NULL";

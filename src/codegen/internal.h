@@ -18,9 +18,19 @@ typedef struct {
     int64_t scratch_at;    /* the arena's offset of the packed convolutions' unpacked rows */
     int64_t arena_bytes;   /* the whole arena: the plan's, then the scratch */
     int8_t wbits[QAT_QMODEL_MAX_OPS]; /* each op's stored weight bits: 8, or packed 4 or 2 */
+    bool small;            /* the small-RAM plan (QAT_PLAN_SMALL) */
+    int8_t mode[QAT_QMODEL_MAX_OPS];  /* QAT__CG_*: how op i runs under that plan */
     char *msg;             /* the caller's message buffer (may be NULL) */
     size_t len;
 } qat__cg;
+
+/* How an op runs in NAME.c (qat__cg.mode). */
+enum {
+    QAT__CG_PLAIN,       /* its own function, output in its own bytes (or the plan's in-place ops') */
+    QAT__CG_OVER_INPUT,  /* a convolution written over its input through the scratch (plan_rules.h) */
+    QAT__CG_FUSED,       /* a convolution that computes the max pool after it, a channel at a time */
+    QAT__CG_IN_FUSED     /* that max pool: no code of its own */
+};
 
 /* The text of src/runtime/qk.h, the kernels every generated NAME.c carries
  * (embedded at build time: cmake/embed_text.cmake). */
@@ -70,6 +80,10 @@ void qat__cg_channel_params(qat__cg *g, int i);
 /* The comment naming op i and the opening of its function:
  * static Q_NOINLINE void opN(const int8_t *x0, ..., int8_t *y) { */
 void qat__cg_begin(qat__cg *g, int i, const char *detail);
+
+/* The positions a pointwise convolution written over its input computes
+ * per pass (a last pass of one position joins the one before). */
+static inline int qat__cg_pw_run(int64_t HW) { return HW < 4 ? (int)HW : 4; }
 
 /* Emitters: one `static void opN(...)` each. */
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w);

@@ -58,12 +58,17 @@ qat_status qat_tflite_save(qat_ctx *ctx, const qat_qmodel *q, const char *path) 
 
 qat_status qat_codegen_stage(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name, qat_save_set *set,
                              qat_codegen_info *info) {
+    return qat_codegen_stage_ex(ctx, q, dir, name, NULL, set, info);
+}
+
+qat_status qat_codegen_stage_ex(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
+                                const qat_codegen_options *opt, qat_save_set *set, qat_codegen_info *info) {
     if (!ctx) return QAT_ERR_ARG;
     if (!q || !dir || !set) return qat_ctx_fail(ctx, QAT_ERR_ARG, "codegen: need a program, a directory and a save set");
     if (!name) name = "model";
     qat_codegen_source src;
     char msg[512];
-    qat_status st = qat_codegen_generate(q, name, &src, msg, sizeof msg);
+    qat_status st = qat_codegen_generate_ex(q, name, opt, &src, msg, sizeof msg);
     if (st != QAT_OK) return qat_ctx_fail(ctx, st, "%s", msg);
     char path[4096];
     for (int k = 0; k < QAT_CODEGEN_FILES && st == QAT_OK; k++) {
@@ -116,7 +121,7 @@ qat_status qat_export_all(qat_model *m, int in_rank, const int64_t *in_shape, co
     if (st == QAT_OK && t->onnx) st = qat_onnx_stage(pctx, &q, t->onnx, set);
     if (st == QAT_OK && t->tflite) st = qat_tflite_stage(pctx, &q, t->tflite, set);
     if (st == QAT_OK && t->qmodel) st = qat_qmodel_stage(pctx, &q, t->qmodel, set);
-    if (st == QAT_OK && t->c_dir) st = qat_codegen_stage(pctx, &q, t->c_dir, t->c_name, set, &info);
+    if (st == QAT_OK && t->c_dir) st = qat_codegen_stage_ex(pctx, &q, t->c_dir, t->c_name, t->c_options, set, &info);
     if (st == QAT_OK) st = qat_save_set_commit(set);
     qat_save_set_free(set); /* removes the temporaries of a failed export: no target changed */
     if (st == QAT_OK && report)

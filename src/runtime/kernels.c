@@ -259,7 +259,9 @@ void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
         qk_dwconv3(x, a->w, a->C, a->H, a->W, a->OH, a->OW, a->sh, a->sw, a->ph, a->pw, a->bias, a->m0, a->shift,
                    a->zp_in, a->zp, a->lo, a->hi, y);
     } else if (qk_conv_uses_pw(a->C, a->groups, a->H, a->W, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw)) {
-#define PW(B) qk_conv_pw(x, a->w, a->C, a->H * a->W, a->O, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+#define PW(B)                                                                                                    \
+    qk_conv_pw(x, a->w, a->C, a->H * a->W, a->H * a->W, a->O, a->H * a->W, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, \
+               a->lo, a->hi, y)
         QK_BY_BLOCK(qk_pw_block(a->O), PW)
 #undef PW
     } else if (qk_conv_uses_pairs(a->C, a->groups, a->kw)) {

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "plan_rules.h"
 #include "qat/runtime.h"
 #include "subchannel.h"
 
@@ -52,25 +53,17 @@ static int root(const int *parent, int t) {
     return t;
 }
 
-/* Does max pooling's output never pass the input it has yet to read? With
- * windows that do not overlap (kernel <= stride) and no padding, output
- * (c, oy, ox) at c·OH·OW + oy·OW + ox lies below every input a later
- * window reads (c·H·W + oy·sh·W + (ox + 1)·sw and beyond), and each input
- * is read by one window only; the kernels write an output after reading
- * its window (qk_maxpool), or a channel's outputs after reading the whole
- * channel (the AVX2 2x2 kernel): both may write over their input. */
-static bool pool_in_place(const qat_qop *op) {
-    return op->kind == QAT_QOP_MAXPOOL2D && op->kh <= op->stride_h && op->kw <= op->stride_w && !op->pad_h &&
-           !op->pad_w;
-}
-
 /* Can op i write its output over input t? Element-wise ops whose output
- * has t's size, and max pools that never overtake their reads, when
+ * has t's size, max pools that never overtake their reads, and with the
+ * small plan depthwise and pointwise convolutions (plan_rules.h), when
  * nothing reads t's buffer after op i and t is not the model input (the
  * caller's data). */
-static bool in_place(const qat_qmodel *q, const qat_qop *op, int i, int t, const int *parent, const buffer *b) {
+static bool in_place(const qat_qmodel *q, const qat_qop *op, int i, int t, const int *parent, const buffer *b,
+                     bool small) {
     bool elementwise = op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT || op->kind == QAT_QOP_ADD;
-    if (!elementwise && !pool_in_place(op)) return false;
+    if (!elementwise && !qat__pool_disjoint(op) && !(small && qat__conv_over_input(q, op))) return false;
+    if (small && (qat__fused_pool(q, i) >= 0 || (i > 0 && qat__fused_pool(q, i - 1) == i)))
+        return false; /* a fused pair: the convolution writes the pool's output, in bytes of its own */
     int r = root(parent, t);
     return r != root(parent, q->input) && b[r].last == i &&
            (!elementwise || qat_qtensor_numel(&q->tensors[t]) == qat_qtensor_numel(&q->tensors[op->output]));
@@ -79,7 +72,7 @@ static bool in_place(const qat_qmodel *q, const qat_qop *op, int i, int t, const
 /* Merges the tensors into buffers (views and in-place writes share one).
  * Each tensor's last reader is found first: an op may write over an input
  * only when no later op reads that input's buffer. */
-static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked, bool input_outside) {
+static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked, bool input_outside, bool small) {
     int n = q->n_tensors;
     for (int t = 0; t < n; t++) {
         parent[t] = t;
@@ -93,6 +86,12 @@ static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked, boo
     }
     b[q->output].last = q->n_ops; /* the caller reads the output after the last op */
     if (input_outside) b[q->input].size = 0; /* the caller's memory */
+    for (int i = 0; small && i < q->n_ops; i++) { /* a fused convolution writes its pool's output itself */
+        int j = qat__fused_pool(q, i);
+        if (j < 0) continue;
+        b[q->ops[i].output].size = 0;
+        b[q->ops[j].output].first = i;
+    }
     for (int t = 0; t < n; t++)
         if (b[t].last < b[t].first) b[t].last = b[t].first; /* made and never read: still written */
     /* b[root] holds its buffer's whole lifetime as tensors join it */
@@ -101,12 +100,12 @@ static void merge(const qat_qmodel *q, int *parent, buffer *b, bool chunked, boo
         int into = -1;
         if (op->kind == QAT_QOP_FLATTEN) into = op->inputs[0];
         for (int j = 0; into < 0 && j < op->n_inputs; j++)
-            if (in_place(q, op, i, op->inputs[j], parent, b)) into = op->inputs[j];
+            if (in_place(q, op, i, op->inputs[j], parent, b, small)) into = op->inputs[j];
         if (into < 0) continue;
         int r = root(parent, into), out = op->output; /* the output joins its input's buffer */
         parent[out] = r;
-        if (pool_in_place(op) && b[r].shrink == NO_SHRINK && b[out].size < b[r].size)
-            b[r].shrink = i, b[r].after = b[out].size; /* the pooled map is all that is left of it */
+        if (b[r].shrink == NO_SHRINK && b[out].size < b[r].size)
+            b[r].shrink = i, b[r].after = b[out].size; /* the smaller output is all that is left of it */
         else if (b[r].shrink != NO_SHRINK && b[r].after < b[out].size)
             b[r].after = b[out].size;
         if (b[r].size < b[out].size) b[r].size = b[out].size;
@@ -294,7 +293,7 @@ qat_status qat_plan_program_flags(const qat_qmodel *q, int max_batch, unsigned f
         if (msg && len) snprintf(msg, len, "plan: out of memory");
         return QAT_ERR_NOMEM;
     }
-    merge(q, parent, b, max_batch > 1, flags & QAT_PLAN_INPUT_OUTSIDE);
+    merge(q, parent, b, max_batch > 1, flags & QAT_PLAN_INPUT_OUTSIDE, flags & QAT_PLAN_SMALL);
     int64_t per_sample = place(n, parent, b, order);
     *plan = (qat_plan){.max_batch = max_batch, .offset = offsets, .const_offset = offsets + n,
                        .peak_activation_bytes = per_sample, .arena_bytes = per_sample * max_batch};

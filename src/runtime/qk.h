@@ -861,7 +861,10 @@ QK_INLINE int qk_conv_uses_pw(int C, int G, int H, int W, int KH, int KW, int SH
 }
 
 /* Pointwise convolution: x [C, HW] -> y [O, HW], w [O][C] in
- * qk_pair_channel's layout (qk_conv_pairs' with one tap). B output
+ * qk_pair_channel's layout (qk_conv_pairs' with one tap); channel c of x
+ * starts XS elements after channel c - 1, channel o of y YS after o - 1
+ * (both HW for whole maps; a run of positions of a larger map, into a
+ * scratch, for a convolution written over its input). B output
  * channels (qk_block(O)) at two positions p, p + 1 at a time: 2·B
  * accumulators, each input pair and each weight word unpacked once and
  * used twice. DSP: the two positions of a channel are adjacent bytes
@@ -871,14 +874,14 @@ QK_INLINE int qk_conv_uses_pw(int C, int G, int H, int W, int KH, int KW, int SH
  * instructions unpack the inputs, 3 each output channel's weights, and
  * 4·B SMLADs make 16·B products. An odd last position is computed as the
  * pair (HW - 2, HW - 1), writing HW - 2's integers again. */
-QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int O, int B, const int32_t *bias,
-                          const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                          int8_t *y) {
+QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int XS, int O, int YS, int B,
+                          const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
+                          int32_t lo, int32_t hi, int8_t *y) {
     const int C4 = C / 4 * 4;
     int o, p, c;
     for (o = 0; o < O; o += B) {
         const int8_t *wo = w + (int32_t)o * C;
-        int8_t *yo = y + (int32_t)o * HW;
+        int8_t *yo = y + (int32_t)o * YS;
         for (p = 0; p < HW; p += 2) {
             int32_t acc[4], acd[4]; /* position p, p + 1 */
             const int8_t *xp;
@@ -888,12 +891,12 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int O
             QK_EACH(B, QK_INIT2);
 #undef QK_INIT2
             for (c = 0; c < C4; c += 4) {
-                const int8_t *xc = xp + (int32_t)c * HW;
+                const int8_t *xc = xp + (int32_t)c * XS;
 #if Q_DSP
                 uint16_t h0, h1, h2, h3;
                 uint32_t wv;
                 int32_t t01, t23, x01p, x01q, x23p, x23q;
-                memcpy(&h0, xc, 2), memcpy(&h1, xc + HW, 2), memcpy(&h2, xc + 2 * HW, 2), memcpy(&h3, xc + 3 * HW, 2);
+                memcpy(&h0, xc, 2), memcpy(&h1, xc + XS, 2), memcpy(&h2, xc + 2 * XS, 2), memcpy(&h3, xc + 3 * XS, 2);
                 t01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16)); /* (x_c,p  x_c,p+1  x_c+1,p  x_c+1,p+1) */
                 t23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));
                 x01p = __sxtab16(qk_neg_zp_pair(zp), t01), x01q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t01);
@@ -906,8 +909,8 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int O
         acc[j] = __smlad(wb_, x23p, acc[j]), acd[j] = __smlad(wb_, x23q, acd[j]);                  \
     } while (0)
 #else
-                const int32_t a0 = xc[0] - zp, a1 = xc[HW] - zp, a2 = xc[2 * HW] - zp, a3 = xc[3 * HW] - zp;
-                const int32_t d0 = xc[1] - zp, d1 = xc[HW + 1] - zp, d2 = xc[2 * HW + 1] - zp, d3 = xc[3 * HW + 1] - zp;
+                const int32_t a0 = xc[0] - zp, a1 = xc[XS] - zp, a2 = xc[2 * XS] - zp, a3 = xc[3 * XS] - zp;
+                const int32_t d0 = xc[1] - zp, d1 = xc[XS + 1] - zp, d2 = xc[2 * XS + 1] - zp, d3 = xc[3 * XS + 1] - zp;
 #define QK_PW(j)                                                                                   \
     do {                                                                                           \
         const int8_t *wt_ = wo + (j) * C + c; /* channels c, c+2, c+1, c+3 */                      \
@@ -919,13 +922,13 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int O
 #undef QK_PW
             }
             for (c = C4; c < C; c++) {
-                const int32_t a = xp[(int32_t)c * HW] - zp, d = xp[(int32_t)c * HW + 1] - zp;
+                const int32_t a = xp[(int32_t)c * XS] - zp, d = xp[(int32_t)c * XS + 1] - zp;
 #define QK_MAC2(j) (acc[j] += wo[(j) * C + c] * a, acd[j] += wo[(j) * C + c] * d)
                 QK_EACH(B, QK_MAC2);
 #undef QK_MAC2
             }
-            qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yo + p, HW);
-            qk_store(acd, B, o, m0, shift, zp_out, lo, hi, yo + p + 1, HW);
+            qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yo + p, YS);
+            qk_store(acd, B, o, m0, shift, zp_out, lo, hi, yo + p + 1, YS);
         }
     }
 }

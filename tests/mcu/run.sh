@@ -25,7 +25,8 @@
 # without .qnet, e.g. tests/models/lenet-mixed; NAME:wNaM for N-bit weights and
 # M-bit activations, e.g. lenet:w4a4; default W8A8; NAME@DATA trains and
 # runs it on another data set than MNIST_DIR, any that qat train reads,
-# its first N test samples). Exit 77 (skipped) without
+# its first N test samples; NAME+small generates the C with the small-RAM
+# plan, qat export --c-ram small). Exit 77 (skipped) without
 # arm-none-eabi-gcc or qemu-system-arm (scripts/setup-mcu.sh installs them).
 # MCU_OPT (default -O2) is the optimization of the generated code.
 set -euo pipefail
@@ -63,7 +64,9 @@ core_insns() {
 for spec in "$@"; do
   mdata=$data
   if [[ $spec == *@* ]]; then mdata=${spec#*@} spec=${spec%%@*}; fi
-  model=${spec%%:*} bits=()
+  cram=()
+  if [[ $spec == *+small* ]]; then cram=(--c-ram small) spec=${spec/+small/}-small; fi
+  model=${spec%%:*} model=${model%-small} bits=()
   if [[ $spec == *:w*a* ]]; then
     b=${spec##*:w}
     bits=(--wbits "${b%%a*}" --abits "${b##*a}")
@@ -78,7 +81,7 @@ for spec in "$@"; do
   case $model in lenet | mlp) limit=2048 ;; *) limit=256 ;; esac  # bit-exactness needs no accuracy
   "$bin" train --model-file "$qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
     --data "$mdata" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
-  "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" 2> "$w/export.log" \
+  "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" "${cram[@]}" 2> "$w/export.log" \
     || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
   "$ref" "$w/model.qat.h5" "$mdata" "$n" "$w/images.f32" "$w/expected.txt"
   defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$w/gen" -I"$here")

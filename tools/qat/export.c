@@ -15,9 +15,9 @@
 #include "qat/tflite.h"
 
 static const char *const export_usage =
-    "usage: qat export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--tflite FILE] [--c DIR [--name NAME]]\n"
-    "                  [--json]\n"
-    "       qat export --quantized MODEL [--tflite FILE] [--c DIR [--name NAME]] [--json]\n"
+    "usage: qat export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--tflite FILE]\n"
+    "                  [--c DIR [--name NAME] [--c-ram fast|small]] [--json]\n"
+    "       qat export --quantized MODEL [--tflite FILE] [--c DIR [--name NAME] [--c-ram fast|small]] [--json]\n"
     "\n"
     "Turns a QAT training checkpoint (qat train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
@@ -44,6 +44,11 @@ static const char *const export_usage =
     "                      (integers only, no malloc) and NAME_io.c (input\n"
     "                      quantization, output dequantization); docs/codegen.md\n"
     "  --name NAME         the C prefix of the generated API (default model)\n"
+    "  --c-ram fast|small  the C's memory plan (default fast); small: depthwise and\n"
+    "                      pointwise convolutions written over their input, and a\n"
+    "                      convolution followed by a max pool computed a channel at\n"
+    "                      a time, for a smaller arena at some cycles' cost\n"
+    "                      (docs/codegen.md, \"RAM\")\n"
     "  --quantized MODEL   write the C and/or the .tflite file from a quantized\n"
     "                      model file instead of a training checkpoint\n"
     "  --json              print a JSON summary as the last line of stdout\n"
@@ -89,11 +94,12 @@ static int make_c_dir(const char *P, bool json, const char *dir, bool create) {
  * quantized file, all or nothing (one save set); says what it wrote on
  * stderr, and fills info (the C's sizes) and *tfl_bytes. 0, or 1 (reported). */
 static int write_from_program(qat_ctx *ctx, const qat_qmodel *q, const char *tflite, const char *dir,
-                              const char *name, bool json, qat_codegen_info *info, long long *tfl_bytes) {
+                              const char *name, const qat_codegen_options *copt, bool json, qat_codegen_info *info,
+                              long long *tfl_bytes) {
     qat_save_set *set = qat_save_set_new(ctx);
     qat_status st = set ? QAT_OK : qat_ctx_status(ctx);
     if (st == QAT_OK && tflite) st = qat_tflite_stage(ctx, q, tflite, set);
-    if (st == QAT_OK && dir) st = qat_codegen_stage(ctx, q, dir, name, set, info);
+    if (st == QAT_OK && dir) st = qat_codegen_stage_ex(ctx, q, dir, name, copt, set, info);
     if (st == QAT_OK) st = qat_save_set_commit(set);
     qat_save_set_free(set);
     if (st != QAT_OK) return cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
@@ -111,11 +117,12 @@ static int write_from_program(qat_ctx *ctx, const qat_qmodel *q, const char *tfl
  * express, a bad path or a full disk fails before any target changes).
  * 0, or 1 (reported). */
 static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const char *config, const char *out,
-                            const char *onnx, const char *tflite, const char *cdir, const char *name, bool json,
+                            const char *onnx, const char *tflite, const char *cdir, const char *name,
+                            const qat_codegen_options *copt, bool json,
                             qat_codegen_info *info, int64_t *peak, long long *onnx_bytes, long long *tfl_bytes,
                             long long *bytes) {
     qat_export_targets t = {.qmodel = out, .onnx = onnx, .tflite = tflite, .c_dir = cdir, .c_name = name,
-                            .config = config};
+                            .c_options = copt, .config = config};
     qat_export_report r;
     if (qat_export_all(m, rank, shape, &t, &r) != QAT_OK)
         return cli_fail("qat", json, 1, "%s", qat_ctx_error(qat_model_ctx(m)));
@@ -147,7 +154,7 @@ static void print_c_json(const char *dir, const char *name, const qat_codegen_in
 
 int cmd_export(int argc, char **argv) {
     const char *P = "qat export", *ckpt = NULL, *out = NULL, *onnx = NULL, *cdir = NULL, *name = "model",
-               *quantized = NULL, *tflite = NULL;
+               *quantized = NULL, *tflite = NULL, *cram = "fast";
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -158,6 +165,7 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(a, "--tflite")) { if (!(tflite = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--c")) { if (!(cdir = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--name")) { if (!(name = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--c-ram")) { if (!(cram = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--quantized")) { if (!(quantized = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--json")) json = true;
         else {
@@ -165,6 +173,10 @@ int cmd_export(int argc, char **argv) {
             goto usage;
         }
     }
+    if (strcmp(cram, "fast") && strcmp(cram, "small"))
+        return cli_usage_fail(P, json, export_usage, "--c-ram \"%s\": fast or small", cram);
+    if (!strcmp(cram, "small") && !cdir) return cli_usage_fail(P, json, export_usage, "--c-ram is for --c DIR");
+    const qat_codegen_options copt = {.small_ram = !strcmp(cram, "small")};
     if (quantized) {
         if (ckpt || out || onnx || (!cdir && !tflite))
             return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR and/or --tflite FILE, and "
@@ -180,7 +192,7 @@ int cmd_export(int argc, char **argv) {
         long long tfl_bytes = -1;
         int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx))
                  : cdir && make_c_dir("qat", json, cdir, create) ? 1
-                 : write_from_program(ctx, &q, tflite, cdir, name, json, &info, &tfl_bytes);
+                 : write_from_program(ctx, &q, tflite, cdir, name, &copt, json, &info, &tfl_bytes);
         if (rc && create) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         if (rc == 0 && json) {
             printf("{\"quantized\": ");
@@ -232,7 +244,7 @@ int cmd_export(int argc, char **argv) {
     qat_codegen_info info = {0};
     long long onnx_bytes = -1, tfl_bytes = -1, bytes = -1;
     if (cdir && make_c_dir("qat", json, cdir, create_cdir)) goto done;
-    if (stage_and_commit(m, rank, shape, config, out, onnx, tflite, cdir, name, json, &info, &peak, &onnx_bytes,
+    if (stage_and_commit(m, rank, shape, config, out, onnx, tflite, cdir, name, &copt, json, &info, &peak, &onnx_bytes,
                          &tfl_bytes, &bytes)) {
         if (create_cdir) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         goto done;
