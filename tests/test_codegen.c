@@ -214,6 +214,29 @@ static const char *const small_text =
         "flatten   f    mp2\n"
         "linear    fc   f out=5\n";
 
+/* small_text with packed weights: 4 bits on dw1, pw1 and the fused c3, 2
+ * on dw2, pw2 and the fused c4: each unpacked into the scratch (a
+ * channel's row, or the pointwise matrix) before the int8 kernels. */
+static const char *const small_packed_text =
+        "input shape=3,11,9\n"
+        "conv2d    c1   input out=8 kernel=3 pad=1\n"
+        "relu      r1   c1\n"
+        "conv2d    dw1  r1 out=8 kernel=3 pad=1 groups=depthwise wbits=4\n"
+        "relu      rd1  dw1\n"
+        "conv2d    pw1  rd1 out=12 kernel=1 wbits=4\n"
+        "relu      rp1  pw1\n"
+        "conv2d    dw2  rp1 out=12 kernel=3 stride=2 pad=1 groups=depthwise wbits=2\n"
+        "relu      rd2  dw2\n"
+        "conv2d    pw2  rd2 out=6 kernel=1 wbits=2\n"
+        "relu      rp2  pw2\n"
+        "conv2d    c3   rp2 out=8 kernel=3x2 pad=1 wbits=4\n"
+        "relu      r3   c3\n"
+        "maxpool2d mp   r3 kernel=2\n"
+        "conv2d    c4   mp out=4 kernel=1 wbits=2\n"
+        "maxpool2d mp2  c4 kernel=3\n"
+        "flatten   f    mp2\n"
+        "linear    fc   f out=5\n";
+
 /* Generates the model's C with the small-RAM plan as NAME: the same
  * integers as the engine (host; Cortex-M4 and M3 under qemu when the
  * tools are here), in a smaller arena than the default plan's. */
@@ -240,7 +263,13 @@ static void check_small(const char *text, const char *name, int seed, const char
     CU_ASSERT(small.info.arena_bytes < fast.info.arena_bytes);
     CU_ASSERT_EQUAL(small.info.weight_bytes, fast.info.weight_bytes);
     for (int k = 0; k < n_forms; k++) {
-        if (!strstr(small.text[1], forms[k])) printf("\n  %s: no \"%s\" in the C", name, forms[k]);
+        if (!strstr(small.text[1], forms[k])) {
+            printf("\n  %s: no \"%s\" in the C; its lines with the form's first word:", name, forms[k]);
+            char word[32];
+            snprintf(word, sizeof word, "%.*s", (int)strcspn(forms[k], "("), forms[k]);
+            for (const char *l = small.text[1]; (l = strstr(l, word)) != NULL; l++)
+                printf("\n    %.*s", (int)strcspn(l, "\n"), l);
+        }
         CU_ASSERT_PTR_NOT_NULL(strstr(small.text[1], forms[k]));
     }
     qat_codegen_source_free(&fast), qat_codegen_source_free(&small);
@@ -269,6 +298,11 @@ static void test_small_ram(void) {
     check_small(small_text, "small", 5, forms, (int)(sizeof forms / sizeof *forms));
     static const char *const conv_forms[] = {"qk_conv(x0 + (int32_t)(o / 2) * "}; /* the depthwise, 2 outputs per channel */
     check_small(conv_text, "small_convs", 4, conv_forms, 1);
+    static const char *const packed_forms[] = { /* ops: c1, dw1, pw1, dw2, pw2, c3 with mp, mp, c4 with mp2, ... */
+        "qk_unpack(op1_w, c * 9, (c + 1) * 9, 4, arena.b + ", "qk_unpack(op2_w, 0, 96, 4, arena.b + ",
+        "qk_unpack(op3_w, c * 9, (c + 1) * 9, 2, arena.b + ", "qk_unpack(op4_w, 0, 72, 2, arena.b + ",
+        "qk_unpack(op5_w, o * 36, (o + 1) * 36, 4, arena.b + ", "qk_unpack(op7_w, o * 8, (o + 1) * 8, 2, arena.b + "};
+    check_small(small_packed_text, "small_packed", 6, packed_forms, 6);
 }
 
 /* conv_text's layers with narrow weights, then two linear ops: each

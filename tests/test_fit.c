@@ -193,6 +193,7 @@ static void test_measure_predicts_the_c(void) {
         CU_ASSERT_EQUAL(f->trained, 2);
         CU_ASSERT(f->flash[2] == t.flash && f->loss[2] == t.loss);
         CU_ASSERT(f->flash[0] < f->flash[1] && f->flash[1] < f->flash[2]);
+        for (int k = 0; k < 3; k++) CU_ASSERT(f->arena_small[k] > 0 && f->arena_small[k] <= f->arena[k]);
     }
     CU_ASSERT(t.layers[0].flash[0] <= t.flash - 32 * 24 / 2); /* fc1 at 2 bits: over half its 768 bytes gone (rows padded to words) */
     for (int a = 0; a < 3; a++) /* every choice: the prediction is the generated C's */

@@ -16,6 +16,7 @@
 #include "qat/infer.h"
 #include "qat/io.h"
 #include "qat/optim.h"
+#include "runtime/plan_rules.h"
 #include "test_util.h"
 
 static char dir[256];
@@ -695,6 +696,7 @@ static void check_plan_batch(const qat_qmodel *qp, int batch, unsigned flags, co
     qat_plan p;
     CU_ASSERT_EQUAL_FATAL(qat_plan_program_flags(&q, batch, flags, off, &p, NULL, 0), QAT_OK);
     bool outside = flags & QAT_PLAN_INPUT_OUTSIDE; /* the input takes no arena bytes */
+    bool small = flags & QAT_PLAN_SMALL;           /* plan_rules.h's convolutions over their input, and fused pairs */
     /* lifetimes: made by op i (input: -1), last read by op j (output: the end) */
     int n = q.n_tensors, *first = malloc(sizeof(int) * n), *last = malloc(sizeof(int) * n), *grp = malloc(sizeof(int) * n);
     for (int t = 0; t < n; t++) first[t] = t == q.input ? -1 : 0, last[t] = -1, grp[t] = t;
@@ -704,6 +706,11 @@ static void check_plan_batch(const qat_qmodel *qp, int batch, unsigned flags, co
     }
     last[q.output] = q.n_ops;
     if (batch > 1) last[q.input] = q.n_ops, first[q.output] = -1;
+    bool *none = calloc((size_t)n, sizeof *none); /* a fused convolution's output: never in memory */
+    for (int i = 0; small && i < q.n_ops; i++) {
+        int j = qat__fused_pool(&q, i);
+        if (j >= 0) none[q.ops[i].output] = true, first[q.ops[j].output] = i; /* the convolution writes the pool's output */
+    }
     /* shared buffers: an op that writes over its input (flatten, the
      * in-place element-wise ops, max pools of disjoint windows) -- and only
      * where nothing reads the input after that op */
@@ -712,8 +719,9 @@ static void check_plan_batch(const qat_qmodel *qp, int batch, unsigned flags, co
         const qat_qop *op = &q.ops[i];
         bool disjoint_pool = op->kind == QAT_QOP_MAXPOOL2D && op->kh <= op->stride_h && op->kw <= op->stride_w &&
                              !op->pad_h && !op->pad_w; /* its output never overtakes its reads */
-        bool can = op->kind == QAT_QOP_FLATTEN || op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT ||
-                   op->kind == QAT_QOP_ADD || disjoint_pool;
+        bool fused = small && (qat__fused_pool(&q, i) >= 0 || (i > 0 && qat__fused_pool(&q, i - 1) == i));
+        bool can = !fused && (op->kind == QAT_QOP_FLATTEN || op->kind == QAT_QOP_RELU || op->kind == QAT_QOP_LUT ||
+                              op->kind == QAT_QOP_ADD || disjoint_pool || (small && qat__conv_over_input(&q, op)));
         for (int j = 0; can && j < op->n_inputs; j++) {
             int a = op->inputs[j];
             if (off[a] != off[op->output]) continue;
@@ -734,13 +742,13 @@ static void check_plan_batch(const qat_qmodel *qp, int batch, unsigned flags, co
     }
     int64_t sum = 0;
     for (int a = 0; a < n; a++) {
-        int64_t na = a == q.input && outside ? 0 : qat_qtensor_numel(&q.tensors[a]) * batch;
+        int64_t na = (a == q.input && outside) || none[a] ? 0 : qat_qtensor_numel(&q.tensors[a]) * batch;
         sum += na;
         CU_ASSERT(off[a] >= 0 && off[a] + na <= p.arena_bytes);
         int ra = a;
         while (grp[ra] != ra) ra = grp[ra];
         for (int b = a + 1; b < n; b++) {
-            int64_t nb = b == q.input && outside ? 0 : qat_qtensor_numel(&q.tensors[b]) * batch;
+            int64_t nb = (b == q.input && outside) || none[b] ? 0 : qat_qtensor_numel(&q.tensors[b]) * batch;
             int rb = b;
             while (grp[rb] != rb) rb = grp[rb];
             bool live = first[a] <= last[b] && first[b] <= last[a];
@@ -754,8 +762,8 @@ static void check_plan_batch(const qat_qmodel *qp, int batch, unsigned flags, co
         printf(" [%s: %lld bytes/sample planned, %lld if every tensor had its own]", what,
                (long long)p.peak_activation_bytes, (long long)sum);
     }
-    if (outside) printf(" [%s, input outside: %lld]", what, (long long)p.peak_activation_bytes);
-    free(first), free(last), free(grp), free(off);
+    if (outside) printf(" [%s, input outside%s: %lld]", what, small ? ", small" : "", (long long)p.peak_activation_bytes);
+    free(first), free(last), free(grp), free(off), free(none);
 }
 
 /* Plans one model's program and checks the plan (see test_plan_is_sound). */
@@ -770,6 +778,7 @@ static void check_plan(qat_model *m, const char *what) {
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
     check_plan_batch(&q, 1, 0, what);
     check_plan_batch(&q, 1, QAT_PLAN_INPUT_OUTSIDE, what);
+    check_plan_batch(&q, 1, QAT_PLAN_INPUT_OUTSIDE | QAT_PLAN_SMALL, what);
     check_plan_batch(&q, 3, 0, what);
 }
 

@@ -16,7 +16,9 @@
  * configuration's flash is the trained model's plus each layer's change;
  * its arena is taken as the largest of its layers' measured arenas (an
  * op's scratch for unpacking packed weights is the only part that moves
- * with weight bits). The final build is checked on the linked binary.
+ * with weight bits), with the default plan or the small-RAM one (both are
+ * measured; table.small_ram says which the choice counts). The final
+ * build is checked on the linked binary.
  *
  * The choice minimises the summed sensitivity (HAWQ's additive model)
  * under the flash budget, exactly: a multiple-choice knapsack solved by
@@ -58,7 +60,8 @@ typedef struct {
     double loss[QAT_FIT_MAX_CHOICES];     /* calibration loss, this layer alone at bits[k] */
     double metric[QAT_FIT_MAX_CHOICES];   /* accuracy (classify) or mse, the same way */
     int64_t flash[QAT_FIT_MAX_CHOICES];   /* the generated C's constant bytes then */
-    int64_t arena[QAT_FIT_MAX_CHOICES];   /* and its arena */
+    int64_t arena[QAT_FIT_MAX_CHOICES];   /* and its arena (the default plan) */
+    int64_t arena_small[QAT_FIT_MAX_CHOICES]; /* its arena with the small-RAM plan (qat_codegen_options) */
     int trained;                          /* index of the bits it was trained at (-1: not a candidate) */
     qat_prepare_config config;            /* the configuration it was trained with */
 } qat_fit_layer;
@@ -67,8 +70,9 @@ typedef struct {
     int n_layers;
     qat_fit_layer *layers;                /* [n_layers], in ctx */
     double loss, metric;                  /* the model as trained */
-    int64_t flash, arena;                 /* its generated C's constants and arena */
+    int64_t flash, arena, arena_small;    /* its generated C's constants and arena (both plans) */
     bool metric_higher;                   /* accuracy: higher is better; mse: lower */
+    bool small_ram;                       /* which plan's arenas the choice counts (the caller sets it) */
 } qat_fit_table;
 
 /* Measures m (prepared, trained: every activation observer has seen

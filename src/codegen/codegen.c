@@ -156,22 +156,31 @@ static qat_status check_program(const qat_qmodel *q, char *msg, size_t len) {
  * and the scratch the packed convolutions unpack a block of rows into
  * (qk_rows: B·KK bytes, the largest over the ops), placed in the arena
  * after the plan's bytes, 4-byte aligned: no tensor is ever there. */
+int64_t qat__cg_small_maps(const qat_qmodel *q, int i) {
+    const qat_qop *op = &q->ops[i];
+    const qat_qtensor *out = &q->tensors[op->output];
+    int64_t plane = out->shape[1] * out->shape[2];
+    bool pw = qat__fused_pool(q, i) < 0 && op->groups == 1;
+    return (pw ? out->shape[0] * (qat__cg_pw_run(plane) + 1) : plane + 3) / 4 * 4;
+}
+
+int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P) {
+    const qat_qop *op = &q->ops[i];
+    int64_t KK = q->tensors[op->inputs[0]].shape[0] / op->groups * op->kh * op->kw;
+    bool pw = qat__fused_pool(q, i) < 0 && op->groups == 1;
+    return qat__cg_small_maps(q, i) + (P >= 8 ? 0 : pw ? q->tensors[op->output].shape[0] * KK : KK);
+}
+
 static qat_status plan_weights(qat__cg *g) {
     int64_t scratch = 0;
-    for (int i = 0; i < g->q->n_ops; i++) { /* the small plan's modes, and their scratch */
+    for (int i = 0; i < g->q->n_ops; i++) { /* the small plan's modes */
         const qat_qop *op = &g->q->ops[i];
         if (!g->small || op->kind != QAT_QOP_CONV2D) continue;
-        const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
-        int64_t plane = out->shape[1] * out->shape[2], need = 0;
         int j = qat__fused_pool(g->q, i);
-        if (j >= 0) g->mode[i] = QAT__CG_FUSED, g->mode[j] = QAT__CG_IN_FUSED, need = plane;
+        if (j >= 0) g->mode[i] = QAT__CG_FUSED, g->mode[j] = QAT__CG_IN_FUSED;
         else if (qat__conv_over_input(g->q, op) && g->plan->offset[op->inputs[0]] == g->plan->offset[op->output] &&
-                 op->inputs[0] != g->q->input) {
+                 op->inputs[0] != g->q->input)
             g->mode[i] = QAT__CG_OVER_INPUT;
-            need = op->groups > 1 ? plane : out->shape[0] * (qat__cg_pw_run(plane) + 1);
-        }
-        (void)in;
-        scratch = need > scratch ? need : scratch;
     }
     for (int i = 0; i < g->q->n_ops; i++) {
         const qat_qop *op = &g->q->ops[i];
@@ -184,10 +193,12 @@ static qat_status plan_weights(qat__cg *g) {
         qat__cg_weights(op, w);
         g->wbits[i] = (int8_t)qat__cg_weight_bits(op, w);
         free(w);
-        if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8) {
-            int64_t need = qk_block((int)(O / op->groups)) * L;
-            scratch = need > scratch ? need : scratch;
-        }
+        int64_t need = 0;
+        if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT)
+            need = qat__cg_small_scratch(g->q, i, g->wbits[i]);
+        else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8)
+            need = qk_block((int)(O / op->groups)) * L;
+        scratch = need > scratch ? need : scratch;
     }
     if (scratch) g->scratch_at = (g->plan->arena_bytes + 3) / 4 * 4, g->arena_bytes = g->scratch_at + scratch;
     return QAT_OK;

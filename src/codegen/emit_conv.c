@@ -14,9 +14,11 @@
 #include "runtime/qk.h"
 
 /* One output channel `ch` of op i into s (its map, [OH, OW]): the kernel
- * the op would take, called for that channel alone (its weights, bias and
- * requantization at their channel's offset; its group's input channels). */
-static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const char *s) {
+ * the op would take, called for that channel alone with int8 weights wch
+ * (an expression: its row in opN_w, or its packed row unpacked into the
+ * scratch), its bias and requantization at its offset, its group's input
+ * channels. */
+static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const char *wch, const char *s) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
@@ -29,28 +31,46 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
     snprintf(tail, sizeof tail, "op%d_b + %s, op%d_m + %s, op%d_s + %s, %d, %d, %d, %d, %s", i, ch, i, ch, i, ch, zp, zo,
              op->act_min, op->act_max, s);
     if (qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w))
-        qat__cg_printf(g, "        qk_dwconv3(%s, op%d_w + %s * 9, 1, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", x, i, ch, H, W,
-                       OH, OW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
-    else if (qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w))
-        qat__cg_printf(g, "        qk_conv_pw(%s, op%d_w + %s * %d, %d, %d, %d, 1, %d, 1, %s);\n", x, i, ch, C, C, H * W,
-                       H * W, OH * OW, tail);
-    else
-        qat__cg_printf(g, "        %s(%s, op%d_w + %s * %d, 8, NULL, %d, %d, %d, 1, %d, %d, %d, %d, %d, %d, %d, %d, 1, 1, "
-                       "%s);\n", pairs ? "qk_conv_pairs" : "qk_conv", x, i, ch, KK, CG, H, W, OH, OW, KH, KW,
+        qat__cg_printf(g, "        qk_dwconv3(%s, %s, 1, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", x, wch, H, W, OH, OW,
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
+    else if (qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w))
+        qat__cg_printf(g, "        qk_conv_pw(%s, %s, %d, %d, %d, 1, %d, 1, %s);\n", x, wch, C, H * W, H * W, OH * OW,
+                       tail);
+    else
+        qat__cg_printf(g, "        %s(%s, %s, 8, NULL, %d, %d, %d, 1, %d, %d, %d, %d, %d, %d, %d, %d, 1, 1, %s);\n",
+                       pairs ? "qk_conv_pairs" : "qk_conv", x, wch, CG, H, W, OH, OW, KH, KW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, tail);
+    (void)KK;
+}
+
+/* Channel ch's int8 weights for one_channel: its row of opN_w, or (packed)
+ * the statement unpacking its row into the scratch at sw, and sw. */
+static void channel_weights(qat__cg *g, int i, const char *ch, const char *sw, char *wch, size_t len) {
+    const qat_qop *op = &g->q->ops[i];
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
+    int KK = (int)(in->shape[0] / op->groups) * op->kh * op->kw, P = g->wbits[i];
+    if (P >= 8) {
+        snprintf(wch, len, "op%d_w + %s * %d", i, ch, KK);
+        return;
+    }
+    qat__cg_printf(g, "        qk_unpack(op%d_w, %s * %d, (%s + 1) * %d, %d, %s);\n", i, ch, KK, ch, KK, P, sw);
+    snprintf(wch, len, "%s", sw);
 }
 
 /* The small-RAM plan's convolutions (plan_rules.h): fused with the max
  * pool after it, one output channel's map at a time into the scratch and
  * pooled into y; or written over its input, depthwise a channel at a
- * time, pointwise a run of positions at a time, through the scratch. */
+ * time, pointwise a run of positions at a time, through the scratch.
+ * Packed weights are unpacked into the scratch after the maps: a
+ * channel's row at a time, or a pointwise op's whole matrix once. */
 static void small_ram(qat__cg *g, int i, bool pairs, const char *detail) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], HW = (int)(in->shape[1] * in->shape[2]);
-    int O = (int)out->shape[0], OHW = (int)(out->shape[1] * out->shape[2]);
-    char text[520], s[48];
+    int O = (int)out->shape[0], OHW = (int)(out->shape[1] * out->shape[2]), P = g->wbits[i];
+    char text[520], s[48], sw[64], wch[96];
     snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);
+    snprintf(sw, sizeof sw, "arena.b + %lld", (long long)(g->scratch_at + qat__cg_small_maps(g->q, i)));
     if (g->mode[i] == QAT__CG_FUSED) {
         const qat_qop *p = &g->q->ops[i + 1];
         const qat_qtensor *po = &g->q->tensors[p->output];
@@ -59,7 +79,8 @@ static void small_ram(qat__cg *g, int i, bool pairs, const char *detail) {
                  "the scratch, then pooled into y", detail, p->kh, p->kw, p->stride_h, p->stride_w);
         qat__cg_begin(g, i, text);
         qat__cg_printf(g, "    int o;\n    for (o = 0; o < %d; o++) {\n", O);
-        one_channel(g, i, pairs, "o", s);
+        channel_weights(g, i, "o", sw, wch, sizeof wch);
+        one_channel(g, i, pairs, "o", wch, s);
         qat__cg_printf(g, "        qk_maxpool(%s, 1, %d, %d, %d, %d, %d, %d, 0, 0, %d, %d, y + (int32_t)o * %d);\n    }\n}\n", s,
                        (int)out->shape[1], (int)out->shape[2], p->kh, p->kw, p->stride_h, p->stride_w, POH, POW,
                        POH * POW);
@@ -69,16 +90,23 @@ static void small_ram(qat__cg *g, int i, bool pairs, const char *detail) {
     qat__cg_begin(g, i, text);
     if (op->groups > 1) { /* depthwise: channel c's map, then over channels <= c, all read */
         qat__cg_printf(g, "    int c;\n    for (c = 0; c < %d; c++) {\n", C);
-        one_channel(g, i, pairs, "c", s);
+        channel_weights(g, i, "c", sw, wch, sizeof wch);
+        one_channel(g, i, pairs, "c", wch, s);
         qat__cg_printf(g, "        memcpy(y + (int32_t)c * %d, %s, %d);\n    }\n}\n", OHW, s, OHW);
         return;
     }
     /* pointwise: positions [p, p + n) of every output channel, then over positions < p + n, all read */
     int run = qat__cg_pw_run(HW);
-    qat__cg_printf(g, "    int p, o, n;\n    for (p = 0; p < %d; p += n) {\n        n = %d - p <= %d ? %d - p : %d;\n"
-                   "        qk_conv_pw(x0 + p, op%d_w, %d, n, %d, %d, n, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %s);\n"
+    snprintf(wch, sizeof wch, "op%d_w", i);
+    qat__cg_printf(g, "    int p, o, n;\n");
+    if (P < 8) {
+        qat__cg_printf(g, "    qk_unpack(op%d_w, 0, %d, %d, %s);\n", i, O * C, P, sw);
+        snprintf(wch, sizeof wch, "%s", sw);
+    }
+    qat__cg_printf(g, "    for (p = 0; p < %d; p += n) {\n        n = %d - p <= %d ? %d - p : %d;\n"
+                   "        qk_conv_pw(x0 + p, %s, %d, n, %d, %d, n, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %s);\n"
                    "        for (o = 0; o < %d; o++) memcpy(y + (int32_t)o * %d + p, %s + o * n, (size_t)n);\n    }\n}\n",
-                   HW, HW, run + 1, HW, run, i, C, HW, O, qk_pw_block(O), i, i, i, in->q.zero_point,
+                   HW, HW, run + 1, HW, run, wch, C, HW, O, qk_pw_block(O), i, i, i, in->q.zero_point,
                    out->q.zero_point, op->act_min, op->act_max, s, O, HW, s);
 }
 

@@ -85,6 +85,14 @@ void qat__cg_begin(qat__cg *g, int i, const char *detail);
  * per pass (a last pass of one position joins the one before). */
 static inline int qat__cg_pw_run(int64_t HW) { return HW < 4 ? (int)HW : 4; }
 
+/* The small-RAM plan's scratch for op i (a convolution in mode
+ * QAT__CG_FUSED or _OVER_INPUT): its maps (one output channel's map, or a
+ * pointwise op's run of positions for every output channel), then, for
+ * packed weights, their int8 form (a channel's row, or a pointwise op's
+ * whole matrix). */
+int64_t qat__cg_small_maps(const qat_qmodel *q, int i);
+int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P);
+
 /* Emitters: one `static void opN(...)` each. */
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w);
 void qat__cg_linear(qat__cg *g, int i, const int8_t *w);

@@ -23,7 +23,7 @@ static qat_status calibrate(qat_model *m, const qat_fit_data *d, double *loss, d
 
 /* The generated C's constant bytes and arena for m as it stands: lowered
  * in a context of its own (freed here), generated, sized. */
-static qat_status c_size(qat_model *m, int64_t *flash, int64_t *arena) {
+static qat_status c_size(qat_model *m, int64_t *flash, int64_t *arena, int64_t *arena_small) {
     qat_ctx *pctx = qat_ctx_new();
     if (!pctx) return qat_ctx_fail(qat_model_ctx(m), QAT_ERR_NOMEM, "fit: out of memory");
     qat_qmodel q;
@@ -35,10 +35,13 @@ static qat_status c_size(qat_model *m, int64_t *flash, int64_t *arena) {
     }
     qat_codegen_source src;
     char msg[512] = "";
-    st = qat_codegen_generate(&q, "fit", &src, msg, sizeof msg);
-    if (st == QAT_OK) *flash = src.info.weight_bytes, *arena = src.info.arena_bytes;
-    else qat_ctx_fail(qat_model_ctx(m), st, "fit: the C generator: %s", msg);
-    qat_codegen_source_free(&src);
+    for (int small = 0; small < 2 && st == QAT_OK; small++) {
+        st = qat_codegen_generate_ex(&q, "fit", &(qat_codegen_options){.small_ram = small}, &src, msg, sizeof msg);
+        if (st == QAT_OK && !small) *flash = src.info.weight_bytes, *arena = src.info.arena_bytes;
+        else if (st == QAT_OK) *arena_small = src.info.arena_bytes;
+        else qat_ctx_fail(qat_model_ctx(m), st, "fit: the C generator: %s", msg);
+        qat_codegen_source_free(&src);
+    }
     qat_ctx_free(pctx);
     return st;
 }
@@ -82,7 +85,7 @@ qat_status qat_fit_measure(qat_model *m, const qat_fit_data *d, const int *bits,
     if (!L) return qat_ctx_status(ctx);
     bool higher = true;
     if ((st = calibrate(m, d, &out->loss, &out->metric, &higher)) != QAT_OK ||
-        (st = c_size(m, &out->flash, &out->arena)) != QAT_OK)
+        (st = c_size(m, &out->flash, &out->arena, &out->arena_small)) != QAT_OK)
         return st;
     int done = 0, total = count * n;
     for (int i = 1, j = 0; i < m->n_layers && st == QAT_OK; i++) {
@@ -97,7 +100,7 @@ qat_status qat_fit_measure(qat_model *m, const qat_fit_data *d, const int *bits,
             qat_prepare_config c = f->config;
             c.wbits = bits[k];
             if ((st = qat_prepare_layer(m, l->name, &c)) == QAT_OK && (st = calibrate(m, d, &f->loss[k], &f->metric[k], &higher)) == QAT_OK)
-                st = c_size(m, &f->flash[k], &f->arena[k]);
+                st = c_size(m, &f->flash[k], &f->arena[k], &f->arena_small[k]);
             if (progress) progress(user, ++done, total);
         }
         qat_status back = qat_prepare_layer(m, l->name, &f->config); /* as trained, its observers untouched */

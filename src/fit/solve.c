@@ -31,6 +31,11 @@ typedef struct {
 
 static double sens(const qat_fit_table *t, int i, int k) { return t->layers[i].loss[k] - t->loss; }
 
+/* Layer i's arena at width k under the plan the table counts. */
+static int64_t arena_of(const qat_fit_table *t, int i, int k) {
+    return t->small_ram ? t->layers[i].arena_small[k] : t->layers[i].arena[k];
+}
+
 static void table_free(table *b) { free(b->cost), free(b->best), free(b->pick); }
 
 /* Fills the dynamic programme of t under the arena limit. */
@@ -45,14 +50,14 @@ static qat_status build(const qat_fit_table *t, int64_t arena, qat_ctx *ctx, tab
         const qat_fit_layer *f = &t->layers[i];
         int64_t min = INT64_MAX, max = INT64_MIN;
         for (int k = 0; k < f->n; k++) {
-            bool ok = !arena || f->arena[k] <= arena;
+            bool ok = !arena || arena_of(t, i, k) <= arena;
             int64_t d = f->flash[k] - t->flash;
             lo[i * QAT_FIT_MAX_CHOICES + k] = ok ? d : INT64_MIN;
             if (ok) min = d < min ? d : min, max = d > max ? d : max;
         }
         if (min == INT64_MAX) {
-            int64_t least = f->arena[0];
-            for (int k = 1; k < f->n; k++) least = f->arena[k] < least ? f->arena[k] : least;
+            int64_t least = arena_of(t, i, 0);
+            for (int k = 1; k < f->n; k++) least = arena_of(t, i, k) < least ? arena_of(t, i, k) : least;
             return qat_ctx_fail(ctx, QAT_ERR_ARG, "fit: the generated C's arena is at least %lld bytes with layer %s "
                                 "at any width, over the %lld bytes allowed", (long long)least, f->name, (long long)arena);
         }
@@ -105,9 +110,9 @@ qat_fit_result qat_fit_predict(const qat_fit_table *t, const int *choice) {
         const qat_fit_layer *f = &t->layers[i];
         r.flash += f->flash[choice[i]] - t->flash;
         r.sensitivity += sens(t, i, choice[i]);
-        if (f->arena[choice[i]] > r.arena) r.arena = f->arena[choice[i]];
+        if (arena_of(t, i, choice[i]) > r.arena) r.arena = arena_of(t, i, choice[i]);
     }
-    if (!t->n_layers) r.arena = t->arena;
+    if (!t->n_layers) r.arena = t->small_ram ? t->arena_small : t->arena;
     return r;
 }
 

@@ -20,9 +20,10 @@ static inline bool qat__pool_disjoint(const qat_qop *op) {
            !op->pad_w;
 }
 
-/* Weights the generated C stores as bytes (more than 4 bits), one scale
- * per channel or tensor: its per-channel calls can index them. */
-static inline bool qat__byte_weights(const qat_qop *op) { return op->wq.bits > 4 && !qat_qop_subchannel(op); }
+/* Weights of one scale per channel or tensor (not sub-channel): the
+ * generated C's per-channel calls index them (packed ones unpacked a
+ * channel's row at a time). */
+static inline bool qat__channel_weights(const qat_qop *op) { return !qat_qop_subchannel(op); }
 
 /* A convolution the small plan writes over its input (the generated C
  * computes into a scratch and copies back): depthwise (one channel in,
@@ -33,7 +34,7 @@ static inline bool qat__byte_weights(const qat_qop *op) { return op->wq.bits > 4
  * each written over positions already read (channels past the input's
  * land past its bytes). */
 static inline bool qat__conv_over_input(const qat_qmodel *q, const qat_qop *op) {
-    if (op->kind != QAT_QOP_CONV2D || !qat__byte_weights(op)) return false;
+    if (op->kind != QAT_QOP_CONV2D || !qat__channel_weights(op)) return false;
     const qat_qtensor *in = &q->tensors[op->inputs[0]], *out = &q->tensors[op->output];
     int64_t C = in->shape[0], O = out->shape[0];
     bool dw = op->groups == C && O == C && C > 1 && out->shape[1] * out->shape[2] <= in->shape[1] * in->shape[2];
@@ -49,7 +50,7 @@ static inline bool qat__conv_over_input(const qat_qmodel *q, const qat_qop *op) 
  * convolution's output is never whole in memory). -1 otherwise. */
 static inline int qat__fused_pool(const qat_qmodel *q, int i) {
     const qat_qop *op = &q->ops[i];
-    if (op->kind != QAT_QOP_CONV2D || !qat__byte_weights(op) || i + 1 >= q->n_ops || op->output == q->output) return -1;
+    if (op->kind != QAT_QOP_CONV2D || !qat__channel_weights(op) || i + 1 >= q->n_ops || op->output == q->output) return -1;
     const qat_qop *next = &q->ops[i + 1];
     if (!qat__pool_disjoint(next) || next->inputs[0] != op->output) return -1;
     for (int j = 0; j < q->n_ops; j++)

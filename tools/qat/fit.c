@@ -278,7 +278,8 @@ static int print_table(fit_run *r) {
     path_in(path, sizeof path, r->o->out, "layers.csv");
     FILE *f = fopen(path, "w");
     if (!f) return cli_fail(PROG, r->o->json, 1, "%s: %s", path, strerror(errno));
-    fprintf(f, "layer,weights,bits,constants_bytes,arena_bytes,calib_loss,loss_increase,calib_%s,chosen\n", metric_name(r));
+    fprintf(f, "layer,weights,bits,constants_bytes,arena_bytes,arena_bytes_small,calib_loss,loss_increase,calib_%s,chosen\n",
+            metric_name(r));
     fprintf(stderr, "\n%-12s %9s %5s %12s %14s %10s   (each layer alone; calibration %s as trained %.2f%s)\n", "layer",
             "weights", "bits", "Δconstants", "Δloss", metric_name(r), metric_name(r), shown(r, t->metric),
             r->task.kind == QAT_TASK_CLASSIFY ? " %" : "");
@@ -286,8 +287,9 @@ static int print_table(fit_run *r) {
         const qat_fit_layer *l = &t->layers[i];
         for (int k = 0; k < l->n; k++) {
             bool pick = r->choice[i] == k;
-            fprintf(f, "%s,%lld,%d,%lld,%lld,%.6f,%.6f,%.6f,%d\n", l->name, (long long)l->weights, l->bits[k],
-                    (long long)l->flash[k], (long long)l->arena[k], l->loss[k], l->loss[k] - t->loss, l->metric[k], pick);
+            fprintf(f, "%s,%lld,%d,%lld,%lld,%lld,%.6f,%.6f,%.6f,%d\n", l->name, (long long)l->weights, l->bits[k],
+                    (long long)l->flash[k], (long long)l->arena[k], (long long)l->arena_small[k], l->loss[k],
+                    l->loss[k] - t->loss, l->metric[k], pick);
             fprintf(stderr, "%-12s %9lld %5d %+12lld %+14.5f %10.2f %s\n", k ? "" : l->name, (long long)l->weights,
                     l->bits[k], (long long)(l->flash[k] - t->flash), l->loss[k] - t->loss, shown(r, l->metric[k]),
                     pick ? "<- chosen" : "");
@@ -475,16 +477,30 @@ static int fit(fit_run *r) {
     }
     r->choice = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)r->t.n_layers * sizeof(int));
     if (!r->choice) return fail(r);
-    if (qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen) != QAT_OK) {
+    /* flash alone first (its message names the least possible); then the
+     * arena with the default plan, and failing that the small-RAM one */
+    qat_status st = qat_fit_solve(&r->t, o->flash, 0, r->ctx, r->choice, &r->chosen);
+    if (st == QAT_OK && arena) {
+        st = qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen);
+        if (st != QAT_OK) {
+            qat_ctx_clear_error(r->ctx);
+            r->t.small_ram = true;
+            st = qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen);
+            if (st == QAT_OK)
+                fprintf(stderr, "%s: the default plan's arena does not fit --ram; the small-RAM plan does (qat export "
+                        "--c-ram small: some cycles more, docs/codegen.md \"RAM\")\n", PROG);
+        }
+    }
+    if (st != QAT_OK) {
         if (o->ram && stack) /* say where the arena's allowance came from; a budget not met is status 1 */
             return cli_fail(PROG, o->json, 1, "%s (--ram %lld less %lld bytes of stack and C library data)",
                             qat_ctx_error(r->ctx), (long long)o->ram, (long long)stack);
         return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
     }
     if ((rc = print_table(r)) || (rc = front(r, arena))) return rc;
-    fprintf(stderr, "\n%s: fit 3/5: chose %lld bytes of constants (predicted; --flash %lld), arena %lld%s\n", PROG,
-            (long long)r->chosen.flash, (long long)o->flash, (long long)r->chosen.arena,
-            o->ram ? "" : " (no --ram)");
+    fprintf(stderr, "\n%s: fit 3/5: chose %lld bytes of constants (predicted; --flash %lld), arena %lld (%s plan)%s\n",
+            PROG, (long long)r->chosen.flash, (long long)o->flash, (long long)r->chosen.arena,
+            r->t.small_ram ? "small-RAM" : "default", o->ram ? "" : " (no --ram)");
     double base_int = 0;
     { /* the model as trained, in integers, for the report */
         qat_ctx *pctx = qat_ctx_new();
@@ -502,8 +518,9 @@ static int fit(fit_run *r) {
     const char *extra[] = {"--model-file", r->qnet, "--init", r->base, "--epochs", ft, "--float-epochs", "0",
                            "--out", r->ckpt};
     if ((rc = train_with(r, extra, 10, true))) return rc;
-    const char *exp[] = {"export", "--checkpoint", r->ckpt, "--out", r->qfile, "--c", r->cdir, "--name", o->name, NULL};
-    if ((rc = cmd_export(9, (char **)exp))) return rc;
+    const char *exp[] = {"export", "--checkpoint", r->ckpt, "--out", r->qfile, "--c", r->cdir, "--name", o->name,
+                         "--c-ram", r->t.small_ram ? "small" : "fast", NULL};
+    if ((rc = cmd_export(11, (char **)exp))) return rc;
     qat_qmodel q;
     double fit_int = 0;
     if (qat_qmodel_load(r->ctx, r->qfile, &q) != QAT_OK) return fail(r);
@@ -531,10 +548,12 @@ static int fit(fit_run *r) {
                 "checked on a binary\n", PROG, (long long)r->chosen.flash, (long long)r->chosen.arena);
     }
     if (o->json) {
-        printf("{\"fits\": %s, \"checked_on_binary\": %s, \"core\": \"%s\", \"flash_budget\": %lld, \"ram_budget\": %lld, "
+        printf("{\"fits\": %s, \"checked_on_binary\": %s, \"c_ram\": \"%s\", \"core\": \"%s\", \"flash_budget\": %lld, "
+               "\"ram_budget\": %lld, "
                "\"predicted_constants\": %lld, \"predicted_arena\": %lld, \"constants\": %lld, \"code\": %lld, "
                "\"ram\": %lld, \"stack\": %lld, \"trained_int_%s\": %.6f, \"fitted_int_%s\": %.6f, \"bits\": {",
-               fits ? "true" : "false", checked ? "true" : "false", o->core, (long long)o->flash, (long long)o->ram,
+               fits ? "true" : "false", checked ? "true" : "false", r->t.small_ram ? "small" : "fast", o->core,
+               (long long)o->flash, (long long)o->ram,
                (long long)r->chosen.flash, (long long)r->chosen.arena, (long long)b.constants, (long long)b.code,
                (long long)(b.ram + b.stack), (long long)b.stack, metric_name(r), base_int, metric_name(r), fit_int);
         for (int i = 0; i < r->t.n_layers; i++)
