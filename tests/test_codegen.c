@@ -137,6 +137,38 @@ static const char *const conv_text =
         "flatten   f    mp\n"
         "linear    fc   f out=7\n";
 
+/* The model of text, built, prepared and trained 6 steps on random data
+ * (rng seeded with seed, left for the caller's inputs). */
+static qat_model *trained_model(qat_ctx *ctx, const char *text, const char *name, int seed, qat_rng *rng) {
+    qat_model *m = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, name), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
+    qat_status st = qat_prepare(m, NULL);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    qat_rng_seed(rng, (uint64_t)seed);
+    int64_t shape[3];
+    int rank = qat_model_input_shape(m, shape);
+    warm_up(m, rank, shape, 6, rng);
+    return m;
+}
+
+/* 24 random inputs through the integer engine and the generated NAME (in
+ * dir): the same integers (run_generated). */
+static void same_as_engine(qat_ctx *ctx, const qat_qmodel *q, const char *name, qat_rng *rng) {
+    int64_t in = qat_qtensor_numel(&q->tensors[q->input]), out = qat_qtensor_numel(&q->tensors[q->output]);
+    enum { N = 24 };
+    float *x = malloc(sizeof *x * (size_t)(N * in)), *yf = malloc(sizeof *yf * (size_t)(N * out));
+    int32_t *yq = malloc(sizeof *yq * (size_t)(N * out));
+    for (int64_t i = 0; i < N * in; i++) x[i] = 1.5f * qat_rng_normal(rng);
+    qat_engine *e = qat_engine_new(ctx, q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    CU_ASSERT(run_generated(name, x, N, in, yq, yf, out));
+    qat_engine_free(e);
+    free(x), free(yf), free(yq);
+}
+
 /* Runs the graph through the generator and the engine; returns the
  * generated constants' bytes (info.weight_bytes), -1 when skipped. */
 static int64_t check_graph(const char *text, const char *name, int seed) {
@@ -145,20 +177,10 @@ static int64_t check_graph(const char *text, const char *name, int seed) {
         return -1;
     }
     qat_ctx *ctx = qat_ctx_new();
-    qat_model *m = qat_model_new(ctx);
-    qat_status st = qat_model_from_text(m, text, name);
-    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
-    st = qat_prepare(m, NULL);
-    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
-    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     qat_rng rng;
-    qat_rng_seed(&rng, (uint64_t)seed);
-    int64_t shape[3];
-    int rank = qat_model_input_shape(m, shape);
-    warm_up(m, rank, shape, 6, &rng);
+    qat_model *m = trained_model(ctx, text, name, seed, &rng);
     qat_codegen_info info;
-    st = qat_codegen_model(m, 0, NULL, dir, name, &info); /* the library call from a trained model */
+    qat_status st = qat_codegen_model(m, 0, NULL, dir, name, &info); /* the library call from a trained model */
     if (st) printf("\n  %s\n", qat_ctx_error(ctx));
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     int64_t weight_bytes = info.weight_bytes;
@@ -169,16 +191,7 @@ static int64_t check_graph(const char *text, const char *name, int seed) {
     CU_ASSERT_EQUAL(info.input_size, in);
     CU_ASSERT_EQUAL(info.output_size, out);
     CU_ASSERT(info.arena_bytes > 0 && info.weight_bytes > 0);
-    enum { N = 24 };
-    float *x = malloc(sizeof *x * (size_t)(N * in)), *yf = malloc(sizeof *yf * (size_t)(N * out));
-    int32_t *yq = malloc(sizeof *yq * (size_t)(N * out));
-    for (int64_t i = 0; i < N * in; i++) x[i] = 1.5f * qat_rng_normal(&rng);
-    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
-    CU_ASSERT_FATAL(e != NULL);
-    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
-    CU_ASSERT(run_generated(name, x, N, in, yq, yf, out));
-    qat_engine_free(e);
-    free(x), free(yf), free(yq);
+    same_as_engine(ctx, &q, name, &rng);
     qat_ctx_free(pctx);
     qat_ctx_free(ctx);
     return weight_bytes;
@@ -243,15 +256,8 @@ static const char *const small_packed_text =
 static void check_small(const char *text, const char *name, int seed, const char *const *forms, int n_forms) {
     if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
     qat_ctx *ctx = qat_ctx_new();
-    qat_model *m = qat_model_new(ctx);
-    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, text, name), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 3), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
     qat_rng rng;
-    qat_rng_seed(&rng, (uint64_t)seed);
-    int64_t shape[3];
-    int rank = qat_model_input_shape(m, shape);
-    warm_up(m, rank, shape, 6, &rng);
+    qat_model *m = trained_model(ctx, text, name, seed, &rng);
     qat_ctx *pctx = qat_ctx_new();
     qat_qmodel q;
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
@@ -275,17 +281,7 @@ static void check_small(const char *text, const char *name, int seed, const char
     qat_codegen_source_free(&fast), qat_codegen_source_free(&small);
     CU_ASSERT_EQUAL_FATAL(qat_export_all(m, 0, NULL, &(qat_export_targets){.c_dir = dir, .c_name = name, .c_options = &opt},
                                          NULL), QAT_OK);
-    int64_t in = qat_qtensor_numel(&q.tensors[q.input]), out = qat_qtensor_numel(&q.tensors[q.output]);
-    enum { N = 24 };
-    float *x = malloc(sizeof *x * (size_t)(N * in)), *yf = malloc(sizeof *yf * (size_t)(N * out));
-    int32_t *yq = malloc(sizeof *yq * (size_t)(N * out));
-    for (int64_t i = 0; i < N * in; i++) x[i] = 1.5f * qat_rng_normal(&rng);
-    qat_engine *e = qat_engine_new(ctx, &q, QAT_ENGINE_INT, N);
-    CU_ASSERT_FATAL(e != NULL);
-    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
-    CU_ASSERT(run_generated(name, x, N, in, yq, yf, out));
-    qat_engine_free(e);
-    free(x), free(yf), free(yq);
+    same_as_engine(ctx, &q, name, &rng);
     qat_ctx_free(pctx);
     qat_ctx_free(ctx);
 }
