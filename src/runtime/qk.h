@@ -640,6 +640,65 @@ QK_INLINE int qk_pair_channel(int c, int CG) {
  * layout (P = 8, or those rows packed: P and s as qk_conv's); the
  * portable path reads the same layout. Each output position clips its
  * taps to the input (padding adds nothing). */
+/* Output positions p, p + 1 of a stride-1 row for the nb (1 or 2) output
+ * channels j0, j0 + 1 of qk_conv_pairs' block (weights wo, rows KK apart),
+ * both positions' taps inside the input across (the caller checks), rows
+ * ky0 .. ky1 - 1: each input word and weight word unpacked once and used
+ * for both positions. DSP: a channel's two positions are adjacent bytes
+ * (one halfword); two channels' halfwords in a word give, by SXTAB16 and
+ * its rotated form, (x_c, x_c+1) at p and at p + 1 (qk_conv_pw's scheme),
+ * against the pair layout's weight word: 4·nb SMLADs per 4 channels and
+ * tap. Sums to a[0..nb) (position p) and d[0..nb) (p + 1). */
+QK_INLINE void qk_pairs_two(const int8_t *xg, const int8_t *wo, int CG, int HW, int W, int KW, int KK, int iy,
+                            int ix, int ky0, int ky1, int j0, int nb, int32_t zp, int32_t *a, int32_t *d) {
+    const int C4 = CG / 4 * 4;
+    int ky, kx, c;
+    int32_t a0 = a[0], a1 = nb > 1 ? a[1] : 0, d0 = d[0], d1 = nb > 1 ? d[1] : 0;
+    for (ky = ky0; ky < ky1; ky++)
+        for (kx = 0; kx < KW; kx++) {
+            const int8_t *xp = xg + (iy + ky) * W + ix + kx;
+            const int8_t *w0 = wo + (int32_t)j0 * KK + (ky * KW + kx) * CG, *w1 = w0 + KK;
+            for (c = 0; c < C4; c += 4) {
+                const int8_t *xc = xp + (int32_t)c * HW;
+#if Q_DSP
+                uint16_t h0, h1, h2, h3;
+                uint32_t wv;
+                int32_t t01, t23, x01p, x01q, x23p, x23q, wa, wb;
+                memcpy(&h0, xc, 2), memcpy(&h1, xc + HW, 2), memcpy(&h2, xc + 2 * HW, 2), memcpy(&h3, xc + 3 * HW, 2);
+                t01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16)); /* (x_c,p  x_c,p+1  x_c+1,p  x_c+1,p+1) */
+                t23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));
+                x01p = __sxtab16(qk_neg_zp_pair(zp), t01), x01q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t01);
+                x23p = __sxtab16(qk_neg_zp_pair(zp), t23), x23q = q_sxtab16_ror8(qk_neg_zp_pair(zp), (uint32_t)t23);
+                wv = q_ld32(w0 + c), wa = __sxtb16((int32_t)wv), wb = q_sxtb16_ror8(wv);
+                a0 = __smlad(wa, x01p, a0), d0 = __smlad(wa, x01q, d0);
+                a0 = __smlad(wb, x23p, a0), d0 = __smlad(wb, x23q, d0);
+                if (nb > 1) {
+                    wv = q_ld32(w1 + c), wa = __sxtb16((int32_t)wv), wb = q_sxtb16_ror8(wv);
+                    a1 = __smlad(wa, x01p, a1), d1 = __smlad(wa, x01q, d1);
+                    a1 = __smlad(wb, x23p, a1), d1 = __smlad(wb, x23q, d1);
+                }
+#else
+                const int32_t p0 = xc[0] - zp, p1 = xc[HW] - zp, p2 = xc[2 * HW] - zp, p3 = xc[3 * HW] - zp;
+                const int32_t q0 = xc[1] - zp, q1 = xc[HW + 1] - zp, q2 = xc[2 * HW + 1] - zp, q3 = xc[3 * HW + 1] - zp;
+                /* the pair layout stores channels c, c+2, c+1, c+3 */
+                a0 += w0[c] * p0 + w0[c + 2] * p1 + w0[c + 1] * p2 + w0[c + 3] * p3;
+                d0 += w0[c] * q0 + w0[c + 2] * q1 + w0[c + 1] * q2 + w0[c + 3] * q3;
+                if (nb > 1) {
+                    a1 += w1[c] * p0 + w1[c + 2] * p1 + w1[c + 1] * p2 + w1[c + 3] * p3;
+                    d1 += w1[c] * q0 + w1[c + 2] * q1 + w1[c + 1] * q2 + w1[c + 3] * q3;
+                }
+#endif
+            }
+            for (c = C4; c < CG; c++) {
+                const int32_t p = xp[(int32_t)c * HW] - zp, q = xp[(int32_t)c * HW + 1] - zp;
+                a0 += w0[c] * p, d0 += w0[c] * q;
+                if (nb > 1) a1 += w1[c] * p, d1 += w1[c] * q;
+            }
+        }
+    a[0] = a0, d[0] = d0;
+    if (nb > 1) a[1] = a1, d[1] = d1;
+}
+
 QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W, int O, int OH,
                              int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B,
                              const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
@@ -657,6 +716,23 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
                 const int ix = ox * SW - PW;
                 const int kx0 = PW && ix < 0 ? -ix : 0, kx1 = PW && ix + KW > W ? W - ix : KW;
                 int32_t acc[4];
+                if (Q_DSP && SW == 1 && ox + 1 < OW && ix >= 0 && ix + 1 + KW <= W) {
+                    /* two positions whose taps are all inside across, channels two at a time:
+                     * with the DSP, one input halfword per channel serves both (without it, the
+                     * per-position loop below is as fast: Cortex-M0+ and M3 measured) */
+                    int j;
+                    for (j = 0; j < B; j += 2) {
+                        const int nb = B - j < 2 ? 1 : 2;
+                        int32_t a[2], d[2];
+                        a[0] = d[0] = bias[o + j];
+                        if (nb > 1) a[1] = d[1] = bias[o + j + 1];
+                        qk_pairs_two(xg, wo, CG, HW, W, KW, KK, iy, ix, ky0, ky1, j, nb, zp, a, d);
+                        qk_store(a, nb, o + j, m0, shift, zp_out, lo, hi, yr + (int32_t)j * OH * OW + ox, OH * OW);
+                        qk_store(d, nb, o + j, m0, shift, zp_out, lo, hi, yr + (int32_t)j * OH * OW + ox + 1, OH * OW);
+                    }
+                    ox++;
+                    continue;
+                }
                 QK_EACH(B, QK_INIT);
                 for (ky = ky0; ky < ky1; ky++)
                     for (kx = kx0; kx < kx1; kx++) {
