@@ -1,7 +1,7 @@
 /* The model's layout: its layers, their quantization points and the
  * fusion groups, read by the modules that save, lower and inspect a
  * model. Only the layers module changes a model's structure.
- * Shared with: src/analyze src/export src/io
+ * Shared with: src/analyze src/export src/fit src/io
  * Prefix qat__. */
 #ifndef QAT_LAYERS_MODEL_H
 #define QAT_LAYERS_MODEL_H

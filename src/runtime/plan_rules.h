@@ -1,6 +1,9 @@
 /* Which ops may write over their input, and which convolutions the small
  * plan fuses with the max pool after them: the rules the planner (plan.c)
- * and the C generator (src/codegen/) both follow, in one place. */
+ * and the C generator (src/codegen/) both follow, in one place. It reads
+ * the program alone (qat/runtime.h).
+ * Shared with: src/codegen
+ */
 #ifndef QAT_RUNTIME_PLAN_RULES_H
 #define QAT_RUNTIME_PLAN_RULES_H
 
