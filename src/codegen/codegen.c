@@ -171,6 +171,13 @@ int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P) {
     return qat__cg_small_maps(q, i) + (P >= 8 ? 0 : pw ? q->tensors[op->output].shape[0] * KK : KK);
 }
 
+bool qat__cg_uses_cols(const qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return false;
+    int C = (int)g->q->tensors[op->inputs[0]].shape[0];
+    return qk_conv_uses_pairs(C, op->groups, op->kw) && (C / op->groups) % 4 == 0;
+}
+
 static qat_status plan_weights(qat__cg *g) {
     int64_t scratch = 0;
     for (int i = 0; i < g->q->n_ops; i++) { /* the small plan's modes */
@@ -198,6 +205,8 @@ static qat_status plan_weights(qat__cg *g) {
             need = qat__cg_small_scratch(g->q, i, g->wbits[i]);
         else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8)
             need = qk_block((int)(O / op->groups)) * L;
+        else if (qat__cg_uses_cols(g, i))
+            need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;
     }
     if (scratch) g->scratch_at = (g->plan->arena_bytes + 3) / 4 * 4, g->arena_bytes = g->scratch_at + scratch;
@@ -280,9 +289,15 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
     qat__cg_printf(g, "/* ---- the model ---- */\n\n");
     qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned", (long long)g->plan->arena_bytes);
     if (g->arena_bytes > g->plan->arena_bytes)
-        qat__cg_printf(g, "; at %lld, %lld bytes where a packed convolution unpacks a block of weight rows",
+        qat__cg_printf(g, "; at %lld, %lld bytes of the kernels' scratch (unpacked weight rows, the DSP's int16 columns, the small "
+                       "plan's maps)",
                        (long long)g->scratch_at, (long long)(g->arena_bytes - g->scratch_at));
     qat__cg_printf(g, " */\nstatic union {\n    int32_t align;\n    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", up);
+    for (int i = 0; i < q->n_ops; i++)
+        if (qat__cg_uses_cols(g, i)) { /* the scratch, 4-byte aligned, as int16 columns */
+            qat__cg_printf(g, "#define QK_COLS ((int16_t *)(void *)(arena.b + %lld))\n\n", (long long)g->scratch_at);
+            break;
+        }
     bool emitted[QAT_QMODEL_MAX_OPS] = {false};
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];

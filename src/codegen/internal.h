@@ -93,6 +93,11 @@ static inline int qat__cg_pw_run(int64_t HW) { return HW < 4 ? (int)HW : 4; }
 int64_t qat__cg_small_maps(const qat_qmodel *q, int i);
 int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P);
 
+/* Does op i (a pairs-kernel convolution in its own function) take the
+ * DSP's int16 columns (qk_conv_q15: int8 weights, groups of a multiple of
+ * 4 channels)? Their 4·KK bytes are in the arena's scratch (QK_COLS). */
+bool qat__cg_uses_cols(const qat__cg *g, int i);
+
 /* Emitters: one `static void opN(...)` each. */
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w);
 void qat__cg_linear(qat__cg *g, int i, const int8_t *w);

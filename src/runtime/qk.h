@@ -699,12 +699,95 @@ QK_INLINE void qk_pairs_two(const int8_t *xg, const int8_t *wo, int CG, int HW, 
     if (nb > 1) a[1] = a1, d[1] = d1;
 }
 
-QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W, int O, int OH,
-                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B,
+#if Q_DSP
+/* Output position (iy, ix)'s column for the pair layout, as int16: col[t·CG
+ * + c] = x[c][iy + ky][ix + kx] - zp for tap t = ky·KW + kx, 0 where the
+ * tap falls outside (padding: its x is zp). Channels in natural order: a
+ * word (x_c, x_c+1) meets SXTB16 of the weight word (w_c, w_c+2, w_c+1,
+ * w_c+3) as stored, its rotation (x_c+2, x_c+3). */
+QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW, int iy, int ix, int32_t zp,
+                          int16_t *col) {
+    const int HW = H * W;
+    int ky, kx, c;
+    for (ky = 0; ky < KH; ky++)
+        for (kx = 0; kx < KW; kx++) {
+            int16_t *ct = col + (ky * KW + kx) * CG;
+            const int yy = iy + ky, xx = ix + kx;
+            const int8_t *xp = xg + yy * W + xx;
+            if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
+                memset(ct, 0, (size_t)CG * sizeof *ct);
+                continue;
+            }
+            for (c = CG; c > 0; c--, xp += HW) *ct++ = (int16_t)(*xp - zp); /* a count down: no bound to reload */
+        }
+}
+
+/* qk_conv_pairs with int8 weights and CG a multiple of 4, on the DSP:
+ * CMSIS-NN's scheme. Two output positions' columns are built as int16
+ * (qk_col_q15, 2·KK values in cols: the input read and unpacked once per
+ * position for every output channel), then two output channels at a time
+ * run over them: per 4 reduction steps two column words per position and
+ * one weight word (two SXTB16) feed 8 SMLADs, 32 multiply-accumulates in
+ * about 18 instructions. An odd last position or channel is computed
+ * twice and stored once. */
+QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
+                           int KH, int KW, int SH, int SW, int PH, int PW, int G, const int32_t *bias,
+                           const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                           int8_t *y) {
+    const int CG = C / G, OG = O / G, KK = CG * KH * KW, NP = OH * OW;
+    int16_t *c0 = cols, *c1 = cols + KK;
+    int g, p, o, k;
+    for (g = 0; g < G; g++) {
+        const int8_t *xg = x + (int32_t)g * CG * H * W;
+        for (p = 0; p < NP; p += 2) {
+            const int two = p + 1 < NP, q = two ? p + 1 : p;
+            qk_col_q15(xg, CG, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, c0);
+            qk_col_q15(xg, CG, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, c1);
+            for (o = g * OG; o < (g + 1) * OG; o += 2) {
+                const int pair = o + 1 < (g + 1) * OG, o1 = pair ? o + 1 : o;
+                const int8_t *w0 = w + (int32_t)o * KK, *w1 = w + (int32_t)o1 * KK;
+                int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
+                for (k = 0; k < KK; k += 4) {
+                    int32_t xa, xb, ya, yb, wa, wb;
+                    uint32_t wv;
+                    memcpy(&xa, c0 + k, 4), memcpy(&xb, c0 + k + 2, 4);
+                    memcpy(&ya, c1 + k, 4), memcpy(&yb, c1 + k + 2, 4);
+                    wv = q_ld32(w0 + k), wa = __sxtb16((int32_t)wv), wb = q_sxtb16_ror8(wv);
+                    a0 = __smlad(wa, xa, a0), a0 = __smlad(wb, xb, a0);
+                    d0 = __smlad(wa, ya, d0), d0 = __smlad(wb, yb, d0);
+                    wv = q_ld32(w1 + k), wa = __sxtb16((int32_t)wv), wb = q_sxtb16_ror8(wv);
+                    a1 = __smlad(wa, xa, a1), a1 = __smlad(wb, xb, a1);
+                    d1 = __smlad(wa, ya, d1), d1 = __smlad(wb, yb, d1);
+                }
+                y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
+                if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
+                if (pair) {
+                    y[(int32_t)o1 * NP + p] = q_out(qk_rq(a1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                    if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rq(d1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                }
+            }
+        }
+    }
+}
+#endif
+
+/* cols (may be NULL): room for two int16 columns (4·KK bytes, 4-byte
+ * aligned), which the DSP path takes for int8 weights over groups of a
+ * multiple of 4 channels (qk_conv_q15). */
+QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int16_t *cols, int C, int H, int W,
+                             int O, int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B,
                              const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
                              int32_t lo, int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
     int o, oy, ox, ky, kx, c;
+#if Q_DSP
+    if (cols && P >= 8 && CG % 4 == 0) {
+        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+#else
+    (void)cols;
+#endif
     for (o = 0; o < O; o += B) {
         const int8_t *xg = x + (int32_t)(o / OG) * CG * HW; /* the group's input channels */
         const int8_t *wo = qk_rows(w, o, KK, P, B, s);
