@@ -23,7 +23,7 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
     int O = (int)out->shape[0], OH = (int)out->shape[1], OW = (int)out->shape[2];
-    int KH = op->kh, KW = op->kw, G = op->groups, CG = C / G, KK = CG * KH * KW, OG = O / G;
+    int KH = op->kh, KW = op->kw, G = op->groups, CG = C / G, OG = O / G;
     int32_t zp = in->q.zero_point, zo = out->q.zero_point;
     char x[96], tail[160];
     if (G == 1) snprintf(x, sizeof x, "x0"); /* every output channel reads every input channel */
@@ -40,7 +40,6 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
         qat__cg_printf(g, "        %s(%s, %s, 8, NULL, %s%d, %d, %d, 1, %d, %d, %d, %d, %d, %d, %d, %d, 1, 1, %s);\n",
                        pairs ? "qk_conv_pairs" : "qk_conv", x, wch, pairs ? "NULL, " : "", CG, H, W, OH, OW, KH, KW,
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
-    (void)KK;
 }
 
 /* Channel ch's int8 weights for one_channel: its row of opN_w, or (packed)

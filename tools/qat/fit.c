@@ -442,14 +442,12 @@ static int fit(fit_run *r) {
     if ((rc = load(r))) return rc;
     /* 2. each layer alone at each width */
     fprintf(stderr, "%s: fit 2/5: measuring each layer at %d widths\n", PROG, o->n_bits);
-    progress_start(&r->bar, "measure", 1);
-    r->bar.total = 1; /* the count is known once the layers are: set by the first callback */
-    int count = 0;
+    int count = 0; /* an upper bound of the fitted layers (those the model file sets are skipped) */
     for (int i = 1; i < qat_model_n_layers(r->m); i++) {
         qat_layer_kind k = qat_model_layer_kind(r->m, i);
         count += k == QAT_LAYER_LINEAR || k == QAT_LAYER_CONV2D;
     }
-    r->bar.total = (int64_t)(count ? count : 1) * o->n_bits * r->calib_n;
+    progress_start(&r->bar, "measure", (int64_t)(count ? count : 1) * o->n_bits * r->calib_n);
     if (qat_fit_measure(r->m, &r->calib, o->bits, o->n_bits, r->ctx, on_measure, r, &r->t) != QAT_OK) return fail(r);
     progress_end(&r->bar, NULL);
     /* 3. the choice: the stack the trained model's build needs is kept out of the arena's share of --ram */
