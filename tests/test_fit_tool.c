@@ -105,6 +105,7 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --resume x.h5", "--resume is not an option of qat fit", 2},
         {"fit --model lenet --flash 1000 --core cortex-a53", "--core \"cortex-a53\"", 2},
         {"fit --model lenet --flash 1000 --epochs 0", "--epochs", 2},
+        {"fit --model lenet --flash 1000 --name 9lives", "--name \"9lives\": a C identifier", 2},
         {"fit --model lenet --flash 1000 --cc /nonexistent/arm-none-eabi-gcc", "no compiler", 1},
     };
     char err[8192], args[1024];

@@ -4,6 +4,7 @@
  * and `qat export` themselves, run in this process with the arguments
  * fit makes for them. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,7 +41,8 @@ static const char *const fit_usage =
     "     calibration samples (the val split, else the first --calib training\n"
     "     samples) and the generated C's constant bytes and arena;\n"
     "  3. chooses the widths of least summed loss increase whose constants fit\n"
-    "     --flash and whose arena and stack fit --ram (an exact knapsack), and\n"
+    "     --flash and whose arena and stack fit --ram (an exact knapsack; with\n"
+    "     the small-RAM plan, export --c-ram small, when only it fits), and\n"
     "     measures the Pareto front of flash against calibration accuracy;\n"
     "  4. fine-tunes the choice from the trained weights (--ft-epochs) and exports\n"
     "     it: DIR/fit.qnet, DIR/fit.ckpt.h5, DIR/fit.qat.h5 and DIR/c/NAME.{h,c};\n"
@@ -175,8 +177,11 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
     }
     if (!qat) o->rest[o->n_rest++] = "--qat";
     if (!o->flash) return cli_usage_fail(PROG, o->json, fit_usage, "--flash BYTES is required (the constants' budget)");
-    if (strlen(o->name) > QAT_CODEGEN_MAX_NAME)
-        return cli_usage_fail(PROG, o->json, fit_usage, "--name %s: at most %d characters", o->name, QAT_CODEGEN_MAX_NAME);
+    bool ident = strlen(o->name) <= QAT_CODEGEN_MAX_NAME && (isalpha((unsigned char)o->name[0]) || o->name[0] == '_');
+    for (const char *c = o->name; ident && *c; c++) ident = isalnum((unsigned char)*c) || *c == '_';
+    if (!ident) /* said now, not after the training */
+        return cli_usage_fail(PROG, o->json, fit_usage, "--name \"%s\": a C identifier of 1 to %d characters", o->name,
+                              QAT_CODEGEN_MAX_NAME);
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"))
         return cli_fail(PROG, o->json, EXIT_USAGE, "qat fit runs in one process (not under mpirun)");
     int rc = train_parse(o->n_rest, o->rest, &o->train); /* the train options, checked before anything runs */
