@@ -87,7 +87,22 @@ def quantize_multiplier(M):
     return m, e
 
 
+SINGLE = [False]  # the program's requant_rounding is "single" (version 5); set by Program
+
+
 def mbqm(v, m, s):
+    """The program's requantizing multiply: double or single rounding."""
+    return mbqm_single(v, m, s) if SINGLE[0] else mbqm_double(v, m, s)
+
+
+def mbqm_single(v, m, s):
+    """One rounding of the exact product: floor((v*m + 2^(t-1)) / 2^t), t = 31 - s, saturated to int32."""
+    v, m, s = np.asarray(v, np.int64), np.asarray(m, np.int64), np.asarray(s, np.int64)
+    t = 31 - s
+    return np.clip((v * m + np.left_shift(np.int64(1), t - 1)) >> t, I32_MIN, I32_MAX)
+
+
+def mbqm_double(v, m, s):
     """MultiplyByQuantizedMultiplier, elementwise on int64 arrays (m >= 0)."""
     v, m, s = np.asarray(v, np.int64), np.asarray(m, np.int64), np.asarray(s, np.int64)
     left, right = np.maximum(s, 0), np.maximum(-s, 0)
@@ -246,8 +261,14 @@ class Program:
         if text(f, "format") != "qat-quantized-model":
             raise Bad("not a qat quantized model")
         self.version = v = int(num(f, "version"))
-        if v < 1 or v > 4:
+        if v < 1 or v > 5:
             raise Bad(f"version {v}")
+        SINGLE[0] = False
+        if v >= 5:
+            r = text(f, "requant_rounding")
+            if r not in ("double", "single"):
+                raise Bad(f"requant_rounding {r!r}")
+            SINGLE[0] = r == "single"
         self.norm = None
         if v == 1:
             n_ops = int(num(f, "n_ops"))
@@ -333,7 +354,7 @@ def bounds_hold(op, o, bias, X, conv):
         P = X * int(d[op.jk == j].sum())
         if P > I32_MAX or (s > 0 and P * (1 << s) > I32_MAX):
             return False
-        total += max(int(mbqm(P, m, s)), -int(mbqm(-P, m, s)))
+        total += max(max(int(f(P, m, s)), -int(f(-P, m, s))) for f in (mbqm_double, mbqm_single))
     return total <= I32_MAX
 
 

@@ -810,7 +810,7 @@ static void test_normalized_checkpoint_export_load(void) {
     CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, "{}", model, NULL), QAT_OK);
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q), *a = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *a);
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, model, q), QAT_OK);
-    CU_ASSERT_EQUAL(q->version, 4);
+    CU_ASSERT_EQUAL(q->version, QAT_QMODEL_VERSION);
     CU_ASSERT(same_norm(q->norm, &n));
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 0, NULL, ctx, a), QAT_OK); /* the trained model's own program */
     CU_ASSERT(same_qmodel(a, q) && same_norm(a->norm, q->norm));
@@ -1381,7 +1381,7 @@ static void save_and_load(qat_ctx *ctx, const qat_qmodel *q, const char *tag, ch
     if (st != QAT_OK) printf("\n  %s: %s\n", tag, qat_ctx_error(ctx));
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     CU_ASSERT(same_qmodel(q, l));
-    CU_ASSERT_EQUAL(l->version, 4);
+    CU_ASSERT_EQUAL(l->version, QAT_QMODEL_VERSION);
 }
 
 /* One average pool that keeps its input's quantization, by hand: input
@@ -1510,16 +1510,36 @@ static void test_hand_programs_through_the_file(void) {
     if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) QAT_TEST_SKIP("no python3-h5py/numpy");
     void (*const make[])(prog *) = {program_a, program_b, program_c, program_d, program_e};
     enum { N = 12 };
-    for (int k = 0; k < 5; k++) {
+    int64_t differ = 0; /* output integers where the two roundings disagree, over every program */
+    for (int k = 0; k < 10; k++) {
         prog p;
-        make[k](&p);
+        make[k / 2](&p);
+        p.q.rounding = k % 2 ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
         qat_ctx *ctx = qat_ctx_new();
         qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
         char tag[32], path[300];
-        snprintf(tag, sizeof tag, "program-%c", 'a' + k);
+        snprintf(tag, sizeof tag, "program-%c-%s", 'a' + k / 2, qat_rounding_str(p.q.rounding));
         save_and_load(ctx, &p.q, tag, path, sizeof path, l);
+        CU_ASSERT_EQUAL(l->rounding, p.q.rounding);
         int keeps = 0, roundings = 0;
         hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        char rounding[16] = "";
+        CU_ASSERT(H5LTget_attribute_string(f, "/", "requant_rounding", rounding) >= 0 &&
+                  !strcmp(rounding, qat_rounding_str(p.q.rounding)));
+        {   /* every level of this CPU gives the same integers; the other rounding, other ones somewhere */
+            int64_t nin = qat_qtensor_numel(&l->tensors[l->input]), nout = qat_qtensor_numel(&l->tensors[l->output]);
+            int8_t *x8 = malloc((size_t)(N * nin)), *y[2] = {malloc((size_t)(N * nout)), malloc((size_t)(N * nout))};
+            prog r8 = {.rng = 90 + (uint64_t)k / 2};
+            for (int64_t i = 0; i < N * nin; i++) x8[i] = (int8_t)rnd_in(&r8, -128, 127);
+            for (int rr = 0; rr < 2; rr++) {
+                l->rounding = rr ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
+                run_every_level(l, x8, N, y[rr]);
+            }
+            l->rounding = p.q.rounding;
+            if (k % 2)
+                for (int64_t i = 0; i < N * nout; i++) differ += y[0][i] != y[1][i];
+            free(x8), free(y[0]), free(y[1]);
+        }
         for (int i = 0; i < l->n_ops; i++) {
             char g[32], v[16] = "";
             snprintf(g, sizeof g, "ops/%d", i);
@@ -1531,12 +1551,12 @@ static void test_hand_programs_through_the_file(void) {
             }
         }
         H5Fclose(f);
-        CU_ASSERT_EQUAL(keeps, k == 2 ? 1 : k == 3 ? 2 : k == 4 ? 3 : 0);
+        CU_ASSERT_EQUAL(keeps, k / 2 == 2 ? 1 : k / 2 == 3 ? 2 : k / 2 == 4 ? 3 : 0);
         CU_ASSERT_EQUAL(roundings, keeps);
         int64_t in = qat_qtensor_numel(&l->tensors[l->input]), K = qat_qtensor_numel(&l->tensors[l->output]);
         float *x = malloc(sizeof *x * (size_t)(N * in));
         int32_t *want = malloc(sizeof *want * (size_t)(N * K)), *got = calloc((size_t)(N * K), sizeof *got);
-        prog r = {.rng = 40 + (uint64_t)k};
+        prog r = {.rng = 40 + (uint64_t)k / 2};
         for (int64_t i = 0; i < N * in; i++) x[i] = l->norm ? (float)rnd_in(&r, 0, 255) : rnd_f(&r, -3.0f, 3.0f);
         qat_engine *e = qat_engine_new(ctx, l, QAT_ENGINE_INT, N);
         CU_ASSERT_FATAL(e != NULL);
@@ -1550,6 +1570,7 @@ static void test_hand_programs_through_the_file(void) {
         qat_ctx_free(ctx);
         prog_free(&p);
     }
+    CU_ASSERT(differ > 0); /* else the roundings were never told apart */
 }
 
 /* A copy of good with a string attribute of object obj set to v. */

@@ -97,6 +97,50 @@ static void test_against_double(void) {
     CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier(INT32_MAX, 1073741824, 4), INT32_MAX / 2 + 1);
 }
 
+/* The single rounding (QAT_ROUNDING_SINGLE): the exact product x·m0
+ * rounded once, half up, by t = 31 - shift. By hand: M = 1/4 (m0 = 2^30,
+ * shift -1): 6/4 = 1.5 -> 2 and -6/4 = -1.5 -> -1 (up), where the double
+ * rounding gives -2 (SRDHM: -3, then -1.5 away from zero); 5/4 = 1.25 -> 1,
+ * -7/4 = -1.75 -> -2; the double rounding's hand case above, -436573.4,
+ * -> -436573. Then the definition on random cases, in exact integers:
+ * floor((x·m0 + 2^(t-1)) / 2^t) by division (not a shift), saturated. */
+static void test_single_rounding(void) {
+    const int32_t q = 1 << 30;
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(6, q, -1), 2);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(-6, q, -1), -1);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier(-6, q, -1), -2);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(5, q, -1), 1);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(-7, q, -1), -2);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(-5, q, 0), -2); /* -2.5 -> -2 */
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(5, q, 0), 3);   /* 2.5 -> 3 */
+    int32_t m0;
+    int shift;
+    qat_quantize_multiplier(0.205543324351, &m0, &shift);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(-2123997, m0, shift), -436573);
+    /* saturation (a multiplier of 8), and the extreme shifts */
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(INT32_MAX, q, 4), INT32_MAX);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(INT32_MIN, q, 4), INT32_MIN);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(INT32_MIN, INT32_MAX, 30), INT32_MIN);
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(INT32_MAX, INT32_MAX, -31), 1); /* 1 - 2^-30 */
+    CU_ASSERT_EQUAL(qat_multiply_by_quantized_multiplier_single(INT32_MIN, q, -31), 0);         /* -1/2 -> 0 */
+    CU_ASSERT_EQUAL(qat_requantize_single(-6, q, -1, 10, -128, 127), 9);
+    CU_ASSERT_EQUAL(qat_requantize_single(INT32_MAX, q, 4, 10, -128, 127), 127);
+    qat_rng rng;
+    qat_rng_seed(&rng, 10);
+    int bad = 0;
+    for (int k = 0; k < 200000; k++) {
+        int32_t x = (int32_t)qat_rng_u32(&rng), m = (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30));
+        int sh = (int)qat_rng_below(&rng, 62) - 31, t = 31 - sh;
+        int32_t got = qat_multiply_by_quantized_multiplier_single(x, m, sh);
+        /* floor(n / 2^t) by C's truncating division, corrected below zero, then saturated */
+        int64_t n = (int64_t)x * m + ((int64_t)1 << (t - 1)), d = (int64_t)1 << t, want = n / d;
+        if (n % d != 0 && n < 0) want--;
+        want = want > INT32_MAX ? INT32_MAX : want < INT32_MIN ? INT32_MIN : want;
+        bad += got != want;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* ---- the raw input: normalization, then quantization ------------------------------------ */
 
 /* The documented input integer of raw value x in channel c
@@ -255,6 +299,7 @@ int main(int argc, char **argv) {
         {"QuantizeMultiplier: hand values and edge cases", test_quantize_multiplier},
         {"SRDHM: saturation, ties, signs", test_srdhm},
         {"RoundingDivideByPOT: ties away from zero, negatives", test_rounding_divide_by_pot},
+        {"single rounding: by hand, and exact to half a step everywhere", test_single_rounding},
         {"requantization against a double reference", test_against_double},
         {"raw bytes: every value of every channel gives the documented integer", test_raw_input_every_byte},
         {"raw floats: normalized and quantized as documented (NaN, infinities)", test_raw_input_floats},

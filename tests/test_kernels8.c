@@ -356,6 +356,7 @@ static void test_gemm8_equals_int16_reference(void) {
         int8_t *w8 = malloc((size_t)O * K), *x = malloc((size_t)Qgrid);
         int32_t *bias = malloc(4 * (size_t)O), *m0 = malloc(4 * (size_t)O), *sh = malloc(4 * (size_t)O);
         int32_t zp_in = rnd(&rng, -128, 127), zp = rnd(&rng, -128, 127);
+        bool single = t % 2; /* every other case rounds once (qat_rounding) */
         for (int i = 0; i < O * K; i++) w8[i] = (int8_t)rnd(&rng, -128, 127);
         for (int o = 0; o < O; o++) {
             bias[o] = rnd(&rng, -100000, 100000);
@@ -378,7 +379,8 @@ static void test_gemm8_equals_int16_reference(void) {
                         c16[k * Pp + oy * OW + ox] = (int16_t)(v - zp_in);
                     }
             qat__gemm_args r = {.w = w16, .col = c16, .O = O, .P = P, .Kp = Kp, .Pp = Pp, .bias = bias, .m0 = m0,
-                                .shift = sh, .zp = zp, .lo = -100, .hi = 120, .out = want + s * out_n, .so = P, .sp = 1};
+                                .shift = sh, .zp = zp, .lo = -100, .hi = 120, .out = want + s * out_n, .so = P, .sp = 1,
+                                .single = single};
             qat__gemm_requant_ref(&r);
         }
         int32_t *koff = malloc(4 * (size_t)K4);
@@ -400,12 +402,12 @@ static void test_gemm8_equals_int16_reference(void) {
                     sum += (uint32_t)w8[o * K + k];
                 }
                 b8[o] = (int32_t)((uint32_t)bias[o] - (uint32_t)(128 + zp_in) * sum);
-                rq[o] = qat__rq_make(b8[o], m0[o], sh[o], zp);
+                rq[o] = qat__rq_make(b8[o], m0[o], sh[o], zp, single);
             }
             memset(got, 0x55, (size_t)(m * out_n) + 128);
             qat__gemm8_args a = {.col = col, .koff = koff, .w = wp, .K4 = K4, .O = O, .R = R, .TT = TT, .Q = Q,
                                  .rq = rq, .bias8 = b8, .m0 = m0, .shift = sh, .zp = zp, .lo = -100, .hi = 120,
-                                 .out = got, .so = P, .map = &map};
+                                 .out = got, .so = P, .map = &map, .single = single};
             (use_simd ? qat__gemm8_vnni : qat__gemm8_ref)(&a);
             int bad = 0, stray = 0;
             for (int64_t i = 0; i < m * out_n; i++) bad += got[i] != want[i];
@@ -467,8 +469,9 @@ static void test_requant16_equals_scalar(void) {
     for (int it = 0; it < 20000; it++) {
         requant_case r = random_requant_case(&rng, it);
         int32_t y[16];
-        qat__requant16_avx512(r.acc, r.m0, r.shift, r.zp, r.lo, r.hi, y);
-        for (int i = 0; i < 16; i++) bad += y[i] != qat_requantize(r.acc[i], r.m0, r.shift, r.zp, r.lo, r.hi);
+        bool single = it % 2;
+        qat__requant16_avx512(r.acc, r.m0, r.shift, r.zp, r.lo, r.hi, single, y);
+        for (int i = 0; i < 16; i++) bad += y[i] != qat_requantize_r(r.acc[i], r.m0, r.shift, r.zp, r.lo, r.hi, single);
     }
     CU_ASSERT_EQUAL(bad, 0);
 }
@@ -516,6 +519,7 @@ static void test_elementwise_avx512_equal_portable(void) {
         int n = rnd(&rng, 1, N);
         for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
         qat__add_args r = random_add_args(&rng, false);
+        r.single = it % 2; /* and the single rounding, every other case */
         memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
         uint8_t tables[QAT_ADD_TABLE_BYTES];
         r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25); /* any shift the checker lets through */
@@ -526,7 +530,7 @@ static void test_elementwise_avx512_equal_portable(void) {
         qat__add_s8_tab_avx512(a, b, n, &r, tables, y1);
         bad += memcmp(y0, y1, sizeof y0) != 0;
         qat__requant_args q = {.zp_in = r.zp_a, .m0 = r.m_out, .shift = rnd(&rng, -20, 3), .zp_out = r.zp_out,
-                               .lo = r.lo, .hi = r.hi};
+                               .lo = r.lo, .hi = r.hi, .single = r.single};
         qat__requant_s8(a, n, &q, y0);
         qat__requant_s8_avx512(a, n, &q, y1);
         bad += memcmp(y0, y1, sizeof y0) != 0;
@@ -537,6 +541,40 @@ static void test_elementwise_avx512_equal_portable(void) {
         bad += memcmp(y0, y1, sizeof y0) != 0;
     }
     CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* The portable kernels compiled with the single rounding (qk.h under
+ * QK_SINGLE_ROUNDING: the generated C's arithmetic) against the scalar
+ * definition, qat_multiply_by_quantized_multiplier_single: concat's
+ * requantization (q_requant: shifts of both signs) and TFLite's ADD (the
+ * inputs' rescales through q_mbqm, then the output's). */
+static void test_qk_single_rounding_equals_scalar(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 28);
+    enum { N = 500 };
+    int8_t a[N], b[N], y[N];
+    int bad = 0, differ = 0;
+    for (int it = 0; it < 400; it++) {
+        for (int i = 0; i < N; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
+        qat__add_args r = random_add_args(&rng, true);
+        r.single = true;
+        qat__requant_args q = {.zp_in = r.zp_a, .m0 = r.m_out, .shift = rnd(&rng, -31, 6), .zp_out = r.zp_out,
+                               .lo = r.lo, .hi = r.hi, .single = true};
+        qat__requant_s8(a, N, &q, y);
+        for (int i = 0; i < N; i++) {
+            int32_t want = qat_requantize_single(a[i] - q.zp_in, q.m0, q.shift, q.zp_out, q.lo, q.hi);
+            bad += y[i] != want;
+            differ += want != qat_requantize(a[i] - q.zp_in, q.m0, q.shift, q.zp_out, q.lo, q.hi);
+        }
+        qat__add_s8(a, b, N, &r, y);
+        for (int i = 0; i < N; i++) {
+            int32_t sa = qat_multiply_by_quantized_multiplier_single((a[i] - r.zp_a) * (1 << r.left_shift), r.m_a, r.sh_a);
+            int32_t sb = qat_multiply_by_quantized_multiplier_single((b[i] - r.zp_b) * (1 << r.left_shift), r.m_b, r.sh_b);
+            bad += y[i] != qat_requantize_single(sa + sb, r.m_out, r.sh_out, r.zp_out, r.lo, r.hi);
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(differ > 100); /* the two roundings were told apart */
 }
 
 /* The AVX2 add (8 lanes of the three rescales) against the portable
@@ -553,6 +591,7 @@ static void test_add_avx2_equals_portable(void) {
         int n = rnd(&rng, 1, N);
         for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
         qat__add_args r = random_add_args(&rng, true);
+        r.single = it % 2;
         r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25);
         r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;
         memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
@@ -607,6 +646,7 @@ int main(int argc, char **argv) {
         {"the kernels' requantization (qk.h) equals the scalar one", test_qk_requant_equals_scalar},
         {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
         {"the AVX2 add equals the portable loop", test_add_avx2_equals_portable},
+        {"the portable kernels' single rounding (qk.h's) equals the scalar definition", test_qk_single_rounding_equals_scalar},
         {"the position map stores every valid position once", test_position_map},
         {NULL, NULL},
     };

@@ -77,13 +77,13 @@ static bool run_int(qat_ctx *ctx, const qat_qmodel *q, const float *x, int n, in
 }
 
 /* The op's constants prepared, then kernel i over a col matrix: out [O][P]. */
-static bool run_kernel(int i, const qat_qop *op, const int16_t *col, int P, int Pp, int32_t zp, int8_t *out) {
+static bool run_kernel(int i, const qat_qop *op, const int16_t *col, int P, int Pp, int32_t zp, bool single, int8_t *out) {
     qat__sc_fn fn = qat__sc_kernel(i, NULL);
     if (!fn) return false;
     void *c = aligned_alloc(64, (size_t)qat__round_up(qat__sc_const_bytes(op), 64));
     qat__sc_prepare(op, c);
     qat__sc_args a = {.op = op, .consts = c, .col = col, .O = (int)op->wq.shape[0], .P = P, .Pp = Pp, .o0 = 0,
-                      .zp = zp, .lo = op->act_min, .hi = op->act_max, .out = out, .so = P, .sp = 1};
+                      .zp = zp, .lo = op->act_min, .hi = op->act_max, .out = out, .so = P, .sp = 1, .single = single};
     fn(&a);
     free(c);
     return true;
@@ -153,9 +153,20 @@ static void test_hand_computed(void) {
     col[0] = 2, col[16] = -1, col[32] = 1, col[48] = 0;
     for (int i = 0; i < 3; i++) {
         int8_t out[2 * 16];
-        if (!run_kernel(i, &p.op, col, 1, 16, 0, out)) continue;
+        if (!run_kernel(i, &p.op, col, 1, 16, 0, false, out)) continue;
         CU_ASSERT(out[0] == 17 && out[1] == -9); /* row stride P = 1 */
     }
+    /* x = (1, -0.5, 0, 0): row 0's total is 3 + 128 + 0 = 131 and 131/8 = 16.375: one
+     * rounding gives 16; the double rounding 17 (SRDHM: 65.5 -> 66, then 66/4 = 16.5 -> 17).
+     * Row 1: -5 - 168 = -173, -10.8125 -> -11 either way. */
+    col[32] = 0;
+    for (int i = 0; i < 3; i++)
+        for (int single = 0; single < 2; single++) {
+            int8_t out[2 * 16];
+            if (!run_kernel(i, &p.op, col, 1, 16, 0, single, out)) continue;
+            CU_ASSERT(out[0] == (single ? 16 : 17) && out[1] == -11);
+        }
+    col[32] = 1;
     /* written and read back: the same integers from the file */
     char path[300];
     path_of(path, sizeof path, "hand.qat.h5");
@@ -214,7 +225,7 @@ static void test_largest_partial_sums(void) {
     for (int64_t k = 0; k < K; k++) col[k * 16] = 255;
     for (int i = 0; i < 3; i++) {
         int8_t out[2 * 16];
-        if (run_kernel(i, &p.op, col, 1, 16, 0, out)) CU_ASSERT(out[0] == 65 && out[1] == -65); /* row stride P = 1 */
+        if (run_kernel(i, &p.op, col, 1, 16, 0, false, out)) CU_ASSERT(out[0] == 65 && out[1] == -65); /* row stride P = 1 */
     }
     free(col), free(x);
     /* one more weight in block 0: its partial sum could reach 2147514120 */
@@ -241,7 +252,7 @@ static void test_largest_partial_sums(void) {
     for (int64_t k = 0; k < K; k++) col[k * 16] = 255;
     for (int i = 0; i < 3; i++) {
         int8_t out[2 * 16];
-        if (run_kernel(i, &p.op, col, 1, 16, 100, out)) CU_ASSERT(out[0] == 127 && out[1] == 35); /* row 1: -65 + 100 */
+        if (run_kernel(i, &p.op, col, 1, 16, 100, false, out)) CU_ASSERT(out[0] == 127 && out[1] == 35); /* row 1: -65 + 100 */
     }
     free(col);
     p.op.bias[0]++;
@@ -407,10 +418,11 @@ static void test_kernels_agree(void) {
                 int16_t *col = malloc((size_t)(K * Pp) * sizeof *col);
                 for (int64_t i = 0; i < K * Pp; i++) col[i] = (int16_t)((int)(qat_rng_uniform(&rng) * (2 * xr)) - xr);
                 int8_t *ref = malloc((size_t)(O * P)), *got = malloc((size_t)(O * P));
-                CU_ASSERT_FATAL(run_kernel(0, &op, col, P, Pp, 5, ref));
+                bool single = P / 13 % 2; /* P = 14: the single rounding */
+                CU_ASSERT_FATAL(run_kernel(0, &op, col, P, Pp, 5, single, ref));
                 for (int i = 1; i < 3; i++) {
                     memset(got, 0x55, (size_t)(O * P));
-                    if (!run_kernel(i, &op, col, P, Pp, 5, got)) continue;
+                    if (!run_kernel(i, &op, col, P, Pp, 5, single, got)) continue;
                     compared++;
                     if (memcmp(ref, got, (size_t)(O * P))) printf("\n  kernel %d differs: case %zu, P %d\n", i, c, P);
                     CU_ASSERT_EQUAL(memcmp(ref, got, (size_t)(O * P)), 0);
@@ -850,7 +862,7 @@ static void test_compact_hand_computed(void) {
     col[0] = 2, col[16] = -1, col[32] = 1, col[48] = 0;
     for (int i = 0; i < 3; i++) {
         int8_t out[2 * 16];
-        if (!run_kernel(i, &p.op, col, 1, 16, 0, out)) continue;
+        if (!run_kernel(i, &p.op, col, 1, 16, 0, false, out)) continue;
         CU_ASSERT(out[0] == 23 && out[1] == -79);
     }
     /* through the file: the row scales and sub-scales, the rest derived to the same numbers */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs a qat quantized model file (.qat.h5, version 2 to 4) with h5py and
+"""Runs a qat quantized model file (.qat.h5, version 2 to 5) with h5py and
 numpy alone, from docs/quantized-model-format.md and docs/subchannel.md: the
 integer program, bit for bit as the C integer engine runs it, sub-channel
 (blockwise) weights, the input normalization and the average pools that keep
@@ -32,6 +32,18 @@ def mbqm(x, m, s):
     b = np.where(t >= 0, t >> 31, -((-t) >> 31))          # truncating division by 2^31
     mask = (np.int64(1) << right) - 1
     return (b >> right) + ((b & mask) > (mask >> 1) + (b < 0))
+
+SINGLE = [False]  # the file's requant_rounding is "single" (version 5), set by main
+
+def mbqm_single(x, m, s):
+    """One rounding of the exact product: floor((x*m + 2^(t-1)) / 2^t), t = 31 - s, saturated to int32."""
+    t = 31 - np.clip(np.asarray(s, np.int64), -31, 30)
+    v = (np.asarray(x, np.int64) * np.int64(m) + (np.int64(1) << (t - 1))) >> t
+    return np.clip(v, -2**31, 2**31 - 1)
+
+def requant(x, m, s):
+    """The file's requantizing multiply: mbqm, or mbqm_single where the file rounds once."""
+    return mbqm_single(x, m, s) if SINGLE[0] else mbqm(x, m, s)
 
 def quantize_multiplier(M):
     """The contract's QuantizeMultiplier on float64 arrays: M = m0 * 2^(shift - 31), m0 in [2^30, 2^31)."""
@@ -171,7 +183,7 @@ def product(op, xi, n, s_in):
         M = np.float64(s_in) * sc.astype(np.float64) / s_acc[first][:, None]
         bm, bs = quantize_multiplier(M)
         bm, bs = bm[rows], bs[rows]
-        convert = lambda part, j, sl, bm=bm, bs=bs: mbqm(part, bm[sl, j], bs[sl, j])
+        convert = lambda part, j, sl, bm=bm, bs=bs: requant(part, bm[sl, j], bs[sl, j])
         bj = expand(np.arange(scale.size).reshape(scale.shape), tshape, block).reshape(O, -1)[0]
     if kind == "linear":
         cols = xi.reshape(n, -1)
@@ -215,7 +227,7 @@ def run_op(op, vals, tensors):
                      "(qat loads such a file and gives it one; this reader does not)")
         acc, idx = product(op, x.astype(np.int64) - zp_in, n, np.float32(tin[0].attrs["scale"]))
         m, s = mult()
-        return np.clip(zp + mbqm(acc, m[idx], s[idx]), lo, hi)
+        return np.clip(zp + requant(acc, m[idx], s[idx]), lo, hi)
     if kind == "maxpool2d":
         kh, kw, sh, sw, ph, pw = window_op(op)
         xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-2**40)
@@ -232,12 +244,12 @@ def run_op(op, vals, tensors):
         xp = np.pad(x.astype(np.int64) - zp_in, ((0, 0), (0, 0), (ph, ph), (pw, pw)))  # padding counts as real 0
         sums = windows(np.ascontiguousarray(xp), kh, kw, sh, sw).sum(axis=(4, 5))
         m, s = mult()
-        return np.clip(zp + mbqm(sums, m[0], s[0]), lo, hi)
+        return np.clip(zp + requant(sums, m[0], s[0]), lo, hi)
     if kind == "global_avgpool" and rounding(op) == "divide":
         return np.clip(div_round(x.astype(np.int64).sum(axis=(2, 3)), x.shape[2] * x.shape[3]), lo, hi)
     if kind == "global_avgpool":
         m, s = mult()
-        return np.clip(zp + mbqm((x.astype(np.int64) - zp_in).sum(axis=(2, 3)), m[0], s[0]), lo, hi)
+        return np.clip(zp + requant((x.astype(np.int64) - zp_in).sum(axis=(2, 3)), m[0], s[0]), lo, hi)
     if kind == "flatten":
         return x.reshape(n, -1)
     if kind == "relu":
@@ -245,16 +257,16 @@ def run_op(op, vals, tensors):
     if kind == "add":                                          # TFLite's ADD
         m, s = mult()
         ls = int(op.attrs["left_shift"])
-        a = mbqm((x.astype(np.int64) - zp_in) << ls, m[0], s[0])
-        b = mbqm((ins[1].astype(np.int64) - int(tin[1].attrs["zero_point"])) << ls, m[1], s[1])
-        return np.clip(zp + mbqm(a + b, m[2], s[2]), lo, hi)
+        a = requant((x.astype(np.int64) - zp_in) << ls, m[0], s[0])
+        b = requant((ins[1].astype(np.int64) - int(tin[1].attrs["zero_point"])) << ls, m[1], s[1])
+        return np.clip(zp + requant(a + b, m[2], s[2]), lo, hi)
     if kind == "mul":                                          # TFLite's MUL; b may be [C, 1, 1]
         m, s = mult()
         acc = (x.astype(np.int64) - zp_in) * (ins[1].astype(np.int64) - int(tin[1].attrs["zero_point"]))
-        return np.clip(zp + mbqm(acc, m[0], s[0]), lo, hi)
+        return np.clip(zp + requant(acc, m[0], s[0]), lo, hi)
     if kind == "concat":                                       # each input to the output's grid
         m, s = mult()
-        parts = [np.clip(zp + mbqm(v.astype(np.int64) - int(t.attrs["zero_point"]), m[j], s[j]), lo, hi)
+        parts = [np.clip(zp + requant(v.astype(np.int64) - int(t.attrs["zero_point"]), m[j], s[j]), lo, hi)
                  for j, (v, t) in enumerate(zip(ins, tin))]
         return np.concatenate(parts, axis=1)
     if kind == "lut":
@@ -273,8 +285,13 @@ def main():
     path, inp, n, outp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     raw_bytes = "--u8" in sys.argv[5:]
     with h5py.File(path, "r") as f:
-        if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) not in (2, 3, 4):
-            sys.exit(f"{path}: not a version 2, 3 or 4 qat quantized model")
+        if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) not in (2, 3, 4, 5):
+            sys.exit(f"{path}: not a version 2, 3, 4 or 5 qat quantized model")
+        if int(f.attrs["version"]) >= 5:
+            r = text(f.attrs["requant_rounding"]).rstrip("\0")
+            if r not in ("double", "single"):
+                sys.exit(f"{path}: unknown requant_rounding {r!r}")
+            SINGLE[0] = r == "single"
         tensors = f["tensors"]
         norm = f["normalization"] if "normalization" in f else None
         t_in, t_out = str(int(f.attrs["input"])), str(int(f.attrs["output"]))

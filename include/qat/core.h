@@ -226,6 +226,37 @@ static inline int32_t qat_requantize(int32_t acc, int32_t m0, int shift, int32_t
     return y < lo ? lo : y > hi ? hi : (int32_t)y;
 }
 
+/* The single-rounding form (a program's QAT_ROUNDING_SINGLE, qat/runtime.h;
+ * TFLite's TFLITE_SINGLE_ROUNDING): the exact 64-bit product x·m0 rounded
+ * once, half up (toward +infinity), by t = 31 - shift:
+ *     floor((x·m0 + 2^(t-1)) / 2^t),  t taken in [1, 62],
+ * saturated to int32 (only a multiplier above 1 can reach it). |x·m0| <
+ * 2^62, so the sum never overflows 64 bits; >> of a negative int64 is
+ * arithmetic on every compiler qat builds with. */
+static inline int32_t qat_multiply_by_quantized_multiplier_single(int32_t x, int32_t m0, int shift) {
+    int t = 31 - shift;
+    if (t < 1) t = 1;
+    if (t > 62) t = 62;
+    int64_t v = ((int64_t)x * m0 + ((int64_t)1 << (t - 1))) >> t;
+    return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+
+/* qat_requantize with the single rounding. */
+static inline int32_t qat_requantize_single(int32_t acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi) {
+    int64_t y = (int64_t)qat_multiply_by_quantized_multiplier_single(acc, m0, shift) + zp;
+    return y < lo ? lo : y > hi ? hi : (int32_t)y;
+}
+
+/* Either form: single false gives the contract's double rounding. */
+static inline int32_t qat_multiply_by_quantized_multiplier_r(int32_t x, int32_t m0, int shift, bool single) {
+    return single ? qat_multiply_by_quantized_multiplier_single(x, m0, shift)
+                  : qat_multiply_by_quantized_multiplier(x, m0, shift);
+}
+static inline int32_t qat_requantize_r(int32_t acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi,
+                                       bool single) {
+    return single ? qat_requantize_single(acc, m0, shift, zp, lo, hi) : qat_requantize(acc, m0, shift, zp, lo, hi);
+}
+
 #ifdef __cplusplus
 }
 #endif

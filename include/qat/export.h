@@ -49,13 +49,13 @@ QAT_API qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in
                                     qat_qmodel *out);
 
 /* Checks the program (qat_qmodel_check) and writes it atomically
- * (docs/saving.md) in the version-4 layout. */
+ * (docs/saving.md) in the version-5 layout. */
 QAT_API qat_status qat_qmodel_save(qat_ctx *ctx, const qat_qmodel *q, const char *path);
 /* The same, staged in set (qat/io.h): the file is written beside path and
  * renamed by qat_save_set_commit. set NULL: qat_qmodel_save. */
 QAT_API qat_status qat_qmodel_stage(qat_ctx *ctx, const qat_qmodel *q, const char *path, qat_save_set *set);
 
-/* Reads and checks a quantized model file of version 1 to 4: every
+/* Reads and checks a quantized model file of version 1 to 5: every
  * attribute's type and size, then qat_qmodel_check on the whole program.
  * A version-1 chain of ops becomes the same program; versions 1 to 3 have
  * no normalization (norm NULL). Arrays live in ctx. */
@@ -111,6 +111,7 @@ typedef struct {
     const qat_codegen_options *c_options; /* the generator's options (NULL: the defaults) */
     const char *config;  /* the training configuration text the program carries into the
                             quantized file and ONNX's metadata (NULL: none, "") */
+    qat_rounding rounding; /* the program's requantization rounding (0: the contract's double) */
 } qat_export_targets;
 
 /* What it wrote. */

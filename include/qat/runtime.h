@@ -78,13 +78,26 @@ QAT_API const char *qat_act_kind_str(qat_act_kind k); /* "none", "relu", "relu6"
 QAT_API const char *qat_lut_fn_str(qat_lut_fn f);     /* "sigmoid", "tanh", "hardswish", "table" */
 
 /* The program's file (docs/quantized-model-format.md; written and read by
- * qat/export.h) and its version, which ONNX's metadata also names. 4: the
+ * qat/export.h) and its version, which ONNX's metadata also names. 5: the
+ * requantization's rounding (requant_rounding); 4: the
  * input normalization (/normalization); 3 (weights of <= 4 bits packed,
  * quantized_shape, ragged blocks, the MLIR text as bytes, sub-channel
  * integer sums), 2 (tensor table, ops naming tensors) and 1 (a chain of
  * ops) still load, as programs without normalization */
 #define QAT_QMODEL_FORMAT "qat-quantized-model"
-#define QAT_QMODEL_VERSION 4
+#define QAT_QMODEL_VERSION 5
+
+/* How every requantizing multiply of a program rounds (version 5's
+ * requant_rounding; docs/quantization.md, "Requantization"): the contract's
+ * double rounding (gemmlowp's SRDHM, then a rounding right shift:
+ * qat_multiply_by_quantized_multiplier), or one rounding of the exact
+ * 64-bit product (qat_multiply_by_quantized_multiplier_single). The
+ * multipliers and shifts are the same; only the integer arithmetic
+ * differs. Files of versions 1 to 4 round twice. */
+typedef enum { QAT_ROUNDING_DOUBLE, QAT_ROUNDING_SINGLE, QAT_ROUNDING_COUNT } qat_rounding;
+QAT_API const char *qat_rounding_str(qat_rounding r); /* "double", "single" */
+/* "double" or "single" to *out; false for anything else. */
+QAT_API bool qat_rounding_parse(const char *s, qat_rounding *out);
 
 #define QAT_QOP_MAX_INPUTS 16
 #define QAT_QOP_MAX_WINDOW 64        /* largest kernel, stride and padding */
@@ -166,6 +179,9 @@ typedef struct {
      * quantization takes the inputs as they are. The runtime itself never
      * reads it: it starts from the input integers. */
     const qat_normalization *norm;
+    /* The requantization's rounding, for every op (QAT_ROUNDING_DOUBLE: 0,
+     * what a zeroed program has). */
+    qat_rounding rounding;
 } qat_qmodel;
 
 /* Elements of a tensor per sample. */

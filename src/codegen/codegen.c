@@ -285,6 +285,8 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         "#include <stdint.h>\n#include <string.h>\n\n#include \"%s.h\"\n\n"
         "/* ---- qat's integer kernels (src/runtime/qk.h, the runtime's portable level) ---- */\n",
         name, q->n_ops, name);
+    if (q->rounding == QAT_ROUNDING_SINGLE) /* the kernels' requantization rounds the exact product once */
+        qat__cg_printf(g, "#define QK_SINGLE_ROUNDING 1\n");
     if (fwrite(qat__cg_kernels, 1, qat__cg_kernels_len, g->f) != qat__cg_kernels_len) g->failed = true;
     qat__cg_printf(g, "/* ---- the model ---- */\n\n");
     qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned", (long long)g->plan->arena_bytes);

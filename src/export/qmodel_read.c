@@ -1,4 +1,4 @@
-/* The quantized model file in HDF5: checked reading (versions 1 to 4).
+/* The quantized model file in HDF5: checked reading (versions 1 to 5).
  * Layout: docs/quantized-model-format.md; the writer is qmodel_write.c.
  *
  * The reader bounds what the file says (types, element counts, ranks, the
@@ -512,6 +512,14 @@ static void finish_subchannel(qat__h5r *r, qat_qmodel *q, int version) {
     }
 }
 
+/* Version 5's root attribute requant_rounding: "double" or "single" (qat_rounding). */
+static void read_rounding(qat__h5r *r, qat_qmodel *q) {
+    char text[16];
+    if (!qat__h5r_str(r, r->file, "requant_rounding", text, sizeof text)) return;
+    if (!qat_rounding_parse(text, &q->rounding))
+        qat__h5r_fail(r, QAT_ERR_FORMAT, "attribute requant_rounding: \"%s\" (double or single)", text);
+}
+
 /* Version 4's optional /normalization, checked against the input
  * tensor's shape (the tensors are read). */
 static void read_norm(qat__h5r *r, qat_qmodel *q) {
@@ -534,6 +542,7 @@ qat_status qat_qmodel_load(qat_ctx *ctx, const char *path, qat_qmodel *out) {
             if (version == 1) read_v1(&r, out);
             else read_v2(&r, out, (int)version);
             if (version >= 4) read_norm(&r, out);
+            if (version >= 5) read_rounding(&r, out);
             if (r.ok) finish_subchannel(&r, out, (int)version);
             out->version = (int)version;
         }

@@ -1,4 +1,4 @@
-/* The quantized model file in HDF5: writing (version 4). Layout:
+/* The quantized model file in HDF5: writing (version 5). Layout:
  * docs/quantized-model-format.md; the reader is qmodel_read.c. The
  * program is checked by qat_qmodel_check before it is written, the same
  * check the reader ends with, so a file qat writes is a file qat loads. */
@@ -34,7 +34,7 @@ qat_status qat_qmodel_validate(qat_ctx *ctx, const qat_qmodel *q) {
     return st == QAT_OK ? QAT_OK : qat_ctx_fail(ctx, st, "%s", msg);
 }
 
-/* ---- writing (version 4) ------------------------------------------------------------ */
+/* ---- writing (version 5) ------------------------------------------------------------ */
 
 static void put_aparams(qat__h5w *w, hid_t g, const char *prefix, const qat_aparams *a) {
     char name[64], text[256];
@@ -233,6 +233,7 @@ static void write_qmodel(qat__h5w *w, void *user) {
     qat__h5w_str(w, f, "format", QAT_QMODEL_FORMAT);
     qat__h5w_i64(w, f, "version", QAT_QMODEL_VERSION);
     qat__h5w_str(w, f, "producer", q->producer);
+    qat__h5w_str(w, f, "requant_rounding", qat_rounding_str(q->rounding)); /* version 5 */
     put_text(w, f, "training_config", q->config && q->config[0] ? q->config : "{}");
     qat__h5w_i64(w, f, "n_tensors", q->n_tensors);
     qat__h5w_i64(w, f, "n_ops", q->n_ops);

@@ -116,6 +116,7 @@ qat_status qat_export_all(qat_model *m, int in_rank, const int64_t *in_shape, co
     qat_status st = qat_qmodel_lower(m, in_rank, in_shape, pctx, &q); /* the one lowering */
     if (st == QAT_OK) {
         q.config = t->config ? t->config : ""; /* the program carries it to every target */
+        q.rounding = t->rounding;
         st = own_set(pctx, &set);
     }
     if (st == QAT_OK && t->onnx) st = qat_onnx_stage(pctx, &q, t->onnx, set);

@@ -108,7 +108,7 @@ void qat__conv_direct_ref(const qat__direct_args *a) {
                     }
                 }
                 a->out[((int64_t)o * a->OH + oy) * a->OW + ox] =
-                    (int8_t)qat_requantize((int32_t)acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                    (int8_t)qat_requantize_r((int32_t)acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
             }
 }
 
@@ -144,7 +144,7 @@ void qat__gemm_requant_ref(const qat__gemm_args *a) {
             }
             for (int j = 0; j < QAT_PPAD && p0 + j < a->P; j++)
                 a->out[o * a->so + (p0 + j) * a->sp] =
-                    (int8_t)qat_requantize(acc[j] + a->bias[o], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                    (int8_t)qat_requantize_r(acc[j] + a->bias[o], a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
         }
     }
 }
@@ -173,15 +173,17 @@ void qat__depthwise(const qat__depthwise_args *a) {
                     }
                 for (int i = 0; i < n; i++)
                     yc[oy * a->OW + ox0 + i] =
-                        (int8_t)qat_requantize(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                        (int8_t)qat_requantize_r(acc[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
             }
     }
 }
 
 /* The simple ops: the shared kernels of qk.h (the generated C's too). Their
  * element counts are int32; the runtime's may be a whole batch's, so it
- * runs them in pieces. */
+ * runs them in pieces. Those that requantize are kernels_qk.c's, compiled
+ * once per rounding; the entry points here pick one. */
 #define QK_PIECE ((int64_t)1 << 30)
+#define QKR(a, name) ((a)->single ? qat__qkr_##name##_single : qat__qkr_##name##_double)
 
 void qat__maxpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw, int8_t *y) {
     qk_maxpool(x, C, H, W, kh, kw, sh, sw, ph, pw, (H + 2 * ph - kh) / sh + 1, (W + 2 * pw - kw) / sw + 1, y);
@@ -191,28 +193,25 @@ void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int s
                      const qat__requant_args *r, int8_t *y) {
     int OH = (H + 2 * ph - kh) / sh + 1, OW = (W + 2 * pw - kw) / sw + 1;
     if (r->keep) qk_avgpool_keep(x, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, r->lo, r->hi, y);
-    else qk_avgpool(x, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW, r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
+    else QKR(r, avgpool)(x, C, H, W, kh, kw, sh, sw, ph, pw, r, y);
 }
 
 void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
     if (r->keep) qk_global_avgpool_keep(x, C, HW, r->lo, r->hi, y);
-    else qk_global_avgpool(x, C, HW, r->zp_in, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
+    else QKR(r, global_avgpool)(x, C, HW, r, y);
 }
 
 void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {
-    for (int64_t i = 0; i < n; i += QK_PIECE)
-        qk_requant_s8(x + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), r->zp_in, r->m0, r->shift, r->zp_out,
-                      r->lo, r->hi, y + i);
+    for (int64_t i = 0; i < n; i += QK_PIECE) QKR(r, requant)(x + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), r, y + i);
 }
 
 void qat__add_s8(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
     for (int64_t i = 0; i < n; i += QK_PIECE)
-        qk_add(a + i, b + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), r->zp_a, r->zp_b, r->left_shift, r->m_a,
-               r->sh_a, r->m_b, r->sh_b, r->m_out, r->sh_out, r->zp_out, r->lo, r->hi, y + i);
+        QKR(r, add)(a + i, b + i, (int32_t)(n - i < QK_PIECE ? n - i : QK_PIECE), r, y + i);
 }
 
 void qat__mul_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const qat__mul_args *r, int8_t *y) {
-    qk_mul(a, b, n, per, r->zp_a, r->zp_b, r->m0, r->shift, r->zp_out, r->lo, r->hi, y);
+    QKR(r, mul)(a, b, n, per, r, y);
 }
 
 void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y) {
@@ -238,44 +237,5 @@ int64_t qat__qk_weight_index(int64_t i, int K, int kk, bool pairs) {
     return o * K + (int64_t)qk_pair_channel(c, CG) * kk + t;
 }
 
-/* The block size as a literal, so each call is specialised like the
- * generated code's. */
-#define QK_BY_BLOCK(B, call) \
-    switch (B) {             \
-    case 4: call(4); break;  \
-    case 3: call(3); break;  \
-    case 2: call(2); break;  \
-    default: call(1); break; \
-    }
-
-void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
-#define CONV(B)                                                                                                     \
-    qk_conv(x, a->w, 8, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw,         \
-            a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
-#define PAIRS(B)                                                                                                     \
-    qk_conv_pairs(x, a->w, 8, NULL, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph,    \
-                  a->pw, a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
-    if (qk_conv_uses_dw3(a->C, a->O, a->groups, a->W, a->kh, a->kw, a->sw, a->ph, a->pw)) {
-        qk_dwconv3(x, a->w, a->C, a->H, a->W, a->OH, a->OW, a->sh, a->sw, a->ph, a->pw, a->bias, a->m0, a->shift,
-                   a->zp_in, a->zp, a->lo, a->hi, y);
-    } else if (qk_conv_uses_pw(a->C, a->groups, a->H, a->W, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw)) {
-#define PW(B)                                                                                                    \
-    qk_conv_pw(x, a->w, a->C, a->H * a->W, a->H * a->W, a->O, a->H * a->W, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, \
-               a->lo, a->hi, y)
-        QK_BY_BLOCK(qk_pw_block(a->O), PW)
-#undef PW
-    } else if (qk_conv_uses_pairs(a->C, a->groups, a->kw)) {
-        QK_BY_BLOCK(qk_block(a->O / a->groups), PAIRS)
-    } else {
-        QK_BY_BLOCK(qk_block(a->O / a->groups), CONV)
-    }
-#undef CONV
-#undef PAIRS
-}
-
-void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
-#define LINEAR(B) \
-    qk_linear(x, a->w, 8, a->C, a->O, B, 0, NULL, NULL, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
-    QK_BY_BLOCK(qk_block(a->O), LINEAR)
-#undef LINEAR
-}
+void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) { QKR(a, conv)(x, a, y); }
+void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) { QKR(a, linear)(x, a, y); }

@@ -71,6 +71,7 @@ typedef struct {
     int32_t zp, lo, hi;
     int8_t *out;
     int64_t so, sp;
+    bool single; /* the program's single rounding (qat_rounding); false: the contract's double rounding */
 } qat__gemm_args;
 void qat__gemm_requant(const qat__gemm_args *a);
 void qat__gemm_requant_ref(const qat__gemm_args *a);
@@ -124,6 +125,7 @@ typedef struct {
     const int32_t *bias, *m0, *shift; /* bias: corrected in the byte form */
     int32_t zp, lo, hi;
     int8_t *out; /* [O][OH][OW] */
+    bool single; /* as qat__gemm_args' */
 } qat__direct_args;
 /* The AVX2 kernel where the CPU has it, else the same sums in C. */
 void qat__conv_direct(const qat__direct_args *a);
@@ -145,6 +147,7 @@ typedef struct {
     const int32_t *bias, *m0, *shift;
     int32_t zp, lo, hi;
     int8_t *y;
+    bool single; /* as qat__gemm_args' */
 } qat__depthwise_args;
 void qat__depthwise(const qat__depthwise_args *a);
 #define QAT_DW_PAIR_SLACK 8
@@ -159,6 +162,7 @@ typedef struct {
     int C, H, W, O, OH, OW, kh, kw, sh, sw, ph, pw, groups;
     const int32_t *bias, *m0, *shift;
     int32_t zp_in, zp, lo, hi;
+    bool single; /* as qat__gemm_args' */
 } qat__qk_conv_args;
 void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y);
 /* x [K] -> y [O], the args' C = K (the other shapes unused) */
@@ -186,6 +190,7 @@ typedef struct {
     int shift;
     int32_t zp_out, lo, hi;
     bool keep;
+    bool single; /* as qat__gemm_args' */
 } qat__requant_args;
 void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw,
                      const qat__requant_args *r, int8_t *y);
@@ -201,6 +206,7 @@ typedef struct {
     int32_t zp_a, zp_b, m_a, m_b, m_out;
     int sh_a, sh_b, sh_out, left_shift;
     int32_t zp_out, lo, hi;
+    bool single; /* as qat__gemm_args' */
 } qat__add_args;
 void qat__add_s8(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y);
 
@@ -210,8 +216,24 @@ typedef struct {
     int32_t zp_a, zp_b, m0;
     int shift;
     int32_t zp_out, lo, hi;
+    bool single; /* as qat__gemm_args' */
 } qat__mul_args;
 void qat__mul_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const qat__mul_args *r, int8_t *y);
+
+/* kernels_qk.c's kernels, compiled once per rounding (R: double, single);
+ * the entry points above pick one by their records' single. */
+#define QAT__QKR_DECLARE(R)                                                                                     \
+    void qat__qkr_avgpool_##R(const int8_t *x, int C, int H, int W, int kh, int kw, int sh, int sw, int ph, int pw, \
+                              const qat__requant_args *r, int8_t *y);                                           \
+    void qat__qkr_global_avgpool_##R(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);   \
+    void qat__qkr_requant_##R(const int8_t *x, int32_t n, const qat__requant_args *r, int8_t *y);              \
+    void qat__qkr_add_##R(const int8_t *a, const int8_t *b, int32_t n, const qat__add_args *r, int8_t *y);     \
+    void qat__qkr_mul_##R(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const qat__mul_args *r,    \
+                          int8_t *y);                                                                           \
+    void qat__qkr_conv_##R(const int8_t *x, const qat__qk_conv_args *a, int8_t *y);                            \
+    void qat__qkr_linear_##R(const int8_t *x, const qat__qk_conv_args *a, int8_t *y);
+QAT__QKR_DECLARE(double)
+QAT__QKR_DECLARE(single)
 
 /* y[i] = table[x[i] - qmin] (table of 256 bytes indexed from qmin). */
 void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y);
@@ -340,13 +362,15 @@ int64_t qat__direct_scratch_bytes(const qat__op_geom *g);
  *     (P + n - [P < 0]·c) >> s,
  * with zp·2^s inside n when that cannot overflow (fold; kernels_vnni8.c
  * gives the proof), then the clamp. The kernels start their sums at bias.
+ * The single rounding (qat_multiply_by_quantized_multiplier_single) is the
+ * same form with left = 0, n = 2^(s-1), c = 0 and s = 31 - shift.
  * 64 bytes: one line. */
 typedef struct {
     int64_t m0, n, c, s;
     int32_t bias, left, zp, fold;
     int32_t unused[4];
 } qat__rq;
-qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp);
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, bool single);
 
 /* Every w - zp_w of a linear/conv2d op fits int8. */
 bool qat__int8_weights(const qat_qop *op);
@@ -456,6 +480,7 @@ typedef struct {
     int8_t *out;
     int64_t so;
     const qat__posmap *map;
+    bool single; /* as qat__gemm_args' (the kernels' rq records carry it already) */
 } qat__gemm8_args;
 void qat__gemm8_ref(const qat__gemm8_args *a);
 
@@ -476,6 +501,7 @@ typedef struct {
     int8_t *out;
     int64_t so;
     const qat__posmap *map;
+    bool single; /* as qat__gemm_args' (the kernels' rq records carry it already) */
 } qat__dw8_args;
 void qat__dw8_ref(const qat__dw8_args *a);
 
@@ -494,6 +520,7 @@ typedef struct {
     const int32_t *bias8, *m0, *shift;
     int32_t zp, lo, hi;
     int8_t *out;
+    bool single; /* as qat__gemm_args' */
 } qat__linear8_args;
 void qat__linear8_ref(const qat__linear8_args *a);
 
@@ -516,5 +543,6 @@ void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t n, const q
 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);
 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);
 /* 16 lanes of qat_requantize with one multiplier and shift, for the tests */
-void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, int32_t *y);
+void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, bool single,
+                           int32_t *y);
 #endif

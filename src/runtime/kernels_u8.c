@@ -119,10 +119,14 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     i->const_bytes = i->rq_offset + (int64_t)g->O * (int64_t)sizeof(qat__rq);
 }
 
-qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp) {
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, bool single) {
     int right = shift < 0 ? (shift < -31 ? 31 : -shift) : 0;
     qat__rq q = {.m0 = m0, .n = (1LL << 30) + (right ? 1LL << (30 + right) : 0), .c = right ? 1LL << 31 : 0,
                  .s = 31 + right, .bias = bias, .left = shift > 0 ? shift : 0, .zp = zp};
+    if (single) { /* shift in [-31, 30] (the program's check): s in [1, 62] */
+        int s = 31 - (shift < -31 ? -31 : shift > 30 ? 30 : shift);
+        q.n = 1LL << (s - 1), q.c = 0, q.s = s, q.left = 0;
+    }
     /* |P| < 2^62 and n <= 2^61 + 2^30: adding zp·2^s (|zp| <= 2^8) stays
      * below 2^63 while s <= 53 */
     if (q.s <= 53) q.n += (int64_t)zp * (1LL << q.s), q.fold = 1;
@@ -173,7 +177,8 @@ void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom 
         bias8[at] = (int32_t)((uint32_t)op->bias[o] - corr * sum);
         if (i->kind != QAT_I8_LINEAR)
             ((qat__rq *)(void *)((uint8_t *)consts + i->rq_offset))[o] =
-                qat__rq_make(bias8[at], op->multiplier[o], op->shift[o], q->tensors[op->output].q.zero_point);
+                qat__rq_make(bias8[at], op->multiplier[o], op->shift[o], q->tensors[op->output].q.zero_point,
+                             q->rounding == QAT_ROUNDING_SINGLE);
     }
 }
 
@@ -182,8 +187,8 @@ void qat__add_tables(const qat__add_args *r, uint8_t *tables) {
         for (int i = 0; i < 256; i++) {
             int32_t zp = t ? r->zp_b : r->zp_a, m = t ? r->m_b : r->m_a, sh = t ? r->sh_b : r->sh_a;
             /* qat__add_s8's term, for the input integer i - 128 */
-            int32_t v =
-                qat_multiply_by_quantized_multiplier((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh);
+            int32_t v = qat_multiply_by_quantized_multiplier_r((int32_t)((uint32_t)(i - 128 - zp) << r->left_shift), m, sh,
+                                                               r->single);
             for (int k = 0; k < 4; k++) tables[(t * 4 + k) * 256 + i] = (uint8_t)((uint32_t)v >> (8 * k));
         }
 }
@@ -277,12 +282,12 @@ void qat__planes_u8(const int8_t *x, const qat__planes_args *a, uint8_t *dst) {
 
 /* Stores the 16 sums of chunk c of output channel o through the map. */
 static void store_chunk(const qat__posmap *map, int64_t c, int8_t *out, const int32_t acc[16], int32_t m0, int shift,
-                        int32_t zp, int32_t lo, int32_t hi) {
+                        int32_t zp, int32_t lo, int32_t hi, bool single) {
     for (int32_t s = map->first[c]; s < map->first[c + 1]; s++) {
         const qat__seg *sg = &map->seg[s];
         int64_t d = sg->dst;
         for (int l = 0; l < 16; l++)
-            if (sg->mask >> l & 1) out[d++] = (int8_t)qat_requantize(acc[l], m0, shift, zp, lo, hi);
+            if (sg->mask >> l & 1) out[d++] = (int8_t)qat_requantize_r(acc[l], m0, shift, zp, lo, hi, single);
     }
 }
 
@@ -300,7 +305,7 @@ void qat__gemm8_ref(const qat__gemm8_args *a) {
                 }
                 acc[j] = (int32_t)sum;
             }
-            store_chunk(a->map, c, a->out + o * a->so, acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            store_chunk(a->map, c, a->out + o * a->so, acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
         }
     }
 }
@@ -317,7 +322,7 @@ void qat__dw8_ref(const qat__dw8_args *a) {
                     for (int b = 0; b < 4; b++) sum += (uint32_t)(pl[a->tap[t] + a->step * (c * 16 + j) + b] * w[t * 4 + b]);
                 acc[j] = (int32_t)sum;
             }
-            store_chunk(a->map, c, a->out + o * a->so, acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+            store_chunk(a->map, c, a->out + o * a->so, acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
         }
     }
 }
@@ -332,7 +337,7 @@ void qat__linear8_ref(const qat__linear8_args *a) {
             for (int k = 0; k < 4 * a->K4; k++)
                 sum += (uint32_t)(a->wu[(((int64_t)(o / 16) * a->K4 + k / 4) * 16 + o % 16) * 4 + k % 4] * x[k]);
             a->out[(int64_t)s * a->O + o] =
-                (int8_t)qat_requantize((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                (int8_t)qat_requantize_r((int32_t)sum, a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
         }
     }
 }

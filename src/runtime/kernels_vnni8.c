@@ -105,12 +105,47 @@ QAT_VNNI8 INLINE __m512i clamp_zp16(__m512i v, int32_t zp, int32_t lo, int32_t h
     return _mm512_add_epi32(v, _mm512_set1_epi32(zp));
 }
 
-QAT_VNNI8 INLINE __m512i requant16(__m512i x, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi) {
-    return clamp_zp16(mbqm16(x, m0, shift), zp, lo, hi);
+/* The even lanes' and the odd lanes' 64-bit results, saturated to int32,
+ * back in lane order. */
+QAT_VNNI8 INLINE __m512i sat_pairs16(__m512i even, __m512i odd) {
+    const __m512i lo = _mm512_set1_epi64(INT32_MIN), hi = _mm512_set1_epi64(INT32_MAX);
+    even = _mm512_min_epi64(_mm512_max_epi64(even, lo), hi), odd = _mm512_min_epi64(_mm512_max_epi64(odd, lo), hi);
+    return _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+/* qat_multiply_by_quantized_multiplier_single on 16 lanes: the exact
+ * products x·m0 (even and odd lanes apart), plus 2^(s-1), shifted right by
+ * s = 31 - shift (1..62) arithmetically, saturated to int32. */
+QAT_VNNI8 INLINE __m512i mbqm16_single(__m512i x, int32_t m0, int shift) {
+    int s = 31 - (shift < -31 ? -31 : shift > 30 ? 30 : shift);
+    const __m512i m = _mm512_set1_epi64(m0), n = _mm512_set1_epi64(1LL << (s - 1));
+    const __m128i cnt = _mm_cvtsi32_si128(s);
+    __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(x, m), n);
+    __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), m), n);
+    return sat_pairs16(_mm512_sra_epi64(pe, cnt), _mm512_sra_epi64(po, cnt));
+}
+
+QAT_VNNI8 INLINE __m512i requant16(__m512i x, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, bool single) {
+    return clamp_zp16(single ? mbqm16_single(x, m0, shift) : mbqm16(x, m0, shift), zp, lo, hi);
+}
+
+/* The single rounding with a multiplier and shift per lane. */
+QAT_VNNI8 INLINE __m512i requant16_lanes_single(__m512i x, __m512i m, __m512i shift, int32_t zp, int32_t lo,
+                                                int32_t hi) {
+    __m512i s = _mm512_sub_epi32(_mm512_set1_epi32(31),
+                                 _mm512_max_epi32(_mm512_min_epi32(shift, _mm512_set1_epi32(30)), _mm512_set1_epi32(-31)));
+    const __m512i low = _mm512_set1_epi64(0xFFFFFFFFLL), one = _mm512_set1_epi64(1);
+    __m512i se = _mm512_and_si512(s, low), so = _mm512_srli_epi64(s, 32);
+    __m512i ne = _mm512_sllv_epi64(one, _mm512_sub_epi64(se, one)), no = _mm512_sllv_epi64(one, _mm512_sub_epi64(so, one));
+    __m512i pe = _mm512_add_epi64(_mm512_mul_epi32(x, m), ne);
+    __m512i po = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32)), no);
+    return clamp_zp16(sat_pairs16(_mm512_srav_epi64(pe, se), _mm512_srav_epi64(po, so)), zp, lo, hi);
 }
 
 /* The same with a multiplier and shift per lane (linear: lanes are outputs). */
-QAT_VNNI8 INLINE __m512i requant16_lanes(__m512i x, __m512i m, __m512i shift, int32_t zp, int32_t lo, int32_t hi) {
+QAT_VNNI8 INLINE __m512i requant16_lanes(__m512i x, __m512i m, __m512i shift, int32_t zp, int32_t lo, int32_t hi,
+                                         bool single) {
+    if (single) return requant16_lanes_single(x, m, shift, zp, lo, hi);
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
     __m512i left = _mm512_max_epi32(shift, zero), right = _mm512_min_epi32(_mm512_sub_epi32(zero, shift), _mm512_set1_epi32(31));
     right = _mm512_max_epi32(right, zero);
@@ -213,15 +248,16 @@ QAT_VNNI8 INLINE __m128i requant_rq(__m512i x, const qat__rq *q, const clamp16 *
 }
 
 QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi,
-                                     int32_t *y) {
-    __m512i v = requant16(_mm512_loadu_si512(acc), m0, shift, zp, lo, hi);
+                                     bool single, int32_t *y) {
+    __m512i v = requant16(_mm512_loadu_si512(acc), m0, shift, zp, lo, hi, single);
     _mm512_storeu_si512(y, v);
     /* and the prepared record's form, and the per-lane form, lanes all alike, must agree */
     const clamp16 k = clamp_of(zp, lo, hi);
-    qat__rq q = qat__rq_make(0, m0, shift, zp);
+    qat__rq q = qat__rq_make(0, m0, shift, zp, single);
     if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtepi8_epi32(requant_rq(_mm512_loadu_si512(acc), &q, &k))))
         _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
-    __m512i w = requant16_lanes(_mm512_loadu_si512(acc), _mm512_set1_epi32(m0), _mm512_set1_epi32(shift), zp, lo, hi);
+    __m512i w = requant16_lanes(_mm512_loadu_si512(acc), _mm512_set1_epi32(m0), _mm512_set1_epi32(shift), zp, lo, hi,
+                                single);
     if (_mm512_cmpneq_epi32_mask(v, w)) _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
 }
 
@@ -411,7 +447,7 @@ QAT_VNNI8 INLINE void linear_tile(const qat__linear8_args *a, int s0, int ob, co
         __m512i m = _mm512_maskz_loadu_epi32(keep, a->m0 + o0), sh = _mm512_maskz_loadu_epi32(keep, a->shift + o0);
         for (int r = 0; r < R && s0 + r < a->n; r++) {
             __m512i v = _mm512_sub_epi32(_mm512_add_epi32(acc[r][t], b), _mm512_set1_epi32((int32_t)(128u * (uint32_t)sx[r])));
-            v = requant16_lanes(v, m, sh, a->zp, a->lo, a->hi);
+            v = requant16_lanes(v, m, sh, a->zp, a->lo, a->hi, a->single);
             _mm_mask_storeu_epi8(a->out + (int64_t)(s0 + r) * a->O + o0, keep, _mm512_cvtepi32_epi8(v));
         }
     }
@@ -439,7 +475,7 @@ QAT_VNNI8 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__req
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 keep = (__mmask16)(n - i >= 16 ? 0xFFFF : (1u << (n - i)) - 1);
         __m512i v = _mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(keep, x + i)), zp);
-        v = requant16(v, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+        v = requant16(v, r->m0, r->shift, r->zp_out, r->lo, r->hi, r->single);
         _mm_mask_storeu_epi8(y + i, keep, _mm512_cvtepi32_epi8(v));
     }
 }
@@ -452,7 +488,7 @@ QAT_VNNI8 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, con
             continue;
         }
         sum -= r->zp_in * HW;
-        y[c] = (int8_t)qat_requantize(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi);
+        y[c] = (int8_t)qat_requantize_r(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi, r->single);
     }
 }
 
@@ -777,7 +813,7 @@ QAT_VNNI8 void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t 
                                       const uint8_t *tables, int8_t *y) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const clamp16 k = clamp_of(r->zp_out, r->lo, r->hi);
-    const qat__rq q = qat__rq_make(0, r->m_out, r->sh_out, r->zp_out);
+    const qat__rq q = qat__rq_make(0, r->m_out, r->sh_out, r->zp_out, r->single);
     int8_t back[64]; /* output byte 16·L + 4·j + e is byte 16·j + 4·L + e of the four results in order */
     for (int i = 0; i < 64; i++) back[i] = (int8_t)(16 * (i % 16 / 4) + 4 * (i / 16) + i % 4);
     const __m512i order = _mm512_loadu_si512(back);
@@ -815,8 +851,9 @@ void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__requant_args 
 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
     qat__global_avgpool_s8(x, C, HW, r, y);
 }
-void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, int32_t *y) {
-    for (int i = 0; i < 16; i++) y[i] = qat_requantize(acc[i], m0, shift, zp, lo, hi);
+void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, int32_t zp, int32_t lo, int32_t hi, bool single,
+                           int32_t *y) {
+    for (int i = 0; i < 16; i++) y[i] = qat_requantize_r(acc[i], m0, shift, zp, lo, hi, single);
 }
 
 #endif

@@ -20,11 +20,18 @@
 static bool has_avx2(void);
 static bool has_vnni(void);
 
-/* RoundingDivideByPOT(SRDHM(x, m0), right): qat_multiply_by_quantized_multiplier with shift = -right <= 0. */
-QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right) {
-    const __m256i half = _mm256_set1_epi64x(1LL << 30);
+/* RoundingDivideByPOT(SRDHM(x, m0), right): qat_multiply_by_quantized_multiplier with shift = -right <= 0;
+ * single: qat_multiply_by_quantized_multiplier_single, floor((x·m0 + 2^(t-1)) / 2^t) with t = 31 + right.
+ * AVX2 has no 64-bit arithmetic shift: for t >= 32 that is the sum's high word (a signed int32: |x·m0| <
+ * 2^62) shifted right by t - 32 in 32 bits (a floor of a floor); for t = 31 (right 0) both roundings are
+ * floor((x·m0 + 2^30) / 2^31), an int32 (m0 < 2^31), whose low word a logical shift gives. */
+QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right, bool single) {
+    const __m256i half = _mm256_set1_epi64x(single && right > 0 ? 1LL << (30 + right) : 1LL << 30);
     __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m0), half);
     __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m0), half);
+    if (single && right > 0) /* the high words, in lane order, shifted by right - 1 */
+        return _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA),
+                                _mm_cvtsi32_si128(right - 1));
     /* low 32 bits of each 64-bit >> 31: the logical shift gives the same bits */
     even = _mm256_srli_epi64(even, 31);
     odd = _mm256_slli_epi64(_mm256_srli_epi64(odd, 31), 32);
@@ -40,9 +47,10 @@ QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right) {
     return v;
 }
 
-/* zp + RoundingDivideByPOT(SRDHM(x, m0), right), clamped; shift <= 0. */
-QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi) {
-    __m256i v = mbqm8(x, m0, right);
+/* zp + mbqm8(x), clamped; shift <= 0. */
+QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi,
+                                        bool single) {
+    __m256i v = mbqm8(x, m0, right, single);
     /* clamp(zp + v, lo, hi) as the portable code's 64-bit sum: v clamped to
      * [lo - zp, hi - zp] first (a multiplier above 1 can saturate v to
      * INT32_MAX, where a 32-bit zp + v would wrap) */
@@ -62,7 +70,7 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     int8_t *out = a->out + o * a->so + p0 * a->sp;
     if (a->shift[o] <= 0) {
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
-        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi);
+        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single);
         if (a->sp == 1 && np == QAT_PPAD) { /* the common case: straight from registers */
             /* packs works per 128-bit lane: restore the order 0-7, 8-15;
              * the values are clamped to 8 bits, so the packs never saturate */
@@ -77,7 +85,7 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     _mm256_storeu_si256((__m256i *)v, s0);
     _mm256_storeu_si256((__m256i *)(v + 8), s1);
     if (a->shift[o] > 0) /* a multiplier >= 1: the saturating left shift, in scalar code */
-        for (int i = 0; i < np; i++) v[i] = qat_requantize(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+        for (int i = 0; i < np; i++) v[i] = qat_requantize_r(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
     for (int i = 0; i < np; i++) out[i * a->sp] = (int8_t)v[i];
 }
 
@@ -118,7 +126,7 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
     if (a->shift[o] <= 0) {
         const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
-        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi);
+        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single);
         /* packs works per 128-bit lane: restore the order 0-7, 8-15 (no saturation: 8-bit values) */
         __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
         __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
@@ -133,7 +141,7 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
     int32_t v[16]; /* a multiplier >= 1: the saturating left shift, in scalar code */
     _mm256_storeu_si256((__m256i *)v, s0);
     _mm256_storeu_si256((__m256i *)(v + 8), s1);
-    for (int i = 0; i < np; i++) dst[i] = (int8_t)qat_requantize(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+    for (int i = 0; i < np; i++) dst[i] = (int8_t)qat_requantize_r(v[i], a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
 }
 
 /* The accumulators are named variables, not an array: GCC 12 kept an
@@ -554,7 +562,7 @@ QAT_AVX2 static void depthwise_quads(const qat__depthwise_args *a, int o, int64_
         const uint8_t *src = qp + 4 * q0;
         for (int p = 0; p < n; p++)
             acc = dpbusd_ymm(acc, _mm256_loadu_si256((const __m256i *)(const void *)(src + off[p])), wv[p], a->vnni);
-        __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
+        __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi, a->single);
         __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
         dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));
     }
@@ -603,7 +611,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             for (int p = 0; p < a->kh * np; p++)
                 acc = _mm256_add_epi32(
                     acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + poff[p])), wv[p]));
-            __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi);
+            __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi, a->single);
             __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
             dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));
         }
@@ -614,7 +622,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
                 const int16_t *src = xc + (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
                 int32_t acc = a->bias[o];
                 for (int t = 0; t < taps; t++) acc += w[t] * src[off[t]];
-                yc[oy * a->OW + ox] = (int8_t)qat_requantize(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi);
+                yc[oy * a->OW + ox] = (int8_t)qat_requantize_r(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
             }
     }
 }
@@ -640,8 +648,8 @@ QAT_AVX2 static void add_avx2(const int8_t *a, const int8_t *b, int64_t n, const
             __m256i xb = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i)));
             xa = _mm256_sll_epi32(_mm256_sub_epi32(xa, za), ls);
             xb = _mm256_sll_epi32(_mm256_sub_epi32(xb, zb), ls);
-            __m256i sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a), mbqm8(xb, mb, -r->sh_b));
-            __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi);
+            __m256i sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a, r->single), mbqm8(xb, mb, -r->sh_b, r->single));
+            __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi, r->single);
             __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
             _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(p16, p16));
         }

@@ -19,6 +19,14 @@ const char *qat_qop_kind_str(qat_qop_kind k) { return (unsigned)k < QAT_QOP_KIND
 const char *qat_act_kind_str(qat_act_kind k) { return (unsigned)k <= QAT_ACT_RELU6 ? act_names[k] : "unknown"; }
 const char *qat_lut_fn_str(qat_lut_fn f) { return (unsigned)f < QAT_LUT_FN_COUNT ? lut_names[f] : "unknown"; }
 
+static const char *const rounding_names[QAT_ROUNDING_COUNT] = {"double", "single"};
+const char *qat_rounding_str(qat_rounding r) { return (unsigned)r < QAT_ROUNDING_COUNT ? rounding_names[r] : "unknown"; }
+bool qat_rounding_parse(const char *s, qat_rounding *out) {
+    for (int r = 0; s && r < QAT_ROUNDING_COUNT; r++)
+        if (!strcmp(s, rounding_names[r])) return *out = (qat_rounding)r, true;
+    return false;
+}
+
 int64_t qat_qtensor_numel(const qat_qtensor *t) {
     int64_t n = 1;
     for (int d = 0; d < t->rank; d++) n *= t->shape[d];
@@ -433,6 +441,7 @@ qat_status qat_qmodel_check(const qat_qmodel *q, char *msg, size_t len) {
     if (msg && len) msg[0] = '\0';
     if (!q || !q->tensors || !q->ops) return bad(&c, "no tensors or ops"), QAT_ERR_ARG;
     if (q->n_ops < 1 || q->n_ops > QAT_QMODEL_MAX_OPS) return bad(&c, "%d ops (1..%d)", q->n_ops, QAT_QMODEL_MAX_OPS), c.st;
+    if ((unsigned)q->rounding >= QAT_ROUNDING_COUNT) return bad(&c, "rounding %d (0: double, 1: single)", (int)q->rounding), c.st;
     if (q->n_tensors != q->n_ops + 1)
         return bad(&c, "%d tensors for %d ops (each op makes one, plus the input)", q->n_tensors, q->n_ops), c.st;
     if (q->input < 0 || q->input >= q->n_tensors || q->output < 0 || q->output >= q->n_tensors)

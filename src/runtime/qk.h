@@ -56,6 +56,35 @@
 #define QK_UNROLL_ROWS
 #endif
 
+/* The program's rounding (qat/runtime.h, qat_rounding): 0, the contract's
+ * double rounding; 1, one rounding of the exact product. The generated C
+ * defines it before this text; the runtime compiles the portable kernels
+ * once with each (kernels_qk.c). */
+#ifndef QK_SINGLE_ROUNDING
+#define QK_SINGLE_ROUNDING 0
+#endif
+
+#if QK_SINGLE_ROUNDING
+/* qat_multiply_by_quantized_multiplier_single: floor((x·m0 + 2^(t-1)) / 2^t),
+ * t = 31 - shift, saturated to int32. Where shift < 0, t >= 32 and the
+ * result is the high word of the sum shifted right by t - 32 (a floor of a
+ * floor), which a 32-bit core does with one SMLAL and a shift: no 64-bit
+ * variable shift. |x·m0| < 2^62, so the sum fits 64 bits and its high word
+ * 32. */
+static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
+    if (shift < 0) return (int32_t)(((int64_t)x * m0 + ((int64_t)1 << (30 - shift))) >> 32) >> (-shift - 1);
+    {
+        const int64_t v = ((int64_t)x * m0 + ((int64_t)1 << (30 - shift))) >> (31 - shift);
+        return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+    }
+}
+
+/* q_requant for shift < 0: the above, clamped to [-256, 255] like q_requant. */
+static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
+    const int32_t r = (int32_t)(((int64_t)acc * m0 + ((int64_t)1 << (30 - shift))) >> 32) >> (-shift - 1);
+    return r < -256 ? -256 : r > 255 ? 255 : r;
+}
+#else
 /* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31
  * truncated, nudge 2^30 or 1 - 2^30 by the product's sign, is floor((x·m0 + 2^30)
  * / 2^31) for both signs (m0 >= 0 rules out INT32_MIN·INT32_MIN); the rounding
@@ -92,6 +121,7 @@ static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
     const int32_t r = (int32_t)(((int64_t)acc * m0 + n) >> 32) >> (-shift - 1);
     return r < -256 ? -256 : r > 255 ? 255 : r;
 }
+#endif
 
 /* requant(acc), then the output: zp added and clamped to [lo, hi]. Clamping v to
  * [-256, 255] first changes no output (lo - zp >= -255, hi - zp <= 255) and keeps

@@ -45,7 +45,8 @@ static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
     return (qat__add_args){.zp_a = a->q.zero_point, .zp_b = b->q.zero_point, .m_a = op->multiplier[0],
                            .m_b = op->multiplier[1], .m_out = op->multiplier[2], .sh_a = op->shift[0],
                            .sh_b = op->shift[1], .sh_out = op->shift[2], .left_shift = op->left_shift,
-                           .zp_out = q->tensors[op->output].q.zero_point, .lo = op->act_min, .hi = op->act_max};
+                           .zp_out = q->tensors[op->output].q.zero_point, .lo = op->act_min, .hi = op->act_max,
+                           .single = q->rounding == QAT_ROUNDING_SINGLE};
 }
 
 /* The direct convolution's constants (kernels.h): weight groups of G = 2
@@ -201,6 +202,9 @@ typedef struct {
     const uint8_t *real; /* [n_tensors]: the tensor is in the arena, else in the sub-arena */
 } exec;
 
+/* The program rounds once (qat_rounding): every kernel's record says so. */
+#define SINGLE(e) ((e)->q->rounding == QAT_ROUNDING_SINGLE)
+
 /* Sample 0 of the chunk in tensor t (kernels.h: chunks of samples). */
 static int8_t *tensor(const exec *e, int t) {
     if (e->real[t]) return e->arena + e->plan->offset[t] + e->s0 * qat_qtensor_numel(&e->q->tensors[t]);
@@ -240,7 +244,7 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
                           .ystep = op->stride_h * qat__direct_wrow(g->Wp, op->stride_w),
                           .bias = bytes ? (const int32_t *)(const void *)(c + bias_at) : op->bias,
                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
-                          .lo = op->act_min, .hi = op->act_max};
+                          .lo = op->act_min, .hi = op->act_max, .single = SINGLE(e)};
     int H = g->H, W = g->W; /* the input's rows as padded */
     if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && op->stride_h == 1 && op->stride_w == 1)
         a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = H * W, H = 1; /* positions are the pixels: one row */
@@ -274,7 +278,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
                                      .Wp = g->Wp, .O = g->O, .kh = op->kh, .kw = op->kw, .sh = op->stride_h,
                                      .sw = op->stride_w, .OH = g->OH, .OW = g->OW, .bias = op->bias,
                                      .m0 = op->multiplier, .shift = op->shift, .zp = zp, .lo = op->act_min,
-                                     .hi = op->act_max, .y = y + s * out_n};
+                                     .hi = op->act_max, .y = y + s * out_n, .single = SINGLE(e)};
             qat__depthwise_level(&d, e->level);
             continue;
         }
@@ -285,7 +289,8 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
             int64_t o0 = (int64_t)grp * g->Og;
             qat__gemm_args a = {.w = w16 + o0 * g->Kp, .col = col, .O = g->Og, .P = P, .Kp = g->Kp, .Pp = g->Pp,
                                 .bias = op->bias + o0, .m0 = op->multiplier + o0, .shift = op->shift + o0, .zp = zp,
-                                .lo = op->act_min, .hi = op->act_max, .out = y + s * out_n + o0 * P, .so = P, .sp = 1};
+                                .lo = op->act_min, .hi = op->act_max, .out = y + s * out_n + o0 * P, .so = P, .sp = 1,
+                                .single = SINGLE(e)};
             qat__gemm_requant_level(&a, e->level);
         }
     }
@@ -302,7 +307,7 @@ static void run_qk(const exec *e, const qat_qop *op, const qat__op_geom *g, cons
                            .OW = g->OW, .kh = op->kh, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
                            .ph = op->pad_h, .pw = op->pad_w, .groups = conv ? g->groups : 1, .bias = op->bias,
                            .m0 = op->multiplier, .shift = op->shift, .zp_in = in->q.zero_point,
-                           .zp = out->q.zero_point, .lo = op->act_min, .hi = op->act_max};
+                           .zp = out->q.zero_point, .lo = op->act_min, .hi = op->act_max, .single = SINGLE(e)};
     for (int64_t s = 0; s < e->n; s++) (conv ? qat__qk_conv : qat__qk_linear)(x + s * in_n, &a, y + s * out_n);
 }
 
@@ -316,7 +321,8 @@ static void run_linear(const exec *e, const qat_qop *op, const qat__op_geom *g, 
     if (g->K < g->Kp) memset(col + (int64_t)g->K * g->Pp, 0, (size_t)g->Pp * sizeof *col);
     qat__gemm_args a = {.w = w16, .col = col, .O = g->O, .P = (int)e->n, .Kp = g->Kp, .Pp = g->Pp, .bias = op->bias,
                         .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
-                        .lo = op->act_min, .hi = op->act_max, .out = tensor(e, op->output), .so = 1, .sp = g->O};
+                        .lo = op->act_min, .hi = op->act_max, .out = tensor(e, op->output), .so = 1, .sp = g->O,
+                        .single = SINGLE(e)};
     qat__gemm_requant_level(&a, e->level);
 }
 
@@ -380,7 +386,7 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
             qat__dw8_args d = {.planes = planes, .cstride = i.phy * i.plane, .tap = ksrc, .T = i.K4, .step = i.step,
                                .mult = g->O / g->C, .O = g->O, .w = w8, .Q = Q, .rq = rq, .bias8 = bias8, .m0 = op->multiplier,
                                .shift = op->shift, .zp = zp, .lo = op->act_min, .hi = op->act_max,
-                               .out = y + s0 * out_n, .so = (int64_t)g->OH * g->OW, .map = &map};
+                               .out = y + s0 * out_n, .so = (int64_t)g->OH * g->OW, .map = &map, .single = SINGLE(e)};
             (simd ? qat__dw8_vnni : qat__dw8_ref)(&d);
             continue;
         }
@@ -396,7 +402,8 @@ static void run_conv8(const exec *e, const qat_qop *op, const qat__op_geom *g, c
                                  .K4 = i.K4, .O = g->Og, .R = i.R, .TT = i.TT, .Q = Q, .rq = rq + o0,
                                  .bias8 = bias8 + grp * i.Op,
                                  .m0 = op->multiplier + o0, .shift = op->shift + o0, .zp = zp, .lo = op->act_min,
-                                 .hi = op->act_max, .out = y + s0 * out_n + o0 * i.P, .so = i.P, .map = &map};
+                                 .hi = op->act_max, .out = y + s0 * out_n + o0 * i.P, .so = i.P, .map = &map,
+                                 .single = SINGLE(e)};
             (simd ? qat__gemm8_vnni : qat__gemm8_ref)(&a);
         }
     }
@@ -415,14 +422,14 @@ static void run_linear8(const exec *e, const qat_qop *op, const qat__op_geom *g,
     qat__linear8_args a = {.x = x, .last = last, .K = g->K, .K4 = i.K4, .O = g->O, .n = (int)e->n, .TT = i.TT,
                            .wu = c + qat__round_up(4 * (int64_t)i.Op, 64), .bias8 = (const int32_t *)(const void *)c,
                            .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
-                           .lo = op->act_min, .hi = op->act_max, .out = tensor(e, op->output)};
+                           .lo = op->act_min, .hi = op->act_max, .out = tensor(e, op->output), .single = SINGLE(e)};
     (e->level >= QAT_LEVEL_VNNI8 ? qat__linear8_vnni : qat__linear8_ref)(&a);
 }
 
 static qat__requant_args requant_of(const exec *e, const qat_qop *op, int input, int m) {
     return (qat__requant_args){.zp_in = e->q->tensors[op->inputs[input]].q.zero_point, .m0 = op->multiplier[m],
                                .shift = op->shift[m], .zp_out = e->q->tensors[op->output].q.zero_point,
-                               .lo = op->act_min, .hi = op->act_max};
+                               .lo = op->act_min, .hi = op->act_max, .single = SINGLE(e)};
 }
 
 /* An average pool's arguments: its multiplier, or (keeps_scale) the
@@ -440,7 +447,7 @@ static void run_mul(const exec *e, const qat_qop *op) {
     int64_t n = qat_qtensor_numel(ta), nb = qat_qtensor_numel(tb), per = n / nb; /* a's elements per b element */
     qat__mul_args r = {.zp_a = ta->q.zero_point, .zp_b = tb->q.zero_point, .m0 = op->multiplier[0],
                        .shift = op->shift[0], .zp_out = e->q->tensors[op->output].q.zero_point, .lo = op->act_min,
-                       .hi = op->act_max};
+                       .hi = op->act_max, .single = SINGLE(e)};
     for (int64_t s = 0; s < e->n; s++) qat__mul_s8(a + s * n, b + s * nb, (int32_t)n, (int32_t)per, &r, y + s * n);
 }
 

@@ -115,7 +115,7 @@ bool qat__sc_row_bounds(const qat_qop *op, int64_t o, int64_t X, const int64_t *
     for (int64_t j = 0; j < s.J; j++) {
         int32_t m = op->block_multiplier[base + j];
         int sh = op->block_shift[base + j];
-        int64_t P = X > 0 && work[j] > INT32_MAX / X ? (int64_t)INT32_MAX + 1 : work[j] * (X > 0 ? X : 0);
+        int64_t P = X > 0 && work[j] > INT32_MAX / X ? (int64_t)INT32_MAX + 1 : work[j] * (X > 0 ? X : 0), most = 0;
         if (P > INT32_MAX) {
             if (why) snprintf(why, len, "row %lld, block %lld: its partial sum can reach %lld x %lld (the weights' "
                               "|w - zp| summed, times the largest |x - zp|), beyond int32",
@@ -131,9 +131,15 @@ bool qat__sc_row_bounds(const qat_qop *op, int64_t o, int64_t X, const int64_t *
                               "up to %lld leaves int32", (long long)o, (long long)j, sh, (long long)P);
             return false;
         }
-        int32_t hi = qat_multiply_by_quantized_multiplier((int32_t)P, m, sh),
-                lo = qat_multiply_by_quantized_multiplier((int32_t)-P, m, sh);
-        total += hi > -(int64_t)lo ? hi : -(int64_t)lo;
+        /* both roundings are monotone in the sum, so ±P bound them; the
+         * larger of the two roundings makes the bound hold for either */
+        for (int single = 0; single < 2; single++) {
+            int32_t hi = qat_multiply_by_quantized_multiplier_r((int32_t)P, m, sh, single),
+                    lo = qat_multiply_by_quantized_multiplier_r((int32_t)-P, m, sh, single);
+            int64_t big = hi > -(int64_t)lo ? hi : -(int64_t)lo;
+            if (big > most) most = big;
+        }
+        total += most;
     }
     if (total > INT32_MAX) {
         if (why) snprintf(why, len, "row %lld: the bias and the converted partial sums can reach %lld, beyond int32",
@@ -177,11 +183,11 @@ void qat__sc_gemm_ref(const qat__sc_args *a) {
                 }
                 int32_t m = op->block_multiplier[base + j];
                 int sh = op->block_shift[base + j];
-                for (int l = 0; l < QAT_PPAD; l++) total[l] += qat_multiply_by_quantized_multiplier(acc[l], m, sh);
+                for (int l = 0; l < QAT_PPAD; l++) total[l] += qat_multiply_by_quantized_multiplier_r(acc[l], m, sh, a->single);
             }
             for (int l = 0; l < QAT_PPAD && p0 + l < a->P; l++)
                 a->out[r * a->so + (p0 + l) * a->sp] =
-                    (int8_t)qat_requantize(total[l], op->multiplier[o], op->shift[o], a->zp, a->lo, a->hi);
+                    (int8_t)qat_requantize_r(total[l], op->multiplier[o], op->shift[o], a->zp, a->lo, a->hi, a->single);
         }
     }
 }
@@ -196,7 +202,8 @@ void qat__sc_run_linear(const qat_qmodel *q, const qat_qop *op, const qat__op_ge
         for (int64_t k = 0; k < g->K; k++) col[k * g->Pp + smp] = (int16_t)(x[smp * g->K + k] - zp_in);
     const qat_aparams *out = &q->tensors[op->output].q;
     qat__sc_args a = {.op = op, .consts = consts, .col = col, .O = g->O, .P = (int)n, .Pp = g->Pp, .o0 = 0,
-                      .zp = out->zero_point, .lo = op->act_min, .hi = op->act_max, .out = y, .so = 1, .sp = g->O};
+                      .zp = out->zero_point, .lo = op->act_min, .hi = op->act_max, .out = y, .so = 1, .sp = g->O,
+                      .single = q->rounding == QAT_ROUNDING_SINGLE};
     qat__sc_gemm(&a);
 }
 
@@ -216,7 +223,8 @@ void qat__sc_run_conv(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
             int o0 = grp * g->Og;
             qat__sc_args a = {.op = op, .consts = consts, .col = col, .O = g->Og, .P = P, .Pp = g->Pp, .o0 = o0,
                               .zp = out->zero_point, .lo = op->act_min, .hi = op->act_max,
-                              .out = y + smp * out_n + (int64_t)o0 * P, .so = P, .sp = 1};
+                              .out = y + smp * out_n + (int64_t)o0 * P, .so = P, .sp = 1,
+                              .single = q->rounding == QAT_ROUNDING_SINGLE};
             qat__sc_gemm(&a);
         }
     }

@@ -76,6 +76,7 @@ typedef struct {
     int32_t zp, lo, hi;
     int8_t *out;
     int64_t so, sp;
+    bool single; /* the program's single rounding, for both conversions */
 } qat__sc_args;
 void qat__sc_gemm(const qat__sc_args *a);      /* the fastest kernel this CPU runs */
 void qat__sc_gemm_ref(const qat__sc_args *a);  /* portable C: the reference */

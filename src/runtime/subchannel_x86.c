@@ -31,13 +31,18 @@
 #define SC_INLINE static inline __attribute__((always_inline))
 
 /* MBQM(x, m, shift) on 8 lanes, for shift in [-31, 30] and x << max(shift,
- * 0) within int32 (no saturation). */
+ * 0) within int32 (no saturation). There the two roundings differ only for
+ * shift < 0, where the single one is the high word of x·m + 2^(30-shift)
+ * shifted right by -shift - 1 (kernels_x86.c's mbqm8 gives the proof). */
 #define SC_MBQM8(ATTR, NAME)                                                                        \
-    ATTR SC_INLINE __m256i NAME(__m256i x, __m256i m, int shift) {                                   \
+    ATTR SC_INLINE __m256i NAME(__m256i x, __m256i m, int shift, bool single) {                      \
         if (shift > 0) x = _mm256_sll_epi32(x, _mm_cvtsi32_si128(shift));                            \
-        const __m256i half = _mm256_set1_epi64x(1LL << 30);                                          \
+        const __m256i half = _mm256_set1_epi64x(single && shift < 0 ? 1LL << (30 - shift) : 1LL << 30); \
         __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m), half);                               \
         __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m), half);         \
+        if (single && shift < 0)                                                                     \
+            return _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA),      \
+                                    _mm_cvtsi32_si128(-shift - 1));                                  \
         even = _mm256_srli_epi64(even, 31);                                                          \
         odd = _mm256_slli_epi64(_mm256_srli_epi64(odd, 31), 32);                                     \
         __m256i v = _mm256_blend_epi32(even, odd, 0xAA);                                             \
@@ -78,7 +83,7 @@ static void sc_parts(const qat__sc_shape *s, const void *consts, const int16_t *
         int32_t v[16];                                                                               \
         if (sh > 0) { /* a multiplier of 1 or more: the saturating left shift, in scalar code */     \
             _mm256_storeu_si256((__m256i *)v, s0), _mm256_storeu_si256((__m256i *)(v + 8), s1);     \
-            for (int l = 0; l < np; l++) out[l * a->sp] = (int8_t)qat_requantize(v[l], m, sh, a->zp, a->lo, a->hi); \
+            for (int l = 0; l < np; l++) out[l * a->sp] = (int8_t)qat_requantize_r(v[l], m, sh, a->zp, a->lo, a->hi, a->single); \
             return;                                                                                  \
         }                                                                                            \
         /* v clamped to [-256, 255] first: no output changes (lo - zp >= -255, hi - zp <= 255), and   \
@@ -86,8 +91,8 @@ static void sc_parts(const qat__sc_shape *s, const void *consts, const int16_t *
         const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi); \
         const __m256i vlo = _mm256_set1_epi32(-256), vhi = _mm256_set1_epi32(255);                   \
         __m256i mv = _mm256_set1_epi32(m);                                                           \
-        __m256i v0 = _mm256_min_epi32(_mm256_max_epi32(MBQM8(s0, mv, sh), vlo), vhi);                \
-        __m256i v1 = _mm256_min_epi32(_mm256_max_epi32(MBQM8(s1, mv, sh), vlo), vhi);                \
+        __m256i v0 = _mm256_min_epi32(_mm256_max_epi32(MBQM8(s0, mv, sh, a->single), vlo), vhi);                \
+        __m256i v1 = _mm256_min_epi32(_mm256_max_epi32(MBQM8(s1, mv, sh, a->single), vlo), vhi);                \
         __m256i r0 = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(v0, zp), lo), hi);           \
         __m256i r1 = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(v1, zp), lo), hi);           \
         if (a->sp == 1 && np == 16) { /* clamped to 8 bits: the packs never saturate */              \
@@ -150,8 +155,8 @@ SC_STORE(SC_VNNI, store_vnni, mbqm8_vnni)
                 for (int i = 0; i < R; i++) {                                                        \
                     __m256i m = _mm256_set1_epi32(op->block_multiplier[base[i] + j]);                \
                     int sh = op->block_shift[base[i] + j];                                           \
-                    tot[i][0] = _mm256_add_epi32(tot[i][0], MBQM8(acc[i][0], m, sh));                \
-                    tot[i][1] = _mm256_add_epi32(tot[i][1], MBQM8(acc[i][1], m, sh));                \
+                    tot[i][0] = _mm256_add_epi32(tot[i][0], MBQM8(acc[i][0], m, sh, a->single));                \
+                    tot[i][1] = _mm256_add_epi32(tot[i][1], MBQM8(acc[i][1], m, sh, a->single));                \
                 }                                                                                    \
             }                                                                                        \
             for (int i = 0; i < R && r0 + i < a->O; i++) STORE(a, r0 + i, p0, tot[i][0], tot[i][1]); \

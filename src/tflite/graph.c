@@ -587,6 +587,12 @@ qat_status qat_tflite_serialize(const qat_qmodel *q, uint8_t **bytes, size_t *si
     if (!q) return QAT_ERR_ARG;
     qat_status st = qat_qmodel_check(q, msg, len);
     if (st != QAT_OK) return st;
+    if (q->rounding != QAT_ROUNDING_DOUBLE) { /* TFLite's stock kernels: TFLITE_SINGLE_ROUNDING is a build flag */
+        if (msg && len)
+            snprintf(msg, len, "tflite: the program rounds its requantization once; TFLite's int8 kernels, as "
+                     "built by default, round twice and would give other integers (export with --rounding double)");
+        return QAT_ERR_UNSUPPORTED;
+    }
     tfl x = {.q = q, .msg = msg, .len = len};
     x.tid = malloc((size_t)q->n_tensors * sizeof *x.tid);
     x.flat_c = calloc((size_t)q->n_tensors, sizeof *x.flat_c);

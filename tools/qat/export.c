@@ -16,8 +16,9 @@
 
 static const char *const export_usage =
     "usage: qat export --checkpoint CKPT [--out MODEL] [--onnx FILE] [--tflite FILE]\n"
-    "                  [--c DIR [--name NAME] [--c-ram fast|small]] [--json]\n"
-    "       qat export --quantized MODEL [--tflite FILE] [--c DIR [--name NAME] [--c-ram fast|small]] [--json]\n"
+    "                  [--c DIR [--name NAME] [--c-ram fast|small]] [--rounding double|single] [--json]\n"
+    "       qat export --quantized MODEL [--tflite FILE] [--c DIR [--name NAME] [--c-ram fast|small]]\n"
+    "                  [--rounding double|single] [--json]\n"
     "\n"
     "Turns a QAT training checkpoint (qat train --qat --out CKPT) into a\n"
     "quantized checkpoint: integer weights, scales, zero points, int32 biases,\n"
@@ -49,6 +50,14 @@ static const char *const export_usage =
     "                      convolution followed by a max pool computed a channel at\n"
     "                      a time, for a smaller arena at some cycles' cost\n"
     "                      (docs/codegen.md, \"RAM\")\n"
+    "  --rounding R        how every requantization rounds its product (default\n"
+    "                      double, or the quantized file's own): double, the\n"
+    "                      contract's (gemmlowp's and TFLite's: a rounding high\n"
+    "                      multiply, then a rounding shift); single, one rounding\n"
+    "                      of the exact 64-bit product, which follows the\n"
+    "                      fake-quantized model more closely at 4 bits and below.\n"
+    "                      The multipliers are the same; the file, the engine and\n"
+    "                      the C carry it (docs/quantization.md, \"Requantization\")\n"
     "  --quantized MODEL   write the C and/or the .tflite file from a quantized\n"
     "                      model file instead of a training checkpoint\n"
     "  --json              print a JSON summary as the last line of stdout\n"
@@ -118,11 +127,11 @@ static int write_from_program(qat_ctx *ctx, const qat_qmodel *q, const char *tfl
  * 0, or 1 (reported). */
 static int stage_and_commit(qat_model *m, int rank, const int64_t *shape, const char *config, const char *out,
                             const char *onnx, const char *tflite, const char *cdir, const char *name,
-                            const qat_codegen_options *copt, bool json,
+                            const qat_codegen_options *copt, qat_rounding rounding, bool json,
                             qat_codegen_info *info, int64_t *peak, long long *onnx_bytes, long long *tfl_bytes,
                             long long *bytes) {
     qat_export_targets t = {.qmodel = out, .onnx = onnx, .tflite = tflite, .c_dir = cdir, .c_name = name,
-                            .c_options = copt, .config = config};
+                            .c_options = copt, .config = config, .rounding = rounding};
     qat_export_report r;
     if (qat_export_all(m, rank, shape, &t, &r) != QAT_OK)
         return cli_fail("qat", json, 1, "%s", qat_ctx_error(qat_model_ctx(m)));
@@ -154,7 +163,7 @@ static void print_c_json(const char *dir, const char *name, const qat_codegen_in
 
 int cmd_export(int argc, char **argv) {
     const char *P = "qat export", *ckpt = NULL, *out = NULL, *onnx = NULL, *cdir = NULL, *name = "model",
-               *quantized = NULL, *tflite = NULL, *cram = "fast";
+               *quantized = NULL, *tflite = NULL, *cram = "fast", *rounding_arg = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -167,6 +176,7 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(a, "--name")) { if (!(name = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--c-ram")) { if (!(cram = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--quantized")) { if (!(quantized = cli_value(P, argc, argv, &i))) goto usage; }
+        else if (!strcmp(a, "--rounding")) { if (!(rounding_arg = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--json")) json = true;
         else {
             fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
@@ -177,6 +187,9 @@ int cmd_export(int argc, char **argv) {
         return cli_usage_fail(P, json, export_usage, "--c-ram \"%s\": fast or small", cram);
     if (!strcmp(cram, "small") && !cdir) return cli_usage_fail(P, json, export_usage, "--c-ram is for --c DIR");
     const qat_codegen_options copt = {.small_ram = !strcmp(cram, "small")};
+    qat_rounding rounding = QAT_ROUNDING_DOUBLE;
+    if (rounding_arg && !qat_rounding_parse(rounding_arg, &rounding))
+        return cli_usage_fail(P, json, export_usage, "--rounding \"%s\": double or single", rounding_arg);
     if (quantized) {
         if (ckpt || out || onnx || (!cdir && !tflite))
             return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR and/or --tflite FILE, and "
@@ -190,9 +203,12 @@ int cmd_export(int argc, char **argv) {
         qat_qmodel q;
         qat_codegen_info info = {0};
         long long tfl_bytes = -1;
-        int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx))
-                 : cdir && make_c_dir("qat", json, cdir, create) ? 1
-                 : write_from_program(ctx, &q, tflite, cdir, name, &copt, json, &info, &tfl_bytes);
+        int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx)) : 0;
+        if (rc == 0 && rounding_arg) q.rounding = rounding; /* the same multipliers, rounded the other way */
+        if (rc == 0)
+            rc = cdir && make_c_dir("qat", json, cdir, create)
+                     ? 1
+                     : write_from_program(ctx, &q, tflite, cdir, name, &copt, json, &info, &tfl_bytes);
         if (rc && create) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         if (rc == 0 && json) {
             printf("{\"quantized\": ");
@@ -244,7 +260,7 @@ int cmd_export(int argc, char **argv) {
     qat_codegen_info info = {0};
     long long onnx_bytes = -1, tfl_bytes = -1, bytes = -1;
     if (cdir && make_c_dir("qat", json, cdir, create_cdir)) goto done;
-    if (stage_and_commit(m, rank, shape, config, out, onnx, tflite, cdir, name, &copt, json, &info, &peak, &onnx_bytes,
+    if (stage_and_commit(m, rank, shape, config, out, onnx, tflite, cdir, name, &copt, rounding, json, &info, &peak, &onnx_bytes,
                          &tfl_bytes, &bytes)) {
         if (create_cdir) rmdir(cdir); /* made for this export: nothing stays of a failed one */
         goto done;
