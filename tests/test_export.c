@@ -810,7 +810,7 @@ static void test_normalized_checkpoint_export_load(void) {
     CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, "{}", model, NULL), QAT_OK);
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q), *a = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *a);
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, model, q), QAT_OK);
-    CU_ASSERT_EQUAL(q->version, QAT_QMODEL_VERSION);
+    CU_ASSERT_EQUAL(q->version, 4); /* double rounding: the version-4 layout */
     CU_ASSERT(same_norm(q->norm, &n));
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(s.m, 0, NULL, ctx, a), QAT_OK); /* the trained model's own program */
     CU_ASSERT(same_qmodel(a, q) && same_norm(a->norm, q->norm));
@@ -1381,7 +1381,7 @@ static void save_and_load(qat_ctx *ctx, const qat_qmodel *q, const char *tag, ch
     if (st != QAT_OK) printf("\n  %s: %s\n", tag, qat_ctx_error(ctx));
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     CU_ASSERT(same_qmodel(q, l));
-    CU_ASSERT_EQUAL(l->version, QAT_QMODEL_VERSION);
+    CU_ASSERT_EQUAL(l->version, qat_qmodel_file_version(q));
 }
 
 /* One average pool that keeps its input's quantization, by hand: input
@@ -1524,8 +1524,10 @@ static void test_hand_programs_through_the_file(void) {
         int keeps = 0, roundings = 0;
         hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
         char rounding[16] = "";
-        CU_ASSERT(H5LTget_attribute_string(f, "/", "requant_rounding", rounding) >= 0 &&
-                  !strcmp(rounding, qat_rounding_str(p.q.rounding)));
+        /* only a program that rounds once says so (version 5) */
+        bool said = H5Aexists(f, "requant_rounding") > 0 &&
+                    H5LTget_attribute_string(f, "/", "requant_rounding", rounding) >= 0 && !strcmp(rounding, "single");
+        CU_ASSERT_EQUAL(said, k % 2 == 1);
         {   /* every level of this CPU gives the same integers; the other rounding, other ones somewhere */
             int64_t nin = qat_qtensor_numel(&l->tensors[l->input]), nout = qat_qtensor_numel(&l->tensors[l->output]);
             int8_t *x8 = malloc((size_t)(N * nin)), *y[2] = {malloc((size_t)(N * nout)), malloc((size_t)(N * nout))};
@@ -1579,6 +1581,48 @@ static void tampered_text(const char *good, const char *path, const char *obj, c
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     H5LTset_attribute_string(f, obj, attr, v);
     H5Fclose(f);
+}
+
+/* The rounding in the file: version 5 and requant_rounding "single" only
+ * where the program rounds once (a double-rounding program is the
+ * version-4 file it was); a value that is neither, a version 5 without the
+ * attribute, and a version 4 file claiming it (an older reader would run
+ * it with the double rounding: it stays double) are each handled. */
+static void test_rounding_in_the_file(void) {
+    prog p;
+    program_a(&p);
+    qat_ctx *ctx = qat_ctx_new();
+    char good[300], bad[300], text[16] = "";
+    path_of(good, sizeof good, "rounding-good.qat.h5");
+    path_of(bad, sizeof bad, "rounding-bad.qat.h5");
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &p.q, good), QAT_OK);
+    hid_t f = H5Fopen(good, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT(H5Aexists(f, "requant_rounding") == 0); /* double: nothing new in the file */
+    H5Fclose(f);
+    p.q.rounding = QAT_ROUNDING_SINGLE;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, &p.q, good), QAT_OK);
+    qat_qmodel *l = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *l);
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, good, l), QAT_OK);
+    CU_ASSERT(l->version == 5 && l->rounding == QAT_ROUNDING_SINGLE);
+    f = H5Fopen(good, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CU_ASSERT(H5LTget_attribute_string(f, "/", "requant_rounding", text) >= 0 && !strcmp(text, "single"));
+    H5Fclose(f);
+    tampered_text(good, bad, "/", "requant_rounding", "triple");
+    expect_refused(bad, QAT_ERR_FORMAT, "requant_rounding: \"triple\" (double or single)");
+    copy_file(good, bad, -1);
+    f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Adelete(f, "requant_rounding");
+    H5Fclose(f);
+    expect_refused(bad, QAT_ERR_FORMAT, "requant_rounding");
+    tampered(good, bad, "/", "version", 4); /* a version-4 reader knows no such attribute: double */
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, bad, l), QAT_OK);
+    CU_ASSERT(l->version == 4 && l->rounding == QAT_ROUNDING_DOUBLE);
+    p.q.rounding = (qat_rounding)7; /* not a rounding: the check refuses it before anything is written */
+    char msg[300];
+    CU_ASSERT_EQUAL(qat_qmodel_check(&p.q, msg, sizeof msg), QAT_ERR_FORMAT);
+    CU_ASSERT(strstr(msg, "rounding 7") != NULL);
+    qat_ctx_free(ctx);
+    prog_free(&p);
 }
 
 /* What the check and the reader refuse about the dividing rule, each
@@ -1678,6 +1722,7 @@ int main(int argc, char **argv) {
         {"tests/programs.h through the file: both numpy readers give the int engine's integers",
          test_hand_programs_through_the_file},
         {"the dividing rule: what the check and the reader refuse", test_keep_scale_refusals},
+        {"the rounding in the file: version 5 only where it rounds once; hostile values", test_rounding_in_the_file},
         {NULL, NULL},
     };
     int rc = qat_test_main("export", cases, argc, argv);

@@ -584,7 +584,7 @@ static void test_export_load_run_every_axis(void) {
         path_of(path, sizeof path, "axes.qat.h5");
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_save(ctx, q, path), QAT_OK);
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_load(ctx, path, l), QAT_OK);
-        CU_ASSERT_EQUAL(l->version, QAT_QMODEL_VERSION);
+        CU_ASSERT_EQUAL(l->version, 4);
         for (int i = 0; i < q->n_ops; i++) {
             const qat_qop *a = &q->ops[i], *b = &l->ops[i];
             if (a->kind != QAT_QOP_LINEAR && a->kind != QAT_QOP_CONV2D) continue;

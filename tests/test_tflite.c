@@ -169,6 +169,9 @@ static void test_refusals(void) {
     cat->act_min = -128;
     char msg[512];
     CU_ASSERT_STRING_EQUAL(refusal(&c.q, msg, sizeof msg), ""); /* whole again */
+    c.q.rounding = QAT_ROUNDING_SINGLE; /* TFLite's stock kernels round twice */
+    ASSERT_REFUSED(&c.q, "rounds its requantization once", "--rounding double");
+    c.q.rounding = QAT_ROUNDING_DOUBLE;
     /* a refused save writes nothing */
     char path[300];
     path_of(path, sizeof path, "refused.tflite");

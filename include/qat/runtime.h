@@ -85,7 +85,7 @@ QAT_API const char *qat_lut_fn_str(qat_lut_fn f);     /* "sigmoid", "tanh", "har
  * integer sums), 2 (tensor table, ops naming tensors) and 1 (a chain of
  * ops) still load, as programs without normalization */
 #define QAT_QMODEL_FORMAT "qat-quantized-model"
-#define QAT_QMODEL_VERSION 5
+#define QAT_QMODEL_VERSION 5 /* the newest the reader knows */
 
 /* How every requantizing multiply of a program rounds (version 5's
  * requant_rounding; docs/quantization.md, "Requantization"): the contract's
@@ -183,6 +183,12 @@ typedef struct {
      * what a zeroed program has). */
     qat_rounding rounding;
 } qat_qmodel;
+
+/* The version a program is written as: 5 when it rounds once, else 4, so
+ * that every double-rounding file stays what it was and a reader that
+ * predates version 5 refuses a single-rounding file instead of running it
+ * with the other arithmetic. */
+QAT_API int qat_qmodel_file_version(const qat_qmodel *q);
 
 /* Elements of a tensor per sample. */
 QAT_API int64_t qat_qtensor_numel(const qat_qtensor *t);

@@ -231,9 +231,10 @@ static void write_qmodel(qat__h5w *w, void *user) {
     const qat_qmodel *q = user;
     hid_t f = w->file;
     qat__h5w_str(w, f, "format", QAT_QMODEL_FORMAT);
-    qat__h5w_i64(w, f, "version", QAT_QMODEL_VERSION);
+    int version = qat_qmodel_file_version(q);
+    qat__h5w_i64(w, f, "version", version);
     qat__h5w_str(w, f, "producer", q->producer);
-    qat__h5w_str(w, f, "requant_rounding", qat_rounding_str(q->rounding)); /* version 5 */
+    if (version >= 5) qat__h5w_str(w, f, "requant_rounding", qat_rounding_str(q->rounding));
     put_text(w, f, "training_config", q->config && q->config[0] ? q->config : "{}");
     qat__h5w_i64(w, f, "n_tensors", q->n_tensors);
     qat__h5w_i64(w, f, "n_ops", q->n_ops);

@@ -71,7 +71,7 @@ static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Onnx__Model
     if (!md.props) return;
     char num[32];
     put(&md, "qat.format", QAT_QMODEL_FORMAT);
-    snprintf(num, sizeof num, "%d", QAT_QMODEL_VERSION);
+    snprintf(num, sizeof num, "%d", qat_qmodel_file_version(q));
     put(&md, "qat.format_version", num);
     snprintf(num, sizeof num, "%d", QAT_ONNX_LAYOUT_VERSION);
     put(&md, "qat.onnx_layout_version", num);

@@ -21,6 +21,8 @@ const char *qat_lut_fn_str(qat_lut_fn f) { return (unsigned)f < QAT_LUT_FN_COUNT
 
 static const char *const rounding_names[QAT_ROUNDING_COUNT] = {"double", "single"};
 const char *qat_rounding_str(qat_rounding r) { return (unsigned)r < QAT_ROUNDING_COUNT ? rounding_names[r] : "unknown"; }
+int qat_qmodel_file_version(const qat_qmodel *q) { return q && q->rounding == QAT_ROUNDING_SINGLE ? 5 : 4; }
+
 bool qat_rounding_parse(const char *s, qat_rounding *out) {
     for (int r = 0; s && r < QAT_ROUNDING_COUNT; r++)
         if (!strcmp(s, rounding_names[r])) return *out = (qat_rounding)r, true;

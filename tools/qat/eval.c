@@ -232,8 +232,8 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
         qat_engine *e = qat_engine_new(r->ctx, r->q, mode, 1);
         peak = qat_engine_peak_activation_bytes(e);
         qat_engine_free(e);
-        fprintf(stderr, "%s: integer runtime: %lld bytes of activations per sample (lifetime plan), %s kernel\n", PROG,
-                (long long)peak, qat_runtime_kernel());
+        fprintf(stderr, "%s: integer runtime: %lld bytes of activations per sample (lifetime plan), %s kernel, %s "
+                "rounding\n", PROG, (long long)peak, qat_runtime_kernel(), qat_rounding_str(r->q->rounding));
     }
     if (o->per_class && m.task == QAT_TASK_CLASSIFY) print_classes(&m);
     int64_t agree = 0;
@@ -262,6 +262,7 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
         cli_json_str(core ? core : "");
         printf(", \"blas_core\": ");
         cli_json_str(qat_blas_core());
+        printf(", \"requant_rounding\": \"%s\"", qat_rounding_str(r->q->rounding));
         if (o->compare) {
             printf(", \"compare_engine\": \"%s\"", o->compare);
             if (m.task == QAT_TASK_CLASSIFY)
