@@ -642,6 +642,29 @@ static void test_export_tflite(void) {
     snprintf(args, sizeof args, "export --quantized '%s'", fout);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--c DIR and/or --tflite FILE"));
+    /* --rounding: a bad value is a usage error; single is written as version 5, eval says so,
+     * and TFLite refuses it with nothing written */
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --rounding nearest", ckpt, fout);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--rounding \"nearest\": double or single"));
+    char fsingle[300], ft3[300];
+    snprintf(fsingle, sizeof fsingle, "%s/tfl-single.qat.h5", dir);
+    snprintf(ft3, sizeof ft3, "%s/tfl-single.tflite", dir);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --rounding single", ckpt, fsingle);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s' --limit-test 50 --json", fsingle, data);
+    CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"requant_rounding\": \"single\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "single rounding"));
+    snprintf(args, sizeof args, "export --quantized '%s' --tflite '%s'", fsingle, ft3);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "rounds its requantization once"));
+    struct stat sb;
+    CU_ASSERT_NOT_EQUAL(stat(ft3, &sb), 0);
+    /* the file's program rounded the other way for TFLite: written */
+    snprintf(args, sizeof args, "export --quantized '%s' --rounding double --tflite '%s'", fsingle, ft3);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(stat(ft3, &sb), 0);
 }
 
 /* ---- model files that demand too much ------------------------------------------- */

@@ -66,6 +66,8 @@ static const char *const fit_usage =
     "  --core CORE         cortex-m4 (default), cortex-m0plus, cortex-m3, cortex-m7,\n"
     "                      cortex-m33\n"
     "  --cc PROGRAM        the cross compiler (default arm-none-eabi-gcc)\n"
+    "  --rounding R        the program's requantization rounding: double (default)\n"
+    "                      or single (qat export --rounding)\n"
     "  --no-link           no toolchain: stop after the export (the budgets are then\n"
     "                      only predicted, and the command says so)\n"
     "  --json              a JSON summary as the last line of stdout\n"
@@ -78,7 +80,7 @@ static const char *const fit_usage =
 typedef struct {
     int64_t flash, ram;
     int bits[QAT_FIT_MAX_CHOICES], n_bits;
-    const char *out, *name, *checkpoint, *core, *cc;
+    const char *out, *name, *checkpoint, *core, *cc, *rounding;
     long calib, ft_epochs, front;
     bool no_link, json;
     /* qat train's options, with --qat */
@@ -119,7 +121,7 @@ static const char *const refused[] = {"--resume", "--init", "--best-out", "--sav
                                       "--lsq", "--rank-checkpoints", NULL};
 
 static int fit_parse(int argc, char **argv, fit_opts *o) {
-    *o = (fit_opts){.out = "fit-out", .name = "model", .core = "cortex-m4", .cc = "arm-none-eabi-gcc", .calib = 2000,
+    *o = (fit_opts){.out = "fit-out", .name = "model", .core = "cortex-m4", .cc = "arm-none-eabi-gcc", .rounding = "double", .calib = 2000,
                     .ft_epochs = 2, .front = 12, .n_bits = 3, .bits = {2, 4, 8}};
     o->rest[o->n_rest++] = "train";
     bool qat = false;
@@ -163,6 +165,12 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
             if (!VAL() || !cli_int(PROG, a, v, 1, 1000, &o->ft_epochs)) return EXIT_USAGE;
         } else if (!strcmp(a, "--front")) {
             if (!VAL() || !cli_int(PROG, a, v, 2, FRONT_CAP, &o->front)) return EXIT_USAGE;
+        } else if (!strcmp(a, "--rounding")) {
+            qat_rounding r;
+            if (!VAL()) return EXIT_USAGE;
+            if (!qat_rounding_parse(v, &r))
+                return cli_usage_fail(PROG, false, fit_usage, "--rounding \"%s\": double or single", v);
+            o->rounding = v;
         } else if (!strcmp(a, "--no-link")) o->no_link = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if (cli_choice(a, refused) >= 0) {
@@ -522,8 +530,8 @@ static int fit(fit_run *r) {
                            "--out", r->ckpt};
     if ((rc = train_with(r, extra, 10, true))) return rc;
     const char *exp[] = {"export", "--checkpoint", r->ckpt, "--out", r->qfile, "--c", r->cdir, "--name", o->name,
-                         "--c-ram", r->t.small_ram ? "small" : "fast", NULL};
-    if ((rc = cmd_export(11, (char **)exp))) return rc;
+                         "--c-ram", r->t.small_ram ? "small" : "fast", "--rounding", o->rounding, NULL};
+    if ((rc = cmd_export(13, (char **)exp))) return rc;
     qat_qmodel q;
     double fit_int = 0;
     if (qat_qmodel_load(r->ctx, r->qfile, &q) != QAT_OK) return fail(r);
