@@ -15,7 +15,8 @@
 #               blocks of 16, packed, ragged blocks; two with compact block
 #               scales, 4-bit sub-scales packed and 7-bit ones), and those of the
 #               residual and depthwise reference models (models/resnet8.qnet,
-#               models/ds-cnn.qnet). The committed *-v1.h5 and *-v2.h5 seeds
+#               models/ds-cnn.qnet), and LeNet W4A4 rounding once (version 5,
+#               *-single-v5.h5). The committed *-v1.h5 and *-v2.h5 seeds
 #               are exports in the older formats 1 (before the graph IR) and
 #               2 (before sub-channel weights), which the loader still reads,
 #               kept as they are (test_hostile mutates lenet-w8a8-v1.h5);
@@ -188,6 +189,10 @@ train() {  # NAME ARGS...: 256 samples, one epoch, then the quantized export whe
 }
 train lenet-w8a8 --model lenet --qat
 train lenet-w4a4-tensor --model lenet --qat --wbits 4 --abits 4 --granularity tensor
+# the same program rounding its requantization once: version 5, requant_rounding
+"$bin" export --checkpoint "$tmp/lenet-w4a4-tensor.ckpt.h5" --out "$tmp/single.qat.h5" --rounding single \
+  > "$tmp/single.log" 2>&1 || { cat "$tmp/single.log" >&2; exit 1; }
+keep "$tmp/single.qat.h5" qmodel lenet-w4a4-tensor-single-v5.h5
 train lenet-w4a8-block16 --model lenet --qat --wbits 4 --abits 8 --granularity block:16  # packed, sub-channel, ragged
 train lenet-w4a8-block16-u4 --model lenet --qat --wbits 4 --abits 8 --granularity block:16 --block-scales u4  # compact
 train lenet-w8a8-block8-u7 --model lenet --qat --abits 8 --granularity block:8 --block-scales u7  # compact, a byte each
