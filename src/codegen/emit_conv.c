@@ -152,9 +152,14 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         return;
     }
     if (P >= 8 && qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
-        qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
-                       i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
-                       op->act_min, op->act_max);
+        if (qat__cg_uses_cols(g, i))
+            qat__cg_printf(g, "    qk_conv_pw_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, "
+                           "y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
+                           op->act_min, op->act_max);
+        else
+            qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
+                           i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
+                           op->act_min, op->act_max);
         return;
     }
     char s[48] = "NULL", cols[80] = "";

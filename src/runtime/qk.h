@@ -1122,4 +1122,22 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
     }
 }
 
+/* qk_conv_pw over whole maps with the DSP's int16 columns where cols is
+ * given (2·C int16, 4-byte aligned) and C is a multiple of 4: qk_conv_q15
+ * as a 1 x HW map (each position's C inputs unpacked once for every output
+ * channel, not once per pair of them). */
+QK_INLINE void qk_conv_pw_cols(const int8_t *x, const int8_t *w, int16_t *cols, int C, int HW, int O, int B,
+                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                               int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+#if Q_DSP
+    if (cols && C % 4 == 0) {
+        qk_conv_q15(x, w, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+#else
+    (void)cols;
+#endif
+    qk_conv_pw(x, w, C, HW, HW, O, HW, B, bias, m0, shift, zp, zp_out, lo, hi, y);
+}
+
 #endif
