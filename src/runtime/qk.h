@@ -132,7 +132,18 @@ static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int 
     v = q_mbqm(acc, m0, shift);
     return v < -256 ? -256 : v > 255 ? 255 : v;
 }
-static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) { return (int8_t)(v < lo ? lo : v > hi ? hi : v); }
+static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) {
+#if Q_DSP
+    /* SSAT to int8 first, one instruction: lo and hi are literals at the calls, inside int8, so
+     * the tests below fold away where the clamp is int8's own (no ReLU) */
+    v = __ssat(v, 8);
+    if (lo > -128 && v < lo) v = lo;
+    if (hi < 127 && v > hi) v = hi;
+    return (int8_t)v;
+#else
+    return (int8_t)(v < lo ? lo : v > hi ? hi : v);
+#endif
+}
 
 /* q_requant inlined where its shift is negative (the new kernels'
  * epilogues, whose frames have room for it). */
