@@ -786,7 +786,9 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
             qk_col_q15(xg, CG, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, c1);
             for (o = g * OG; o < (g + 1) * OG; o += 2) {
                 const int pair = o + 1 < (g + 1) * OG, o1 = pair ? o + 1 : o;
-                const int8_t *w0 = w + (int32_t)o * KK, *w1 = w + (int32_t)o1 * KK;
+                /* the second row KK bytes after the first (an immediate offset: one
+                 * register less in the loop) where OG is even, as it is at the calls */
+                const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
                 for (k = 0; k < KK; k += 4) {
                     int32_t xa, xb, ya, yb, wa, wb;
