@@ -6,8 +6,10 @@
  * rounding ties), and the float edges equal the engine's input
  * quantization and output dequantization on awkward values; where the Arm
  * toolchain and qemu are installed, the same inputs run on a Cortex-M4
- * (the DSP path) and a Cortex-M3 too. Refusals name what they refuse.
- * (tests/mcu/run.sh runs the reference models on MNIST images.) */
+ * (the DSP path) and a Cortex-M3 too. The same with the single rounding
+ * (QAT_ROUNDING_SINGLE), told apart from the double one, and no float or
+ * 64-bit shift helper in the Cortex-M builds. Refusals name what they
+ * refuse. (tests/mcu/run.sh runs the reference models on MNIST images.) */
 #include <hdf5.h>
 #include <hdf5_hl.h>
 #include <math.h>

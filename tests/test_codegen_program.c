@@ -6,7 +6,8 @@
  * op kind the generator emits (convolutions wide, padded, strided,
  * grouped, depthwise and pointwise; linear; max, average and global
  * average pooling, requantizing or keeping their input's quantization;
- * add; concat; a table; ReLU; flatten; a normalized input), generates their C, compiles it with strict C99 warnings, and
+ * add; concat; a table; ReLU; flatten; a normalized input; either
+ * rounding), generates their C, compiles it with strict C99 warnings, and
  * checks that it computes qat_runtime_run's integers bit for bit on random
  * inputs, on the host and, where the Arm toolchain and qemu are
  * installed, on a Cortex-M4 (DSP path) and a Cortex-M3. */
