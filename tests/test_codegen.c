@@ -6,8 +6,10 @@
  * rounding ties), and the float edges equal the engine's input
  * quantization and output dequantization on awkward values; where the Arm
  * toolchain and qemu are installed, the same inputs run on a Cortex-M4
- * (the DSP path) and a Cortex-M3 too. Refusals name what they refuse.
- * (tests/mcu/run.sh runs the reference models on MNIST images.) */
+ * (the DSP path) and a Cortex-M3 too. The same with the single rounding
+ * (QAT_ROUNDING_SINGLE), told apart from the double one, and no float or
+ * 64-bit shift helper in the Cortex-M builds. Refusals name what they
+ * refuse. (tests/mcu/run.sh runs the reference models on MNIST images.) */
 #include <hdf5.h>
 #include <hdf5_hl.h>
 #include <math.h>
@@ -114,6 +116,31 @@ static bool run_generated(const char *name, const float *x, int n, int64_t in, c
 
 static bool have_cc(void) { return system("cc --version >/dev/null 2>&1") == 0; }
 
+/* Cortex-M builds of NAME.c: every core at -O2, and a Cortex-M0+ at -Os,
+ * where GCC calls a helper for a 64-bit variable shift (the Thumb-2 cores
+ * shift inline at every level); or only the Cortex-M0+'s two. */
+#define HELPER_BUILDS_ALL "cortex-m0plus:-Os cortex-m0plus:-O2 cortex-m3:-O2 cortex-m4:-O2 cortex-m7:-O2 cortex-m33:-O2"
+#define HELPER_BUILDS_M0PLUS "cortex-m0plus:-Os cortex-m0plus:-O2"
+
+/* NAME.c (in dir) compiled with the strict flags for each of builds
+ * ("core:-Ox ...") references no float routine (__aeabi_f*, __aeabi_d*)
+ * and no 64-bit shift helper (__aeabi_llsl, __aeabi_llsr, __aeabi_lasr).
+ * false, with the build, when one appears; true without the Arm toolchain. */
+static bool no_helpers(const char *name, const char *builds) {
+    if (system("command -v arm-none-eabi-gcc >/dev/null && command -v arm-none-eabi-nm >/dev/null") != 0) {
+        printf(" [no arm-none-eabi-gcc: no helper check]");
+        return true;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && for c in %s; do arm-none-eabi-gcc -mcpu=${c%%%%:*} -mthumb -mfloat-abi=soft ${c#*:} -std=c99 -Wall -Wextra "
+             "-Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion -c %s.c -o %s-helpers.o || exit 2; "
+             "if arm-none-eabi-nm -u %s-helpers.o | grep -E '__aeabi_([fd]|ll(sl|sr)|lasr)'; then echo \"  in %s.c on $c\"; "
+             "exit 1; fi; done",
+             dir, builds, name, name, name, name);
+    return system(cmd) == 0;
+}
+
 /* ---- every op kind ---------------------------------------------------------------- */
 
 static const char *const every_op_text = QAT_TEST_EVERY_OP;
@@ -153,9 +180,27 @@ static qat_model *trained_model(qat_ctx *ctx, const char *text, const char *name
     return m;
 }
 
+/* How many of the n·out output integers yq the program's other rounding
+ * changes (the integer engine on q rounding the other way, inputs x). */
+static int other_rounding_differs(qat_ctx *ctx, const qat_qmodel *q, const float *x, int n, const int32_t *yq) {
+    qat_qmodel other = *q; /* the same arrays, the same multipliers */
+    other.rounding = q->rounding == QAT_ROUNDING_SINGLE ? QAT_ROUNDING_DOUBLE : QAT_ROUNDING_SINGLE;
+    int64_t out = qat_qtensor_numel(&q->tensors[q->output]);
+    int32_t *y2 = malloc(sizeof *y2 * (size_t)(n * out));
+    qat_engine *e = qat_engine_new(ctx, &other, QAT_ENGINE_INT, n);
+    CU_ASSERT_FATAL(e != NULL && y2 != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, n, NULL, y2), QAT_OK);
+    int differ = 0;
+    for (int64_t i = 0; i < n * out; i++) differ += y2[i] != yq[i];
+    qat_engine_free(e);
+    free(y2);
+    return differ;
+}
+
 /* 24 random inputs through the integer engine and the generated NAME (in
- * dir): the same integers (run_generated). */
-static void same_as_engine(qat_ctx *ctx, const qat_qmodel *q, const char *name, qat_rng *rng) {
+ * dir): the same integers (run_generated). Returns how many of them the
+ * program's other rounding changes. */
+static int same_as_engine(qat_ctx *ctx, const qat_qmodel *q, const char *name, qat_rng *rng) {
     int64_t in = qat_qtensor_numel(&q->tensors[q->input]), out = qat_qtensor_numel(&q->tensors[q->output]);
     enum { N = 24 };
     float *x = malloc(sizeof *x * (size_t)(N * in)), *yf = malloc(sizeof *yf * (size_t)(N * out));
@@ -165,8 +210,10 @@ static void same_as_engine(qat_ctx *ctx, const qat_qmodel *q, const char *name, 
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
     CU_ASSERT(run_generated(name, x, N, in, yq, yf, out));
+    int differ = other_rounding_differs(ctx, q, x, N, yq);
     qat_engine_free(e);
     free(x), free(yf), free(yq);
+    return differ;
 }
 
 /* Runs the graph through the generator and the engine; returns the
@@ -412,6 +459,7 @@ static void test_requant_branches(void) {
     if (!(low > 0 && high > 0 && inside > N * HO / 3)) printf("\n  %d low, %d high, %d inside\n", low, high, inside);
     CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3); /* the test sees both clamps and the values between */
     CU_ASSERT(run_generated("branches", x, N, HK, yq, yf, HO));
+    CU_ASSERT(no_helpers("branches", HELPER_BUILDS_ALL));
     qat_engine_free(e);
     qat_ctx_free(ctx);
 }
@@ -884,6 +932,137 @@ static void test_generated_source_escapes_names(void) {
     qat_ctx_free(ctx);
 }
 
+/* ---- the single rounding (QAT_ROUNDING_SINGLE) ------------------------------------------ */
+
+/* Whether the generated C switches the kernels to the single rounding. */
+static bool has_single_switch(const char *c_text) { return strstr(c_text, "\n#define QK_SINGLE_ROUNDING 1\n") != NULL; }
+
+/* The model of text trained as check_graph's and exported with the single
+ * rounding, as `qat export --checkpoint C --rounding single --c DIR` does
+ * (qat_export_all; small: the small-RAM plan): NAME.c switches the
+ * kernels, equals the engine rounding once (host; Cortex-M4 and M3 where
+ * qemu runs) and calls no helper on a Cortex-M0+. Returns how many of the
+ * engine's output integers rounding twice changes, -1 when skipped. */
+static int check_single(const char *text, const char *name, int seed, bool small) {
+    if (!have_cc()) {
+        qat_test__skip("no C compiler (cc) on this machine");
+        return -1;
+    }
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_model *m = trained_model(ctx, text, name, seed, &rng);
+    qat_codegen_options opt = {.small_ram = small};
+    qat_status st = qat_export_all(
+        m, 0, NULL, &(qat_export_targets){.c_dir = dir, .c_name = name, .c_options = &opt, .rounding = QAT_ROUNDING_SINGLE},
+        NULL);
+    if (st) printf("\n  %s\n", qat_ctx_error(ctx));
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    char path[512];
+    static char body[1 << 20];
+    snprintf(path, sizeof path, "%s/%s.c", dir, name);
+    CU_ASSERT_FATAL(slurp(path, body, sizeof body) > 0);
+    CU_ASSERT(has_single_switch(body));
+    qat_ctx *pctx = qat_ctx_new();
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
+    q.rounding = QAT_ROUNDING_SINGLE;
+    int differ = same_as_engine(ctx, &q, name, &rng);
+    printf(" [%s: rounding twice changes %d integers]", name, differ);
+    CU_ASSERT(no_helpers(name, HELPER_BUILDS_M0PLUS)); /* (the Thumb-2 builds: qemu_run.sh's, and the branches') */
+    qat_ctx_free(pctx);
+    qat_ctx_free(ctx);
+    return differ;
+}
+
+/* Each kernel path check_graph and check_small cover, rounded once: every
+ * op kind; wide, strided, padded and depthwise convolutions; packed
+ * weights at 4, 3 and 2 bits; sub-channel linear ops (each block's sum
+ * converted by q_mbqm, whose shifts are >= 0); the small-RAM plan's forms
+ * (on packed weights: the same int8 kernels after the unpacking). Each
+ * equals the engine. Rounding twice changes an output integer rarely (a
+ * right shift by e changes in some 2^-e of the values, then the next
+ * layers may hide it), so not every graph's outputs tell the roundings
+ * apart on 24 inputs: their sum must, and test_single_requant_branches's
+ * must, so C that rounded twice (no switch, or kernels that ignore it)
+ * fails here. */
+static void test_single_graphs(void) {
+    const struct {
+        const char *text, *name;
+        int seed;
+        bool small;
+    } g[] = {
+        {every_op_text, "every_op_s", 9, false},
+        {conv_text, "convs_s", 4, false},
+        {QAT_PACKED_TEXT(" wbits=4", " wbits=2", " wbits=3", " wbits=4", " wbits=4", " wbits=2"), "packed_s", 5, false},
+        {"input shape=48\n"
+         "linear fc1 input out=12 granularity=block:16 wbits=4\n"
+         "relu   r1  fc1\n"
+         "linear fc2 r1 out=32 granularity=block:4 wbits=4\n"
+         "relu   r2  fc2\n"
+         "linear fc3 r2 out=10 granularity=block:16 wbits=2\n",
+         "sublin_s", 6, false},
+        {small_packed_text, "small_packed_s", 6, true},
+    };
+    int differ = 0;
+    for (size_t k = 0; k < sizeof g / sizeof *g; k++) {
+        int d = check_single(g[k].text, g[k].name, g[k].seed, g[k].small);
+        if (d < 0) return;
+        differ += d;
+    }
+    CU_ASSERT(differ > 0);
+}
+
+/* linear_program's branches of the requantization (left shifts that
+ * saturate, a zero multiplier, the largest right shift, ties) rounded
+ * once: the C equals the engine on both clamps and between, and on these
+ * inputs the roundings give different integers (a tie of a negative
+ * product: half up against half away from zero). The double program's C
+ * has no switch. And the helper check can fail: a 64-bit variable shift
+ * on a Cortex-M0+ at -Os calls __aeabi_llsl. */
+static void test_single_requant_branches(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_rng_seed(&rng, 3);
+    linear_fixture f;
+    linear_program(&f, &rng);
+    qat_codegen_source src;
+    char msg[256];
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&f.q, "branches_d", &src, msg, sizeof msg), QAT_OK);
+    CU_ASSERT(!has_single_switch(src.text[1]));
+    qat_codegen_source_free(&src);
+    f.q.rounding = QAT_ROUNDING_SINGLE;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f.q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&f.q, "branches_s", &src, msg, sizeof msg), QAT_OK);
+    CU_ASSERT(has_single_switch(src.text[1]));
+    qat_codegen_source_free(&src);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f.q, dir, "branches_s", NULL), QAT_OK);
+    enum { N = 200 };
+    float x[N * HK], yf[N * HO];
+    int32_t yq[N * HO];
+    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f; /* past both ends */
+    qat_engine *e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    int low = 0, high = 0, inside = 0;
+    for (int i = 0; i < N * HO; i++) low += yq[i] == -128, high += yq[i] == 127, inside += yq[i] > -128 && yq[i] < 127;
+    CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3);
+    CU_ASSERT(run_generated("branches_s", x, N, HK, yq, yf, HO));
+    int differ = other_rounding_differs(ctx, &f.q, x, N, yq);
+    printf(" [rounding twice changes %d of %d integers]", differ, N * HO);
+    CU_ASSERT(differ > 0);
+    CU_ASSERT(no_helpers("branches_s", HELPER_BUILDS_ALL));
+    qat_engine_free(e);
+    if (system("command -v arm-none-eabi-gcc >/dev/null && command -v arm-none-eabi-nm >/dev/null") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd '%s' && printf 'long long q(long long x, int s) { return x << s; }\\n' > llsl.c && "
+                 "arm-none-eabi-gcc -mcpu=cortex-m0plus -mthumb -Os -c llsl.c -o llsl.o && "
+                 "arm-none-eabi-nm -u llsl.o | grep -q __aeabi_llsl", dir);
+        CU_ASSERT_EQUAL(system(cmd), 0);
+    }
+    qat_ctx_free(ctx);
+}
+
 int main(int argc, char **argv) {
     if (!qat_test_tmpdir(dir, sizeof dir, "codegen")) return 2;
     const qat_test_case cases[] = {
@@ -902,6 +1081,9 @@ int main(int argc, char **argv) {
         {"qat export --quantized MODEL --c DIR --name NAME", test_cli_export_c},
         {"an op name holding C code is refused on load and by the generator", test_op_name_with_code_is_refused},
         {"names reach the generated source only escaped", test_generated_source_escapes_names},
+        {"rounded once: every kernel path's C equals the engine, and differs from rounding twice", test_single_graphs},
+        {"rounded once: every branch of the requantization equals the engine, no helper on any core",
+         test_single_requant_branches},
         {NULL, NULL},
     };
     int rc = qat_test_main("codegen", cases, argc, argv);

@@ -6,7 +6,8 @@
  * op kind the generator emits (convolutions wide, padded, strided,
  * grouped, depthwise and pointwise; linear; max, average and global
  * average pooling, requantizing or keeping their input's quantization;
- * add; concat; a table; ReLU; flatten; a normalized input), generates their C, compiles it with strict C99 warnings, and
+ * add; concat; a table; ReLU; flatten; a normalized input; either
+ * rounding), generates their C, compiles it with strict C99 warnings, and
  * checks that it computes qat_runtime_run's integers bit for bit on random
  * inputs, on the host and, where the Arm toolchain and qemu are
  * installed, on a Cortex-M4 (DSP path) and a Cortex-M3. */
@@ -161,6 +162,49 @@ static void test_tflite_kinds(void) {
     prog_free(&p);
 }
 
+/* How many of the runtime's output integers on check_program's n inputs
+ * of seed q's other rounding changes. */
+static int other_rounding_differs(const qat_qmodel *q, int n, uint64_t seed) {
+    qat_qmodel other = *q;
+    other.rounding = q->rounding == QAT_ROUNDING_SINGLE ? QAT_ROUNDING_DOUBLE : QAT_ROUNDING_SINGLE;
+    int64_t in = qat_qtensor_numel(&q->tensors[q->input]), out = qat_qtensor_numel(&q->tensors[q->output]);
+    float *x = malloc(sizeof *x * (size_t)(n * in));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+    prog r = {.rng = seed};
+    for (int64_t i = 0; i < n * in; i++) x[i] = q->norm ? (float)rnd_in(&r, 0, 255) : rnd_f(&r, -3.0f, 3.0f);
+    int8_t *a = runtime_outputs(q, x, n), *b = runtime_outputs(&other, x, n);
+    int differ = 0;
+    for (int64_t i = 0; i < n * out; i++) differ += a[i] != b[i];
+    free(x), free(a), free(b);
+    return differ;
+}
+
+/* Every op kind by hand (program_a) and every kind within TFLite's rules
+ * (program_e), rounded once (QAT_ROUNDING_SINGLE): the C switches its
+ * kernels and equals the runtime rounding once; on these inputs the
+ * roundings give different integers, so C that rounded twice fails. */
+static void test_single_rounding(void) {
+    int differ = 0;
+    prog p;
+    program_a(&p);
+    p.q.rounding = QAT_ROUNDING_SINGLE;
+    qat_codegen_source src;
+    char msg[400];
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&p.q, "prog_a_s", &src, msg, sizeof msg), QAT_OK);
+    CU_ASSERT(strstr(src.text[1], "\n#define QK_SINGLE_ROUNDING 1\n") != NULL);
+    qat_codegen_source_free(&src);
+    check_program(&p.q, "prog_a_s", 12, 7);
+    differ += other_rounding_differs(&p.q, 12, 7);
+    prog_free(&p);
+    program_e(&p);
+    p.q.rounding = QAT_ROUNDING_SINGLE;
+    check_program(&p.q, "prog_e_s", 12, 11);
+    differ += other_rounding_differs(&p.q, 12, 11);
+    prog_free(&p);
+    printf(" [rounding twice changes %d integers]", differ);
+    CU_ASSERT(differ > 0);
+}
+
 /* Refusals come back as a status and one line in the caller's buffer. */
 static void test_refusals(void) {
     prog p;
@@ -192,6 +236,7 @@ int main(int argc, char **argv) {
         {"padded average pooling that keeps its input's quantization: the generated C equals the runtime",
          test_keep_scale_windows},
         {"pools that keep their quantization, depthwise multipliers, flattens (program_e): the generated C equals the runtime", test_tflite_kinds},
+        {"rounded once (program_a, program_e): the generated C equals the runtime", test_single_rounding},
         {"refusals: a status and one line, nothing generated", test_refusals},
         {NULL, NULL},
     };

@@ -492,6 +492,37 @@ static void test_qk_requant_equals_scalar(void) {
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* qk.h's helpers compiled with the single rounding (tests/qk_single.c). */
+int32_t qk_single_mbqm(int32_t x, int32_t m0, int shift);
+int32_t qk_single_requant(int32_t acc, int32_t m0, int shift);
+int32_t qk_single_requant_neg(int32_t acc, int32_t m0, int shift);
+
+/* The generated C's single rounding (qk.h under QK_SINGLE_ROUNDING, which
+ * computes it with 32-bit shifts only) against
+ * qat_multiply_by_quantized_multiplier_single, on the same cases: q_mbqm
+ * unclamped (its saturation to int32 at shifts up to 30 included),
+ * q_requant, and q_requant_neg for every negative shift. */
+static void test_qk_single_requant_equals_scalar(void) {
+    qat_rng rng;
+    qat_rng_seed(&rng, 29);
+    int bad = 0, saturated = 0, ties = 0;
+    for (int it = 0; it < 20000; it++) {
+        requant_case r = random_requant_case(&rng, it);
+        for (int i = 0; i < 16; i++) {
+            int32_t want = qat_multiply_by_quantized_multiplier_single(r.acc[i], r.m0, r.shift);
+            int32_t clamped = want < -256 ? -256 : want > 255 ? 255 : want;
+            bad += qk_single_mbqm(r.acc[i], r.m0, r.shift) != want;
+            bad += qk_single_requant(r.acc[i], r.m0, r.shift) != clamped;
+            if (r.shift < 0) bad += qk_single_requant_neg(r.acc[i], r.m0, r.shift) != clamped;
+            saturated += want == INT32_MAX || want == INT32_MIN;
+            ties += want != qat_multiply_by_quantized_multiplier(r.acc[i], r.m0, r.shift);
+        }
+    }
+    if (bad || !saturated || !ties) printf("\n  %d differ; %d saturated, %d differ from rounding twice\n", bad, saturated, ties);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(saturated > 0 && ties > 0); /* the cases reach the saturation and tell the roundings apart */
+}
+
 /* TFLite's ADD (from its tables), the requantization of concatenated
  * inputs and global average pooling: the AVX-512 loops against the
  * portable ones, lengths that are not multiples of 64. */
@@ -644,6 +675,7 @@ int main(int argc, char **argv) {
         {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},
         {"the vectorised requantization equals the scalar one", test_requant16_equals_scalar},
         {"the kernels' requantization (qk.h) equals the scalar one", test_qk_requant_equals_scalar},
+        {"the kernels' single rounding (qk.h, 32-bit shifts) equals the scalar one", test_qk_single_requant_equals_scalar},
         {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
         {"the AVX2 add equals the portable loop", test_add_avx2_equals_portable},
         {"the portable kernels' single rounding (qk.h's) equals the scalar definition", test_qk_single_rounding_equals_scalar},

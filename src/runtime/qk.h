@@ -66,22 +66,41 @@
 
 #if QK_SINGLE_ROUNDING
 /* qat_multiply_by_quantized_multiplier_single: floor((x·m0 + 2^(t-1)) / 2^t),
- * t = 31 - shift, saturated to int32. Where shift < 0, t >= 32 and the
- * result is the high word of the sum shifted right by t - 32 (a floor of a
- * floor), which a 32-bit core does with one SMLAL and a shift: no 64-bit
- * variable shift. |x·m0| < 2^62, so the sum fits 64 bits and its high word
- * 32. */
+ * t = 31 - shift, saturated to int32, with no 64-bit variable shift (a
+ * Cortex-M0+ at -Os calls libgcc's __aeabi_llsl/__aeabi_lasr for one, and
+ * every 32-bit core spends a branch and some 8 instructions on it).
+ * |x·m0| < 2^62, so every sum below fits 64 bits.
+ *
+ * shift < 0, e = -shift in [1, 31]: t = 31 + e >= 32, so the result is the
+ * sum's high word shifted right by e - 1 (a floor of a floor), and the
+ * nudge 2^(30+e) = u·2^31, u = 2^(e-1), is the 64-bit word (u >> 1, u << 31):
+ * one SMLAL and a shift on a Cortex-M4. The result fits int32. */
+static inline int32_t q_single_neg(int32_t x, int32_t m0, int e) {
+    const uint32_t u = (uint32_t)1 << (e - 1);
+    const int64_t n = (int64_t)(((uint64_t)(u >> 1) << 32) | (uint32_t)(u << 31));
+    return (int32_t)(((int64_t)x * m0 + n) >> 32) >> (e - 1);
+}
+
+/* shift >= 0: t in [1, 31], the nudge 2^(t-1) a 32-bit word. With the sum
+ * p = hi·2^32 + lo, floor(p / 2^(31+t)) = hi >> (t - 1) is 0 or -1 exactly
+ * when floor(p / 2^t) fits int32 (else the sign says which end it
+ * saturates to), and then that result's 32 bits are hi's low t bits above
+ * lo's high 32 - t. */
 static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
-    if (shift < 0) return (int32_t)(((int64_t)x * m0 + ((int64_t)1 << (30 - shift))) >> 32) >> (-shift - 1);
+    if (shift < 0) return q_single_neg(x, m0, -shift);
     {
-        const int64_t v = ((int64_t)x * m0 + ((int64_t)1 << (30 - shift))) >> (31 - shift);
-        return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+        const int t = 31 - shift;
+        const int64_t p = (int64_t)x * m0 + ((int32_t)1 << (t - 1));
+        const int32_t hi = (int32_t)(p >> 32), top = hi >> (t - 1);
+        if (top > 0) return INT32_MAX;
+        if (top < -1) return INT32_MIN;
+        return (int32_t)(((uint32_t)hi << (32 - t)) | ((uint32_t)p >> t));
     }
 }
 
 /* q_requant for shift < 0: the above, clamped to [-256, 255] like q_requant. */
 static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
-    const int32_t r = (int32_t)(((int64_t)acc * m0 + ((int64_t)1 << (30 - shift))) >> 32) >> (-shift - 1);
+    const int32_t r = q_single_neg(acc, m0, -shift);
     return r < -256 ? -256 : r > 255 ? 255 : r;
 }
 #else
@@ -96,7 +115,7 @@ static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
 static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
     int32_t v;
     if (shift > 0) { /* the left shift saturates to int32 */
-        int64_t s = (int64_t)x * ((int64_t)1 << shift);
+        int64_t s = (int64_t)x * ((int32_t)1 << shift); /* 2^shift <= 2^30: a 32-bit word */
         x = s > INT32_MAX ? INT32_MAX : s < INT32_MIN ? INT32_MIN : (int32_t)s;
     }
     v = (int32_t)(((int64_t)x * m0 + ((int64_t)1 << 30)) >> 31);

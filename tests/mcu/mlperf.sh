@@ -7,7 +7,8 @@
 # and run on N test samples on the host, a Cortex-M4, a Cortex-M3 and
 # aarch64: the same integers as qat's engine; ResNet-8 and the autoencoder
 # also with 4-bit weights (packed two to a byte in the generated C), DS-CNN
-# and MobileNet also with the small-RAM plan (--c-ram small). Prints
+# and MobileNet also with the small-RAM plan (--c-ram small), ResNet-8
+# also with the single rounding (--rounding single, the same weights). Prints
 # each one's flash, RAM and instructions per inference on the Cortex-M4.
 #   mlperf.sh QAT_BIN CODEGEN_REF WORKDIR N PYTHON
 # PYTHON: one with numpy (the tests' .venv). Exit 77 without the Arm
@@ -20,4 +21,4 @@ mkdir -p "$work"
 exec bash "$here/run.sh" "$bin" "$ref" "$work/sets/ic" "$work" "$n" resnet8-ic@"$work/sets/ic" \
   ds-cnn-kws@"$work/sets/kws" ae-ad@"$work/sets/ad" mobilenet-v1-vww@"$work/sets/vww" \
   resnet8-ic:w4a8@"$work/sets/ic" ae-ad:w4a8@"$work/sets/ad" ds-cnn-kws+small@"$work/sets/kws" \
-  mobilenet-v1-vww+small@"$work/sets/vww"
+  mobilenet-v1-vww+small@"$work/sets/vww" resnet8-ic+single@"$work/sets/ic"

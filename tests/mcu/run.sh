@@ -9,6 +9,9 @@
 #     Debian's python3-h5py is installed: the same integers;
 #   - no float: NAME.c for a Cortex-M0 with -mfloat-abi=soft references no
 #     __aeabi_f*/__aeabi_d* routine (and NAME_io.c does: the check can fail);
+#     nor, on any core at MCU_OPT and on a Cortex-M0+ at -Os too, libgcc's
+#     64-bit shifts __aeabi_llsl/__aeabi_llsr/__aeabi_lasr (a Cortex-M0+
+#     calls one for a 64-bit variable shift at -Os: the check can fail);
 #   - Cortex-M4 (mps2-an386, DSP path), Cortex-M3 (mps2-an385, portable
 #     path), Cortex-M0+ (ARMv6-M, on the M3's board: qemu_run.sh says why),
 #     Cortex-M7 (mps2-an500) and Cortex-M33 (mps2-an505) under
@@ -26,7 +29,10 @@
 # M-bit activations, e.g. lenet:w4a4; default W8A8; NAME@DATA trains and
 # runs it on another data set than MNIST_DIR, any that qat train reads,
 # its first N test samples; NAME+small generates the C with the small-RAM
-# plan, qat export --c-ram small). Exit 77 (skipped) without
+# plan, qat export --c-ram small; NAME+single exports the program with the
+# single rounding, qat export --rounding single, from the checkpoint of the
+# same model listed before it when there is one, whose engine's integers
+# it must then differ from: the test tells the roundings apart). Exit 77 (skipped) without
 # arm-none-eabi-gcc or qemu-system-arm (scripts/setup-mcu.sh installs them).
 # MCU_OPT (default -O2) is the optimization of the generated code.
 set -euo pipefail
@@ -50,6 +56,15 @@ fi
 fail=0
 summary=()
 cores=(cortex-m4 cortex-m3 cortex-m0plus cortex-m7 cortex-m33)
+declare -A ckpts=() doubles=() # a model's checkpoint and its double-rounding integers, by model, bits and data
+helpers='__aeabi_(ll(sl|sr)|lasr)'
+
+# The shift-helper check can fail: a 64-bit variable shift on a Cortex-M0+ at -Os calls one.
+printf 'long long q(long long x, int s) { return x << s; }\n' > "$work/llsl.c"
+arm-none-eabi-gcc -mcpu=cortex-m0plus -mthumb -Os -c "$work/llsl.c" -o "$work/llsl.o"
+if ! arm-none-eabi-nm -u "$work/llsl.o" | grep -qE "$helpers"; then
+  echo "FAIL: the shift-helper check sees no helper even in a 64-bit variable shift on a Cortex-M0+"; fail=1
+fi
 
 # Instructions per inference from a core's harness output: SysTick ticks
 # over the inferences, times the instructions per tick its calibration
@@ -64,26 +79,46 @@ core_insns() {
 for spec in "$@"; do
   mdata=$data
   if [[ $spec == *@* ]]; then mdata=${spec#*@} spec=${spec%%@*}; fi
-  cram=()
-  if [[ $spec == *+small* ]]; then cram=(--c-ram small) spec=${spec/+small/}-small; fi
-  model=${spec%%:*} model=${model%-small} bits=()
+  cram=() rounding=() suffix=
+  if [[ $spec == *+small* ]]; then cram=(--c-ram small) spec=${spec/+small/} suffix+=-small; fi
+  if [[ $spec == *+single* ]]; then rounding=(--rounding single) spec=${spec/+single/} suffix+=-single; fi
+  model=${spec%%:*} bits=()
   if [[ $spec == *:w*a* ]]; then
     b=${spec##*:w}
     bits=(--wbits "${b%%a*}" --abits "${b##*a}")
   fi
   qnet=$src/models/$model.qnet
   if [[ $model == */* ]]; then qnet=$src/$model.qnet spec=${spec##*/} model=${model##*/}; fi
-  tag=${spec//:/-}
+  tag=${spec//:/-}$suffix
   name=${tag//-/_}
   up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
   w="$work/$tag"
   rm -rf "$w" && mkdir -p "$w/gen"
   case $model in lenet | mlp) limit=2048 ;; *) limit=256 ;; esac  # bit-exactness needs no accuracy
-  "$bin" train --model-file "$qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
-    --data "$mdata" --out "$w/train.ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
-  "$bin" export --checkpoint "$w/train.ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" "${cram[@]}" 2> "$w/export.log" \
-    || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
+  key="$qnet ${bits[*]} $mdata" ckpt=${ckpts[$key]:-}
+  if [ -z "$ckpt" ]; then
+    ckpt=$w/train.ckpt
+    "$bin" train --model-file "$qnet" --qat "${bits[@]}" --limit-train $limit --limit-test 100 --epochs 1 \
+      --data "$mdata" --out "$ckpt" > "$w/train.log" 2>&1 || { echo "FAIL $tag: training"; tail "$w/train.log"; fail=1; continue; }
+    ckpts[$key]=$ckpt
+  fi
+  "$bin" export --checkpoint "$ckpt" --out "$w/model.qat.h5" --c "$w/gen" --name "$name" "${cram[@]}" "${rounding[@]}" \
+    2> "$w/export.log" || { echo "FAIL $tag: export"; cat "$w/export.log"; fail=1; continue; }
   "$ref" "$w/model.qat.h5" "$mdata" "$n" "$w/images.f32" "$w/expected.txt"
+  # the rounding reaches the C as the kernels' switch, and (against the same
+  # weights rounded twice) changes some integers: the checks below can tell
+  if [ ${#rounding[@]} -gt 0 ]; then
+    grep -qx '#define QK_SINGLE_ROUNDING 1' "$w/gen/$name.c" || { echo "FAIL $tag: no QK_SINGLE_ROUNDING in $name.c"; fail=1; }
+    if [ -n "${doubles[$key]:-}" ]; then
+      differ=$(paste -d' ' "${doubles[$key]}" "$w/expected.txt" | awk '{h = NF / 2; for (i = 2; i <= h; i++) d += $i != $(h + i)}
+        END {print d + 0}')
+      echo "$tag: the single rounding changes $differ of the engine's output integers on $n samples"
+      [ "$differ" -gt 0 ] || { echo "FAIL $tag: the same integers as the double rounding: the test cannot tell them apart"; fail=1; }
+    fi
+  else
+    if grep -qx '#define QK_SINGLE_ROUNDING 1' "$w/gen/$name.c"; then echo "FAIL $tag: QK_SINGLE_ROUNDING in $name.c"; fail=1; fi
+    doubles[$key]=${doubles[$key]:-$w/expected.txt}
+  fi
   defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$w/gen" -I"$here")
 
   # host: strict C99, then the same integers as the engine
@@ -124,12 +159,18 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
   if ! arm-none-eabi-nm -u "$w/m0_io.o" | grep -qE '__aeabi_f'; then
     echo "FAIL $tag: the float check sees no float even in ${name}_io.c"; fail=1
   fi
+  # no 64-bit shift helper: on every core at MCU_OPT (the builds below), and
+  # on a Cortex-M0+ at -Os, where GCC calls one for a 64-bit variable shift
+  # (the Thumb-2 cores shift inline at every level)
+  arm-none-eabi-gcc -mcpu=cortex-m0plus -mthumb -mfloat-abi=soft -Os "${strict[@]}" -c "$w/gen/$name.c" -o "$w/m0plus-Os.o"
+  if arm-none-eabi-nm -u "$w/m0plus-Os.o" | grep -E "$helpers"; then echo "FAIL $tag: a shift helper on cortex-m0plus at -Os"; fail=1; fi
 
   # Cortex-M4 (DSP), M3, M0+ (on the M3's board), M7 (DSP) and M33 (DSP) under qemu
   MCU_CORES="${cores[*]}" bash "$here/qemu_run.sh" "$w/gen" "$name" "$w/inputs.inc" "$w" ||
     { echo "FAIL $tag: the Cortex-M builds or runs"; fail=1; continue; }
   res=() insns=()
   for cpu in "${cores[@]}"; do
+    if arm-none-eabi-nm -u "$w/$cpu.o" | grep -E "__aeabi_[fd]|$helpers"; then echo "FAIL $tag: a float or shift helper on $cpu"; fail=1; fi
     if grep '^[0-9]*:' "$w/$cpu.txt" | cmp -s - "$w/expected.txt"; then res+=("$n/$n"); else res+=("DIFFERS"); fail=1; echo "FAIL $tag: $cpu"; fi
     insns+=("$(core_insns "$w/$cpu.txt")")
   done
@@ -151,13 +192,13 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     fi
     cycles=$(( p_cycles / n ))
   fi
-  summary+=("$(printf '%-13s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d  %s %s %s %s %s %s %s %s' "$tag" \
+  summary+=("$(printf '%-18s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d  %s %s %s %s %s %s %s %s' "$tag" \
     "$consts" "$code" "$arena" "$stack" $((arena + stack)) "$insn" "$cycles" "${insns[1]}" "${insns[2]}" "${insns[3]}" \
     "${insns[4]}" "$host" "$npy" "${res[@]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
-printf '%-13s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM \
+printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM \
   "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64"
 for s in "${summary[@]}"; do echo "$s"; done
 [ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
