@@ -438,6 +438,28 @@ static void linear_program(linear_fixture *f, qat_rng *rng) {
     *q = (qat_qmodel){.n_tensors = 2, .n_ops = 1, .tensors = ts, .ops = op, .input = 0, .output = 1, .config = ""};
 }
 
+enum { BRANCH_N = 200 };
+
+/* linear_program f through the C (as name) against the engine on
+ * BRANCH_N inputs past both clamps: x and the engine's integers yq out. */
+static void branches_run(qat_ctx *ctx, linear_fixture *f, qat_rng *rng, const char *name, float *x, int32_t *yq) {
+    enum { N = BRANCH_N };
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f->q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f->q, dir, name, NULL), QAT_OK);
+    float yf[N * HO];
+    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(rng) - 0.5f) * 14.0f; /* past both ends */
+    qat_engine *e = qat_engine_new(ctx, &f->q, QAT_ENGINE_INT, N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
+    int low = 0, high = 0, inside = 0;
+    for (int i = 0; i < N * HO; i++) low += yq[i] == -128, high += yq[i] == 127, inside += yq[i] > -128 && yq[i] < 127;
+    if (!(low > 0 && high > 0 && inside > N * HO / 3)) printf("\n  %d low, %d high, %d inside\n", low, high, inside);
+    CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3); /* the test sees both clamps and the values between */
+    CU_ASSERT(run_generated(name, x, N, HK, yq, yf, HO));
+    CU_ASSERT(no_helpers(name, HELPER_BUILDS_ALL));
+    qat_engine_free(e);
+}
+
 static void test_requant_branches(void) {
     if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
     qat_ctx *ctx = qat_ctx_new();
@@ -445,22 +467,9 @@ static void test_requant_branches(void) {
     qat_rng_seed(&rng, 3);
     linear_fixture f;
     linear_program(&f, &rng);
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f.q), QAT_OK);
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f.q, dir, "branches", NULL), QAT_OK);
-    enum { N = 200 };
-    float x[N * HK], yf[N * HO];
-    int32_t yq[N * HO];
-    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f; /* past both ends */
-    qat_engine *e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, N);
-    CU_ASSERT_FATAL(e != NULL);
-    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
-    int low = 0, high = 0, inside = 0;
-    for (int i = 0; i < N * HO; i++) low += yq[i] == -128, high += yq[i] == 127, inside += yq[i] > -128 && yq[i] < 127;
-    if (!(low > 0 && high > 0 && inside > N * HO / 3)) printf("\n  %d low, %d high, %d inside\n", low, high, inside);
-    CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3); /* the test sees both clamps and the values between */
-    CU_ASSERT(run_generated("branches", x, N, HK, yq, yf, HO));
-    CU_ASSERT(no_helpers("branches", HELPER_BUILDS_ALL));
-    qat_engine_free(e);
+    float x[BRANCH_N * HK];
+    int32_t yq[BRANCH_N * HO];
+    branches_run(ctx, &f, &rng, "branches", x, yq);
     qat_ctx_free(ctx);
 }
 
@@ -1032,27 +1041,15 @@ static void test_single_requant_branches(void) {
     CU_ASSERT(!has_single_switch(src.text[1]));
     qat_codegen_source_free(&src);
     f.q.rounding = QAT_ROUNDING_SINGLE;
-    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f.q), QAT_OK);
     CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&f.q, "branches_s", &src, msg, sizeof msg), QAT_OK);
     CU_ASSERT(has_single_switch(src.text[1]));
     qat_codegen_source_free(&src);
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f.q, dir, "branches_s", NULL), QAT_OK);
-    enum { N = 200 };
-    float x[N * HK], yf[N * HO];
-    int32_t yq[N * HO];
-    for (int i = 0; i < N * HK; i++) x[i] = (qat_rng_uniform(&rng) - 0.5f) * 14.0f; /* past both ends */
-    qat_engine *e = qat_engine_new(ctx, &f.q, QAT_ENGINE_INT, N);
-    CU_ASSERT_FATAL(e != NULL);
-    CU_ASSERT_EQUAL(qat_engine_run(e, x, N, yf, yq), QAT_OK);
-    int low = 0, high = 0, inside = 0;
-    for (int i = 0; i < N * HO; i++) low += yq[i] == -128, high += yq[i] == 127, inside += yq[i] > -128 && yq[i] < 127;
-    CU_ASSERT(low > 0 && high > 0 && inside > N * HO / 3);
-    CU_ASSERT(run_generated("branches_s", x, N, HK, yq, yf, HO));
-    int differ = other_rounding_differs(ctx, &f.q, x, N, yq);
-    printf(" [rounding twice changes %d of %d integers]", differ, N * HO);
+    float x[BRANCH_N * HK];
+    int32_t yq[BRANCH_N * HO];
+    branches_run(ctx, &f, &rng, "branches_s", x, yq);
+    int differ = other_rounding_differs(ctx, &f.q, x, BRANCH_N, yq);
+    printf(" [rounding twice changes %d of %d integers]", differ, BRANCH_N * HO);
     CU_ASSERT(differ > 0);
-    CU_ASSERT(no_helpers("branches_s", HELPER_BUILDS_ALL));
-    qat_engine_free(e);
     if (system("command -v arm-none-eabi-gcc >/dev/null && command -v arm-none-eabi-nm >/dev/null") == 0) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "cd '%s' && printf 'long long q(long long x, int s) { return x << s; }\\n' > llsl.c && "
