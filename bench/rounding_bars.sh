@@ -6,9 +6,11 @@
 # accuracy measured on the MNIST test split by the integer engine, with its
 # agreement with the file's fake-quantized engine (--compare fake).
 #
-#   bench/rounding_bars.sh [--build DIR] [--work DIR] [--seeds "1 2 3"] [--bits "4 8"] [--models "lenet resnet8"]
+#   bench/rounding_bars.sh [--build DIR] [--work DIR] [--seeds "1 2 3"] [--bits "4 8"]
+#                          [--models "lenet resnet8 ds-cnn"]
 # Recipes: W4A4 2 float + 5 QAT epochs, W8A8 5 QAT epochs; LeNet lr 0.001,
-# ResNet-8 (models/resnet8.qnet) lr 0.003; seed as given. A checkpoint
+# ResNet-8 (models/resnet8.qnet) lr 0.003, DS-CNN (models/ds-cnn.qnet) lr
+# 0.001 (thin margins: docs/quantization.md); seed as given. A checkpoint
 # already in --work (MODEL-wB-sSEED.ckpt.h5) is reused.
 # Prints one line per model, bits, seed and rounding, then the means.
 set -euo pipefail
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
         --seeds) seeds=$2; shift 2 ;;
         --bits) bits=$2; shift 2 ;;
         --models) models=$2; shift 2 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "rounding_bars: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -36,6 +38,7 @@ printf "%-8s %-5s %-4s %-7s %9s %9s %9s\n" model bits seed rounding int_acc fake
 for m in $models; do
     model=$m lr=0.001
     [ "$m" = resnet8 ] && model=$root/models/resnet8.qnet lr=0.003
+    [ "$m" = ds-cnn ] && model=$root/models/ds-cnn.qnet
     for b in $bits; do
         extra=(--epochs 5)
         [ "$b" -lt 8 ] && extra=(--float-epochs 2 --epochs 5)
