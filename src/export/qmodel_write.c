@@ -1,4 +1,5 @@
-/* The quantized model file in HDF5: writing (version 5). Layout:
+/* The quantized model file in HDF5: writing (version 4, or 5 for a program
+ * that rounds its requantization once). Layout:
  * docs/quantized-model-format.md; the reader is qmodel_read.c. The
  * program is checked by qat_qmodel_check before it is written, the same
  * check the reader ends with, so a file qat writes is a file qat loads. */
@@ -34,7 +35,7 @@ qat_status qat_qmodel_validate(qat_ctx *ctx, const qat_qmodel *q) {
     return st == QAT_OK ? QAT_OK : qat_ctx_fail(ctx, st, "%s", msg);
 }
 
-/* ---- writing (version 5) ------------------------------------------------------------ */
+/* ---- writing (versions 4 and 5) --------------------------------------------------------- */
 
 static void put_aparams(qat__h5w *w, hid_t g, const char *prefix, const qat_aparams *a) {
     char name[64], text[256];
