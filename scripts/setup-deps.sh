@@ -3,6 +3,8 @@
 # As root: apt-get; otherwise sudo; otherwise a message naming the packages.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libhdf5-dev libcunit1-dev zlib1g-dev)
+# qat fit's choice is an integer program, solved by GLPK
+pkgs+=(libglpk-dev)
 # ONNX export: protobuf-c and its compiler, and the onnx.proto schema (and
 # the checker the tests run) from Debian's python3-onnx
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler python3-onnx)

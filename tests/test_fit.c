@@ -25,6 +25,7 @@ static qat_fit_table random_table(qat_rng *rng, qat_fit_layer *L, int n) {
             f->flash[k] = t.flash - (int64_t)qat_rng_below(rng, 700) * (f->n - 1 - k) / 2;
             f->loss[k] = t.loss + (qat_rng_uniform(rng) - 0.1) * (f->n - k);
             f->arena[k] = 300 + (int64_t)qat_rng_below(rng, 60);
+            f->cycles[k] = 1000 + (int64_t)qat_rng_below(rng, 4000) * (k + 1);
         }
     }
     return t;
@@ -44,7 +45,7 @@ static void enumerate(const qat_fit_table *t, int *choice, int i, void (*visit)(
 }
 
 typedef struct {
-    int64_t flash, arena;
+    int64_t flash, arena, cycles; /* cycles 0: no cycle budget */
     double best;
     int64_t min_flash;
 } brute;
@@ -56,26 +57,31 @@ static void best_visit(const qat_fit_table *t, const int *choice, void *user) {
         for (int i = 0; i < t->n_layers; i++)
             if (t->layers[i].arena[choice[i]] > b->arena) return;
     if (r.flash < b->min_flash) b->min_flash = r.flash;
-    if (r.flash <= b->flash && r.sensitivity < b->best) b->best = r.sensitivity;
+    if (r.flash <= b->flash && (!b->cycles || r.cycles <= b->cycles) && r.sensitivity < b->best) b->best = r.sensitivity;
 }
 
-/* 300 random tables and budgets: the solver's sensitivity is the brute
- * force's least within the budget, its flash fits, and a budget below
- * the least possible is refused. */
+/* 300 random tables and budgets (every other one with a cycle budget
+ * too): the solver's sensitivity is the brute force's least within the
+ * budgets, its flash and cycles fit, and budgets nothing meets are
+ * refused. */
 static void test_solve_is_the_optimum(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_rng rng;
     qat_rng_seed(&rng, 17);
     qat_fit_layer L[6];
-    int choice[6], all[6];
+    int choice[6], all[6], cycle_bound = 0;
     for (int trial = 0; trial < 300; trial++) {
         int n = 1 + (int)qat_rng_below(&rng, 6);
         qat_fit_table t = random_table(&rng, L, n);
         brute b = {.flash = 5000 - (int64_t)qat_rng_below(&rng, 1500), .arena = trial % 3 ? 0 : 340, .best = INFINITY,
                    .min_flash = INT64_MAX};
+        if (trial % 2) {
+            t.has_cycles = true, t.cycles = 20000;
+            b.cycles = t.cycles + (int64_t)n * (1000 + (int64_t)qat_rng_below(&rng, 9000));
+        }
         enumerate(&t, all, 0, best_visit, &b);
         qat_fit_result r;
-        qat_status st = qat_fit_solve(&t, b.flash, b.arena, ctx, choice, &r);
+        qat_status st = qat_fit_solve(&t, b.flash, b.arena, b.cycles, ctx, choice, &r);
         if (b.min_flash == INT64_MAX) { /* some layer fits the arena at no width */
             CU_ASSERT_EQUAL(st, QAT_ERR_ARG);
         } else if (isinf(b.best)) {
@@ -84,12 +90,19 @@ static void test_solve_is_the_optimum(void) {
         } else {
             CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
             CU_ASSERT(r.flash <= b.flash);
+            CU_ASSERT(!b.cycles || r.cycles <= b.cycles);
+            if (b.cycles) { /* does the cycle budget change the answer? */
+                brute free_b = {.flash = b.flash, .arena = b.arena, .best = INFINITY, .min_flash = INT64_MAX};
+                enumerate(&t, all, 0, best_visit, &free_b);
+                cycle_bound += free_b.best < b.best - 1e-12;
+            }
             CU_ASSERT(fabs(r.sensitivity - b.best) < 1e-9);
             qat_fit_result again = qat_fit_predict(&t, choice);
             CU_ASSERT(again.flash == r.flash && again.sensitivity == r.sensitivity);
         }
         qat_ctx_clear_error(ctx);
     }
+    CU_ASSERT(cycle_bound > 0); /* the cycle budget decided some answers: it is a constraint */
     qat_ctx_free(ctx);
 }
 
@@ -121,7 +134,7 @@ static void test_front_is_non_dominated(void) {
     for (int trial = 0; trial < 100; trial++) {
         int n = 1 + (int)qat_rng_below(&rng, 5);
         qat_fit_table t = random_table(&rng, L, n);
-        int np = qat_fit_front(&t, 0, ctx, 12, choices, p);
+        int np = qat_fit_front(&t, 0, 0, ctx, 12, choices, p);
         CU_ASSERT_FATAL(np >= 1 && np <= 12);
         for (int k = 1; k < np; k++) CU_ASSERT(p[k].flash > p[k - 1].flash && p[k].sensitivity < p[k - 1].sensitivity);
         front_check f = {p, np, false};

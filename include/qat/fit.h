@@ -20,15 +20,21 @@
  * measured; table.small_ram says which the choice counts). The final
  * build is checked on the linked binary.
  *
+ * Cycles are the caller's to fill (the qat tool measures them on a
+ * Cortex-M4 build under qemu, each fitted layer's op at each width:
+ * layers[i].cycles[k], the rest of the program in t.cycles, has_cycles);
+ * they are additive over ops too.
+ *
  * The choice minimises the summed sensitivity (HAWQ's additive model)
- * under the flash budget, exactly: a multiple-choice knapsack solved by
- * dynamic programming over bytes. Its table also gives the Pareto front
- * of flash against predicted loss.
+ * under the flash budget and, with cycles, a cycle budget, exactly: a
+ * multiple-choice knapsack written as a 0-1 integer program and solved by
+ * GLPK's branch and cut. The same solver gives the Pareto front of flash
+ * against predicted loss.
  *
  *     qat_fit_table t;
  *     qat_fit_measure(m, &(qat_fit_data){d, QAT_SPLIT_VAL, 0, &task}, (int[]){2, 4, 8}, 3, ctx, &t);
  *     int choice[t.n_layers];  qat_fit_result r;
- *     qat_fit_solve(&t, 30000, 4096, choice, &r);   // t.layers[i].bits[choice[i]]
+ *     qat_fit_solve(&t, 30000, 4096, 0, ctx, choice, &r);   // t.layers[i].bits[choice[i]]
  */
 #ifndef QAT_FIT_H
 #define QAT_FIT_H
@@ -62,6 +68,7 @@ typedef struct {
     int64_t flash[QAT_FIT_MAX_CHOICES];   /* the generated C's constant bytes then */
     int64_t arena[QAT_FIT_MAX_CHOICES];   /* and its arena (the default plan) */
     int64_t arena_small[QAT_FIT_MAX_CHOICES]; /* its arena with the small-RAM plan (qat_codegen_options) */
+    int64_t cycles[QAT_FIT_MAX_CHOICES];  /* its op's estimated cycles per inference (has_cycles; the caller's) */
     int trained;                          /* index of the bits it was trained at (-1: not a candidate) */
     qat_prepare_config config;            /* the configuration it was trained with */
 } qat_fit_layer;
@@ -73,6 +80,8 @@ typedef struct {
     int64_t flash, arena, arena_small;    /* its generated C's constants and arena (both plans) */
     bool metric_higher;                   /* accuracy: higher is better; mse: lower */
     bool small_ram;                       /* which plan's arenas the choice counts (the caller sets it) */
+    bool has_cycles;                      /* layers[i].cycles and cycles are filled (the caller's) */
+    int64_t cycles;                       /* the cycles of every op that is not a fitted layer's */
 } qat_fit_table;
 
 /* Measures m (prepared, trained: every activation observer has seen
@@ -89,21 +98,27 @@ QAT_API qat_status qat_fit_measure(qat_model *m, const qat_fit_data *d, const in
 /* A configuration's predicted figures. */
 typedef struct {
     int64_t flash, arena;                 /* constants and arena, as the table predicts them */
+    int64_t cycles;                       /* estimated cycles per inference (0 without has_cycles) */
     double sensitivity;                   /* summed loss increase over the model as trained */
 } qat_fit_result;
 
 /* The choice (choice[i]: an index into layers[i].bits) of least summed
- * sensitivity whose constants fit flash bytes, using only candidates
- * whose arena fits arena bytes (0: any). QAT_ERR_ARG when nothing fits
- * (the message gives the smallest flash possible). */
-QAT_API qat_status qat_fit_solve(const qat_fit_table *t, int64_t flash, int64_t arena, qat_ctx *ctx, int *choice,
-                                 qat_fit_result *out);
+ * sensitivity whose constants fit flash bytes and, when the table has
+ * cycles and cycles > 0, whose predicted cycles fit cycles, using only
+ * candidates whose arena fits arena bytes (0: any). QAT_ERR_ARG when
+ * nothing fits (the message gives the least flash or cycles possible),
+ * QAT_ERR_NOMEM. */
+QAT_API qat_status qat_fit_solve(const qat_fit_table *t, int64_t flash, int64_t arena, int64_t cycles, qat_ctx *ctx,
+                                 int *choice, qat_fit_result *out);
 
-/* The Pareto front of flash against summed sensitivity, at most cap
- * points spread over the flash range (both ends kept), smallest flash
+/* The Pareto front of flash against summed sensitivity under the arena
+ * and cycle limits (0: none), at most cap points: the best choice within
+ * cap budgets spread evenly from the least flash possible to the flash of
+ * the least sensitivity (both ends kept, a point found twice kept once;
+ * of equally sensitive choices the one of least flash), smallest flash
  * first: each point's choice goes to choices[k * n_layers + i]. Returns
  * the number of points, or -1 (the error on ctx). */
-QAT_API int qat_fit_front(const qat_fit_table *t, int64_t arena, qat_ctx *ctx, int cap, int *choices,
+QAT_API int qat_fit_front(const qat_fit_table *t, int64_t arena, int64_t cycles, qat_ctx *ctx, int cap, int *choices,
                           qat_fit_result *points);
 
 /* The predicted figures of any choice. */

@@ -78,7 +78,7 @@ static const char *const fit_usage =
     "--best-out, --save-every, --stop-after, --log, --lsq.\n";
 
 typedef struct {
-    int64_t flash, ram;
+    int64_t flash, ram, cycles;
     int bits[QAT_FIT_MAX_CHOICES], n_bits;
     const char *out, *name, *checkpoint, *core, *cc, *rounding;
     long calib, ft_epochs, front;
@@ -320,7 +320,7 @@ static int front(fit_run *r, int64_t arena) {
     qat_fit_result *p = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * sizeof *p);
     double *metric = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * sizeof *metric);
     if (!choices || !p || !metric) return fail(r);
-    int np = qat_fit_front(t, arena, r->ctx, cap, choices, p);
+    int np = qat_fit_front(t, arena, r->o->cycles, r->ctx, cap, choices, p);
     if (np < 0) return fail(r);
     int nu = 0; /* the uniform configurations: every layer at candidate k */
     for (int k = 0; k < r->o->n_bits; k++, nu++) {
@@ -490,13 +490,13 @@ static int fit(fit_run *r) {
     if (!r->choice) return fail(r);
     /* flash alone first (its message names the least possible); then the
      * arena with the default plan, and failing that the small-RAM one */
-    qat_status st = qat_fit_solve(&r->t, o->flash, 0, r->ctx, r->choice, &r->chosen);
+    qat_status st = qat_fit_solve(&r->t, o->flash, 0, o->cycles, r->ctx, r->choice, &r->chosen);
     if (st == QAT_OK && arena) {
-        st = qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen);
+        st = qat_fit_solve(&r->t, o->flash, arena, o->cycles, r->ctx, r->choice, &r->chosen);
         if (st != QAT_OK) {
             qat_ctx_clear_error(r->ctx);
             r->t.small_ram = true;
-            st = qat_fit_solve(&r->t, o->flash, arena, r->ctx, r->choice, &r->chosen);
+            st = qat_fit_solve(&r->t, o->flash, arena, o->cycles, r->ctx, r->choice, &r->chosen);
             if (st == QAT_OK)
                 fprintf(stderr, "%s: the default plan's arena does not fit --ram; the small-RAM plan does (qat export "
                         "--c-ram small: some cycles more, docs/codegen.md \"RAM\")\n", PROG);
