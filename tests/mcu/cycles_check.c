@@ -3,13 +3,10 @@
  * line of the region below carries its cycles; the totals are printed
  * for tests/mcu/cycles_check.sh to compare with what the plugin reports.
  * The region is assembly so that the compiler cannot change what is
- * priced; the markers are the device harness's (device_main.c). */
+ * priced; the markers are the firmware's (tools/qat/firmware/startup.c). */
 #include <stdint.h>
 
-#include "semihost.h"
-
-__attribute__((noinline, used)) void qat_mark_begin(void) { __asm__ volatile("nop"); }
-__attribute__((noinline, used)) void qat_mark_end(void) { __asm__ volatile("nop\n\tnop"); }
+#include "firmware.h"
 
 /* the expected figures (the sums of the comments below) */
 #define EXPECT_INSNS (601 + 24)

@@ -8,14 +8,15 @@
 set -euo pipefail
 work=${1:?usage: cycles_check.sh WORKDIR}
 here=$(cd "$(dirname "$0")" && pwd)
+fw=$here/../../tools/qat/firmware
 for tool in arm-none-eabi-gcc qemu-system-arm; do
   command -v $tool >/dev/null || { echo "SKIPPED: $tool is not installed (scripts/setup-mcu.sh)"; exit 77; }
 done
 mkdir -p "$work"
 bash "$here/../../bench/m4cycles/build.sh" "$work/libm4cycles.so" ||
   { rc=$?; [ $rc = 77 ] && echo "SKIPPED: no qemu plugin header (scripts/fetch-qemu-plugin-header.sh)"; exit $rc; }
-arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -mfloat-abi=soft -O2 -std=gnu99 -Wall -Wextra -Werror -I"$here" \
-  "$here/cycles_check.c" "$here/startup.c" -nostartfiles --specs=nano.specs --specs=nosys.specs -L "$here" -T "$here/mps2.ld" \
+arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -mfloat-abi=soft -O2 -std=gnu99 -Wall -Wextra -Werror -I"$fw" \
+  "$here/cycles_check.c" "$fw/startup.c" -nostartfiles --specs=nano.specs --specs=nosys.specs -L "$fw" -T "$fw/mps2.ld" \
   -o "$work/cycles_check.elf"
 timeout 60 qemu-system-arm -M mps2-an386 -cpu cortex-m4 -nographic -monitor none -serial none \
   -semihosting-config enable=on,target=native -kernel "$work/cycles_check.elf" \

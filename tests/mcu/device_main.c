@@ -19,7 +19,7 @@
 
 #include QAT_MODEL_HEADER
 #include "inputs.inc" /* QAT_N_INPUTS, qat_inputs[QAT_N_INPUTS][input size] */
-#include "semihost.h"
+#include "firmware.h"
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -31,8 +31,6 @@
 #define SYST_RVR (*(volatile uint32_t *)0xE000E014)
 #define SYST_CVR (*(volatile uint32_t *)0xE000E018)
 #define PAINT 0xA5A5A5A5u
-
-extern uint32_t __stack_limit;
 
 static int8_t outputs[QAT_N_INPUTS][OUT_SIZE];
 static uint32_t ticks[QAT_N_INPUTS];
@@ -63,11 +61,6 @@ static void flush(void) {
 /* SysTick counts down from 2^24 - 1 and wraps: elapsed ticks of an
  * interval shorter than one wrap. */
 static uint32_t elapsed(uint32_t t0, uint32_t t1) { return (t0 - t1) & 0xFFFFFFu; }
-
-/* The plugin's markers: never inlined, and different bodies so that the
- * linker cannot fold them into one address. */
-__attribute__((noinline, used)) void qat_mark_begin(void) { __asm__ volatile("nop"); }
-__attribute__((noinline, used)) void qat_mark_end(void) { __asm__ volatile("nop\n\tnop"); }
 
 __attribute__((noinline)) static void spin(uint32_t n) {
     __asm__ volatile(".syntax unified\n1: subs %0, %0, #1\n\tbne 1b" : "+r"(n) : : "cc");

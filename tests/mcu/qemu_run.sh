@@ -11,7 +11,7 @@
 #   MCU_CYCLES_PLUGIN: the cycle-pricing plugin, bench/m4cycles, which
 #   then writes WORK/cortex-m4.cycles)
 # The boards: Cortex-M7 on mps2-an500; Cortex-M33 on mps2-an505 (its
-# secure memory map, mps2-an505.ld). Debian's qemu has no Cortex-M0+ board
+# secure memory map, tools/qat/firmware/mps2-an505.ld). Debian's qemu has no Cortex-M0+ board
 # with the memory these models need (the micro:bit's Cortex-M0 has 16 KiB of
 # RAM, and the MPS2 boards accept only their own core), so the Cortex-M0+
 # build (ARMv6-M, no DSP, no 32-bit multiply-long) runs on the Cortex-M3
@@ -21,6 +21,7 @@
 set -euo pipefail
 gen=$1 name=$2 inputs=$3 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
+fw=$(cd "$here/../../tools/qat/firmware" && pwd) # startup, semihosting, the boards' memory maps
 for tool in arm-none-eabi-gcc qemu-system-arm; do
   command -v $tool >/dev/null || { echo "SKIPPED: $tool is not installed (scripts/setup-mcu.sh)"; exit 77; }
 done
@@ -28,7 +29,7 @@ up=$(echo "$name" | tr '[:lower:]' '[:upper:]')
 mkdir -p "$work"
 [ "$inputs" -ef "$work/inputs.inc" ] || cp "$inputs" "$work/inputs.inc"
 strict=(-std=c99 -Wall -Wextra -Wpedantic -Werror -Wdouble-promotion -Wfloat-conversion)
-defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$gen" -I"$here" -I"$work" ${MCU_DEFS:-})
+defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$gen" -I"$here" -I"$fw" -I"$work" ${MCU_DEFS:-})
 cores=${MCU_CORES:-cortex-m4 cortex-m3}
 [ "$cores" = all ] && cores="cortex-m4 cortex-m3 cortex-m0plus cortex-m7 cortex-m33"
 rc=0
@@ -44,7 +45,7 @@ for cpu in $cores; do
   flags=(-mcpu=$cpu -mthumb -mfloat-abi=soft -ffunction-sections -fdata-sections)
   arm-none-eabi-gcc "${flags[@]}" "${MCU_OPT:--O2}" "${strict[@]}" -c "$gen/$name.c" -o "$work/$cpu.o"
   arm-none-eabi-gcc "${flags[@]}" -O2 -std=gnu99 -Wall -Wextra -Werror "${defs[@]}" "$here/device_main.c" \
-    "$here/startup.c" "$work/$cpu.o" -nostartfiles --specs=nano.specs --specs=nosys.specs -L "$here" -T "$here/$ld" \
+    "$fw/startup.c" "$work/$cpu.o" -nostartfiles --specs=nano.specs --specs=nosys.specs -L "$fw" -T "$fw/$ld" \
     -Wl,--gc-sections -o "$work/$cpu.elf"
   plugin=()
   if [ -n "${MCU_CYCLES_PLUGIN:-}" ] && [ "$cpu" = cortex-m4 ]; then

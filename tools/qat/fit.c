@@ -1,6 +1,7 @@
-/* qat fit: a weight width per layer chosen to fit a device's flash and
- * RAM (qat/fit.h), fine-tuned, exported and checked on the linked
- * firmware (fit_build.h). The training and the export are `qat train`
+/* qat fit: a weight width per layer chosen to fit a device's flash, RAM
+ * and cycles (qat/fit.h), fine-tuned, exported and checked on the linked
+ * firmware (fit_build.h) and, for cycles, on its run under qemu
+ * (fit_cycles.h). The training and the export are `qat train`
  * and `qat export` themselves, run in this process with the arguments
  * fit makes for them. */
 #define _POSIX_C_SOURCE 200809L
@@ -15,6 +16,7 @@
 
 #include "cli.h"
 #include "fit_build.h"
+#include "fit_cycles.h"
 #include "gnuplot.h"
 #include "progress.h"
 #include "qat/export.h"
@@ -27,9 +29,10 @@
 #define PROG "qat"
 #define MAX_ARGS 256
 #define FRONT_CAP 64
+#define CYCLE_SAMPLES 4 /* calibration samples a build is timed on: the cycles move a little with the data */
 
 static const char *const fit_usage =
-    "usage: qat fit --model M --flash BYTES [--ram BYTES] [--data D] [--out DIR] [options]\n"
+    "usage: qat fit --model M --flash BYTES [--ram BYTES] [--cycles N] [--data D] [--out DIR] [options]\n"
     "               [qat train's options]\n"
     "\n"
     "Chooses the weight bits of each Linear and Conv layer so that the model's\n"
@@ -41,20 +44,33 @@ static const char *const fit_usage =
     "     calibration samples (the val split, else the first --calib training\n"
     "     samples) and the generated C's constant bytes and arena;\n"
     "  3. chooses the widths of least summed loss increase whose constants fit\n"
-    "     --flash and whose arena and stack fit --ram (an exact knapsack; with\n"
-    "     the small-RAM plan, export --c-ram small, when only it fits), and\n"
-    "     measures the Pareto front of flash against calibration accuracy;\n"
+    "     --flash, whose arena and stack fit --ram (with the small-RAM plan,\n"
+    "     export --c-ram small, when only it fits) and, with --cycles, whose\n"
+    "     Cortex-M4 cycles fit (each layer's op timed at each width under qemu),\n"
+    "     exactly (an integer program, GLPK), and measures the Pareto front of\n"
+    "     flash against calibration accuracy;\n"
     "  4. fine-tunes the choice from the trained weights (--ft-epochs) and exports\n"
     "     it: DIR/fit.qnet, DIR/fit.ckpt.h5, DIR/fit.qat.h5 and DIR/c/NAME.{h,c};\n"
     "  5. compiles and links DIR/c/NAME.c for --core with the Arm toolchain and\n"
     "     checks the linked binary: .rodata <= --flash; writable sections plus\n"
-    "     the deepest call chain's stack <= --ram. Exit 0 only when it fits.\n"
+    "     the deepest call chain's stack <= --ram; with --cycles, runs it once\n"
+    "     under qemu: estimated cycles <= --cycles. Exit 0 only when it fits.\n"
     "It writes DIR/layers.csv (every layer at every width), DIR/front.csv and\n"
     "DIR/front.png (gnuplot, when installed).\n"
     "\n"
     "  --flash BYTES       the model's constants in flash: weights, biases,\n"
     "                      multipliers (a K suffix: KiB)\n"
     "  --ram BYTES         the arena plus the stack (default: no limit)\n"
+    "  --cycles N          estimated Cortex-M4 cycles per inference (an M suffix:\n"
+    "                      millions), measured under qemu-system-arm with the\n"
+    "                      cycle plugin (docs/cycle-model.md); --core cortex-m4\n"
+    "  --cycle-margin P    the choice is made for --cycles less P %% (default 1): an\n"
+    "                      op's cycles move a little with its data and weights,\n"
+    "                      and fine-tuning changes both; the run is checked\n"
+    "                      against --cycles itself\n"
+    "  --qemu PROGRAM      qemu-system-arm (default)\n"
+    "  --cycle-plugin SO   the cycle plugin (default: QAT_M4CYCLES_PLUGIN, else the\n"
+    "                      one the build made; bash bench/m4cycles/build.sh SO)\n"
     "  --bits LIST         candidate weight widths, ascending in 2..8 (default 2,4,8)\n"
     "  --out DIR           the outputs (default fit-out; made if missing)\n"
     "  --name NAME         the generated C's prefix (default model)\n"
@@ -80,8 +96,9 @@ static const char *const fit_usage =
 typedef struct {
     int64_t flash, ram, cycles;
     int bits[QAT_FIT_MAX_CHOICES], n_bits;
-    const char *out, *name, *checkpoint, *core, *cc, *rounding;
+    const char *out, *name, *checkpoint, *core, *cc, *rounding, *qemu, *plugin;
     long calib, ft_epochs, front;
+    double cycle_margin;    /* percent */
     bool no_link, json;
     /* qat train's options, with --qat */
     char *rest[MAX_ARGS];
@@ -100,6 +117,19 @@ static bool parse_bytes(const char *v, int64_t *out) {
     else if (*end) return false;
     *out = n;
     return n <= (1LL << 40);
+}
+
+/* Cycles: an integer, or one with an M suffix (millions, decimals allowed). */
+static bool parse_cycles(const char *v, int64_t *out) {
+    char *end;
+    errno = 0;
+    double n = strtod(v, &end);
+    if (errno || end == v || !(n >= 1)) return false;
+    if (!strcmp(end, "M")) n *= 1e6;
+    else if (*end || n != (double)(int64_t)n) return false;
+    if (n > 1e15) return false;
+    *out = (int64_t)n;
+    return true;
 }
 
 static int parse_bits(const char *v, fit_opts *o) {
@@ -121,7 +151,7 @@ static const char *const refused[] = {"--resume", "--init", "--best-out", "--sav
                                       "--lsq", "--rank-checkpoints", NULL};
 
 static int fit_parse(int argc, char **argv, fit_opts *o) {
-    *o = (fit_opts){.out = "fit-out", .name = "model", .core = "cortex-m4", .cc = "arm-none-eabi-gcc", .rounding = "double", .calib = 2000,
+    *o = (fit_opts){.out = "fit-out", .name = "model", .core = "cortex-m4", .cc = "arm-none-eabi-gcc", .rounding = "double", .qemu = "qemu-system-arm", .plugin = fit_cycle_plugin_default(), .calib = 2000, .cycle_margin = 1.0,
                     .ft_epochs = 2, .front = 12, .n_bits = 3, .bits = {2, 4, 8}};
     o->rest[o->n_rest++] = "train";
     bool qat = false;
@@ -135,6 +165,22 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
         } else if (!strcmp(a, "--ram")) {
             if (!VAL()) return EXIT_USAGE;
             if (!parse_bytes(v, &o->ram)) return cli_usage_fail(PROG, false, fit_usage, "--ram \"%s\": bytes (e.g. 4096 or 20K)", v);
+        } else if (!strcmp(a, "--cycles")) {
+            if (!VAL()) return EXIT_USAGE;
+            if (!parse_cycles(v, &o->cycles))
+                return cli_usage_fail(PROG, false, fit_usage, "--cycles \"%s\": a count of cycles (e.g. 1200000 or 1.2M)", v);
+        } else if (!strcmp(a, "--cycle-margin")) {
+            char *end;
+            if (!VAL()) return EXIT_USAGE;
+            o->cycle_margin = strtod(v, &end);
+            if (end == v || *end || !(o->cycle_margin >= 0 && o->cycle_margin <= 50))
+                return cli_usage_fail(PROG, false, fit_usage, "--cycle-margin \"%s\": a percentage in 0..50", v);
+        } else if (!strcmp(a, "--qemu")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->qemu = v;
+        } else if (!strcmp(a, "--cycle-plugin")) {
+            if (!VAL()) return EXIT_USAGE;
+            o->plugin = v;
         } else if (!strcmp(a, "--bits")) {
             if (!VAL()) return EXIT_USAGE;
             if (parse_bits(v, o)) return cli_usage_fail(PROG, false, fit_usage, "--bits \"%s\": up to %d widths in 2..8, "
@@ -185,6 +231,11 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
     }
     if (!qat) o->rest[o->n_rest++] = "--qat";
     if (!o->flash) return cli_usage_fail(PROG, o->json, fit_usage, "--flash BYTES is required (the constants' budget)");
+    if (o->cycles && strcmp(o->core, "cortex-m4"))
+        return cli_usage_fail(PROG, o->json, fit_usage, "--cycles: the cycle model is the Cortex-M4's; not with --core %s",
+                              o->core);
+    if (o->cycles && o->no_link)
+        return cli_usage_fail(PROG, o->json, fit_usage, "--cycles measures the build under qemu: not with --no-link");
     bool ident = strlen(o->name) <= QAT_CODEGEN_MAX_NAME && (isalpha((unsigned char)o->name[0]) || o->name[0] == '_');
     for (const char *c = o->name; ident && *c; c++) ident = isalnum((unsigned char)*c) || *c == '_';
     if (!ident) /* said now, not after the training */
@@ -214,6 +265,7 @@ typedef struct {
     char base[4200], qnet[4200], ckpt[4200], qfile[4200], cdir[4200];
     progress bar;
     int64_t calib_n;
+    int64_t cycles_target;     /* what the choice is made for: --cycles less the margin (0: no budget) */
 } fit_run;
 
 static int fail(const fit_run *r) {
@@ -281,6 +333,77 @@ static int load(fit_run *r) {
     return 0;
 }
 
+/* The generated C of q (the plan the choice counts, the fit's rounding),
+ * built around one calibration sample and timed under qemu in dir:
+ * total and op[q.n_ops] (fit_cycles.h). */
+static int time_program(fit_run *r, qat_qmodel *q, const char *dir, int64_t *total, int64_t *op) {
+    char why[600], msg[512] = "";
+    qat_rounding_parse(r->o->rounding, &q->rounding);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return cli_fail(PROG, r->o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
+    const qat_split_info *si = qat_dataset_info(r->data, r->calib.split);
+    int samples = r->calib_n < CYCLE_SAMPLES ? (int)r->calib_n : CYCLE_SAMPLES;
+    int32_t first[CYCLE_SAMPLES] = {0, 1, 2, 3};
+    float *x = malloc((size_t)samples * (size_t)si->x_numel * sizeof *x);
+    if (!x) return cli_fail(PROG, r->o->json, 1, "out of memory");
+    if (qat_dataset_read(r->data, r->calib.split, first, samples, x, NULL, NULL, NULL) != QAT_OK) return free(x), fail(r);
+    qat_codegen_source src;
+    if (qat_codegen_generate_ex(q, r->o->name, &(qat_codegen_options){.small_ram = r->t.small_ram}, &src, msg,
+                                sizeof msg) != QAT_OK)
+        return free(x), cli_fail(PROG, r->o->json, 1, "the C generator: %s", msg);
+    fit_cycle_tools tools = {r->o->cc, r->o->qemu, r->o->plugin};
+    int rc = fit_cycles_measure(&tools, dir, r->o->name, &src, x, samples, si->x_numel, total, op, q->n_ops, why,
+                                sizeof why);
+    qat_codegen_source_free(&src);
+    free(x);
+    return rc ? cli_fail(PROG, r->o->json, 1, "%s", why) : 0;
+}
+
+/* Each fitted layer's op cycles at each width: the program with every
+ * fitted layer at width k, timed once per k (DIR/cycles/wB); the ops of
+ * the other layers are the same in every build, and their cycles (the
+ * largest of the builds') go to t.cycles. */
+static int measure_cycles(fit_run *r) {
+    qat_fit_table *t = &r->t;
+    int n = t->n_layers, rc = 0;
+    int *uniform = malloc((size_t)n * sizeof *uniform);
+    if (!uniform) return cli_fail(PROG, r->o->json, 1, "out of memory");
+    char dir[4200];
+    path_in(dir, sizeof dir, r->o->out, "cycles");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) rc = cli_fail(PROG, r->o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
+    t->cycles = 0;
+    for (int k = 0; k < r->o->n_bits && !rc; k++) {
+        for (int i = 0; i < n; i++) uniform[i] = k;
+        char sub[4300];
+        snprintf(sub, sizeof sub, "%s/w%d", dir, r->o->bits[k]);
+        fprintf(stderr, "%s: fit 3/5: timing every fitted layer at %d bits on a Cortex-M4 under qemu (%s)\n", PROG,
+                r->o->bits[k], sub);
+        qat_ctx *pctx = qat_ctx_new();
+        qat_qmodel q;
+        int64_t total = 0, *op = NULL;
+        if (!pctx || qat_fit_apply(r->m, t, uniform) != QAT_OK) rc = fail(r);
+        else if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK) rc = cli_fail(PROG, r->o->json, 1, "%s", qat_ctx_error(pctx));
+        else if (!(op = calloc((size_t)q.n_ops, sizeof *op))) rc = cli_fail(PROG, r->o->json, 1, "out of memory");
+        else rc = time_program(r, &q, sub, &total, op);
+        int64_t rest = total;
+        for (int i = 0; i < n && !rc; i++) {
+            int64_t c = 0;
+            bool found = false;
+            for (int j = 0; j < q.n_ops; j++)
+                if (!strcmp(q.ops[j].name, t->layers[i].name)) c += op[j], found = true;
+            if (!found) rc = cli_fail(PROG, r->o->json, 1, "no op of the program comes from layer %s", t->layers[i].name);
+            t->layers[i].cycles[k] = c, rest -= c;
+        }
+        if (!rc && rest > t->cycles) t->cycles = rest;
+        free(op);
+        qat_ctx_free(pctx);
+    }
+    free(uniform);
+    if (!rc && qat_fit_apply(r->m, t, NULL) != QAT_OK) rc = fail(r);
+    t->has_cycles = !rc;
+    return rc;
+}
+
 static const char *metric_name(const fit_run *r) { return r->task.kind == QAT_TASK_CLASSIFY ? "accuracy" : "mse"; }
 static double shown(const fit_run *r, double v) { return r->task.kind == QAT_TASK_CLASSIFY ? 100 * v : v; }
 
@@ -291,23 +414,27 @@ static int print_table(fit_run *r) {
     path_in(path, sizeof path, r->o->out, "layers.csv");
     FILE *f = fopen(path, "w");
     if (!f) return cli_fail(PROG, r->o->json, 1, "%s: %s", path, strerror(errno));
-    fprintf(f, "layer,weights,bits,constants_bytes,arena_bytes,arena_bytes_small,calib_loss,loss_increase,calib_%s,chosen\n",
-            metric_name(r));
-    fprintf(stderr, "\n%-12s %9s %5s %12s %14s %10s   (each layer alone; calibration %s as trained %.2f%s)\n", "layer",
-            "weights", "bits", "Δconstants", "Δloss", metric_name(r), metric_name(r), shown(r, t->metric),
+    fprintf(f, "layer,weights,bits,constants_bytes,arena_bytes,arena_bytes_small,cycles,calib_loss,loss_increase,calib_%s,"
+            "chosen\n", metric_name(r));
+    fprintf(stderr, "\n%-12s %9s %5s %12s %12s %14s %10s   (each layer alone; calibration %s as trained %.2f%s)\n", "layer",
+            "weights", "bits", "Δconstants", "cycles", "Δloss", metric_name(r), metric_name(r), shown(r, t->metric),
             r->task.kind == QAT_TASK_CLASSIFY ? " %" : "");
     for (int i = 0; i < t->n_layers; i++) {
         const qat_fit_layer *l = &t->layers[i];
         for (int k = 0; k < l->n; k++) {
             bool pick = r->choice[i] == k;
-            fprintf(f, "%s,%lld,%d,%lld,%lld,%lld,%.6f,%.6f,%.6f,%d\n", l->name, (long long)l->weights, l->bits[k],
-                    (long long)l->flash[k], (long long)l->arena[k], (long long)l->arena_small[k], l->loss[k],
+            char cyc[24] = "";
+            if (t->has_cycles) snprintf(cyc, sizeof cyc, "%lld", (long long)l->cycles[k]);
+            fprintf(f, "%s,%lld,%d,%lld,%lld,%lld,%s,%.6f,%.6f,%.6f,%d\n", l->name, (long long)l->weights, l->bits[k],
+                    (long long)l->flash[k], (long long)l->arena[k], (long long)l->arena_small[k], cyc, l->loss[k],
                     l->loss[k] - t->loss, l->metric[k], pick);
-            fprintf(stderr, "%-12s %9lld %5d %+12lld %+14.5f %10.2f %s\n", k ? "" : l->name, (long long)l->weights,
-                    l->bits[k], (long long)(l->flash[k] - t->flash), l->loss[k] - t->loss, shown(r, l->metric[k]),
-                    pick ? "<- chosen" : "");
+            fprintf(stderr, "%-12s %9lld %5d %+12lld %12s %+14.5f %10.2f %s\n", k ? "" : l->name, (long long)l->weights,
+                    l->bits[k], (long long)(l->flash[k] - t->flash), t->has_cycles ? cyc : "-", l->loss[k] - t->loss,
+                    shown(r, l->metric[k]), pick ? "<- chosen" : "");
         }
     }
+    if (t->has_cycles)
+        fprintf(stderr, "%-12s %9s %5s %12s %12lld   (the other ops' cycles)\n", "(rest)", "", "", "", (long long)t->cycles);
     return fclose(f) ? cli_fail(PROG, r->o->json, 1, "%s: cannot write it", path) : 0;
 }
 
@@ -320,7 +447,7 @@ static int front(fit_run *r, int64_t arena) {
     qat_fit_result *p = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * sizeof *p);
     double *metric = qat_ctx_alloc(r->ctx, QAT_MEM_PERSIST, (size_t)(cap + QAT_FIT_MAX_CHOICES) * sizeof *metric);
     if (!choices || !p || !metric) return fail(r);
-    int np = qat_fit_front(t, arena, r->o->cycles, r->ctx, cap, choices, p);
+    int np = qat_fit_front(t, arena, r->cycles_target, r->ctx, cap, choices, p);
     if (np < 0) return fail(r);
     int nu = 0; /* the uniform configurations: every layer at candidate k */
     for (int k = 0; k < r->o->n_bits; k++, nu++) {
@@ -344,9 +471,9 @@ static int front(fit_run *r, int64_t arena) {
     path_in(path, sizeof path, r->o->out, "front.csv");
     FILE *f = fopen(path, "w");
     if (!f) return cli_fail(PROG, r->o->json, 1, "%s: %s", path, strerror(errno));
-    fprintf(f, "kind,constants_bytes,arena_bytes,predicted_loss_increase,calib_%s,bits\n", metric_name(r));
-    fprintf(stderr, "\nthe front (before fine-tuning; calibration split), and the uniform widths:\n%-8s %12s %14s %10s  %s\n",
-            "", "constants", "Δloss (sum)", metric_name(r), "bits per layer");
+    fprintf(f, "kind,constants_bytes,arena_bytes,predicted_cycles,predicted_loss_increase,calib_%s,bits\n", metric_name(r));
+    fprintf(stderr, "\nthe front (before fine-tuning; calibration split), and the uniform widths:\n%-8s %12s %12s %14s %10s  %s\n",
+            "", "constants", "cycles", "Δloss (sum)", metric_name(r), "bits per layer");
     for (int k = 0; k < np + nu; k++) {
         const int *c = choices + (size_t)k * (size_t)n;
         char bits[512] = "";
@@ -355,10 +482,13 @@ static int front(fit_run *r, int64_t arena) {
             at += (size_t)snprintf(bits + at, sizeof bits - at, "%s%d", i ? " " : "", t->layers[i].bits[c[i]]);
         bool is_chosen = !memcmp(c, r->choice, (size_t)n * sizeof *c);
         const char *kind = k < np ? (is_chosen ? "chosen" : "front") : "uniform";
-        fprintf(f, "%s,%lld,%lld,%.6f,%.6f,%s\n", kind, (long long)p[k].flash, (long long)p[k].arena, p[k].sensitivity,
-                metric[k], bits);
-        fprintf(stderr, "%-8s %12lld %+14.5f %10.2f  %s%s\n", kind, (long long)p[k].flash, p[k].sensitivity,
-                shown(r, metric[k]), bits, p[k].flash <= r->o->flash ? "" : "  (over --flash)");
+        char cyc[24] = "";
+        if (t->has_cycles) snprintf(cyc, sizeof cyc, "%lld", (long long)p[k].cycles);
+        fprintf(f, "%s,%lld,%lld,%s,%.6f,%.6f,%s\n", kind, (long long)p[k].flash, (long long)p[k].arena, cyc,
+                p[k].sensitivity, metric[k], bits);
+        fprintf(stderr, "%-8s %12lld %12s %+14.5f %10.2f  %s%s%s\n", kind, (long long)p[k].flash, t->has_cycles ? cyc : "-",
+                p[k].sensitivity, shown(r, metric[k]), bits, p[k].flash <= r->o->flash ? "" : "  (over --flash)",
+                !r->o->cycles || p[k].cycles <= r->cycles_target ? "" : "  (over --cycles less the margin)");
     }
     if (fclose(f)) return cli_fail(PROG, r->o->json, 1, "%s: cannot write it", path);
     /* the picture: calibration metric against constants, the budget as a line */
@@ -440,6 +570,9 @@ static int fit(fit_run *r) {
     if ((rc = check_out_dir(o))) return rc;
     if (!o->no_link && !fit_toolchain_found(o->cc, why, sizeof why))
         return cli_fail(PROG, o->json, 1, "%s; or give --no-link to stop after the export", why);
+    r->cycles_target = o->cycles ? (int64_t)((double)o->cycles * (1.0 - o->cycle_margin / 100.0)) : 0;
+    if (o->cycles && !fit_cycle_tools_found(&(fit_cycle_tools){o->cc, o->qemu, o->plugin}, why, sizeof why))
+        return cli_fail(PROG, o->json, 1, "--cycles: %s", why);
     path_in(r->qnet, sizeof r->qnet, o->out, "fit.qnet");
     path_in(r->ckpt, sizeof r->ckpt, o->out, "fit.ckpt.h5");
     path_in(r->qfile, sizeof r->qfile, o->out, "fit.qat.h5");
@@ -490,28 +623,39 @@ static int fit(fit_run *r) {
     if (!r->choice) return fail(r);
     /* flash alone first (its message names the least possible); then the
      * arena with the default plan, and failing that the small-RAM one */
-    qat_status st = qat_fit_solve(&r->t, o->flash, 0, o->cycles, r->ctx, r->choice, &r->chosen);
+    qat_status st = qat_fit_solve(&r->t, o->flash, 0, r->cycles_target, r->ctx, r->choice, &r->chosen);
     if (st == QAT_OK && arena) {
-        st = qat_fit_solve(&r->t, o->flash, arena, o->cycles, r->ctx, r->choice, &r->chosen);
+        st = qat_fit_solve(&r->t, o->flash, arena, r->cycles_target, r->ctx, r->choice, &r->chosen);
         if (st != QAT_OK) {
             qat_ctx_clear_error(r->ctx);
             r->t.small_ram = true;
-            st = qat_fit_solve(&r->t, o->flash, arena, o->cycles, r->ctx, r->choice, &r->chosen);
+            st = qat_fit_solve(&r->t, o->flash, arena, r->cycles_target, r->ctx, r->choice, &r->chosen);
             if (st == QAT_OK)
                 fprintf(stderr, "%s: the default plan's arena does not fit --ram; the small-RAM plan does (qat export "
                         "--c-ram small: some cycles more, docs/codegen.md \"RAM\")\n", PROG);
         }
     }
+    if (st == QAT_OK && o->cycles) { /* the cycles of the plan just chosen, then the choice under all three */
+        if ((rc = measure_cycles(r))) return rc;
+        st = qat_fit_solve(&r->t, o->flash, arena, r->cycles_target, r->ctx, r->choice, &r->chosen);
+    }
     if (st != QAT_OK) {
         if (o->ram && stack) /* say where the arena's allowance came from; a budget not met is status 1 */
             return cli_fail(PROG, o->json, 1, "%s (--ram %lld less %lld bytes of stack and C library data)",
                             qat_ctx_error(r->ctx), (long long)o->ram, (long long)stack);
+        if (o->cycles && strstr(qat_ctx_error(r->ctx), "cycles"))
+            return cli_fail(PROG, o->json, 1, "%s (--cycles %lld less the %g %% margin)", qat_ctx_error(r->ctx),
+                            (long long)o->cycles, o->cycle_margin);
         return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
     }
     if ((rc = print_table(r)) || (rc = front(r, arena))) return rc;
-    fprintf(stderr, "\n%s: fit 3/5: chose %lld bytes of constants (predicted; --flash %lld), arena %lld (%s plan)%s\n",
+    fprintf(stderr, "\n%s: fit 3/5: chose %lld bytes of constants (predicted; --flash %lld), arena %lld (%s plan)%s",
             PROG, (long long)r->chosen.flash, (long long)o->flash, (long long)r->chosen.arena,
             r->t.small_ram ? "small-RAM" : "default", o->ram ? "" : " (no --ram)");
+    if (o->cycles)
+        fprintf(stderr, ", %lld cycles (--cycles %lld less %g %%: %lld)", (long long)r->chosen.cycles,
+                (long long)o->cycles, o->cycle_margin, (long long)r->cycles_target);
+    fputc('\n', stderr);
     double base_int = 0;
     { /* the model as trained, in integers, for the report */
         qat_ctx *pctx = qat_ctx_new();
@@ -541,6 +685,7 @@ static int fit(fit_run *r) {
             shown(r, fit_int), unit, shown(r, base_int), unit);
     /* 5. the linked binary */
     fit_build b = {0};
+    int64_t cycles = 0;
     bool fits = true, checked = !o->no_link;
     if (checked) {
         fprintf(stderr, "%s: fit 5/5: building %s/%s.c for %s with %s\n", PROG, r->cdir, o->name, o->core, o->cc);
@@ -554,17 +699,30 @@ static int fit(fit_run *r) {
                 (long long)b.ram, (long long)b.stack, b.stack_bounded ? "" : " (not bounded: dynamic frames or recursion)",
                 o->ram ? "" : "none ", (long long)o->ram, ram_ok ? "fits" : "OVER");
         if (!b.stack_bounded) fits = false;
+        if (o->cycles) {
+            char dir[4300];
+            int64_t *op = calloc((size_t)q.n_ops, sizeof *op);
+            snprintf(dir, sizeof dir, "%s/m4", r->cdir);
+            if (!op) return cli_fail(PROG, o->json, 1, "out of memory");
+            rc = time_program(r, &q, dir, &cycles, op);
+            free(op);
+            if (rc) return rc;
+            bool cycles_ok = cycles <= o->cycles;
+            fits = fits && cycles_ok;
+            fprintf(stderr, "%s: its run on a Cortex-M4 under qemu (%s): %lld estimated cycles per inference (--cycles "
+                    "%lld: %s)\n", PROG, dir, (long long)cycles, (long long)o->cycles, cycles_ok ? "fits" : "OVER");
+        }
     } else {
         fprintf(stderr, "%s: not linked (--no-link): predicted constants %lld B, arena %lld B; the budgets are not "
                 "checked on a binary\n", PROG, (long long)r->chosen.flash, (long long)r->chosen.arena);
     }
     if (o->json) {
         printf("{\"fits\": %s, \"checked_on_binary\": %s, \"c_ram\": \"%s\", \"core\": \"%s\", \"flash_budget\": %lld, "
-               "\"ram_budget\": %lld, "
+               "\"ram_budget\": %lld, \"cycles_budget\": %lld, \"predicted_cycles\": %lld, \"cycles\": %lld, "
                "\"predicted_constants\": %lld, \"predicted_arena\": %lld, \"constants\": %lld, \"code\": %lld, "
                "\"ram\": %lld, \"stack\": %lld, \"trained_int_%s\": %.6f, \"fitted_int_%s\": %.6f, \"bits\": {",
                fits ? "true" : "false", checked ? "true" : "false", r->t.small_ram ? "small" : "fast", o->core,
-               (long long)o->flash, (long long)o->ram,
+               (long long)o->flash, (long long)o->ram, (long long)o->cycles, (long long)r->chosen.cycles, (long long)cycles,
                (long long)r->chosen.flash, (long long)r->chosen.arena, (long long)b.constants, (long long)b.code,
                (long long)(b.ram + b.stack), (long long)b.stack, metric_name(r), base_int, metric_name(r), fit_int);
         for (int i = 0; i < r->t.n_layers; i++)

@@ -13,9 +13,7 @@
 
 const char *const fit_cores[] = {"cortex-m4", "cortex-m0plus", "cortex-m3", "cortex-m7", "cortex-m33", NULL};
 
-/* Runs argv (argv[0] looked up on the PATH) with stdout to out (NULL:
- * the log) and stderr to the log, appending; its exit status, or -1. */
-static int run(char *const argv[], const char *log, const char *out) {
+int fit_run_program(char *const argv[], const char *log, const char *out, unsigned seconds) {
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -23,6 +21,7 @@ static int run(char *const argv[], const char *log, const char *out) {
         int of = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : lf;
         if (lf < 0 || of < 0) _exit(126);
         dup2(of, 1), dup2(lf, 2);
+        if (seconds) alarm(seconds); /* kept across exec: SIGALRM ends a run that hangs */
         execvp(argv[0], argv);
         _exit(127);
     }
@@ -39,8 +38,7 @@ static bool size_program(const char *cc, char *buf, size_t len) {
     return (size_t)snprintf(buf, len, "%.*ssize", (int)(n - 3), cc) < len;
 }
 
-/* Is prog executable, as a path or found on the PATH? */
-static bool on_path(const char *prog) {
+bool fit_on_path(const char *prog) {
     if (strchr(prog, '/')) return access(prog, X_OK) == 0;
     const char *path = getenv("PATH");
     char buf[4200];
@@ -55,9 +53,9 @@ static bool on_path(const char *prog) {
 
 bool fit_toolchain_found(const char *cc, char *why, size_t len) {
     char size[4200];
-    if (!on_path(cc)) return snprintf(why, len, "no compiler %s (Debian: apt-get install gcc-arm-none-eabi "
+    if (!fit_on_path(cc)) return snprintf(why, len, "no compiler %s (Debian: apt-get install gcc-arm-none-eabi "
                                       "libnewlib-arm-none-eabi)", cc), false;
-    if (!size_program(cc, size, sizeof size) || !on_path(size))
+    if (!size_program(cc, size, sizeof size) || !fit_on_path(size))
         return snprintf(why, len, "no size program beside %s (a name ending in gcc, its binutils' size next to it)", cc),
                false;
     return true;
@@ -197,9 +195,9 @@ int fit_build_c(const char *dir, const char *name, const char *core, const char 
     char *link[] = {(char *)cc, mcpu, "-mthumb", "-nostartfiles", "--specs=nano.specs", "-Wl,--gc-sections", entry,
                     obj, "-o", elf, NULL};
     char *measure[] = {size, "-A", elf, NULL};
-    if (run(compile, log, NULL) != 0) return snprintf(why, len, "%s could not compile %s (see %s)", cc, src, log), -1;
-    if (run(link, log, NULL) != 0) return snprintf(why, len, "%s could not link %s (see %s)", cc, obj, log), -1;
-    if (run(measure, log, sizes) != 0 || read_sizes(sizes, out) != 0)
+    if (fit_run_program(compile, log, NULL, 0) != 0) return snprintf(why, len, "%s could not compile %s (see %s)", cc, src, log), -1;
+    if (fit_run_program(link, log, NULL, 0) != 0) return snprintf(why, len, "%s could not link %s (see %s)", cc, obj, log), -1;
+    if (fit_run_program(measure, log, sizes, 0) != 0 || read_sizes(sizes, out) != 0)
         return snprintf(why, len, "%s -A %s: no section sizes (see %s)", size, elf, log), -1;
     char root[160];
     snprintf(root, sizeof root, "%s_run", name);

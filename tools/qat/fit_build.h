@@ -22,6 +22,15 @@ typedef struct {
 
 #define FIT_LIB_FRAME 32 /* bytes assumed for a C library function's frame (memcpy) */
 
+/* Runs argv (argv[0] looked up on the PATH; no shell) with stdout to out
+ * (NULL: the log) and stderr to the log, appending, ended after seconds
+ * (0: no limit); its exit status, or -1 (it could not start, or a signal
+ * ended it). */
+int fit_run_program(char *const argv[], const char *log, const char *out, unsigned seconds);
+
+/* Is prog executable, as a path or found on the PATH? */
+bool fit_on_path(const char *prog);
+
 /* Is the compiler cc (a name found on the PATH, or a path) there, with
  * its size program (cc with "gcc" at the end replaced by "size")? */
 bool fit_toolchain_found(const char *cc, char *why, size_t len);
