@@ -9,17 +9,21 @@
 #     binary;
 #   - W8A8: the same trained weights trained --ft more epochs at W8A8;
 #   - W4A8: the same trained weights fine-tuned --ft epochs at uniform W4;
+#   - LeNet only, fit+cycles: `qat fit` with the same flash budget and
+#     --cycles (default 1.21M estimated Cortex-M4 cycles: W8A8 takes about
+#     1.18 M, uniform W4 1.22 M), no RAM budget, its run checked under qemu;
 # every one exported, its C generated, and its integer accuracy measured on
 # the test split by the integer engine. Prints a table per model and seed:
 # constants (bytes, the generated C), arena (bytes), integer accuracy, and
 # fit's RAM budget: 80 % of the W8A8 arena (the default plan's).
 #
-#   bench/fit_bars.sh [--build DIR] [--work DIR] [--seeds "1 2 3"] [--epochs N] [--ft N]
+#   bench/fit_bars.sh [--build DIR] [--work DIR] [--seeds "1 2 3"] [--epochs N] [--ft N] [--lenet-cycles N]
 # Defaults: seeds "1", 5 epochs (LeNet) / 10 (DS-CNN), --ft 2. Needs the
-# build, arm-none-eabi-gcc, .venv (scripts/setup-python.sh: numpy).
+# build, arm-none-eabi-gcc, qemu-system-arm and the cycle plugin (the
+# build's, or QAT_M4CYCLES_PLUGIN), .venv (scripts/setup-python.sh: numpy).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build work=$root/out/fit-bars seeds="1" epochs_lenet=5 epochs_kws=10 ft=2
+build=$root/build work=$root/out/fit-bars seeds="1" epochs_lenet=5 epochs_kws=10 ft=2 lenet_cycles=1.21M
 while [ $# -gt 0 ]; do
     case $1 in
         --build) build=$2; shift 2 ;;
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
         --seeds) seeds=$2; shift 2 ;;
         --epochs) epochs_lenet=$2 epochs_kws=$2; shift 2 ;;
         --ft) ft=$2; shift 2 ;;
+        --lenet-cycles) lenet_cycles=$2; shift 2 ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "fit_bars: unknown option $1" >&2; exit 2 ;;
     esac
@@ -81,6 +86,18 @@ run_model() { # name model data epochs lr seed
     printf '%-8s %10s %8s %10s  %s (%s plan)\n' fit "$cf" "$af" "$(int_acc "$d/fit/fit.qat.h5" "$data")" \
         "$(sed -n 's/.*"bits": \({.*}\)}$/\1/p' "$d/fit.json")" "$plan"
     sed -n 's/^qat: the linked binary/  linked:/p' "$d/fit.log"
+    [ "$name" = lenet ] || return 0
+    [ -f "$d/fit-cycles/fit.qat.h5" ] || "$qat" fit "${common[@]}" --checkpoint "$d/trained.ckpt.h5" --flash "$budget" \
+        --cycles "$lenet_cycles" --ft-epochs "$ft" --out "$d/fit-cycles" --json >"$d/fit-cycles.json" 2>"$d/fit-cycles.log" ||
+        { echo "fit_bars: $name: qat fit --cycles failed (see $d/fit-cycles.log)" >&2; tail -3 "$d/fit-cycles.log" >&2; }
+    read -r cc ac < <(c_sizes "$d/fit-cycles/fit.qat.h5")
+    local cyc u4 u8
+    cyc=$(sed -n 's/.*"cycles": \([0-9]*\).*/\1/p' "$d/fit-cycles.json")
+    u4=$(awk -F, '$1 == "uniform" && $7 == "4 4 4 4 4" {print $4}' "$d/fit-cycles/front.csv")
+    u8=$(awk -F, '$1 == "uniform" && $7 == "8 8 8 8 8" {print $4}' "$d/fit-cycles/front.csv")
+    printf '%-8s %10s %8s %10s  %s; %s cycles on the run (--cycles %s; predicted uniform W4 %s, W8 %s)\n' fit+cyc "$cc" "$ac" \
+        "$(int_acc "$d/fit-cycles/fit.qat.h5" "$data")" "$(sed -n 's/.*"bits": \({.*}\)}$/\1/p' "$d/fit-cycles.json")" \
+        "$cyc" "$lenet_cycles" "$u4" "$u8"
 }
 
 for s in $seeds; do

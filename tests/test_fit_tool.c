@@ -1,8 +1,10 @@
 /* qat fit through the program: a short LeNet run fitted under a flash
  * budget of half its W8 weights and a RAM budget, checked on the linked
- * Cortex-M4 binary; the files it writes; the budget that nothing fits;
- * bad options refused before anything runs. */
+ * Cortex-M4 binary; under flash and cycles, checked on its run under
+ * qemu; the files it writes; the budgets that nothing fits; bad options
+ * refused before anything runs. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <unistd.h>
 
 #include "cli_util.h"
@@ -25,6 +27,23 @@ static bool fixture(void) {
 }
 
 static bool toolchain(void) { return system("command -v arm-none-eabi-gcc >/dev/null 2>&1") == 0; }
+
+/* The cycle plugin, built once into the test's folder (bench/m4cycles/build.sh);
+ * NULL, with the reason, when qemu, the toolchain or the plugin header is missing. */
+static const char *cycle_plugin(const char **why) {
+    static char so[400];
+    static int made = -1;
+    *why = "no qemu-system-arm or arm-none-eabi-gcc (scripts/setup-mcu.sh installs them)";
+    if (made < 0) {
+        const char *src = getenv("QAT_SOURCE_DIR");
+        char cmd[1200];
+        snprintf(so, sizeof so, "%s/libm4cycles.so", cli_dir);
+        snprintf(cmd, sizeof cmd, "bash '%s/bench/m4cycles/build.sh' '%s' >/dev/null 2>&1", src ? src : ".", so);
+        made = toolchain() && system("command -v qemu-system-arm >/dev/null 2>&1") == 0 ? system(cmd) == 0 : 0;
+        if (!made && toolchain()) *why = "the cycle plugin did not build (no qemu plugin header: scripts/fetch-qemu-plugin-header.sh)";
+    }
+    return made ? so : NULL;
+}
 
 /* Lines of a file. */
 static int lines(const char *path) {
@@ -76,6 +95,49 @@ static void test_fit_lenet_half_flash(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "fit 5/5"));
 }
 
+/* LeNet under 36 000 bytes of constants and 1.23 M Cortex-M4 cycles: uniform
+ * W4 fits the flash but not the cycles (packed 4-bit weights cost more
+ * instructions than bytes: about 1.22 M against W8's 1.18 M), so the cycle
+ * budget decides the choice. The fitted firmware's run under qemu fits, the
+ * prediction is within 1 % of the run, and layers.csv carries the cycles. */
+static void test_fit_lenet_cycles(void) {
+    const char *why, *so = cycle_plugin(&why);
+    if (!so) QAT_TEST_SKIP(why);
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[2048], err[1 << 15], line[4096], path[400];
+    static char out[1 << 16];
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --model lenet --data '%s' --flash 36000 --cycles 1.23M --calib 500 "
+             "--ft-epochs 1 --limit-train 1280 --limit-test 300 --out '%s/cyc' --name lenet --cycle-plugin '%s' --json",
+             ckpt, data, cli_dir, so);
+    int rc = cli_run(args, err, sizeof err, out, sizeof out);
+    if (rc) printf("\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    cli_last_line(out, line, sizeof line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"fits\": true, \"checked_on_binary\": true"));
+    double cycles = cli_json_number(line, "cycles"), predicted = cli_json_number(line, "predicted_cycles");
+    CU_ASSERT(cycles > 1e6 && cycles <= 1.23e6);
+    CU_ASSERT(predicted <= 1.23e6 * 0.99); /* the choice is made for the budget less the 1 % margin */
+    CU_ASSERT(fabs(cycles - predicted) <= 0.01 * cycles);
+    CU_ASSERT(cli_json_number(line, "constants") <= 36000);
+    bool uniform4 = true;
+    const char *layer[] = {"conv1", "conv2", "fc1", "fc2", "fc3"};
+    for (int i = 0; i < 5; i++) uniform4 = uniform4 && cli_json_number(line, layer[i]) == 4;
+    CU_ASSERT(!uniform4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "over --cycles less the margin")); /* uniform W4 in the front's table */
+    snprintf(path, sizeof path, "%s/cyc/layers.csv", cli_dir);
+    static char csv[8192];
+    cli_slurp(path, csv, sizeof csv);
+    CU_ASSERT_PTR_NOT_NULL(strstr(csv, ",cycles,"));
+    CU_ASSERT_PTR_NULL(strstr(csv, ",,")); /* every width of every layer timed */
+    snprintf(path, sizeof path, "%s/cyc/c/m4/lenet.cycles", cli_dir);
+    CU_ASSERT_EQUAL(access(path, R_OK), 0);
+    /* below the least cycles any choice allows: refused with the least possible */
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --model lenet --data '%s' --flash 64K --cycles 1.1M --calib 200 "
+             "--out '%s/cyc-none' --cycle-plugin '%s'", ckpt, data, cli_dir, so);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing fits 1089000 cycles: the fewest the candidates allow is"));
+}
+
 /* A budget below the least any choice allows is refused (exit 1) with
  * the least possible; so is a RAM budget below the arena. */
 static void test_fit_nothing_fits(void) {
@@ -107,6 +169,11 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --epochs 0", "--epochs", 2},
         {"fit --model lenet --flash 1000 --name 9lives", "--name \"9lives\": a C identifier", 2},
         {"fit --model lenet --flash 1000 --cc /nonexistent/arm-none-eabi-gcc", "no compiler", 1},
+        {"fit --model lenet --flash 1000 --cycles 1.5x", "--cycles \"1.5x\"", 2},
+        {"fit --model lenet --flash 1000 --cycles 0", "--cycles \"0\"", 2},
+        {"fit --model lenet --flash 1000 --cycles 1M --core cortex-m3", "the cycle model is the Cortex-M4's", 2},
+        {"fit --model lenet --flash 1000 --cycles 1M --no-link", "not with --no-link", 2},
+        {"fit --model lenet --flash 1000 --cycles 1M --cycle-margin 60", "--cycle-margin \"60\"", 2},
     };
     char err[8192], args[1024];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -130,6 +197,7 @@ int main(int argc, char **argv) {
     if (!qat_test_tmpdir(cli_dir, sizeof cli_dir, "fit")) return 2;
     const qat_test_case cases[] = {
         {"fit: LeNet under half its W8 weights' flash, checked on the linked Cortex-M4 binary", test_fit_lenet_half_flash},
+        {"fit: LeNet under flash and Cortex-M4 cycles, checked on the firmware's run under qemu", test_fit_lenet_cycles},
         {"fit: a budget nothing fits is refused with the least possible", test_fit_nothing_fits},
         {"fit: bad options are refused before any work", test_fit_bad_options},
         {NULL, NULL},

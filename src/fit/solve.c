@@ -17,7 +17,9 @@
  *
  * GLPK ends the process on an internal error (out of memory); its error
  * hook (glp_error_hook, the documented way out) frees GLPK's environment
- * and returns here instead, as QAT_ERR_NOMEM. */
+ * and returns here instead, as QAT_ERR_NOMEM. GLPK's environment is
+ * per thread; it is freed after each solve unless another user's
+ * problems were alive in it before. */
 #include <glpk.h>
 #include <math.h>
 #include <setjmp.h>
@@ -172,6 +174,8 @@ static qat_status solve_once(const problem *p, goal g, int64_t cut_flash, int64_
     int *ia = malloc(room * sizeof *ia), *ja = malloc(room * sizeof *ja);
     double *ar = malloc(room * sizeof *ar);
     if (!ia || !ja || !ar) return free(ia), free(ja), free(ar), qat_ctx_fail(ctx, QAT_ERR_NOMEM, "fit: out of memory");
+    int blocks = 0; /* GLPK's memory blocks alive before: another user's problems */
+    glp_mem_usage(&blocks, NULL, NULL, NULL);
     hook_state h;
     if (setjmp(h.back)) {
         free(ia), free(ja), free(ar);
@@ -180,6 +184,7 @@ static qat_status solve_once(const problem *p, goal g, int64_t cut_flash, int64_
     glp_error_hook(on_glpk_error, &h);
     qat_status st = run_glpk(p, g, cut_flash, cut_cycles, ctx, choice, ia, ja, ar);
     glp_error_hook(NULL, NULL);
+    if (!blocks) glp_free_env(); /* nobody else's problem was alive: GLPK's memory goes back */
     free(ia), free(ja), free(ar);
     return st;
 }
