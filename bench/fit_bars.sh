@@ -10,8 +10,10 @@
 #   - W8A8: the same trained weights trained --ft more epochs at W8A8;
 #   - W4A8: the same trained weights fine-tuned --ft epochs at uniform W4;
 #   - LeNet only, fit+cycles: `qat fit` with the same flash budget and
-#     --cycles (default 1.21M estimated Cortex-M4 cycles: W8A8 takes about
-#     1.18 M, uniform W4 1.22 M), no RAM budget, its run checked under qemu;
+#     --cycles (default 1.22M estimated Cortex-M4 cycles, --cycle-margin
+#     0.5: W8A8 takes about 1.18 M, uniform W4 1.223 M; at half the flash,
+#     fc1's 48 000 weights cannot stay at 8 bits, and every choice takes at
+#     least about 1.207 M), no RAM budget, its run checked under qemu;
 # every one exported, its C generated, and its integer accuracy measured on
 # the test split by the integer engine. Prints a table per model and seed:
 # constants (bytes, the generated C), arena (bytes), integer accuracy, and
@@ -23,7 +25,7 @@
 # build's, or QAT_M4CYCLES_PLUGIN), .venv (scripts/setup-python.sh: numpy).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build work=$root/out/fit-bars seeds="1" epochs_lenet=5 epochs_kws=10 ft=2 lenet_cycles=1.21M
+build=$root/build work=$root/out/fit-bars seeds="1" epochs_lenet=5 epochs_kws=10 ft=2 lenet_cycles=1.22M
 while [ $# -gt 0 ]; do
     case $1 in
         --build) build=$2; shift 2 ;;
@@ -88,7 +90,7 @@ run_model() { # name model data epochs lr seed
     sed -n 's/^qat: the linked binary/  linked:/p' "$d/fit.log"
     [ "$name" = lenet ] || return 0
     [ -f "$d/fit-cycles/fit.qat.h5" ] || "$qat" fit "${common[@]}" --checkpoint "$d/trained.ckpt.h5" --flash "$budget" \
-        --cycles "$lenet_cycles" --ft-epochs "$ft" --out "$d/fit-cycles" --json >"$d/fit-cycles.json" 2>"$d/fit-cycles.log" ||
+        --cycles "$lenet_cycles" --cycle-margin 0.5 --ft-epochs "$ft" --out "$d/fit-cycles" --json >"$d/fit-cycles.json" 2>"$d/fit-cycles.log" ||
         { echo "fit_bars: $name: qat fit --cycles failed (see $d/fit-cycles.log)" >&2; tail -3 "$d/fit-cycles.log" >&2; }
     read -r cc ac < <(c_sizes "$d/fit-cycles/fit.qat.h5")
     local cyc u4 u8

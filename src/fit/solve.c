@@ -110,16 +110,9 @@ static qat_status run_glpk(const problem *p, goal g, int64_t cut_flash, int64_t 
     int r_flash = n + 1, r_cycles = n + 2, r_sens = n + 3;
     glp_add_rows(lp, n + 3);
     for (int i = 0; i < n; i++) glp_set_row_bnds(lp, i + 1, GLP_FX, 1.0, 1.0);
-    int64_t lo_flash, lo_cycles;
-    (void)minima(p, ctx, &lo_flash, &lo_cycles); /* the caller checked that every layer has a width */
-    if (p->flash == INT64_MAX) glp_set_row_bnds(lp, r_flash, GLP_FR, 0.0, 0.0);
-    else glp_set_row_bnds(lp, r_flash, GLP_UP, 0.0, (double)(p->flash - lo_flash - cut_flash));
-    if (p->cycles == INT64_MAX || !t->has_cycles) glp_set_row_bnds(lp, r_cycles, GLP_FR, 0.0, 0.0);
-    else glp_set_row_bnds(lp, r_cycles, GLP_UP, 0.0, (double)(p->cycles - lo_cycles - cut_cycles));
-    if (g == LEAST_FLASH && isfinite(p->max_sens)) glp_set_row_bnds(lp, r_sens, GLP_UP, 0.0, p->max_sens);
-    else glp_set_row_bnds(lp, r_sens, GLP_FR, 0.0, 0.0);
     glp_add_cols(lp, cols);
     int nz = 0, col = 0;
+    int64_t lo_flash = t->flash, lo_cycles = t->has_cycles ? t->cycles : 0; /* the least of every layer: cost 0 */
     for (int i = 0; i < n; i++) {
         const qat_fit_layer *f = &t->layers[i];
         int64_t mf = INT64_MAX, mc = INT64_MAX;
@@ -139,7 +132,15 @@ static qat_status run_glpk(const problem *p, goal g, int64_t cut_flash, int64_t 
             if (dc != 0.0) ++nz, ia[nz] = r_cycles, ja[nz] = j, ar[nz] = dc;
             if (sens(t, i, k) != 0.0) ++nz, ia[nz] = r_sens, ja[nz] = j, ar[nz] = sens(t, i, k);
         }
+        lo_flash += mf - t->flash; /* the caller checked that every layer has an allowed width */
+        if (t->has_cycles) lo_cycles += mc;
     }
+    if (p->flash == INT64_MAX) glp_set_row_bnds(lp, r_flash, GLP_FR, 0.0, 0.0);
+    else glp_set_row_bnds(lp, r_flash, GLP_UP, 0.0, (double)(p->flash - lo_flash - cut_flash));
+    if (p->cycles == INT64_MAX || !t->has_cycles) glp_set_row_bnds(lp, r_cycles, GLP_FR, 0.0, 0.0);
+    else glp_set_row_bnds(lp, r_cycles, GLP_UP, 0.0, (double)(p->cycles - lo_cycles - cut_cycles));
+    if (g == LEAST_FLASH && isfinite(p->max_sens)) glp_set_row_bnds(lp, r_sens, GLP_UP, 0.0, p->max_sens);
+    else glp_set_row_bnds(lp, r_sens, GLP_FR, 0.0, 0.0);
     glp_load_matrix(lp, nz, ia, ja, ar);
     glp_iocp parm;
     glp_init_iocp(&parm);
