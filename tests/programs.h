@@ -388,4 +388,40 @@ static void program_e(prog *p) {
     finish(p);
 }
 
+/* Maps wide enough for the kernels' eight-position steps (qk.h's NEON
+ * paths on aarch64), each with a remainder the scalar path finishes: on a
+ * [5, 11, 21] input (231 positions, not a multiple of 8), 3x3 convolutions
+ * over 5 channels (the channel-pair layout, a channel past the last four)
+ * at stride 1 (runs starting a column left of the row and ending one right
+ * of it) and 2, a 5x5 stride-2 one (the general kernel), depthwise 3x3 at
+ * strides 1 and 2 (rows of 21 and 11), pointwise over 8 and 5 channels,
+ * output channel blocks of 4, 3 and 1, and a linear op over 105 inputs
+ * (six steps of 16 and a remainder). */
+__attribute__((unused)) /* the TFLite tests do not take it (its pools have their own scales) */
+static void program_f(prog *p) {
+    prog_init(p, 6);
+    int x = input(p, 3, 5, 11, 21);
+    int c1 = conv(p, "pairs", x, 8, 3, 3, 1, 1, 1, 1, 1, QAT_ACT_RELU)->output;      /* [8, 11, 21] */
+    int c2 = conv(p, "pairs_s2", c1, 6, 3, 3, 2, 2, 1, 1, 1, QAT_ACT_NONE)->output; /* [6, 6, 11] */
+    int g = conv(p, "wide_s2", x, 3, 5, 5, 2, 2, 2, 2, 1, QAT_ACT_NONE)->output;    /* [3, 6, 11] */
+    int d1 = conv(p, "dw", c1, 8, 3, 3, 1, 1, 1, 1, 8, QAT_ACT_RELU6)->output;      /* [8, 11, 21] */
+    int d2 = conv(p, "dw_s2", d1, 8, 3, 3, 2, 2, 1, 1, 8, QAT_ACT_NONE)->output;    /* [8, 6, 11] */
+    int pw = conv(p, "pw", d2, 6, 1, 1, 1, 1, 0, 0, 1, QAT_ACT_NONE)->output;       /* [6, 6, 11] */
+    int s = add(p, "sum", pw, c2, QAT_ACT_NONE)->output;
+    int pw5 = conv(p, "pw5", x, 7, 1, 1, 1, 1, 0, 0, 1, QAT_ACT_RELU)->output;      /* [7, 11, 21] over 5 */
+    int m = pool(p, QAT_QOP_MAXPOOL2D, "mp", pw5, 2, 2, 0)->output;                 /* [7, 5, 10] */
+    int a = pool(p, QAT_QOP_AVGPOOL2D, "ap", s, 2, 2, 0)->output;                   /* [6, 3, 5] */
+    int b = pool(p, QAT_QOP_AVGPOOL2D, "bp", g, 2, 2, 0)->output;                   /* [3, 3, 5] */
+    int f = unary(p, QAT_QOP_FLATTEN, "flat", a)->output;                           /* [90] */
+    int fb = unary(p, QAT_QOP_FLATTEN, "flat_b", b)->output;                        /* [45] */
+    int fm = unary(p, QAT_QOP_FLATTEN, "flat_m", m)->output;                        /* [350] */
+    int h = linear(p, "hidden", fm, 9)->output;
+    int h2 = linear(p, "hidden2", f, 9)->output;
+    int h3 = linear(p, "hidden3", fb, 9)->output;
+    int both = add(p, "both", h, h2, QAT_ACT_NONE)->output;
+    int all = add(p, "all", both, h3, QAT_ACT_NONE)->output;
+    linear(p, "head", all, 4);
+    finish(p);
+}
+
 #endif

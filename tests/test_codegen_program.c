@@ -154,6 +154,15 @@ static void test_keep_scale_windows(void) {
     prog_free(&p);
 }
 
+/* Maps wide enough for the eight-position steps and their remainders
+ * (program_f): on the host, the portable paths at those shapes. */
+static void test_wide_maps(void) {
+    prog p;
+    program_f(&p);
+    check_program(&p.q, "prog_f", 6, 12);
+    prog_free(&p);
+}
+
 /* Every kind within TFLite's int8 rules (program_e). */
 static void test_tflite_kinds(void) {
     prog p;
@@ -237,6 +246,8 @@ int main(int argc, char **argv) {
          test_keep_scale_windows},
         {"pools that keep their quantization, depthwise multipliers, flattens (program_e): the generated C equals the runtime", test_tflite_kinds},
         {"rounded once (program_a, program_e): the generated C equals the runtime", test_single_rounding},
+        {"maps wide enough for eight positions a step, and their remainders (program_f): the generated C equals the runtime",
+         test_wide_maps},
         {"refusals: a status and one line, nothing generated", test_refusals},
         {NULL, NULL},
     };

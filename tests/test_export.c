@@ -1508,10 +1508,10 @@ static void test_chunked_batch_equals_one_at_a_time(void) {
  * give the integer engine's integers. */
 static void test_hand_programs_through_the_file(void) {
     if (system("/usr/bin/python3 -c 'import h5py, numpy' 2>/dev/null") != 0) QAT_TEST_SKIP("no python3-h5py/numpy");
-    void (*const make[])(prog *) = {program_a, program_b, program_c, program_d, program_e};
+    void (*const make[])(prog *) = {program_a, program_b, program_c, program_d, program_e, program_f};
     enum { N = 12 };
     int64_t differ = 0; /* output integers where the two roundings disagree, over every program */
-    for (int k = 0; k < 10; k++) {
+    for (int k = 0; k < 12; k++) {
         prog p;
         make[k / 2](&p);
         p.q.rounding = k % 2 ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;

@@ -28,6 +28,19 @@
 #define Q_DSP 0
 #endif
 #endif
+/* AArch64's Advanced SIMD (always there on aarch64): the convolutions
+ * and the linear op take 8 output positions (or 16 inputs) a step, the
+ * inputs widened to int16 as x - zp and multiplied by int16 weights into
+ * int32 lanes (SMLAL). The sums are the scalar path's, exact in any
+ * order, so the integers are the same; the requantization stays scalar. */
+#ifndef Q_NEON
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(QAT_NO_NEON)
+#include <arm_neon.h>
+#define Q_NEON 1
+#else
+#define Q_NEON 0
+#endif
+#endif
 #if defined(__GNUC__)
 #define Q_NOINLINE __attribute__((noinline)) /* one copy, one frame at a time */
 #define Q_MAYBE_UNUSED __attribute__((unused))
@@ -390,6 +403,55 @@ QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, con
 #undef QK_STORE
 }
 
+#if Q_NEON
+/* q_mbqm on four lanes, the same integers. Single rounding: the exact
+ * 64-bit products (SMULL), one rounding shift right by t = 31 - shift
+ * (SRSHL by -t: floor((p + 2^(t-1)) / 2^t), computed without overflow),
+ * narrowed with saturation. Double rounding: the saturating left shift for
+ * shift > 0; SRDHM is SQRDMULH (floor((2·x·m0 + 2^31) / 2^32), which
+ * saturates only for INT32_MIN·INT32_MIN, never here: m0 >= 0); the
+ * rounding right shift by e = -shift, half away from zero, is a rounding
+ * shift half up (SRSHL by -e) of v - [v < 0] (saturating: at INT32_MIN the
+ * floor is the same). */
+QK_INLINE int32x4_t qk_mbqm4(int32x4_t x, int32_t m0, int shift) {
+#if QK_SINGLE_ROUNDING
+    const int64x2_t t = vdupq_n_s64(shift - 31);
+    const int64x2_t pl = vrshlq_s64(vmull_n_s32(vget_low_s32(x), m0), t), ph = vrshlq_s64(vmull_high_n_s32(x, m0), t);
+    return vcombine_s32(vqmovn_s64(pl), vqmovn_s64(ph));
+#else
+    int32x4_t v;
+    if (shift > 0) x = vqshlq_s32(x, vdupq_n_s32(shift));
+    v = vqrdmulhq_n_s32(x, m0);
+    if (shift < 0) v = vrshlq_s32(vqaddq_s32(v, vshrq_n_s32(v, 31)), vdupq_n_s32(shift));
+    return v;
+#endif
+}
+
+/* Eight positions' sums of output channel o (lanes 0-3 in a, 4-7 in b),
+ * requantized into y[0 .. 7]: q_out(q_requant(acc) + zp_out, lo, hi) per
+ * lane (q_requant's clamp to [-256, 255] changes no output, as there; the
+ * zero point is added with saturation instead). */
+QK_INLINE void qk_store8(int32x4_t a, int32x4_t b, int32_t m0, int shift, int32_t zp_out, int32_t lo, int32_t hi,
+                         int8_t *y) {
+    const int32x4_t z = vdupq_n_s32(zp_out), l = vdupq_n_s32(lo), h = vdupq_n_s32(hi);
+    a = vminq_s32(vmaxq_s32(vqaddq_s32(qk_mbqm4(a, m0, shift), z), l), h);
+    b = vminq_s32(vmaxq_s32(vqaddq_s32(qk_mbqm4(b, m0, shift), z), l), h);
+    vst1_s8(y, vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))));
+}
+/* The eight bytes of row at columns a .. a + 7, a in [-1, W - 7], W >= 8:
+ * a column outside the row (padding) holds z's byte, so that x - zp is 0. */
+QK_INLINE int8x8_t qk_ld8(const int8_t *row, int a, int W, int8x8_t z) {
+    if (a < 0) return vext_s8(z, vld1_s8(row), 7);
+    if (a + 8 > W) return vext_s8(vld1_s8(row + W - 8), z, 1);
+    return vld1_s8(row + a);
+}
+/* acc_lo/acc_hi[j] += w·(x - zp) over eight positions, x widened once (xv). */
+#define QK_N8(j, w)                                                                   \
+    (al[j] = vmlal_n_s16(al[j], vget_low_s16(xv), (int16_t)(w)),                      \
+     ah[j] = vmlal_high_n_s16(ah[j], xv, (int16_t)(w)))
+#define QK_N8_INIT(j) (al[j] = ah[j] = vdupq_n_s32(bias[o + (j)]))
+#endif
+
 /* ---- packed weights ----------------------------------------------------------------
  * Weights of at most 4 (or 2) bits, P = 4 (2) bits each in flash. A packed
  * row is a run of L weights in the order the int8 kernel reads them, cut
@@ -501,8 +563,64 @@ QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, 
 #undef QK_UNSCALE
     }
 #else
+    int k0 = 0; /* the groups done below (NEON) */
+#if Q_NEON
+    {
+        /* 16 packed bytes a step (32 weights at P = 4, 64 at P = 2), unpacked into int8
+         * lanes in the row's order: each byte's fields sign-extended by a shift left and
+         * an arithmetic shift right, then the four-byte groups' fields interleaved (field
+         * f of group g holds weights G·g + 4f .. G·g + 4f + 3) */
+        const int8x16_t vz = vdupq_n_s8((int8_t)zp);
+        const int step = 4 * G;
+        int32x4_t s4[4];
+#define QK_PZ(j) (s4[j] = vdupq_n_s32(0))
+        QK_EACH(B, QK_PZ);
+#undef QK_PZ
+        for (; k0 + step <= nG; k0 += step) {
+            int16x8_t xl[4], xh[4];
+            int8x16_t wv[4];
+            int q;
+            for (q = 0; q < step / 16; q++) {
+                const int8x16_t xv = vld1q_s8(xr + k0 + 16 * q);
+                xl[q] = vsubl_s8(vget_low_s8(xv), vget_low_s8(vz)), xh[q] = vsubl_high_s8(xv, vz);
+            }
+#define QK_PUNPACK(j)                                                                                   \
+    do {                                                                                                \
+        const int8x16_t b_ = vld1q_s8(wr + (j) * ws + k0 / G * 4);                                      \
+        if (P == 4) {                                                                                   \
+            const int32x4_t lo_ = vreinterpretq_s32_s8(vshrq_n_s8(vshlq_n_s8(b_, 4), 4));               \
+            const int32x4_t hi_ = vreinterpretq_s32_s8(vshrq_n_s8(b_, 4));                              \
+            wv[0] = vreinterpretq_s8_s32(vzip1q_s32(lo_, hi_)), wv[1] = vreinterpretq_s8_s32(vzip2q_s32(lo_, hi_)); \
+        } else {                                                                                        \
+            const int32x4_t f0_ = vreinterpretq_s32_s8(vshrq_n_s8(vshlq_n_s8(b_, 6), 6));               \
+            const int32x4_t f1_ = vreinterpretq_s32_s8(vshrq_n_s8(vshlq_n_s8(b_, 4), 6));               \
+            const int32x4_t f2_ = vreinterpretq_s32_s8(vshrq_n_s8(vshlq_n_s8(b_, 2), 6));               \
+            const int32x4_t f3_ = vreinterpretq_s32_s8(vshrq_n_s8(b_, 6));                              \
+            const int64x2_t a_ = vreinterpretq_s64_s32(vzip1q_s32(f0_, f1_));                          \
+            const int64x2_t c_ = vreinterpretq_s64_s32(vzip1q_s32(f2_, f3_));                          \
+            const int64x2_t d_ = vreinterpretq_s64_s32(vzip2q_s32(f0_, f1_));                          \
+            const int64x2_t e_ = vreinterpretq_s64_s32(vzip2q_s32(f2_, f3_));                          \
+            wv[0] = vreinterpretq_s8_s64(vzip1q_s64(a_, c_)), wv[1] = vreinterpretq_s8_s64(vzip2q_s64(a_, c_)); \
+            wv[2] = vreinterpretq_s8_s64(vzip1q_s64(d_, e_)), wv[3] = vreinterpretq_s8_s64(vzip2q_s64(d_, e_)); \
+        }                                                                                               \
+        for (q = 0; q < step / 16; q++) {                                                               \
+            const int16x8_t wl_ = vmovl_s8(vget_low_s8(wv[q])), wh_ = vmovl_high_s8(wv[q]);             \
+            s4[j] = vmlal_s16(s4[j], vget_low_s16(xl[q]), vget_low_s16(wl_));                           \
+            s4[j] = vmlal_high_s16(s4[j], xl[q], wl_);                                                  \
+            s4[j] = vmlal_s16(s4[j], vget_low_s16(xh[q]), vget_low_s16(wh_));                           \
+            s4[j] = vmlal_high_s16(s4[j], xh[q], wh_);                                                  \
+        }                                                                                               \
+    } while (0)
+            QK_EACH(B, QK_PUNPACK);
+#undef QK_PUNPACK
+        }
+#define QK_PSUM(j) (acc[j] += vaddvq_s32(s4[j]))
+        QK_EACH(B, QK_PSUM);
+#undef QK_PSUM
+    }
+#endif
     /* byte by byte: byte b of a group holds weights b, b + 4, ... */
-    for (k = 0; k < nG; k += G) {
+    for (k = k0; k < nG; k += G) {
         int b, q;
         QK_UNROLL
         for (b = 0; b < 4; b++) {
@@ -555,6 +673,31 @@ QK_INLINE void qk_dot(const int8_t *xr, const int8_t *wr, int n, int ws, int B, 
 /* The same over a long row (a linear op's K): a loop, not unrolled. */
 QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
     int k = 0;
+#if Q_NEON
+    if (n >= 16) { /* sixteen inputs a step, x - zp and w widened to int16, four int32 lanes per row */
+        const int8x16_t vz = vdupq_n_s8((int8_t)zp);
+        int32x4_t s[4];
+#define QK_LZ(j) (s[j] = vdupq_n_s32(0))
+        QK_EACH(B, QK_LZ);
+#undef QK_LZ
+        for (; k + 16 <= n; k += 16) {
+            const int8x16_t xv = vld1q_s8(xr + k);
+            const int16x8_t xl = vsubl_s8(vget_low_s8(xv), vget_low_s8(vz)), xh = vsubl_high_s8(xv, vz);
+#define QK_LN(j)                                                                                  \
+    do {                                                                                          \
+        const int8x16_t wv_ = vld1q_s8(wr + (j) * ws + k);                                        \
+        const int16x8_t wl_ = vmovl_s8(vget_low_s8(wv_)), wh_ = vmovl_high_s8(wv_);              \
+        s[j] = vmlal_s16(s[j], vget_low_s16(xl), vget_low_s16(wl_)), s[j] = vmlal_high_s16(s[j], xl, wl_); \
+        s[j] = vmlal_s16(s[j], vget_low_s16(xh), vget_low_s16(wh_)), s[j] = vmlal_high_s16(s[j], xh, wh_); \
+    } while (0)
+            QK_EACH(B, QK_LN);
+#undef QK_LN
+        }
+#define QK_LSUM(j) (acc[j] += vaddvq_s32(s[j]))
+        QK_EACH(B, QK_LSUM);
+#undef QK_LSUM
+    }
+#endif
 #if Q_DSP
     for (; k + 4 <= n; k += 4) {
         uint32_t xv = q_ld32(xr + k), wv;
@@ -645,6 +788,30 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int P, int8_t *s, int C
             for (ox = oxa; ox < oxb; ox++) { /* the interior */
                 const int ix = ox * SW - PW;
                 int32_t acc[4];
+#if Q_NEON
+                if (ox + 8 <= oxb && (SW == 1 || (SW == 2 && ix + KW + 15 <= W))) {
+                    /* eight interior positions, each tap's eight inputs one load (stride 2:
+                     * the even bytes of a deinterleaving load of 16) */
+                    const int8x8_t vz = vdup_n_s8((int8_t)zp);
+                    int32x4_t al[4], ah[4];
+                    QK_EACH(B, QK_N8_INIT);
+                    for (c = 0; c < CG; c++)
+                        for (ky = ky0; ky < ky1; ky++) {
+                            const int8_t *xr = xg + (c * H + iy + ky) * W + ix, *wt = wo + (c * KH + ky) * KW;
+                            for (kx = 0; kx < KW; kx++) {
+                                const int16x8_t xv = vsubl_s8(SW == 1 ? vld1_s8(xr + kx) : vld2_s8(xr + kx).val[0], vz);
+#define QK_CN(j) QK_N8(j, wt[(j) * KK + kx])
+                                QK_EACH(B, QK_CN);
+#undef QK_CN
+                            }
+                        }
+#define QK_ST8(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
+                    QK_EACH(B, QK_ST8);
+#undef QK_ST8
+                    ox += 7;
+                    continue;
+                }
+#endif
                 QK_EACH(B, QK_INIT);
                 for (c = 0; c < CG; c++) {
                     if (!PH) {
@@ -861,6 +1028,49 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
                 const int ix = ox * SW - PW;
                 const int kx0 = PW && ix < 0 ? -ix : 0, kx1 = PW && ix + KW > W ? W - ix : KW;
                 int32_t acc[4];
+#if Q_NEON
+                if (ox + 8 <= OW && (SW == 1 ? W >= 8 && ix >= -1 && ix + KW + 6 <= W : SW == 2 && ix >= 0 && ix + 15 + KW <= W)) {
+                    /* eight positions, each channel's eight inputs of a tap one load (stride 1:
+                     * a run starting one column left of the row, or ending one right of it,
+                     * takes the padding's zp in that lane, qk_ld8; stride 2: the even bytes of a
+                     * deinterleaving load, inside the row) */
+                    const int8x8_t vz = vdup_n_s8((int8_t)zp);
+                    int32x4_t al[4], ah[4];
+                    QK_EACH(B, QK_N8_INIT);
+                    for (ky = ky0; ky < ky1; ky++)
+                        for (kx = 0; kx < KW; kx++) {
+                            const int8_t *xr = xg + (iy + ky) * W, *wt = wo + (ky * KW + kx) * CG;
+                            const int a = ix + kx;
+                            int16x8_t xv;
+#define QK_LD8(ch) \
+    vsubl_s8(SW == 1 ? qk_ld8(xr + (int32_t)(ch) * HW, a, W, vz) : vld2_s8(xr + (int32_t)(ch) * HW + a).val[0], vz)
+#define QK_PRN(j) QK_N8(j, wt[(j) * KK + s_])
+                            for (c = 0; c < C4; c += 4) { /* channels c, c+1, c+2, c+3 stored at c, c+2, c+1, c+3 */
+                                int s_ = c;
+                                xv = QK_LD8(c);
+                                QK_EACH(B, QK_PRN);
+                                xv = QK_LD8(c + 1), s_ = c + 2;
+                                QK_EACH(B, QK_PRN);
+                                xv = QK_LD8(c + 2), s_ = c + 1;
+                                QK_EACH(B, QK_PRN);
+                                xv = QK_LD8(c + 3), s_ = c + 3;
+                                QK_EACH(B, QK_PRN);
+                            }
+                            for (c = C4; c < CG; c++) {
+                                const int s_ = c;
+                                xv = QK_LD8(c);
+                                QK_EACH(B, QK_PRN);
+                            }
+#undef QK_PRN
+#undef QK_LD8
+                        }
+#define QK_ST8(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
+                    QK_EACH(B, QK_ST8);
+#undef QK_ST8
+                    ox += 7;
+                    continue;
+                }
+#endif
                 if (Q_DSP && SW == 1 && ox + 1 < OW && ix >= 0 && ix + 1 + KW <= W) {
                     /* two positions whose taps are all inside across, channels two at a time:
                      * with the DSP, one input halfword per channel serves both (without it, the
@@ -1025,6 +1235,51 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
             const int t = iy >= 0, u = iy + 2 < H;
             const int8_t *r1 = xc + (int32_t)(iy + 1) * W, *r0 = t ? r1 - W : r1, *r2 = u ? r1 + W : r1;
             int8_t *yr = yc + oy * OW;
+            int na = 0, nb = 0; /* outputs [na, nb) done eight at a time (NEON) */
+#if Q_NEON
+            {
+                /* eight outputs a step. Stride 1 (OW, W >= 8): every output, the last step
+                 * ending at OW - 1 (it may overlap the one before), a tap's run of inputs
+                 * starting at most one column left of the row or ending one right of it
+                 * (qk_ld8: zp there). Stride 2: the outputs whose taps all lie inside, ix =
+                 * 2·ox - PW >= 0 and ix + 18 <= W (16 bytes deinterleaved from ix and ix + 2). */
+                const int8x8_t vz = vdup_n_s8((int8_t)zp);
+                const int whole = SW == 1 && OW >= 8 && W >= 8;
+                const int last = whole ? OW - 8 : SW == 2 && W - 18 + PW >= 0 ? (W - 18 + PW) / 2 : -1;
+                na = whole ? 0 : (PW + 1) / 2;
+                for (ox = na; ox <= last || (whole && ox < OW); ox += 8) {
+                    int ix;
+                    int32x4_t al = vdupq_n_s32(b), ah = al;
+                    if (whole && ox > last) ox = last;
+                    ix = ox * SW - PW;
+#define QK_DWN(x, k)                                                                       \
+    do {                                                                                   \
+        const int16x8_t xv_ = vsubl_s8((x), vz);                                           \
+        al = vmlal_n_s16(al, vget_low_s16(xv_), (int16_t)(k)), ah = vmlal_high_n_s16(ah, xv_, (int16_t)(k)); \
+    } while (0)
+#define QK_DWROW(row, r)                                                                   \
+    do {                                                                                   \
+        if (SW == 1) {                                                                     \
+            QK_DWN(qk_ld8((row), ix, W, vz), k0_##r);                                      \
+            QK_DWN(qk_ld8((row), ix + 1, W, vz), k1_##r);                                  \
+            QK_DWN(qk_ld8((row), ix + 2, W, vz), k2_##r);                                  \
+        } else {                                                                           \
+            const int8x8x2_t e_ = vld2_s8((row) + ix);                                     \
+            QK_DWN(e_.val[0], k0_##r);                                                     \
+            QK_DWN(e_.val[1], k1_##r);                                                     \
+            QK_DWN(vld2_s8((row) + ix + 2).val[0], k2_##r);                                \
+        }                                                                                  \
+    } while (0)
+                    if (t) QK_DWROW(r0, 0);
+                    QK_DWROW(r1, 1);
+                    if (u) QK_DWROW(r2, 2);
+#undef QK_DWROW
+#undef QK_DWN
+                    qk_store8(al, ah, mc, sc, zp_out, lo, hi, yr + ox);
+                }
+                nb = whole ? OW : ox > na ? ox : na;
+            }
+#endif
             if (SW == 1) {
                 /* pairs (ox, ox + 1), the word at ox - PW; the last pair ends at OW - 1 (it may
                  * overlap the one before, writing the same integers) */
@@ -1032,6 +1287,10 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
                     int32_t a0 = b, a1 = b;
                     int ix;
                     uint32_t v;
+                    if (ox >= na && ox < nb) { /* done above */
+                        ox = nb - 2;
+                        continue;
+                    }
                     if (ox > OW - 2) ox = OW - 2;
                     ix = ox - PW;
                     if (t) {
@@ -1052,6 +1311,10 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
                     int32_t a0 = b;
                     const int ix = ox * SW - PW;
                     uint32_t v;
+                    if (ox >= na && ox < nb) { /* done above */
+                        ox = nb - 1;
+                        continue;
+                    }
                     if (t) {
                         v = qk_dw_word(r0, ix, W, zp4);
                         QK_R1(v, 0, a0);
@@ -1103,6 +1366,49 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
     for (o = 0; o < O; o += B) {
         const int8_t *wo = w + (int32_t)o * C;
         int8_t *yo = y + (int32_t)o * YS;
+#if Q_NEON
+        if (HW >= 8) { /* eight positions a step, the last step ending at HW (it may overlap the one before) */
+            const int8x8_t vz = vdup_n_s8((int8_t)zp);
+            for (p = 0; p < HW; p += 8) {
+                int32x4_t al[4], ah[4];
+                const int8_t *xp;
+                if (p > HW - 8) p = HW - 8;
+                xp = x + p;
+                QK_EACH(B, QK_N8_INIT);
+                for (c = 0; c < C4; c += 4) { /* the weights of channels c, c+1, c+2, c+3 at c, c+2, c+1, c+3 */
+                    const int8_t *xc = xp + (int32_t)c * XS, *wt = wo + c;
+                    int16x8_t xv = vsubl_s8(vld1_s8(xc), vz);
+#define QK_PWN(j, s) QK_N8(j, wt[(j) * C + (s)])
+#define QK_PWN0(j) QK_PWN(j, 0)
+#define QK_PWN1(j) QK_PWN(j, 2)
+#define QK_PWN2(j) QK_PWN(j, 1)
+#define QK_PWN3(j) QK_PWN(j, 3)
+                    QK_EACH(B, QK_PWN0);
+                    xv = vsubl_s8(vld1_s8(xc + XS), vz);
+                    QK_EACH(B, QK_PWN1);
+                    xv = vsubl_s8(vld1_s8(xc + 2 * XS), vz);
+                    QK_EACH(B, QK_PWN2);
+                    xv = vsubl_s8(vld1_s8(xc + 3 * XS), vz);
+                    QK_EACH(B, QK_PWN3);
+                }
+                for (c = C4; c < C; c++) { /* past the last four: in order */
+                    const int16x8_t xv = vsubl_s8(vld1_s8(xp + (int32_t)c * XS), vz);
+#define QK_PWT(j) QK_N8(j, wo[(j) * C + c])
+                    QK_EACH(B, QK_PWT);
+#undef QK_PWT
+                }
+#undef QK_PWN
+#undef QK_PWN0
+#undef QK_PWN1
+#undef QK_PWN2
+#undef QK_PWN3
+#define QK_ST8(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yo + (j) * YS + p)
+                QK_EACH(B, QK_ST8);
+#undef QK_ST8
+            }
+            continue;
+        }
+#endif
         for (p = 0; p < HW; p += 2) {
             int32_t acc[4], acd[4]; /* position p, p + 1 */
             const int8_t *xp;

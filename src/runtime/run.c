@@ -22,8 +22,16 @@ typedef struct {
     int32_t dw_bytes; /* AVX-VNNI level, depthwise: int8 weights and int32 corrected biases (tap quads) */
 } op_header;
 
+/* The portable level's kernels are qk.h's, whose NEON paths an aarch64
+ * build takes (the same test as qk.h's Q_NEON). */
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(QAT_NO_NEON)
+#define QAT__PORTABLE_NAME "portable C with NEON"
+#else
+#define QAT__PORTABLE_NAME "portable C"
+#endif
+
 const char *qat__level_name(qat__level l) {
-    static const char *const names[QAT_LEVEL_COUNT] = {"portable C", "AVX2", "AVX-VNNI", "AVX-512 VNNI",
+    static const char *const names[QAT_LEVEL_COUNT] = {QAT__PORTABLE_NAME, "AVX2", "AVX-VNNI", "AVX-512 VNNI",
                                                        "AVX-512 VNNI int8"};
     return l >= 0 && l < QAT_LEVEL_COUNT ? names[l] : "unknown";
 }

@@ -3,8 +3,11 @@
 # the runtime's sources (qat_runtime: core and runtime, no other library)
 # by aarch64-linux-gnu-gcc, statically, runs it under qemu-aarch64, and
 # compares every output integer with the host build's (HOST_DRIVER). On
-# aarch64 the runtime runs its portable kernels; the host runs its best
-# level, which every level's tests prove equal to the portable one.
+# aarch64 the runtime runs its portable kernels, qk.h's, with their NEON
+# paths (program_f's wide maps take them); the host runs its best level,
+# which every level's tests prove equal to the portable one. First, qk.h's
+# NEON requantization against its scalar one, lane by lane, for both
+# roundings (tests/aarch64/qk_check.c).
 # Exit 77 (skipped) without aarch64-linux-gnu-gcc or qemu-aarch64
 # (scripts/setup-mcu.sh installs them).
 #   run.sh SOURCE_DIR WORKDIR HOST_DRIVER RUNTIME_SOURCES...
@@ -16,6 +19,11 @@ for tool in aarch64-linux-gnu-gcc qemu-aarch64; do
   command -v $tool >/dev/null || { echo "SKIPPED: $tool is not installed (scripts/setup-mcu.sh)"; exit 77; }
 done
 mkdir -p "$work"
+for r in 0 1; do
+  aarch64-linux-gnu-gcc -std=c11 -O2 -Wall -Wextra -Wpedantic -Werror -static -DQK_SINGLE_ROUNDING=$r -I"$src/src" \
+    "$src/tests/aarch64/qk_check.c" -o "$work/qk_check$r"
+  qemu-aarch64 "$work/qk_check$r" || exit 1
+done
 sources=()
 for f in "$@"; do sources+=("$src/$f"); done
 aarch64-linux-gnu-gcc -std=c11 -O2 -Wall -Wextra -Wpedantic -Werror -static -DQAT_VERSION_STRING='"aarch64"' \

@@ -69,6 +69,9 @@ int main(void) {
     program_e(&p);
     run(&p.q, "program_e", 9, 15);
     prog_free(&p);
+    program_f(&p);
+    run(&p.q, "program_f", 5, 16);
+    prog_free(&p);
     fprintf(stderr, "%s\n", qat_runtime_kernel()); /* the kernels that ran, for the log */
     return 0;
 }

@@ -17,7 +17,9 @@
 #     Cortex-M7 (mps2-an500) and Cortex-M33 (mps2-an505) under
 #     qemu-system-arm: the same integers;
 #   - aarch64 Linux (strict C99, static) under qemu-aarch64, where
-#     aarch64-linux-gnu-gcc and qemu-aarch64 are installed: the same integers;
+#     aarch64-linux-gnu-gcc and qemu-aarch64 are installed, with qk.h's NEON
+#     paths and without them (-DQAT_NO_NEON): the same integers, and each
+#     one's instructions per inference (bench/m4cycles/insn_count.c);
 #   and prints each model's flash (code, constants), RAM (arena, stack),
 #   instructions per inference on each core, and the Cortex-M4's
 #   estimated cycles (the qemu plugin bench/m4cycles, docs/cycle-model.md;
@@ -52,6 +54,11 @@ if bash "$src/bench/m4cycles/build.sh" "$work/libm4cycles.so" 2> "$work/plugin.l
   export MCU_CYCLES_PLUGIN="$work/libm4cycles.so"
 else
   unset MCU_CYCLES_PLUGIN; echo "cycles: n/a, the plugin did not build ($(tail -1 "$work/plugin.log"))"
+fi
+if bash "$src/bench/m4cycles/build.sh" "$work/libinsncount.so" insn_count.c 2>> "$work/plugin.log"; then
+  A64_COUNT_PLUGIN="$work/libinsncount.so"
+else
+  A64_COUNT_PLUGIN=; echo "aarch64 instructions: n/a, the counting plugin did not build"
 fi
 fail=0
 summary=()
@@ -141,13 +148,27 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     fi
   fi
 
-  # aarch64 (Linux, under qemu-aarch64): the same integers, where the cross tools are installed
-  a64="n/a"
+  # aarch64 (Linux, under qemu-aarch64), with qk.h's NEON paths and without them (-DQAT_NO_NEON,
+  # the portable C): the same integers, where the cross tools are installed; and the
+  # instructions per inference of each, where the counting plugin builds
+  a64="n/a" a64_neon=n/a a64_plain=n/a
   if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
-    aarch64-linux-gnu-gcc "${strict[@]}" -O2 -static "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" \
-      "$w/gen/$name.c" -o "$w/aarch64"
-    qemu-aarch64 "$w/aarch64" "$w/images.f32" "$n" "$w/aarch64.txt" -
-    if cmp -s "$w/aarch64.txt" "$w/expected.txt"; then a64="$n/$n"; else a64="DIFFERS"; fail=1; echo "FAIL $tag: aarch64"; fi
+    a64=
+    for v in neon plain; do
+      nn=(); [ $v = plain ] && nn=(-DQAT_NO_NEON)
+      aarch64-linux-gnu-gcc "${strict[@]}" -O2 -static "${defs[@]}" "${nn[@]}" "$here/host_main.c" \
+        "$w/gen/${name}_io.c" "$w/gen/$name.c" -o "$w/aarch64-$v"
+      count=(); [ -n "${A64_COUNT_PLUGIN:-}" ] && count=(-plugin "$A64_COUNT_PLUGIN,out=$w/aarch64-$v.count")
+      qemu-aarch64 "${count[@]}" "$w/aarch64-$v" "$w/images.f32" "$n" "$w/aarch64-$v.txt" -
+      if cmp -s "$w/aarch64-$v.txt" "$w/expected.txt"; then a64+=${a64:+,}$n/$n; else
+        a64+=${a64:+,}DIFFERS; fail=1; echo "FAIL $tag: aarch64 ($v)"; fi
+      if [ -f "$w/aarch64-$v.count" ]; then
+        read -r regions counted < <(awk '/^regions:/ {r = $2} /^instructions:/ {i = $2}
+          END {printf "%.0f %.0f\n", r, i}' "$w/aarch64-$v.count")
+        [ "$regions" = "$n" ] || { echo "FAIL $tag: the counting plugin saw $regions inferences, not $n"; fail=1; }
+        printf -v "a64_$v" '%d' $(( counted / (regions + (regions == 0)) ))
+      fi
+    done
   fi
 
   # no float in the integer path: a Cortex-M0 has no FPU, so any float
@@ -192,14 +213,18 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     fi
     cycles=$(( p_cycles / n ))
   fi
-  summary+=("$(printf '%-18s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d  %s %s %s %s %s %s %s %s' "$tag" \
-    "$consts" "$code" "$arena" "$stack" $((arena + stack)) "$insn" "$cycles" "${insns[1]}" "${insns[2]}" "${insns[3]}" \
-    "${insns[4]}" "$host" "$npy" "${res[@]}" "$a64")")
+  summary+=("$(printf '%-18s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d %10s %10s  %s %s %s %s %s %s %s %s' \
+    "$tag" "$consts" "$code" "$arena" "$stack" $((arena + stack)) "$insn" "$cycles" "${insns[1]}" "${insns[2]}" \
+    "${insns[3]}" "${insns[4]}" "$a64_neon" "$a64_plain" "$host" "$npy" "${res[@]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
-printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" stack RAM \
-  "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64"
+printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" \
+  stack RAM "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "insn A64" "A64 plain" \
+  "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64 NEON,plain"
 for s in "${summary[@]}"; do echo "$s"; done
+if [ ${#summary[@]} -ne $# ]; then # a model that stopped the loop without a FAIL line must not pass unseen
+  echo "FAIL: ${#summary[@]} of the $# models finished"; fail=1
+fi
 [ $fail = 0 ] && echo "mcu: all passed" || echo "mcu: FAILED"
 exit $fail

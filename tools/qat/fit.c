@@ -334,7 +334,7 @@ static int load(fit_run *r) {
 }
 
 /* The generated C of q (the plan the choice counts, the fit's rounding),
- * built around one calibration sample and timed under qemu in dir:
+ * built around CYCLE_SAMPLES calibration samples and timed under qemu in dir:
  * total and op[q.n_ops] (fit_cycles.h). */
 static int time_program(fit_run *r, qat_qmodel *q, const char *dir, int64_t *total, int64_t *op) {
     char why[600], msg[512] = "";
