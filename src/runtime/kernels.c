@@ -237,5 +237,16 @@ int64_t qat__qk_weight_index(int64_t i, int K, int kk, bool pairs) {
     return o * K + (int64_t)qk_pair_channel(c, CG) * kk + t;
 }
 
-void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) { QKR(a, conv)(x, a, y); }
-void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) { QKR(a, linear)(x, a, y); }
+#if QAT__QK_DOT
+#include <sys/auxv.h>
+
+bool qat__cpu_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
+/* The convolutions and the linear op with the dot-product extension's paths where the CPU has it */
+#define QKD(a, name)                                                                                             \
+    (qat__cpu_dotprod() ? ((a)->single ? qat__qkr_##name##_dot_single : qat__qkr_##name##_dot_double) : QKR(a, name))
+#else
+#define QKD(a, name) QKR(a, name)
+#endif
+
+void qat__qk_conv(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) { QKD(a, conv)(x, a, y); }
+void qat__qk_linear(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) { QKD(a, linear)(x, a, y); }

@@ -234,6 +234,17 @@ void qat__mul_s8(const int8_t *a, const int8_t *b, int32_t n, int32_t per, const
     void qat__qkr_linear_##R(const int8_t *x, const qat__qk_conv_args *a, int8_t *y);
 QAT__QKR_DECLARE(double)
 QAT__QKR_DECLARE(single)
+/* On aarch64 Linux, the same for cores with the dot-product extension
+ * (kernels_qk_dot*.c), and whether this one has it (the kernel's auxiliary
+ * vector, HWCAP_ASIMDDP). */
+#if defined(__aarch64__) && defined(__linux__)
+#define QAT__QK_DOT 1
+QAT__QKR_DECLARE(dot_double)
+QAT__QKR_DECLARE(dot_single)
+bool qat__cpu_dotprod(void);
+#else
+#define QAT__QK_DOT 0
+#endif
 
 /* y[i] = table[x[i] - qmin] (table of 256 bytes indexed from qmin). */
 void qat__lut_s8(const int8_t *x, int64_t n, const int8_t *table, int32_t qmin, int8_t *y);

@@ -4,11 +4,18 @@
  * (qk.h's QK_SINGLE_ROUNDING, as in the generated C): here with the
  * contract's double rounding, under the names qat__qkr_*_double, and by
  * kernels_qk_single.c with the single one, as qat__qkr_*_single.
- * kernels.c's entry points pick one by the records' single. */
+ * kernels.c's entry points pick one by the records' single. On aarch64
+ * Linux, kernels_qk_dot.c and kernels_qk_dot_single.c compile it twice
+ * more for cores with the dot-product extension (qat__qkr_*_dot_*), which
+ * kernels.c takes where the CPU has it. */
 #include "kernels.h"
 #include "qk.h"
 
-#if QK_SINGLE_ROUNDING
+#if defined(QKR_DOT) && QK_SINGLE_ROUNDING /* kernels_qk_dot*.c: for cores with the dot-product extension */
+#define QKR_NAME(name) qat__qkr_##name##_dot_single
+#elif defined(QKR_DOT)
+#define QKR_NAME(name) qat__qkr_##name##_dot_double
+#elif QK_SINGLE_ROUNDING
 #define QKR_NAME(name) qat__qkr_##name##_single
 #else
 #define QKR_NAME(name) qat__qkr_##name##_double

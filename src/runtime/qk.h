@@ -41,6 +41,18 @@
 #define Q_NEON 0
 #endif
 #endif
+/* The dot-product extension (Armv8.2-A's SDOT, where the compiler is told
+ * the core has it, -march=armv8.2-a+dotprod): four int8 products summed
+ * into an int32 lane. It takes the raw int8 inputs, so a sum over a row
+ * of weights w is Σ w·x - zp·Σ w (exact in int32 wherever the x - zp form
+ * is). The pointwise convolution and the linear op use it. */
+#ifndef Q_DOT
+#if Q_NEON && defined(__ARM_FEATURE_DOTPROD) && !defined(QAT_NO_DOT)
+#define Q_DOT 1
+#else
+#define Q_DOT 0
+#endif
+#endif
 #if defined(__GNUC__)
 #define Q_NOINLINE __attribute__((noinline)) /* one copy, one frame at a time */
 #define Q_MAYBE_UNUSED __attribute__((unused))
@@ -445,6 +457,43 @@ QK_INLINE int8x8_t qk_ld8(const int8_t *row, int a, int W, int8x8_t z) {
     if (a + 8 > W) return vext_s8(vld1_s8(row + W - 8), z, 1);
     return vld1_s8(row + a);
 }
+#if Q_DOT
+/* qk_ld8 for sixteen bytes: a in [-1, W - 15], W >= 16. */
+QK_INLINE int8x16_t qk_ld16(const int8_t *row, int a, int W, int8x16_t z) {
+    if (a < 0) return vextq_s8(z, vld1q_s8(row), 15);
+    if (a + 16 > W) return vextq_s8(vld1q_s8(row + W - 16), z, 1);
+    return vld1q_s8(row + a);
+}
+/* Four rows of sixteen bytes (r0..r3) as sixteen lanes of four bytes, lane i
+ * holding (r0[i], r1[i], r2[i], r3[i]): q[0] lanes 0-3, q[1] 4-7, ... */
+QK_INLINE void qk_quads(int8x16_t r0, int8x16_t r1, int8x16_t r2, int8x16_t r3, int8x16_t *q) {
+    const int16x8_t t0 = vreinterpretq_s16_s8(vzip1q_s8(r0, r1)), t1 = vreinterpretq_s16_s8(vzip2q_s8(r0, r1));
+    const int16x8_t t2 = vreinterpretq_s16_s8(vzip1q_s8(r2, r3)), t3 = vreinterpretq_s16_s8(vzip2q_s8(r2, r3));
+    q[0] = vreinterpretq_s8_s16(vzip1q_s16(t0, t2)), q[1] = vreinterpretq_s8_s16(vzip2q_s16(t0, t2));
+    q[2] = vreinterpretq_s8_s16(vzip1q_s16(t1, t3)), q[3] = vreinterpretq_s8_s16(vzip2q_s16(t1, t3));
+}
+/* a4[j][0..3] += SDOT of the quads q with output channel j's stored weight word at w. */
+#define QK_DOT4(j, w)                                                                                      \
+    do {                                                                                                   \
+        uint32_t w_;                                                                                       \
+        int8x16_t wq_;                                                                                     \
+        memcpy(&w_, (w), 4);                                                                               \
+        wq_ = vreinterpretq_s8_u32(vdupq_n_u32(w_));                                                       \
+        a4[j][0] = vdotq_s32(a4[j][0], q[0], wq_), a4[j][1] = vdotq_s32(a4[j][1], q[1], wq_);             \
+        a4[j][2] = vdotq_s32(a4[j][2], q[2], wq_), a4[j][3] = vdotq_s32(a4[j][3], q[3], wq_);             \
+    } while (0)
+/* a4[j][0..3] += w·(x - zp) over sixteen positions (xv: their bytes). */
+#define QK_SMLAL16(j, w)                                                                                   \
+    do {                                                                                                   \
+        const int16_t w_ = (int16_t)(w);                                                                   \
+        const int16x8_t l_ = vsubl_s8(vget_low_s8(xv), vget_low_s8(vzq)), h_ = vsubl_high_s8(xv, vzq);     \
+        a4[j][0] = vmlal_n_s16(a4[j][0], vget_low_s16(l_), w_), a4[j][1] = vmlal_high_n_s16(a4[j][1], l_, w_); \
+        a4[j][2] = vmlal_n_s16(a4[j][2], vget_low_s16(h_), w_), a4[j][3] = vmlal_high_n_s16(a4[j][3], h_, w_); \
+    } while (0)
+#define QK_ST16(j, y)                                                                                      \
+    (qk_store8(a4[j][0], a4[j][1], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, (y)),                      \
+     qk_store8(a4[j][2], a4[j][3], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, (y) + 8))
+#endif
 /* acc_lo/acc_hi[j] += w·(x - zp) over eight positions, x widened once (xv). */
 #define QK_N8(j, w)                                                                   \
     (al[j] = vmlal_n_s16(al[j], vget_low_s16(xv), (int16_t)(w)),                      \
@@ -570,19 +619,28 @@ QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, 
          * lanes in the row's order: each byte's fields sign-extended by a shift left and
          * an arithmetic shift right, then the four-byte groups' fields interleaved (field
          * f of group g holds weights G·g + 4f .. G·g + 4f + 3) */
-        const int8x16_t vz = vdupq_n_s8((int8_t)zp);
         const int step = 4 * G;
         int32x4_t s4[4];
+#if Q_DOT
+        int32x4_t r4[4];
+#define QK_PZ(j) (s4[j] = r4[j] = vdupq_n_s32(0))
+#else
+        const int8x16_t vz = vdupq_n_s8((int8_t)zp);
 #define QK_PZ(j) (s4[j] = vdupq_n_s32(0))
+#endif
         QK_EACH(B, QK_PZ);
 #undef QK_PZ
         for (; k0 + step <= nG; k0 += step) {
+            int8x16_t wv[4], xq[4];
+#if !Q_DOT
             int16x8_t xl[4], xh[4];
-            int8x16_t wv[4];
+#endif
             int q;
             for (q = 0; q < step / 16; q++) {
-                const int8x16_t xv = vld1q_s8(xr + k0 + 16 * q);
-                xl[q] = vsubl_s8(vget_low_s8(xv), vget_low_s8(vz)), xh[q] = vsubl_high_s8(xv, vz);
+                xq[q] = vld1q_s8(xr + k0 + 16 * q);
+#if !Q_DOT
+                xl[q] = vsubl_s8(vget_low_s8(xq[q]), vget_low_s8(vz)), xh[q] = vsubl_high_s8(xq[q], vz);
+#endif
             }
 #define QK_PUNPACK(j)                                                                                   \
     do {                                                                                                \
@@ -603,18 +661,31 @@ QK_INLINE void qk_dot_packed(const int8_t *xr, const int8_t *wr, int n, int ws, 
             wv[0] = vreinterpretq_s8_s64(vzip1q_s64(a_, c_)), wv[1] = vreinterpretq_s8_s64(vzip2q_s64(a_, c_)); \
             wv[2] = vreinterpretq_s8_s64(vzip1q_s64(d_, e_)), wv[3] = vreinterpretq_s8_s64(vzip2q_s64(d_, e_)); \
         }                                                                                               \
-        for (q = 0; q < step / 16; q++) {                                                               \
-            const int16x8_t wl_ = vmovl_s8(vget_low_s8(wv[q])), wh_ = vmovl_high_s8(wv[q]);             \
-            s4[j] = vmlal_s16(s4[j], vget_low_s16(xl[q]), vget_low_s16(wl_));                           \
-            s4[j] = vmlal_high_s16(s4[j], xl[q], wl_);                                                  \
-            s4[j] = vmlal_s16(s4[j], vget_low_s16(xh[q]), vget_low_s16(wh_));                           \
-            s4[j] = vmlal_high_s16(s4[j], xh[q], wh_);                                                  \
-        }                                                                                               \
+        QK_PMAC(j);                                                                                     \
     } while (0)
+#if Q_DOT /* the raw inputs by SDOT, and the weights' sum by SDOT with ones (zp's share) */
+#define QK_PMAC(j)                                                                                      \
+    for (q = 0; q < step / 16; q++)                                                                     \
+    s4[j] = vdotq_s32(s4[j], xq[q], wv[q]), r4[j] = vdotq_s32(r4[j], vdupq_n_s8(1), wv[q])
+#else
+#define QK_PMAC(j)                                                                                      \
+    for (q = 0; q < step / 16; q++) {                                                                   \
+        const int16x8_t wl_ = vmovl_s8(vget_low_s8(wv[q])), wh_ = vmovl_high_s8(wv[q]);                 \
+        s4[j] = vmlal_s16(s4[j], vget_low_s16(xl[q]), vget_low_s16(wl_));                               \
+        s4[j] = vmlal_high_s16(s4[j], xl[q], wl_);                                                      \
+        s4[j] = vmlal_s16(s4[j], vget_low_s16(xh[q]), vget_low_s16(wh_));                               \
+        s4[j] = vmlal_high_s16(s4[j], xh[q], wh_);                                                      \
+    }
+#endif
             QK_EACH(B, QK_PUNPACK);
 #undef QK_PUNPACK
         }
+#undef QK_PMAC
+#if Q_DOT
+#define QK_PSUM(j) (acc[j] += vaddvq_s32(s4[j]) - zp * vaddvq_s32(r4[j]))
+#else
 #define QK_PSUM(j) (acc[j] += vaddvq_s32(s4[j]))
+#endif
         QK_EACH(B, QK_PSUM);
 #undef QK_PSUM
     }
@@ -673,7 +744,28 @@ QK_INLINE void qk_dot(const int8_t *xr, const int8_t *wr, int n, int ws, int B, 
 /* The same over a long row (a linear op's K): a loop, not unrolled. */
 QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, int B, int32_t zp, int32_t *acc) {
     int k = 0;
-#if Q_NEON
+#if Q_DOT
+    if (n >= 16) { /* sixteen inputs a step: SDOT of the raw inputs, and of ones for the row's Σ w (zp's share) */
+        const int8x16_t ones = vdupq_n_s8(1);
+        int32x4_t s[4], r[4];
+#define QK_LZ(j) (s[j] = r[j] = vdupq_n_s32(0))
+        QK_EACH(B, QK_LZ);
+#undef QK_LZ
+        for (; k + 16 <= n; k += 16) {
+            const int8x16_t xv = vld1q_s8(xr + k);
+#define QK_LD(j)                                                                                  \
+    do {                                                                                          \
+        const int8x16_t wv_ = vld1q_s8(wr + (j) * ws + k);                                        \
+        s[j] = vdotq_s32(s[j], xv, wv_), r[j] = vdotq_s32(r[j], ones, wv_);                       \
+    } while (0)
+            QK_EACH(B, QK_LD);
+#undef QK_LD
+        }
+#define QK_LSUM(j) (acc[j] += vaddvq_s32(s[j]) - zp * vaddvq_s32(r[j]))
+        QK_EACH(B, QK_LSUM);
+#undef QK_LSUM
+    }
+#elif Q_NEON
     if (n >= 16) { /* sixteen inputs a step, x - zp and w widened to int16, four int32 lanes per row */
         const int8x16_t vz = vdupq_n_s8((int8_t)zp);
         int32x4_t s[4];
@@ -1028,6 +1120,52 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
                 const int ix = ox * SW - PW;
                 const int kx0 = PW && ix < 0 ? -ix : 0, kx1 = PW && ix + KW > W ? W - ix : KW;
                 int32_t acc[4];
+#if Q_DOT
+                if (SW == 1 && C4 && W >= 16 && ox + 16 <= OW && ix >= -1 && ix + KW + 14 <= W) {
+                    /* sixteen positions, each tap's four channels in the weights' stored order
+                     * as each position's four inputs (qk_quads; the padding column's lane holds
+                     * zp, which adds w·zp - zp·w = 0), one SDOT per output channel and four
+                     * positions; zp's share b - zp·Σ w over the rows inside and the fours */
+                    const int8x16_t vzq = vdupq_n_s8((int8_t)zp);
+                    int32x4_t a4[4][4];
+#define QK_DI(j)                                                                                 \
+    do {                                                                                         \
+        int32_t s_ = 0;                                                                          \
+        int t_;                                                                                  \
+        for (ky = ky0; ky < ky1; ky++)                                                           \
+            for (t_ = ky * KW * CG; t_ < (ky + 1) * KW * CG; t_ += CG)                           \
+                for (c = 0; c < C4; c++) s_ += wo[(j) * KK + t_ + c];                            \
+        a4[j][0] = a4[j][1] = a4[j][2] = a4[j][3] = vdupq_n_s32(bias[o + (j)] - zp * s_);        \
+    } while (0)
+                    QK_EACH(B, QK_DI);
+#undef QK_DI
+                    for (ky = ky0; ky < ky1; ky++)
+                        for (kx = 0; kx < KW; kx++) {
+                            const int8_t *xr = xg + (iy + ky) * W, *wt = wo + (ky * KW + kx) * CG;
+                            const int a = ix + kx;
+                            for (c = 0; c < C4; c += 4) {
+                                const int8_t *xc = xr + (int32_t)c * HW;
+                                int8x16_t q[4];
+                                qk_quads(qk_ld16(xc, a, W, vzq), qk_ld16(xc + 2 * HW, a, W, vzq),
+                                         qk_ld16(xc + HW, a, W, vzq), qk_ld16(xc + 3 * HW, a, W, vzq), q);
+#define QK_DPR(j) QK_DOT4(j, wt + (j) * KK + c)
+                                QK_EACH(B, QK_DPR);
+#undef QK_DPR
+                            }
+                            for (c = C4; c < CG; c++) {
+                                const int8x16_t xv = qk_ld16(xr + (int32_t)c * HW, a, W, vzq);
+#define QK_DT(j) QK_SMLAL16(j, wt[(j) * KK + c])
+                                QK_EACH(B, QK_DT);
+#undef QK_DT
+                            }
+                        }
+#define QK_DST(j) QK_ST16(j, yr + (int32_t)(j) * OH * OW + ox)
+                    QK_EACH(B, QK_DST);
+#undef QK_DST
+                    ox += 15;
+                    continue;
+                }
+#endif
 #if Q_NEON
                 if (ox + 8 <= OW && (SW == 1 ? W >= 8 && ix >= -1 && ix + KW + 6 <= W : SW == 2 && ix >= 0 && ix + 15 + KW <= W)) {
                     /* eight positions, each channel's eight inputs of a tap one load (stride 1:
@@ -1366,6 +1504,52 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
     for (o = 0; o < O; o += B) {
         const int8_t *wo = w + (int32_t)o * C;
         int8_t *yo = y + (int32_t)o * YS;
+#if Q_DOT
+        if (HW >= 16 && C4) {
+            /* sixteen positions a step: four channels' rows of 16 bytes in the weights' stored
+             * order (c, c+2, c+1, c+3) turned into each position's four inputs (qk_quads), one
+             * SDOT per output channel and four positions with the weight word broadcast; the
+             * inputs' zero point taken out of the bias (b - zp·Σ w over the fours), the
+             * channels past the last four as x - zp (SMLAL) */
+            const int8x16_t vzq = vdupq_n_s8((int8_t)zp);
+            int32_t b0[4];
+#define QK_DB(j)                                                              \
+    do {                                                                      \
+        int32_t s_ = 0;                                                       \
+        for (c = 0; c < C4; c++) s_ += wo[(j) * C + c];                       \
+        b0[j] = bias[o + (j)] - zp * s_;                                      \
+    } while (0)
+            QK_EACH(B, QK_DB);
+#undef QK_DB
+            for (p = 0; p < HW; p += 16) {
+                int32x4_t a4[4][4];
+                const int8_t *xp;
+                if (p > HW - 16) p = HW - 16;
+                xp = x + p;
+#define QK_DI(j) (a4[j][0] = a4[j][1] = a4[j][2] = a4[j][3] = vdupq_n_s32(b0[j]))
+                QK_EACH(B, QK_DI);
+#undef QK_DI
+                for (c = 0; c < C4; c += 4) {
+                    const int8_t *xc = xp + (int32_t)c * XS;
+                    int8x16_t q[4];
+                    qk_quads(vld1q_s8(xc), vld1q_s8(xc + 2 * XS), vld1q_s8(xc + XS), vld1q_s8(xc + 3 * XS), q);
+#define QK_DPW(j) QK_DOT4(j, wo + (j) * C + c)
+                    QK_EACH(B, QK_DPW);
+#undef QK_DPW
+                }
+                for (c = C4; c < C; c++) {
+                    const int8x16_t xv = vld1q_s8(xp + (int32_t)c * XS);
+#define QK_DT(j) QK_SMLAL16(j, wo[(j) * C + c])
+                    QK_EACH(B, QK_DT);
+#undef QK_DT
+                }
+#define QK_DST(j) QK_ST16(j, yo + (j) * YS + p)
+                QK_EACH(B, QK_DST);
+#undef QK_DST
+            }
+            continue;
+        }
+#endif
 #if Q_NEON
         if (HW >= 8) { /* eight positions a step, the last step ending at HW (it may overlap the one before) */
             const int8x8_t vz = vdup_n_s8((int8_t)zp);

@@ -23,7 +23,8 @@ typedef struct {
 } op_header;
 
 /* The portable level's kernels are qk.h's, whose NEON paths an aarch64
- * build takes (the same test as qk.h's Q_NEON). */
+ * build takes (the same test as qk.h's Q_NEON), and on aarch64 Linux their
+ * dot-product paths where the CPU has the extension (kernels.c). */
 #if defined(__aarch64__) && defined(__ARM_NEON) && !defined(QAT_NO_NEON)
 #define QAT__PORTABLE_NAME "portable C with NEON"
 #else
@@ -33,6 +34,9 @@ typedef struct {
 const char *qat__level_name(qat__level l) {
     static const char *const names[QAT_LEVEL_COUNT] = {QAT__PORTABLE_NAME, "AVX2", "AVX-VNNI", "AVX-512 VNNI",
                                                        "AVX-512 VNNI int8"};
+#if QAT__QK_DOT && !defined(QAT_NO_NEON)
+    if (l == QAT_LEVEL_PORTABLE && qat__cpu_dotprod()) return QAT__PORTABLE_NAME " and SDOT";
+#endif
     return l >= 0 && l < QAT_LEVEL_COUNT ? names[l] : "unknown";
 }
 

@@ -5,7 +5,9 @@
 # compares every output integer with the host build's (HOST_DRIVER). On
 # aarch64 the runtime runs its portable kernels, qk.h's, with their NEON
 # paths (program_f's wide maps take them); the host runs its best level,
-# which every level's tests prove equal to the portable one. First, qk.h's
+# which every level's tests prove equal to the portable one; on qemu's
+# default core (which has the dot-product extension: the SDOT paths) and on
+# a Cortex-A53 (which has not). First, qk.h's
 # NEON requantization against its scalar one, lane by lane, for both
 # roundings (tests/aarch64/qk_check.c).
 # Exit 77 (skipped) without aarch64-linux-gnu-gcc or qemu-aarch64
@@ -29,12 +31,18 @@ for f in "$@"; do sources+=("$src/$f"); done
 aarch64-linux-gnu-gcc -std=c11 -O2 -Wall -Wextra -Wpedantic -Werror -static -DQAT_VERSION_STRING='"aarch64"' \
   -I"$src/include" -I"$src/src" -I"$src/tests" "$src/tests/aarch64/runtime_main.c" "${sources[@]}" -o "$work/runtime_aarch64"
 "$host" > "$work/host.txt" 2> "$work/host.log"
-qemu-aarch64 "$work/runtime_aarch64" > "$work/aarch64.txt" 2> "$work/aarch64.log"
 lines=$(wc -l < "$work/host.txt")
-if [ "$lines" -gt 0 ] && cmp -s "$work/host.txt" "$work/aarch64.txt"; then
-  echo "aarch64: $lines samples' outputs equal the host's ($(cat "$work/host.log") on the host, $(cat "$work/aarch64.log") under qemu-aarch64)"
-  exit 0
-fi
-echo "aarch64: the outputs differ from the host's ($work/host.txt, $work/aarch64.txt)"
-diff "$work/host.txt" "$work/aarch64.txt" | head -5
-exit 1
+rc=0
+# qemu's default core has the dot-product extension; a Cortex-A53 (Armv8.0) has not: both paths
+for cpu in max cortex-a53; do
+  qemu-aarch64 -cpu $cpu "$work/runtime_aarch64" > "$work/aarch64-$cpu.txt" 2> "$work/aarch64-$cpu.log"
+  if [ "$lines" -gt 0 ] && cmp -s "$work/host.txt" "$work/aarch64-$cpu.txt"; then
+    echo "aarch64 ($cpu): $lines samples' outputs equal the host's ($(cat "$work/host.log") on the host," \
+      "$(cat "$work/aarch64-$cpu.log") under qemu-aarch64)"
+  else
+    echo "aarch64 ($cpu): the outputs differ from the host's ($work/host.txt, $work/aarch64-$cpu.txt)"
+    diff "$work/host.txt" "$work/aarch64-$cpu.txt" | head -5
+    rc=1
+  fi
+done
+exit $rc

@@ -18,8 +18,9 @@
 #     qemu-system-arm: the same integers;
 #   - aarch64 Linux (strict C99, static) under qemu-aarch64, where
 #     aarch64-linux-gnu-gcc and qemu-aarch64 are installed, with qk.h's NEON
-#     paths and without them (-DQAT_NO_NEON): the same integers, and each
-#     one's instructions per inference (bench/m4cycles/insn_count.c);
+#     paths, with its dot-product paths too (-march=armv8.2-a+dotprod) and
+#     without either (-DQAT_NO_NEON): the same integers, and each one's
+#     instructions per inference (bench/m4cycles/insn_count.c);
 #   and prints each model's flash (code, constants), RAM (arena, stack),
 #   instructions per inference on each core, and the Cortex-M4's
 #   estimated cycles (the qemu plugin bench/m4cycles, docs/cycle-model.md;
@@ -148,14 +149,15 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     fi
   fi
 
-  # aarch64 (Linux, under qemu-aarch64), with qk.h's NEON paths and without them (-DQAT_NO_NEON,
-  # the portable C): the same integers, where the cross tools are installed; and the
-  # instructions per inference of each, where the counting plugin builds
-  a64="n/a" a64_neon=n/a a64_plain=n/a
+  # aarch64 (Linux, under qemu-aarch64), with qk.h's NEON paths, with its dot-product ones too
+  # (-march=armv8.2-a+dotprod: qemu's default core has the extension) and with neither
+  # (-DQAT_NO_NEON, the portable C): the same integers, where the cross tools are installed;
+  # and the instructions per inference of each, where the counting plugin builds
+  a64="n/a" a64_neon=n/a a64_dot=n/a a64_plain=n/a
   if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
     a64=
-    for v in neon plain; do
-      nn=(); [ $v = plain ] && nn=(-DQAT_NO_NEON)
+    for v in neon dot plain; do
+      nn=(); [ $v = plain ] && nn=(-DQAT_NO_NEON); [ $v = dot ] && nn=(-march=armv8.2-a+dotprod)
       aarch64-linux-gnu-gcc "${strict[@]}" -O2 -static "${defs[@]}" "${nn[@]}" "$here/host_main.c" \
         "$w/gen/${name}_io.c" "$w/gen/$name.c" -o "$w/aarch64-$v"
       count=(); [ -n "${A64_COUNT_PLUGIN:-}" ] && count=(-plugin "$A64_COUNT_PLUGIN,out=$w/aarch64-$v.count")
@@ -213,15 +215,15 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     fi
     cycles=$(( p_cycles / n ))
   fi
-  summary+=("$(printf '%-18s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d %10s %10s  %s %s %s %s %s %s %s %s' \
+  summary+=("$(printf '%-18s %9d %7d %7d %6d %8d %10d %10s %10d %10d %10d %10d %10s %10s %10s  %s %s %s %s %s %s %s %s' \
     "$tag" "$consts" "$code" "$arena" "$stack" $((arena + stack)) "$insn" "$cycles" "${insns[1]}" "${insns[2]}" \
-    "${insns[3]}" "${insns[4]}" "$a64_neon" "$a64_plain" "$host" "$npy" "${res[@]}" "$a64")")
+    "${insns[3]}" "${insns[4]}" "$a64_neon" "$a64_dot" "$a64_plain" "$host" "$npy" "${res[@]}" "$a64")")
 done
 
 echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
-printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" "arena" \
-  stack RAM "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "insn A64" "A64 plain" \
-  "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64 NEON,plain"
+printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" \
+  "arena" stack RAM "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "insn A64" "A64 SDOT" "A64 plain" \
+  "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64 NEON,SDOT,plain"
 for s in "${summary[@]}"; do echo "$s"; done
 if [ ${#summary[@]} -ne $# ]; then # a model that stopped the loop without a FAIL line must not pass unseen
   echo "FAIL: ${#summary[@]} of the $# models finished"; fail=1
