@@ -19,6 +19,8 @@
 
 #include <qemu-plugin.h>
 
+#include "plugin_util.h"
+
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 typedef struct {
@@ -27,9 +29,8 @@ typedef struct {
 } block;
 
 typedef struct {
-    char *out, *begin, *end;
-    block **blocks; /* every translated block (freed at exit) */
-    size_t nblocks, cap, lost;
+    char *args[3]; /* out, begin, end */
+    plugin_blocks blocks; /* every translated block (freed at exit) */
     int inside;
     uint64_t regions, insns;
 } state;
@@ -52,66 +53,39 @@ static void on_exec(unsigned int vcpu, void *udata) {
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     (void)id;
-    if (S.nblocks == S.cap) {
-        const size_t cap = S.cap ? 2 * S.cap : 4096;
-        block **grown = realloc(S.blocks, cap * sizeof *grown);
-        if (!grown) { /* not counted: the figures would be wrong, so the output says so */
-            S.lost++;
-            return;
-        }
-        S.blocks = grown, S.cap = cap;
-    }
-    block *b = calloc(1, sizeof *b);
-    if (!b) {
-        S.lost++;
-        return;
-    }
-    S.blocks[S.nblocks++] = b;
+    block *b = plugin_block(&S.blocks, sizeof *b); /* NULL: not counted, and the output says so */
+    if (!b) return;
     b->insns = (uint32_t)qemu_plugin_tb_n_insns(tb);
     const char *sym = b->insns ? qemu_plugin_insn_symbol(qemu_plugin_tb_get_insn(tb, 0)) : NULL;
-    if (sym && strcmp(sym, S.begin) == 0) b->marker = 1;
-    if (sym && strcmp(sym, S.end) == 0) b->marker = 2;
+    if (sym && strcmp(sym, S.args[1]) == 0) b->marker = 1;
+    if (sym && strcmp(sym, S.args[2]) == 0) b->marker = 2;
     qemu_plugin_register_vcpu_tb_exec_cb(tb, on_exec, QEMU_PLUGIN_CB_NO_REGS, b);
 }
 
 static void at_qemu_exit(qemu_plugin_id_t id, void *p) {
     (void)id, (void)p;
-    FILE *f = fopen(S.out, "w");
+    FILE *f = fopen(S.args[0], "w");
     if (f) {
         fprintf(f, "regions: %" PRIu64 "\ninstructions: %" PRIu64 "\n", S.regions, S.insns);
-        if (S.lost) fprintf(f, "lost: %zu blocks not counted (out of memory): the figures are low\n", S.lost);
+        if (S.blocks.lost) fprintf(f, "lost: %zu blocks not counted (out of memory): the figures are low\n", S.blocks.lost);
         fclose(f);
     } else {
-        fprintf(stderr, "insncount: cannot write %s\n", S.out);
+        fprintf(stderr, "insncount: cannot write %s\n", S.args[0]);
     }
-    for (size_t i = 0; i < S.nblocks; i++) free(S.blocks[i]);
-    free(S.blocks);
-    free(S.out), free(S.begin), free(S.end);
+    plugin_blocks_free(&S.blocks);
+    for (int i = 0; i < 3; i++) free(S.args[i]);
 }
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
     (void)info;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        if (!eq) {
-            fprintf(stderr, "insncount: argument %s is not key=value\n", a);
-            return -1;
-        }
-        const size_t k = (size_t)(eq - a);
-        if (k == 3 && strncmp(a, "out", 3) == 0) S.out = strdup(eq + 1);
-        else if (k == 5 && strncmp(a, "begin", 5) == 0) S.begin = strdup(eq + 1);
-        else if (k == 3 && strncmp(a, "end", 3) == 0) S.end = strdup(eq + 1);
-        else {
-            fprintf(stderr, "insncount: unknown argument %s (out=, begin=, end=)\n", a);
-            return -1;
-        }
-    }
-    if (!S.out) {
+    static const char *const keys[] = {"out", "begin", "end"};
+    if (plugin_args("insncount", argc, argv, keys, 3, S.args) != 0) return -1;
+    if (!S.args[0]) {
         fprintf(stderr, "insncount: out=FILE is required\n");
         return -1;
     }
-    if (!S.begin) S.begin = strdup("qat_mark_begin");
-    if (!S.end) S.end = strdup("qat_mark_end");
+    if (!S.args[1]) S.args[1] = strdup("qat_mark_begin");
+    if (!S.args[2]) S.args[2] = strdup("qat_mark_end");
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
     qemu_plugin_register_atexit_cb(id, at_qemu_exit, NULL);
     return 0;

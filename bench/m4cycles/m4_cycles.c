@@ -28,6 +28,7 @@
 #include <qemu-plugin.h>
 
 #include "m4_timing.h"
+#include "plugin_util.h"
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
@@ -53,8 +54,7 @@ typedef struct {
     int top;
     int current;       /* the group now running (group=), -1 none */
     int64_t groups_seen;
-    block **blocks; /* every translated block (freed at exit) */
-    size_t nblocks, cap, lost;
+    plugin_blocks blocks; /* every translated block (freed at exit) */
     func_total funcs[MAX_FUNCS];
     int nfuncs;
     int inside;
@@ -123,21 +123,8 @@ static void on_exec(unsigned int vcpu, void *udata) {
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     (void)id;
     const size_t n = qemu_plugin_tb_n_insns(tb);
-    if (S.nblocks == S.cap) {
-        const size_t cap = S.cap ? 2 * S.cap : 4096;
-        block **grown = realloc(S.blocks, cap * sizeof *grown);
-        if (!grown) { /* not priced: the figures would be wrong, so the output says so */
-            S.lost++;
-            return;
-        }
-        S.blocks = grown, S.cap = cap;
-    }
-    block *b = calloc(1, sizeof *b);
-    if (!b) {
-        S.lost++;
-        return;
-    }
-    S.blocks[S.nblocks++] = b;
+    block *b = plugin_block(&S.blocks, sizeof *b); /* NULL: not priced, and the output says so */
+    if (!b) return;
     b->start = qemu_plugin_tb_vaddr(tb);
     b->end = b->start;
     b->func = -1;
@@ -177,7 +164,7 @@ static int by_first(const void *a, const void *b) {
 static void at_qemu_exit(qemu_plugin_id_t id, void *udata) {
     (void)id, (void)udata;
     FILE *f = fopen(S.out, "w");
-    if (f && S.lost) fprintf(f, "error: out of memory: %zu blocks were not priced\n", S.lost);
+    if (f && S.blocks.lost) fprintf(f, "error: out of memory: %zu blocks were not priced\n", S.blocks.lost);
     if (f) {
         fprintf(f, "regions: %" PRIu64 "\n", S.regions);
         fprintf(f, "instructions: %" PRIu64 "\n", S.insns);
@@ -200,8 +187,7 @@ static void at_qemu_exit(qemu_plugin_id_t id, void *udata) {
         fprintf(stderr, "m4cycles: cannot write %s\n", S.out);
     }
     for (int i = 0; i < S.nfuncs; i++) free(S.funcs[i].name);
-    for (size_t i = 0; i < S.nblocks; i++) free(S.blocks[i]);
-    free(S.blocks);
+    plugin_blocks_free(&S.blocks);
     free(S.out), free(S.begin), free(S.end), free(S.group);
 }
 
@@ -210,25 +196,13 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         fprintf(stderr, "m4cycles: prices Arm (Thumb) guests only, not %s\n", info->target_name);
         return -1;
     }
-    S.top = 20;
     S.current = -1;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '=');
-        if (!eq) {
-            fprintf(stderr, "m4cycles: argument %s is not key=value\n", a);
-            return -1;
-        }
-        const size_t k = (size_t)(eq - a);
-        if (k == 3 && strncmp(a, "out", 3) == 0) S.out = strdup(eq + 1);
-        else if (k == 5 && strncmp(a, "begin", 5) == 0) S.begin = strdup(eq + 1);
-        else if (k == 3 && strncmp(a, "end", 3) == 0) S.end = strdup(eq + 1);
-        else if (k == 3 && strncmp(a, "top", 3) == 0) S.top = atoi(eq + 1);
-        else if (k == 5 && strncmp(a, "group", 5) == 0) S.group = strdup(eq + 1);
-        else {
-            fprintf(stderr, "m4cycles: unknown argument %s (out=, begin=, end=, top=, group=)\n", a);
-            return -1;
-        }
-    }
+    static const char *const keys[] = {"out", "begin", "end", "top", "group"};
+    char *v[5] = {NULL};
+    if (plugin_args("m4cycles", argc, argv, keys, 5, v) != 0) return -1;
+    S.out = v[0], S.begin = v[1], S.end = v[2], S.group = v[4];
+    S.top = v[3] ? atoi(v[3]) : 20;
+    free(v[3]);
     if (!S.out) {
         fprintf(stderr, "m4cycles: out=FILE is required\n");
         return -1;

@@ -499,6 +499,8 @@ QK_INLINE void qk_quads(int8x16_t r0, int8x16_t r1, int8x16_t r2, int8x16_t r3, 
     (al[j] = vmlal_n_s16(al[j], vget_low_s16(xv), (int16_t)(w)),                      \
      ah[j] = vmlal_high_n_s16(ah[j], xv, (int16_t)(w)))
 #define QK_N8_INIT(j) (al[j] = ah[j] = vdupq_n_s32(bias[o + (j)]))
+/* ... and stored at output (oy, ox) of the map [O][OH][OW] of channel o + j (row yr) */
+#define QK_ST8_MAP(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
 #endif
 
 /* ---- packed weights ----------------------------------------------------------------
@@ -897,9 +899,7 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int P, int8_t *s, int C
 #undef QK_CN
                             }
                         }
-#define QK_ST8(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
-                    QK_EACH(B, QK_ST8);
-#undef QK_ST8
+                    QK_EACH(B, QK_ST8_MAP);
                     ox += 7;
                     continue;
                 }
@@ -1202,9 +1202,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
 #undef QK_PRN
 #undef QK_LD8
                         }
-#define QK_ST8(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
-                    QK_EACH(B, QK_ST8);
-#undef QK_ST8
+                    QK_EACH(B, QK_ST8_MAP);
                     ox += 7;
                     continue;
                 }
