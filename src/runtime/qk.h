@@ -439,16 +439,26 @@ QK_INLINE int32x4_t qk_mbqm4(int32x4_t x, int32_t m0, int shift) {
 #endif
 }
 
+/* q_out(q_requant(acc) + zp_out, lo, hi) on four lanes (q_requant's clamp
+ * to [-256, 255] changes no output, as there; the zero point is added
+ * with saturation instead). */
+QK_INLINE int32x4_t qk_out4(int32x4_t a, int32_t m0, int shift, int32_t zp_out, int32_t lo, int32_t hi) {
+    return vminq_s32(vmaxq_s32(vqaddq_s32(qk_mbqm4(a, m0, shift), vdupq_n_s32(zp_out)), vdupq_n_s32(lo)), vdupq_n_s32(hi));
+}
+
 /* Eight positions' sums of output channel o (lanes 0-3 in a, 4-7 in b),
- * requantized into y[0 .. 7]: q_out(q_requant(acc) + zp_out, lo, hi) per
- * lane (q_requant's clamp to [-256, 255] changes no output, as there; the
- * zero point is added with saturation instead). */
+ * requantized into y[0 .. 7]. */
 QK_INLINE void qk_store8(int32x4_t a, int32x4_t b, int32_t m0, int shift, int32_t zp_out, int32_t lo, int32_t hi,
                          int8_t *y) {
-    const int32x4_t z = vdupq_n_s32(zp_out), l = vdupq_n_s32(lo), h = vdupq_n_s32(hi);
-    a = vminq_s32(vmaxq_s32(vqaddq_s32(qk_mbqm4(a, m0, shift), z), l), h);
-    b = vminq_s32(vmaxq_s32(vqaddq_s32(qk_mbqm4(b, m0, shift), z), l), h);
+    a = qk_out4(a, m0, shift, zp_out, lo, hi), b = qk_out4(b, m0, shift, zp_out, lo, hi);
     vst1_s8(y, vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))));
+}
+
+/* Four positions' sums, requantized into y[0 .. 3]. */
+QK_INLINE void qk_store4(int32x4_t a, int32_t m0, int shift, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const int16x4_t n = vmovn_s32(qk_out4(a, m0, shift, zp_out, lo, hi));
+    const uint32_t w = vget_lane_u32(vreinterpret_u32_s8(vmovn_s16(vcombine_s16(n, n))), 0);
+    memcpy(y, &w, 4);
 }
 /* The eight bytes of row at columns a .. a + 7, a in [-1, W - 7], W >= 8:
  * a column outside the row (padding) holds z's byte, so that x - zp is 0. */
@@ -1414,6 +1424,28 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
                     qk_store8(al, ah, mc, sc, zp_out, lo, hi, yr + ox);
                 }
                 nb = whole ? OW : ox > na ? ox : na;
+                if (SW == 1 && !whole && OW >= 4 && W >= 4) {
+                    /* rows of 4 to 7 outputs (KWS's depthwise layers: 5): four a step, the last
+                     * ending at OW - 1; each tap's four inputs one word, zp in a padding column
+                     * (qk_dw_word: the run starts at ox - PW + kx >= -1 and ends by W) */
+                    for (ox = 0; ox < OW; ox += 4) {
+                        int ix;
+                        int32x4_t a4 = vdupq_n_s32(b);
+                        if (ox > OW - 4) ox = OW - 4;
+                        ix = ox - PW;
+#define QK_DW4(row, kx, k)                                                                           \
+    (a4 = vmlal_n_s16(a4, vget_low_s16(vsubl_s8(vcreate_s8(qk_dw_word((row), ix + (kx), W, zp4)), vz)), \
+                      (int16_t)(k)))
+#define QK_DW4ROW(row, r) (QK_DW4(row, 0, k0_##r), QK_DW4(row, 1, k1_##r), QK_DW4(row, 2, k2_##r))
+                        if (t) QK_DW4ROW(r0, 0);
+                        QK_DW4ROW(r1, 1);
+                        if (u) QK_DW4ROW(r2, 2);
+#undef QK_DW4ROW
+#undef QK_DW4
+                        qk_store4(a4, mc, sc, zp_out, lo, hi, yr + ox);
+                    }
+                    na = 0, nb = OW;
+                }
             }
 #endif
             if (SW == 1) {
