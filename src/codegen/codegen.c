@@ -174,8 +174,31 @@ int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P) {
 bool qat__cg_uses_cols(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return false;
-    int C = (int)g->q->tensors[op->inputs[0]].shape[0];
-    return qk_conv_uses_pairs(C, op->groups, op->kw) && (C / op->groups) % 4 == 0;
+    int C = (int)g->q->tensors[op->inputs[0]].shape[0], G = op->groups;
+    if (qk_conv_uses_pairs(C, G, op->kw)) return (C / G) % 4 == 0;
+    return qat__cg_natural_cols(g, i);
+}
+
+bool qat__cg_natural_cols(const qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN || op->groups != 1) return false;
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
+    return !qk_conv_uses_pairs(C, 1, op->kw) &&
+           !qk_conv_uses_dw3(C, (int)out->shape[0], 1, W, op->kh, op->kw, op->stride_w, op->pad_h, op->pad_w) &&
+           !qk_conv_uses_pw(C, 1, H, W, op->kh, op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w);
+}
+
+bool qat__cg_dw_rows(const qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return false;
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    return qk_conv_uses_dw3((int)in->shape[0], (int)out->shape[0], op->groups, (int)in->shape[2], op->kh, op->kw,
+                            op->stride_w, op->pad_h, op->pad_w);
+}
+
+bool qat__cg_unscheduled(const qat__cg *g, int i) {
+    return g->q->ops[i].kind == QAT_QOP_LINEAR || qat__cg_uses_cols(g, i) || qat__cg_dw_rows(g, i);
 }
 
 static qat_status plan_weights(qat__cg *g) {
@@ -205,6 +228,10 @@ static qat_status plan_weights(qat__cg *g) {
             need = qat__cg_small_scratch(g->q, i, g->wbits[i]);
         else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8)
             need = qk_block((int)(O / op->groups)) * L;
+        else if (qat__cg_dw_rows(g, i))
+            need = 3 * qk_dw_row_stride((int)g->q->tensors[op->inputs[0]].shape[2], op->pad_w); /* three padded rows */
+        else if (qat__cg_natural_cols(g, i))
+            need = 2 * ((L + 3) / 4 * 4); /* two byte columns of C·kh·kw, each 4-byte aligned */
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;
@@ -287,6 +314,11 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         name, q->n_ops, name);
     if (q->rounding == QAT_ROUNDING_SINGLE) /* the kernels' requantization rounds the exact product once */
         qat__cg_printf(g, "#define QK_SINGLE_ROUNDING 1\n");
+    bool shift_neg = true; /* every convolution's and linear op's shift negative: qk.h's QK_SHIFT_NEG */
+    for (int i = 0; i < q->n_ops; i++)
+        if (q->ops[i].kind == QAT_QOP_CONV2D || q->ops[i].kind == QAT_QOP_LINEAR)
+            for (int j = 0; j < q->ops[i].n_mult; j++) shift_neg = shift_neg && q->ops[i].shift[j] < 0;
+    if (shift_neg) qat__cg_printf(g, "#define QK_SHIFT_NEG 1\n");
     if (fwrite(qat__cg_kernels, 1, qat__cg_kernels_len, g->f) != qat__cg_kernels_len) g->failed = true;
     qat__cg_printf(g, "/* ---- the model ---- */\n\n");
     qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned", (long long)g->plan->arena_bytes);
@@ -296,7 +328,7 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
                        (long long)g->scratch_at, (long long)(g->arena_bytes - g->scratch_at));
     qat__cg_printf(g, " */\nstatic union {\n    int32_t align;\n    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", up);
     for (int i = 0; i < q->n_ops; i++)
-        if (qat__cg_uses_cols(g, i)) { /* the scratch, 4-byte aligned, as int16 columns */
+        if (qat__cg_uses_cols(g, i) || qat__cg_dw_rows(g, i)) { /* the scratch, 4-byte aligned, as int16 columns */
             qat__cg_printf(g, "#define QK_COLS ((int16_t *)(void *)(arena.b + %lld))\n\n", (long long)g->scratch_at);
             break;
         }

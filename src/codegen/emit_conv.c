@@ -146,7 +146,8 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     /* the depthwise and pointwise kernels read int8 weights: packed ones take the
      * general kernels, which unpack a block of channels at a time */
     if (P >= 8 && qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
-        qat__cg_printf(g, "    qk_dwconv3(x0, op%d_w, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, "
+        qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
+                       "op%d_b, op%d_m, op%d_s, %d, %d, "
                        "%d, %d, y);\n}\n", i, C, H, W, OH, OW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i,
                        i, in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;
@@ -160,6 +161,13 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
             qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
                            i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
                            op->act_min, op->act_max);
+        return;
+    }
+    if (qat__cg_natural_cols(g, i)) { /* int8 weights in order, the DSP's byte columns where it has them */
+        qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, "
+                       "op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
+                       op->act_min, op->act_max);
         return;
     }
     char s[48] = "NULL", cols[80] = "";

@@ -97,6 +97,18 @@ int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P);
  * DSP's int16 columns (qk_conv_q15: int8 weights, groups of a multiple of
  * 4 channels)? Their 4·KK bytes are in the arena's scratch (QK_COLS). */
 bool qat__cg_uses_cols(const qat__cg *g, int i);
+/* Does it take them in its weights' natural order (qk_conv_cols: a dense
+ * convolution none of qk_conv_pairs, qk_dwconv3 and qk_conv_pw takes)? */
+bool qat__cg_natural_cols(const qat__cg *g, int i);
+/* Does op i take qk_dwconv3_padded with the scratch for its three padded
+ * rows (a depthwise 3x3 convolution of int8 weights, not in the small
+ * plan's modes)? */
+bool qat__cg_dw_rows(const qat__cg *g, int i);
+/* Is op i's function built without GCC's first scheduling pass on the DSP
+ * (QK_NO_PRESCHED, src/runtime/qk.h): the linear ops, the convolutions
+ * over columns and the depthwise 3x3 ones over padded rows, whose loads
+ * the pass moves apart (measured: qk_conv's own loops lose by it). */
+bool qat__cg_unscheduled(const qat__cg *g, int i);
 
 /* Emitters: one `static void opN(...)` each. */
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w);

@@ -28,6 +28,18 @@
 #define Q_DSP 0
 #endif
 #endif
+/* Some convolutions' functions in the generated C (the generator says
+ * which) are built without GCC's first scheduling pass on the DSP: it moves
+ * the kernels' loads apart, among the multiplies, to hide their latency. On
+ * a Cortex-M4 that costs: a load is one cycle when it follows a load, two
+ * otherwise, and the multiplies wait for nothing (docs/codegen.md has the
+ * figures). */
+#if Q_DSP && defined(__GNUC__) && !defined(__clang__)
+#define QK_NO_PRESCHED __attribute__((optimize("no-schedule-insns")))
+#else
+#define QK_NO_PRESCHED
+#endif
+
 /* AArch64's Advanced SIMD (always there on aarch64): the convolutions
  * and the linear op take 8 output positions (or 16 inputs) a step, the
  * inputs widened to int16 as x - zp and multiplied by int16 weights into
@@ -89,6 +101,23 @@
 #define QK_SINGLE_ROUNDING 0
 #endif
 
+/* Every per-channel shift of the program (a convolution's or a linear op's
+ * opN_s) is negative: the generated C says so when it is, as in most
+ * models (each multiplier below one half). qk_rq and qk_store, which only
+ * requantize with those, then take q_requant_neg without testing the sign. */
+#ifndef QK_SHIFT_NEG
+#define QK_SHIFT_NEG 0
+#endif
+
+/* r clamped to [-256, 255]: one SSAT on the DSP. */
+static inline int32_t q_clamp9(int32_t r) {
+#if Q_DSP
+    return __ssat(r, 9);
+#else
+    return r < -256 ? -256 : r > 255 ? 255 : r;
+#endif
+}
+
 #if QK_SINGLE_ROUNDING
 /* qat_multiply_by_quantized_multiplier_single: floor((x·m0 + 2^(t-1)) / 2^t),
  * t = 31 - shift, saturated to int32, with no 64-bit variable shift (a
@@ -125,8 +154,7 @@ static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
 
 /* q_requant for shift < 0: the above, clamped to [-256, 255] like q_requant. */
 static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
-    const int32_t r = q_single_neg(acc, m0, -shift);
-    return r < -256 ? -256 : r > 255 ? 255 : r;
+    return q_clamp9(q_single_neg(acc, m0, -shift));
 }
 #else
 /* gemmlowp's MultiplyByQuantizedMultiplier. SRDHM(x, m0) = (x·m0 + nudge) / 2^31
@@ -162,8 +190,7 @@ static inline int32_t q_mbqm(int32_t x, int32_t m0, int shift) {
 static inline int32_t q_requant_neg(int32_t acc, int32_t m0, int shift) {
     const uint32_t t = ((uint32_t)1 << (-shift - 1)) - ((uint32_t)acc >> 31); /* 2^(e-1) - [acc < 0], >= 0 */
     const int64_t n = (int64_t)(((uint64_t)(t >> 1) << 32) | ((t << 31) | 0x40000000u));
-    const int32_t r = (int32_t)(((int64_t)acc * m0 + n) >> 32) >> (-shift - 1);
-    return r < -256 ? -256 : r > 255 ? 255 : r;
+    return q_clamp9((int32_t)(((int64_t)acc * m0 + n) >> 32) >> (-shift - 1));
 }
 #endif
 
@@ -174,7 +201,7 @@ static Q_NOINLINE Q_MAYBE_UNUSED int32_t q_requant(int32_t acc, int32_t m0, int 
     int32_t v;
     if (shift < 0) return q_requant_neg(acc, m0, shift);
     v = q_mbqm(acc, m0, shift);
-    return v < -256 ? -256 : v > 255 ? 255 : v;
+    return q_clamp9(v);
 }
 static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) {
 #if Q_DSP
@@ -192,7 +219,7 @@ static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) {
 /* q_requant inlined where its shift is negative (the new kernels'
  * epilogues, whose frames have room for it). */
 QK_INLINE int32_t qk_rq(int32_t acc, int32_t m0, int shift) {
-    return shift < 0 ? q_requant_neg(acc, m0, shift) : q_requant(acc, m0, shift);
+    return QK_SHIFT_NEG || shift < 0 ? q_requant_neg(acc, m0, shift) : q_requant(acc, m0, shift);
 }
 
 #if Q_DSP
@@ -410,7 +437,8 @@ QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
 /* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
 QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
                         int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
-#define QK_STORE(j) y[(j) * ys] = q_out(q_requant(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
+#define QK_STORE(j)                                                                                   \
+    y[(j) * ys] = q_out((QK_SHIFT_NEG ? q_requant_neg : q_requant)(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
     QK_EACH(B, QK_STORE);
 #undef QK_STORE
 }
@@ -803,15 +831,27 @@ QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, in
     }
 #endif
 #if Q_DSP
-    for (; k + 4 <= n; k += 4) {
-        uint32_t xv = q_ld32(xr + k), wv;
-        int32_t xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);
-#define QK_SMLAD(j)                                          \
-    (wv = q_ld32(wr + (j) * ws + k), acc[j] = __smlad(__sxtb16((int32_t)wv), xa, acc[j]), \
-     acc[j] = __smlad(q_sxtb16_ror8(wv), xb, acc[j]))
-        QK_EACH(B, QK_SMLAD);
-#undef QK_SMLAD
+    /* eight inputs a pass: the loop's bound, add and branch once per 8·B products */
+#define QK_LDW(j) (wv[j] = q_ld32(wr + (j) * ws + k))
+#define QK_SMLAD(j) \
+    (acc[j] = __smlad(__sxtb16((int32_t)wv[j]), xa, acc[j]), acc[j] = __smlad(q_sxtb16_ror8(wv[j]), xb, acc[j]))
+#define QK_STEP4                                                                                        \
+    do { /* the loads first, back to back (a load after a load is one cycle) */                         \
+        uint32_t xv = q_ld32(xr + k), wv[4];                                                            \
+        int32_t xa, xb;                                                                                 \
+        QK_EACH(B, QK_LDW);                                                                             \
+        xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);   \
+        QK_EACH(B, QK_SMLAD);                                                                           \
+    } while (0)
+    for (; k + 8 <= n; k += 4) {
+        QK_STEP4;
+        k += 4;
+        QK_STEP4;
     }
+    for (; k + 4 <= n; k += 4) QK_STEP4;
+#undef QK_STEP4
+#undef QK_SMLAD
+#undef QK_LDW
 #endif
     for (; k < n; k++) {
         int32_t xv = xr[k] - zp;
@@ -1037,6 +1077,7 @@ QK_INLINE void qk_pairs_two(const int8_t *xg, const int8_t *wo, int CG, int HW, 
 QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW, int iy, int ix, int32_t zp,
                           int16_t *col) {
     const int HW = H * W;
+    const int32_t nz = qk_neg_zp_pair(zp);
     int ky, kx, c;
     for (ky = 0; ky < KH; ky++)
         for (kx = 0; kx < KW; kx++) {
@@ -1047,7 +1088,15 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
                 memset(ct, 0, (size_t)CG * sizeof *ct);
                 continue;
             }
-            for (c = CG; c > 0; c--, xp += HW) *ct++ = (int16_t)(*xp - zp); /* a count down: no bound to reload */
+            /* two channels a word: their bytes at bits 0 and 16, SXTAB16 adds -zp to both;
+             * four channels a step (CG is a multiple of 4 at the calls; a count down: no bound
+             * to reload) */
+            for (c = CG / 4; c > 0; c--, xp += 4 * HW, ct += 4) {
+                const int32_t v = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16)));
+                const int32_t u = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[2 * HW] |
+                                                          ((uint32_t)(uint8_t)xp[3 * HW] << 16)));
+                memcpy(ct, &v, 4), memcpy(ct + 2, &u, 4);
+            }
         }
 }
 
@@ -1078,18 +1127,23 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                  * register less in the loop) where OG is even, as it is at the calls */
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-                for (k = 0; k < KK; k += 4) {
-                    int32_t xa, xb, ya, yb, wa, wb;
-                    uint32_t wv;
-                    memcpy(&xa, c0 + k, 4), memcpy(&xb, c0 + k + 2, 4);
-                    memcpy(&ya, c1 + k, 4), memcpy(&yb, c1 + k + 2, 4);
-                    wv = q_ld32(w0 + k), wa = __sxtb16((int32_t)wv), wb = q_sxtb16_ror8(wv);
-                    a0 = __smlad(wa, xa, a0), a0 = __smlad(wb, xb, a0);
-                    d0 = __smlad(wa, ya, d0), d0 = __smlad(wb, yb, d0);
-                    wv = q_ld32(w1 + k), wa = __sxtb16((int32_t)wv), wb = q_sxtb16_ror8(wv);
-                    a1 = __smlad(wa, xa, a1), a1 = __smlad(wb, xb, a1);
-                    d1 = __smlad(wa, ya, d1), d1 = __smlad(wb, yb, d1);
+#define QK_Q15_STEP(k)                                                                        \
+    do {                                                                                      \
+        int32_t xv, yv, wa;                                                                   \
+        const uint32_t wv = q_ld32(w0 + (k)), wu = q_ld32(w1 + (k));                          \
+        memcpy(&xv, c0 + (k), 4), memcpy(&yv, c1 + (k), 4);                                   \
+        wa = __sxtb16((int32_t)wv), a0 = __smlad(wa, xv, a0), d0 = __smlad(wa, yv, d0);       \
+        wa = __sxtb16((int32_t)wu), a1 = __smlad(wa, xv, a1), d1 = __smlad(wa, yv, d1);       \
+        memcpy(&xv, c0 + (k) + 2, 4), memcpy(&yv, c1 + (k) + 2, 4);                           \
+        wa = q_sxtb16_ror8(wv), a0 = __smlad(wa, xv, a0), d0 = __smlad(wa, yv, d0);           \
+        wa = q_sxtb16_ror8(wu), a1 = __smlad(wa, xv, a1), d1 = __smlad(wa, yv, d1);           \
+    } while (0)
+                for (k = 0; k + 8 <= KK; k += 8) {
+                    QK_Q15_STEP(k);
+                    QK_Q15_STEP(k + 4);
                 }
+                if (k < KK) QK_Q15_STEP(k);
+#undef QK_Q15_STEP
                 y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
                 if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
                 if (pair) {
@@ -1100,7 +1154,92 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
         }
     }
 }
+/* Position (iy, ix)'s column in qk_conv's weight order, k = (c·KH + ky)·KW
+ * + kx: the input bytes, zp's byte where the tap is padding (so x - zp is 0
+ * there). */
+QK_INLINE void qk_col_bytes(const int8_t *x, int C, int H, int W, int KH, int KW, int iy, int ix, int32_t zp,
+                            int8_t *col) {
+    const int inside = ix >= 0 && ix + KW <= W;
+    int c, ky, kx;
+    for (c = 0; c < C; c++)
+        for (ky = 0; ky < KH; ky++, col += KW) {
+            const int yy = iy + ky;
+            const int8_t *xr = x + ((int32_t)c * H + yy) * W + ix;
+            if (yy < 0 || yy >= H) {
+                memset(col, (int)(uint8_t)(int8_t)zp, (size_t)KW);
+            } else if (inside) {
+                memcpy(col, xr, (size_t)KW);
+            } else {
+                for (kx = 0; kx < KW; kx++) col[kx] = ix + kx < 0 || ix + kx >= W ? (int8_t)zp : xr[kx];
+            }
+        }
+}
+
+/* A dense convolution in qk_conv's layout (w [O][C][KH][KW], int8) on the
+ * DSP, for the ones qk_conv_pairs does not take (kernel rows of 4 or more,
+ * or fewer than 4 input channels: a network's first layer). Two output
+ * positions' windows are copied as bytes into cols (qk_col_bytes; 2·KS
+ * bytes, KS = KK rounded up to 4), then two output channels at a time run
+ * over them: per 4 reduction steps a word of each column gives (x_k,
+ * x_k+2) and (x_k+1, x_k+3) less zp by SXTAB16 and its rotation, a weight
+ * word its pairs by SXTB16, and 8 SMLADs make 16 products. The last KK %
+ * 4 steps are scalar. An odd last position or channel is computed twice
+ * and stored once. */
+QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int8_t *cols, int C, int H, int W, int O, int OH, int OW,
+                             int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+                             const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const int KK = C * KH * KW, K4 = KK / 4 * 4, KS = (KK + 3) / 4 * 4, NP = OH * OW;
+    const int32_t nz = qk_neg_zp_pair(zp);
+    int8_t *c0 = cols, *c1 = cols + KS;
+    int p, o, k;
+    for (p = 0; p < NP; p += 2) {
+        const int two = p + 1 < NP, q = two ? p + 1 : p;
+        qk_col_bytes(x, C, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, c0);
+        qk_col_bytes(x, C, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, c1);
+        for (o = 0; o < O; o += 2) {
+            const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
+            const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
+            int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
+            for (k = 0; k < K4; k += 4) {
+                const uint32_t xv = q_ld32(c0 + k), yv = q_ld32(c1 + k), wv = q_ld32(w0 + k), wu = q_ld32(w1 + k);
+                const int32_t xa = __sxtab16(nz, (int32_t)xv), xb = q_sxtab16_ror8(nz, xv);
+                const int32_t ya = __sxtab16(nz, (int32_t)yv), yb = q_sxtab16_ror8(nz, yv);
+                int32_t wa = __sxtb16((int32_t)wv);
+                a0 = __smlad(wa, xa, a0), d0 = __smlad(wa, ya, d0);
+                wa = q_sxtb16_ror8(wv), a0 = __smlad(wa, xb, a0), d0 = __smlad(wa, yb, d0);
+                wa = __sxtb16((int32_t)wu), a1 = __smlad(wa, xa, a1), d1 = __smlad(wa, ya, d1);
+                wa = q_sxtb16_ror8(wu), a1 = __smlad(wa, xb, a1), d1 = __smlad(wa, yb, d1);
+            }
+            for (; k < KK; k++) {
+                const int32_t xk = c0[k] - zp, yk = c1[k] - zp;
+                a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
+            }
+            y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
+            if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
+            if (pair) {
+                y[(int32_t)o1 * NP + p] = q_out(qk_rq(a1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rq(d1, m0[o1], shift[o1]) + zp_out, lo, hi);
+            }
+        }
+    }
+}
 #endif
+
+/* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
+ * byte columns where cols is given (qk_conv_bytes), by qk_conv otherwise. */
+QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int8_t *cols, int C, int H, int W, int O, int OH, int OW,
+                            int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
+                            const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+#if Q_DSP
+    if (cols) {
+        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+#else
+    (void)cols;
+#endif
+    qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
+}
 
 /* cols (may be NULL): room for two int16 columns (4·KK bytes, 4-byte
  * aligned), which the DSP path takes for int8 weights over groups of a
@@ -1500,6 +1639,79 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
 #undef QK_R2
 #undef QK_R1
     }
+}
+
+/* qk_dwconv3 on the DSP over padded rows: for each output row, its three
+ * input rows are copied into rows (3·RS bytes, RS = qk_dw_row_stride(W,
+ * PW)) with zp's byte in the padding columns and in a row that lies
+ * outside the input (x - zp is 0 there), so every output takes the same
+ * few instructions: three word loads, three QK_DW_ROW2 (stride 1, two
+ * outputs) or QK_DW_ROW1 (stride 2), no edge tests. */
+QK_INLINE int qk_dw_row_stride(int W, int PW) { return (W + 2 * PW + 3 + 3) / 4 * 4; }
+
+#if Q_DSP
+QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, int C, int H, int W, int OH, int OW,
+                               int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+                               const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const int RS = qk_dw_row_stride(W, PW);
+    const int32_t nzp = qk_neg_zp_pair(zp);
+    int c, oy, ox, r;
+    memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(3 * RS));
+    for (c = 0; c < C; c++) {
+        const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
+        const int32_t b = bias[c], mc = m0[c];
+        const int sc = shift[c];
+#define QK_K02(r) ((int32_t)(((uint32_t)(uint16_t)(int16_t)wc[3 * (r)]) | ((uint32_t)(int32_t)wc[3 * (r) + 2] << 16)))
+        const int32_t k02_0 = QK_K02(0), k02_1 = QK_K02(1), k02_2 = QK_K02(2);
+#undef QK_K02
+        const int32_t k1_0 = wc[1], k1_1 = wc[4], k1_2 = wc[7];
+        int8_t *yr = y + (int32_t)c * OH * OW;
+        for (oy = 0; oy < OH; oy++, yr += OW) {
+            const int iy = oy * SH - PH;
+            for (r = 0; r < 3; r++) { /* the padding columns keep zp from the memset */
+                if (iy + r >= 0 && iy + r < H) memcpy(rows + r * RS + PW, xc + (int32_t)(iy + r) * W, (size_t)W);
+                else memset(rows + r * RS + PW, (int)(uint8_t)(int8_t)zp, (size_t)W);
+            }
+            if (SW == 1) {
+                for (ox = 0; ox + 2 <= OW; ox += 2) {
+                    int32_t a0 = b, a1 = b;
+                    const uint32_t v0 = q_ld32(rows + ox), v1 = q_ld32(rows + RS + ox), v2 = q_ld32(rows + 2 * RS + ox);
+                    QK_DW_ROW2(v0, k02_0, k1_0, nzp, a0, a1);
+                    QK_DW_ROW2(v1, k02_1, k1_1, nzp, a0, a1);
+                    QK_DW_ROW2(v2, k02_2, k1_2, nzp, a0, a1);
+                    yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
+                    yr[ox + 1] = q_out(qk_rq(a1, mc, sc) + zp_out, lo, hi);
+                }
+            } else {
+                ox = 0;
+            }
+            for (; ox < OW; ox++) { /* stride 2, or stride 1's odd last output */
+                int32_t a0 = b;
+                const int ix = ox * SW;
+                const uint32_t v0 = q_ld32(rows + ix), v1 = q_ld32(rows + RS + ix), v2 = q_ld32(rows + 2 * RS + ix);
+                QK_DW_ROW1(v0, k02_0, k1_0, nzp, a0);
+                QK_DW_ROW1(v1, k02_1, k1_1, nzp, a0);
+                QK_DW_ROW1(v2, k02_2, k1_2, nzp, a0);
+                yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
+            }
+        }
+    }
+}
+#endif
+
+/* qk_dwconv3 with the DSP's padded rows where rows is given (qk_dwconv3_rows). */
+QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int8_t *rows, int C, int H, int W, int OH, int OW,
+                                 int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+                                 const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+#if Q_DSP
+    if (rows) {
+        qk_dwconv3_rows(x, w, rows, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+#else
+    (void)rows;
+#endif
+    qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
 
 /* qk_conv_pw's output channels per pass: 2 (4 accumulators with its two
