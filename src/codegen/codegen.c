@@ -231,7 +231,7 @@ static qat_status plan_weights(qat__cg *g) {
         else if (qat__cg_dw_rows(g, i))
             need = 3 * qk_dw_row_stride((int)g->q->tensors[op->inputs[0]].shape[2], op->pad_w); /* three padded rows */
         else if (qat__cg_natural_cols(g, i))
-            need = 2 * ((L + 3) / 4 * 4); /* two byte columns of C·kh·kw, each 4-byte aligned */
+            need = 4 * ((L + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;

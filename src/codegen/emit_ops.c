@@ -19,7 +19,7 @@ void qat__cg_begin(qat__cg *g, int i, const char *detail) {
     qat__cg_printf(g, "]%s -> ", op->n_inputs > 1 ? " (and more)" : "");
     for (int r = 0; r < out->rank; r++) qat__cg_printf(g, "%s%lld", r ? "x" : "[", (long long)out->shape[r]);
     qat__cg_printf(g, "]%s%s */\nstatic Q_NOINLINE %svoid op%d(", detail[0] ? ", " : "", detail,
-                   qat__cg_unscheduled(g, i) ? "QK_NO_PRESCHED " : "", i);
+                   qat__cg_unscheduled(g, i) ? "QK_NO_SCHED " : "", i);
     for (int j = 0; j < op->n_inputs; j++) qat__cg_printf(g, "const int8_t *x%d, ", j);
     qat__cg_printf(g, "int8_t *y) {\n");
 }

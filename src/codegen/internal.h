@@ -105,7 +105,7 @@ bool qat__cg_natural_cols(const qat__cg *g, int i);
  * plan's modes)? */
 bool qat__cg_dw_rows(const qat__cg *g, int i);
 /* Is op i's function built without GCC's first scheduling pass on the DSP
- * (QK_NO_PRESCHED, src/runtime/qk.h): the linear ops, the convolutions
+ * (QK_NO_SCHED, src/runtime/qk.h): the linear ops, the convolutions
  * over columns and the depthwise 3x3 ones over padded rows, whose loads
  * the pass moves apart (measured: qk_conv's own loops lose by it). */
 bool qat__cg_unscheduled(const qat__cg *g, int i);

@@ -35,9 +35,9 @@
  * otherwise, and the multiplies wait for nothing (docs/codegen.md has the
  * figures). */
 #if Q_DSP && defined(__GNUC__) && !defined(__clang__)
-#define QK_NO_PRESCHED __attribute__((optimize("no-schedule-insns")))
+#define QK_NO_SCHED __attribute__((optimize("no-schedule-insns", "no-schedule-insns2")))
 #else
-#define QK_NO_PRESCHED
+#define QK_NO_SCHED
 #endif
 
 /* AArch64's Advanced SIMD (always there on aarch64): the convolutions
@@ -1100,6 +1100,36 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
         }
 }
 
+/* Two output channels' accumulators at two positions over n (a multiple
+ * of 4) reduction steps: the positions' int16 columns c0 and c1 hold each
+ * four steps as two words, (x_k, x_k+2) and (x_k+1, x_k+3); the channels'
+ * int8 weights w0 and w1 in order, a word of each unpacked by SXTB16 and
+ * its rotation. Per four steps six loads, back to back, then 4 SXTB16 and
+ * 8 SMLAD; eight steps a pass. */
+QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n,
+                          int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
+    int32_t s0 = *a0, t0 = *d0, s1 = *a1, t1 = *d1;
+    int k;
+#define QK_Q15_STEP(k)                                                                        \
+    do {                                                                                      \
+        int32_t xa, xb, ya, yb, wa;                                                           \
+        const uint32_t wv = q_ld32(w0 + (k)), wu = q_ld32(w1 + (k));                          \
+        memcpy(&xa, c0 + (k), 4), memcpy(&ya, c1 + (k), 4);                                   \
+        memcpy(&xb, c0 + (k) + 2, 4), memcpy(&yb, c1 + (k) + 2, 4);                           \
+        wa = __sxtb16((int32_t)wv), s0 = __smlad(wa, xa, s0), t0 = __smlad(wa, ya, t0);       \
+        wa = __sxtb16((int32_t)wu), s1 = __smlad(wa, xa, s1), t1 = __smlad(wa, ya, t1);       \
+        wa = q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0);           \
+        wa = q_sxtb16_ror8(wu), s1 = __smlad(wa, xb, s1), t1 = __smlad(wa, yb, t1);           \
+    } while (0)
+    for (k = 0; k + 8 <= n; k += 8) {
+        QK_Q15_STEP(k);
+        QK_Q15_STEP(k + 4);
+    }
+    if (k < n) QK_Q15_STEP(k);
+#undef QK_Q15_STEP
+    *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
+}
+
 /* qk_conv_pairs with int8 weights and CG a multiple of 4, on the DSP:
  * CMSIS-NN's scheme. Two output positions' columns are built as int16
  * (qk_col_q15, 2·KK values in cols: the input read and unpacked once per
@@ -1114,7 +1144,7 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                            int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW, NP = OH * OW;
     int16_t *c0 = cols, *c1 = cols + KK;
-    int g, p, o, k;
+    int g, p, o;
     for (g = 0; g < G; g++) {
         const int8_t *xg = x + (int32_t)g * CG * H * W;
         for (p = 0; p < NP; p += 2) {
@@ -1127,23 +1157,7 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                  * register less in the loop) where OG is even, as it is at the calls */
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-#define QK_Q15_STEP(k)                                                                        \
-    do {                                                                                      \
-        int32_t xv, yv, wa;                                                                   \
-        const uint32_t wv = q_ld32(w0 + (k)), wu = q_ld32(w1 + (k));                          \
-        memcpy(&xv, c0 + (k), 4), memcpy(&yv, c1 + (k), 4);                                   \
-        wa = __sxtb16((int32_t)wv), a0 = __smlad(wa, xv, a0), d0 = __smlad(wa, yv, d0);       \
-        wa = __sxtb16((int32_t)wu), a1 = __smlad(wa, xv, a1), d1 = __smlad(wa, yv, d1);       \
-        memcpy(&xv, c0 + (k) + 2, 4), memcpy(&yv, c1 + (k) + 2, 4);                           \
-        wa = q_sxtb16_ror8(wv), a0 = __smlad(wa, xv, a0), d0 = __smlad(wa, yv, d0);           \
-        wa = q_sxtb16_ror8(wu), a1 = __smlad(wa, xv, a1), d1 = __smlad(wa, yv, d1);           \
-    } while (0)
-                for (k = 0; k + 8 <= KK; k += 8) {
-                    QK_Q15_STEP(k);
-                    QK_Q15_STEP(k + 4);
-                }
-                if (k < KK) QK_Q15_STEP(k);
-#undef QK_Q15_STEP
+                qk_dot_2x2(c0, c1, w0, w1, KK, &a0, &d0, &a1, &d1);
                 y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
                 if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
                 if (pair) {
@@ -1177,41 +1191,40 @@ QK_INLINE void qk_col_bytes(const int8_t *x, int C, int H, int W, int KH, int KW
 
 /* A dense convolution in qk_conv's layout (w [O][C][KH][KW], int8) on the
  * DSP, for the ones qk_conv_pairs does not take (kernel rows of 4 or more,
- * or fewer than 4 input channels: a network's first layer). Two output
- * positions' windows are copied as bytes into cols (qk_col_bytes; 2·KS
- * bytes, KS = KK rounded up to 4), then two output channels at a time run
- * over them: per 4 reduction steps a word of each column gives (x_k,
- * x_k+2) and (x_k+1, x_k+3) less zp by SXTAB16 and its rotation, a weight
- * word its pairs by SXTB16, and 8 SMLADs make 16 products. The last KK %
- * 4 steps are scalar. An odd last position or channel is computed twice
- * and stored once. */
-QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int8_t *cols, int C, int H, int W, int O, int OH, int OW,
+ * or fewer than 4 input channels: a network's first layer). Each of two
+ * output positions' windows is copied as bytes into the upper half of its
+ * column (qk_col_bytes), then unpacked forward, in place, four bytes a
+ * word into two int16 words (x_k - zp, x_k+2 - zp) and (x_k+1 - zp, x_k+3
+ * - zp) by SXTAB16 and its rotation (a write never reaches a byte not yet
+ * read); two output channels at a time then run qk_dot_2x2 over them, the
+ * last KK % 4 steps scalar over the bytes left in place. cols: two columns
+ * of KS = KK rounded up to 4 int16 (4·KS bytes, 4-byte aligned). An odd
+ * last position or channel is computed twice and stored once. */
+QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                              int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                              const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int KK = C * KH * KW, K4 = KK / 4 * 4, KS = (KK + 3) / 4 * 4, NP = OH * OW;
     const int32_t nz = qk_neg_zp_pair(zp);
-    int8_t *c0 = cols, *c1 = cols + KS;
+    int16_t *c0 = cols, *c1 = cols + KS;
+    const int8_t *b0 = (const int8_t *)(void *)c0 + KS, *b1 = (const int8_t *)(void *)c1 + KS;
     int p, o, k;
     for (p = 0; p < NP; p += 2) {
         const int two = p + 1 < NP, q = two ? p + 1 : p;
-        qk_col_bytes(x, C, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, c0);
-        qk_col_bytes(x, C, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, c1);
+        qk_col_bytes(x, C, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, (int8_t *)(void *)c0 + KS);
+        qk_col_bytes(x, C, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, (int8_t *)(void *)c1 + KS);
+        for (k = 0; k < K4; k += 4) {
+            const uint32_t u = q_ld32(b0 + k), v = q_ld32(b1 + k);
+            const int32_t ua = __sxtab16(nz, (int32_t)u), ub = q_sxtab16_ror8(nz, u);
+            const int32_t va = __sxtab16(nz, (int32_t)v), vb = q_sxtab16_ror8(nz, v);
+            memcpy(c0 + k, &ua, 4), memcpy(c0 + k + 2, &ub, 4), memcpy(c1 + k, &va, 4), memcpy(c1 + k + 2, &vb, 4);
+        }
         for (o = 0; o < O; o += 2) {
             const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
             const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
             int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-            for (k = 0; k < K4; k += 4) {
-                const uint32_t xv = q_ld32(c0 + k), yv = q_ld32(c1 + k), wv = q_ld32(w0 + k), wu = q_ld32(w1 + k);
-                const int32_t xa = __sxtab16(nz, (int32_t)xv), xb = q_sxtab16_ror8(nz, xv);
-                const int32_t ya = __sxtab16(nz, (int32_t)yv), yb = q_sxtab16_ror8(nz, yv);
-                int32_t wa = __sxtb16((int32_t)wv);
-                a0 = __smlad(wa, xa, a0), d0 = __smlad(wa, ya, d0);
-                wa = q_sxtb16_ror8(wv), a0 = __smlad(wa, xb, a0), d0 = __smlad(wa, yb, d0);
-                wa = __sxtb16((int32_t)wu), a1 = __smlad(wa, xa, a1), d1 = __smlad(wa, ya, d1);
-                wa = q_sxtb16_ror8(wu), a1 = __smlad(wa, xb, a1), d1 = __smlad(wa, yb, d1);
-            }
-            for (; k < KK; k++) {
-                const int32_t xk = c0[k] - zp, yk = c1[k] - zp;
+            qk_dot_2x2(c0, c1, w0, w1, K4, &a0, &d0, &a1, &d1);
+            for (k = K4; k < KK; k++) {
+                const int32_t xk = b0[k] - zp, yk = b1[k] - zp;
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
             }
             y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
@@ -1226,8 +1239,8 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int8_t *cols, int
 #endif
 
 /* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
- * byte columns where cols is given (qk_conv_bytes), by qk_conv otherwise. */
-QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int8_t *cols, int C, int H, int W, int O, int OH, int OW,
+ * columns where cols is given (qk_conv_bytes), by qk_conv otherwise. */
+QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                             int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
                             const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
