@@ -179,6 +179,16 @@ bool qat__cg_uses_cols(const qat__cg *g, int i) {
     return qat__cg_natural_cols(g, i);
 }
 
+bool qat__cg_ring(const qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    if (g->small || op->groups != 1 || !qat__cg_uses_cols(g, i)) return false;
+    if (op->kh <= op->stride_h && op->kw <= op->stride_w) return false; /* no input shared between positions */
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
+    int C = (int)in->shape[0], W = (int)in->shape[2];
+    if (!qk_conv_uses_pairs(C, 1, op->kw)) return false;
+    return qk_ring_bytes(C, W, op->kh, op->pad_w) * 8 <= g->plan->arena_bytes;
+}
+
 bool qat__cg_natural_cols(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN || op->groups != 1) return false;
@@ -232,6 +242,9 @@ static qat_status plan_weights(qat__cg *g) {
             need = 3 * qk_dw_row_stride((int)g->q->tensors[op->inputs[0]].shape[2], op->pad_w); /* three padded rows */
         else if (qat__cg_natural_cols(g, i))
             need = 4 * ((L + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
+        else if (qat__cg_ring(g, i))
+            need = qk_ring_bytes((int)g->q->tensors[op->inputs[0]].shape[0], (int)g->q->tensors[op->inputs[0]].shape[2],
+                                 op->kh, op->pad_w); /* kh padded input rows as int16 */
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;

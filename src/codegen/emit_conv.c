@@ -170,6 +170,13 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
                        op->act_min, op->act_max);
         return;
     }
+    if (qat__cg_ring(g, i)) { /* int8 weights in the pairs layout, the DSP's ring of rows where it has one */
+        qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, "
+                       "op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
+                       op->act_min, op->act_max);
+        return;
+    }
     char s[48] = "NULL", cols[80] = "";
     if (P < 8) snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);
     if (pairs) /* the DSP's int16 columns (qk_conv_q15), where it takes them */

@@ -97,6 +97,11 @@ int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P);
  * DSP's int16 columns (qk_conv_q15: int8 weights, groups of a multiple of
  * 4 channels)? Their 4·KK bytes are in the arena's scratch (QK_COLS). */
 bool qat__cg_uses_cols(const qat__cg *g, int i);
+/* Does it take a ring of input rows instead (qk_conv_rows: a pairs-kernel
+ * convolution of one group whose windows overlap, not in the small plan,
+ * whose kh padded rows of int16 take at most an eighth of the activations'
+ * arena)? */
+bool qat__cg_ring(const qat__cg *g, int i);
 /* Does it take them in its weights' natural order (qk_conv_cols: a dense
  * convolution none of qk_conv_pairs, qk_dwconv3 and qk_conv_pw takes)? */
 bool qat__cg_natural_cols(const qat__cg *g, int i);

@@ -831,7 +831,7 @@ QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, in
     }
 #endif
 #if Q_DSP
-    /* eight inputs a pass: the loop's bound, add and branch once per 8·B products */
+    /* sixteen inputs a pass: the loop's bound, add and branch once per 16·B products */
 #define QK_LDW(j) (wv[j] = q_ld32(wr + (j) * ws + k))
 #define QK_SMLAD(j) \
     (acc[j] = __smlad(__sxtb16((int32_t)wv[j]), xa, acc[j]), acc[j] = __smlad(q_sxtb16_ror8(wv[j]), xb, acc[j]))
@@ -843,7 +843,11 @@ QK_INLINE void qk_dot_long(const int8_t *xr, const int8_t *wr, int n, int ws, in
         xa = __sxtab16(qk_neg_zp_pair(zp), (int32_t)xv), xb = q_sxtab16_ror8(qk_neg_zp_pair(zp), xv);   \
         QK_EACH(B, QK_SMLAD);                                                                           \
     } while (0)
-    for (; k + 8 <= n; k += 4) {
+    for (; k + 16 <= n; k += 4) {
+        QK_STEP4;
+        k += 4;
+        QK_STEP4;
+        k += 4;
         QK_STEP4;
         k += 4;
         QK_STEP4;
@@ -1100,32 +1104,51 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
         }
 }
 
-/* Two output channels' accumulators at two positions over n (a multiple
- * of 4) reduction steps: the positions' int16 columns c0 and c1 hold each
- * four steps as two words, (x_k, x_k+2) and (x_k+1, x_k+3); the channels'
- * int8 weights w0 and w1 in order, a word of each unpacked by SXTB16 and
- * its rotation. Per four steps six loads, back to back, then 4 SXTB16 and
- * 8 SMLAD; eight steps a pass. */
-QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n,
-                          int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
+/* Two output channels' accumulators at two positions over R runs of n (a
+ * multiple of 4) reduction steps, run r at c0 + r·cs, c1 + r·cs (the
+ * positions' int16 columns: each four steps as two words, (x_k, x_k+2) and
+ * (x_k+1, x_k+3)) and w0 + r·ws, w1 + r·ws (the channels' int8 weights in
+ * order: a word of each unpacked by SXTB16 and its rotation). Per four
+ * steps six loads, back to back, then 4 SXTB16 and 8 SMLAD; the R runs'
+ * steps in one pass (R and the strides are literals at the calls: every
+ * address an immediate offset of two pointers), two passes' worth when R
+ * is 1. */
+QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
+                          int32_t cs, int32_t ws, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
     int32_t s0 = *a0, t0 = *d0, s1 = *a1, t1 = *d1;
-    int k;
-#define QK_Q15_STEP(k)                                                                        \
+    int k, r;
+#define QK_Q15_STEP(kc, kw)                                                                   \
     do {                                                                                      \
         int32_t xa, xb, ya, yb, wa;                                                           \
-        const uint32_t wv = q_ld32(w0 + (k)), wu = q_ld32(w1 + (k));                          \
-        memcpy(&xa, c0 + (k), 4), memcpy(&ya, c1 + (k), 4);                                   \
-        memcpy(&xb, c0 + (k) + 2, 4), memcpy(&yb, c1 + (k) + 2, 4);                           \
+        const uint32_t wv = q_ld32(w0 + (kw)), wu = q_ld32(w1 + (kw));                        \
+        memcpy(&xa, c0 + (kc), 4), memcpy(&ya, c1 + (kc), 4);                                 \
+        memcpy(&xb, c0 + (kc) + 2, 4), memcpy(&yb, c1 + (kc) + 2, 4);                         \
         wa = __sxtb16((int32_t)wv), s0 = __smlad(wa, xa, s0), t0 = __smlad(wa, ya, t0);       \
         wa = __sxtb16((int32_t)wu), s1 = __smlad(wa, xa, s1), t1 = __smlad(wa, ya, t1);       \
         wa = q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0);           \
         wa = q_sxtb16_ror8(wu), s1 = __smlad(wa, xb, s1), t1 = __smlad(wa, yb, t1);           \
     } while (0)
-    for (k = 0; k + 8 <= n; k += 8) {
-        QK_Q15_STEP(k);
-        QK_Q15_STEP(k + 4);
+    if (R == 1) {
+        for (k = 0; k + 16 <= n; k += 16) {
+            QK_Q15_STEP(k, k);
+            QK_Q15_STEP(k + 4, k + 4);
+            QK_Q15_STEP(k + 8, k + 8);
+            QK_Q15_STEP(k + 12, k + 12);
+        }
+        for (; k < n; k += 4) QK_Q15_STEP(k, k);
+    } else {
+        for (k = 0; k + 8 <= n; k += 8) {
+            QK_UNROLL
+            for (r = 0; r < R; r++) {
+                QK_Q15_STEP(r * cs + k, r * ws + k);
+                QK_Q15_STEP(r * cs + k + 4, r * ws + k + 4);
+            }
+        }
+        if (k < n) {
+            QK_UNROLL
+            for (r = 0; r < R; r++) QK_Q15_STEP(r * cs + k, r * ws + k);
+        }
     }
-    if (k < n) QK_Q15_STEP(k);
 #undef QK_Q15_STEP
     *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
 }
@@ -1157,7 +1180,7 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                  * register less in the loop) where OG is even, as it is at the calls */
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KK, &a0, &d0, &a1, &d1);
+                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, &a0, &d0, &a1, &d1);
                 y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
                 if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
                 if (pair) {
@@ -1222,7 +1245,7 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
             const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
             const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
             int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-            qk_dot_2x2(c0, c1, w0, w1, K4, &a0, &d0, &a1, &d1);
+            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, &a0, &d0, &a1, &d1);
             for (k = K4; k < KK; k++) {
                 const int32_t xk = b0[k] - zp, yk = b1[k] - zp;
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
@@ -1253,6 +1276,76 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
 #endif
     qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
+
+/* The bytes of qk_conv_ring's rows: KH padded input rows of W + 2·PW
+ * positions, each position's C channels as int16. */
+QK_INLINE int32_t qk_ring_bytes(int C, int W, int KH, int PW) { return (int32_t)KH * (W + 2 * PW) * C * 2; }
+
+#if Q_DSP
+/* Input row iy of x [C, H, W] into a ring row: position ix's C channels
+ * at r + (ix + PW)·C as int16 x - zp, in channel order (a word (x_c,
+ * x_c+1) meets SXTB16 of qk_pair_channel's weight word, its rotation
+ * (x_c+2, x_c+3)); a row outside the input is zeros. The padding
+ * positions are zeros from the start. */
+QK_INLINE void qk_ring_row(const int8_t *x, int C, int H, int W, int PW, int iy, int32_t zp, int16_t *r) {
+    const int32_t nz = qk_neg_zp_pair(zp), HW = H * W;
+    int ix, c;
+    r += PW * C;
+    if (iy < 0 || iy >= H) {
+        memset(r, 0, (size_t)W * (size_t)C * sizeof *r);
+        return;
+    }
+    for (ix = 0; ix < W; ix++, r += C) {
+        const int8_t *xp = x + (int32_t)iy * W + ix;
+        int16_t *rc = r;
+        for (c = C / 4; c > 0; c--, xp += 4 * HW, rc += 4) { /* four channels a step, two a word */
+            const int32_t v = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16)));
+            const int32_t u = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[2 * HW] |
+                                                      ((uint32_t)(uint8_t)xp[3 * HW] << 16)));
+            memcpy(rc, &v, 4), memcpy(rc + 2, &u, 4);
+        }
+    }
+}
+
+/* A dense convolution in qk_conv_pairs' layout (int8 weights [O][KH][KW][C],
+ * C a multiple of 4) on the DSP, over KH input rows unpacked to int16 once
+ * each (ring: qk_ring_bytes, 4-byte aligned), not once per output position
+ * as qk_conv_q15's columns. For output row oy the ring holds input rows
+ * oy·SH - PH .. + KH - 1 in order, one every RW int16 (the rows the
+ * previous output row shares moved up, the others built); an output
+ * position's taps of kernel row ky are then KW·C contiguous int16 of ring
+ * row ky, as its weights are of their row: two positions and two output
+ * channels at a time, one qk_dot_2x2 over the KH rows. An odd last
+ * position or channel is computed twice and stored once. */
+QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int C, int H, int W, int O, int OH, int OW,
+                            int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+                            const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+    const int RW = (W + 2 * PW) * C, KK = KH * KW * C, NP = OH * OW;
+    int oy, ox, o, ky;
+    memset(ring, 0, (size_t)qk_ring_bytes(C, W, KH, PW));
+    for (oy = 0; oy < OH; oy++) {
+        const int iy = oy * SH - PH, keep = oy > 0 && SH < KH ? KH - SH : 0; /* rows shared with oy - 1 */
+        if (keep) memmove(ring, ring + SH * RW, (size_t)keep * (size_t)RW * sizeof *ring);
+        for (ky = keep; ky < KH; ky++) qk_ring_row(x, C, H, W, PW, iy + ky, zp, ring + ky * RW);
+        for (ox = 0; ox < OW; ox += 2) {
+            const int two = ox + 1 < OW, ox1 = two ? ox + 1 : ox, p = oy * OW + ox;
+            const int16_t *c0 = ring + ox * SW * C, *c1 = ring + ox1 * SW * C;
+            for (o = 0; o < O; o += 2) {
+                const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
+                const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
+                int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
+                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, &a0, &d0, &a1, &d1);
+                y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
+                if (two) y[(int32_t)o * NP + p + 1] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
+                if (pair) {
+                    y[(int32_t)o1 * NP + p] = q_out(qk_rq(a1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                    if (two) y[(int32_t)o1 * NP + p + 1] = q_out(qk_rq(d1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                }
+            }
+        }
+    }
+}
+#endif
 
 /* cols (may be NULL): room for two int16 columns (4·KK bytes, 4-byte
  * aligned), which the DSP path takes for int8 weights over groups of a
@@ -1426,6 +1519,23 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
             }
         }
     }
+}
+
+/* qk_conv_pairs with the DSP's ring of rows where ring is given (int8
+ * weights, C a multiple of 4, one group: qk_conv_ring). */
+QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *ring, int C, int H, int W, int O, int OH, int OW,
+                            int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
+                            const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+#if Q_DSP
+    if (ring) {
+        qk_conv_ring(x, w, ring, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+#else
+    (void)ring;
+#endif
+    qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo,
+                  hi, y);
 }
 
 /* Which convolution kernel an op takes: qk_conv_pairs for kernel rows
