@@ -189,6 +189,17 @@ bool qat__cg_ring(const qat__cg *g, int i) {
     return qk_ring_bytes(C, W, op->kh, op->pad_w) * 8 <= g->plan->arena_bytes;
 }
 
+bool qat__cg_natural_ring(const qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    if (g->small || !qat__cg_natural_cols(g, i)) return false;
+    if (op->kh <= op->stride_h && op->kw <= op->stride_w) return false; /* no input shared between positions */
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    int C = (int)in->shape[0], C4 = (C + 3) / 4 * 4;
+    return 3 * C4 <= 4 * C && /* at most a third more products than C */
+           qk_padded_ring_bytes(C, (int)in->shape[2], (int)out->shape[0], op->kh, op->kw, op->pad_w) * 8 <=
+               g->plan->arena_bytes;
+}
+
 bool qat__cg_natural_cols(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN || op->groups != 1) return false;
@@ -240,6 +251,9 @@ static qat_status plan_weights(qat__cg *g) {
             need = qk_block((int)(O / op->groups)) * L;
         else if (qat__cg_dw_rows(g, i))
             need = 3 * qk_dw_row_stride((int)g->q->tensors[op->inputs[0]].shape[2], op->pad_w); /* three padded rows */
+        else if (qat__cg_natural_ring(g, i))
+            need = qk_padded_ring_bytes((int)g->q->tensors[op->inputs[0]].shape[0],
+                                        (int)g->q->tensors[op->inputs[0]].shape[2], (int)O, op->kh, op->kw, op->pad_w);
         else if (qat__cg_natural_cols(g, i))
             need = 4 * ((L + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
         else if (qat__cg_ring(g, i))

@@ -164,8 +164,9 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         return;
     }
     if (qat__cg_natural_cols(g, i)) { /* int8 weights in order, the DSP's columns where it has them */
-        qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, "
-                       "op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
+        qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O, OH,
+                       OW, KH, KW, op->stride_h,
                        op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
                        op->act_min, op->act_max);
         return;

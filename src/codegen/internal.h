@@ -105,6 +105,11 @@ bool qat__cg_ring(const qat__cg *g, int i);
 /* Does it take them in its weights' natural order (qk_conv_cols: a dense
  * convolution none of qk_conv_pairs, qk_dwconv3 and qk_conv_pw takes)? */
 bool qat__cg_natural_cols(const qat__cg *g, int i);
+/* Does it take them as a ring of rows of C rounded up to 4 channels, its
+ * weights re-laid in the scratch (qk_conv_cols' ring form: windows that
+ * overlap, at most a third more products, not in the small plan, at most
+ * an eighth of the activations' arena)? */
+bool qat__cg_natural_ring(const qat__cg *g, int i);
 /* Does op i take qk_dwconv3_padded with the scratch for its three padded
  * rows (a depthwise 3x3 convolution of int8 weights, not in the small
  * plan's modes)? */

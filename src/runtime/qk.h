@@ -1261,33 +1261,19 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
 }
 #endif
 
-/* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
- * columns where cols is given (qk_conv_bytes), by qk_conv otherwise. */
-QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
-                            int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
-#if Q_DSP
-    if (cols) {
-        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
-        return;
-    }
-#else
-    (void)cols;
-#endif
-    qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
-}
 
 /* The bytes of qk_conv_ring's rows: KH padded input rows of W + 2·PW
  * positions, each position's C channels as int16. */
 QK_INLINE int32_t qk_ring_bytes(int C, int W, int KH, int PW) { return (int32_t)KH * (W + 2 * PW) * C * 2; }
 
 #if Q_DSP
-/* Input row iy of x [C, H, W] into a ring row: position ix's C channels
- * at r + (ix + PW)·C as int16 x - zp, in channel order (a word (x_c,
- * x_c+1) meets SXTB16 of qk_pair_channel's weight word, its rotation
- * (x_c+2, x_c+3)); a row outside the input is zeros. The padding
- * positions are zeros from the start. */
-QK_INLINE void qk_ring_row(const int8_t *x, int C, int H, int W, int PW, int iy, int32_t zp, int16_t *r) {
+/* Input row iy of x [CX, H, W] into a ring row: position ix's C >= CX
+ * channels (C a multiple of 4) at r + (ix + PW)·C as int16 x - zp, in
+ * channel order (a word (x_c, x_c+1) meets SXTB16 of qk_pair_channel's
+ * weight word, its rotation (x_c+2, x_c+3)), channels from CX on 0; a row
+ * outside the input is zeros. The padding positions are zeros from the
+ * start. */
+QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW, int iy, int32_t zp, int16_t *r) {
     const int32_t nz = qk_neg_zp_pair(zp), HW = H * W;
     int ix, c;
     r += PW * C;
@@ -1298,17 +1284,24 @@ QK_INLINE void qk_ring_row(const int8_t *x, int C, int H, int W, int PW, int iy,
     for (ix = 0; ix < W; ix++, r += C) {
         const int8_t *xp = x + (int32_t)iy * W + ix;
         int16_t *rc = r;
-        for (c = C / 4; c > 0; c--, xp += 4 * HW, rc += 4) { /* four channels a step, two a word */
+        for (c = CX / 4; c > 0; c--, xp += 4 * HW, rc += 4) { /* four channels a step, two a word */
             const int32_t v = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16)));
             const int32_t u = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[2 * HW] |
                                                       ((uint32_t)(uint8_t)xp[3 * HW] << 16)));
             memcpy(rc, &v, 4), memcpy(rc + 2, &u, 4);
         }
+        if (CX % 4) { /* the last channels, the rest of their four 0; whole fours of zeros after them */
+            const int32_t t0 = xp[0] - zp, t1 = CX % 4 > 1 ? xp[HW] - zp : 0, t2 = CX % 4 > 2 ? xp[2 * HW] - zp : 0;
+            const uint32_t v = (uint32_t)(uint16_t)t0 | (uint32_t)t1 << 16, u = (uint32_t)(uint16_t)t2;
+            memcpy(rc, &v, 4), memcpy(rc + 2, &u, 4), rc += 4;
+        }
+        for (c = (CX + 3) / 4 * 4; c < C; c++) *rc++ = 0;
     }
 }
 
 /* A dense convolution in qk_conv_pairs' layout (int8 weights [O][KH][KW][C],
- * C a multiple of 4) on the DSP, over KH input rows unpacked to int16 once
+ * C a multiple of 4; x has CX <= C channels, the weights of the others 0)
+ * on the DSP, over KH input rows unpacked to int16 once
  * each (ring: qk_ring_bytes, 4-byte aligned), not once per output position
  * as qk_conv_q15's columns. For output row oy the ring holds input rows
  * oy·SH - PH .. + KH - 1 in order, one every RW int16 (the rows the
@@ -1317,8 +1310,8 @@ QK_INLINE void qk_ring_row(const int8_t *x, int C, int H, int W, int PW, int iy,
  * row ky, as its weights are of their row: two positions and two output
  * channels at a time, one qk_dot_2x2 over the KH rows. An odd last
  * position or channel is computed twice and stored once. */
-QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int C, int H, int W, int O, int OH, int OW,
-                            int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int CX, int C, int H, int W, int O, int OH,
+                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                             const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RW = (W + 2 * PW) * C, KK = KH * KW * C, NP = OH * OW;
     int oy, ox, o, ky;
@@ -1326,7 +1319,7 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int
     for (oy = 0; oy < OH; oy++) {
         const int iy = oy * SH - PH, keep = oy > 0 && SH < KH ? KH - SH : 0; /* rows shared with oy - 1 */
         if (keep) memmove(ring, ring + SH * RW, (size_t)keep * (size_t)RW * sizeof *ring);
-        for (ky = keep; ky < KH; ky++) qk_ring_row(x, C, H, W, PW, iy + ky, zp, ring + ky * RW);
+        for (ky = keep; ky < KH; ky++) qk_ring_row(x, CX, C, H, W, PW, iy + ky, zp, ring + ky * RW);
         for (ox = 0; ox < OW; ox += 2) {
             const int two = ox + 1 < OW, ox1 = two ? ox + 1 : ox, p = oy * OW + ox;
             const int16_t *c0 = ring + ox * SW * C, *c1 = ring + ox1 * SW * C;
@@ -1346,6 +1339,47 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int
     }
 }
 #endif
+
+/* The bytes qk_conv_cols takes in its ring form: the ring of rows of C
+ * rounded up to 4 channels, then the weights re-laid for it. */
+QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int PW) {
+    const int C4 = (C + 3) / 4 * 4;
+    return qk_ring_bytes(C4, W, KH, PW) + (int32_t)O * KH * KW * C4;
+}
+
+/* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
+ * columns where cols is given (qk_conv_bytes), by qk_conv otherwise. With
+ * ring set, cols holds qk_padded_ring_bytes instead: the weights are
+ * re-laid once into its tail as qk_conv_pairs' [O][KH][KW][C4] (C4 = C
+ * rounded up to 4, qk_pair_channel's order, 0 for the missing channels),
+ * and qk_conv_ring runs over its head. */
+QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int ring, int C, int H, int W, int O, int OH,
+                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias,
+                            const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                            int8_t *y) {
+#if Q_DSP
+    if (cols && ring) {
+        const int C4 = (C + 3) / 4 * 4, T = KH * KW;
+        int8_t *wp = (int8_t *)(void *)cols + qk_ring_bytes(C4, W, KH, PW);
+        int o, t, c;
+        for (o = 0; o < O; o++)
+            for (t = 0; t < T; t++)
+                for (c = 0; c < C4; c++) {
+                    const int cs = qk_pair_channel(c, C4); /* the channel stored at c */
+                    wp[((int32_t)o * T + t) * C4 + c] = cs < C ? w[((int32_t)o * C + cs) * T + t] : 0;
+                }
+        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+    if (cols) {
+        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        return;
+    }
+#else
+    (void)cols, (void)ring;
+#endif
+    qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
+}
 
 /* cols (may be NULL): room for two int16 columns (4·KK bytes, 4-byte
  * aligned), which the DSP path takes for int8 weights over groups of a
@@ -1528,7 +1562,7 @@ QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *ring, int
                             const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (ring) {
-        qk_conv_ring(x, w, ring, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_conv_ring(x, w, ring, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
         return;
     }
 #else
@@ -1580,6 +1614,18 @@ QK_INLINE uint32_t qk_dw_word(const int8_t *row, int ix, int W, uint32_t zp4) {
 #define QK_DW_ROW1(v, k02, k1, nzp, acc0)                                            \
     do {                                                                              \
         int32_t a02_ = __sxtab16((nzp), (int32_t)(v)), a13_ = q_sxtab16_ror8((nzp), (v)); \
+        (acc0) = __smlabb((k1), a13_, __smlad((k02), a02_, (acc0)));                  \
+    } while (0)
+/* The same over bytes whose zero point is folded elsewhere (SXTB16, no addend). */
+#define QK_DW_ROW2X(v, k02, k1, acc0, acc1)                                          \
+    do {                                                                              \
+        int32_t a02_ = __sxtb16((int32_t)(v)), a13_ = q_sxtb16_ror8(v);              \
+        (acc0) = __smlabb((k1), a13_, __smlad((k02), a02_, (acc0)));                  \
+        (acc1) = __smlabt((k1), a02_, __smlad((k02), a13_, (acc1)));                  \
+    } while (0)
+#define QK_DW_ROW1X(v, k02, k1, acc0)                                                \
+    do {                                                                              \
+        int32_t a02_ = __sxtb16((int32_t)(v)), a13_ = q_sxtb16_ror8(v);              \
         (acc0) = __smlabb((k1), a13_, __smlad((k02), a02_, (acc0)));                  \
     } while (0)
 #else
@@ -1777,12 +1823,14 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                                int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                                const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RS = qk_dw_row_stride(W, PW);
-    const int32_t nzp = qk_neg_zp_pair(zp);
     int c, oy, ox, r;
     memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(3 * RS));
     for (c = 0; c < C; c++) {
         const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
-        const int32_t b = bias[c], mc = m0[c];
+        /* zp's share folded into the bias: every tap reads a byte, zp's in the padding,
+         * so Σ k·x + (b - zp·Σ k) = Σ k·(x - zp) + b, and the bytes unpack without it */
+        const int32_t b = bias[c] - zp * (wc[0] + wc[1] + wc[2] + wc[3] + wc[4] + wc[5] + wc[6] + wc[7] + wc[8]),
+                      mc = m0[c];
         const int sc = shift[c];
 #define QK_K02(r) ((int32_t)(((uint32_t)(uint16_t)(int16_t)wc[3 * (r)]) | ((uint32_t)(int32_t)wc[3 * (r) + 2] << 16)))
         const int32_t k02_0 = QK_K02(0), k02_1 = QK_K02(1), k02_2 = QK_K02(2);
@@ -1796,12 +1844,28 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                 else memset(rows + r * RS + PW, (int)(uint8_t)(int8_t)zp, (size_t)W);
             }
             if (SW == 1) {
-                for (ox = 0; ox + 2 <= OW; ox += 2) {
+                for (ox = 0; ox + 4 <= OW; ox += 4) { /* four outputs a step: the taps' registers reloaded once */
+                    int32_t a0 = b, a1 = b, a2 = b, a3 = b;
+                    const uint32_t v0 = q_ld32(rows + ox), v1 = q_ld32(rows + RS + ox), v2 = q_ld32(rows + 2 * RS + ox);
+                    const uint32_t u0 = q_ld32(rows + ox + 2), u1 = q_ld32(rows + RS + ox + 2),
+                                   u2 = q_ld32(rows + 2 * RS + ox + 2);
+                    QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
+                    QK_DW_ROW2X(u0, k02_0, k1_0, a2, a3);
+                    QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
+                    QK_DW_ROW2X(u1, k02_1, k1_1, a2, a3);
+                    QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
+                    QK_DW_ROW2X(u2, k02_2, k1_2, a2, a3);
+                    yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
+                    yr[ox + 1] = q_out(qk_rq(a1, mc, sc) + zp_out, lo, hi);
+                    yr[ox + 2] = q_out(qk_rq(a2, mc, sc) + zp_out, lo, hi);
+                    yr[ox + 3] = q_out(qk_rq(a3, mc, sc) + zp_out, lo, hi);
+                }
+                for (; ox + 2 <= OW; ox += 2) {
                     int32_t a0 = b, a1 = b;
                     const uint32_t v0 = q_ld32(rows + ox), v1 = q_ld32(rows + RS + ox), v2 = q_ld32(rows + 2 * RS + ox);
-                    QK_DW_ROW2(v0, k02_0, k1_0, nzp, a0, a1);
-                    QK_DW_ROW2(v1, k02_1, k1_1, nzp, a0, a1);
-                    QK_DW_ROW2(v2, k02_2, k1_2, nzp, a0, a1);
+                    QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
+                    QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
+                    QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
                     yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
                     yr[ox + 1] = q_out(qk_rq(a1, mc, sc) + zp_out, lo, hi);
                 }
@@ -1812,9 +1876,9 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                 int32_t a0 = b;
                 const int ix = ox * SW;
                 const uint32_t v0 = q_ld32(rows + ix), v1 = q_ld32(rows + RS + ix), v2 = q_ld32(rows + 2 * RS + ix);
-                QK_DW_ROW1(v0, k02_0, k1_0, nzp, a0);
-                QK_DW_ROW1(v1, k02_1, k1_1, nzp, a0);
-                QK_DW_ROW1(v2, k02_2, k1_2, nzp, a0);
+                QK_DW_ROW1X(v0, k02_0, k1_0, a0);
+                QK_DW_ROW1X(v1, k02_1, k1_1, a0);
+                QK_DW_ROW1X(v2, k02_2, k1_2, a0);
                 yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
             }
         }
