@@ -341,11 +341,6 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
         name, q->n_ops, name);
     if (q->rounding == QAT_ROUNDING_SINGLE) /* the kernels' requantization rounds the exact product once */
         qat__cg_printf(g, "#define QK_SINGLE_ROUNDING 1\n");
-    bool shift_neg = true; /* every convolution's and linear op's shift negative: qk.h's QK_SHIFT_NEG */
-    for (int i = 0; i < q->n_ops; i++)
-        if (q->ops[i].kind == QAT_QOP_CONV2D || q->ops[i].kind == QAT_QOP_LINEAR)
-            for (int j = 0; j < q->ops[i].n_mult; j++) shift_neg = shift_neg && q->ops[i].shift[j] < 0;
-    if (shift_neg) qat__cg_printf(g, "#define QK_SHIFT_NEG 1\n");
     if (fwrite(qat__cg_kernels, 1, qat__cg_kernels_len, g->f) != qat__cg_kernels_len) g->failed = true;
     qat__cg_printf(g, "/* ---- the model ---- */\n\n");
     qat__cg_printf(g, "/* the activations: %lld bytes, 4-byte aligned", (long long)g->plan->arena_bytes);

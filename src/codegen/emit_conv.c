@@ -42,6 +42,14 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
 }
 
+/* 1 when every shift of op is negative: its DSP kernels then requantize
+ * with no test of the sign (qk_rqn's SN). */
+static int shifts_negative(const qat_qop *op) {
+    for (int j = 0; j < op->n_mult; j++)
+        if (op->shift[j] >= 0) return 0;
+    return 1;
+}
+
 /* Channel ch's int8 weights for one_channel: its row of opN_w, or (packed)
  * the statement unpacking its row into the scratch at sw, and sw. */
 static void channel_weights(qat__cg *g, int i, const char *ch, const char *sw, char *wch, size_t len) {
@@ -147,16 +155,16 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
      * general kernels, which unpack a block of channels at a time */
     if (P >= 8 && qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
         qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, "
-                       "%d, %d, y);\n}\n", i, C, H, W, OH, OW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i,
-                       i, in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, OH, OW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, i, i, i, shifts_negative(op), in->q.zero_point,
+                       out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (P >= 8 && qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
         if (qat__cg_uses_cols(g, i))
             qat__cg_printf(g, "    qk_conv_pw_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, "
-                           "y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
-                           op->act_min, op->act_max);
+                           "%d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, shifts_negative(op),
+                           in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         else
             qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
                            i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
@@ -165,17 +173,16 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     }
     if (qat__cg_natural_cols(g, i)) { /* int8 weights in order, the DSP's columns where it has them */
         qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O, OH,
-                       OW, KH, KW, op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
-                       op->act_min, op->act_max);
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O,
+                       OH, OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i,
+                       shifts_negative(op), in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (qat__cg_ring(g, i)) { /* int8 weights in the pairs layout, the DSP's ring of rows where it has one */
         qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, "
-                       "op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
-                       op->act_min, op->act_max);
+                       "op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, shifts_negative(op), in->q.zero_point,
+                       out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     char s[48] = "NULL", cols[80] = "";

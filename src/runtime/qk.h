@@ -101,12 +101,14 @@
 #define QK_SINGLE_ROUNDING 0
 #endif
 
-/* Every per-channel shift of the program (a convolution's or a linear op's
- * opN_s) is negative: the generated C says so when it is, as in most
- * models (each multiplier below one half). qk_rq and qk_store, which only
- * requantize with those, then take q_requant_neg without testing the sign. */
-#ifndef QK_SHIFT_NEG
-#define QK_SHIFT_NEG 0
+/* A branch the compiler should lay out as taken rarely: a negative shift
+ * (a multiplier below one half: every layer of every model measured) then
+ * falls through to the inline one-SMLAL path, one compare and one branch
+ * not taken, the general path out of line. */
+#if defined(__GNUC__)
+#define Q_LIKELY(c) __builtin_expect(!!(c), 1)
+#else
+#define Q_LIKELY(c) (c)
 #endif
 
 /* r clamped to [-256, 255]: one SSAT on the DSP. */
@@ -219,7 +221,13 @@ static inline int8_t q_out(int32_t v, int32_t lo, int32_t hi) {
 /* q_requant inlined where its shift is negative (the new kernels'
  * epilogues, whose frames have room for it). */
 QK_INLINE int32_t qk_rq(int32_t acc, int32_t m0, int shift) {
-    return QK_SHIFT_NEG || shift < 0 ? q_requant_neg(acc, m0, shift) : q_requant(acc, m0, shift);
+    return Q_LIKELY(shift < 0) ? q_requant_neg(acc, m0, shift) : q_requant(acc, m0, shift);
+}
+
+/* qk_rq where SN (a literal at the generated calls) says every shift of the
+ * op is negative: then no test at all. */
+QK_INLINE int32_t qk_rqn(int32_t acc, int32_t m0, int shift, int SN) {
+    return SN ? q_requant_neg(acc, m0, shift) : qk_rq(acc, m0, shift);
 }
 
 #if Q_DSP
@@ -437,8 +445,7 @@ QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
 /* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
 QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
                         int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
-#define QK_STORE(j)                                                                                   \
-    y[(j) * ys] = q_out((QK_SHIFT_NEG ? q_requant_neg : q_requant)(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
+#define QK_STORE(j) y[(j) * ys] = q_out(qk_rq(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
     QK_EACH(B, QK_STORE);
 #undef QK_STORE
 }
@@ -1163,7 +1170,7 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
  * twice and stored once. */
 QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                            int KH, int KW, int SH, int SW, int PH, int PW, int G, const int32_t *bias,
-                           const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                           const int32_t *m0, const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
                            int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW, NP = OH * OW;
     int16_t *c0 = cols, *c1 = cols + KK;
@@ -1181,11 +1188,11 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
                 qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, &a0, &d0, &a1, &d1);
-                y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
-                if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
+                y[(int32_t)o * NP + p] = q_out(qk_rqn(a0, m0[o], shift[o], SN) + zp_out, lo, hi);
+                if (two) y[(int32_t)o * NP + q] = q_out(qk_rqn(d0, m0[o], shift[o], SN) + zp_out, lo, hi);
                 if (pair) {
-                    y[(int32_t)o1 * NP + p] = q_out(qk_rq(a1, m0[o1], shift[o1]) + zp_out, lo, hi);
-                    if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rq(d1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                    y[(int32_t)o1 * NP + p] = q_out(qk_rqn(a1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
+                    if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rqn(d1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
                 }
             }
         }
@@ -1225,7 +1232,7 @@ QK_INLINE void qk_col_bytes(const int8_t *x, int C, int H, int W, int KH, int KW
  * last position or channel is computed twice and stored once. */
 QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                              int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                             const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                             const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int KK = C * KH * KW, K4 = KK / 4 * 4, KS = (KK + 3) / 4 * 4, NP = OH * OW;
     const int32_t nz = qk_neg_zp_pair(zp);
     int16_t *c0 = cols, *c1 = cols + KS;
@@ -1250,11 +1257,11 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
                 const int32_t xk = b0[k] - zp, yk = b1[k] - zp;
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
             }
-            y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
-            if (two) y[(int32_t)o * NP + q] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
+            y[(int32_t)o * NP + p] = q_out(qk_rqn(a0, m0[o], shift[o], SN) + zp_out, lo, hi);
+            if (two) y[(int32_t)o * NP + q] = q_out(qk_rqn(d0, m0[o], shift[o], SN) + zp_out, lo, hi);
             if (pair) {
-                y[(int32_t)o1 * NP + p] = q_out(qk_rq(a1, m0[o1], shift[o1]) + zp_out, lo, hi);
-                if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rq(d1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                y[(int32_t)o1 * NP + p] = q_out(qk_rqn(a1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
+                if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rqn(d1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
             }
         }
     }
@@ -1312,7 +1319,7 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
  * position or channel is computed twice and stored once. */
 QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int CX, int C, int H, int W, int O, int OH,
                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                            const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RW = (W + 2 * PW) * C, KK = KH * KW * C, NP = OH * OW;
     int oy, ox, o, ky;
     memset(ring, 0, (size_t)qk_ring_bytes(C, W, KH, PW));
@@ -1328,11 +1335,11 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
                 qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, &a0, &d0, &a1, &d1);
-                y[(int32_t)o * NP + p] = q_out(qk_rq(a0, m0[o], shift[o]) + zp_out, lo, hi);
-                if (two) y[(int32_t)o * NP + p + 1] = q_out(qk_rq(d0, m0[o], shift[o]) + zp_out, lo, hi);
+                y[(int32_t)o * NP + p] = q_out(qk_rqn(a0, m0[o], shift[o], SN) + zp_out, lo, hi);
+                if (two) y[(int32_t)o * NP + p + 1] = q_out(qk_rqn(d0, m0[o], shift[o], SN) + zp_out, lo, hi);
                 if (pair) {
-                    y[(int32_t)o1 * NP + p] = q_out(qk_rq(a1, m0[o1], shift[o1]) + zp_out, lo, hi);
-                    if (two) y[(int32_t)o1 * NP + p + 1] = q_out(qk_rq(d1, m0[o1], shift[o1]) + zp_out, lo, hi);
+                    y[(int32_t)o1 * NP + p] = q_out(qk_rqn(a1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
+                    if (two) y[(int32_t)o1 * NP + p + 1] = q_out(qk_rqn(d1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
                 }
             }
         }
@@ -1355,7 +1362,7 @@ QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int 
  * and qk_conv_ring runs over its head. */
 QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int ring, int C, int H, int W, int O, int OH,
                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias,
-                            const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                            const int32_t *m0, const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
                             int8_t *y) {
 #if Q_DSP
     if (cols && ring) {
@@ -1368,15 +1375,16 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
                     const int cs = qk_pair_channel(c, C4); /* the channel stored at c */
                     wp[((int32_t)o * T + t) * C4 + c] = cs < C ? w[((int32_t)o * C + cs) * T + t] : 0;
                 }
-        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi,
+                     y);
         return;
     }
     if (cols) {
-        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
         return;
     }
 #else
-    (void)cols, (void)ring;
+    (void)cols, (void)ring, (void)SN;
 #endif
     qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
@@ -1392,7 +1400,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
     int o, oy, ox, ky, kx, c;
 #if Q_DSP
     if (cols && P >= 8 && CG % 4 == 0) {
-        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, 0, zp, zp_out, lo, hi, y);
         return;
     }
 #else
@@ -1559,14 +1567,15 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
  * weights, C a multiple of 4, one group: qk_conv_ring). */
 QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *ring, int C, int H, int W, int O, int OH, int OW,
                             int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                            const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (ring) {
-        qk_conv_ring(x, w, ring, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_conv_ring(x, w, ring, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi,
+                     y);
         return;
     }
 #else
-    (void)ring;
+    (void)ring, (void)SN;
 #endif
     qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo,
                   hi, y);
@@ -1821,7 +1830,7 @@ QK_INLINE int qk_dw_row_stride(int W, int PW) { return (W + 2 * PW + 3 + 3) / 4 
 #if Q_DSP
 QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, int C, int H, int W, int OH, int OW,
                                int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                               const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                               const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RS = qk_dw_row_stride(W, PW);
     int c, oy, ox, r;
     memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(3 * RS));
@@ -1855,10 +1864,10 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                     QK_DW_ROW2X(u1, k02_1, k1_1, a2, a3);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
                     QK_DW_ROW2X(u2, k02_2, k1_2, a2, a3);
-                    yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
-                    yr[ox + 1] = q_out(qk_rq(a1, mc, sc) + zp_out, lo, hi);
-                    yr[ox + 2] = q_out(qk_rq(a2, mc, sc) + zp_out, lo, hi);
-                    yr[ox + 3] = q_out(qk_rq(a3, mc, sc) + zp_out, lo, hi);
+                    yr[ox] = q_out(qk_rqn(a0, mc, sc, SN) + zp_out, lo, hi);
+                    yr[ox + 1] = q_out(qk_rqn(a1, mc, sc, SN) + zp_out, lo, hi);
+                    yr[ox + 2] = q_out(qk_rqn(a2, mc, sc, SN) + zp_out, lo, hi);
+                    yr[ox + 3] = q_out(qk_rqn(a3, mc, sc, SN) + zp_out, lo, hi);
                 }
                 for (; ox + 2 <= OW; ox += 2) {
                     int32_t a0 = b, a1 = b;
@@ -1866,8 +1875,8 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                     QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
                     QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
-                    yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
-                    yr[ox + 1] = q_out(qk_rq(a1, mc, sc) + zp_out, lo, hi);
+                    yr[ox] = q_out(qk_rqn(a0, mc, sc, SN) + zp_out, lo, hi);
+                    yr[ox + 1] = q_out(qk_rqn(a1, mc, sc, SN) + zp_out, lo, hi);
                 }
             } else {
                 ox = 0;
@@ -1879,7 +1888,7 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                 QK_DW_ROW1X(v0, k02_0, k1_0, a0);
                 QK_DW_ROW1X(v1, k02_1, k1_1, a0);
                 QK_DW_ROW1X(v2, k02_2, k1_2, a0);
-                yr[ox] = q_out(qk_rq(a0, mc, sc) + zp_out, lo, hi);
+                yr[ox] = q_out(qk_rqn(a0, mc, sc, SN) + zp_out, lo, hi);
             }
         }
     }
@@ -1889,14 +1898,14 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
 /* qk_dwconv3 with the DSP's padded rows where rows is given (qk_dwconv3_rows). */
 QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int8_t *rows, int C, int H, int W, int OH, int OW,
                                  int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                                 const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                                 const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (rows) {
-        qk_dwconv3_rows(x, w, rows, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_dwconv3_rows(x, w, rows, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
         return;
     }
 #else
-    (void)rows;
+    (void)rows, (void)SN;
 #endif
     qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
@@ -2078,15 +2087,15 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
  * as a 1 x HW map (each position's C inputs unpacked once for every output
  * channel, not once per pair of them). */
 QK_INLINE void qk_conv_pw_cols(const int8_t *x, const int8_t *w, int16_t *cols, int C, int HW, int O, int B,
-                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int32_t zp,
                                int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (cols && C % 4 == 0) {
-        qk_conv_q15(x, w, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_conv_q15(x, w, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
         return;
     }
 #else
-    (void)cols;
+    (void)cols, (void)SN;
 #endif
     qk_conv_pw(x, w, C, HW, HW, O, HW, B, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
