@@ -205,9 +205,11 @@ bool qat__cg_natural_cols(const qat__cg *g, int i) {
     if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN || op->groups != 1) return false;
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
+    int64_t cols = 4 * (((int64_t)C * op->kh * op->kw + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
     return !qk_conv_uses_pairs(C, 1, op->kw) &&
            !qk_conv_uses_dw3(C, (int)out->shape[0], 1, W, op->kh, op->kw, op->stride_w, op->pad_h, op->pad_w) &&
-           !qk_conv_uses_pw(C, 1, H, W, op->kh, op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w);
+           !qk_conv_uses_pw(C, 1, H, W, op->kh, op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w) &&
+           cols * 4 <= g->plan->arena_bytes; /* at most a quarter of the activations' arena */
 }
 
 bool qat__cg_dw_rows(const qat__cg *g, int i) {

@@ -1094,11 +1094,12 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
         for (kx = 0; kx < KW; kx++) {
             int16_t *ct = col + (ky * KW + kx) * CG;
             const int yy = iy + ky, xx = ix + kx;
-            const int8_t *xp = xg + yy * W + xx;
+            const int8_t *xp;
             if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
                 memset(ct, 0, (size_t)CG * sizeof *ct);
                 continue;
             }
+            xp = xg + yy * W + xx; /* formed only inside the input */
             /* two channels a word: their bytes at bits 0 and 16, SXTAB16 adds -zp to both;
              * four channels a step (CG is a multiple of 4 at the calls; a count down: no bound
              * to reload) */
@@ -1208,13 +1209,13 @@ QK_INLINE void qk_col_bytes(const int8_t *x, int C, int H, int W, int KH, int KW
     for (c = 0; c < C; c++)
         for (ky = 0; ky < KH; ky++, col += KW) {
             const int yy = iy + ky;
-            const int8_t *xr = x + ((int32_t)c * H + yy) * W + ix;
             if (yy < 0 || yy >= H) {
                 memset(col, (int)(uint8_t)(int8_t)zp, (size_t)KW);
-            } else if (inside) {
-                memcpy(col, xr, (size_t)KW);
-            } else {
-                for (kx = 0; kx < KW; kx++) col[kx] = ix + kx < 0 || ix + kx >= W ? (int8_t)zp : xr[kx];
+            } else { /* the row's pointers formed only inside the input */
+                const int8_t *xrow = x + ((int32_t)c * H + yy) * W;
+                if (inside) memcpy(col, xrow + ix, (size_t)KW);
+                else
+                    for (kx = 0; kx < KW; kx++) col[kx] = ix + kx < 0 || ix + kx >= W ? (int8_t)zp : xrow[ix + kx];
             }
         }
 }
@@ -1837,7 +1838,9 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
     for (c = 0; c < C; c++) {
         const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
         /* zp's share folded into the bias: every tap reads a byte, zp's in the padding,
-         * so Σ k·x + (b - zp·Σ k) = Σ k·(x - zp) + b, and the bytes unpack without it */
+         * so Σ k·x + (b - zp·Σ k) = Σ k·(x - zp) + b, and the bytes unpack without it.
+         * |zp·Σ k| <= 128·9·128 and the plan bounds |b| + 9·255·255 by INT32_MAX, so
+         * neither the fold nor any partial sum after it leaves int32. */
         const int32_t b = bias[c] - zp * (wc[0] + wc[1] + wc[2] + wc[3] + wc[4] + wc[5] + wc[6] + wc[7] + wc[8]),
                       mc = m0[c];
         const int sc = shift[c];
