@@ -397,16 +397,18 @@ static qat_qtensor vec(const char *name, int64_t n, qat_aparams q) {
     return t;
 }
 
-enum { HK = 13, HO = 12 };
+enum { HK = 13, HO = 12, PK_MAX = 348, PO = 4, PAIRED_N = 40 };
 
-/* input [13] -> linear [12] with per-channel weights (zero points 0, one
- * channel's 1 to check the subtraction), biases up to ±2^15 and one
- * multiplier per branch of MultiplyByQuantizedMultiplier. */
+/* A hand-made linear op: linear_program's input [13] -> linear [12] with
+ * per-channel weights (zero points 0, one channel's 1 to check the
+ * subtraction), biases up to ±2^15 and one multiplier per branch of
+ * MultiplyByQuantizedMultiplier; or paired_program's input [K <= PK_MAX]
+ * -> [PO]. */
 typedef struct {
     qat_qtensor ts[2];
     qat_qop op;
     qat_qmodel q;
-    int32_t w[HO * HK], b[HO], wzp[HO], mult[HO], shift[HO];
+    int32_t w[PO * PK_MAX], b[HO], wzp[HO], mult[HO], shift[HO];
     float bs[HO], wsc[HO];
 } linear_fixture;
 
@@ -821,6 +823,134 @@ static long slurp(const char *path, char *buf, size_t len) {
     return (long)n;
 }
 
+/* ---- paired-byte weights (qk_linear_paired) --------------------------------------- */
+
+/* input [K] -> linear [PO], every weight pair (a, b) of row o from pick */
+static void paired_program(linear_fixture *f, int K, void (*pick)(int o, int k, int32_t *a, int32_t *b, qat_rng *rng),
+                           qat_rng *rng) {
+    f->ts[0] = vec("input", K, ap(0.05f, -7));
+    f->ts[1] = vec("fc", PO, ap(40.0f, 3));
+    for (int o = 0; o < PO; o++) {
+        for (int k = 0; k < K; k += 2) pick(o, k, &f->w[o * K + k], &f->w[o * K + k + 1], rng);
+        f->b[o] = (o - 2) * 40000, f->bs[o] = 0.0005f, f->wsc[o] = 0.01f, f->wzp[o] = 0;
+        f->mult[o] = 1518500250, f->shift[o] = (K > 200 ? -16 : -11) - o % 2;
+    }
+    f->op = (qat_qop){.kind = QAT_QOP_LINEAR, .n_inputs = 1, .inputs = {0}, .output = 1, .groups = 1, .act_min = -128,
+                      .act_max = 127, .weight = f->w, .bias = f->b, .bias_scale = f->bs, .n_mult = PO,
+                      .multiplier = f->mult, .shift = f->shift};
+    snprintf(f->op.name, sizeof f->op.name, "fc");
+    f->op.wq = (qat_qtype){.bits = 8, .is_signed = true, .qmin = -128, .qmax = 127, .rank = 2, .shape = {PO, K},
+                           .block = {1, K}, .pshape = {PO, 1}, .nparams = PO, .scale = f->wsc, .zero_point = f->wzp};
+    f->q = (qat_qmodel){.n_tensors = 2, .n_ops = 1, .tensors = f->ts, .ops = &f->op, .input = 0, .output = 1,
+                        .config = ""};
+}
+
+/* the pairs that test the stored form's edges: a of -128 (the low byte's
+ * largest borrow), b of -128 after a >= 0 and -127 after a < 0 (the
+ * stored odd byte at -128), 127 beside either sign; random elsewhere */
+static void pick_edges(int o, int k, int32_t *a, int32_t *b, qat_rng *rng) {
+    static const int32_t pairs[][2] = {{-128, 127}, {-128, -127}, {127, -128}, {-1, -127}, {0, -128}, {127, 127},
+                                       {-128, -128 + 1}, {1, -128}};
+    int j = (k / 2 + o) % 12;
+    if (j < 8) *a = pairs[j][0], *b = pairs[j][1];
+    else *a = (int32_t)(qat_rng_uniform(rng) * 255.0f) - 128, *b = (int32_t)(qat_rng_uniform(rng) * 254.0f) - 127;
+}
+/* every pair at the bound's worst, |a| = |b| = 127, one sign per row
+ * (row 0 all -127: at inputs all 127 its sum is -2^31 + 256·2 002) */
+static void pick_full(int o, int k, int32_t *a, int32_t *b, qat_rng *rng) {
+    (void)k, (void)rng;
+    *a = o == 0 || o == 3 ? -127 : 127, *b = o == 0 || o == 2 ? -127 : 127;
+}
+/* one pair the stored form cannot hold: b = -128 after a negative a */
+static void pick_unpairable(int o, int k, int32_t *a, int32_t *b, qat_rng *rng) {
+    pick_edges(o, k, a, b, rng);
+    if (o == 2 && k == 6) *a = -3, *b = -128;
+}
+
+/* The program through the C against the engine on PAIRED_N inputs (all at
+ * the top, all at the bottom, alternating, then random past both ends);
+ * paired: whether its C takes qk_linear_paired. */
+static void paired_check(linear_fixture *f, int K, const char *name, bool paired, int min_inside, qat_rng *rng) {
+    qat_ctx *ctx = qat_ctx_new();
+    static float x[PAIRED_N * PK_MAX], yf[PAIRED_N * PO];
+    static int32_t yq[PAIRED_N * PO];
+    static char text[1 << 20];
+    char path[512];
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_validate(ctx, &f->q), QAT_OK);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_c(ctx, &f->q, dir, name, NULL), QAT_OK);
+    snprintf(path, sizeof path, "%s/%s.c", dir, name);
+    CU_ASSERT_FATAL(slurp(path, text, sizeof text) > 0);
+    CU_ASSERT_EQUAL(strstr(text, "    qk_linear_paired(x0") != NULL, paired);
+    for (int i = 0; i < PAIRED_N; i++)
+        for (int k = 0; k < K; k++)
+            x[i * K + k] = i == 0 ? 9.0f : i == 1 ? -9.0f : i == 2 ? (k % 2 ? 9.0f : -9.0f)
+                         : i == 3 ? (k % 2 ? -9.0f : 9.0f) : (qat_rng_uniform(rng) - 0.5f) * 14.0f;
+    qat_engine *e = qat_engine_new(ctx, &f->q, QAT_ENGINE_INT, PAIRED_N);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(qat_engine_run(e, x, PAIRED_N, yf, yq), QAT_OK);
+    int inside = 0;
+    for (int i = 0; i < PAIRED_N * PO; i++) inside += yq[i] > -128 && yq[i] < 127;
+    if (inside < min_inside) printf("\n  %s: %d outputs inside the clamps\n", name, inside);
+    CU_ASSERT(inside >= min_inside); /* the sums reach the output, not only its clamps */
+    CU_ASSERT(run_generated(name, x, PAIRED_N, K, yq, yf, PO));
+    qat_engine_free(e);
+    qat_ctx_free(ctx);
+}
+
+/* Linear ops whose weights the DSP reads as halfword pairs: the edges of
+ * the stored form, and the accumulator's bound (every pair at ±127: 172
+ * pairs are under 2^23 / (127·384), 174 are not), equal the engine on the
+ * host, a Cortex-M4 (the paired kernel) and a Cortex-M3 (the plain one);
+ * what the stored form cannot hold, or the bound refuses, runs the plain
+ * kernel everywhere. */
+static void test_paired_weights(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    static linear_fixture f;
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    paired_program(&f, 96, pick_edges, &rng);
+    paired_check(&f, 96, "paired_edges", true, PAIRED_N * PO / 3, &rng);
+    paired_program(&f, 344, pick_full, &rng);
+    paired_check(&f, 344, "paired_bound", true, PAIRED_N * PO / 3, &rng);
+    paired_program(&f, 348, pick_full, &rng);
+    paired_check(&f, 348, "paired_over", false, PAIRED_N * PO / 3, &rng);
+    paired_program(&f, 96, pick_unpairable, &rng);
+    paired_check(&f, 96, "paired_unpairable", false, PAIRED_N * PO / 3, &rng);
+}
+
+/* The output's zero point folded into the requantization's nudge (every
+ * shift in [-23, -2]: SN = 2, q_requant_fold), at both ends of that range
+ * and of the zero point's, on the paired kernel: the same integers as the
+ * engine on the host, a Cortex-M4 and a Cortex-M3; a shift of -24 or -1
+ * beside them leaves the fold (SN = 1), with the same integers. */
+static void test_requant_fold(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    static linear_fixture f;
+    static const int32_t zps[] = {-128, 127, 0}, mults[PO] = {1 << 30, 2147483647, 1518500250, 1073741825};
+    static const int32_t shifts[][PO] = {{-2, -23, -9, -3}, {-22, -2, -14, -23}, {-24, -5, -9, -2}, {-1, -6, -9, -12}};
+    static const char *const names[] = {"fold_a", "fold_b", "fold_c", "fold_d", "nofold_a", "nofold_b"};
+    qat_rng rng;
+    qat_rng_seed(&rng, 6);
+    int k = 0;
+    for (int s = 0; s < 4; s++)
+        for (int z = 0; z < (s < 2 ? 2 : 1); z++, k++) {
+            paired_program(&f, 96, pick_edges, &rng);
+            f.ts[1].q.zero_point = zps[s < 2 ? z : 2];
+            memcpy(f.mult, mults, sizeof mults), memcpy(f.shift, shifts[s], sizeof shifts[s]);
+            paired_check(&f, 96, names[k], true, 0, &rng);
+            char path[512];
+            static char text[1 << 20];
+            snprintf(path, sizeof path, "%s/%s.c", dir, names[k]);
+            CU_ASSERT_FATAL(slurp(path, text, sizeof text) > 0);
+            const char *call = strstr(text, "    qk_linear_paired(x0");
+            CU_ASSERT_FATAL(call != NULL);
+            int sn = -1; /* the literal after the three arrays */
+            const char *at = strstr(call, "op0_s, ");
+            if (at) sn = atoi(at + 7);
+            CU_ASSERT_EQUAL(sn, s < 2 ? 2 : 1);
+        }
+}
+
 /* A quantized model whose op name holds a comment's end, a newline and C
  * code (written into the file with HDF5 directly, as an attacker would)
  * is refused on load by the name rule of every name, with a one-line
@@ -1071,6 +1201,8 @@ int main(int argc, char **argv) {
         {"sub-channel linear ops at 4, 8 and 2 bits equal the engine", test_subchannel_linear},
         {"a sub-channel convolution is refused by name", test_subchannel_conv_refused},
         {"every branch of the requantization equals the engine", test_requant_branches},
+        {"paired-byte weights: their edges and bound equal the engine, the rest runs plain", test_paired_weights},
+        {"the zero point folded into the nudge (shifts -23..-2) equals the engine", test_requant_fold},
         {"NAME_quantize_input / NAME_dequantize_output equal the engine's", test_io_equals_engine},
         {"normalized input: every byte of every channel, raw bytes and raw floats", test_normalized_input_every_byte},
         {"normalized model: the generated C on raw floats and raw bytes equals the engine", test_normalized_model},

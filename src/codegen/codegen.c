@@ -107,6 +107,58 @@ void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, 
     free(pk);
 }
 
+int qat__cg_shifts_negative(const qat_qop *op) {
+    int folds = 1;
+    for (int j = 0; j < op->n_mult; j++) {
+        if (op->shift[j] >= 0) return 0;
+        if (op->shift[j] > -2 || op->shift[j] < -23) folds = 0;
+    }
+    return folds ? 2 : 1;
+}
+
+bool qat__cg_pair_rows(const int8_t *rows, int64_t O, int64_t L, int64_t L4, int32_t zp, const int32_t *bias,
+                       int8_t *wp, int32_t *bp) {
+    if (L4 % 4 || L4 > L || L4 <= 0) return false;
+    for (int64_t o = 0; o < O; o++) {
+        const int8_t *r = rows + o * L;
+        int64_t bound = 0, fold = bias[o];
+        for (int64_t k = 0; k < L4; k += 2) {
+            int a = r[k], b = r[k + 1], hi = b - (a < 0); /* the odd byte with the low byte's borrow undone */
+            if (hi < -128) return false;                  /* 256·b + a below int16 */
+            bound += 128 * (a < 0 ? -a : a) + 256 * (b < 0 ? -b : b);
+            fold -= (int64_t)a * (1 + zp) + (int64_t)b * (129 + zp);
+            if (wp) wp[o * L + k] = (int8_t)a, wp[o * L + k + 1] = (int8_t)hi;
+        }
+        if (bound >= (int64_t)1 << 23 || fold < INT32_MIN || fold > INT32_MAX) return false;
+        if (wp) memcpy(wp + o * L + L4, r + L4, (size_t)(L - L4)); /* the rest as it is */
+        if (bp) bp[o] = (int32_t)fold;
+    }
+    return true;
+}
+
+bool qat__cg_paired(const qat_qop *op, const int8_t *w, int32_t zp, int8_t *wp, int32_t *bp) {
+    if (op->kind != QAT_QOP_LINEAR || op->wq.rank != 2 || qat_qop_subchannel(op)) return false;
+    return qat__cg_pair_rows(w, op->wq.shape[0], op->wq.shape[1], op->wq.shape[1], zp, op->bias, wp, bp);
+}
+
+void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp) {
+    const qat_qop *op = &g->q->ops[i];
+    int64_t O = op->wq.shape[0], before = g->const_bytes;
+    char id[32];
+    if (!wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), w, n);
+    qat__cg_printf(g, "#if Q_DSP /* %s the biases with the paired form's constant folded in */\n",
+                   wp ? "each odd weight byte less the borrow of the even one before it (the paired form);" : "");
+    if (wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), wp, n);
+    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_b", i), id), bp, O);
+    qat__cg_printf(g, "#else\n");
+    if (wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), w, n);
+    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_b", i), id), op->bias, O);
+    qat__cg_printf(g, "#endif\n");
+    g->const_bytes = before + n + 4 * O; /* one copy is compiled */
+    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_m", i), id), op->multiplier, op->n_mult);
+    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_s", i), id), op->shift, op->n_mult);
+}
+
 void qat__cg_channel_params(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     char id[32];
@@ -245,12 +297,24 @@ static qat_status plan_weights(qat__cg *g) {
         if (!w) return qat__cg_fail(g->msg, g->len, QAT_ERR_NOMEM, "codegen: out of memory");
         qat__cg_weights(op, w);
         g->wbits[i] = (int8_t)qat__cg_weight_bits(op, w);
+        int32_t zp = g->q->tensors[op->inputs[0]].q.zero_point;
+        if (op->kind == QAT_QOP_LINEAR) {
+            g->paired[i] = !g->small && g->wbits[i] == 8 && qat__cg_paired(op, w, zp, NULL, NULL);
+        } else { /* the rows as the DSP kernel the op takes reads them, where it pairs */
+            int64_t rl, rl4;
+            bool stored;
+            int8_t *rows = qat__cg_conv_dsp_rows(g, i, w, &rl, &rl4, &stored);
+            g->paired[i] = rows && qat__cg_pair_rows(rows, O, rl, rl4, zp, op->bias, NULL, NULL);
+            free(rows);
+        }
         free(w);
         int64_t need = 0;
         if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT)
             need = qat__cg_small_scratch(g->q, i, g->wbits[i]);
         else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8)
             need = qk_block((int)(O / op->groups)) * L;
+        else if (g->paired[i] && op->kind == QAT_QOP_LINEAR)
+            need = 2 * L; /* the input words, two per four inputs */
         else if (qat__cg_dw_rows(g, i))
             need = 3 * qk_dw_row_stride((int)g->q->tensors[op->inputs[0]].shape[2], op->pad_w); /* three padded rows */
         else if (qat__cg_natural_ring(g, i))
@@ -352,7 +416,7 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
                        (long long)g->scratch_at, (long long)(g->arena_bytes - g->scratch_at));
     qat__cg_printf(g, " */\nstatic union {\n    int32_t align;\n    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", up);
     for (int i = 0; i < q->n_ops; i++)
-        if (qat__cg_uses_cols(g, i) || qat__cg_dw_rows(g, i)) { /* the scratch, 4-byte aligned, as int16 columns */
+        if (qat__cg_uses_cols(g, i) || qat__cg_dw_rows(g, i) || g->paired[i]) { /* the scratch, 4-byte aligned */
             qat__cg_printf(g, "#define QK_COLS ((int16_t *)(void *)(arena.b + %lld))\n\n", (long long)g->scratch_at);
             break;
         }

@@ -42,14 +42,6 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
 }
 
-/* 1 when every shift of op is negative: its DSP kernels then requantize
- * with no test of the sign (qk_rqn's SN). */
-static int shifts_negative(const qat_qop *op) {
-    for (int j = 0; j < op->n_mult; j++)
-        if (op->shift[j] >= 0) return 0;
-    return 1;
-}
-
 /* Channel ch's int8 weights for one_channel: its row of opN_w, or (packed)
  * the statement unpacking its row into the scratch at sw, and sw. */
 static void channel_weights(qat__cg *g, int i, const char *ch, const char *sw, char *wch, size_t len) {
@@ -117,6 +109,38 @@ static void small_ram(qat__cg *g, int i, bool pairs, const char *detail) {
                    out->q.zero_point, op->act_min, op->act_max, s, O, HW, s);
 }
 
+/* w [O][CG][T] (T = KH·KW) in qk_conv_pairs' layout [O][T][CG], each 4
+ * channels in qk_pair_channel's order. */
+static void pairs_layout(const int8_t *w, int O, int CG, int T, int8_t *pw) {
+    for (int o = 0; o < O; o++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < CG; c++)
+                pw[((int64_t)o * T + t) * CG + c] = w[((int64_t)o * CG + qk_pair_channel(c, CG)) * T + t];
+}
+
+int8_t *qat__cg_conv_dsp_rows(const qat__cg *g, int i, const int8_t *w, int64_t *L, int64_t *L4, bool *stored) {
+    const qat_qop *op = &g->q->ops[i];
+    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return NULL;
+    const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
+    int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2], O = (int)out->shape[0];
+    int KH = op->kh, KW = op->kw, G = op->groups, CG = C / G, T = KH * KW, KK = CG * T;
+    if (qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) return NULL;
+    bool pw = qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w);
+    int8_t *r = NULL;
+    *stored = true, *L = *L4 = KK;
+    if ((pw && qat__cg_uses_cols(g, i)) || (!pw && !qat__cg_natural_cols(g, i) && qat__cg_ring(g, i))) {
+        if ((r = malloc((size_t)O * (size_t)KK))) pairs_layout(w, O, CG, T, r); /* qk_conv_pw_cols, qk_conv_rows */
+    } else if (!pw && qat__cg_natural_cols(g, i) && qat__cg_natural_ring(g, i)) { /* re-laid by qk_conv_cols */
+        int C4 = (C + 3) / 4 * 4;
+        *stored = false, *L = *L4 = (int64_t)T * C4;
+        if ((r = malloc((size_t)O * (size_t)*L))) qk_relay_c4(w, O, C, T, r);
+    } else if (!pw && qat__cg_natural_cols(g, i)) { /* qk_conv_bytes: whole words paired, the rest scalar */
+        *L4 = KK / 4 * 4;
+        if ((r = malloc((size_t)O * (size_t)KK))) memcpy(r, w, (size_t)O * (size_t)KK);
+    }
+    return r;
+}
+
 void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     const qat_qop *op = &g->q->ops[i];
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
@@ -125,27 +149,36 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     int KH = op->kh, KW = op->kw, G = op->groups, CG = C / G, KK = CG * KH * KW;
     bool pairs = qk_conv_uses_pairs(C, G, KW);
     int P = g->wbits[i];
-    char detail[240];
-    if (pairs) {
-        int8_t *pw = malloc((size_t)O * (size_t)KK);
-        if (!pw) {
+    char detail[320];
+    int8_t *pw = pairs ? malloc((size_t)O * (size_t)KK) : NULL;
+    if (pairs && !pw) {
+        g->failed = true;
+        return;
+    }
+    if (pairs) pairs_layout(w, O, CG, KH * KW, pw);
+    if (g->paired[i]) { /* the DSP's paired rows and folded biases beside the plain ones */
+        int64_t L, L4;
+        bool stored;
+        int8_t *rows = qat__cg_conv_dsp_rows(g, i, w, &L, &L4, &stored);
+        int8_t *wp = rows ? malloc((size_t)O * (size_t)L) : NULL;
+        int32_t *bp = malloc(sizeof *bp * (size_t)O);
+        if (!wp || !bp || !qat__cg_pair_rows(rows, O, L, L4, in->q.zero_point, op->bias, wp, bp)) {
+            free(rows), free(wp), free(bp), free(pw);
             g->failed = true;
             return;
         }
-        for (int o = 0; o < O; o++)
-            for (int t = 0; t < KH * KW; t++)
-                for (int c = 0; c < CG; c++)
-                    pw[(int64_t)o * KK + t * CG + c] = w[(int64_t)o * KK + qk_pair_channel(c, CG) * KH * KW + t];
-        qat__cg_weight_array(g, i, pw, 1, (int32_t)O * KK, P); /* one row: qk_rows */
-        free(pw);
+        qat__cg_paired_params(g, i, pairs ? pw : w, stored ? wp : NULL, (int64_t)O * KK, bp);
+        free(rows), free(wp), free(bp);
     } else {
-        qat__cg_weight_array(g, i, w, 1, (int32_t)O * KK, P);
+        qat__cg_weight_array(g, i, pairs ? pw : w, 1, (int32_t)O * KK, P); /* one row: qk_rows */
+        qat__cg_channel_params(g, i);
     }
-    qat__cg_channel_params(g, i);
-    snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s%s%s", KH,
+    free(pw);
+    snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s%s%s%s", KH,
              KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qat_act_kind_str(op->act),
              pairs ? "; weights [o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)" : "",
-             P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena" : "");
+             P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena" : "",
+             g->paired[i] ? "; paired-byte weights on the DSP" : "");
     if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT) {
         small_ram(g, i, pairs, detail);
         return;
@@ -156,14 +189,14 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     if (P >= 8 && qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
         qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
                        "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, OH, OW, op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, i, i, i, shifts_negative(op), in->q.zero_point,
+                       op->stride_w, op->pad_h, op->pad_w, i, i, i, qat__cg_shifts_negative(op), in->q.zero_point,
                        out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (P >= 8 && qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
         if (qat__cg_uses_cols(g, i))
             qat__cg_printf(g, "    qk_conv_pw_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, "
-                           "%d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, shifts_negative(op),
+                           "%d, %d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, qat__cg_shifts_negative(op), g->paired[i],
                            in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         else
             qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
@@ -173,15 +206,16 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     }
     if (qat__cg_natural_cols(g, i)) { /* int8 weights in order, the DSP's columns where it has them */
         qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O,
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O,
                        OH, OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i,
-                       shifts_negative(op), in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
+                       qat__cg_shifts_negative(op), g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (qat__cg_ring(g, i)) { /* int8 weights in the pairs layout, the DSP's ring of rows where it has one */
         qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, "
-                       "op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, shifts_negative(op), in->q.zero_point,
+                       "op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, qat__cg_shifts_negative(op), g->paired[i],
+                       in->q.zero_point,
                        out->q.zero_point, op->act_min, op->act_max);
         return;
     }

@@ -33,6 +33,25 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
     int P = g->wbits[i], NB = (int)op->wq.block[1], J = (K + NB - 1) / NB;
     bool sub = qat_qop_subchannel(op);
     char detail[160], blocks[48] = "0, NULL, NULL";
+    if (g->paired[i]) { /* the DSP's stored weights and folded biases; the plain ones elsewhere */
+        int8_t *wp = malloc((size_t)O * (size_t)K);
+        int32_t *bp = malloc(sizeof *bp * (size_t)O);
+        if (!wp || !bp || !qat__cg_paired(op, w, zp_of(g, op->inputs[0]), wp, bp)) {
+            free(wp), free(bp);
+            g->failed = true;
+            return;
+        }
+        qat__cg_paired_params(g, i, w, wp, (int64_t)O * K, bp);
+        free(wp), free(bp);
+        char detail[96];
+        snprintf(detail, sizeof detail, "activation %s; on the DSP, paired-byte weights (qk_linear_paired)", act_of(op));
+        qat__cg_begin(g, i, detail);
+        qat__cg_printf(g, "    qk_linear_paired(x0, op%d_w, (int32_t *)(void *)QK_COLS, %d, %d, %d, op%d_b, op%d_m, op%d_s, "
+                          "%d, %d, %d, %d, %d, y);\n}\n",
+                       i, K, O, qk_block(O), i, i, i, qat__cg_shifts_negative(op), zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min,
+                       op->act_max);
+        return;
+    }
     qat__cg_weight_array(g, i, w, O, K, P);
     qat__cg_channel_params(g, i);
     if (sub) { /* each row's block multipliers and shifts, [O][J] (rows sharing a block's parameters repeat them) */

@@ -20,6 +20,7 @@ typedef struct {
     int8_t wbits[QAT_QMODEL_MAX_OPS]; /* each op's stored weight bits: 8, or packed 4 or 2 */
     bool small;            /* the small-RAM plan (QAT_PLAN_SMALL) */
     int8_t mode[QAT_QMODEL_MAX_OPS];  /* QAT__CG_*: how op i runs under that plan */
+    bool paired[QAT_QMODEL_MAX_OPS];  /* a linear op run by qk_linear_paired on the DSP (qat__cg_paired) */
     char *msg;             /* the caller's message buffer (may be NULL) */
     size_t len;
 } qat__cg;
@@ -72,6 +73,36 @@ int qat__cg_weight_bits(const qat_qop *op, const int8_t *w);
  * packed at P bits in qk.h's layout (qk_packed_row), counted in
  * const_bytes as stored. */
 void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, int P);
+
+/* The SN of op's DSP kernels (qk_rqz): 2 when every shift of op lies in
+ * [-23, -2] (no test of the sign, the output's zero point folded into the
+ * nudge), 1 when every one is negative (no test of the sign), else 0. */
+int qat__cg_shifts_negative(const qat_qop *op);
+
+/* The paired form (qk_linear_paired in src/runtime/qk.h) of O rows of L
+ * int8 weights in the order the DSP kernel reads them, the first L4 of
+ * each row (a multiple of 4) paired, the rest as they are: can it hold
+ * them (no odd byte of -128 after a negative even one), is each row's
+ * bound Σ_even |w|·128 + Σ_odd |w|·256 below 2^23, does each folded bias
+ * fit int32? Where wp and bp are given, writes the stored rows (each odd
+ * byte less the borrow of the even byte before it) and the biases with
+ * the constant and the zero point zp folded in. */
+bool qat__cg_pair_rows(const int8_t *rows, int64_t O, int64_t L, int64_t L4, int32_t zp, const int32_t *bias,
+                       int8_t *wp, int32_t *bp);
+/* qat__cg_pair_rows for a linear op (int8 weights, no sub-channel blocks). */
+bool qat__cg_paired(const qat_qop *op, const int8_t *w, int32_t zp, int8_t *wp, int32_t *bp);
+/* A paired op's opN_w (n bytes) and opN_b, the DSP's (wp, bp) under
+ * #if Q_DSP and the plain ones (w, the op's biases) after #else, counted
+ * once; wp NULL: opN_w is w on every core (a kernel that pairs them at run
+ * time), only the biases differ. Then opN_m and opN_s. */
+void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp);
+/* The rows of conv op i's int8 weights (w: the program's order) in the
+ * order the DSP kernel the generator gives it reads them, when that kernel
+ * can take the paired form (qk_conv_pw_cols, qk_conv_rows, qk_conv_cols),
+ * else NULL; the caller frees them. *L: a row's bytes, *L4: its paired
+ * head; *stored: whether they are opN_w as written (else qk_conv_cols
+ * re-lays opN_w at run time into them). */
+int8_t *qat__cg_conv_dsp_rows(const qat__cg *g, int i, const int8_t *w, int64_t *L, int64_t *L4, bool *stored);
 
 /* The requantization of each output channel of op i: its bias, multiplier
  * and shift arrays (opN_b, opN_m, opN_s). */

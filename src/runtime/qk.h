@@ -230,6 +230,33 @@ QK_INLINE int32_t qk_rqn(int32_t acc, int32_t m0, int shift, int SN) {
     return SN ? q_requant_neg(acc, m0, shift) : qk_rq(acc, m0, shift);
 }
 
+/* requant(acc) + zp, unclamped, for an op whose every shift lies in
+ * [-23, -2] (SN = 2): zp·2^(31+e) (e = -shift) added to the 64-bit nudge
+ * adds zp to the result of its floor division by 2^(31+e) exactly, and is
+ * nh·2^32 with nh = (2·zp + 1)·2^(e-2) the nudge's own high word included
+ * (2^(30+e)); the double rounding's -[acc < 0]·2^31 (q_requant_neg) is then
+ * the high word's -1 and the low word 2^30 + 2^31 (no carry), where the
+ * single rounding's low word is 0. The sum's high word fits int32 (|acc·m0|
+ * < 2^62, |nh| < 2^29 for e <= 23), and v + zp clamped to int8 (q_out's
+ * SSAT) is clamp9(v) + zp clamped: one shift, one add and one clamp fewer
+ * an output. */
+QK_INLINE int32_t q_requant_fold(int32_t acc, int32_t m0, int shift, int32_t zp) {
+    const int e1 = -shift - 1;
+    const int32_t nh = (int32_t)((uint32_t)(2 * zp + 1) << e1) >> 1; /* even before the shift: exact */
+#if QK_SINGLE_ROUNDING
+    const int64_t n = (int64_t)((uint64_t)(uint32_t)nh << 32);
+#else
+    const int32_t sg = acc >> 31;
+    const int64_t n = (int64_t)(((uint64_t)(uint32_t)(nh + sg) << 32) | (0x40000000u - ((uint32_t)sg << 31)));
+#endif
+    return (int32_t)(((int64_t)acc * m0 + n) >> 32) >> e1;
+}
+
+/* requant(acc) + zp by SN: 2 q_requant_fold, else qk_rqn's. */
+QK_INLINE int32_t qk_rqz(int32_t acc, int32_t m0, int shift, int SN, int32_t zp) {
+    return SN == 2 ? q_requant_fold(acc, m0, shift, zp) : qk_rqn(acc, m0, shift, SN) + zp;
+}
+
 #if Q_DSP
 static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 #if defined(__GNUC__) /* the rotation folded into the instruction (the intrinsics cannot say it) */
@@ -912,6 +939,109 @@ QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int P, int K, int O, 
     }
 }
 
+/* ---- paired-byte weights (the DSP) -----------------------------------------------------
+ * SMLAD multiplies halfwords. A word of four int8 weights (a0, b0, a1, b1),
+ * read whole, is the halfword pair (256·b0 + a0, 256·b1 + a1) when each odd
+ * byte is stored as b - [a < 0] (the low byte's borrow undone): the C
+ * generator stores the weights so (qat__cg_pair_rows; the pair's value must fit
+ * int16, so no b = -128 beside a negative a). SXTB16 gives (a0, a1). With
+ * raw inputs (u, v) for (a, b) and the input words
+ *     A = 256·(u + 1) - (v + 129)   (in [-32768, 32767]),   B = v + 129,
+ * a·A + (256·b + a)·B = 256·(a·(u + 1) + b·(v + 129)): one SXTB16 and two
+ * SMLADs per four products, against two SXTB16s unpacked per word
+ * otherwise. The row's sum s is 256·T, T = Σ w·x + Σ_even w + 129·Σ_odd w
+ * (x raw); the generator folds the constant and the zero point into the
+ * bias (bias - Σ_even w·(1 + zp) - Σ_odd w·(129 + zp)) and takes the op
+ * only where every row's bound Σ_even |w|·128 + Σ_odd |w|·256 < 2^23, so
+ * s fits int32 and T = s >> 8 exactly (SMLAD's sums wrap, the last is
+ * exact). The column kernels below take the same form where their PB (a
+ * literal at the calls) is 1, the generator having checked the same bound
+ * over their rows. */
+#if Q_DSP
+/* The paired form's input words (also the column kernels', PB = 1 at
+ * their calls): of raw int8 inputs u (meeting a weight pair's low byte)
+ * and v (its high byte), A = 256·(u + 1) - (v + 129) and B = v + 129. ua
+ * and vb hold the u's and v's bytes at bits 0 and 16 (bits 8..15 and
+ * 24..31 zero); 256·(u + 1) ≡ 256·u8 + 256 (mod 2^16), so A is ua moved up
+ * a byte less (v - 127), by SSUB16, which wraps each halfword. */
+QK_INLINE int32_t qk_pair_a(uint32_t ua, uint32_t vb) {
+    return __ssub16((int32_t)(ua << 8), __sxtab16(qk_neg_zp_pair(127), (int32_t)vb));
+}
+QK_INLINE int32_t qk_pair_b(uint32_t vb) { return __sxtab16(qk_neg_zp_pair(-129), (int32_t)vb); }
+/* The words of a padding tap (x = zp): A and B of u = v = zp, in both halves. */
+QK_INLINE void qk_pair_pad(int32_t zp, int32_t *a, int32_t *b) {
+    const uint32_t z = (uint32_t)(uint8_t)(int8_t)zp * 0x10001u;
+    *a = qk_pair_a(z, z), *b = qk_pair_b(z);
+}
+/* n int16 of a column or ring (n a multiple of 4) as padding: 0 (x - zp =
+ * 0), or with PB the paired form's padding words. */
+QK_INLINE void qk_pad_q15(int16_t *p, int32_t n, int32_t zp, int PB) {
+    int32_t a, b, k;
+    if (!PB) {
+        memset(p, 0, (size_t)n * sizeof *p);
+        return;
+    }
+    qk_pair_pad(zp, &a, &b);
+    for (k = 0; k < n; k += 4) memcpy(p + k, &a, 4), memcpy(p + k + 2, &b, 4);
+}
+
+#endif
+
+/* A linear op in the paired form on the DSP. xs: the input words, built
+ * once per call, K / 4 words A then K / 4 words B (2·K bytes, 4-byte
+ * aligned; apart, so that the compiler does not pair their loads into an
+ * LDRD, which costs a Cortex-M4 a cycle more than two LDRs after a load).
+ * Without the DSP: qk_linear over the weights as they are (the
+ * generator's other copy). */
+QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, int K, int O, int B,
+                                const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int32_t zp,
+                                int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+#if Q_DSP
+    int o, k;
+    (void)zp; /* in the bias */
+    for (k = 0; k < K; k += 4) {
+        const uint32_t u = q_ld32(x + k), v = u >> 8 & 0x00FF00FFu; /* the odd bytes at bits 0 and 16 */
+        xs[k / 4] = qk_pair_a(u & 0x00FF00FFu, v);
+        xs[K / 4 + k / 4] = qk_pair_b(v);
+    }
+    for (o = 0; o < O; o += B) {
+        const int8_t *wp = w + (int32_t)o * K;
+        const int32_t *xp = xs, *xe = xs + K / 4;
+        int32_t acc[4] = {0, 0, 0, 0};
+#define QK_LDW(j) (wv[j] = q_ld32(wp + (j) * K + off))
+#define QK_PAIR(j) (acc[j] = __smlad(__sxtb16((int32_t)wv[j]), xa, acc[j]), acc[j] = __smlad((int32_t)wv[j], xb, acc[j]))
+#define QK_STEP4(s)                                                                \
+    do { /* the loads first, back to back */                                     \
+        const int off = 4 * (s);                                                   \
+        const int32_t xa = xp[s], xb = xp[K / 4 + (s)];                            \
+        uint32_t wv[4];                                                            \
+        QK_EACH(B, QK_LDW);                                                        \
+        QK_EACH(B, QK_PAIR);                                                       \
+    } while (0)
+        for (; xp + 8 <= xe; xp += 8, wp += 32) { /* the loop's add, compare and branch once per 32·B products */
+            QK_STEP4(0);
+            QK_STEP4(1);
+            QK_STEP4(2);
+            QK_STEP4(3);
+            QK_STEP4(4);
+            QK_STEP4(5);
+            QK_STEP4(6);
+            QK_STEP4(7);
+        }
+        for (; xp < xe; xp++, wp += 4) QK_STEP4(0);
+#undef QK_STEP4
+#undef QK_PAIR
+#undef QK_LDW
+#define QK_UNPAIR(j) (y[o + (j)] = q_out(qk_rqz(bias[o + (j)] + (acc[j] >> 8), m0[o + (j)], shift[o + (j)], SN, zp_out), lo, hi))
+        QK_EACH(B, QK_UNPAIR);
+#undef QK_UNPAIR
+    }
+#else
+    (void)xs, (void)SN;
+    qk_linear(x, w, 8, K, O, B, 0, NULL, NULL, bias, m0, shift, zp, zp_out, lo, hi, y);
+#endif
+}
+
 /* Convolution, dense, grouped or depthwise (one group per input channel):
  * x [C, H, W] -> y [O, OH, OW], G groups (group g: input channels
  * [g·C/G, (g + 1)·C/G), outputs [g·O/G, (g + 1)·O/G)), w [O][C/G][KH][KW]
@@ -1085,7 +1215,7 @@ QK_INLINE void qk_pairs_two(const int8_t *xg, const int8_t *wo, int CG, int HW, 
  * tap falls outside (padding: its x is zp). Channels in natural order: a
  * word (x_c, x_c+1) meets SXTB16 of the weight word (w_c, w_c+2, w_c+1,
  * w_c+3) as stored, its rotation (x_c+2, x_c+3). */
-QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW, int iy, int ix, int32_t zp,
+QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW, int iy, int ix, int32_t zp, int PB,
                           int16_t *col) {
     const int HW = H * W;
     const int32_t nz = qk_neg_zp_pair(zp);
@@ -1096,7 +1226,7 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
             const int yy = iy + ky, xx = ix + kx;
             const int8_t *xp;
             if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
-                memset(ct, 0, (size_t)CG * sizeof *ct);
+                qk_pad_q15(ct, CG, zp, PB);
                 continue;
             }
             xp = xg + yy * W + xx; /* formed only inside the input */
@@ -1104,9 +1234,10 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
              * four channels a step (CG is a multiple of 4 at the calls; a count down: no bound
              * to reload) */
             for (c = CG / 4; c > 0; c--, xp += 4 * HW, ct += 4) {
-                const int32_t v = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16)));
-                const int32_t u = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[2 * HW] |
-                                                          ((uint32_t)(uint8_t)xp[3 * HW] << 16)));
+                const uint32_t e = (uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16);
+                const uint32_t f = (uint32_t)(uint8_t)xp[2 * HW] | ((uint32_t)(uint8_t)xp[3 * HW] << 16);
+                const int32_t v = PB ? qk_pair_a(e, f) : __sxtab16(nz, (int32_t)e);
+                const int32_t u = PB ? qk_pair_b(f) : __sxtab16(nz, (int32_t)f);
                 memcpy(ct, &v, 4), memcpy(ct + 2, &u, 4);
             }
         }
@@ -1122,8 +1253,8 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
  * address an immediate offset of two pointers), two passes' worth when R
  * is 1. */
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
-                          int32_t cs, int32_t ws, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
-    int32_t s0 = *a0, t0 = *d0, s1 = *a1, t1 = *d1;
+                          int32_t cs, int32_t ws, int PB, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
+    int32_t s0 = PB ? 0 : *a0, t0 = PB ? 0 : *d0, s1 = PB ? 0 : *a1, t1 = PB ? 0 : *d1; /* 256·T with PB */
     int k, r;
 #define QK_Q15_STEP(kc, kw)                                                                   \
     do {                                                                                      \
@@ -1133,8 +1264,8 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
         memcpy(&xb, c0 + (kc) + 2, 4), memcpy(&yb, c1 + (kc) + 2, 4);                         \
         wa = __sxtb16((int32_t)wv), s0 = __smlad(wa, xa, s0), t0 = __smlad(wa, ya, t0);       \
         wa = __sxtb16((int32_t)wu), s1 = __smlad(wa, xa, s1), t1 = __smlad(wa, ya, t1);       \
-        wa = q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0);           \
-        wa = q_sxtb16_ror8(wu), s1 = __smlad(wa, xb, s1), t1 = __smlad(wa, yb, t1);           \
+        wa = PB ? (int32_t)wv : q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0); \
+        wa = PB ? (int32_t)wu : q_sxtb16_ror8(wu), s1 = __smlad(wa, xb, s1), t1 = __smlad(wa, yb, t1); \
     } while (0)
     if (R == 1) {
         for (k = 0; k + 16 <= n; k += 16) {
@@ -1158,7 +1289,24 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
         }
     }
 #undef QK_Q15_STEP
-    *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
+    if (PB) /* 256 times the sums (qk_linear_paired) */
+        *a0 += s0 >> 8, *d0 += t0 >> 8, *a1 += s1 >> 8, *d1 += t1 >> 8;
+    else
+        *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
+}
+
+/* A 2x2 block's outputs: channel o's at positions p and q (q only when
+ * two), channel o1's likewise when pair (an odd last position or channel
+ * is computed twice and stored once). */
+QK_INLINE void qk_store_2x2(int8_t *y, int32_t NP, int o, int o1, int p, int q, int two, int pair, int32_t a0,
+                            int32_t d0, int32_t a1, int32_t d1, const int32_t *m0, const int32_t *shift, int SN,
+                            int32_t zp_out, int32_t lo, int32_t hi) {
+    y[(int32_t)o * NP + p] = q_out(qk_rqz(a0, m0[o], shift[o], SN, zp_out), lo, hi);
+    if (two) y[(int32_t)o * NP + q] = q_out(qk_rqz(d0, m0[o], shift[o], SN, zp_out), lo, hi);
+    if (pair) {
+        y[(int32_t)o1 * NP + p] = q_out(qk_rqz(a1, m0[o1], shift[o1], SN, zp_out), lo, hi);
+        if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rqz(d1, m0[o1], shift[o1], SN, zp_out), lo, hi);
+    }
 }
 
 /* qk_conv_pairs with int8 weights and CG a multiple of 4, on the DSP:
@@ -1171,8 +1319,8 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
  * twice and stored once. */
 QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                            int KH, int KW, int SH, int SW, int PH, int PW, int G, const int32_t *bias,
-                           const int32_t *m0, const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                           int8_t *y) {
+                           const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
+                           int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW, NP = OH * OW;
     int16_t *c0 = cols, *c1 = cols + KK;
     int g, p, o;
@@ -1180,21 +1328,18 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
         const int8_t *xg = x + (int32_t)g * CG * H * W;
         for (p = 0; p < NP; p += 2) {
             const int two = p + 1 < NP, q = two ? p + 1 : p;
-            qk_col_q15(xg, CG, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, c0);
-            qk_col_q15(xg, CG, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, c1);
+            qk_col_q15(xg, CG, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, PB, c0);
+            qk_col_q15(xg, CG, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, PB, c1);
             for (o = g * OG; o < (g + 1) * OG; o += 2) {
                 const int pair = o + 1 < (g + 1) * OG, o1 = pair ? o + 1 : o;
                 /* the second row KK bytes after the first (an immediate offset: one
                  * register less in the loop) where OG is even, as it is at the calls */
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
-                int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, &a0, &d0, &a1, &d1);
-                y[(int32_t)o * NP + p] = q_out(qk_rqn(a0, m0[o], shift[o], SN) + zp_out, lo, hi);
-                if (two) y[(int32_t)o * NP + q] = q_out(qk_rqn(d0, m0[o], shift[o], SN) + zp_out, lo, hi);
-                if (pair) {
-                    y[(int32_t)o1 * NP + p] = q_out(qk_rqn(a1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
-                    if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rqn(d1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
-                }
+                /* with PB the biases after the dot: not live in registers through it */
+                int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
+                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, PB, &a0, &d0, &a1, &d1);
+                if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
+                qk_store_2x2(y, NP, o, o1, p, q, two, pair, a0, d0, a1, d1, m0, shift, SN, zp_out, lo, hi);
             }
         }
     }
@@ -1233,7 +1378,8 @@ QK_INLINE void qk_col_bytes(const int8_t *x, int C, int H, int W, int KH, int KW
  * last position or channel is computed twice and stored once. */
 QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                              int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                             const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                             const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                             int8_t *y) {
     const int KK = C * KH * KW, K4 = KK / 4 * 4, KS = (KK + 3) / 4 * 4, NP = OH * OW;
     const int32_t nz = qk_neg_zp_pair(zp);
     int16_t *c0 = cols, *c1 = cols + KS;
@@ -1245,25 +1391,27 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
         qk_col_bytes(x, C, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, (int8_t *)(void *)c1 + KS);
         for (k = 0; k < K4; k += 4) {
             const uint32_t u = q_ld32(b0 + k), v = q_ld32(b1 + k);
-            const int32_t ua = __sxtab16(nz, (int32_t)u), ub = q_sxtab16_ror8(nz, u);
-            const int32_t va = __sxtab16(nz, (int32_t)v), vb = q_sxtab16_ror8(nz, v);
+            int32_t ua, ub, va, vb;
+            if (PB) /* the odd bytes (v of each pair) moved down to bits 0 and 16 */
+                ua = qk_pair_a(u & 0x00FF00FFu, u >> 8 & 0x00FF00FFu), ub = qk_pair_b(u >> 8 & 0x00FF00FFu),
+                va = qk_pair_a(v & 0x00FF00FFu, v >> 8 & 0x00FF00FFu), vb = qk_pair_b(v >> 8 & 0x00FF00FFu);
+            else
+                ua = __sxtab16(nz, (int32_t)u), ub = q_sxtab16_ror8(nz, u), va = __sxtab16(nz, (int32_t)v),
+                vb = q_sxtab16_ror8(nz, v);
             memcpy(c0 + k, &ua, 4), memcpy(c0 + k + 2, &ub, 4), memcpy(c1 + k, &va, 4), memcpy(c1 + k + 2, &vb, 4);
         }
         for (o = 0; o < O; o += 2) {
             const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
             const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
-            int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, &a0, &d0, &a1, &d1);
+            /* with PB the biases after the dot: not live in registers through it */
+            int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
+            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, PB, &a0, &d0, &a1, &d1);
+            if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
             for (k = K4; k < KK; k++) {
                 const int32_t xk = b0[k] - zp, yk = b1[k] - zp;
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
             }
-            y[(int32_t)o * NP + p] = q_out(qk_rqn(a0, m0[o], shift[o], SN) + zp_out, lo, hi);
-            if (two) y[(int32_t)o * NP + q] = q_out(qk_rqn(d0, m0[o], shift[o], SN) + zp_out, lo, hi);
-            if (pair) {
-                y[(int32_t)o1 * NP + p] = q_out(qk_rqn(a1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
-                if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rqn(d1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
-            }
+            qk_store_2x2(y, NP, o, o1, p, q, two, pair, a0, d0, a1, d1, m0, shift, SN, zp_out, lo, hi);
         }
     }
 }
@@ -1281,26 +1429,35 @@ QK_INLINE int32_t qk_ring_bytes(int C, int W, int KH, int PW) { return (int32_t)
  * weight word, its rotation (x_c+2, x_c+3)), channels from CX on 0; a row
  * outside the input is zeros. The padding positions are zeros from the
  * start. */
-QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW, int iy, int32_t zp, int16_t *r) {
+QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW, int iy, int32_t zp, int PB, int16_t *r) {
     const int32_t nz = qk_neg_zp_pair(zp), HW = H * W;
     int ix, c;
     r += PW * C;
     if (iy < 0 || iy >= H) {
-        memset(r, 0, (size_t)W * (size_t)C * sizeof *r);
+        qk_pad_q15(r, (int32_t)W * C, zp, PB);
         return;
     }
     for (ix = 0; ix < W; ix++, r += C) {
         const int8_t *xp = x + (int32_t)iy * W + ix;
         int16_t *rc = r;
         for (c = CX / 4; c > 0; c--, xp += 4 * HW, rc += 4) { /* four channels a step, two a word */
-            const int32_t v = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16)));
-            const int32_t u = __sxtab16(nz, (int32_t)((uint32_t)(uint8_t)xp[2 * HW] |
-                                                      ((uint32_t)(uint8_t)xp[3 * HW] << 16)));
+            const uint32_t e = (uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16);
+            const uint32_t f = (uint32_t)(uint8_t)xp[2 * HW] | ((uint32_t)(uint8_t)xp[3 * HW] << 16);
+            const int32_t v = PB ? qk_pair_a(e, f) : __sxtab16(nz, (int32_t)e);
+            const int32_t u = PB ? qk_pair_b(f) : __sxtab16(nz, (int32_t)f);
             memcpy(rc, &v, 4), memcpy(rc + 2, &u, 4);
         }
-        if (CX % 4) { /* the last channels, the rest of their four 0; whole fours of zeros after them */
-            const int32_t t0 = xp[0] - zp, t1 = CX % 4 > 1 ? xp[HW] - zp : 0, t2 = CX % 4 > 2 ? xp[2 * HW] - zp : 0;
-            const uint32_t v = (uint32_t)(uint16_t)t0 | (uint32_t)t1 << 16, u = (uint32_t)(uint16_t)t2;
+        if (CX % 4) { /* the last channels, the rest of their four 0 (raw 0 with PB: their weights are 0, and a
+                       * pair's A and B see the same input); whole fours of zeros after them */
+            uint32_t v, u;
+            if (PB) {
+                const uint32_t e = (uint32_t)(uint8_t)xp[0] | (CX % 4 > 1 ? (uint32_t)(uint8_t)xp[HW] << 16 : 0u);
+                const uint32_t f = CX % 4 > 2 ? (uint32_t)(uint8_t)xp[2 * HW] : 0u;
+                v = (uint32_t)qk_pair_a(e, f), u = (uint32_t)qk_pair_b(f);
+            } else {
+                const int32_t t0 = xp[0] - zp, t1 = CX % 4 > 1 ? xp[HW] - zp : 0, t2 = CX % 4 > 2 ? xp[2 * HW] - zp : 0;
+                v = (uint32_t)(uint16_t)t0 | (uint32_t)t1 << 16, u = (uint32_t)(uint16_t)t2;
+            }
             memcpy(rc, &v, 4), memcpy(rc + 2, &u, 4), rc += 4;
         }
         for (c = (CX + 3) / 4 * 4; c < C; c++) *rc++ = 0;
@@ -1320,28 +1477,26 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
  * position or channel is computed twice and stored once. */
 QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int CX, int C, int H, int W, int O, int OH,
                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                            const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                            int8_t *y) {
     const int RW = (W + 2 * PW) * C, KK = KH * KW * C, NP = OH * OW;
     int oy, ox, o, ky;
-    memset(ring, 0, (size_t)qk_ring_bytes(C, W, KH, PW));
+    qk_pad_q15(ring, qk_ring_bytes(C, W, KH, PW) / 2, zp, PB);
     for (oy = 0; oy < OH; oy++) {
         const int iy = oy * SH - PH, keep = oy > 0 && SH < KH ? KH - SH : 0; /* rows shared with oy - 1 */
         if (keep) memmove(ring, ring + SH * RW, (size_t)keep * (size_t)RW * sizeof *ring);
-        for (ky = keep; ky < KH; ky++) qk_ring_row(x, CX, C, H, W, PW, iy + ky, zp, ring + ky * RW);
+        for (ky = keep; ky < KH; ky++) qk_ring_row(x, CX, C, H, W, PW, iy + ky, zp, PB, ring + ky * RW);
         for (ox = 0; ox < OW; ox += 2) {
             const int two = ox + 1 < OW, ox1 = two ? ox + 1 : ox, p = oy * OW + ox;
             const int16_t *c0 = ring + ox * SW * C, *c1 = ring + ox1 * SW * C;
             for (o = 0; o < O; o += 2) {
                 const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
-                int32_t a0 = bias[o], a1 = bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, &a0, &d0, &a1, &d1);
-                y[(int32_t)o * NP + p] = q_out(qk_rqn(a0, m0[o], shift[o], SN) + zp_out, lo, hi);
-                if (two) y[(int32_t)o * NP + p + 1] = q_out(qk_rqn(d0, m0[o], shift[o], SN) + zp_out, lo, hi);
-                if (pair) {
-                    y[(int32_t)o1 * NP + p] = q_out(qk_rqn(a1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
-                    if (two) y[(int32_t)o1 * NP + p + 1] = q_out(qk_rqn(d1, m0[o1], shift[o1], SN) + zp_out, lo, hi);
-                }
+                /* with PB the biases after the dot: not live in registers through it */
+                int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
+                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, PB, &a0, &d0, &a1, &d1);
+                if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
+                qk_store_2x2(y, NP, o, o1, p, p + 1, two, pair, a0, d0, a1, d1, m0, shift, SN, zp_out, lo, hi);
             }
         }
     }
@@ -1355,6 +1510,21 @@ QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int 
     return qk_ring_bytes(C4, W, KH, PW) + (int32_t)O * KH * KW * C4;
 }
 
+/* w [O][C][T] (T taps) re-laid as qk_conv_pairs' [O][T][C4] into wp, C4 =
+ * C rounded up to 4, each 4 channels in qk_pair_channel's order, 0 for
+ * the missing ones: the weights of qk_conv_cols' ring form (and, in the C
+ * generator, the rows whose paired form it checks). */
+QK_INLINE void qk_relay_c4(const int8_t *w, int O, int C, int T, int8_t *wp) {
+    const int C4 = (C + 3) / 4 * 4;
+    int o, t, c;
+    for (o = 0; o < O; o++)
+        for (t = 0; t < T; t++)
+            for (c = 0; c < C4; c++) {
+                const int cs = qk_pair_channel(c, C4); /* the channel stored at c */
+                wp[((int32_t)o * T + t) * C4 + c] = cs < C ? w[((int32_t)o * C + cs) * T + t] : 0;
+            }
+}
+
 /* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
  * columns where cols is given (qk_conv_bytes), by qk_conv otherwise. With
  * ring set, cols holds qk_padded_ring_bytes instead: the weights are
@@ -1363,29 +1533,27 @@ QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int 
  * and qk_conv_ring runs over its head. */
 QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int ring, int C, int H, int W, int O, int OH,
                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias,
-                            const int32_t *m0, const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                            int8_t *y) {
+                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
+                            int32_t hi, int8_t *y) {
 #if Q_DSP
     if (cols && ring) {
         const int C4 = (C + 3) / 4 * 4, T = KH * KW;
         int8_t *wp = (int8_t *)(void *)cols + qk_ring_bytes(C4, W, KH, PW);
-        int o, t, c;
-        for (o = 0; o < O; o++)
-            for (t = 0; t < T; t++)
-                for (c = 0; c < C4; c++) {
-                    const int cs = qk_pair_channel(c, C4); /* the channel stored at c */
-                    wp[((int32_t)o * T + t) * C4 + c] = cs < C ? w[((int32_t)o * C + cs) * T + t] : 0;
-                }
-        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi,
-                     y);
+        int c;
+        qk_relay_c4(w, O, C, T, wp);
+        if (PB) /* each odd byte less the borrow of the even byte before it (qk_linear_paired) */
+            for (c = 0; c < O * T * C4; c += 2) wp[c + 1] = (int8_t)(wp[c + 1] - (wp[c] < 0));
+        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo,
+                     hi, y);
         return;
     }
     if (cols) {
-        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
+        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo, hi,
+                      y);
         return;
     }
 #else
-    (void)cols, (void)ring, (void)SN;
+    (void)cols, (void)ring, (void)SN, (void)PB;
 #endif
     qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
@@ -1401,7 +1569,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
     int o, oy, ox, ky, kx, c;
 #if Q_DSP
     if (cols && P >= 8 && CG % 4 == 0) {
-        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, 0, zp, zp_out, lo, hi, y);
+        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, 0, 0, zp, zp_out, lo, hi, y);
         return;
     }
 #else
@@ -1568,15 +1736,16 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
  * weights, C a multiple of 4, one group: qk_conv_ring). */
 QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *ring, int C, int H, int W, int O, int OH, int OW,
                             int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                            const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                            int8_t *y) {
 #if Q_DSP
     if (ring) {
-        qk_conv_ring(x, w, ring, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi,
-                     y);
+        qk_conv_ring(x, w, ring, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo,
+                     hi, y);
         return;
     }
 #else
-    (void)ring, (void)SN;
+    (void)ring, (void)SN, (void)PB;
 #endif
     qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo,
                   hi, y);
@@ -1867,10 +2036,10 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                     QK_DW_ROW2X(u1, k02_1, k1_1, a2, a3);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
                     QK_DW_ROW2X(u2, k02_2, k1_2, a2, a3);
-                    yr[ox] = q_out(qk_rqn(a0, mc, sc, SN) + zp_out, lo, hi);
-                    yr[ox + 1] = q_out(qk_rqn(a1, mc, sc, SN) + zp_out, lo, hi);
-                    yr[ox + 2] = q_out(qk_rqn(a2, mc, sc, SN) + zp_out, lo, hi);
-                    yr[ox + 3] = q_out(qk_rqn(a3, mc, sc, SN) + zp_out, lo, hi);
+                    yr[ox] = q_out(qk_rqz(a0, mc, sc, SN, zp_out), lo, hi);
+                    yr[ox + 1] = q_out(qk_rqz(a1, mc, sc, SN, zp_out), lo, hi);
+                    yr[ox + 2] = q_out(qk_rqz(a2, mc, sc, SN, zp_out), lo, hi);
+                    yr[ox + 3] = q_out(qk_rqz(a3, mc, sc, SN, zp_out), lo, hi);
                 }
                 for (; ox + 2 <= OW; ox += 2) {
                     int32_t a0 = b, a1 = b;
@@ -1878,8 +2047,8 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                     QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
                     QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
-                    yr[ox] = q_out(qk_rqn(a0, mc, sc, SN) + zp_out, lo, hi);
-                    yr[ox + 1] = q_out(qk_rqn(a1, mc, sc, SN) + zp_out, lo, hi);
+                    yr[ox] = q_out(qk_rqz(a0, mc, sc, SN, zp_out), lo, hi);
+                    yr[ox + 1] = q_out(qk_rqz(a1, mc, sc, SN, zp_out), lo, hi);
                 }
             } else {
                 ox = 0;
@@ -1891,7 +2060,7 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                 QK_DW_ROW1X(v0, k02_0, k1_0, a0);
                 QK_DW_ROW1X(v1, k02_1, k1_1, a0);
                 QK_DW_ROW1X(v2, k02_2, k1_2, a0);
-                yr[ox] = q_out(qk_rqn(a0, mc, sc, SN) + zp_out, lo, hi);
+                yr[ox] = q_out(qk_rqz(a0, mc, sc, SN, zp_out), lo, hi);
             }
         }
     }
@@ -2090,15 +2259,15 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
  * as a 1 x HW map (each position's C inputs unpacked once for every output
  * channel, not once per pair of them). */
 QK_INLINE void qk_conv_pw_cols(const int8_t *x, const int8_t *w, int16_t *cols, int C, int HW, int O, int B,
-                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int32_t zp,
+                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp,
                                int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (cols && C % 4 == 0) {
-        qk_conv_q15(x, w, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
+        qk_conv_q15(x, w, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, SN, PB, zp, zp_out, lo, hi, y);
         return;
     }
 #else
-    (void)cols, (void)SN;
+    (void)cols, (void)SN, (void)PB;
 #endif
     qk_conv_pw(x, w, C, HW, HW, O, HW, B, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
