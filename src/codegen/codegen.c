@@ -107,13 +107,20 @@ void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, 
     free(pk);
 }
 
-int qat__cg_shifts_negative(const qat_qop *op) {
-    int folds = 1;
-    for (int j = 0; j < op->n_mult; j++) {
-        if (op->shift[j] >= 0) return 0;
-        if (op->shift[j] > -2 || op->shift[j] < -23) folds = 0;
+int qat__cg_sn(const int32_t *shift, int n) {
+    int sn = 2;
+    for (int j = 0; j < n; j++) {
+        if (shift[j] >= 0) return 0;
+        if (shift[j] > -2 || shift[j] < -23) sn = 1;
     }
-    return folds ? 2 : 1;
+    return sn;
+}
+
+int qat__cg_shifts_negative(const qat_qop *op) { return qat__cg_sn(op->shift, op->n_mult); }
+
+bool qat__cg_add_tab(const qat__cg *g, int i) {
+    const qat_qop *op = &g->q->ops[i];
+    return op->kind == QAT_QOP_ADD && !g->small && qat_qtensor_numel(&g->q->tensors[op->output]) >= 1024;
 }
 
 bool qat__cg_pair_rows(const int8_t *rows, int64_t O, int64_t L, int64_t L4, int32_t zp, const int32_t *bias,
@@ -290,6 +297,7 @@ static qat_status plan_weights(qat__cg *g) {
     for (int i = 0; i < g->q->n_ops; i++) {
         const qat_qop *op = &g->q->ops[i];
         g->wbits[i] = 8;
+        if (qat__cg_add_tab(g, i)) scratch = scratch > 2048 ? scratch : 2048; /* qk_add_tab's two tables */
         if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
         int64_t O = op->wq.shape[0], L = op->wq.rank == 4 ? op->wq.shape[1] * op->wq.shape[2] * op->wq.shape[3]
                                                           : op->wq.shape[1];
@@ -416,7 +424,7 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
                        (long long)g->scratch_at, (long long)(g->arena_bytes - g->scratch_at));
     qat__cg_printf(g, " */\nstatic union {\n    int32_t align;\n    int8_t b[%s_ARENA_BYTES];\n} arena;\n\n", up);
     for (int i = 0; i < q->n_ops; i++)
-        if (qat__cg_uses_cols(g, i) || qat__cg_dw_rows(g, i) || g->paired[i]) { /* the scratch, 4-byte aligned */
+        if (qat__cg_uses_cols(g, i) || qat__cg_dw_rows(g, i) || g->paired[i] || qat__cg_add_tab(g, i)) { /* the scratch, 4-byte aligned */
             qat__cg_printf(g, "#define QK_COLS ((int16_t *)(void *)(arena.b + %lld))\n\n", (long long)g->scratch_at);
             break;
         }

@@ -128,11 +128,17 @@ void qat__cg_global_avgpool(qat__cg *g, int i) {
 void qat__cg_add(qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     int64_t n = qat_qtensor_numel(&g->q->tensors[op->output]);
-    qat__cg_begin(g, i, act_of(op));
-    qat__cg_printf(g, "    qk_add(x0, x1, %lld, %d, %d, %d, %ld, %ld, %ld, %ld, %ld, %ld, %d, %d, %d, y);\n}\n",
+    bool tab = qat__cg_add_tab(g, i);
+    char detail[96];
+    snprintf(detail, sizeof detail, "%s%s", act_of(op), tab ? "; each input's 256 terms tabled in the scratch" : "");
+    qat__cg_begin(g, i, detail);
+    qat__cg_printf(g, "    qk_add%s(x0, x1, %lld, %d, %d, %d, %ld, %ld, %ld, %ld, %ld, %ld, ", tab ? "_tab" : "",
                    (long long)n, zp_of(g, op->inputs[0]), zp_of(g, op->inputs[1]), op->left_shift,
                    (long)op->multiplier[0], (long)op->shift[0], (long)op->multiplier[1], (long)op->shift[1],
-                   (long)op->multiplier[2], (long)op->shift[2], zp_of(g, op->output), op->act_min, op->act_max);
+                   (long)op->multiplier[2], (long)op->shift[2]);
+    if (tab) qat__cg_printf(g, "%d, ", qat__cg_sn(op->shift + 2, 1));
+    qat__cg_printf(g, "%d, %d, %d, %sy);\n}\n", zp_of(g, op->output), op->act_min, op->act_max,
+                   tab ? "(int32_t *)(void *)QK_COLS, " : "");
 }
 
 /* TFLite's MUL: qk_mul, b's element a's own or its channel's (b of

@@ -74,10 +74,15 @@ int qat__cg_weight_bits(const qat_qop *op, const int8_t *w);
  * const_bytes as stored. */
 void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, int P);
 
-/* The SN of op's DSP kernels (qk_rqz): 2 when every shift of op lies in
- * [-23, -2] (no test of the sign, the output's zero point folded into the
- * nudge), 1 when every one is negative (no test of the sign), else 0. */
+/* The SN of kernels that requantize by qk_rqz with these n shifts: 2
+ * when every one lies in [-23, -2] (no test of the sign, the output's zero
+ * point folded into the nudge), 1 when every one is negative (no test of
+ * the sign), else 0. qat__cg_shifts_negative: over op's shifts. */
+int qat__cg_sn(const int32_t *shift, int n);
 int qat__cg_shifts_negative(const qat_qop *op);
+/* Does add op i take qk_add_tab's tables (2 048 bytes of the arena's
+ * scratch: at least 1 024 elements, not in the small plan)? */
+bool qat__cg_add_tab(const qat__cg *g, int i);
 
 /* The paired form (qk_linear_paired in src/runtime/qk.h) of O rows of L
  * int8 weights in the order the DSP kernel reads them, the first L4 of

@@ -411,6 +411,31 @@ QK_INLINE void qk_add(const int8_t *a, const int8_t *b, int32_t n, int32_t zp_a,
     }
 }
 
+/* qk_add with tables where tab is given (512 int32, 4-byte aligned: the
+ * generated C's scratch): each input's term q_mbqm((x - zp) << left_shift,
+ * m, sh) depends on its byte alone, so it is made once for each of the
+ * 256 bytes of each input (ta, tb, indexed by the byte), and then an
+ * element is two table loads, their sum and the output's requantization
+ * (SN: qk_rqz's): the same integers for a few instructions instead of
+ * three 64-bit products. Worth it where n is large beside the 512 terms
+ * (the generator's choice). */
+QK_INLINE void qk_add_tab(const int8_t *a, const int8_t *b, int32_t n, int32_t zp_a, int32_t zp_b, int left_shift,
+                          int32_t m_a, int sh_a, int32_t m_b, int sh_b, int32_t m_out, int sh_out, int SN,
+                          int32_t zp_out, int32_t lo, int32_t hi, int32_t *tab, int8_t *y) {
+    int32_t k;
+    int v;
+    if (!tab) {
+        (void)SN;
+        qk_add(a, b, n, zp_a, zp_b, left_shift, m_a, sh_a, m_b, sh_b, m_out, sh_out, zp_out, lo, hi, y);
+        return;
+    }
+    for (v = -128; v < 128; v++) {
+        tab[v + 128] = q_mbqm((int32_t)((uint32_t)(v - zp_a) << left_shift), m_a, sh_a);
+        tab[v + 384] = q_mbqm((int32_t)((uint32_t)(v - zp_b) << left_shift), m_b, sh_b);
+    }
+    for (k = 0; k < n; k++) y[k] = q_out(qk_rqz(tab[a[k] + 128] + tab[b[k] + 384], m_out, sh_out, SN, zp_out), lo, hi);
+}
+
 /* TFLite's MUL: the int32 product of the offsets (|.| <= 2^16),
  * requantized; b's element is a's own (per = 1) or its channel's (b of
  * [C, 1, 1], per = H·W: element k / per). */
@@ -1748,6 +1773,27 @@ QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *ring, int
     (void)ring, (void)SN, (void)PB;
 #endif
     qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo,
+                  hi, y);
+}
+
+/* qk_conv_pairs (int8 weights, groups of a multiple of 4 channels) over
+ * the DSP's int16 columns where cols is given (qk_conv_q15, with its SN and
+ * PB: the generated C's convolutions whose windows do not overlap, such
+ * as a residual net's 1x1 strided shortcuts). */
+QK_INLINE void qk_conv_cols15(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH,
+                              int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
+                              const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out,
+                              int32_t lo, int32_t hi, int8_t *y) {
+#if Q_DSP
+    if (cols) {
+        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, SN, PB, zp, zp_out, lo,
+                    hi, y);
+        return;
+    }
+#else
+    (void)cols, (void)SN, (void)PB;
+#endif
+    qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias, m0, shift, zp, zp_out, lo,
                   hi, y);
 }
 
