@@ -128,7 +128,7 @@ int8_t *qat__cg_conv_dsp_rows(const qat__cg *g, int i, const int8_t *w, int64_t 
     bool pw = qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w);
     int8_t *r = NULL;
     *stored = true, *L = *L4 = KK;
-    if (!qat__cg_natural_cols(g, i) && qat__cg_uses_cols(g, i)) { /* qk_conv_pw_cols, qk_conv_rows, qk_conv_cols15 */
+    if (!qat__cg_natural_cols(g, i) && qat__cg_uses_cols(g, i)) { /* qk_conv_pw_cols, qk_conv_rows */
         if ((r = malloc((size_t)O * (size_t)KK))) pairs_layout(w, O, CG, T, r);
     } else if (!pw && qat__cg_natural_cols(g, i) && qat__cg_natural_ring(g, i)) { /* re-laid by qk_conv_cols */
         int C4 = (C + 3) / 4 * 4;
@@ -211,28 +211,19 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
                        qat__cg_shifts_negative(op), g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;
     }
-    if (qat__cg_ring(g, i)) { /* int8 weights in the pairs layout, the DSP's ring of rows where it has one */
-        qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, "
-                       "op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW, op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, qat__cg_shifts_negative(op), g->paired[i],
-                       in->q.zero_point,
-                       out->q.zero_point, op->act_min, op->act_max);
-        return;
-    }
-    if (pairs && qat__cg_uses_cols(g, i)) { /* int8 weights in the pairs layout over the DSP's int16 columns */
-        qat__cg_printf(g, "    qk_conv_cols15(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, C, H, W, O, OH, OW, KH, KW,
-                       op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
+    if (pairs && qat__cg_uses_cols(g, i)) { /* the pairs layout over the DSP's ring of rows, or its int16 columns */
+        qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_ring(g, i), C, H, W, O, OH,
+                       OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
                        qat__cg_shifts_negative(op), g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min,
                        op->act_max);
         return;
     }
-    char s[48] = "NULL", cols[80] = "";
+    char s[48] = "NULL";
     if (P < 8) snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);
-    if (pairs) /* the DSP's int16 columns (qk_conv_q15), where it takes them */
-        snprintf(cols, sizeof cols, "%s, ", qat__cg_uses_cols(g, i) ? "QK_COLS" : "NULL");
     qat__cg_printf(g, "    %s(x0, op%d_w, %d, %s, %s%d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, "
-                   "op%d_s, %d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, P, s, cols, C, H, W, O, OH, OW,
+                   "op%d_s, %d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, P, s, pairs ? "NULL, " : "",
+                   C, H, W, O, OH, OW,
                    KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
                    in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
 }

@@ -1757,41 +1757,28 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
     }
 }
 
-/* qk_conv_pairs with the DSP's ring of rows where ring is given (int8
- * weights, C a multiple of 4, one group: qk_conv_ring). */
-QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *ring, int C, int H, int W, int O, int OH, int OW,
-                            int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                            int8_t *y) {
+/* qk_conv_pairs (int8 weights, groups of a multiple of 4 channels) on the
+ * DSP over the scratch s where it is given: with R (a literal), a ring of
+ * rows (qk_conv_ring: one group, windows that overlap), else int16
+ * columns (qk_conv_q15: a residual net's 1x1 strided shortcuts), each
+ * with its SN and PB. */
+QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *s, int R, int C, int H, int W, int O, int OH,
+                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
+                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out,
+                            int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
-    if (ring) {
-        qk_conv_ring(x, w, ring, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo,
-                     hi, y);
+    if (s && R) {
+        qk_conv_ring(x, w, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo, hi,
+                     y);
+        return;
+    }
+    if (s) {
+        qk_conv_q15(x, w, s, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, SN, PB, zp, zp_out, lo, hi,
+                    y);
         return;
     }
 #else
-    (void)ring, (void)SN, (void)PB;
-#endif
-    qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo,
-                  hi, y);
-}
-
-/* qk_conv_pairs (int8 weights, groups of a multiple of 4 channels) over
- * the DSP's int16 columns where cols is given (qk_conv_q15, with its SN and
- * PB: the generated C's convolutions whose windows do not overlap, such
- * as a residual net's 1x1 strided shortcuts). */
-QK_INLINE void qk_conv_cols15(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH,
-                              int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
-                              const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out,
-                              int32_t lo, int32_t hi, int8_t *y) {
-#if Q_DSP
-    if (cols) {
-        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, SN, PB, zp, zp_out, lo,
-                    hi, y);
-        return;
-    }
-#else
-    (void)cols, (void)SN, (void)PB;
+    (void)s, (void)R, (void)SN, (void)PB;
 #endif
     qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias, m0, shift, zp, zp_out, lo,
                   hi, y);
