@@ -148,34 +148,45 @@ bool qat__cg_paired(const qat_qop *op, const int8_t *w, int32_t zp, int8_t *wp, 
     return qat__cg_pair_rows(w, op->wq.shape[0], op->wq.shape[1], op->wq.shape[1], zp, op->bias, wp, bp);
 }
 
+/* Op i's biases (bias), multipliers and shifts as one array, opN_q, and
+ * opN_b, opN_m, opN_s pointing into it: one base address for the three (a
+ * kernel's epilogue keeps one register for them, not three, or loads
+ * fewer addresses from the literal pool). */
+static void params_array(qat__cg *g, int i, const int32_t *bias) {
+    const qat_qop *op = &g->q->ops[i];
+    int64_t O = op->wq.shape[0], M = op->n_mult;
+    int32_t *q = malloc(sizeof *q * (size_t)(O + 2 * M));
+    char id[32];
+    if (!q) {
+        g->failed = true;
+        return;
+    }
+    memcpy(q, bias, sizeof *q * (size_t)O);
+    memcpy(q + O, op->multiplier, sizeof *q * (size_t)M);
+    memcpy(q + O + M, op->shift, sizeof *q * (size_t)M);
+    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_q", i), id), q, O + 2 * M);
+    qat__cg_printf(g, "static const int32_t *const op%d_b = op%d_q, *const op%d_m = op%d_q + %lld, *const op%d_s = op%d_q + %lld;\n",
+                   i, i, i, i, (long long)O, i, i, (long long)(O + M));
+    free(q);
+}
+
 void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp) {
     const qat_qop *op = &g->q->ops[i];
-    int64_t O = op->wq.shape[0], before = g->const_bytes;
+    int64_t before = g->const_bytes, params = 4 * (op->wq.shape[0] + 2 * (int64_t)op->n_mult);
     char id[32];
     if (!wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), w, n);
     qat__cg_printf(g, "#if Q_DSP /* %s the biases with the paired form's constant folded in */\n",
                    wp ? "each odd weight byte less the borrow of the even one before it (the paired form);" : "");
     if (wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), wp, n);
-    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_b", i), id), bp, O);
+    params_array(g, i, bp);
     qat__cg_printf(g, "#else\n");
     if (wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), w, n);
-    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_b", i), id), op->bias, O);
+    params_array(g, i, op->bias);
     qat__cg_printf(g, "#endif\n");
-    g->const_bytes = before + n + 4 * O; /* one copy is compiled */
-    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_m", i), id), op->multiplier, op->n_mult);
-    qat__cg_array_i32(g, (snprintf(id, sizeof id, "op%d_s", i), id), op->shift, op->n_mult);
+    g->const_bytes = before + n + params; /* one copy is compiled */
 }
 
-void qat__cg_channel_params(qat__cg *g, int i) {
-    const qat_qop *op = &g->q->ops[i];
-    char id[32];
-    snprintf(id, sizeof id, "op%d_b", i);
-    qat__cg_array_i32(g, id, op->bias, op->wq.shape[0]);
-    snprintf(id, sizeof id, "op%d_m", i);
-    qat__cg_array_i32(g, id, op->multiplier, op->n_mult);
-    snprintf(id, sizeof id, "op%d_s", i);
-    qat__cg_array_i32(g, id, op->shift, op->n_mult);
-}
+void qat__cg_channel_params(qat__cg *g, int i) { params_array(g, i, g->q->ops[i].bias); }
 
 /* ---- checks ----------------------------------------------------------------------- */
 

@@ -96,10 +96,11 @@ bool qat__cg_pair_rows(const int8_t *rows, int64_t O, int64_t L, int64_t L4, int
                        int8_t *wp, int32_t *bp);
 /* qat__cg_pair_rows for a linear op (int8 weights, no sub-channel blocks). */
 bool qat__cg_paired(const qat_qop *op, const int8_t *w, int32_t zp, int8_t *wp, int32_t *bp);
-/* A paired op's opN_w (n bytes) and opN_b, the DSP's (wp, bp) under
- * #if Q_DSP and the plain ones (w, the op's biases) after #else, counted
- * once; wp NULL: opN_w is w on every core (a kernel that pairs them at run
- * time), only the biases differ. Then opN_m and opN_s. */
+/* A paired op's opN_w (n bytes) and its requantization (as
+ * qat__cg_channel_params), the DSP's (wp, bp) under #if Q_DSP and the
+ * plain ones (w, the op's biases) after #else, counted once; wp NULL:
+ * opN_w is w on every core (a kernel that pairs them at run time), only
+ * the biases differ. */
 void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp);
 /* The rows of conv op i's int8 weights (w: the program's order) in the
  * order the DSP kernel the generator gives it reads them, when that kernel
@@ -109,8 +110,9 @@ void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp,
  * re-lays opN_w at run time into them). */
 int8_t *qat__cg_conv_dsp_rows(const qat__cg *g, int i, const int8_t *w, int64_t *L, int64_t *L4, bool *stored);
 
-/* The requantization of each output channel of op i: its bias, multiplier
- * and shift arrays (opN_b, opN_m, opN_s). */
+/* The requantization of each output channel of op i: its biases,
+ * multipliers and shifts as one array opN_q, and opN_b, opN_m and opN_s
+ * pointing into it. */
 void qat__cg_channel_params(qat__cg *g, int i);
 
 /* The comment naming op i and the opening of its function:
