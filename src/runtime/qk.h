@@ -1239,7 +1239,9 @@ QK_INLINE void qk_pairs_two(const int8_t *xg, const int8_t *wo, int CG, int HW, 
  * + c] = x[c][iy + ky][ix + kx] - zp for tap t = ky·KW + kx, 0 where the
  * tap falls outside (padding: its x is zp). Channels in natural order: a
  * word (x_c, x_c+1) meets SXTB16 of the weight word (w_c, w_c+2, w_c+1,
- * w_c+3) as stored, its rotation (x_c+2, x_c+3). */
+ * w_c+3) as stored, its rotation (x_c+2, x_c+3). With PB the paired
+ * form's words instead (qk_pair_a of (x_c, x_c+1) and (x_c+2, x_c+3), then
+ * qk_pair_b), padding as qk_pair_pad's. */
 QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW, int iy, int ix, int32_t zp, int PB,
                           int16_t *col) {
     const int HW = H * W;
@@ -1276,7 +1278,9 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
  * steps six loads, back to back, then 4 SXTB16 and 8 SMLAD; the R runs'
  * steps in one pass (R and the strides are literals at the calls: every
  * address an immediate offset of two pointers), two passes' worth when R
- * is 1. */
+ * is 1. PB (a literal): the weights and columns in the paired form
+ * (qk_linear_paired: the words A and B, the weight word itself meeting B,
+ * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8. */
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
                           int32_t cs, int32_t ws, int PB, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
     int32_t s0 = PB ? 0 : *a0, t0 = PB ? 0 : *d0, s1 = PB ? 0 : *a1, t1 = PB ? 0 : *d1; /* 256·T with PB */
@@ -1453,7 +1457,7 @@ QK_INLINE int32_t qk_ring_bytes(int C, int W, int KH, int PW) { return (int32_t)
  * channel order (a word (x_c, x_c+1) meets SXTB16 of qk_pair_channel's
  * weight word, its rotation (x_c+2, x_c+3)), channels from CX on 0; a row
  * outside the input is zeros. The padding positions are zeros from the
- * start. */
+ * start. With PB the paired form's words, as qk_col_q15's. */
 QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW, int iy, int32_t zp, int PB, int16_t *r) {
     const int32_t nz = qk_neg_zp_pair(zp), HW = H * W;
     int ix, c;
