@@ -43,13 +43,12 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
         }
         qat__cg_paired_params(g, i, w, wp, (int64_t)O * K, bp);
         free(wp), free(bp);
-        char detail[96];
         snprintf(detail, sizeof detail, "activation %s; on the DSP, paired-byte weights (qk_linear_paired)", act_of(op));
         qat__cg_begin(g, i, detail);
         qat__cg_printf(g, "    qk_linear_paired(x0, op%d_w, (int32_t *)(void *)QK_COLS, %d, %d, %d, op%d_b, op%d_m, op%d_s, "
                           "%d, %d, %d, %d, %d, y);\n}\n",
-                       i, K, O, qk_block(O), i, i, i, qat__cg_shifts_negative(op), zp_of(g, op->inputs[0]), zp_of(g, op->output), op->act_min,
-                       op->act_max);
+                       i, K, O, qk_block(O), i, i, i, qat__cg_shifts_negative(op), zp_of(g, op->inputs[0]),
+                       zp_of(g, op->output), op->act_min, op->act_max);
         return;
     }
     qat__cg_weight_array(g, i, w, O, K, P);
