@@ -37,8 +37,8 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
         qat__cg_printf(g, "        qk_conv_pw(%s, %s, %d, %d, %d, 1, %d, 1, %s);\n", x, wch, C, H * W, H * W, OH * OW,
                        tail);
     else
-        qat__cg_printf(g, "        %s(%s, %s, 8, NULL, %s%d, %d, %d, 1, %d, %d, %d, %d, %d, %d, %d, %d, 1, 1, %s);\n",
-                       pairs ? "qk_conv_pairs" : "qk_conv", x, wch, pairs ? "NULL, " : "", CG, H, W, OH, OW, KH, KW,
+        qat__cg_printf(g, "        %s(%s, %s, 8, NULL, %d, %d, %d, 1, %d, %d, %d, %d, %d, %d, %d, %d, 1, 1, %s);\n",
+                       pairs ? "qk_conv_pairs" : "qk_conv", x, wch, CG, H, W, OH, OW, KH, KW,
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
 }
 
@@ -221,9 +221,8 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     }
     char s[48] = "NULL";
     if (P < 8) snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);
-    qat__cg_printf(g, "    %s(x0, op%d_w, %d, %s, %s%d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, "
-                   "op%d_s, %d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, P, s, pairs ? "NULL, " : "",
-                   C, H, W, O, OH, OW,
+    qat__cg_printf(g, "    %s(x0, op%d_w, %d, %s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, "
+                   "op%d_s, %d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, P, s, C, H, W, O, OH, OW,
                    KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
                    in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
 }

@@ -59,7 +59,7 @@ void QKR_NAME(conv)(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
     qk_conv(x, a->w, 8, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw,         \
             a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
 #define PAIRS(B)                                                                                                     \
-    qk_conv_pairs(x, a->w, 8, NULL, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph,    \
+    qk_conv_pairs(x, a->w, 8, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph,    \
                   a->pw, a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
     if (qk_conv_uses_dw3(a->C, a->O, a->groups, a->W, a->kh, a->kw, a->sw, a->ph, a->pw)) {
         qk_dwconv3(x, a->w, a->C, a->H, a->W, a->OH, a->OW, a->sh, a->sw, a->ph, a->pw, a->bias, a->m0, a->shift,

@@ -1235,6 +1235,18 @@ QK_INLINE void qk_pairs_two(const int8_t *xg, const int8_t *wo, int CG, int HW, 
 }
 
 #if Q_DSP
+/* The int16 words of four channels' inputs at xp, xp + HW, xp + 2·HW,
+ * xp + 3·HW (a column's or a ring's): (x_c - zp, x_c+1 - zp) and (x_c+2 -
+ * zp, x_c+3 - zp), their bytes at bits 0 and 16 and SXTAB16 adding nz =
+ * (-zp, -zp); with PB the paired form's A and B of the same pairs. */
+QK_INLINE void qk_quad_q15(const int8_t *xp, int32_t HW, int32_t nz, int PB, int16_t *out) {
+    const uint32_t e = (uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16);
+    const uint32_t f = (uint32_t)(uint8_t)xp[2 * HW] | ((uint32_t)(uint8_t)xp[3 * HW] << 16);
+    const int32_t v = PB ? qk_pair_a(e, f) : __sxtab16(nz, (int32_t)e);
+    const int32_t u = PB ? qk_pair_b(f) : __sxtab16(nz, (int32_t)f);
+    memcpy(out, &v, 4), memcpy(out + 2, &u, 4);
+}
+
 /* Output position (iy, ix)'s column for the pair layout, as int16: col[t·CG
  * + c] = x[c][iy + ky][ix + kx] - zp for tap t = ky·KW + kx, 0 where the
  * tap falls outside (padding: its x is zp). Channels in natural order: a
@@ -1260,13 +1272,7 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
             /* two channels a word: their bytes at bits 0 and 16, SXTAB16 adds -zp to both;
              * four channels a step (CG is a multiple of 4 at the calls; a count down: no bound
              * to reload) */
-            for (c = CG / 4; c > 0; c--, xp += 4 * HW, ct += 4) {
-                const uint32_t e = (uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16);
-                const uint32_t f = (uint32_t)(uint8_t)xp[2 * HW] | ((uint32_t)(uint8_t)xp[3 * HW] << 16);
-                const int32_t v = PB ? qk_pair_a(e, f) : __sxtab16(nz, (int32_t)e);
-                const int32_t u = PB ? qk_pair_b(f) : __sxtab16(nz, (int32_t)f);
-                memcpy(ct, &v, 4), memcpy(ct + 2, &u, 4);
-            }
+            for (c = CG / 4; c > 0; c--, xp += 4 * HW, ct += 4) qk_quad_q15(xp, HW, nz, PB, ct);
         }
 }
 
@@ -1469,13 +1475,7 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
     for (ix = 0; ix < W; ix++, r += C) {
         const int8_t *xp = x + (int32_t)iy * W + ix;
         int16_t *rc = r;
-        for (c = CX / 4; c > 0; c--, xp += 4 * HW, rc += 4) { /* four channels a step, two a word */
-            const uint32_t e = (uint32_t)(uint8_t)xp[0] | ((uint32_t)(uint8_t)xp[HW] << 16);
-            const uint32_t f = (uint32_t)(uint8_t)xp[2 * HW] | ((uint32_t)(uint8_t)xp[3 * HW] << 16);
-            const int32_t v = PB ? qk_pair_a(e, f) : __sxtab16(nz, (int32_t)e);
-            const int32_t u = PB ? qk_pair_b(f) : __sxtab16(nz, (int32_t)f);
-            memcpy(rc, &v, 4), memcpy(rc + 2, &u, 4);
-        }
+        for (c = CX / 4; c > 0; c--, xp += 4 * HW, rc += 4) qk_quad_q15(xp, HW, nz, PB, rc); /* four channels a step */
         if (CX % 4) { /* the last channels, the rest of their four 0 (raw 0 with PB: their weights are 0, and a
                        * pair's A and B see the same input); whole fours of zeros after them */
             uint32_t v, u;
@@ -1587,23 +1587,14 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
     qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
 
-/* cols (may be NULL): room for two int16 columns (4·KK bytes, 4-byte
- * aligned), which the DSP path takes for int8 weights over groups of a
- * multiple of 4 channels (qk_conv_q15). */
-QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int16_t *cols, int C, int H, int W,
+/* The DSP's int16 columns of these convolutions are qk_conv_rows' (the
+ * generated C's); this loop serves every other core and plan. */
+QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W,
                              int O, int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B,
                              const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
                              int32_t lo, int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
     int o, oy, ox, ky, kx, c;
-#if Q_DSP
-    if (cols && P >= 8 && CG % 4 == 0) {
-        qk_conv_q15(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, 0, 0, zp, zp_out, lo, hi, y);
-        return;
-    }
-#else
-    (void)cols;
-#endif
     for (o = 0; o < O; o += B) {
         const int8_t *xg = x + (int32_t)(o / OG) * CG * HW; /* the group's input channels */
         const int8_t *wo = qk_rows(w, o, KK, P, B, s);
@@ -1784,7 +1775,7 @@ QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *s, int R,
 #else
     (void)s, (void)R, (void)SN, (void)PB;
 #endif
-    qk_conv_pairs(x, w, 8, NULL, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias, m0, shift, zp, zp_out, lo,
+    qk_conv_pairs(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias, m0, shift, zp, zp_out, lo,
                   hi, y);
 }
 
