@@ -918,11 +918,25 @@ static void test_paired_weights(void) {
     paired_check(&f, 96, "paired_unpairable", false, PAIRED_N * PO / 3, &rng);
 }
 
+/* The SN literal of NAME.c's paired linear call (the one after its three
+ * arrays), -1 where there is none. */
+static int generated_sn(const char *name) {
+    char path[512];
+    static char text[1 << 20];
+    snprintf(path, sizeof path, "%s/%s.c", dir, name);
+    if (slurp(path, text, sizeof text) <= 0) return -1;
+    const char *call = strstr(text, "    qk_linear_paired(x0"), *at = call ? strstr(call, "op0_s, ") : NULL;
+    return at ? atoi(at + 7) : -1;
+}
+
 /* The output's zero point folded into the requantization's nudge (every
  * shift in [-23, -2]: SN = 2, q_requant_fold), at both ends of that range
  * and of the zero point's, on the paired kernel: the same integers as the
  * engine on the host, a Cortex-M4 and a Cortex-M3; a shift of -24 or -1
- * beside them leaves the fold (SN = 1), with the same integers. */
+ * beside them leaves the fold (SN = 1), with the same integers. So do one
+ * shift for every channel (SN = 1 - shift: 3 and 24), accumulators at the
+ * fold's bound (2^29: the DSP's SMMLAR takes them doubled) and just past
+ * it. */
 static void test_requant_fold(void) {
     if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
     static linear_fixture f;
@@ -938,17 +952,36 @@ static void test_requant_fold(void) {
             f.ts[1].q.zero_point = zps[s < 2 ? z : 2];
             memcpy(f.mult, mults, sizeof mults), memcpy(f.shift, shifts[s], sizeof shifts[s]);
             paired_check(&f, 96, names[k], true, 0, &rng);
-            char path[512];
-            static char text[1 << 20];
-            snprintf(path, sizeof path, "%s/%s.c", dir, names[k]);
-            CU_ASSERT_FATAL(slurp(path, text, sizeof text) > 0);
-            const char *call = strstr(text, "    qk_linear_paired(x0");
-            CU_ASSERT_FATAL(call != NULL);
-            int sn = -1; /* the literal after the three arrays */
-            const char *at = strstr(call, "op0_s, ");
-            if (at) sn = atoi(at + 7);
-            CU_ASSERT_EQUAL(sn, s < 2 ? 2 : 1);
+            CU_ASSERT_EQUAL(generated_sn(names[k]), s < 2 ? 2 : 1);
         }
+    /* one shift for every channel, at both ends of the range: SN = 1 - shift, the shift a literal */
+    static const int32_t same[2] = {-2, -23};
+    for (int j = 0; j < 2; j++) {
+        paired_program(&f, 96, pick_edges, &rng);
+        f.ts[1].q.zero_point = zps[j];
+        for (int o = 0; o < PO; o++) f.mult[o] = mults[o], f.shift[o] = same[j];
+        if (j == 1)
+            for (int o = 0; o < PO; o++) f.b[o] *= 2000; /* sums that reach the output past a shift of 23 */
+        const char *name = j ? "fold_same_b" : "fold_same_a";
+        paired_check(&f, 96, name, true, 0, &rng);
+        CU_ASSERT_EQUAL(generated_sn(name), 1 - same[j]);
+    }
+    /* the accumulators' bound of the fold (the DSP doubles them for SMMLAR): biases that put
+     * |bias| + 255·Σ|w| of each row at 2^29 - 1 (fold, sums near ±2^29) and at 2^29 (no fold) */
+    static const int32_t deep[PO] = {-23, -22, -23, -22};
+    for (int over = 0; over < 2; over++) {
+        paired_program(&f, 96, pick_edges, &rng);
+        for (int o = 0; o < PO; o++) {
+            int32_t sum = 0;
+            for (int k = 0; k < 96; k++) sum += 255 * abs(f.w[o * 96 + k]);
+            f.b[o] = (o % 2 ? 1 : -1) * ((1 << 29) - sum - 1 + over);
+        }
+        memcpy(f.mult, mults, sizeof mults), memcpy(f.shift, deep, sizeof deep);
+        f.ts[1].q.zero_point = 0;
+        const char *name = over ? "nofold_bound" : "fold_bound";
+        paired_check(&f, 96, name, true, PAIRED_N * PO / 2, &rng);
+        CU_ASSERT_EQUAL(generated_sn(name), over ? 1 : 2);
+    }
 }
 
 /* A quantized model whose op name holds a comment's end, a newline and C

@@ -59,7 +59,7 @@ static void check_program(const qat_qmodel *q, const char *name, int n, uint64_t
     snprintf(path, sizeof path, "%s/src/runtime/qk.h", getenv("QAT_SOURCE_DIR"));
     FILE *kf = fopen(path, "rb");
     CU_ASSERT_FATAL(kf != NULL);
-    static char kernels[1 << 17];
+    static char kernels[1 << 18];
     size_t kn = fread(kernels, 1, sizeof kernels - 1, kf);
     fclose(kf);
     kernels[kn] = '\0';

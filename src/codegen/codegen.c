@@ -107,16 +107,27 @@ void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, 
     free(pk);
 }
 
-int qat__cg_sn(const int32_t *shift, int n) {
-    int sn = 2;
+int qat__cg_sn(const int32_t *shift, int n, int64_t bound) {
+    int sn = bound < QAT__CG_FOLD_BOUND ? 2 : 1;
+    bool same = true;
     for (int j = 0; j < n; j++) {
         if (shift[j] >= 0) return 0;
         if (shift[j] > -2 || shift[j] < -23) sn = 1;
+        same = same && shift[j] == shift[0];
     }
-    return sn;
+    return sn == 2 && same && n > 0 ? 1 - shift[0] : sn; /* qk.h's qk_sh: the one shift as a literal */
 }
 
-int qat__cg_shifts_negative(const qat_qop *op) { return qat__cg_sn(op->shift, op->n_mult); }
+int qat__cg_shifts_negative(const qat_qop *op, const int8_t *w) {
+    int64_t O = op->wq.shape[0], K = 1, bound = 0;
+    for (int d = 1; d < op->wq.rank; d++) K *= op->wq.shape[d];
+    for (int64_t o = 0; o < O; o++) { /* |bias| + 255·Σ|w|: |x - zp| <= 255 */
+        int64_t b = op->bias ? llabs((long long)op->bias[o]) : 0;
+        for (int64_t k = 0; k < K; k++) b += 255 * abs(w[o * K + k]);
+        bound = b > bound ? b : bound;
+    }
+    return qat__cg_sn(op->shift, op->n_mult, bound);
+}
 
 bool qat__cg_add_tab(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
@@ -172,13 +183,25 @@ static void params_array(qat__cg *g, int i, const int32_t *bias) {
 
 void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp) {
     const qat_qop *op = &g->q->ops[i];
-    int64_t before = g->const_bytes, params = 4 * (op->wq.shape[0] + 2 * (int64_t)op->n_mult);
+    int64_t O = op->wq.shape[0], before = g->const_bytes, params = 4 * (O + 2 * (int64_t)op->n_mult);
+    bool doubled = qat__cg_shifts_negative(op, w) >= 2;
+    int32_t *b2 = doubled ? malloc(sizeof *b2 * (size_t)O) : NULL;
     char id[32];
+    if (doubled && !b2) {
+        g->failed = true;
+        return;
+    }
+    /* SN 2 and above: the kernels take 2·acc (qk.h's QK_DOUBLED), the biases doubled here. |bp| is at most
+     * |bias| + 256·Σ|w| (the fold's |1 + zp| <= 128 and |129 + zp| <= 256 per weight), and SN 2
+     * bounds |bias| + 255·Σ|w| below 2^29: 2·|bp| < 2^30 + 2^23. */
+    for (int64_t o = 0; doubled && o < O; o++) b2[o] = 2 * bp[o];
     if (!wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), w, n);
-    qat__cg_printf(g, "#if Q_DSP /* %s the biases with the paired form's constant folded in */\n",
-                   wp ? "each odd weight byte less the borrow of the even one before it (the paired form);" : "");
+    qat__cg_printf(g, "#if Q_DSP /* %s the biases with the paired form's constant folded in%s */\n",
+                   wp ? "each odd weight byte less the borrow of the even one before it (the paired form);" : "",
+                   doubled ? ", doubled (QK_DOUBLED)" : "");
     if (wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), wp, n);
-    params_array(g, i, bp);
+    params_array(g, i, doubled ? b2 : bp);
+    free(b2);
     qat__cg_printf(g, "#else\n");
     if (wp) qat__cg_array_i8(g, (snprintf(id, sizeof id, "op%d_w", i), id), w, n);
     params_array(g, i, op->bias);
@@ -277,7 +300,7 @@ bool qat__cg_natural_cols(const qat__cg *g, int i) {
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
     int64_t cols = 4 * (((int64_t)C * op->kh * op->kw + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
     return !qk_conv_uses_pairs(C, 1, op->kw) &&
-           !qk_conv_uses_dw3(C, (int)out->shape[0], 1, W, op->kh, op->kw, op->stride_w, op->pad_h, op->pad_w) &&
+           !qk_conv_uses_dw3_rows(C, (int)out->shape[0], 1, W, op->kh, op->kw, op->stride_w, op->pad_h, op->pad_w) &&
            !qk_conv_uses_pw(C, 1, H, W, op->kh, op->kw, op->stride_h, op->stride_w, op->pad_h, op->pad_w) &&
            cols * 4 <= g->plan->arena_bytes; /* at most a quarter of the activations' arena */
 }
@@ -286,7 +309,7 @@ bool qat__cg_dw_rows(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return false;
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
-    return qk_conv_uses_dw3((int)in->shape[0], (int)out->shape[0], op->groups, (int)in->shape[2], op->kh, op->kw,
+    return qk_conv_uses_dw3_rows((int)in->shape[0], (int)out->shape[0], op->groups, (int)in->shape[2], op->kh, op->kw,
                             op->stride_w, op->pad_h, op->pad_w);
 }
 
@@ -347,6 +370,17 @@ static qat_status plan_weights(qat__cg *g) {
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;
+    }
+    /* a depthwise op's whole padded plane (one copy of each input row, not three) where it costs
+     * no RAM beyond the other ops' scratch, or at most 1 KiB */
+    int64_t others = scratch > 1024 ? scratch : 1024;
+    for (int i = 0; i < g->q->n_ops; i++) {
+        const qat_qop *op = &g->q->ops[i];
+        if (!qat__cg_dw_rows(g, i)) continue;
+        const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
+        int64_t plane = qk_dw_plane_bytes((int)in->shape[1], (int)in->shape[2], op->pad_h, op->pad_w);
+        g->dw_plane[i] = plane <= others;
+        if (g->dw_plane[i] && plane > scratch) scratch = plane;
     }
     if (scratch) g->scratch_at = (g->plan->arena_bytes + 3) / 4 * 4, g->arena_bytes = g->scratch_at + scratch;
     return QAT_OK;

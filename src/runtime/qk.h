@@ -80,8 +80,10 @@
  * where the count is not a constant (the runtime's calls): no hint. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define QK_UNROLL _Pragma("GCC unroll 8")
+#define QK_UNROLL16 _Pragma("GCC unroll 16")
 #else
 #define QK_UNROLL
+#define QK_UNROLL16
 #endif
 /* An unpadded convolution's kernel rows: unrolled with the DSP path (each
  * row a few SMLADs); without it the unrolled rows' loads outnumber the
@@ -231,16 +233,69 @@ QK_INLINE int32_t qk_rqn(int32_t acc, int32_t m0, int shift, int SN) {
 }
 
 /* requant(acc) + zp, unclamped, for an op whose every shift lies in
- * [-23, -2] (SN = 2): zp·2^(31+e) (e = -shift) added to the 64-bit nudge
- * adds zp to the result of its floor division by 2^(31+e) exactly, and is
- * nh·2^32 with nh = (2·zp + 1)·2^(e-2) the nudge's own high word included
- * (2^(30+e)); the double rounding's -[acc < 0]·2^31 (q_requant_neg) is then
- * the high word's -1 and the low word 2^30 + 2^31 (no carry), where the
- * single rounding's low word is 0. The sum's high word fits int32 (|acc·m0|
- * < 2^62, |nh| < 2^29 for e <= 23), and v + zp clamped to int8 (q_out's
- * SSAT) is clamp9(v) + zp clamped: one shift, one add and one clamp fewer
- * an output. */
+ * [-23, -2] and whose accumulators stay below 2^29 in magnitude (SN = 2,
+ * the generator's check): zp·2^(31+e) (e = -shift) added to the 64-bit
+ * nudge adds zp to the result of its floor division by 2^(31+e) exactly,
+ * and is nh·2^32 with nh = (2·zp + 1)·2^(e-2) the nudge's own high word
+ * included (2^(30+e)); the double rounding's -[acc < 0]·2^31 (q_requant_neg)
+ * is then the high word's -1 and the low word 2^30 + 2^31 (no carry), where
+ * the single rounding's low word is 0. The sum's high word fits int32
+ * (|acc·m0| < 2^62, |nh| < 2^29 for e <= 23), and v + zp clamped to int8
+ * (q_out's SSAT) is clamp9(v) + zp clamped: one shift, one add and one
+ * clamp fewer an output.
+ *
+ * On the DSP the same floor of twice the numerator over twice the divisor,
+ * by SMMLAR (the top word of Ra·2^32 + Rn·Rm + 2^31) or SMMLA (of Ra·2^32
+ * + Rn·Rm): with n2 = 2·nh = (2·zp + 1)·2^(e-1), n2·2^32 = zp·2^(32+e) +
+ * 2^(31+e) is the output's zero point and the second rounding's half, so
+ *   double: floor((2·acc·m0 + 2^31 + (n2 - [acc < 0])·2^32) / 2^(32+e)),
+ *   single: floor((2·acc·m0 + n2·2^32) / 2^(32+e)),
+ * the instruction's word shifted right by e (nested floors). The sign in
+ * one add, the product and every nudge in one instruction: three fewer an
+ * output. |2·acc| < 2^30, and the word fits int32: |acc·m0 / 2^31| +
+ * |n2| + 1 < 2^29 + 255·2^22 + 1 < 2^31. */
+#if Q_DSP
+#if defined(__GNUC__) /* no ACLE intrinsic says them */
+static inline int32_t q_smmlar(int32_t a, int32_t b, int32_t c) {
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+static inline int32_t q_smmla(int32_t a, int32_t b, int32_t c) {
+    int32_t r;
+    __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+#else
+static inline int32_t q_smmla(int32_t a, int32_t b, int32_t c) {
+    return (int32_t)((int64_t)(((uint64_t)(uint32_t)c << 32) + (uint64_t)((int64_t)a * b)) >> 32);
+}
+static inline int32_t q_smmlar(int32_t a, int32_t b, int32_t c) {
+    return (int32_t)((int64_t)(((uint64_t)(uint32_t)c << 32) + (uint64_t)((int64_t)a * b) + 0x80000000u) >> 32);
+}
+#endif
+/* q_requant_fold of acc2 = 2·acc, sg = -[acc < 0] (from whichever of the
+ * two the caller has: one add with a shifted operand). */
+QK_INLINE int32_t q_requant_fold_dsp(int32_t acc2, int32_t sg, int32_t m0, int shift, int32_t zp) {
+    const int e1 = -shift - 1;
+    const int32_t n2 = (int32_t)((uint32_t)(2 * zp + 1) << e1);
+#if QK_SINGLE_ROUNDING
+    (void)sg;
+    return q_smmla(acc2, m0, n2) >> (e1 + 1);
+#else
+    return q_smmlar(acc2, m0, n2 + sg) >> (e1 + 1);
+#endif
+}
+/* The paired kernels' sums come doubled for free (256·T >> 7), their
+ * biases doubled by the generator. */
+QK_INLINE int32_t q_requant_fold2(int32_t acc2, int32_t m0, int shift, int32_t zp) {
+    return q_requant_fold_dsp(acc2, acc2 >> 31, m0, shift, zp);
+}
+#endif
 QK_INLINE int32_t q_requant_fold(int32_t acc, int32_t m0, int shift, int32_t zp) {
+#if Q_DSP
+    return q_requant_fold_dsp((int32_t)((uint32_t)acc << 1), acc >> 31, m0, shift, zp);
+#else
     const int e1 = -shift - 1;
     const int32_t nh = (int32_t)((uint32_t)(2 * zp + 1) << e1) >> 1; /* even before the shift: exact */
 #if QK_SINGLE_ROUNDING
@@ -250,12 +305,29 @@ QK_INLINE int32_t q_requant_fold(int32_t acc, int32_t m0, int shift, int32_t zp)
     const int64_t n = (int64_t)(((uint64_t)(uint32_t)(nh + sg) << 32) | (0x40000000u - ((uint32_t)sg << 31)));
 #endif
     return (int32_t)(((int64_t)acc * m0 + n) >> 32) >> e1;
+#endif
 }
 
-/* requant(acc) + zp by SN: 2 q_requant_fold, else qk_rqn's. */
+/* SN above 2 (a literal at the generated calls): SN 2's fold where every
+ * shift of the op is 1 - SN, so the shift is a literal too (the nudge's
+ * high word a constant, the final shift folded into SSAT's operand, no
+ * per-channel work). The op's shift for channel's s. */
+QK_INLINE int qk_sh(int SN, int s) { return SN > 2 ? 1 - SN : s; }
+
+/* requant(acc) + zp by SN: 2 and above q_requant_fold, else qk_rqn's. */
 QK_INLINE int32_t qk_rqz(int32_t acc, int32_t m0, int shift, int SN, int32_t zp) {
-    return SN == 2 ? q_requant_fold(acc, m0, shift, zp) : qk_rqn(acc, m0, shift, SN) + zp;
+    return SN >= 2 ? q_requant_fold(acc, m0, qk_sh(SN, shift), zp) : qk_rqn(acc, m0, shift, SN) + zp;
 }
+
+/* The paired kernels' D (a literal at their calls): 1 on the DSP where SN
+ * is 2, their accumulators then 2·acc (QK_PAIRED_SUM's shift of 7, the
+ * biases doubled by the generator); qk_rqzd requantizes either. */
+#if Q_DSP
+#define QK_DOUBLED(PB, SN) ((PB) && (SN) >= 2)
+QK_INLINE int32_t qk_rqzd(int32_t acc, int32_t m0, int shift, int SN, int D, int32_t zp) {
+    return D ? q_requant_fold2(acc, m0, qk_sh(SN, shift), zp) : qk_rqz(acc, m0, shift, SN, zp);
+}
+#endif
 
 #if Q_DSP
 static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -270,7 +342,13 @@ static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) {
     __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(a), "r"(v));
     return r;
 }
+static inline uint32_t q_uxtb16_ror8(uint32_t v) {
+    uint32_t r;
+    __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+    return r;
+}
 #else
+static inline uint32_t q_uxtb16_ror8(uint32_t v) { return v >> 8 & 0x00FF00FFu; }
 static inline int32_t q_ror8(uint32_t v) { return (int32_t)((v >> 8) | (v << 24)); }
 static inline int32_t q_sxtb16_ror8(uint32_t v) { return __sxtb16(q_ror8(v)); }
 static inline int32_t q_sxtab16_ror8(int32_t a, uint32_t v) { return __sxtab16(a, q_ror8(v)); }
@@ -306,18 +384,32 @@ QK_INLINE void qk_maxpool(const int8_t *x, int C, int H, int W, int kh, int kw, 
 /* The sum of x - zp over window (oy, ox)'s positions inside the [H, W]
  * map xc, and their count in *n: the one window walk of both average
  * pools (padding is skipped). */
+/* Σ of the n int8 at p. On the DSP four a word: USADA8 sums the bytes as
+ * unsigned, x + 128 each (the sign bit flipped), less 128·4 a word; n·255
+ * fits (the plan bounds a window's n·255 by INT32_MAX). */
+static inline int32_t qk_sum_i8(const int8_t *p, int32_t n) {
+    int32_t s = 0, k = 0;
+#if Q_DSP
+    uint32_t u = 0;
+    for (; k + 4 <= n; k += 4) u = __usada8(q_ld32(p + k) ^ 0x80808080u, 0u, u);
+    s = (int32_t)(u - 128u * (uint32_t)k);
+#endif
+    for (; k < n; k++) s += p[k];
+    return s;
+}
+
 static inline int32_t qk_window_sum(const int8_t *xc, int H, int W, int oy, int ox, int kh, int kw, int sh, int sw,
                                     int ph, int pw, int32_t zp, int32_t *n) {
-    int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw, yy, xx;
+    int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw, yy;
     int32_t s = 0;
     if (ph || pw) {
         ya = ya < 0 ? 0 : ya, yb = yb > H ? H : yb;
         xa = xa < 0 ? 0 : xa, xb = xb > W ? W : xb;
     }
-    for (yy = ya; yy < yb; yy++)
-        for (xx = xa; xx < xb; xx++) s += xc[yy * W + xx] - zp;
     *n = (yb - ya) * (xb - xa);
-    return s;
+    if (xa == 0 && xb == W) return qk_sum_i8(xc + ya * W, *n) - zp * *n; /* whole rows: one run */
+    for (yy = ya; yy < yb; yy++) s += qk_sum_i8(xc + yy * W + xa, xb - xa);
+    return s - zp * *n;
 }
 
 /* y = clamp(zp_out + requant(Σ_window (x - zp_in), m0, shift), lo, hi). */
@@ -366,13 +458,9 @@ QK_INLINE void qk_avgpool_keep(const int8_t *x, int C, int H, int W, int kh, int
  * the plan refuses HW·255 > INT32_MAX. */
 QK_INLINE void qk_global_avgpool(const int8_t *x, int C, int HW, int32_t zp_in, int32_t m0, int shift, int32_t zp_out,
                                  int32_t lo, int32_t hi, int8_t *y) {
-    int c, k;
-    for (c = 0; c < C; c++) {
-        const int8_t *xc = x + (int32_t)c * HW;
-        int32_t s = 0;
-        for (k = 0; k < HW; k++) s += xc[k];
-        y[c] = q_out(q_requant(s - zp_in * HW, m0, shift) + zp_out, lo, hi);
-    }
+    int c;
+    for (c = 0; c < C; c++)
+        y[c] = q_out(q_requant(qk_sum_i8(x + (int32_t)c * HW, HW) - zp_in * HW, m0, shift) + zp_out, lo, hi);
 }
 
 /* y[c] = clamp(qk_div_round(Σ_{i < HW} x[c·HW + i], HW), lo, hi): the
@@ -429,11 +517,33 @@ QK_INLINE void qk_add_tab(const int8_t *a, const int8_t *b, int32_t n, int32_t z
         qk_add(a, b, n, zp_a, zp_b, left_shift, m_a, sh_a, m_b, sh_b, m_out, sh_out, zp_out, lo, hi, y);
         return;
     }
-    for (v = -128; v < 128; v++) {
-        tab[v + 128] = q_mbqm((int32_t)((uint32_t)(v - zp_a) << left_shift), m_a, sh_a);
-        tab[v + 384] = q_mbqm((int32_t)((uint32_t)(v - zp_b) << left_shift), m_b, sh_b);
+#if Q_DSP
+    const int D = SN >= 2; /* the terms doubled: the sum is 2·acc (q_requant_fold2) */
+#else
+    const int D = 0;
+#endif
+    const int32_t *tb = tab + 256;
+    for (v = -128; v < 128; v++) { /* indexed by the byte as stored (its two's complement) */
+        tab[(uint8_t)v] = q_mbqm((int32_t)((uint32_t)(v - zp_a) << left_shift), m_a, sh_a) * (1 + D);
+        tab[256 + (uint8_t)v] = q_mbqm((int32_t)((uint32_t)(v - zp_b) << left_shift), m_b, sh_b) * (1 + D);
     }
-    for (k = 0; k < n; k++) y[k] = q_out(qk_rqz(tab[a[k] + 128] + tab[b[k] + 384], m_out, sh_out, SN, zp_out), lo, hi);
+    k = 0;
+#if Q_DSP
+    for (; k + 4 <= n; k += 4) { /* a word of each input: a byte field each, no byte loads */
+        const uint32_t u = q_ld32(a + k), w = q_ld32(b + k);
+#define QK_ADD_TAB(j)                                                                                           \
+    (y[k + (j)] = q_out(qk_rqzd(tab[(u >> 8 * (j)) & 0xFFu] + tb[(w >> 8 * (j)) & 0xFFu], m_out, sh_out, SN, D, zp_out), \
+                        lo, hi))
+        QK_ADD_TAB(0), QK_ADD_TAB(1), QK_ADD_TAB(2), QK_ADD_TAB(3);
+#undef QK_ADD_TAB
+    }
+#endif
+    for (; k < n; k++)
+#if Q_DSP
+        y[k] = q_out(qk_rqzd(tab[(uint8_t)a[k]] + tb[(uint8_t)b[k]], m_out, sh_out, SN, D, zp_out), lo, hi);
+#else
+        y[k] = q_out(qk_rqz(tab[(uint8_t)a[k]] + tb[(uint8_t)b[k]], m_out, sh_out, SN, zp_out), lo, hi);
+#endif
 }
 
 /* TFLite's MUL: the int32 product of the offsets (|.| <= 2^16),
@@ -1022,6 +1132,7 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
                                 const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int32_t zp,
                                 int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
+    const int D = QK_DOUBLED(1, SN);
     int o, k;
     (void)zp; /* in the bias */
     for (k = 0; k < K; k += 4) {
@@ -1057,7 +1168,8 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
 #undef QK_STEP4
 #undef QK_PAIR
 #undef QK_LDW
-#define QK_UNPAIR(j) (y[o + (j)] = q_out(qk_rqz(bias[o + (j)] + (acc[j] >> 8), m0[o + (j)], shift[o + (j)], SN, zp_out), lo, hi))
+#define QK_UNPAIR(j)                                                                                \
+    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[o + (j)], shift[o + (j)], SN, D, zp_out), lo, hi))
         QK_EACH(B, QK_UNPAIR);
 #undef QK_UNPAIR
     }
@@ -1247,6 +1359,24 @@ QK_INLINE void qk_quad_q15(const int8_t *xp, int32_t HW, int32_t nz, int PB, int
     memcpy(out, &v, 4), memcpy(out + 2, &u, 4);
 }
 
+/* qk_quad_q15's words for two adjacent positions at once (xp and xp + 1 of
+ * each of the four channels: one halfword load gives both), into p's
+ * column and q's: the pointwise convolution's two columns in one pass. */
+QK_INLINE void qk_quad_q15_pair(const int8_t *xp, int32_t HW, int32_t nz, int PB, int16_t *op, int16_t *oq) {
+    uint16_t h0, h1, h2, h3;
+    uint32_t t01, t23;
+    memcpy(&h0, xp, 2), memcpy(&h1, xp + HW, 2), memcpy(&h2, xp + 2 * HW, 2), memcpy(&h3, xp + 3 * HW, 2);
+    t01 = (uint32_t)h0 | (uint32_t)h1 << 16, t23 = (uint32_t)h2 | (uint32_t)h3 << 16; /* (x_c,p x_c,q x_c+1,p x_c+1,q) */
+    {
+        const uint32_t ep = __uxtb16(t01), eq = q_uxtb16_ror8(t01), fp = __uxtb16(t23), fq = q_uxtb16_ror8(t23);
+        const int32_t vp = PB ? qk_pair_a(ep, fp) : __sxtab16(nz, (int32_t)ep);
+        const int32_t up = PB ? qk_pair_b(fp) : __sxtab16(nz, (int32_t)fp);
+        const int32_t vq = PB ? qk_pair_a(eq, fq) : __sxtab16(nz, (int32_t)eq);
+        const int32_t uq = PB ? qk_pair_b(fq) : __sxtab16(nz, (int32_t)fq);
+        memcpy(op, &vp, 4), memcpy(op + 2, &up, 4), memcpy(oq, &vq, 4), memcpy(oq + 2, &uq, 4);
+    }
+}
+
 /* Output position (iy, ix)'s column for the pair layout, as int16: col[t·CG
  * + c] = x[c][iy + ky][ix + kx] - zp for tap t = ky·KW + kx, 0 where the
  * tap falls outside (padding: its x is zp). Channels in natural order: a
@@ -1286,7 +1416,8 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
  * address an immediate offset of two pointers), two passes' worth when R
  * is 1. PB (a literal): the weights and columns in the paired form
  * (qk_linear_paired: the words A and B, the weight word itself meeting B,
- * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8. */
+ * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8 (PB 1) or
+ * >> 7, doubled (PB 2: QK_DOUBLED). */
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
                           int32_t cs, int32_t ws, int PB, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
     int32_t s0 = PB ? 0 : *a0, t0 = PB ? 0 : *d0, s1 = PB ? 0 : *a1, t1 = PB ? 0 : *d1; /* 256·T with PB */
@@ -1302,21 +1433,37 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
         wa = PB ? (int32_t)wv : q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0); \
         wa = PB ? (int32_t)wu : q_sxtb16_ror8(wu), s1 = __smlad(wa, xb, s1), t1 = __smlad(wa, yb, t1); \
     } while (0)
-    if (R == 1) {
-        for (k = 0; k + 16 <= n; k += 16) {
-            QK_Q15_STEP(k, k);
-            QK_Q15_STEP(k + 4, k + 4);
-            QK_Q15_STEP(k + 8, k + 8);
-            QK_Q15_STEP(k + 12, k + 12);
+    if (R == 1 && n <= 64) { /* whole: no loop (n a literal at the calls; 16 steps at most) */
+        QK_UNROLL16
+        for (k = 0; k < n; k += 4) QK_Q15_STEP(k, k);
+    } else if (R == 1) {
+        for (k = 0; k + 32 <= n; k += 32) {
+            QK_UNROLL
+            for (r = 0; r < 32; r += 4) QK_Q15_STEP(k + r, k + r);
+        }
+        if (k + 16 <= n) {
+            QK_UNROLL
+            for (r = 0; r < 16; r += 4) QK_Q15_STEP(k + r, k + r);
+            k += 16;
         }
         for (; k < n; k += 4) QK_Q15_STEP(k, k);
     } else {
-        for (k = 0; k + 8 <= n; k += 8) {
+        for (k = 0; k + 16 <= n; k += 16) {
+            QK_UNROLL
+            for (r = 0; r < R; r++) {
+                QK_Q15_STEP(r * cs + k, r * ws + k);
+                QK_Q15_STEP(r * cs + k + 4, r * ws + k + 4);
+                QK_Q15_STEP(r * cs + k + 8, r * ws + k + 8);
+                QK_Q15_STEP(r * cs + k + 12, r * ws + k + 12);
+            }
+        }
+        if (k + 8 <= n) {
             QK_UNROLL
             for (r = 0; r < R; r++) {
                 QK_Q15_STEP(r * cs + k, r * ws + k);
                 QK_Q15_STEP(r * cs + k + 4, r * ws + k + 4);
             }
+            k += 8;
         }
         if (k < n) {
             QK_UNROLL
@@ -1324,23 +1471,24 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
         }
     }
 #undef QK_Q15_STEP
-    if (PB) /* 256 times the sums (qk_linear_paired) */
-        *a0 += s0 >> 8, *d0 += t0 >> 8, *a1 += s1 >> 8, *d1 += t1 >> 8;
+    if (PB) /* 256 times the sums (qk_linear_paired), >> 7 for twice them (PB 2: QK_DOUBLED) */
+        *a0 += s0 >> (9 - PB), *d0 += t0 >> (9 - PB), *a1 += s1 >> (9 - PB), *d1 += t1 >> (9 - PB);
     else
         *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
 }
 
-/* A 2x2 block's outputs: channel o's at positions p and q (q only when
- * two), channel o1's likewise when pair (an odd last position or channel
- * is computed twice and stored once). */
-QK_INLINE void qk_store_2x2(int8_t *y, int32_t NP, int o, int o1, int p, int q, int two, int pair, int32_t a0,
-                            int32_t d0, int32_t a1, int32_t d1, const int32_t *m0, const int32_t *shift, int SN,
-                            int32_t zp_out, int32_t lo, int32_t hi) {
-    y[(int32_t)o * NP + p] = q_out(qk_rqz(a0, m0[o], shift[o], SN, zp_out), lo, hi);
-    if (two) y[(int32_t)o * NP + q] = q_out(qk_rqz(d0, m0[o], shift[o], SN, zp_out), lo, hi);
+/* A 2x2 block's outputs: channel o's at positions p and p + 1 (p + 1
+ * only when two), channel o1's likewise when pair (an odd last channel is
+ * computed twice and stored once); yo: channel o's output at p, o1's
+ * (o1 - o)·NP bytes on (one pointer: every store an immediate offset). */
+QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int pair, int32_t a0, int32_t d0, int32_t a1,
+                            int32_t d1, const int32_t *m0, const int32_t *shift, int SN, int D, int32_t zp_out,
+                            int32_t lo, int32_t hi) {
+    yo[0] = q_out(qk_rqzd(a0, m0[o], shift[o], SN, D, zp_out), lo, hi);
+    if (two) yo[1] = q_out(qk_rqzd(d0, m0[o], shift[o], SN, D, zp_out), lo, hi);
     if (pair) {
-        y[(int32_t)o1 * NP + p] = q_out(qk_rqz(a1, m0[o1], shift[o1], SN, zp_out), lo, hi);
-        if (two) y[(int32_t)o1 * NP + q] = q_out(qk_rqz(d1, m0[o1], shift[o1], SN, zp_out), lo, hi);
+        yo[NP] = q_out(qk_rqzd(a1, m0[o1], shift[o1], SN, D, zp_out), lo, hi);
+        if (two) yo[NP + 1] = q_out(qk_rqzd(d1, m0[o1], shift[o1], SN, D, zp_out), lo, hi);
     }
 }
 
@@ -1362,9 +1510,20 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
     for (g = 0; g < G; g++) {
         const int8_t *xg = x + (int32_t)g * CG * H * W;
         for (p = 0; p < NP; p += 2) {
-            const int two = p + 1 < NP, q = two ? p + 1 : p;
-            qk_col_q15(xg, CG, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, PB, c0);
-            qk_col_q15(xg, CG, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, PB, c1);
+            /* an odd last position as the pair (NP - 2, NP - 1), NP - 2's integers written
+             * again: two is a literal, no test in the blocks' epilogues */
+            if (NP > 1 && p + 1 == NP) p = NP - 2;
+            const int two = NP > 1, q = two ? p + 1 : p;
+            if (KH == 1 && KW == 1 && H == 1 && SW == 1 && PW == 0 && two) { /* pointwise: p and q adjacent */
+                const int8_t *xp = xg + p;
+                int16_t *cp = c0, *cq = c1;
+                int c;
+                for (c = CG / 4; c > 0; c--, xp += 4 * W, cp += 4, cq += 4)
+                    qk_quad_q15_pair(xp, W, qk_neg_zp_pair(zp), PB, cp, cq);
+            } else {
+                qk_col_q15(xg, CG, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, PB, c0);
+                qk_col_q15(xg, CG, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, PB, c1);
+            }
             for (o = g * OG; o < (g + 1) * OG; o += 2) {
                 const int pair = o + 1 < (g + 1) * OG, o1 = pair ? o + 1 : o;
                 /* the second row KK bytes after the first (an immediate offset: one
@@ -1372,9 +1531,10 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 /* with PB the biases after the dot: not live in registers through it */
                 int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, PB, &a0, &d0, &a1, &d1);
+                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
                 if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
-                qk_store_2x2(y, NP, o, o1, p, q, two, pair, a0, d0, a1, d1, m0, shift, SN, zp_out, lo, hi);
+                qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
+                         QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
         }
     }
@@ -1421,7 +1581,9 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
     const int8_t *b0 = (const int8_t *)(void *)c0 + KS, *b1 = (const int8_t *)(void *)c1 + KS;
     int p, o, k;
     for (p = 0; p < NP; p += 2) {
-        const int two = p + 1 < NP, q = two ? p + 1 : p;
+        /* an odd last position as the pair (NP - 2, NP - 1) (qk_conv_q15) */
+        if (NP > 1 && p + 1 == NP) p = NP - 2;
+        const int two = NP > 1, q = two ? p + 1 : p;
         qk_col_bytes(x, C, H, W, KH, KW, p / OW * SH - PH, p % OW * SW - PW, zp, (int8_t *)(void *)c0 + KS);
         qk_col_bytes(x, C, H, W, KH, KW, q / OW * SH - PH, q % OW * SW - PW, zp, (int8_t *)(void *)c1 + KS);
         for (k = 0; k < K4; k += 4) {
@@ -1440,13 +1602,14 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
             const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
             /* with PB the biases after the dot: not live in registers through it */
             int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
-            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, PB, &a0, &d0, &a1, &d1);
+            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
             if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
-            for (k = K4; k < KK; k++) {
-                const int32_t xk = b0[k] - zp, yk = b1[k] - zp;
+            for (k = K4; k < KK; k++) { /* doubled as the sums are (QK_DOUBLED) */
+                const int32_t xk = (b0[k] - zp) * (1 + QK_DOUBLED(PB, SN)), yk = (b1[k] - zp) * (1 + QK_DOUBLED(PB, SN));
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
             }
-            qk_store_2x2(y, NP, o, o1, p, q, two, pair, a0, d0, a1, d1, m0, shift, SN, zp_out, lo, hi);
+            qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
+                         QK_DOUBLED(PB, SN), zp_out, lo, hi);
         }
     }
 }
@@ -1472,7 +1635,14 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
         qk_pad_q15(r, (int32_t)W * C, zp, PB);
         return;
     }
-    for (ix = 0; ix < W; ix++, r += C) {
+    ix = 0;
+    if (CX % 4 == 0 && CX == C) /* whole fours: two positions a step, one halfword of each channel */
+        for (; ix + 2 <= W; ix += 2, r += 2 * C) {
+            const int8_t *xp = x + (int32_t)iy * W + ix;
+            int16_t *rc = r;
+            for (c = CX / 4; c > 0; c--, xp += 4 * HW, rc += 4) qk_quad_q15_pair(xp, HW, nz, PB, rc, rc + C);
+        }
+    for (; ix < W; ix++, r += C) {
         const int8_t *xp = x + (int32_t)iy * W + ix;
         int16_t *rc = r;
         for (c = CX / 4; c > 0; c--, xp += 4 * HW, rc += 4) qk_quad_q15(xp, HW, nz, PB, rc); /* four channels a step */
@@ -1516,16 +1686,21 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int
         if (keep) memmove(ring, ring + SH * RW, (size_t)keep * (size_t)RW * sizeof *ring);
         for (ky = keep; ky < KH; ky++) qk_ring_row(x, CX, C, H, W, PW, iy + ky, zp, PB, ring + ky * RW);
         for (ox = 0; ox < OW; ox += 2) {
-            const int two = ox + 1 < OW, ox1 = two ? ox + 1 : ox, p = oy * OW + ox;
-            const int16_t *c0 = ring + ox * SW * C, *c1 = ring + ox1 * SW * C;
+            /* an odd last position as the pair (OW - 2, OW - 1) (qk_conv_q15) */
+            if (OW > 1 && ox + 1 == OW) ox = OW - 2;
+            const int two = OW > 1, ox1 = two ? ox + 1 : ox, p = oy * OW + ox;
+            /* c1 a literal offset from c0: every column address an immediate of one pointer */
+            const int16_t *c0 = ring + ox * SW * C, *c1 = c0 + (ox1 - ox) * SW * C;
             for (o = 0; o < O; o += 2) {
                 const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
                 /* with PB the biases after the dot: not live in registers through it */
                 int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, PB, &a0, &d0, &a1, &d1);
+                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1,
+                           &d1);
                 if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
-                qk_store_2x2(y, NP, o, o1, p, p + 1, two, pair, a0, d0, a1, d1, m0, shift, SN, zp_out, lo, hi);
+                qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
+                             QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
         }
     }
@@ -1857,6 +2032,12 @@ QK_INLINE uint32_t qk_dw_word(const int8_t *row, int ix, int W, uint32_t zp4) {
 QK_INLINE int qk_conv_uses_dw3(int C, int O, int G, int W, int KH, int KW, int SW, int PH, int PW) {
     return G == C && O == C && KH == 3 && KW == 3 && PH <= 1 && PW <= 1 && (SW == 1 || SW == 2) && W >= 4;
 }
+/* Which take qk_dwconv3_padded in the generated C: the same at any width
+ * (the padded rows are at least a word longer than the widest window;
+ * narrower rows take qk_conv where the DSP's rows are not there). */
+QK_INLINE int qk_conv_uses_dw3_rows(int C, int O, int G, int W, int KH, int KW, int SW, int PH, int PW) {
+    return qk_conv_uses_dw3(C, O, G, W < 4 ? 4 : W, KH, KW, SW, PH, PW);
+}
 
 /* Depthwise 3x3 convolution: x [C, H, W] -> y [C, OH, OW], w [C][3][3]
  * int8 (qk_conv's layout), one channel at a time: its 9 taps in registers
@@ -2017,66 +2198,84 @@ QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W,
     }
 }
 
-/* qk_dwconv3 on the DSP over padded rows: for each output row, its three
- * input rows are copied into rows (3·RS bytes, RS = qk_dw_row_stride(W,
- * PW)) with zp's byte in the padding columns and in a row that lies
- * outside the input (x - zp is 0 there), so every output takes the same
- * few instructions: three word loads, three QK_DW_ROW2 (stride 1, two
- * outputs) or QK_DW_ROW1 (stride 2), no edge tests. */
+/* qk_dwconv3 on the DSP over padded rows: each output row's three input
+ * rows lie in rows, RS = qk_dw_row_stride(W, PW) bytes apart, with zp's
+ * byte in the padding columns and in a row outside the input (x - zp is 0
+ * there), so every output takes the same few instructions: three word
+ * loads, three QK_DW_ROW2 (stride 1, two outputs) or QK_DW_ROW1 (stride
+ * 2), no edge tests. PL (a literal) 0: the three rows are copied in for
+ * each output row (rows: 3·RS bytes); 1: each channel's whole plane is
+ * copied in once, H + 2·PH padded rows (qk_dw_plane_bytes), and output
+ * row oy reads rows oy·SH .. + 2 of it in place: one copy of each input
+ * row where the three-row form makes 3 / SH (narrow maps, where the
+ * copies are much of the work: the generator's choice). */
 QK_INLINE int qk_dw_row_stride(int W, int PW) { return (W + 2 * PW + 3 + 3) / 4 * 4; }
+QK_INLINE int32_t qk_dw_plane_bytes(int H, int W, int PH, int PW) { return (int32_t)(H + 2 * PH) * qk_dw_row_stride(W, PW); }
 
 #if Q_DSP
-QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, int C, int H, int W, int OH, int OW,
-                               int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, int PL, int C, int H, int W, int OH,
+                               int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                                const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RS = qk_dw_row_stride(W, PW);
     int c, oy, ox, r;
-    memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(3 * RS));
+    memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(PL ? qk_dw_plane_bytes(H, W, PH, PW) : 3 * RS));
     for (c = 0; c < C; c++) {
         const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
         /* zp's share folded into the bias: every tap reads a byte, zp's in the padding,
          * so Σ k·x + (b - zp·Σ k) = Σ k·(x - zp) + b, and the bytes unpack without it.
          * |zp·Σ k| <= 128·9·128 and the plan bounds |b| + 9·255·255 by INT32_MAX, so
          * neither the fold nor any partial sum after it leaves int32. */
-        const int32_t b = bias[c] - zp * (wc[0] + wc[1] + wc[2] + wc[3] + wc[4] + wc[5] + wc[6] + wc[7] + wc[8]),
+        /* with SN 2 or above the taps and the bias doubled (D): the sums are then 2·acc, what
+         * q_requant_fold2 takes, for no instruction an output (|2·k| <= 256 fits the
+         * halfwords; SN 2 bounds |acc| below 2^29) */
+        const int D = SN >= 2;
+        const int32_t b = (bias[c] - zp * (wc[0] + wc[1] + wc[2] + wc[3] + wc[4] + wc[5] + wc[6] + wc[7] + wc[8])) * (1 + D),
                       mc = m0[c];
         const int sc = shift[c];
-#define QK_K02(r) ((int32_t)(((uint32_t)(uint16_t)(int16_t)wc[3 * (r)]) | ((uint32_t)(int32_t)wc[3 * (r) + 2] << 16)))
+#define QK_K02(r)                                                                                 \
+    ((int32_t)(((uint32_t)(uint16_t)(int16_t)(wc[3 * (r)] * (1 + D))) |                          \
+               ((uint32_t)(int32_t)(wc[3 * (r) + 2] * (1 + D)) << 16)))
         const int32_t k02_0 = QK_K02(0), k02_1 = QK_K02(1), k02_2 = QK_K02(2);
 #undef QK_K02
-        const int32_t k1_0 = wc[1], k1_1 = wc[4], k1_2 = wc[7];
+        const int32_t k1_0 = wc[1] * (1 + D), k1_1 = wc[4] * (1 + D), k1_2 = wc[7] * (1 + D);
         int8_t *yr = y + (int32_t)c * OH * OW;
+        if (PL) { /* the plane's padding rows and columns keep zp from the memset; eight
+                   * rows a pass (GCC reloads the loop's bound from the literal pool each pass) */
+            QK_UNROLL
+            for (r = 0; r < H; r++) memcpy(rows + (r + PH) * RS + PW, xc + (int32_t)r * W, (size_t)W);
+        }
         for (oy = 0; oy < OH; oy++, yr += OW) {
             const int iy = oy * SH - PH;
-            for (r = 0; r < 3; r++) { /* the padding columns keep zp from the memset */
+            const int8_t *rb = PL ? rows + oy * SH * RS : rows; /* the output row's first input row */
+            for (r = 0; !PL && r < 3; r++) { /* the padding columns keep zp from the memset */
                 if (iy + r >= 0 && iy + r < H) memcpy(rows + r * RS + PW, xc + (int32_t)(iy + r) * W, (size_t)W);
                 else memset(rows + r * RS + PW, (int)(uint8_t)(int8_t)zp, (size_t)W);
             }
             if (SW == 1) {
                 for (ox = 0; ox + 4 <= OW; ox += 4) { /* four outputs a step: the taps' registers reloaded once */
                     int32_t a0 = b, a1 = b, a2 = b, a3 = b;
-                    const uint32_t v0 = q_ld32(rows + ox), v1 = q_ld32(rows + RS + ox), v2 = q_ld32(rows + 2 * RS + ox);
-                    const uint32_t u0 = q_ld32(rows + ox + 2), u1 = q_ld32(rows + RS + ox + 2),
-                                   u2 = q_ld32(rows + 2 * RS + ox + 2);
+                    const uint32_t v0 = q_ld32(rb + ox), v1 = q_ld32(rb + RS + ox), v2 = q_ld32(rb + 2 * RS + ox);
+                    const uint32_t u0 = q_ld32(rb + ox + 2), u1 = q_ld32(rb + RS + ox + 2),
+                                   u2 = q_ld32(rb + 2 * RS + ox + 2);
                     QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
                     QK_DW_ROW2X(u0, k02_0, k1_0, a2, a3);
                     QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
                     QK_DW_ROW2X(u1, k02_1, k1_1, a2, a3);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
                     QK_DW_ROW2X(u2, k02_2, k1_2, a2, a3);
-                    yr[ox] = q_out(qk_rqz(a0, mc, sc, SN, zp_out), lo, hi);
-                    yr[ox + 1] = q_out(qk_rqz(a1, mc, sc, SN, zp_out), lo, hi);
-                    yr[ox + 2] = q_out(qk_rqz(a2, mc, sc, SN, zp_out), lo, hi);
-                    yr[ox + 3] = q_out(qk_rqz(a3, mc, sc, SN, zp_out), lo, hi);
+                    yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out), lo, hi);
+                    yr[ox + 1] = q_out(qk_rqzd(a1, mc, sc, SN, D, zp_out), lo, hi);
+                    yr[ox + 2] = q_out(qk_rqzd(a2, mc, sc, SN, D, zp_out), lo, hi);
+                    yr[ox + 3] = q_out(qk_rqzd(a3, mc, sc, SN, D, zp_out), lo, hi);
                 }
                 for (; ox + 2 <= OW; ox += 2) {
                     int32_t a0 = b, a1 = b;
-                    const uint32_t v0 = q_ld32(rows + ox), v1 = q_ld32(rows + RS + ox), v2 = q_ld32(rows + 2 * RS + ox);
+                    const uint32_t v0 = q_ld32(rb + ox), v1 = q_ld32(rb + RS + ox), v2 = q_ld32(rb + 2 * RS + ox);
                     QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
                     QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
-                    yr[ox] = q_out(qk_rqz(a0, mc, sc, SN, zp_out), lo, hi);
-                    yr[ox + 1] = q_out(qk_rqz(a1, mc, sc, SN, zp_out), lo, hi);
+                    yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out), lo, hi);
+                    yr[ox + 1] = q_out(qk_rqzd(a1, mc, sc, SN, D, zp_out), lo, hi);
                 }
             } else {
                 ox = 0;
@@ -2084,30 +2283,33 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
             for (; ox < OW; ox++) { /* stride 2, or stride 1's odd last output */
                 int32_t a0 = b;
                 const int ix = ox * SW;
-                const uint32_t v0 = q_ld32(rows + ix), v1 = q_ld32(rows + RS + ix), v2 = q_ld32(rows + 2 * RS + ix);
+                const uint32_t v0 = q_ld32(rb + ix), v1 = q_ld32(rb + RS + ix), v2 = q_ld32(rb + 2 * RS + ix);
                 QK_DW_ROW1X(v0, k02_0, k1_0, a0);
                 QK_DW_ROW1X(v1, k02_1, k1_1, a0);
                 QK_DW_ROW1X(v2, k02_2, k1_2, a0);
-                yr[ox] = q_out(qk_rqz(a0, mc, sc, SN, zp_out), lo, hi);
+                yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out), lo, hi);
             }
         }
     }
 }
 #endif
 
-/* qk_dwconv3 with the DSP's padded rows where rows is given (qk_dwconv3_rows). */
-QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int8_t *rows, int C, int H, int W, int OH, int OW,
-                                 int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+/* qk_dwconv3 with the DSP's padded rows where rows is given (qk_dwconv3_rows, PL its form). */
+QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int8_t *rows, int PL, int C, int H, int W, int OH,
+                                 int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                                  const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (rows) {
-        qk_dwconv3_rows(x, w, rows, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
+        qk_dwconv3_rows(x, w, rows, PL, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
         return;
     }
 #else
-    (void)rows, (void)SN;
+    (void)rows, (void)PL, (void)SN;
 #endif
-    qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+    if (W < 4) /* qk_conv_uses_dw3_rows's narrow rows: the general loop, one channel a group */
+        qk_conv(x, w, 8, NULL, C, H, W, C, OH, OW, 3, 3, SH, SW, PH, PW, C, 1, bias, m0, shift, zp, zp_out, lo, hi, y);
+    else
+        qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
 
 /* qk_conv_pw's output channels per pass: 2 (4 accumulators with its two
