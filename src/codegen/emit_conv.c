@@ -188,7 +188,8 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
      * general kernels, which unpack a block of channels at a time */
     if (P >= 8 && qk_conv_uses_dw3_rows(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
         qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, g->dw_plane[i], C, H, W, OH, OW, op->stride_h,
+                       "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, g->dw_plane[i], C, H, W, OH, OW,
+                       op->stride_h,
                        op->stride_w, op->pad_h, op->pad_w, i, i, i, qat__cg_shifts_negative(op, w), in->q.zero_point,
                        out->q.zero_point, op->act_min, op->act_max);
         return;

@@ -311,7 +311,7 @@ QK_INLINE int32_t q_requant_fold(int32_t acc, int32_t m0, int shift, int32_t zp)
 /* SN above 2 (a literal at the generated calls): SN 2's fold where every
  * shift of the op is 1 - SN, so the shift is a literal too (the nudge's
  * high word a constant, the final shift folded into SSAT's operand, no
- * per-channel work). The op's shift for channel's s. */
+ * per-channel work). qk_sh: the shift of a channel whose array holds s. */
 QK_INLINE int qk_sh(int SN, int s) { return SN > 2 ? 1 - SN : s; }
 
 /* requant(acc) + zp by SN: 2 and above q_requant_fold, else qk_rqn's. */
@@ -319,15 +319,20 @@ QK_INLINE int32_t qk_rqz(int32_t acc, int32_t m0, int shift, int SN, int32_t zp)
     return SN >= 2 ? q_requant_fold(acc, m0, qk_sh(SN, shift), zp) : qk_rqn(acc, m0, shift, SN) + zp;
 }
 
-/* The paired kernels' D (a literal at their calls): 1 on the DSP where SN
- * is 2, their accumulators then 2·acc (QK_PAIRED_SUM's shift of 7, the
- * biases doubled by the generator); qk_rqzd requantizes either. */
-#if Q_DSP
+/* The paired kernels' D (a literal at their calls): 1 where SN is 2 or
+ * above, their accumulators then 2·acc (qk_dot_2x2's PB 2: the sums
+ * >> 7, the biases doubled by the generator); qk_rqzd requantizes either
+ * (D is 1 only on the DSP, the one place the paired form runs and the
+ * only one that doubles). */
 #define QK_DOUBLED(PB, SN) ((PB) && (SN) >= 2)
 QK_INLINE int32_t qk_rqzd(int32_t acc, int32_t m0, int shift, int SN, int D, int32_t zp) {
-    return D ? q_requant_fold2(acc, m0, qk_sh(SN, shift), zp) : qk_rqz(acc, m0, shift, SN, zp);
-}
+#if Q_DSP
+    if (D) return q_requant_fold2(acc, m0, qk_sh(SN, shift), zp);
+#else
+    (void)D;
 #endif
+    return qk_rqz(acc, m0, shift, SN, zp);
+}
 
 #if Q_DSP
 static inline uint32_t q_ld32(const int8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -381,9 +386,6 @@ QK_INLINE void qk_maxpool(const int8_t *x, int C, int H, int W, int kh, int kw, 
     }
 }
 
-/* The sum of x - zp over window (oy, ox)'s positions inside the [H, W]
- * map xc, and their count in *n: the one window walk of both average
- * pools (padding is skipped). */
 /* Σ of the n int8 at p. On the DSP four a word: USADA8 sums the bytes as
  * unsigned, x + 128 each (the sign bit flipped), less 128·4 a word; n·255
  * fits (the plan bounds a window's n·255 by INT32_MAX). */
@@ -398,6 +400,9 @@ static inline int32_t qk_sum_i8(const int8_t *p, int32_t n) {
     return s;
 }
 
+/* The sum of x - zp over window (oy, ox)'s positions inside the [H, W]
+ * map xc, and their count in *n: the one window walk of both average
+ * pools (padding is skipped). */
 static inline int32_t qk_window_sum(const int8_t *xc, int H, int W, int oy, int ox, int kh, int kw, int sh, int sw,
                                     int ph, int pw, int32_t zp, int32_t *n) {
     int ya = oy * sh - ph, yb = ya + kh, xa = ox * sw - pw, xb = xa + kw, yy;
@@ -517,11 +522,7 @@ QK_INLINE void qk_add_tab(const int8_t *a, const int8_t *b, int32_t n, int32_t z
         qk_add(a, b, n, zp_a, zp_b, left_shift, m_a, sh_a, m_b, sh_b, m_out, sh_out, zp_out, lo, hi, y);
         return;
     }
-#if Q_DSP
-    const int D = SN >= 2; /* the terms doubled: the sum is 2·acc (q_requant_fold2) */
-#else
-    const int D = 0;
-#endif
+    const int D = Q_DSP && SN >= 2; /* the terms doubled: the sum is 2·acc (q_requant_fold2) */
     const int32_t *tb = tab + 256;
     for (v = -128; v < 128; v++) { /* indexed by the byte as stored (its two's complement) */
         tab[(uint8_t)v] = q_mbqm((int32_t)((uint32_t)(v - zp_a) << left_shift), m_a, sh_a) * (1 + D);
@@ -531,19 +532,16 @@ QK_INLINE void qk_add_tab(const int8_t *a, const int8_t *b, int32_t n, int32_t z
 #if Q_DSP
     for (; k + 4 <= n; k += 4) { /* a word of each input: a byte field each, no byte loads */
         const uint32_t u = q_ld32(a + k), w = q_ld32(b + k);
-#define QK_ADD_TAB(j)                                                                                           \
-    (y[k + (j)] = q_out(qk_rqzd(tab[(u >> 8 * (j)) & 0xFFu] + tb[(w >> 8 * (j)) & 0xFFu], m_out, sh_out, SN, D, zp_out), \
+#define QK_ADD_TAB(j)                                                                                 \
+    (y[k + (j)] = q_out(qk_rqzd(tab[(u >> 8 * (j)) & 0xFFu] + tb[(w >> 8 * (j)) & 0xFFu], m_out, sh_out, SN, D, \
+                                zp_out),                                                                   \
                         lo, hi))
         QK_ADD_TAB(0), QK_ADD_TAB(1), QK_ADD_TAB(2), QK_ADD_TAB(3);
 #undef QK_ADD_TAB
     }
 #endif
     for (; k < n; k++)
-#if Q_DSP
         y[k] = q_out(qk_rqzd(tab[(uint8_t)a[k]] + tb[(uint8_t)b[k]], m_out, sh_out, SN, D, zp_out), lo, hi);
-#else
-        y[k] = q_out(qk_rqz(tab[(uint8_t)a[k]] + tb[(uint8_t)b[k]], m_out, sh_out, SN, zp_out), lo, hi);
-#endif
 }
 
 /* TFLite's MUL: the int32 product of the offsets (|.| <= 2^16),
@@ -1168,8 +1166,9 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
 #undef QK_STEP4
 #undef QK_PAIR
 #undef QK_LDW
-#define QK_UNPAIR(j)                                                                                \
-    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[o + (j)], shift[o + (j)], SN, D, zp_out), lo, hi))
+#define QK_UNPAIR(j)                                                                                       \
+    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[o + (j)], shift[o + (j)], SN, D, zp_out), \
+                        lo, hi))
         QK_EACH(B, QK_UNPAIR);
 #undef QK_UNPAIR
     }
@@ -1366,7 +1365,8 @@ QK_INLINE void qk_quad_q15_pair(const int8_t *xp, int32_t HW, int32_t nz, int PB
     uint16_t h0, h1, h2, h3;
     uint32_t t01, t23;
     memcpy(&h0, xp, 2), memcpy(&h1, xp + HW, 2), memcpy(&h2, xp + 2 * HW, 2), memcpy(&h3, xp + 3 * HW, 2);
-    t01 = (uint32_t)h0 | (uint32_t)h1 << 16, t23 = (uint32_t)h2 | (uint32_t)h3 << 16; /* (x_c,p x_c,q x_c+1,p x_c+1,q) */
+    /* (x_c,p  x_c,q  x_c+1,p  x_c+1,q) and the same of channels c+2, c+3 */
+    t01 = (uint32_t)h0 | (uint32_t)h1 << 16, t23 = (uint32_t)h2 | (uint32_t)h3 << 16;
     {
         const uint32_t ep = __uxtb16(t01), eq = q_uxtb16_ror8(t01), fp = __uxtb16(t23), fq = q_uxtb16_ror8(t23);
         const int32_t vp = PB ? qk_pair_a(ep, fp) : __sxtab16(nz, (int32_t)ep);
@@ -1481,9 +1481,9 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
  * only when two), channel o1's likewise when pair (an odd last channel is
  * computed twice and stored once); yo: channel o's output at p, o1's
  * (o1 - o)·NP bytes on (one pointer: every store an immediate offset). */
-QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int pair, int32_t a0, int32_t d0, int32_t a1,
-                            int32_t d1, const int32_t *m0, const int32_t *shift, int SN, int D, int32_t zp_out,
-                            int32_t lo, int32_t hi) {
+QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int pair, int32_t a0, int32_t d0,
+                            int32_t a1, int32_t d1, const int32_t *m0, const int32_t *shift, int SN, int D,
+                            int32_t zp_out, int32_t lo, int32_t hi) {
     yo[0] = q_out(qk_rqzd(a0, m0[o], shift[o], SN, D, zp_out), lo, hi);
     if (two) yo[1] = q_out(qk_rqzd(d0, m0[o], shift[o], SN, D, zp_out), lo, hi);
     if (pair) {
@@ -1605,7 +1605,8 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
             qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
             if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
             for (k = K4; k < KK; k++) { /* doubled as the sums are (QK_DOUBLED) */
-                const int32_t xk = (b0[k] - zp) * (1 + QK_DOUBLED(PB, SN)), yk = (b1[k] - zp) * (1 + QK_DOUBLED(PB, SN));
+                const int32_t xk = (b0[k] - zp) * (1 + QK_DOUBLED(PB, SN)),
+                              yk = (b1[k] - zp) * (1 + QK_DOUBLED(PB, SN));
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
             }
             qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
