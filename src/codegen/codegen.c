@@ -357,8 +357,12 @@ static qat_status plan_weights(qat__cg *g) {
             need = qk_block((int)(O / op->groups)) * L;
         else if (g->paired[i] && op->kind == QAT_QOP_LINEAR)
             need = 2 * L; /* the input words, two per four inputs */
-        else if (qat__cg_dw_rows(g, i))
-            need = 3 * qk_dw_row_stride((int)g->q->tensors[op->inputs[0]].shape[2], op->pad_w); /* three padded rows */
+        else if (qat__cg_dw_rows(g, i)) { /* the whole padded plane where it takes at most 1 KiB, else three rows */
+            const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
+            int64_t plane = qk_dw_plane_bytes((int)in->shape[1], (int)in->shape[2], op->pad_h, op->pad_w);
+            g->dw_plane[i] = plane <= 1024;
+            need = g->dw_plane[i] ? plane : 3 * qk_dw_row_stride((int)in->shape[2], op->pad_w);
+        }
         else if (qat__cg_natural_ring(g, i))
             need = qk_padded_ring_bytes((int)g->q->tensors[op->inputs[0]].shape[0],
                                         (int)g->q->tensors[op->inputs[0]].shape[2], (int)O, op->kh, op->kw, op->pad_w);
@@ -370,17 +374,6 @@ static qat_status plan_weights(qat__cg *g) {
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;
-    }
-    /* a depthwise op's whole padded plane (one copy of each input row, not three) where it costs
-     * no RAM beyond the other ops' scratch, or at most 1 KiB */
-    int64_t others = scratch > 1024 ? scratch : 1024;
-    for (int i = 0; i < g->q->n_ops; i++) {
-        const qat_qop *op = &g->q->ops[i];
-        if (!qat__cg_dw_rows(g, i)) continue;
-        const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
-        int64_t plane = qk_dw_plane_bytes((int)in->shape[1], (int)in->shape[2], op->pad_h, op->pad_w);
-        g->dw_plane[i] = plane <= others;
-        if (g->dw_plane[i] && plane > scratch) scratch = plane;
     }
     if (scratch) g->scratch_at = (g->plan->arena_bytes + 3) / 4 * 4, g->arena_bytes = g->scratch_at + scratch;
     return QAT_OK;

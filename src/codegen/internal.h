@@ -157,8 +157,9 @@ bool qat__cg_natural_cols(const qat__cg *g, int i);
 bool qat__cg_natural_ring(const qat__cg *g, int i);
 /* Does op i take qk_dwconv3_padded with the scratch for its padded rows
  * (a depthwise 3x3 convolution of int8 weights, not in the small plan's
- * modes)? Its rows are a whole padded plane (dw_plane) where that fits in
- * the scratch the other ops need, or in 1 KiB, else three rows. */
+ * modes)? Its rows are a whole padded plane (dw_plane) where that takes at
+ * most 1 KiB, else three rows: decided by the op alone, so that its
+ * cycles do not depend on the other layers (qat fit adds them up). */
 bool qat__cg_dw_rows(const qat__cg *g, int i);
 /* Is op i's function built without GCC's first scheduling pass on the DSP
  * (QK_NO_SCHED, src/runtime/qk.h): the linear ops, the convolutions
