@@ -107,7 +107,17 @@ void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, 
     free(pk);
 }
 
-int qat__cg_sn(const int32_t *shift, int n, int64_t bound) {
+/* The SN of kernels that requantize by qk_rqz with these n shifts and
+ * accumulators of magnitude at most bound: 2 when every shift lies in
+ * [-23, -2] and bound is below QAT__CG_FOLD_BOUND (no test of the sign,
+ * the output's zero point folded into the nudge; on the DSP the doubled
+ * accumulator of q_requant_fold's SMMLAR), and 1 - s (3 to 24) instead
+ * when every shift is that one s (qk_sh: the shift a literal), 1 when every shift is negative
+ * (no test of the sign), else 0. The plan sets each op's (qat__cg.sn): a
+ * linear or convolution op's over its shifts with bound max |bias| +
+ * 255·Σ|w| over its rows, a tabled add's over its output shift with bound
+ * the largest sum of two table terms. */
+static int qat__cg_sn(const int32_t *shift, int n, int64_t bound) {
     int sn = bound < QAT__CG_FOLD_BOUND ? 2 : 1;
     bool same = true;
     for (int j = 0; j < n; j++) {
@@ -118,7 +128,9 @@ int qat__cg_sn(const int32_t *shift, int n, int64_t bound) {
     return sn == 2 && same && n > 0 ? 1 - shift[0] : sn; /* qk.h's qk_sh: the one shift as a literal */
 }
 
-int qat__cg_shifts_negative(const qat_qop *op, const int8_t *w) {
+/* A linear or convolution op's SN: w its int8 weights, rows of the weight
+ * shape's trailing dimensions. */
+static int op_sn(const qat_qop *op, const int8_t *w) {
     int64_t O = op->wq.shape[0], K = 1, bound = 0;
     for (int d = 1; d < op->wq.rank; d++) K *= op->wq.shape[d];
     for (int64_t o = 0; o < O; o++) { /* |bias| + 255·Σ|w|: |x - zp| <= 255 */
@@ -127,6 +139,22 @@ int qat__cg_shifts_negative(const qat_qop *op, const int8_t *w) {
         bound = b > bound ? b : bound;
     }
     return qat__cg_sn(op->shift, op->n_mult, bound);
+}
+
+/* A tabled add's SN: the bound the largest sum of a term of each table. */
+static int add_sn(const qat__cg *g, const qat_qop *op) {
+    int64_t bound = 0;
+    for (int j = 0; j < 2; j++) {
+        int32_t zp = g->q->tensors[op->inputs[j]].q.zero_point;
+        int64_t t = 0;
+        for (int v = -128; v < 128; v++) {
+            int64_t u = llabs((long long)q_mbqm((int32_t)((uint32_t)(v - zp) << op->left_shift), op->multiplier[j],
+                                                op->shift[j]));
+            t = u > t ? u : t;
+        }
+        bound += t + 1; /* either rounding's terms: they differ by at most 1 */
+    }
+    return qat__cg_sn(op->shift + 2, 1, bound);
 }
 
 bool qat__cg_add_tab(const qat__cg *g, int i) {
@@ -184,7 +212,7 @@ static void params_array(qat__cg *g, int i, const int32_t *bias) {
 void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp) {
     const qat_qop *op = &g->q->ops[i];
     int64_t O = op->wq.shape[0], before = g->const_bytes, params = 4 * (O + 2 * (int64_t)op->n_mult);
-    bool doubled = qat__cg_shifts_negative(op, w) >= 2;
+    bool doubled = g->sn[i] >= 2;
     int32_t *b2 = doubled ? malloc(sizeof *b2 * (size_t)O) : NULL;
     char id[32];
     if (doubled && !b2) {
@@ -331,7 +359,10 @@ static qat_status plan_weights(qat__cg *g) {
     for (int i = 0; i < g->q->n_ops; i++) {
         const qat_qop *op = &g->q->ops[i];
         g->wbits[i] = 8;
-        if (qat__cg_add_tab(g, i)) scratch = scratch > 2048 ? scratch : 2048; /* qk_add_tab's two tables */
+        if (qat__cg_add_tab(g, i)) {
+            scratch = scratch > 2048 ? scratch : 2048; /* qk_add_tab's two tables */
+            g->sn[i] = (int8_t)add_sn(g, op);
+        }
         if (op->kind != QAT_QOP_LINEAR && op->kind != QAT_QOP_CONV2D) continue;
         int64_t O = op->wq.shape[0], L = op->wq.rank == 4 ? op->wq.shape[1] * op->wq.shape[2] * op->wq.shape[3]
                                                           : op->wq.shape[1];
@@ -339,6 +370,7 @@ static qat_status plan_weights(qat__cg *g) {
         if (!w) return qat__cg_fail(g->msg, g->len, QAT_ERR_NOMEM, "codegen: out of memory");
         qat__cg_weights(op, w);
         g->wbits[i] = (int8_t)qat__cg_weight_bits(op, w);
+        g->sn[i] = (int8_t)op_sn(op, w);
         int32_t zp = g->q->tensors[op->inputs[0]].q.zero_point;
         if (op->kind == QAT_QOP_LINEAR) {
             g->paired[i] = !g->small && g->wbits[i] == 8 && qat__cg_paired(op, w, zp, NULL, NULL);

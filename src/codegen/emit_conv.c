@@ -189,15 +189,14 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     if (P >= 8 && qk_conv_uses_dw3_rows(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
         qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
                        "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, g->dw_plane[i], C, H, W, OH, OW,
-                       op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, i, i, i, qat__cg_shifts_negative(op, w), in->q.zero_point,
+                       op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i, i, g->sn[i], in->q.zero_point,
                        out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (P >= 8 && qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
         if (qat__cg_uses_cols(g, i))
             qat__cg_printf(g, "    qk_conv_pw_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, "
-                           "%d, %d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, qat__cg_shifts_negative(op, w), g->paired[i],
+                           "%d, %d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, g->sn[i], g->paired[i],
                            in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         else
             qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
@@ -209,14 +208,14 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
                        "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O,
                        OH, OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i,
-                       qat__cg_shifts_negative(op, w), g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
+                       g->sn[i], g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (pairs && qat__cg_uses_cols(g, i)) { /* the pairs layout over the DSP's ring of rows, or its int16 columns */
         qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
                        "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_ring(g, i), C, H, W, O, OH,
                        OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
-                       qat__cg_shifts_negative(op, w), g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min,
+                       g->sn[i], g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min,
                        op->act_max);
         return;
     }

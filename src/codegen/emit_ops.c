@@ -47,7 +47,7 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
         qat__cg_begin(g, i, detail);
         qat__cg_printf(g, "    qk_linear_paired(x0, op%d_w, (int32_t *)(void *)QK_COLS, %d, %d, %d, op%d_b, op%d_m, op%d_s, "
                           "%d, %d, %d, %d, %d, y);\n}\n",
-                       i, K, O, qk_block(O), i, i, i, qat__cg_shifts_negative(op, w), zp_of(g, op->inputs[0]),
+                       i, K, O, qk_block(O), i, i, i, g->sn[i], zp_of(g, op->inputs[0]),
                        zp_of(g, op->output), op->act_min, op->act_max);
         return;
     }
@@ -135,19 +135,7 @@ void qat__cg_add(qat__cg *g, int i) {
                    (long long)n, zp_of(g, op->inputs[0]), zp_of(g, op->inputs[1]), op->left_shift,
                    (long)op->multiplier[0], (long)op->shift[0], (long)op->multiplier[1], (long)op->shift[1],
                    (long)op->multiplier[2], (long)op->shift[2]);
-    if (tab) { /* the sums of two table terms, each one's largest over the 256 bytes */
-        int64_t bound = 0;
-        for (int j = 0; j < 2; j++) {
-            int64_t t = 0;
-            for (int v = -128; v < 128; v++) {
-                int64_t u = llabs((long long)q_mbqm((int32_t)((uint32_t)(v - zp_of(g, op->inputs[j])) << op->left_shift),
-                                                    op->multiplier[j], op->shift[j]));
-                t = u > t ? u : t;
-            }
-            bound += t + 1; /* either rounding's terms: they differ by at most 1 */
-        }
-        qat__cg_printf(g, "%d, ", qat__cg_sn(op->shift + 2, 1, bound));
-    }
+    if (tab) qat__cg_printf(g, "%d, ", g->sn[i]);
     qat__cg_printf(g, "%d, %d, %d, %sy);\n}\n", zp_of(g, op->output), op->act_min, op->act_max,
                    tab ? "(int32_t *)(void *)QK_COLS, " : "");
 }

@@ -22,6 +22,7 @@ typedef struct {
     int8_t mode[QAT_QMODEL_MAX_OPS];  /* QAT__CG_*: how op i runs under that plan */
     bool paired[QAT_QMODEL_MAX_OPS];  /* a linear op run by qk_linear_paired on the DSP (qat__cg_paired) */
     bool dw_plane[QAT_QMODEL_MAX_OPS]; /* a qat__cg_dw_rows op copying whole planes (qk_dwconv3_rows' PL) */
+    int8_t sn[QAT_QMODEL_MAX_OPS];     /* the SN of a linear, conv or tabled add op (qat__cg_sn), set by the plan */
     char *msg;             /* the caller's message buffer (may be NULL) */
     size_t len;
 } qat__cg;
@@ -75,18 +76,10 @@ int qat__cg_weight_bits(const qat_qop *op, const int8_t *w);
  * const_bytes as stored. */
 void qat__cg_weight_array(qat__cg *g, int i, const int8_t *w, int O, int32_t L, int P);
 
-/* The SN of kernels that requantize by qk_rqz with these n shifts and
- * accumulators of magnitude at most bound: 2 when every shift lies in
- * [-23, -2] and bound is below QAT__CG_FOLD_BOUND (no test of the sign,
- * the output's zero point folded into the nudge; on the DSP the doubled
- * accumulator of q_requant_fold's SMMLAR), and 1 - s (3 to 24) instead
- * when every shift is that one s (qk_sh: the shift a literal), 1 when every shift is negative
- * (no test of the sign), else 0. qat__cg_shifts_negative: over a linear
- * or convolution op's shifts, bound max |bias| + 255·Σ|w| over its rows
- * (w: its int8 weights, rows of the weight shape's trailing dimensions). */
+/* The kernels' SN of a linear, convolution or tabled add op (qk.h's
+ * qk_rqz): set by the plan into qat__cg.sn (codegen.c's qat__cg_sn says
+ * its values); its fold needs accumulators below QAT__CG_FOLD_BOUND. */
 #define QAT__CG_FOLD_BOUND ((int64_t)1 << 29)
-int qat__cg_sn(const int32_t *shift, int n, int64_t bound);
-int qat__cg_shifts_negative(const qat_qop *op, const int8_t *w);
 /* Does add op i take qk_add_tab's tables (2 048 bytes of the arena's
  * scratch: at least 1 024 elements, not in the small plan)? */
 bool qat__cg_add_tab(const qat__cg *g, int i);
