@@ -244,6 +244,44 @@ static int64_t check_graph(const char *text, const char *name, int seed) {
     return weight_bytes;
 }
 
+/* Rings of input rows (qk_conv_ring): a 3-channel stem and an 8-channel
+ * 3x3 layer at stride 1 take the doubled ring (2), the stride-2 layer the
+ * ring that moves its shared row (1); c1 has no ReLU, so its requantization
+ * keeps the double rounding's sign term, the others' clamp lets it go.
+ * The integers equal the engine's (on the Cortex-M4's DSP path too where
+ * qemu is here: run_generated). */
+static const char *const ring_text =
+        "input shape=3,48,16\n"
+        "conv2d    c0   input out=8 kernel=3 pad=1\n"
+        "relu      r0   c0\n"
+        "conv2d    c1   r0 out=8 kernel=3 pad=1\n"
+        "conv2d    c2   c1 out=8 kernel=3 stride=2 pad=1\n"
+        "relu      r2   c2\n"
+        "flatten   f    r2\n"
+        "linear    fc   f out=5\n";
+
+static void test_rings(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    qat_ctx *ctx = qat_ctx_new(), *pctx = qat_ctx_new();
+    qat_rng rng;
+    qat_model *m = trained_model(ctx, ring_text, "rings", 5, &rng);
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
+    qat_codegen_source src;
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, "rings", &src, NULL, 0), QAT_OK);
+    static const char *const calls[] = {"qk_conv_cols(x0, op0_w, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, QK_COLS, 2, ",
+                                        "qk_conv_rows(x0, op2_w, QK_COLS, 1, "};
+    for (int k = 0; k < 3; k++) {
+        if (!strstr(src.text[1], calls[k])) printf("\n  no \"%s\" in the generated C", calls[k]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(src.text[1], calls[k]));
+    }
+    qat_codegen_source_free(&src);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_model(m, 0, NULL, dir, "rings", NULL), QAT_OK);
+    same_as_engine(ctx, &q, "rings", &rng);
+    qat_ctx_free(pctx);
+    qat_ctx_free(ctx);
+}
+
 static void test_every_op(void) { check_graph(every_op_text, "every_op", 9); }
 static void test_conv_shapes(void) { check_graph(conv_text, "convs", 4); }
 
@@ -1228,6 +1266,7 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"every op kind: the generated C equals the integer engine on the host", test_every_op},
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
+        {"rings of rows, doubled at stride 1, and the sign left out under a ReLU equal the engine", test_rings},
         {"the small-RAM plan: convolutions over their input and fused with pools, = the engine", test_small_ram},
         {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
         {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},

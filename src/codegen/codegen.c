@@ -300,25 +300,36 @@ bool qat__cg_uses_cols(const qat__cg *g, int i) {
     return qat__cg_natural_cols(g, i);
 }
 
-bool qat__cg_ring(const qat__cg *g, int i) {
+/* Does the doubled ring copy fewer rows per output row (its sh new rows,
+ * but for those landing in ring row kh - 1: sh·(kh - 1)/kh on average)
+ * than the ring moves (the kh - sh rows it shares)? At stride 1, not at
+ * stride 2 with kh 3. */
+static bool doubled_ring_pays(int kh, int sh) { return sh * (kh - 1) < kh * (kh - sh); }
+
+int qat__cg_ring(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
-    if (g->small || op->groups != 1 || !qat__cg_uses_cols(g, i)) return false;
-    if (op->kh <= op->stride_h && op->kw <= op->stride_w) return false; /* no input shared between positions */
+    if (g->small || op->groups != 1 || !qat__cg_uses_cols(g, i)) return 0;
+    if (op->kh <= op->stride_h && op->kw <= op->stride_w) return 0; /* no input shared between positions */
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
     int C = (int)in->shape[0], W = (int)in->shape[2];
-    if (!qk_conv_uses_pairs(C, 1, op->kw)) return false;
-    return qk_ring_bytes(C, W, op->kh, op->pad_w) * 8 <= g->plan->arena_bytes;
+    if (!qk_conv_uses_pairs(C, 1, op->kw)) return 0;
+    if (doubled_ring_pays(op->kh, op->stride_h) &&
+        qk_ring_bytes(C, W, op->kh, op->pad_w, 1) * 8 <= g->plan->arena_bytes)
+        return 2;
+    return qk_ring_bytes(C, W, op->kh, op->pad_w, 0) * 8 <= g->plan->arena_bytes;
 }
 
-bool qat__cg_natural_ring(const qat__cg *g, int i) {
+int qat__cg_natural_ring(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
-    if (g->small || !qat__cg_natural_cols(g, i)) return false;
-    if (op->kh <= op->stride_h && op->kw <= op->stride_w) return false; /* no input shared between positions */
+    if (g->small || !qat__cg_natural_cols(g, i)) return 0;
+    if (op->kh <= op->stride_h && op->kw <= op->stride_w) return 0; /* no input shared between positions */
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
-    int C = (int)in->shape[0], C4 = (C + 3) / 4 * 4;
-    return 3 * C4 <= 4 * C && /* at most a third more products than C */
-           qk_padded_ring_bytes(C, (int)in->shape[2], (int)out->shape[0], op->kh, op->kw, op->pad_w) * 8 <=
-               g->plan->arena_bytes;
+    int C = (int)in->shape[0], C4 = (C + 3) / 4 * 4, W = (int)in->shape[2], O = (int)out->shape[0];
+    if (3 * C4 > 4 * C) return 0; /* at most a third more products than C */
+    if (doubled_ring_pays(op->kh, op->stride_h) &&
+        qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 1) * 8 <= g->plan->arena_bytes)
+        return 2;
+    return qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 0) * 8 <= g->plan->arena_bytes;
 }
 
 bool qat__cg_natural_cols(const qat__cg *g, int i) {
@@ -397,12 +408,13 @@ static qat_status plan_weights(qat__cg *g) {
         }
         else if (qat__cg_natural_ring(g, i))
             need = qk_padded_ring_bytes((int)g->q->tensors[op->inputs[0]].shape[0],
-                                        (int)g->q->tensors[op->inputs[0]].shape[2], (int)O, op->kh, op->kw, op->pad_w);
+                                        (int)g->q->tensors[op->inputs[0]].shape[2], (int)O, op->kh, op->kw, op->pad_w,
+                                        qat__cg_natural_ring(g, i) == 2);
         else if (qat__cg_natural_cols(g, i))
             need = 4 * ((L + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
         else if (qat__cg_ring(g, i))
             need = qk_ring_bytes((int)g->q->tensors[op->inputs[0]].shape[0], (int)g->q->tensors[op->inputs[0]].shape[2],
-                                 op->kh, op->pad_w); /* kh padded input rows as int16 */
+                                 op->kh, op->pad_w, qat__cg_ring(g, i) == 2); /* kh (2·kh - 1) padded rows as int16 */
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
         scratch = need > scratch ? need : scratch;

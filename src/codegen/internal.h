@@ -138,16 +138,18 @@ bool qat__cg_uses_cols(const qat__cg *g, int i);
 /* Does it take a ring of input rows instead (qk_conv_rows: a pairs-kernel
  * convolution of one group whose windows overlap, not in the small plan,
  * whose kh padded rows of int16 take at most an eighth of the activations'
- * arena)? */
-bool qat__cg_ring(const qat__cg *g, int i);
+ * arena)? 2: the doubled ring (2·kh - 1 rows, no rows moved), where the
+ * windows share rows and it too takes at most that eighth; 1: the ring;
+ * 0: no. */
+int qat__cg_ring(const qat__cg *g, int i);
 /* Does it take them in its weights' natural order (qk_conv_cols: a dense
  * convolution none of qk_conv_pairs, qk_dwconv3 and qk_conv_pw takes)? */
 bool qat__cg_natural_cols(const qat__cg *g, int i);
 /* Does it take them as a ring of rows of C rounded up to 4 channels, its
  * weights re-laid in the scratch (qk_conv_cols' ring form: windows that
  * overlap, at most a third more products, not in the small plan, at most
- * an eighth of the activations' arena)? */
-bool qat__cg_natural_ring(const qat__cg *g, int i);
+ * an eighth of the activations' arena)? 2, 1, 0 as qat__cg_ring. */
+int qat__cg_natural_ring(const qat__cg *g, int i);
 /* Does op i take qk_dwconv3_padded with the scratch for its padded rows
  * (a depthwise 3x3 convolution of int8 weights, not in the small plan's
  * modes)? Its rows are a whole padded plane (dw_plane) where that takes at

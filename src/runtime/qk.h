@@ -39,6 +39,15 @@
 #else
 #define QK_NO_SCHED
 #endif
+/* A fence between two steps of a long straight-line dot product: without
+ * it the register allocator spreads one step's loads among the previous
+ * step's multiplies, each load then two cycles instead of one (ResNet-8's
+ * whole 3x3 dots: +14 %). It orders memory only and emits nothing. */
+#if Q_DSP && defined(__GNUC__)
+#define QK_STEP_FENCE() __asm__ volatile("" ::: "memory")
+#else
+#define QK_STEP_FENCE() ((void)0)
+#endif
 
 /* AArch64's Advanced SIMD (always there on aarch64): the convolutions
  * and the linear op take 8 output positions (or 16 inputs) a step, the
@@ -286,11 +295,6 @@ QK_INLINE int32_t q_requant_fold_dsp(int32_t acc2, int32_t sg, int32_t m0, int s
     return q_smmlar(acc2, m0, n2 + sg) >> (e1 + 1);
 #endif
 }
-/* The paired kernels' sums come doubled for free (256·T >> 7), their
- * biases doubled by the generator. */
-QK_INLINE int32_t q_requant_fold2(int32_t acc2, int32_t m0, int shift, int32_t zp) {
-    return q_requant_fold_dsp(acc2, acc2 >> 31, m0, shift, zp);
-}
 #endif
 QK_INLINE int32_t q_requant_fold(int32_t acc, int32_t m0, int shift, int32_t zp) {
 #if Q_DSP
@@ -325,11 +329,19 @@ QK_INLINE int32_t qk_rqz(int32_t acc, int32_t m0, int shift, int SN, int32_t zp)
  * (D is 1 only on the DSP, the one place the paired form runs and the
  * only one that doubles). */
 #define QK_DOUBLED(PB, SN) ((PB) && (SN) >= 2)
-QK_INLINE int32_t qk_rqzd(int32_t acc, int32_t m0, int shift, int SN, int D, int32_t zp) {
+/* lo: the clamp the caller applies next (q_out). Where lo >= zp (a ReLU's
+ * clamp: lo and zp are literals at the generated calls) the DSP's fold
+ * leaves the double rounding's sign term out: a negative accumulator
+ * then gives at most zp either way (its product is negative and the nudge
+ * n2·2^32 + 2^31 < (zp + 1)·2^(32+e) for e >= 1), which the clamp makes
+ * lo, so the bytes are the same, for two instructions fewer an output. */
+QK_INLINE int32_t qk_rqzd(int32_t acc, int32_t m0, int shift, int SN, int D, int32_t zp, int32_t lo) {
 #if Q_DSP
-    if (D) return q_requant_fold2(acc, m0, qk_sh(SN, shift), zp);
+    if (SN >= 2) /* q_requant_fold's form; with D acc is 2·acc already */
+        return q_requant_fold_dsp(D ? acc : (int32_t)((uint32_t)acc << 1), lo >= zp ? 0 : acc >> 31, m0,
+                                  qk_sh(SN, shift), zp);
 #else
-    (void)D;
+    (void)D, (void)lo;
 #endif
     return qk_rqz(acc, m0, shift, SN, zp);
 }
@@ -522,7 +534,7 @@ QK_INLINE void qk_add_tab(const int8_t *a, const int8_t *b, int32_t n, int32_t z
         qk_add(a, b, n, zp_a, zp_b, left_shift, m_a, sh_a, m_b, sh_b, m_out, sh_out, zp_out, lo, hi, y);
         return;
     }
-    const int D = Q_DSP && SN >= 2; /* the terms doubled: the sum is 2·acc (q_requant_fold2) */
+    const int D = Q_DSP && SN >= 2; /* the terms doubled: the sum is 2·acc (qk_rqzd's D) */
     const int32_t *tb = tab + 256;
     for (v = -128; v < 128; v++) { /* indexed by the byte as stored (its two's complement) */
         tab[(uint8_t)v] = q_mbqm((int32_t)((uint32_t)(v - zp_a) << left_shift), m_a, sh_a) * (1 + D);
@@ -534,14 +546,14 @@ QK_INLINE void qk_add_tab(const int8_t *a, const int8_t *b, int32_t n, int32_t z
         const uint32_t u = q_ld32(a + k), w = q_ld32(b + k);
 #define QK_ADD_TAB(j)                                                                                 \
     (y[k + (j)] = q_out(qk_rqzd(tab[(u >> 8 * (j)) & 0xFFu] + tb[(w >> 8 * (j)) & 0xFFu], m_out, sh_out, SN, D, \
-                                zp_out),                                                                   \
+                                zp_out, lo),                                                               \
                         lo, hi))
         QK_ADD_TAB(0), QK_ADD_TAB(1), QK_ADD_TAB(2), QK_ADD_TAB(3);
 #undef QK_ADD_TAB
     }
 #endif
     for (; k < n; k++)
-        y[k] = q_out(qk_rqzd(tab[(uint8_t)a[k]] + tb[(uint8_t)b[k]], m_out, sh_out, SN, D, zp_out), lo, hi);
+        y[k] = q_out(qk_rqzd(tab[(uint8_t)a[k]] + tb[(uint8_t)b[k]], m_out, sh_out, SN, D, zp_out, lo), lo, hi);
 }
 
 /* TFLite's MUL: the int32 product of the offsets (|.| <= 2^16),
@@ -1167,7 +1179,8 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
 #undef QK_PAIR
 #undef QK_LDW
 #define QK_UNPAIR(j)                                                                                       \
-    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[o + (j)], shift[o + (j)], SN, D, zp_out), \
+    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[o + (j)], shift[o + (j)], SN, D, zp_out, \
+                                lo),                                                                               \
                         lo, hi))
         QK_EACH(B, QK_UNPAIR);
 #undef QK_UNPAIR
@@ -1412,16 +1425,19 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
  * (x_k+1, x_k+3)) and w0 + r·ws, w1 + r·ws (the channels' int8 weights in
  * order: a word of each unpacked by SXTB16 and its rotation). Per four
  * steps six loads, back to back, then 4 SXTB16 and 8 SMLAD; the R runs'
- * steps in one pass (R and the strides are literals at the calls: every
- * address an immediate offset of two pointers), two passes' worth when R
- * is 1. PB (a literal): the weights and columns in the paired form
+ * steps in passes over all R (R and the strides are literals at the calls:
+ * every address an immediate offset of two pointers), whole when R·n is at
+ * most 144 (or n 64 with R 1), 48 steps a run a pass when n allows, else
+ * 16 (32 with R 1). PB (a literal): the weights and columns in the paired form
  * (qk_linear_paired: the words A and B, the weight word itself meeting B,
  * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8 (PB 1) or
  * >> 7, doubled (PB 2: QK_DOUBLED). */
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
                           int32_t cs, int32_t ws, int PB, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
     int32_t s0 = PB ? 0 : *a0, t0 = PB ? 0 : *d0, s1 = PB ? 0 : *a1, t1 = PB ? 0 : *d1; /* 256·T with PB */
-    int k, r;
+    /* the fence where the body is long: the stem's 36 products (R·n 36) are faster without it */
+    const int fence = R > 1 && R * n > 36;
+    int k, r, j;
 #define QK_Q15_STEP(kc, kw)                                                                   \
     do {                                                                                      \
         int32_t xa, xb, ya, yb, wa;                                                           \
@@ -1432,10 +1448,16 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
         wa = __sxtb16((int32_t)wu), s1 = __smlad(wa, xa, s1), t1 = __smlad(wa, ya, t1);       \
         wa = PB ? (int32_t)wv : q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0); \
         wa = PB ? (int32_t)wu : q_sxtb16_ror8(wu), s1 = __smlad(wa, xb, s1), t1 = __smlad(wa, yb, t1); \
+        if (fence) QK_STEP_FENCE();                                                           \
     } while (0)
     if (R == 1 && n <= 64) { /* whole: no loop (n a literal at the calls; 16 steps at most) */
         QK_UNROLL16
         for (k = 0; k < n; k += 4) QK_Q15_STEP(k, k);
+    } else if (R == 1 && n % 64 == 0) {
+        for (k = 0; k < n; k += 64) {
+            QK_UNROLL16
+            for (r = 0; r < 64; r += 4) QK_Q15_STEP(k + r, k + r);
+        }
     } else if (R == 1) {
         for (k = 0; k + 32 <= n; k += 32) {
             QK_UNROLL
@@ -1447,6 +1469,20 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
             k += 16;
         }
         for (; k < n; k += 4) QK_Q15_STEP(k, k);
+    } else if (R * n <= 144) { /* whole: no loop (ResNet-8's 16-channel 3x3 layers, the stems) */
+        QK_UNROLL16
+        for (r = 0; r < R; r++) {
+            QK_UNROLL16
+            for (k = 0; k < n; k += 4) QK_Q15_STEP(r * cs + k, r * ws + k);
+        }
+    } else if (n % 48 == 0) { /* 12 steps a row a pass: R·12 (ResNet-8's 32 and 64 channels: 3 and 4 passes) */
+        for (k = 0; k < n; k += 48) {
+            QK_UNROLL
+            for (r = 0; r < R; r++) {
+                QK_UNROLL16
+                for (j = 0; j < 48; j += 4) QK_Q15_STEP(r * cs + k + j, r * ws + k + j);
+            }
+        }
     } else {
         for (k = 0; k + 16 <= n; k += 16) {
             QK_UNROLL
@@ -1484,11 +1520,11 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
 QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int pair, int32_t a0, int32_t d0,
                             int32_t a1, int32_t d1, const int32_t *m0, const int32_t *shift, int SN, int D,
                             int32_t zp_out, int32_t lo, int32_t hi) {
-    yo[0] = q_out(qk_rqzd(a0, m0[o], shift[o], SN, D, zp_out), lo, hi);
-    if (two) yo[1] = q_out(qk_rqzd(d0, m0[o], shift[o], SN, D, zp_out), lo, hi);
+    yo[0] = q_out(qk_rqzd(a0, m0[o], shift[o], SN, D, zp_out, lo), lo, hi);
+    if (two) yo[1] = q_out(qk_rqzd(d0, m0[o], shift[o], SN, D, zp_out, lo), lo, hi);
     if (pair) {
-        yo[NP] = q_out(qk_rqzd(a1, m0[o1], shift[o1], SN, D, zp_out), lo, hi);
-        if (two) yo[NP + 1] = q_out(qk_rqzd(d1, m0[o1], shift[o1], SN, D, zp_out), lo, hi);
+        yo[NP] = q_out(qk_rqzd(a1, m0[o1], shift[o1], SN, D, zp_out, lo), lo, hi);
+        if (two) yo[NP + 1] = q_out(qk_rqzd(d1, m0[o1], shift[o1], SN, D, zp_out, lo), lo, hi);
     }
 }
 
@@ -1618,8 +1654,11 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
 
 
 /* The bytes of qk_conv_ring's rows: KH padded input rows of W + 2·PW
- * positions, each position's C channels as int16. */
-QK_INLINE int32_t qk_ring_bytes(int C, int W, int KH, int PW) { return (int32_t)KH * (W + 2 * PW) * C * 2; }
+ * positions, each position's C channels as int16; 2·KH - 1 rows in the
+ * doubled ring (D). */
+QK_INLINE int32_t qk_ring_bytes(int C, int W, int KH, int PW, int D) {
+    return (int32_t)(D ? 2 * KH - 1 : KH) * (W + 2 * PW) * C * 2;
+}
 
 #if Q_DSP
 /* Input row iy of x [CX, H, W] into a ring row: position ix's C >= CX
@@ -1670,28 +1709,42 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
  * each (ring: qk_ring_bytes, 4-byte aligned), not once per output position
  * as qk_conv_q15's columns. For output row oy the ring holds input rows
  * oy·SH - PH .. + KH - 1 in order, one every RW int16 (the rows the
- * previous output row shares moved up, the others built); an output
+ * previous output row shares moved up, the others built); in the doubled
+ * ring (D, a literal, for SH < KH) input row iy lives in row iy mod KH and,
+ * below KH - 1, in row iy mod KH + KH too, so that a window's rows are
+ * always KH consecutive ring rows from its first row's, and the shared
+ * rows stay where they are (a row copied once instead of KH - SH rows
+ * moved, for KH - 1 rows more RAM); an output
  * position's taps of kernel row ky are then KW·C contiguous int16 of ring
  * row ky, as its weights are of their row: two positions and two output
  * channels at a time, one qk_dot_2x2 over the KH rows. An odd last
  * position or channel is computed twice and stored once. */
 QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int CX, int C, int H, int W, int O, int OH,
-                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                            const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
-                            int8_t *y) {
+                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, int D, const int32_t *bias,
+                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
+                            int32_t hi, int8_t *y) {
     const int RW = (W + 2 * PW) * C, KK = KH * KW * C, NP = OH * OW;
-    int oy, ox, o, ky;
-    qk_pad_q15(ring, qk_ring_bytes(C, W, KH, PW) / 2, zp, PB);
+    int oy, ox, o, ky, b = 0; /* b: the ring row of the window's first input row */
+    qk_pad_q15(ring, qk_ring_bytes(C, W, KH, PW, D) / 2, zp, PB);
     for (oy = 0; oy < OH; oy++) {
         const int iy = oy * SH - PH, keep = oy > 0 && SH < KH ? KH - SH : 0; /* rows shared with oy - 1 */
-        if (keep) memmove(ring, ring + SH * RW, (size_t)keep * (size_t)RW * sizeof *ring);
-        for (ky = keep; ky < KH; ky++) qk_ring_row(x, CX, C, H, W, PW, iy + ky, zp, PB, ring + ky * RW);
+        if (D && oy > 0)
+            b = (b + SH) % KH;
+        else if (keep)
+            memmove(ring, ring + SH * RW, (size_t)keep * (size_t)RW * sizeof *ring);
+        for (ky = keep; ky < KH; ky++) {
+            const int m = D ? (b + ky) % KH : ky;
+            int16_t *row = ring + m * RW;
+            qk_ring_row(x, CX, C, H, W, PW, iy + ky, zp, PB, row);
+            if (D && m < KH - 1) memcpy(row + KH * RW, row, (size_t)RW * sizeof *row);
+        }
+        const int16_t *rows = ring + b * RW;
         for (ox = 0; ox < OW; ox += 2) {
             /* an odd last position as the pair (OW - 2, OW - 1) (qk_conv_q15) */
             if (OW > 1 && ox + 1 == OW) ox = OW - 2;
             const int two = OW > 1, ox1 = two ? ox + 1 : ox, p = oy * OW + ox;
             /* c1 a literal offset from c0: every column address an immediate of one pointer */
-            const int16_t *c0 = ring + ox * SW * C, *c1 = c0 + (ox1 - ox) * SW * C;
+            const int16_t *c0 = rows + ox * SW * C, *c1 = c0 + (ox1 - ox) * SW * C;
             for (o = 0; o < O; o += 2) {
                 const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
                 const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
@@ -1710,9 +1763,9 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int
 
 /* The bytes qk_conv_cols takes in its ring form: the ring of rows of C
  * rounded up to 4 channels, then the weights re-laid for it. */
-QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int PW) {
+QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int PW, int D) {
     const int C4 = (C + 3) / 4 * 4;
-    return qk_ring_bytes(C4, W, KH, PW) + (int32_t)O * KH * KW * C4;
+    return qk_ring_bytes(C4, W, KH, PW, D) + (int32_t)O * KH * KW * C4;
 }
 
 /* w [O][C][T] (T taps) re-laid as qk_conv_pairs' [O][T][C4] into wp, C4 =
@@ -1732,7 +1785,7 @@ QK_INLINE void qk_relay_c4(const int8_t *w, int O, int C, int T, int8_t *wp) {
 
 /* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
  * columns where cols is given (qk_conv_bytes), by qk_conv otherwise. With
- * ring set, cols holds qk_padded_ring_bytes instead: the weights are
+ * ring 1 (2: the doubled ring), cols holds qk_padded_ring_bytes instead: the weights are
  * re-laid once into its tail as qk_conv_pairs' [O][KH][KW][C4] (C4 = C
  * rounded up to 4, qk_pair_channel's order, 0 for the missing channels),
  * and qk_conv_ring runs over its head. */
@@ -1743,13 +1796,13 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
 #if Q_DSP
     if (cols && ring) {
         const int C4 = (C + 3) / 4 * 4, T = KH * KW;
-        int8_t *wp = (int8_t *)(void *)cols + qk_ring_bytes(C4, W, KH, PW);
+        int8_t *wp = (int8_t *)(void *)cols + qk_ring_bytes(C4, W, KH, PW, ring == 2);
         int c;
         qk_relay_c4(w, O, C, T, wp);
         if (PB) /* each odd byte less the borrow of the even byte before it (qk_linear_paired) */
             for (c = 0; c < O * T * C4; c += 2) wp[c + 1] = (int8_t)(wp[c + 1] - (wp[c] < 0));
-        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo,
-                     hi, y);
+        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, ring == 2, bias, m0, shift, SN, PB, zp,
+                     zp_out, lo, hi, y);
         return;
     }
     if (cols) {
@@ -1930,7 +1983,8 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
 
 /* qk_conv_pairs (int8 weights, groups of a multiple of 4 channels) on the
  * DSP over the scratch s where it is given: with R (a literal), a ring of
- * rows (qk_conv_ring: one group, windows that overlap), else int16
+ * rows (qk_conv_ring: one group, windows that overlap; R 2 the doubled
+ * ring), else int16
  * columns (qk_conv_q15: a residual net's 1x1 strided shortcuts), each
  * with its SN and PB. */
 QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *s, int R, int C, int H, int W, int O, int OH,
@@ -1939,8 +1993,8 @@ QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *s, int R,
                             int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (s && R) {
-        qk_conv_ring(x, w, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo, hi,
-                     y);
+        qk_conv_ring(x, w, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, R == 2, bias, m0, shift, SN, PB, zp, zp_out,
+                     lo, hi, y);
         return;
     }
     if (s) {
@@ -2227,7 +2281,7 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
          * |zp·Σ k| <= 128·9·128 and the plan bounds |b| + 9·255·255 by INT32_MAX, so
          * neither the fold nor any partial sum after it leaves int32. */
         /* with SN 2 or above the taps and the bias doubled (D): the sums are then 2·acc, what
-         * q_requant_fold2 takes, for no instruction an output (|2·k| <= 256 fits the
+         * qk_rqzd takes with D, for no instruction an output (|2·k| <= 256 fits the
          * halfwords; SN 2 bounds |acc| below 2^29) */
         const int D = SN >= 2;
         const int32_t b = (bias[c] - zp * (wc[0] + wc[1] + wc[2] + wc[3] + wc[4] + wc[5] + wc[6] + wc[7] + wc[8])) * (1 + D),
@@ -2264,10 +2318,10 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                     QK_DW_ROW2X(u1, k02_1, k1_1, a2, a3);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
                     QK_DW_ROW2X(u2, k02_2, k1_2, a2, a3);
-                    yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out), lo, hi);
-                    yr[ox + 1] = q_out(qk_rqzd(a1, mc, sc, SN, D, zp_out), lo, hi);
-                    yr[ox + 2] = q_out(qk_rqzd(a2, mc, sc, SN, D, zp_out), lo, hi);
-                    yr[ox + 3] = q_out(qk_rqzd(a3, mc, sc, SN, D, zp_out), lo, hi);
+                    yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out, lo), lo, hi);
+                    yr[ox + 1] = q_out(qk_rqzd(a1, mc, sc, SN, D, zp_out, lo), lo, hi);
+                    yr[ox + 2] = q_out(qk_rqzd(a2, mc, sc, SN, D, zp_out, lo), lo, hi);
+                    yr[ox + 3] = q_out(qk_rqzd(a3, mc, sc, SN, D, zp_out, lo), lo, hi);
                 }
                 for (; ox + 2 <= OW; ox += 2) {
                     int32_t a0 = b, a1 = b;
@@ -2275,8 +2329,8 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                     QK_DW_ROW2X(v0, k02_0, k1_0, a0, a1);
                     QK_DW_ROW2X(v1, k02_1, k1_1, a0, a1);
                     QK_DW_ROW2X(v2, k02_2, k1_2, a0, a1);
-                    yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out), lo, hi);
-                    yr[ox + 1] = q_out(qk_rqzd(a1, mc, sc, SN, D, zp_out), lo, hi);
+                    yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out, lo), lo, hi);
+                    yr[ox + 1] = q_out(qk_rqzd(a1, mc, sc, SN, D, zp_out, lo), lo, hi);
                 }
             } else {
                 ox = 0;
@@ -2288,7 +2342,7 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
                 QK_DW_ROW1X(v0, k02_0, k1_0, a0);
                 QK_DW_ROW1X(v1, k02_1, k1_1, a0);
                 QK_DW_ROW1X(v2, k02_2, k1_2, a0);
-                yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out), lo, hi);
+                yr[ox] = q_out(qk_rqzd(a0, mc, sc, SN, D, zp_out, lo), lo, hi);
             }
         }
     }
