@@ -1427,8 +1427,9 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
  * steps six loads, back to back, then 4 SXTB16 and 8 SMLAD; the R runs'
  * steps in passes over all R (R and the strides are literals at the calls:
  * every address an immediate offset of two pointers), whole when R·n is at
- * most 144 (or n 64 with R 1), 48 steps a run a pass when n allows, else
- * 16 (32 with R 1). PB (a literal): the weights and columns in the paired form
+ * most 144 (n 64 with R 1), else 48 steps a run a pass when n allows,
+ * else 16 (with R 1: 64 a pass when n allows, else 32). PB (a literal):
+ * the weights and columns in the paired form
  * (qk_linear_paired: the words A and B, the weight word itself meeting B,
  * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8 (PB 1) or
  * >> 7, doubled (PB 2: QK_DOUBLED). */
