@@ -260,26 +260,49 @@ static const char *const ring_text =
         "flatten   f    r2\n"
         "linear    fc   f out=5\n";
 
-static void test_rings(void) {
+/* The same with 4-bit weights (packed, unpacked in the DSP's dot) on the
+ * two 3x3 layers and a pointwise one, which runs as one row of positions. */
+static const char *const ring4_text =
+        "input shape=3,48,16\n"
+        "conv2d    c0   input out=8 kernel=3 pad=1\n"
+        "relu      r0   c0\n"
+        "conv2d    c1   r0 out=8 kernel=3 pad=1 wbits=4\n"
+        "conv2d    c2   c1 out=8 kernel=3 stride=2 pad=1 wbits=4\n"
+        "relu      r2   c2\n"
+        "conv2d    pw   r2 out=6 kernel=1 wbits=4\n"
+        "relu      rp   pw\n"
+        "flatten   f    rp\n"
+        "linear    fc   f out=5\n";
+
+/* Generates text's C as name: each of calls in it, the integers the engine's. */
+static void check_calls(const char *text, const char *name, const char *const *calls, int n) {
     if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
     qat_ctx *ctx = qat_ctx_new(), *pctx = qat_ctx_new();
     qat_rng rng;
-    qat_model *m = trained_model(ctx, ring_text, "rings", 5, &rng);
+    qat_model *m = trained_model(ctx, text, name, 5, &rng);
     qat_qmodel q;
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
     qat_codegen_source src;
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, "rings", &src, NULL, 0), QAT_OK);
-    static const char *const calls[] = {"qk_conv_cols(x0, op0_w, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, QK_COLS, 2, ",
-                                        "qk_conv_rows(x0, op2_w, QK_COLS, 1, "};
-    for (int k = 0; k < 3; k++) {
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, name, &src, NULL, 0), QAT_OK);
+    for (int k = 0; k < n; k++) {
         if (!strstr(src.text[1], calls[k])) printf("\n  no \"%s\" in the generated C", calls[k]);
         CU_ASSERT_PTR_NOT_NULL(strstr(src.text[1], calls[k]));
     }
     qat_codegen_source_free(&src);
-    CU_ASSERT_EQUAL_FATAL(qat_codegen_model(m, 0, NULL, dir, "rings", NULL), QAT_OK);
-    same_as_engine(ctx, &q, "rings", &rng);
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_model(m, 0, NULL, dir, name, NULL), QAT_OK);
+    same_as_engine(ctx, &q, name, &rng);
     qat_ctx_free(pctx);
     qat_ctx_free(ctx);
+}
+
+static void test_rings(void) {
+    static const char *const calls[] = {"qk_conv_cols(x0, op0_w, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, 8, QK_COLS, 2, ",
+                                        "qk_conv_rows(x0, op2_w, 8, QK_COLS, 1, "};
+    check_calls(ring_text, "rings", calls, 3);
+    static const char *const calls4[] = {"qk_conv_rows(x0, op1_w, 4, QK_COLS, 2, ",
+                                         "qk_conv_rows(x0, op2_w, 4, QK_COLS, 1, ",
+                                         "qk_conv_rows(x0, op3_w, 4, QK_COLS, 0, 8, 1, 192, 6, 1, 192, 1, 1, "};
+    check_calls(ring4_text, "rings4", calls4, 3);
 }
 
 static void test_every_op(void) { check_graph(every_op_text, "every_op", 9); }
@@ -1266,7 +1289,7 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"every op kind: the generated C equals the integer engine on the host", test_every_op},
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
-        {"rings of rows, doubled at stride 1, and the sign left out under a ReLU equal the engine", test_rings},
+        {"rings of rows, doubled at stride 1, the sign left out under a ReLU, 4-bit weights: = the engine", test_rings},
         {"the small-RAM plan: convolutions over their input and fused with pools, = the engine", test_small_ram},
         {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
         {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},

@@ -294,8 +294,12 @@ int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P) {
 
 bool qat__cg_uses_cols(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
-    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return false;
+    if (op->kind != QAT_QOP_CONV2D || g->mode[i] != QAT__CG_PLAIN) return false;
     int C = (int)g->q->tensors[op->inputs[0]].shape[0], G = op->groups;
+    if (g->wbits[i] == 4) /* whole packed groups a row (qk_wword); 16·255·8 per tap within int32 */
+        return qk_conv_uses_pairs(C, G, op->kw) && (C / G) % 8 == 0 &&
+               (int64_t)(C / G) * op->kh * op->kw * 16 * 255 * 8 <= INT32_MAX;
+    if (g->wbits[i] < 8) return false;
     if (qk_conv_uses_pairs(C, G, op->kw)) return (C / G) % 4 == 0;
     return qat__cg_natural_cols(g, i);
 }
@@ -396,7 +400,7 @@ static qat_status plan_weights(qat__cg *g) {
         int64_t need = 0;
         if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT)
             need = qat__cg_small_scratch(g->q, i, g->wbits[i]);
-        else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8)
+        else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8 && !qat__cg_uses_cols(g, i))
             need = qk_block((int)(O / op->groups)) * L;
         else if (g->paired[i] && op->kind == QAT_QOP_LINEAR)
             need = 2 * L; /* the input words, two per four inputs */
@@ -417,6 +421,9 @@ static qat_status plan_weights(qat__cg *g) {
                                  op->kh, op->pad_w, qat__cg_ring(g, i) == 2); /* kh (2·kh - 1) padded rows as int16 */
         else if (qat__cg_uses_cols(g, i))
             need = 4 * L; /* two int16 columns of a group's C/G·kh·kw */
+        if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8 && qat__cg_uses_cols(g, i) &&
+            need < qk_block((int)(O / op->groups)) * L) /* where there is no DSP, qk_conv_pairs unpacks into it */
+            need = qk_block((int)(O / op->groups)) * L;
         scratch = need > scratch ? need : scratch;
     }
     if (scratch) g->scratch_at = (g->plan->arena_bytes + 3) / 4 * 4, g->arena_bytes = g->scratch_at + scratch;

@@ -177,7 +177,11 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s%s%s%s", KH,
              KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qat_act_kind_str(op->act),
              pairs ? "; weights [o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)" : "",
-             P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena" : "",
+             P < 8 && qat__cg_uses_cols(g, i)
+                 ? "; weights packed as one row (qk_packed_row), unpacked in registers on the DSP, elsewhere a block of "
+                   "channels at a time into the arena"
+             : P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena"
+                     : "",
              g->paired[i] ? "; paired-byte weights on the DSP" : "");
     if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT) {
         small_ram(g, i, pairs, detail);
@@ -212,9 +216,12 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         return;
     }
     if (pairs && qat__cg_uses_cols(g, i)) { /* the pairs layout over the DSP's ring of rows, or its int16 columns */
-        qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_ring(g, i), C, H, W, O, OH,
-                       OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
+        /* a pointwise one (4-bit weights) as one row of H·W positions: qk_conv_q15's pointwise columns */
+        bool row = qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w);
+        qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, %d, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
+                       "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, qat__cg_ring(g, i), C,
+                       row ? 1 : H, row ? H * W : W, O, row ? 1 : OH, row ? OH * OW : OW, KH, KW, op->stride_h,
+                       op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
                        g->sn[i], g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min,
                        op->act_max);
         return;

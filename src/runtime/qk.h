@@ -48,6 +48,14 @@
 #else
 #define QK_STEP_FENCE() ((void)0)
 #endif
+/* Six loaded words all in registers here: an empty asm that claims to
+ * change them, so that GCC cannot sink a load below it to its use (it did
+ * with the 4-bit weights' masks between, each load then two cycles). */
+#if Q_DSP && defined(__GNUC__)
+#define QK_LOADS_DONE(a, b, c, d, e, f) __asm__("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f))
+#else
+#define QK_LOADS_DONE(a, b, c, d, e, f) ((void)0)
+#endif
 
 /* AArch64's Advanced SIMD (always there on aarch64): the convolutions
  * and the linear op take 8 output positions (or 16 inputs) a step, the
@@ -1419,6 +1427,18 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
         }
 }
 
+/* Weights i .. i + 3 (i a multiple of 4) of a row at w as four int8 lanes
+ * in one word, in two halves so that a step's loads stay together: the
+ * word that holds them (qk_wload), then the lanes (qk_wlanes). For P = 8
+ * the int8 row's word itself; for P = 4 (qk_packed_row's layout, i counted
+ * from a multiple of 8) field i / 4 % 2 of the packed word moved to the top
+ * of each byte and masked, lanes holding 16·w: one or two instructions
+ * (0xF0F0F0F0 is an immediate of Thumb-2's AND). */
+QK_INLINE uint32_t qk_wload(const int8_t *w, int32_t i, int P) { return q_ld32(w + (P == 4 ? i / 8 * 4 : i)); }
+QK_INLINE uint32_t qk_wlanes(uint32_t v, int32_t i, int P) { return P == 4 ? (i % 8 ? v : v << 4) & 0xF0F0F0F0u : v; }
+/* Where weight i (a multiple of 8 for P = 4) of a row at w starts. */
+QK_INLINE const int8_t *qk_wrow(const int8_t *w, int32_t i, int P) { return w + (P == 4 ? i / 2 : i); }
+
 /* Two output channels' accumulators at two positions over R runs of n (a
  * multiple of 4) reduction steps, run r at c0 + r·cs, c1 + r·cs (the
  * positions' int16 columns: each four steps as two words, (x_k, x_k+2) and
@@ -1432,19 +1452,27 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
  * the weights and columns in the paired form
  * (qk_linear_paired: the words A and B, the weight word itself meeting B,
  * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8 (PB 1) or
- * >> 7, doubled (PB 2: QK_DOUBLED). */
+ * >> 7, doubled (PB 2: QK_DOUBLED). P (a literal): 8, or 4 for weights
+ * packed as qk_packed_row's one row, w0 and w1 then byte pointers to
+ * weight indices that are multiples of 8 and the offsets weight indices
+ * (qk_wload). */
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
-                          int32_t cs, int32_t ws, int PB, int32_t *a0, int32_t *d0, int32_t *a1, int32_t *d1) {
-    int32_t s0 = PB ? 0 : *a0, t0 = PB ? 0 : *d0, s1 = PB ? 0 : *a1, t1 = PB ? 0 : *d1; /* 256·T with PB */
+                          int32_t cs, int32_t ws, int P, int PB, int32_t *a0, int32_t *d0, int32_t *a1,
+                          int32_t *d1) {
+    /* the sums are 2^SC·T: 256·T with PB, 16·T with 4-bit weights (qk_nibbles) */
+    const int SC = PB ? 8 : P == 4 ? 4 : 0;
+    int32_t s0 = SC ? 0 : *a0, t0 = SC ? 0 : *d0, s1 = SC ? 0 : *a1, t1 = SC ? 0 : *d1;
     /* the fence where the body is long: the stem's 36 products (R·n 36) are faster without it */
     const int fence = R > 1 && R * n > 36;
     int k, r, j;
 #define QK_Q15_STEP(kc, kw)                                                                   \
     do {                                                                                      \
         int32_t xa, xb, ya, yb, wa;                                                           \
-        const uint32_t wv = q_ld32(w0 + (kw)), wu = q_ld32(w1 + (kw));                        \
+        uint32_t wv = qk_wload(w0, kw, P), wu = qk_wload(w1, kw, P);                          \
         memcpy(&xa, c0 + (kc), 4), memcpy(&ya, c1 + (kc), 4);                                 \
         memcpy(&xb, c0 + (kc) + 2, 4), memcpy(&yb, c1 + (kc) + 2, 4);                         \
+        if (P == 4) QK_LOADS_DONE(wv, wu, xa, xb, ya, yb);                                    \
+        wv = qk_wlanes(wv, kw, P), wu = qk_wlanes(wu, kw, P);                                 \
         wa = __sxtb16((int32_t)wv), s0 = __smlad(wa, xa, s0), t0 = __smlad(wa, ya, t0);       \
         wa = __sxtb16((int32_t)wu), s1 = __smlad(wa, xa, s1), t1 = __smlad(wa, ya, t1);       \
         wa = PB ? (int32_t)wv : q_sxtb16_ror8(wv), s0 = __smlad(wa, xb, s0), t0 = __smlad(wa, yb, t0); \
@@ -1510,6 +1538,8 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
 #undef QK_Q15_STEP
     if (PB) /* 256 times the sums (qk_linear_paired), >> 7 for twice them (PB 2: QK_DOUBLED) */
         *a0 += s0 >> (9 - PB), *d0 += t0 >> (9 - PB), *a1 += s1 >> (9 - PB), *d1 += t1 >> (9 - PB);
+    else if (SC) /* 16 times the sums: exact */
+        *a0 += s0 >> SC, *d0 += t0 >> SC, *a1 += s1 >> SC, *d1 += t1 >> SC;
     else
         *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
 }
@@ -1537,8 +1567,8 @@ QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int 
  * one weight word (two SXTB16) feed 8 SMLADs, 32 multiply-accumulates in
  * about 18 instructions. An odd last position or channel is computed
  * twice and stored once. */
-QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
-                           int KH, int KW, int SH, int SW, int PH, int PW, int G, const int32_t *bias,
+QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int P, int16_t *cols, int C, int H, int W, int O, int OH,
+                           int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, const int32_t *bias,
                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
                            int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW, NP = OH * OW;
@@ -1565,11 +1595,12 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int16_t *cols, int 
                 const int pair = o + 1 < (g + 1) * OG, o1 = pair ? o + 1 : o;
                 /* the second row KK bytes after the first (an immediate offset: one
                  * register less in the loop) where OG is even, as it is at the calls */
-                const int8_t *w0 = w + (int32_t)o * KK, *w1 = OG % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
-                /* with PB the biases after the dot: not live in registers through it */
-                int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
-                if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
+                const int8_t *w0 = qk_wrow(w, (int32_t)o * KK, P),
+                             *w1 = OG % 2 == 0 ? qk_wrow(w0, KK, P) : qk_wrow(w, (int32_t)o1 * KK, P);
+                /* with PB or packed weights the biases after the dot: not live in registers through it */
+                int32_t a0 = PB || P == 4 ? 0 : bias[o], a1 = PB || P == 4 ? 0 : bias[o1], d0 = a0, d1 = a1;
+                qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, P, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
+                if (PB || P == 4) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
                 qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
                          QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
@@ -1639,7 +1670,7 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
             const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
             /* with PB the biases after the dot: not live in registers through it */
             int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
-            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
+            qk_dot_2x2(c0, c1, w0, w1, K4, 1, 0, 0, 8, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
             if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
             for (k = K4; k < KK; k++) { /* doubled as the sums are (QK_DOUBLED) */
                 const int32_t xk = (b0[k] - zp) * (1 + QK_DOUBLED(PB, SN)),
@@ -1720,7 +1751,8 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
  * row ky, as its weights are of their row: two positions and two output
  * channels at a time, one qk_dot_2x2 over the KH rows. An odd last
  * position or channel is computed twice and stored once. */
-QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int CX, int C, int H, int W, int O, int OH,
+QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int P, int16_t *ring, int CX, int C, int H, int W, int O,
+                            int OH,
                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, int D, const int32_t *bias,
                             const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
                             int32_t hi, int8_t *y) {
@@ -1748,12 +1780,13 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int16_t *ring, int
             const int16_t *c0 = rows + ox * SW * C, *c1 = c0 + (ox1 - ox) * SW * C;
             for (o = 0; o < O; o += 2) {
                 const int pair = o + 1 < O, o1 = pair ? o + 1 : o;
-                const int8_t *w0 = w + (int32_t)o * KK, *w1 = O % 2 == 0 ? w0 + KK : w + (int32_t)o1 * KK;
-                /* with PB the biases after the dot: not live in registers through it */
-                int32_t a0 = PB ? 0 : bias[o], a1 = PB ? 0 : bias[o1], d0 = a0, d1 = a1;
-                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1,
+                const int8_t *w0 = qk_wrow(w, (int32_t)o * KK, P),
+                             *w1 = O % 2 == 0 ? qk_wrow(w0, KK, P) : qk_wrow(w, (int32_t)o1 * KK, P);
+                /* with PB or packed weights the biases after the dot: not live in registers through it */
+                int32_t a0 = PB || P == 4 ? 0 : bias[o], a1 = PB || P == 4 ? 0 : bias[o1], d0 = a0, d1 = a1;
+                qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, P, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1,
                            &d1);
-                if (PB) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
+                if (PB || P == 4) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
                 qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
                              QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
@@ -1802,7 +1835,7 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
         qk_relay_c4(w, O, C, T, wp);
         if (PB) /* each odd byte less the borrow of the even byte before it (qk_linear_paired) */
             for (c = 0; c < O * T * C4; c += 2) wp[c + 1] = (int8_t)(wp[c + 1] - (wp[c] < 0));
-        qk_conv_ring(x, wp, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, ring == 2, bias, m0, shift, SN, PB, zp,
+        qk_conv_ring(x, wp, 8, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, ring == 2, bias, m0, shift, SN, PB, zp,
                      zp_out, lo, hi, y);
         return;
     }
@@ -1982,32 +2015,34 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
     }
 }
 
-/* qk_conv_pairs (int8 weights, groups of a multiple of 4 channels) on the
- * DSP over the scratch s where it is given: with R (a literal), a ring of
- * rows (qk_conv_ring: one group, windows that overlap; R 2 the doubled
- * ring), else int16
+/* qk_conv_pairs (groups of a multiple of 4 channels; int8 weights, or P =
+ * 4 packed ones with groups of a multiple of 8) on the DSP over the scratch
+ * s where it is given: with R (a literal), a ring of rows (qk_conv_ring:
+ * one group, windows that overlap; R 2 the doubled ring), else int16
  * columns (qk_conv_q15: a residual net's 1x1 strided shortcuts), each
- * with its SN and PB. */
-QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int16_t *s, int R, int C, int H, int W, int O, int OH,
-                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
+ * with its SN and PB; elsewhere qk_conv_pairs, which unpacks packed
+ * weights into s. */
+QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int P, int16_t *s, int R, int C, int H, int W, int O,
+                            int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
                             const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out,
                             int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (s && R) {
-        qk_conv_ring(x, w, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, R == 2, bias, m0, shift, SN, PB, zp, zp_out,
+        qk_conv_ring(x, w, P, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, R == 2, bias, m0, shift, SN, PB, zp, zp_out,
                      lo, hi, y);
         return;
     }
     if (s) {
-        qk_conv_q15(x, w, s, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, SN, PB, zp, zp_out, lo, hi,
-                    y);
+        qk_conv_q15(x, w, P, s, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, SN, PB, zp, zp_out, lo,
+                    hi, y);
         return;
     }
 #else
-    (void)s, (void)R, (void)SN, (void)PB;
+    (void)R, (void)SN, (void)PB;
 #endif
-    qk_conv_pairs(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias, m0, shift, zp, zp_out, lo,
-                  hi, y);
+    /* packed weights unpack a block of channels at a time into s */
+    qk_conv_pairs(x, w, P, P < 8 ? (int8_t *)(void *)s : NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias,
+                  m0, shift, zp, zp_out, lo, hi, y);
 }
 
 /* Which convolution kernel an op takes: qk_conv_pairs for kernel rows
@@ -2549,7 +2584,7 @@ QK_INLINE void qk_conv_pw_cols(const int8_t *x, const int8_t *w, int16_t *cols, 
                                int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (cols && C % 4 == 0) {
-        qk_conv_q15(x, w, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, SN, PB, zp, zp_out, lo, hi, y);
+        qk_conv_q15(x, w, 8, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, SN, PB, zp, zp_out, lo, hi, y);
         return;
     }
 #else
