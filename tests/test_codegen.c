@@ -261,15 +261,19 @@ static const char *const ring_text =
         "linear    fc   f out=5\n";
 
 /* The same with 4-bit weights (packed, unpacked in the DSP's dot) on the
- * two 3x3 layers and a pointwise one, which runs as one row of positions. */
+ * two 3x3 layers and a pointwise one, which runs as one row of positions,
+ * 2-bit taps in the depthwise kernel (unpacked once a channel) and a 4-bit
+ * stem (re-laid as int8 for its ring once a run). */
 static const char *const ring4_text =
         "input shape=3,48,16\n"
-        "conv2d    c0   input out=8 kernel=3 pad=1\n"
+        "conv2d    c0   input out=8 kernel=3 pad=1 wbits=4\n"
         "relu      r0   c0\n"
         "conv2d    c1   r0 out=8 kernel=3 pad=1 wbits=4\n"
         "conv2d    c2   c1 out=8 kernel=3 stride=2 pad=1 wbits=4\n"
         "relu      r2   c2\n"
-        "conv2d    pw   r2 out=6 kernel=1 wbits=4\n"
+        "conv2d    dw   r2 out=8 kernel=3 pad=1 groups=depthwise wbits=2\n"
+        "relu      rd   dw\n"
+        "conv2d    pw   rd out=6 kernel=1 wbits=4\n"
         "relu      rp   pw\n"
         "flatten   f    rp\n"
         "linear    fc   f out=5\n";
@@ -296,13 +300,14 @@ static void check_calls(const char *text, const char *name, const char *const *c
 }
 
 static void test_rings(void) {
-    static const char *const calls[] = {"qk_conv_cols(x0, op0_w, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, 8, QK_COLS, 2, ",
+    static const char *const calls[] = {"qk_conv_cols(x0, op0_w, 8, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, 8, QK_COLS, 2, ",
                                         "qk_conv_rows(x0, op2_w, 8, QK_COLS, 1, "};
     check_calls(ring_text, "rings", calls, 3);
-    static const char *const calls4[] = {"qk_conv_rows(x0, op1_w, 4, QK_COLS, 2, ",
+    static const char *const calls4[] = {"qk_conv_cols(x0, op0_w, 4, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, 4, QK_COLS, 2, ",
                                          "qk_conv_rows(x0, op2_w, 4, QK_COLS, 1, ",
-                                         "qk_conv_rows(x0, op3_w, 4, QK_COLS, 0, 8, 1, 192, 6, 1, 192, 1, 1, "};
-    check_calls(ring4_text, "rings4", calls4, 3);
+                                         "qk_dwconv3_padded(x0, op3_w, 2, ",
+                                         "qk_conv_rows(x0, op4_w, 4, QK_COLS, 0, 8, 1, 192, 6, 1, 192, 1, 1, "};
+    check_calls(ring4_text, "rings4", calls4, 5);
 }
 
 static void test_every_op(void) { check_graph(every_op_text, "every_op", 9); }

@@ -323,9 +323,11 @@ int qat__cg_ring(const qat__cg *g, int i) {
     return qk_ring_bytes(C, W, op->kh, op->pad_w, 0) * 8 <= g->plan->arena_bytes;
 }
 
-int qat__cg_natural_ring(const qat__cg *g, int i) {
+/* qat__cg_natural_ring's choice for op i's shape and the arena, whatever
+ * its weights. */
+static int natural_ring_form(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
-    if (g->small || !qat__cg_natural_cols(g, i)) return 0;
+    if (g->small) return 0;
     if (op->kh <= op->stride_h && op->kw <= op->stride_w) return 0; /* no input shared between positions */
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], C4 = (C + 3) / 4 * 4, W = (int)in->shape[2], O = (int)out->shape[0];
@@ -336,9 +338,13 @@ int qat__cg_natural_ring(const qat__cg *g, int i) {
     return qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 0) * 8 <= g->plan->arena_bytes;
 }
 
+int qat__cg_natural_ring(const qat__cg *g, int i) { return qat__cg_natural_cols(g, i) ? natural_ring_form(g, i) : 0; }
+
 bool qat__cg_natural_cols(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
-    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN || op->groups != 1) return false;
+    if (op->kind != QAT_QOP_CONV2D || g->mode[i] != QAT__CG_PLAIN || op->groups != 1) return false;
+    /* packed weights only in the ring form, which re-lays them as int8 once a run (qk_relay_c4) */
+    if (g->wbits[i] < 8 && !natural_ring_form(g, i)) return false;
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], H = (int)in->shape[1], W = (int)in->shape[2];
     int64_t cols = 4 * (((int64_t)C * op->kh * op->kw + 3) / 4 * 4); /* two int16 columns of C·kh·kw rounded up to 4 */
@@ -350,7 +356,7 @@ bool qat__cg_natural_cols(const qat__cg *g, int i) {
 
 bool qat__cg_dw_rows(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
-    if (op->kind != QAT_QOP_CONV2D || g->wbits[i] < 8 || g->mode[i] != QAT__CG_PLAIN) return false;
+    if (op->kind != QAT_QOP_CONV2D || g->mode[i] != QAT__CG_PLAIN) return false; /* packed taps too: read once a channel */
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     return qk_conv_uses_dw3_rows((int)in->shape[0], (int)out->shape[0], op->groups, (int)in->shape[2], op->kh, op->kw,
                             op->stride_w, op->pad_h, op->pad_w);
@@ -400,7 +406,8 @@ static qat_status plan_weights(qat__cg *g) {
         int64_t need = 0;
         if (g->mode[i] == QAT__CG_FUSED || g->mode[i] == QAT__CG_OVER_INPUT)
             need = qat__cg_small_scratch(g->q, i, g->wbits[i]);
-        else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8 && !qat__cg_uses_cols(g, i))
+        else if (op->kind == QAT_QOP_CONV2D && g->wbits[i] < 8 && !qat__cg_uses_cols(g, i) && !qat__cg_dw_rows(g, i) &&
+                 !qat__cg_natural_cols(g, i))
             need = qk_block((int)(O / op->groups)) * L;
         else if (g->paired[i] && op->kind == QAT_QOP_LINEAR)
             need = 2 * L; /* the input words, two per four inputs */

@@ -133,7 +133,7 @@ int8_t *qat__cg_conv_dsp_rows(const qat__cg *g, int i, const int8_t *w, int64_t 
     } else if (!pw && qat__cg_natural_cols(g, i) && qat__cg_natural_ring(g, i)) { /* re-laid by qk_conv_cols */
         int C4 = (C + 3) / 4 * 4;
         *stored = false, *L = *L4 = (int64_t)T * C4;
-        if ((r = malloc((size_t)O * (size_t)*L))) qk_relay_c4(w, O, C, T, r);
+        if ((r = malloc((size_t)O * (size_t)*L))) qk_relay_c4(w, 8, O, C, T, r);
     } else if (!pw && qat__cg_natural_cols(g, i)) { /* qk_conv_bytes: whole words paired, the rest scalar */
         *L4 = KK / 4 * 4;
         if ((r = malloc((size_t)O * (size_t)KK))) memcpy(r, w, (size_t)O * (size_t)KK);
@@ -177,7 +177,8 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     snprintf(detail, sizeof detail, "%dx%d kernel, stride %dx%d, padding %dx%d, %d group(s), activation %s%s%s%s", KH,
              KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qat_act_kind_str(op->act),
              pairs ? "; weights [o][ky][kx][c], each 4 channels stored as (c, c+2, c+1, c+3)" : "",
-             P < 8 && qat__cg_uses_cols(g, i)
+             P < 8 && qat__cg_dw_rows(g, i) ? "; weights packed as one row (qk_packed_row), a channel's taps unpacked at a time"
+             : P < 8 && qat__cg_uses_cols(g, i)
                  ? "; weights packed as one row (qk_packed_row), unpacked in registers on the DSP, elsewhere a block of "
                    "channels at a time into the arena"
              : P < 8 ? "; weights packed as one row (qk_packed_row), a block of channels unpacked at a time into the arena"
@@ -188,11 +189,13 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         return;
     }
     qat__cg_begin(g, i, detail);
-    /* the depthwise and pointwise kernels read int8 weights: packed ones take the
-     * general kernels, which unpack a block of channels at a time */
-    if (P >= 8 && qk_conv_uses_dw3_rows(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
-        qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, g->dw_plane[i], C, H, W, OH, OW,
+    /* the depthwise kernel reads a channel's taps once, packed ones unpacked there; the
+     * pointwise one reads int8 weights: packed ones take qk_conv_rows below (groups of
+     * a multiple of 8 channels) or the general kernels, which unpack a block of channels
+     * at a time */
+    if (qk_conv_uses_dw3_rows(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
+        qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, %d, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, "
+                       "%d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, P, g->dw_plane[i], C, H, W, OH, OW,
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i, i, g->sn[i], in->q.zero_point,
                        out->q.zero_point, op->act_min, op->act_max);
         return;
@@ -208,9 +211,9 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
                            op->act_min, op->act_max);
         return;
     }
-    if (qat__cg_natural_cols(g, i)) { /* int8 weights in order, the DSP's columns where it has them */
-        qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, qat__cg_natural_ring(g, i), C, H, W, O,
+    if (qat__cg_natural_cols(g, i)) { /* weights in order, the DSP's columns or ring where it has them */
+        qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, %d, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, qat__cg_natural_ring(g, i), C, H, W, O,
                        OH, OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i,
                        g->sn[i], g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;

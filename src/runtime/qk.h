@@ -1802,29 +1802,32 @@ QK_INLINE int32_t qk_padded_ring_bytes(int C, int W, int O, int KH, int KW, int 
     return qk_ring_bytes(C4, W, KH, PW, D) + (int32_t)O * KH * KW * C4;
 }
 
-/* w [O][C][T] (T taps) re-laid as qk_conv_pairs' [O][T][C4] into wp, C4 =
- * C rounded up to 4, each 4 channels in qk_pair_channel's order, 0 for
- * the missing ones: the weights of qk_conv_cols' ring form (and, in the C
- * generator, the rows whose paired form it checks). */
-QK_INLINE void qk_relay_c4(const int8_t *w, int O, int C, int T, int8_t *wp) {
+/* w [O][C][T] (T taps; int8, or P < 8 bits packed as one row) re-laid as
+ * qk_conv_pairs' int8 [O][T][C4] into wp, C4 = C rounded up to 4, each 4
+ * channels in qk_pair_channel's order, 0 for the missing ones: the weights
+ * of qk_conv_cols' ring form (and, in the C generator, the rows whose
+ * paired form it checks). */
+QK_INLINE void qk_relay_c4(const int8_t *w, int P, int O, int C, int T, int8_t *wp) {
     const int C4 = (C + 3) / 4 * 4;
     int o, t, c;
     for (o = 0; o < O; o++)
         for (t = 0; t < T; t++)
             for (c = 0; c < C4; c++) {
                 const int cs = qk_pair_channel(c, C4); /* the channel stored at c */
-                wp[((int32_t)o * T + t) * C4 + c] = cs < C ? w[((int32_t)o * C + cs) * T + t] : 0;
+                const int32_t at = ((int32_t)o * C + cs) * T + t;
+                wp[((int32_t)o * T + t) * C4 + c] = (int8_t)(cs >= C ? 0 : P < 8 ? qk_packed_weight(w, at, P) : w[at]);
             }
 }
 
-/* A dense convolution with int8 weights in qk_conv's layout, over the DSP's
+/* A dense convolution with int8 weights in qk_conv's layout (or, in the
+ * ring form only, P < 8 bits packed as one row), over the DSP's
  * columns where cols is given (qk_conv_bytes), by qk_conv otherwise. With
  * ring 1 (2: the doubled ring), cols holds qk_padded_ring_bytes instead: the weights are
  * re-laid once into its tail as qk_conv_pairs' [O][KH][KW][C4] (C4 = C
  * rounded up to 4, qk_pair_channel's order, 0 for the missing channels),
  * and qk_conv_ring runs over its head. */
-QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int ring, int C, int H, int W, int O, int OH,
-                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias,
+QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int P, int16_t *cols, int ring, int C, int H, int W, int O,
+                            int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias,
                             const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
                             int32_t hi, int8_t *y) {
 #if Q_DSP
@@ -1832,7 +1835,7 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
         const int C4 = (C + 3) / 4 * 4, T = KH * KW;
         int8_t *wp = (int8_t *)(void *)cols + qk_ring_bytes(C4, W, KH, PW, ring == 2);
         int c;
-        qk_relay_c4(w, O, C, T, wp);
+        qk_relay_c4(w, P, O, C, T, wp);
         if (PB) /* each odd byte less the borrow of the even byte before it (qk_linear_paired) */
             for (c = 0; c < O * T * C4; c += 2) wp[c + 1] = (int8_t)(wp[c + 1] - (wp[c] < 0));
         qk_conv_ring(x, wp, 8, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, ring == 2, bias, m0, shift, SN, PB, zp,
@@ -1845,9 +1848,11 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int16_t *cols, int
         return;
     }
 #else
-    (void)cols, (void)ring, (void)SN, (void)PB;
+    (void)ring, (void)SN, (void)PB;
 #endif
-    qk_conv(x, w, 8, NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0, shift, zp, zp_out, lo, hi, y);
+    /* packed weights (the ring form's only) unpack a block of channels at a time into cols */
+    qk_conv(x, w, P, P < 8 ? (int8_t *)(void *)cols : NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0,
+            shift, zp, zp_out, lo, hi, y);
 }
 
 /* The DSP's int16 columns of these convolutions are qk_conv_rows' (the
@@ -2304,14 +2309,17 @@ QK_INLINE int qk_dw_row_stride(int W, int PW) { return (W + 2 * PW + 3 + 3) / 4 
 QK_INLINE int32_t qk_dw_plane_bytes(int H, int W, int PH, int PW) { return (int32_t)(H + 2 * PH) * qk_dw_row_stride(W, PW); }
 
 #if Q_DSP
-QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, int PL, int C, int H, int W, int OH,
-                               int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int P, int8_t *rows, int PL, int C, int H, int W,
+                               int OH, int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                                const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RS = qk_dw_row_stride(W, PW);
     int c, oy, ox, r;
     memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(PL ? qk_dw_plane_bytes(H, W, PH, PW) : 3 * RS));
     for (c = 0; c < C; c++) {
-        const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
+        /* the channel's 9 taps, read once each: packed ones (P < 8, one row of C·9) unpacked here */
+        int8_t wk[9];
+        const int8_t *xc = x + (int32_t)c * H * W, *wc = P < 8 ? wk : w + c * 9;
+        for (r = 0; P < 8 && r < 9; r++) wk[r] = (int8_t)qk_packed_weight(w, c * 9 + r, P);
         /* zp's share folded into the bias: every tap reads a byte, zp's in the padding,
          * so Σ k·x + (b - zp·Σ k) = Σ k·(x - zp) + b, and the bytes unpack without it.
          * |zp·Σ k| <= 128·9·128 and the plan bounds |b| + 9·255·255 by INT32_MAX, so
@@ -2385,20 +2393,22 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int8_t *rows, i
 }
 #endif
 
-/* qk_dwconv3 with the DSP's padded rows where rows is given (qk_dwconv3_rows, PL its form). */
-QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int8_t *rows, int PL, int C, int H, int W, int OH,
-                                 int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
+/* qk_dwconv3 with the DSP's padded rows where rows is given (qk_dwconv3_rows, PL its form). P: the
+ * weights' bits (8, or packed as one row: qk_packed_row), which qk_conv unpacks into rows elsewhere. */
+QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int P, int8_t *rows, int PL, int C, int H, int W,
+                                 int OH, int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
                                  const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (rows) {
-        qk_dwconv3_rows(x, w, rows, PL, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
+        qk_dwconv3_rows(x, w, P, rows, PL, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
         return;
     }
 #else
-    (void)rows, (void)PL, (void)SN;
+    (void)PL, (void)SN;
 #endif
-    if (W < 4) /* qk_conv_uses_dw3_rows's narrow rows: the general loop, one channel a group */
-        qk_conv(x, w, 8, NULL, C, H, W, C, OH, OW, 3, 3, SH, SW, PH, PW, C, 1, bias, m0, shift, zp, zp_out, lo, hi, y);
+    if (W < 4 || P < 8) /* narrow rows (qk_conv_uses_dw3_rows), or packed taps: the general loop, a channel a group */
+        qk_conv(x, w, P, P < 8 ? rows : NULL, C, H, W, C, OH, OW, 3, 3, SH, SW, PH, PW, C, 1, bias, m0, shift, zp, zp_out,
+                lo, hi, y);
     else
         qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
 }
