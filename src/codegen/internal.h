@@ -132,8 +132,10 @@ int64_t qat__cg_small_maps(const qat_qmodel *q, int i);
 int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P);
 
 /* Does op i (a pairs-kernel convolution in its own function) take the
- * DSP's int16 columns (qk_conv_q15: int8 weights, groups of a multiple of
- * 4 channels)? Their 4·KK bytes are in the arena's scratch (QK_COLS). */
+ * DSP's int16 columns (qk_conv_q15: int8 weights over groups of a multiple
+ * of 4 channels, or 4-bit ones over a multiple of 8, unpacked in the dot)?
+ * Their 4·KK bytes are in the arena's scratch (QK_COLS), which for 4-bit
+ * weights also holds what qk_conv_pairs unpacks where there is no DSP. */
 bool qat__cg_uses_cols(const qat__cg *g, int i);
 /* Does it take a ring of input rows instead (qk_conv_rows: a pairs-kernel
  * convolution of one group whose windows overlap, not in the small plan,
@@ -143,7 +145,8 @@ bool qat__cg_uses_cols(const qat__cg *g, int i);
  * 0: no. */
 int qat__cg_ring(const qat__cg *g, int i);
 /* Does it take them in its weights' natural order (qk_conv_cols: a dense
- * convolution none of qk_conv_pairs, qk_dwconv3 and qk_conv_pw takes)? */
+ * convolution none of qk_conv_pairs, qk_dwconv3 and qk_conv_pw takes;
+ * packed weights only where it takes the ring form below)? */
 bool qat__cg_natural_cols(const qat__cg *g, int i);
 /* Does it take them as a ring of rows of C rounded up to 4 channels, its
  * weights re-laid in the scratch (qk_conv_cols' ring form: windows that
@@ -151,8 +154,8 @@ bool qat__cg_natural_cols(const qat__cg *g, int i);
  * an eighth of the activations' arena)? 2, 1, 0 as qat__cg_ring. */
 int qat__cg_natural_ring(const qat__cg *g, int i);
 /* Does op i take qk_dwconv3_padded with the scratch for its padded rows
- * (a depthwise 3x3 convolution of int8 weights, not in the small plan's
- * modes)? Its rows are a whole padded plane (dw_plane) where that takes at
+ * (a depthwise 3x3 convolution, its taps int8 or packed, not in the small
+ * plan's modes)? Its rows are a whole padded plane (dw_plane) where that takes at
  * most 1 KiB, else three rows: decided by the op alone, so that its
  * cycles do not depend on the other layers (qat fit adds them up). */
 bool qat__cg_dw_rows(const qat__cg *g, int i);
