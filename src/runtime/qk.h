@@ -1459,7 +1459,7 @@ QK_INLINE const int8_t *qk_wrow(const int8_t *w, int32_t i, int P) { return w + 
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
                           int32_t cs, int32_t ws, int P, int PB, int32_t *a0, int32_t *d0, int32_t *a1,
                           int32_t *d1) {
-    /* the sums are 2^SC·T: 256·T with PB, 16·T with 4-bit weights (qk_nibbles) */
+    /* the sums are 2^SC·T: 256·T with PB, 16·T with 4-bit weights (qk_wlanes) */
     const int SC = PB ? 8 : P == 4 ? 4 : 0;
     int32_t s0 = SC ? 0 : *a0, t0 = SC ? 0 : *d0, s1 = SC ? 0 : *a1, t1 = SC ? 0 : *d1;
     /* the fence where the body is long: the stem's 36 products (R·n 36) are faster without it */
