@@ -260,16 +260,16 @@ static const char *const ring_text =
         "flatten   f    r2\n"
         "linear    fc   f out=5\n";
 
-/* The same with 4-bit weights (packed, unpacked in the DSP's dot) on the
- * two 3x3 layers and a pointwise one, which runs as one row of positions,
- * 2-bit taps in the depthwise kernel (unpacked once a channel) and a 4-bit
- * stem (re-laid as int8 for its ring once a run). */
+/* The same with packed weights: 4 and 2 bits on the two 3x3 layers and 4
+ * on a pointwise one, which runs as one row of positions (unpacked in the
+ * DSP's dot), 2-bit taps in the depthwise kernel (unpacked once a channel)
+ * and a 4-bit stem (re-laid as int8 for its ring once a run). */
 static const char *const ring4_text =
         "input shape=3,48,16\n"
         "conv2d    c0   input out=8 kernel=3 pad=1 wbits=4\n"
         "relu      r0   c0\n"
-        "conv2d    c1   r0 out=8 kernel=3 pad=1 wbits=4\n"
-        "conv2d    c2   c1 out=8 kernel=3 stride=2 pad=1 wbits=4\n"
+        "conv2d    c1   r0 out=16 kernel=3 pad=1 wbits=4\n"
+        "conv2d    c2   c1 out=8 kernel=3 stride=2 pad=1 wbits=2\n"
         "relu      r2   c2\n"
         "conv2d    dw   r2 out=8 kernel=3 pad=1 groups=depthwise wbits=2\n"
         "relu      rd   dw\n"
@@ -304,7 +304,7 @@ static void test_rings(void) {
                                         "qk_conv_rows(x0, op2_w, 8, QK_COLS, 1, "};
     check_calls(ring_text, "rings", calls, 3);
     static const char *const calls4[] = {"qk_conv_cols(x0, op0_w, 4, QK_COLS, 2, ", "qk_conv_rows(x0, op1_w, 4, QK_COLS, 2, ",
-                                         "qk_conv_rows(x0, op2_w, 4, QK_COLS, 1, ",
+                                         "qk_conv_rows(x0, op2_w, 2, QK_COLS, 1, ",
                                          "qk_dwconv3_padded(x0, op3_w, 2, ",
                                          "qk_conv_rows(x0, op4_w, 4, QK_COLS, 0, 8, 1, 192, 6, 1, 192, 1, 1, "};
     check_calls(ring4_text, "rings4", calls4, 5);
@@ -1294,7 +1294,7 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"every op kind: the generated C equals the integer engine on the host", test_every_op},
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
-        {"rings of rows, doubled at stride 1, the sign left out under a ReLU, 4-bit weights: = the engine", test_rings},
+        {"rings of rows, doubled at stride 1, the sign left out under a ReLU, packed weights: = the engine", test_rings},
         {"the small-RAM plan: convolutions over their input and fused with pools, = the engine", test_small_ram},
         {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
         {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},

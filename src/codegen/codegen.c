@@ -296,10 +296,10 @@ bool qat__cg_uses_cols(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     if (op->kind != QAT_QOP_CONV2D || g->mode[i] != QAT__CG_PLAIN) return false;
     int C = (int)g->q->tensors[op->inputs[0]].shape[0], G = op->groups;
-    if (g->wbits[i] == 4) /* whole packed groups a row (qk_wload); 16·255·8 per tap within int32 */
-        return qk_conv_uses_pairs(C, G, op->kw) && (C / G) % 8 == 0 &&
-               (int64_t)(C / G) * op->kh * op->kw * 16 * 255 * 8 <= INT32_MAX;
-    if (g->wbits[i] < 8) return false;
+    int64_t KK = (int64_t)(C / G) * op->kh * op->kw;
+    if (g->wbits[i] < 8) /* whole packed groups a row (qk_wload); sums of 2^(8-P)·255·2^(P-1) a tap in int32 */
+        return qk_conv_uses_pairs(C, G, op->kw) && (C / G) % 4 == 0 && KK % (32 / g->wbits[i]) == 0 &&
+               KK * 255 * 128 <= INT32_MAX;
     if (qk_conv_uses_pairs(C, G, op->kw)) return (C / G) % 4 == 0;
     return qat__cg_natural_cols(g, i);
 }

@@ -132,10 +132,11 @@ int64_t qat__cg_small_maps(const qat_qmodel *q, int i);
 int64_t qat__cg_small_scratch(const qat_qmodel *q, int i, int P);
 
 /* Does op i (a pairs-kernel convolution in its own function) take the
- * DSP's int16 columns (qk_conv_q15: int8 weights over groups of a multiple
- * of 4 channels, or 4-bit ones over a multiple of 8, unpacked in the dot)?
- * Their 4·KK bytes are in the arena's scratch (QK_COLS), which for 4-bit
- * weights also holds what qk_conv_pairs unpacks where there is no DSP. */
+ * DSP's int16 columns (qk_conv_q15: groups of a multiple of 4 channels,
+ * int8 weights, or packed ones in rows of whole groups, unpacked in the
+ * dot)? Their 4·KK bytes are in the arena's scratch (QK_COLS), which for
+ * packed weights also holds what qk_conv_pairs unpacks where there is no
+ * DSP. */
 bool qat__cg_uses_cols(const qat__cg *g, int i);
 /* Does it take a ring of input rows instead (qk_conv_rows: a pairs-kernel
  * convolution of one group whose windows overlap, not in the small plan,

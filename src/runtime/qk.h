@@ -50,7 +50,7 @@
 #endif
 /* Six loaded words all in registers here: an empty asm that claims to
  * change them, so that GCC cannot sink a load below it to its use (it did
- * with the 4-bit weights' masks between, each load then two cycles). */
+ * with the packed weights' masks between, each load then two cycles). */
 #if Q_DSP && defined(__GNUC__)
 #define QK_LOADS_DONE(a, b, c, d, e, f) __asm__("" : "+r"(a), "+r"(b), "+r"(c), "+r"(d), "+r"(e), "+r"(f))
 #else
@@ -1430,14 +1430,18 @@ QK_INLINE void qk_col_q15(const int8_t *xg, int CG, int H, int W, int KH, int KW
 /* Weights i .. i + 3 (i a multiple of 4) of a row at w as four int8 lanes
  * in one word, in two halves so that a step's loads stay together: the
  * word that holds them (qk_wload), then the lanes (qk_wlanes). For P = 8
- * the int8 row's word itself; for P = 4 (qk_packed_row's layout, i counted
- * from a multiple of 8) field i / 4 % 2 of the packed word moved to the top
- * of each byte and masked, lanes holding 16·w: one or two instructions
- * (0xF0F0F0F0 is an immediate of Thumb-2's AND). */
-QK_INLINE uint32_t qk_wload(const int8_t *w, int32_t i, int P) { return q_ld32(w + (P == 4 ? i / 8 * 4 : i)); }
-QK_INLINE uint32_t qk_wlanes(uint32_t v, int32_t i, int P) { return P == 4 ? (i % 8 ? v : v << 4) & 0xF0F0F0F0u : v; }
-/* Where weight i (a multiple of 8 for P = 4) of a row at w starts. */
-QK_INLINE const int8_t *qk_wrow(const int8_t *w, int32_t i, int P) { return w + (P == 4 ? i / 2 : i); }
+ * the int8 row's word itself; for P = 4 or 2 (qk_packed_row's layout, i
+ * counted from a multiple of its group, 32 / P) field q = i / 4 % (8 / P)
+ * of the packed word moved to the top of each byte and masked, lanes
+ * holding 2^(8-P)·w: one or two instructions (0xF0F0F0F0 and 0xC0C0C0C0
+ * are immediates of Thumb-2's AND). */
+QK_INLINE uint32_t qk_wload(const int8_t *w, int32_t i, int P) { return q_ld32(w + (P < 8 ? i / (32 / P) * 4 : i)); }
+QK_INLINE uint32_t qk_wlanes(uint32_t v, int32_t i, int P) {
+    if (P >= 8) return v;
+    return (v << (8 - P - i / 4 % (8 / P) * P)) & (0x01010101u * (0x100u - (0x100u >> P)));
+}
+/* Where weight i (a multiple of 32 / P for packed weights) of a row at w starts. */
+QK_INLINE const int8_t *qk_wrow(const int8_t *w, int32_t i, int P) { return w + (P < 8 ? i / 8 * P : i); }
 
 /* Two output channels' accumulators at two positions over R runs of n (a
  * multiple of 4) reduction steps, run r at c0 + r·cs, c1 + r·cs (the
@@ -1452,15 +1456,15 @@ QK_INLINE const int8_t *qk_wrow(const int8_t *w, int32_t i, int P) { return w + 
  * the weights and columns in the paired form
  * (qk_linear_paired: the words A and B, the weight word itself meeting B,
  * 2 SXTB16 a step), the sums then 256 times theirs, added >> 8 (PB 1) or
- * >> 7, doubled (PB 2: QK_DOUBLED). P (a literal): 8, or 4 for weights
- * packed as qk_packed_row's one row, w0 and w1 then byte pointers to
- * weight indices that are multiples of 8 and the offsets weight indices
- * (qk_wload). */
+ * >> 7, doubled (PB 2: QK_DOUBLED). P (a literal): 8, or 4 or 2 for
+ * weights packed as qk_packed_row's one row, w0 and w1 then byte pointers
+ * to weight indices that are multiples of 32 / P and the offsets weight
+ * indices (qk_wload). */
 QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0, const int8_t *w1, int n, int R,
                           int32_t cs, int32_t ws, int P, int PB, int32_t *a0, int32_t *d0, int32_t *a1,
                           int32_t *d1) {
-    /* the sums are 2^SC·T: 256·T with PB, 16·T with 4-bit weights (qk_wlanes) */
-    const int SC = PB ? 8 : P == 4 ? 4 : 0;
+    /* the sums are 2^SC·T: 256·T with PB, 2^(8-P)·T with packed weights (qk_wlanes) */
+    const int SC = PB ? 8 : P < 8 ? 8 - P : 0;
     int32_t s0 = SC ? 0 : *a0, t0 = SC ? 0 : *d0, s1 = SC ? 0 : *a1, t1 = SC ? 0 : *d1;
     /* the fence where the body is long: the stem's 36 products (R·n 36) are faster without it */
     const int fence = R > 1 && R * n > 36;
@@ -1471,7 +1475,7 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
         uint32_t wv = qk_wload(w0, kw, P), wu = qk_wload(w1, kw, P);                          \
         memcpy(&xa, c0 + (kc), 4), memcpy(&ya, c1 + (kc), 4);                                 \
         memcpy(&xb, c0 + (kc) + 2, 4), memcpy(&yb, c1 + (kc) + 2, 4);                         \
-        if (P == 4) QK_LOADS_DONE(wv, wu, xa, xb, ya, yb);                                    \
+        if (P < 8) QK_LOADS_DONE(wv, wu, xa, xb, ya, yb);                                     \
         wv = qk_wlanes(wv, kw, P), wu = qk_wlanes(wu, kw, P);                                 \
         wa = __sxtb16((int32_t)wv), s0 = __smlad(wa, xa, s0), t0 = __smlad(wa, ya, t0);       \
         wa = __sxtb16((int32_t)wu), s1 = __smlad(wa, xa, s1), t1 = __smlad(wa, ya, t1);       \
@@ -1538,7 +1542,7 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
 #undef QK_Q15_STEP
     if (PB) /* 256 times the sums (qk_linear_paired), >> 7 for twice them (PB 2: QK_DOUBLED) */
         *a0 += s0 >> (9 - PB), *d0 += t0 >> (9 - PB), *a1 += s1 >> (9 - PB), *d1 += t1 >> (9 - PB);
-    else if (SC) /* 16 times the sums: exact */
+    else if (SC) /* 2^(8-P) times the sums: exact */
         *a0 += s0 >> SC, *d0 += t0 >> SC, *a1 += s1 >> SC, *d1 += t1 >> SC;
     else
         *a0 = s0, *d0 = t0, *a1 = s1, *d1 = t1;
@@ -1598,9 +1602,9 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int P, int16_t *col
                 const int8_t *w0 = qk_wrow(w, (int32_t)o * KK, P),
                              *w1 = OG % 2 == 0 ? qk_wrow(w0, KK, P) : qk_wrow(w, (int32_t)o1 * KK, P);
                 /* with PB or packed weights the biases after the dot: not live in registers through it */
-                int32_t a0 = PB || P == 4 ? 0 : bias[o], a1 = PB || P == 4 ? 0 : bias[o1], d0 = a0, d1 = a1;
+                int32_t a0 = PB || P < 8 ? 0 : bias[o], a1 = PB || P < 8 ? 0 : bias[o1], d0 = a0, d1 = a1;
                 qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, P, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
-                if (PB || P == 4) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
+                if (PB || P < 8) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
                 qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
                          QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
@@ -1783,10 +1787,10 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int P, int16_t *ri
                 const int8_t *w0 = qk_wrow(w, (int32_t)o * KK, P),
                              *w1 = O % 2 == 0 ? qk_wrow(w0, KK, P) : qk_wrow(w, (int32_t)o1 * KK, P);
                 /* with PB or packed weights the biases after the dot: not live in registers through it */
-                int32_t a0 = PB || P == 4 ? 0 : bias[o], a1 = PB || P == 4 ? 0 : bias[o1], d0 = a0, d1 = a1;
+                int32_t a0 = PB || P < 8 ? 0 : bias[o], a1 = PB || P < 8 ? 0 : bias[o1], d0 = a0, d1 = a1;
                 qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, P, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1,
                            &d1);
-                if (PB || P == 4) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
+                if (PB || P < 8) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
                 qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
                              QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
@@ -2021,7 +2025,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
 }
 
 /* qk_conv_pairs (groups of a multiple of 4 channels; int8 weights, or P =
- * 4 packed ones with groups of a multiple of 8) on the DSP over the scratch
+ * 4 or 2 packed ones with rows of a multiple of 32 / P) on the DSP over the scratch
  * s where it is given: with R (a literal), a ring of rows (qk_conv_ring:
  * one group, windows that overlap; R 2 the doubled ring), else int16
  * columns (qk_conv_q15: a residual net's 1x1 strided shortcuts), each
