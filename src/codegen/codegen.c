@@ -310,6 +310,14 @@ bool qat__cg_uses_cols(const qat__cg *g, int i) {
  * stride 2 with kh 3. */
 static bool doubled_ring_pays(int kh, int sh) { return sh * (kh - 1) < kh * (kh - sh); }
 
+/* The ring form an op takes by the scratch it would need (doubled, plain):
+ * 2 where the doubled one pays and takes at most an eighth of the
+ * activations' arena, else 1 where the plain one does, else 0. */
+static int ring_form(const qat__cg *g, const qat_qop *op, int64_t doubled, int64_t plain) {
+    if (doubled_ring_pays(op->kh, op->stride_h) && doubled * 8 <= g->plan->arena_bytes) return 2;
+    return plain * 8 <= g->plan->arena_bytes;
+}
+
 int qat__cg_ring(const qat__cg *g, int i) {
     const qat_qop *op = &g->q->ops[i];
     if (g->small || op->groups != 1 || !qat__cg_uses_cols(g, i)) return 0;
@@ -317,10 +325,7 @@ int qat__cg_ring(const qat__cg *g, int i) {
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]];
     int C = (int)in->shape[0], W = (int)in->shape[2];
     if (!qk_conv_uses_pairs(C, 1, op->kw)) return 0;
-    if (doubled_ring_pays(op->kh, op->stride_h) &&
-        qk_ring_bytes(C, W, op->kh, op->pad_w, 1) * 8 <= g->plan->arena_bytes)
-        return 2;
-    return qk_ring_bytes(C, W, op->kh, op->pad_w, 0) * 8 <= g->plan->arena_bytes;
+    return ring_form(g, op, qk_ring_bytes(C, W, op->kh, op->pad_w, 1), qk_ring_bytes(C, W, op->kh, op->pad_w, 0));
 }
 
 /* qat__cg_natural_ring's choice for op i's shape and the arena, whatever
@@ -332,10 +337,8 @@ static int natural_ring_form(const qat__cg *g, int i) {
     const qat_qtensor *in = &g->q->tensors[op->inputs[0]], *out = &g->q->tensors[op->output];
     int C = (int)in->shape[0], C4 = (C + 3) / 4 * 4, W = (int)in->shape[2], O = (int)out->shape[0];
     if (3 * C4 > 4 * C) return 0; /* at most a third more products than C */
-    if (doubled_ring_pays(op->kh, op->stride_h) &&
-        qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 1) * 8 <= g->plan->arena_bytes)
-        return 2;
-    return qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 0) * 8 <= g->plan->arena_bytes;
+    return ring_form(g, op, qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 1),
+                     qk_padded_ring_bytes(C, W, O, op->kh, op->kw, op->pad_w, 0));
 }
 
 int qat__cg_natural_ring(const qat__cg *g, int i) { return qat__cg_natural_cols(g, i) ? natural_ring_form(g, i) : 0; }
