@@ -139,7 +139,8 @@ void qat__conv_direct_ref(const qat__direct_args *a);
 typedef struct {
     const int16_t *xp, *w16;
     int16_t
-        *pairs; /* scratch of 2·(Hp·Wp + QAT_DW_PAIR_SLACK) int16 for the AVX2 kernel's tap pairs or quads, or NULL */
+        *pairs; /* scratch of QAT_DW_SCRATCH_BYTES(Hp, Wp) for the AVX2 kernel: its tap pairs or quads
+                 * (QAT_DW_PAIRS int16), then one channel's outputs on the grid, or NULL */
     int32_t zp_in;  /* the input's zero point (the AVX-VNNI level's bytes) */
     int vnni;       /* the AVX-VNNI level's bytes: 1 vpdpbusd in AVX-VNNI's encoding, 2 in AVX-512 VNNI's; 0:
                      * none. Only where every w - zp_w is an int8 and every corrected bias an int32 */
@@ -151,6 +152,8 @@ typedef struct {
 } qat__depthwise_args;
 void qat__depthwise(const qat__depthwise_args *a);
 #define QAT_DW_PAIR_SLACK 8
+#define QAT_DW_PAIRS(Hp, Wp) (2 * ((int64_t)(Hp) * (Wp) + QAT_DW_PAIR_SLACK))
+#define QAT_DW_SCRATCH_BYTES(Hp, Wp) (QAT_DW_PAIRS(Hp, Wp) * 2 + (int64_t)(Hp) * (Wp) + 32)
 
 /* The portable level's linear and convolution: qk.h's kernels (the ones the
  * generated C ships), one sample at a time, int8 weights w - zp_w in the

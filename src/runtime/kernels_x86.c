@@ -517,71 +517,96 @@ QAT_AVX2 static inline __m256i dpbusd_ymm(__m256i acc, __m256i u, __m256i w, int
     return acc;
 }
 
-/* Stores 8 grid positions' outputs from q0 (dropping columns >= OW and rows >= OH). */
-QAT_AVX2 static inline void dw_store8(const qat__depthwise_args *a, int8_t *yc, int64_t q0, __m128i b8) {
-    int oy = (int)(q0 / a->Wp), ox = (int)(q0 % a->Wp);
-    if (ox + 8 <= a->OW) { /* one row, all kept */
-        _mm_storel_epi64((__m128i *)(void *)(yc + oy * a->OW + ox), b8);
-        return;
-    }
-    int8_t out[16];
-    _mm_storeu_si128((__m128i *)(void *)out, b8);
-    for (int j = 0; j < 8 && oy < a->OH; j++) {
-        if (ox < a->OW) yc[oy * a->OW + ox] = out[j];
-        if (++ox == a->Wp) ox = 0, oy++;
+/* One channel's grid outputs (position q at g[q]) into its [OH][OW] plane
+ * yc, row by row, 16 bytes a store: a row narrower than 16 spills into
+ * the next rows (or channel), which later copies overwrite, since the
+ * copies go up in address; in the last channel, rows whose 16 bytes would
+ * pass its end are copied exactly. */
+QAT_AVX2 static void dw_rows_out(const qat__depthwise_args *a, const int8_t *g, int8_t *yc, bool last) {
+    int OW = a->OW;
+    for (int oy = 0; oy < a->OH; oy++) {
+        const int8_t *s = g + (int64_t)oy * a->Wp;
+        int8_t *d = yc + (int64_t)oy * OW;
+        if (OW < 16) {
+            if (last && (int64_t)oy * OW + 16 > (int64_t)a->OH * OW) memcpy(d, s, (size_t)OW);
+            else _mm_storeu_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)s));
+            continue;
+        }
+        int x = 0;
+        for (; x + 16 <= OW; x += 16)
+            _mm_storeu_si128((__m128i *)(void *)(d + x), _mm_loadu_si128((const __m128i *)(const void *)(s + x)));
+        if (x < OW) /* the row's last 16, overlapping */
+            _mm_storeu_si128((__m128i *)(void *)(d + OW - 16),
+                             _mm_loadu_si128((const __m128i *)(const void *)(s + OW - 16)));
     }
 }
 
-/* Output channel o from the tap quads (the AVX-VNNI level): per row of
- * taps one or two vpdpbusd of 8 positions' quads by the weights (w[kx] for
- * the quad's kx, 0 past the row), from the bias corrected for the 128 +
- * zp_in the bytes carry: bias - (zp_in + 128)·Σ w. */
-QAT_AVX2 static void depthwise_quads(const qat__depthwise_args *a, int o, int64_t q8, int nq) {
-    int taps = a->kh * a->kw;
-    const int16_t *w = a->w16 + (int64_t)o * taps;
-    int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
-    const uint8_t *qp = (const uint8_t *)a->pairs;
-    int32_t sum = 0;
-    for (int t = 0; t < taps; t++) sum += w[t];
-    const __m256i bias = _mm256_set1_epi32((int32_t)((int64_t)a->bias[o] - (int64_t)(a->zp_in + 128) * sum));
-    const __m256i m0 = _mm256_set1_epi32(a->m0[o]), zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo),
-                  hi = _mm256_set1_epi32(a->hi);
-    __m256i wv[2 * QAT_QOP_MAX_WINDOW];
-    int32_t off[2 * QAT_QOP_MAX_WINDOW];
-    int n = 0;
-    for (int ky = 0; ky < a->kh; ky++)
-        for (int j = 0; j < nq; j++, n++) {
-            int8_t q[4];
-            for (int t = 0; t < 4; t++) q[t] = 4 * j + t < a->kw ? (int8_t)w[ky * a->kw + 4 * j + t] : 0;
-            int32_t v;
-            memcpy(&v, q, sizeof v);
-            wv[n] = _mm256_set1_epi32(v), off[n] = 4 * (ky * a->Wp + 4 * j);
-        }
-    for (int64_t q0 = 0; q0 < q8; q0 += 8) {
-        __m256i acc = bias;
-        const uint8_t *src = qp + 4 * q0;
-        for (int p = 0; p < n; p++)
-            acc = dpbusd_ymm(acc, _mm256_loadu_si256((const __m256i *)(const void *)(src + off[p])), wv[p], a->vnni);
-        __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi, a->single);
-        __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-        dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));
+/* 16 int32 within int8 (r0: positions 0-7, r1: 8-15) as 16 bytes in order:
+ * packs works per 128-bit lane, the permute restores the order. */
+QAT_AVX2 static inline __m128i pack16(__m256i r0, __m256i r1) {
+    __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
+    return _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+}
+
+/* The sums of 8 grid positions from src: n vpmaddwd of int16 tap pairs or,
+ * with quads, n vpdpbusd of byte quads; tap p's 8 sources are the 32 bytes
+ * at src + off[p] in both forms. */
+QAT_AVX2 static inline __attribute__((always_inline)) __m256i dw_sums8(const uint8_t *src, const int32_t *off,
+                                                                       const __m256i *wv, int n, bool quads, int vnni,
+                                                                       __m256i acc) {
+#pragma GCC unroll 12
+    for (int p = 0; p < n; p++) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(src + off[p]));
+        acc = quads ? dpbusd_ymm(acc, u, wv[p], vnni) : _mm256_add_epi32(acc, _mm256_madd_epi16(u, wv[p]));
+    }
+    return acc;
+}
+
+/* One channel's grid positions [0, q8) into g, 16 a step (two blocks of 8
+ * side by side: their loads and multiplies interleave), the last 8 alone:
+ * no block reads further than one of 8 from q8 - 8 would. NP > 0 fixes the
+ * tap count n (3x3 kernels: the loop unrolled, the weights in registers). */
+QAT_AVX2 static inline __attribute__((always_inline)) void dw_grid(const qat__depthwise_args *a, const uint8_t *src0,
+                                                                   const int32_t *off, const __m256i *wv, int n,
+                                                                   const int NP, bool quads, int64_t q8, __m256i bias,
+                                                                   __m256i m0, int right, int8_t *g) {
+    const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
+    if (NP) n = NP;
+    int64_t q0 = 0;
+    for (; q0 + 16 <= q8; q0 += 16) {
+        const uint8_t *src = src0 + 4 * q0; /* a position is 4 bytes in both forms */
+        __m256i acc0 = dw_sums8(src, off, wv, n, quads, a->vnni, bias);
+        __m256i acc1 = dw_sums8(src + 32, off, wv, n, quads, a->vnni, bias);
+        __m256i r0 = requant8(acc0, m0, right, zp, lo, hi, a->single);
+        __m256i r1 = requant8(acc1, m0, right, zp, lo, hi, a->single);
+        _mm_storeu_si128((__m128i *)(void *)(g + q0), pack16(r0, r1));
+    }
+    if (q0 < q8) {
+        __m256i r = requant8(dw_sums8(src0 + 4 * q0, off, wv, n, quads, a->vnni, bias), m0, right, zp, lo, hi, a->single);
+        _mm_storel_epi64((__m128i *)(void *)(g + q0), pack16(r, r));
     }
 }
 
 QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
     int mult = a->O / a->C, taps = a->kh * a->kw, st = a->sw, np = (a->kw + 1) / 2, nq = (a->kw + 3) / 4;
-    bool grid = a->sh == a->sw && (st == 2 || (st == 1 && a->pairs));
-    /* the AVX-VNNI level's bytes: stride 1, every weight an int8, rows of at most 8 taps (two quads) */
+    bool grid = a->pairs && a->sh == a->sw && (st == 1 || st == 2); /* pairs: the scratch */
     /* the AVX-VNNI level's bytes (a->vnni: prepare found every weight an int8 and every corrected
      * bias an int32): stride 1, rows of at most 8 taps (two quads) */
     bool quads = a->vnni && grid && st == 1 && a->kw <= 8;
     int64_t Q = (int64_t)(a->OH - 1) * a->Wp + a->OW; /* grid positions up to the last output */
-    const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
-    int32_t off[QAT_QOP_MAX_WINDOW], poff[QAT_QOP_MAX_WINDOW];
+    int32_t off[QAT_QOP_MAX_WINDOW];
     for (int t = 0; t < taps; t++) off[t] = (t / a->kw) * a->Wp + t % a->kw;
-    /* pair p = (ky, j): int16 offset from the block's origin (stride 1: in the tap-pair plane) */
-    for (int p = 0; p < a->kh * np; p++)
-        poff[p] = st == 1 ? 2 * ((p / np) * a->Wp + 2 * (p % np)) : (p / np) * a->Wp + 2 * (p % np);
+    /* source p's byte offset from a block's origin: quads (ky, j), 4 bytes a position; pairs (ky, j),
+     * stride 1 in the tap-pair plane (4 bytes a position), stride 2 in the plane (2 bytes a pixel) */
+    int n = quads ? a->kh * nq : a->kh * np, per = quads ? nq : np;
+    int32_t boff[2 * QAT_QOP_MAX_WINDOW];
+    int16_t tapof[2 * QAT_QOP_MAX_WINDOW][4]; /* source p's weights: taps ky·kw + kx, -1 past the row */
+    for (int p = 0; p < n; p++) {
+        int ky = p / per, j = p % per, w4 = quads ? 4 : 2;
+        boff[p] = quads ? 4 * (ky * a->Wp + 4 * j) : st == 1 ? 4 * (ky * a->Wp + 2 * j) : 2 * (ky * a->Wp + 2 * j);
+        for (int t = 0; t < 4; t++) tapof[p][t] = t < w4 && w4 * j + t < a->kw ? (int16_t)(ky * a->kw + w4 * j + t) : -1;
+    }
+    int8_t *gbuf = (int8_t *)(void *)(a->pairs + QAT_DW_PAIRS(a->Hp, a->Wp));
     for (int o = 0; o < a->O; o++) {
         const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
@@ -591,31 +616,33 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             if (quads) tap_quads(xc, (int64_t)a->Hp * a->Wp, a->zp_in, (uint8_t *)(void *)a->pairs);
             else tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
         }
-        if (q8 && quads) {
-            depthwise_quads(a, o, q8, nq);
+        if (q8) {
+            __m256i wv[2 * QAT_QOP_MAX_WINDOW];
+            int64_t bias = a->bias[o];
+            for (int p = 0; p < n; p++) {
+                int32_t v;
+                if (quads) { /* the row's 4 weights from 4j as bytes; the bytes carry zp_in + 128 */
+                    int8_t q[4];
+                    for (int t = 0; t < 4; t++) {
+                        q[t] = tapof[p][t] < 0 ? 0 : (int8_t)w[tapof[p][t]];
+                        bias -= (int64_t)(a->zp_in + 128) * q[t];
+                    }
+                    memcpy(&v, q, sizeof v);
+                } else { /* the row's pair from 2j */
+                    int16_t pair[2] = {w[tapof[p][0]], tapof[p][1] < 0 ? (int16_t)0 : w[tapof[p][1]]};
+                    memcpy(&v, pair, sizeof v);
+                }
+                wv[p] = _mm256_set1_epi32(v);
+            }
+            const uint8_t *src = st == 1 ? (const uint8_t *)(const void *)a->pairs : (const uint8_t *)(const void *)xc;
+            __m256i b = _mm256_set1_epi32((int32_t)bias), m0 = _mm256_set1_epi32(a->m0[o]);
+            int right = -a->shift[o];
+            if (n == 6 && !quads) dw_grid(a, src, boff, wv, n, 6, false, q8, b, m0, right, gbuf); /* 3x3: 2 pairs a row */
+            else if (n == 3 && quads) dw_grid(a, src, boff, wv, n, 3, true, q8, b, m0, right, gbuf); /* 3x3: 1 quad a row */
+            else dw_grid(a, src, boff, wv, n, 0, quads, q8, b, m0, right, gbuf);
+            dw_rows_out(a, gbuf, yc, o == a->O - 1);
             continue;
         }
-        const int16_t *src0 = st == 1 ? a->pairs : xc;
-        const __m256i m0 = _mm256_set1_epi32(a->m0[o]), bias = _mm256_set1_epi32(a->bias[o]);
-        __m256i wv[QAT_QOP_MAX_WINDOW];
-        for (int p = 0; p < a->kh * np && q8; p++) {
-            int ky = p / np, kx = 2 * (p % np);
-            int16_t pair[2] = {w[ky * a->kw + kx], kx + 1 < a->kw ? w[ky * a->kw + kx + 1] : (int16_t)0};
-            int32_t v;
-            memcpy(&v, pair, sizeof v);
-            wv[p] = _mm256_set1_epi32(v);
-        }
-        for (int64_t q0 = 0; q0 < q8; q0 += 8) {
-            __m256i acc = bias;
-            const int16_t *src = src0 + 2 * q0; /* stride 1: pair q0; stride 2: input 2·q0 */
-            for (int p = 0; p < a->kh * np; p++)
-                acc = _mm256_add_epi32(
-                    acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(src + poff[p])), wv[p]));
-            __m256i r = requant8(acc, m0, -a->shift[o], zp, lo, hi, a->single);
-            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-            dw_store8(a, yc, q0, _mm_packs_epi16(p16, p16));
-        }
-        if (q8) continue;
         /* output by output when the grid does not apply */
         for (int oy = 0; oy < a->OH; oy++)
             for (int ox = 0; ox < a->OW; ox++) {

@@ -218,8 +218,8 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
         int64_t xpad = qat__round_up((g->C * g->Hp * g->Wp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
         int64_t cols = qat__round_up((g->Kp * g->Pp + QAT_IM2COL_CHUNK) * (int64_t)sizeof(int16_t), 64);
         if (qat_qop_subchannel(op)) return xpad + cols; /* sub-channel: im2col for every conv, no int8 path */
-        /* depthwise: the AVX2 kernel's tap pairs (or the AVX-VNNI level's quads) after the planes */
-        int64_t taps = qat__round_up(((int64_t)g->Hp * g->Wp + QAT_DW_PAIR_SLACK) * 2 * (int64_t)sizeof(int16_t), 64);
+        /* depthwise: the AVX2 kernel's tap pairs (or the AVX-VNNI level's quads) and grid after the planes */
+        int64_t taps = qat__round_up(QAT_DW_SCRATCH_BYTES(g->Hp, g->Wp), 64);
         s16 = g->depthwise ? xpad + taps : xpad + cols;
         if (qat__direct_fits(op, g) && qat__direct_scratch_bytes(g) > s16) s16 = qat__direct_scratch_bytes(g);
         break;
