@@ -519,16 +519,16 @@ QAT_AVX2 static inline __m256i dpbusd_ymm(__m256i acc, __m256i u, __m256i w, int
 
 /* One channel's grid outputs (position q at g[q]) into its [OH][OW] plane
  * yc, row by row, 16 bytes a store: a row narrower than 16 spills into
- * the next rows (or channel), which later copies overwrite, since the
- * copies go up in address; in the last channel, rows whose 16 bytes would
- * pass its end are copied exactly. */
-QAT_AVX2 static void dw_rows_out(const qat__depthwise_args *a, const int8_t *g, int8_t *yc, bool last) {
+ * the next rows (or channels), which later copies overwrite, since the
+ * copies go up in address. A row whose 16 bytes would pass the end of the
+ * sample's output (room: the bytes from yc to it) is copied exactly. */
+QAT_AVX2 static void dw_rows_out(const qat__depthwise_args *a, const int8_t *g, int8_t *yc, int64_t room) {
     int OW = a->OW;
     for (int oy = 0; oy < a->OH; oy++) {
         const int8_t *s = g + (int64_t)oy * a->Wp;
         int8_t *d = yc + (int64_t)oy * OW;
         if (OW < 16) {
-            if (last && (int64_t)oy * OW + 16 > (int64_t)a->OH * OW) memcpy(d, s, (size_t)OW);
+            if ((int64_t)oy * OW + 16 > room) memcpy(d, s, (size_t)OW);
             else _mm_storeu_si128((__m128i *)(void *)d, _mm_loadu_si128((const __m128i *)(const void *)s));
             continue;
         }
@@ -640,7 +640,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             if (n == 6 && !quads) dw_grid(a, src, boff, wv, n, 6, false, q8, b, m0, right, gbuf); /* 3x3: 2 pairs a row */
             else if (n == 3 && quads) dw_grid(a, src, boff, wv, n, 3, true, q8, b, m0, right, gbuf); /* 3x3: 1 quad a row */
             else dw_grid(a, src, boff, wv, n, 0, quads, q8, b, m0, right, gbuf);
-            dw_rows_out(a, gbuf, yc, o == a->O - 1);
+            dw_rows_out(a, gbuf, yc, (int64_t)(a->O - o) * a->OH * a->OW);
             continue;
         }
         /* output by output when the grid does not apply */
