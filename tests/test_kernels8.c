@@ -76,7 +76,9 @@ static void name_tensor(qat_qtensor *t, const char *name, int rank, const int64_
  * path), 2 symmetric 4-bit, 3 symmetric 7-bit (the AVX2 direct
  * convolution's byte form), 4 the same at its extremes only (weights -64
  * or 63 and, with the right inputs, every pair sum at its largest), 5
- * symmetric 8-bit at its extremes (the AVX-VNNI level's byte form). */
+ * symmetric 8-bit at its extremes (the AVX-VNNI level's byte form), 6
+ * symmetric 8-bit with a left shift (shift 1) on every even output channel
+ * and none on the odd ones (kernels that take such a channel apart). */
 static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wshape, int wmode, qat_rng *r) {
     int64_t O = wshape[0], n = 1;
     for (int d = 0; d < rank; d++) n *= wshape[d];
@@ -96,6 +98,10 @@ static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wsh
         bool zero = qat_rng_below(r, 16) == 0; /* a zero multiplier is legal */
         op->multiplier[o] = zero ? 0 : (int32_t)((1u << 30) + qat_rng_below(r, 1u << 30));
         op->shift[o] = zero ? 0 : rnd(r, -14, 2); /* positive: the saturating left shift */
+        if (wmode == 6) {
+            op->multiplier[o] = (int32_t)(1u << 30), op->shift[o] = o % 2 ? rnd(r, -14, 0) : 1;
+            continue;
+        }
         if (!zero && qat_rng_below(r, 16) == 0) { /* saturated: v near INT32_MIN/MAX, where zp + v wraps in 32 bits */
             op->bias[o] = qat_rng_below(r, 2) ? INT32_MAX / 2 : -(INT32_MAX / 2);
             op->multiplier[o] = INT32_MAX, op->shift[o] = 2;
@@ -103,7 +109,7 @@ static void fill_weights(qat_ctx *ctx, qat_qop *op, int rank, const int64_t *wsh
     }
     for (int64_t i = 0; i < n; i++)
         op->weight[i] =
-            wmode >= 4 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
+            wmode == 4 || wmode == 5 ? (qat_rng_below(r, 2) ? op->wq.qmin : op->wq.qmax) : rnd(r, op->wq.qmin, op->wq.qmax);
 }
 
 /* input [C, H, W] -> conv2d -> flatten (the output must be a vector). */
@@ -164,8 +170,13 @@ static void test_conv_every_level(void) {
         {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1}, /* stride 2 over an odd padded width: phases of unequal length */
         /* depthwise tap pairs: a multiplier of 2 (one tap-pair plane, two outputs), an even kernel width */
         {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 0},    {6, 9, 9, 6, 2, 4, 1, 1, 0, 1, 6, 1},
+        /* ... and the first output of each input channel taken apart (a left shift), the second not */
+        {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 6},
         /* depthwise rows of 16 or more (16 + an overlapping tail), at strides 1 and 2 */
         {6, 5, 20, 6, 3, 3, 1, 1, 1, 1, 6, 0},     {4, 6, 34, 4, 3, 3, 2, 2, 1, 1, 4, 0},
+        /* one input channel at horizontal stride 2: the direct convolution's tap pairs (odd kw: a
+         * zero weight past the row; stride 1 down; unsigned weights, w - zp beyond int8) */
+        {1, 9, 12, 5, 3, 3, 2, 2, 1, 1, 1, 0},     {1, 11, 10, 12, 5, 5, 1, 2, 2, 2, 1, 1},
         /* channels of fewer than 16 outputs: a row's 16-byte copy reaches past the next channel */
         {6, 8, 9, 6, 5, 5, 2, 2, 2, 0, 6, 0},
         /* the direct convolution's byte form: 7-bit weights, C % 4 == 0 */

@@ -60,7 +60,8 @@ void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t z
 }
 
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
-    return op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0;
+    return (op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0) ||
+           qat__direct_tap_pairs(op, g);
 }
 
 bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni) {
@@ -74,8 +75,8 @@ bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni) 
     return true;
 }
 
-int64_t qat__direct_const_bytes(const qat__op_geom *g) {
-    int64_t KP = (int64_t)g->C / 2 * g->kk, KQ = (int64_t)g->C / 4 * g->kk, Op = qat__round_up(g->O, 8);
+int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g) {
+    int64_t KP = qat__direct_groups(op, g, 2), KQ = (int64_t)g->C / 4 * g->kk, Op = qat__round_up(g->O, 8);
     int64_t pairs = qat__round_up(Op * KP * 4, 64) + qat__round_up(KP * 4, 64);
     int64_t quads = qat__round_up(Op * KQ * 4, 64) + qat__round_up(KQ * 4, 64) + qat__round_up((int64_t)g->O * 4, 64);
     return pairs > quads ? pairs : quads;

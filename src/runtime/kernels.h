@@ -82,7 +82,7 @@ typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
 /* The direct convolution of the AVX2 and AVX-VNNI levels (groups 1, C
- * even, horizontal stride 1 or 2): no im2col. The input is padded into channel-group planes
+ * even, horizontal stride 1 or 2; or one channel at stride 2): no im2col. The input is padded into channel-group planes
  * of 4 bytes a pixel,
  *   int16 pairs (G = 2): xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the
  *     padded plane holding x[2cc + j][y - ph][x - pw] - zp, 0 in the padding;
@@ -108,7 +108,17 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name);
  * weight takes the quads. Either way the sums are the GEMM's, in the
  * output's order. A block of positions may run
  * past its row (those results are not stored), reading at most 16 pixels
- * past the planes: the slack. */
+ * past the planes: the slack.
+ *
+ * Tap pairs: one input channel at horizontal stride 2 (a stem) pairs two
+ * horizontally adjacent taps of the channel instead of two channels. xq is
+ * the plain padded plane, [Hp][Wp] int16 holding x - zp (0 in the padding),
+ * and with Wp even, pixels (2·ox + 2j, 2·ox + 2j + 1) are the int32 pixel
+ * pair ox + j of a row: consecutive for consecutive outputs. KG =
+ * kh·ceil(kw/2) groups kg = ky·ceil(kw/2) + j, koff[kg] = ky·Wp/2 + j,
+ * ystep = sh·Wp/2 (in pairs), weights (w[ky][2j], w[ky][2j + 1]) with 0
+ * past the row: the pixel that weight meets is the next one in the plane
+ * or in its slack (2·QAT_DIRECT_SLACK int16 of zeros). */
 #define QAT_DIRECT_SLACK 32
 static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
 static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }
@@ -153,6 +163,7 @@ typedef struct {
 void qat__depthwise(const qat__depthwise_args *a);
 #define QAT_DW_PAIR_SLACK 8
 #define QAT_DW_PAIRS(Hp, Wp) (2 * ((int64_t)(Hp) * (Wp) + QAT_DW_PAIR_SLACK))
+/* the grid buffer: positions up to ceil8(the last output) <= Hp·Wp + 7, rows copied 16 bytes at a time */
 #define QAT_DW_SCRATCH_BYTES(Hp, Wp) (QAT_DW_PAIRS(Hp, Wp) * 2 + (int64_t)(Hp) * (Wp) + 32)
 
 /* The portable level's linear and convolution: qk.h's kernels (the ones the
@@ -323,13 +334,21 @@ typedef struct {
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
 /* Whether a conv2d op fits the direct convolution (groups 1, C even,
- * horizontal stride 1 or 2), and the bytes of its constants (w, then koff) and of its padded
+ * horizontal stride 1 or 2; or tap pairs, below), and the bytes of its constants (w, then koff) and of its padded
  * pair planes with their slack. */
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
+/* ... in tap pairs (one input channel, horizontal stride 2, Wp even) */
+static inline bool qat__direct_tap_pairs(const qat_qop *op, const qat__op_geom *g) {
+    return op->kind == QAT_QOP_CONV2D && g->groups == 1 && g->C == 1 && op->stride_w == 2 && g->Wp % 2 == 0;
+}
+/* The direct convolution's groups of G (2: pairs, 4: quads) per output: C/G·kh·kw, or kh·ceil(kw/2) tap pairs. */
+static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, int G) {
+    return qat__direct_tap_pairs(op, g) ? op->kh * ((op->kw + 1) / 2) : g->C / G * g->kk;
+}
 /* ... and its byte form (C % 4 == 0, every w - zp_w within ±64, or, with
  * vnni, within int8). */
 bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni);
-int64_t qat__direct_const_bytes(const qat__op_geom *g);
+int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g);
 int64_t qat__direct_scratch_bytes(const qat__op_geom *g);
 
 /* ---- the int8 path ------------------------------------------------------------------

@@ -466,11 +466,13 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
     }
 }
 
-/* Depthwise convolution, 8 output positions at a time, in the padded
- * plane's coordinates: with equal strides s (1 or 2), output q = oy·Wp +
- * ox reads input s·q + ky·Wp + kx, one contiguous run per tap for any
- * run of q, across rows too (small maps: 7x7 has no 8 outputs in a row).
- * Columns ox >= OW of that grid are computed and dropped. Taps go in
+/* Depthwise convolution, 16 output positions a step (two blocks of 8), in
+ * the padded plane's coordinates: with equal strides s (1 or 2), output
+ * q = oy·Wp + ox reads input s·q + ky·Wp + kx, one contiguous run per tap
+ * for any run of q, across rows too (small maps: 7x7 has no 8 outputs in a
+ * row). A channel's grid goes into a buffer after the tap pairs in the
+ * scratch, and its rows are copied out (dw_rows_out): columns ox >= OW
+ * are computed and dropped. Taps go in
  * horizontal pairs (kx, kx + 1), one vpmaddwd each against the weight
  * pair (w[kx], w[kx + 1]) ((w, 0) for an odd row's last): with stride 2
  * the two inputs are adjacent in the padded plane already, an int32 lane
@@ -480,8 +482,9 @@ QAT_AVX2 static void maxpool2_avx2(const int8_t *x, int C, int H, int W, int8_t 
  * them) and requant8 is its requantization. The last block runs past
  * the last output: the tap-pair plane has zero pairs after it, and with
  * stride 2 the reads stay within the padded planes' 16 elements of slack,
- * which qat__pad_s8 zeroes. A channel with a left shift and other strides
- * take the portable loop. */
+ * which qat__pad_planes zeroes (a step of 16 positions reads no further
+ * than its two blocks of 8 would). A channel with a left shift and other
+ * strides take the portable loop. */
 QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
     int64_t i = 0;
     for (; i + 9 <= n; i += 8) {
@@ -503,7 +506,7 @@ QAT_AVX2 static void tap_quads(const int16_t *x, int64_t n, int32_t zp_in, uint8
     const __m128i add = _mm_set1_epi16((int16_t)(zp_in + 128));
     const __m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, /* quads 0-3 */
                                          4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10); /* quads 4-7 */
-    for (int64_t i = 0; i < n; i += 8) { /* x is readable 16 elements past n (qat__pad_s8's slack) */
+    for (int64_t i = 0; i < n; i += 8) { /* x is readable 16 elements past n (qat__pad_planes' slack) */
         __m128i l = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i)), add);
         __m128i h = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i + 8)), add);
         __m256i u = _mm256_broadcastsi128_si256(_mm_packus_epi16(l, h));
@@ -521,7 +524,9 @@ QAT_AVX2 static inline __m256i dpbusd_ymm(__m256i acc, __m256i u, __m256i w, int
  * yc, row by row, 16 bytes a store: a row narrower than 16 spills into
  * the next rows (or channels), which later copies overwrite, since the
  * copies go up in address. A row whose 16 bytes would pass the end of the
- * sample's output (room: the bytes from yc to it) is copied exactly. */
+ * sample's output (room: the bytes from yc to it) is copied exactly. The
+ * spilled bytes come from g past the channel's grid (earlier channels'
+ * results, or never written): every one is overwritten. */
 QAT_AVX2 static void dw_rows_out(const qat__depthwise_args *a, const int8_t *g, int8_t *yc, int64_t room) {
     int OW = a->OW;
     for (int oy = 0; oy < a->OH; oy++) {
@@ -564,25 +569,27 @@ QAT_AVX2 static inline __attribute__((always_inline)) __m256i dw_sums8(const uin
 
 /* One channel's grid positions [0, q8) into g, 16 a step (two blocks of 8
  * side by side: their loads and multiplies interleave), the last 8 alone:
- * no block reads further than one of 8 from q8 - 8 would. NP > 0 fixes the
- * tap count n (3x3 kernels: the loop unrolled, the weights in registers). */
+ * no block reads further than one of 8 from q8 - 8 would. fixed_n > 0 is n
+ * as a constant (the loop unrolled, the weights in registers). */
 QAT_AVX2 static inline __attribute__((always_inline)) void dw_grid(const qat__depthwise_args *a, const uint8_t *src0,
                                                                    const int32_t *off, const __m256i *wv, int n,
-                                                                   const int NP, bool quads, int64_t q8, __m256i bias,
-                                                                   __m256i m0, int right, int8_t *g) {
+                                                                   const int fixed_n, bool quads, int64_t q8,
+                                                                   __m256i bias, __m256i m0, int right, int8_t *g) {
     const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
-    if (NP) n = NP;
+    const int vnni = a->vnni; /* in locals: the stores to g may alias a */
+    const bool single = a->single;
+    if (fixed_n) n = fixed_n;
     int64_t q0 = 0;
     for (; q0 + 16 <= q8; q0 += 16) {
         const uint8_t *src = src0 + 4 * q0; /* a position is 4 bytes in both forms */
-        __m256i acc0 = dw_sums8(src, off, wv, n, quads, a->vnni, bias);
-        __m256i acc1 = dw_sums8(src + 32, off, wv, n, quads, a->vnni, bias);
-        __m256i r0 = requant8(acc0, m0, right, zp, lo, hi, a->single);
-        __m256i r1 = requant8(acc1, m0, right, zp, lo, hi, a->single);
+        __m256i acc0 = dw_sums8(src, off, wv, n, quads, vnni, bias);
+        __m256i acc1 = dw_sums8(src + 32, off, wv, n, quads, vnni, bias);
+        __m256i r0 = requant8(acc0, m0, right, zp, lo, hi, single);
+        __m256i r1 = requant8(acc1, m0, right, zp, lo, hi, single);
         _mm_storeu_si128((__m128i *)(void *)(g + q0), pack16(r0, r1));
     }
     if (q0 < q8) {
-        __m256i r = requant8(dw_sums8(src0 + 4 * q0, off, wv, n, quads, a->vnni, bias), m0, right, zp, lo, hi, a->single);
+        __m256i r = requant8(dw_sums8(src0 + 4 * q0, off, wv, n, quads, vnni, bias), m0, right, zp, lo, hi, single);
         _mm_storel_epi64((__m128i *)(void *)(g + q0), pack16(r, r));
     }
 }
@@ -598,26 +605,30 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
     for (int t = 0; t < taps; t++) off[t] = (t / a->kw) * a->Wp + t % a->kw;
     /* source p's byte offset from a block's origin: quads (ky, j), 4 bytes a position; pairs (ky, j),
      * stride 1 in the tap-pair plane (4 bytes a position), stride 2 in the plane (2 bytes a pixel) */
-    int n = quads ? a->kh * nq : a->kh * np, per = quads ? nq : np;
-    int32_t boff[2 * QAT_QOP_MAX_WINDOW];
-    int16_t tapof[2 * QAT_QOP_MAX_WINDOW][4]; /* source p's weights: taps ky·kw + kx, -1 past the row */
+    /* sources: n <= kh·kw <= QAT_QOP_MAX_WINDOW (a row's taps in groups of 2 or 4) */
+    int n = quads ? a->kh * nq : a->kh * np, per = quads ? nq : np, group = quads ? 4 : 2;
+    int32_t boff[QAT_QOP_MAX_WINDOW];
+    int16_t tapof[QAT_QOP_MAX_WINDOW][4]; /* source p's weights: taps ky·kw + kx, -1 past the row */
     for (int p = 0; p < n; p++) {
-        int ky = p / per, j = p % per, w4 = quads ? 4 : 2;
+        int ky = p / per, j = p % per;
         boff[p] = quads ? 4 * (ky * a->Wp + 4 * j) : st == 1 ? 4 * (ky * a->Wp + 2 * j) : 2 * (ky * a->Wp + 2 * j);
-        for (int t = 0; t < 4; t++) tapof[p][t] = t < w4 && w4 * j + t < a->kw ? (int16_t)(ky * a->kw + w4 * j + t) : -1;
+        for (int t = 0; t < 4; t++)
+            tapof[p][t] = t < group && group * j + t < a->kw ? (int16_t)(ky * a->kw + group * j + t) : -1;
     }
     int8_t *gbuf = (int8_t *)(void *)(a->pairs + QAT_DW_PAIRS(a->Hp, a->Wp));
+    int built = -1; /* the input channel whose tap pairs or quads the scratch holds */
     for (int o = 0; o < a->O; o++) {
         const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
         int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
         int64_t q8 = grid && a->shift[o] <= 0 ? (Q + 7) / 8 * 8 : 0; /* the last block runs past Q */
-        if (q8 && st == 1 && o % mult == 0) {
+        if (q8 && st == 1 && built != o / mult) { /* not by o % mult: that output may take the loop below */
             if (quads) tap_quads(xc, (int64_t)a->Hp * a->Wp, a->zp_in, (uint8_t *)(void *)a->pairs);
             else tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
+            built = o / mult;
         }
         if (q8) {
-            __m256i wv[2 * QAT_QOP_MAX_WINDOW];
+            __m256i wv[QAT_QOP_MAX_WINDOW];
             int64_t bias = a->bias[o];
             for (int p = 0; p < n; p++) {
                 int32_t v;
@@ -637,8 +648,9 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             const uint8_t *src = st == 1 ? (const uint8_t *)(const void *)a->pairs : (const uint8_t *)(const void *)xc;
             __m256i b = _mm256_set1_epi32((int32_t)bias), m0 = _mm256_set1_epi32(a->m0[o]);
             int right = -a->shift[o];
-            if (n == 6 && !quads) dw_grid(a, src, boff, wv, n, 6, false, q8, b, m0, right, gbuf); /* 3x3: 2 pairs a row */
-            else if (n == 3 && quads) dw_grid(a, src, boff, wv, n, 3, true, q8, b, m0, right, gbuf); /* 3x3: 1 quad a row */
+            /* six pairs or three quads: 3x3 kernels (and any other of that many sources) */
+            if (n == 6 && !quads) dw_grid(a, src, boff, wv, n, 6, false, q8, b, m0, right, gbuf);
+            else if (n == 3 && quads) dw_grid(a, src, boff, wv, n, 3, true, q8, b, m0, right, gbuf);
             else dw_grid(a, src, boff, wv, n, 0, quads, q8, b, m0, right, gbuf);
             dw_rows_out(a, gbuf, yc, (int64_t)(a->O - o) * a->OH * a->OW);
             continue;

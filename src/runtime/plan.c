@@ -189,7 +189,7 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
         if (qat_qop_subchannel(op)) return 64 + qat__sc_const_bytes(op); /* run.c's header, subchannel.c's layout */
         int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64)
                                    : qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
-        if (qat__direct_fits(op, g) && qat__direct_const_bytes(g) > w16) w16 = qat__direct_const_bytes(g);
+        if (qat__direct_fits(op, g) && qat__direct_const_bytes(op, g) > w16) w16 = qat__direct_const_bytes(op, g);
         qat__i8_geom i8;
         qat__i8_geometry(q, op, g, max_batch, &i8);
         return 64 + (w16 > i8.const_bytes ? w16 : i8.const_bytes);

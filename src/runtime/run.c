@@ -64,8 +64,8 @@ static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
 /* The direct convolution's constants (kernels.h): weight groups of G = 2
  * (int16 pairs) or 4 (int8 quads, bytes), their pixel offsets, and (bytes)
  * the corrected bias. The offsets of the parts: direct_parts. */
-static void direct_parts(const qat__op_geom *g, int G, int64_t *koff_at, int64_t *bias_at) {
-    int64_t KG = (int64_t)g->C / G * g->kk;
+static void direct_parts(const qat_qop *op, const qat__op_geom *g, int G, int64_t *koff_at, int64_t *bias_at) {
+    int64_t KG = qat__direct_groups(op, g, G);
     *koff_at = qat__round_up(qat__round_up(g->O, 8) * KG * 4, 64);
     *bias_at = *koff_at + qat__round_up(KG * 4, 64);
 }
@@ -96,13 +96,37 @@ static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     return qat__direct_bytes_fit(op, g, vnni) && bytes_biases_fit(q, op, g);
 }
 
+/* The tap pairs' weights and offsets (kernels.h): group ky·np + j holds
+ * (w[ky][2j], w[ky][2j + 1]), 0 past the row. */
+static void prepare_tap_pairs(const qat_qop *op, const qat__op_geom *g, int32_t *w, int32_t *koff) {
+    const qat_qtype *wq = &op->wq;
+    int np = (op->kw + 1) / 2, KG = op->kh * np;
+    for (int ky = 0; ky < op->kh; ky++)
+        for (int j = 0; j < np; j++) {
+            int kg = ky * np + j;
+            koff[kg] = ky * (g->Wp / 2) + j;
+            for (int o = 0; o < g->O; o++) {
+                int16_t pair[2] = {0, 0};
+                for (int t = 0; t < 2 && 2 * j + t < op->kw; t++) {
+                    int64_t i = ((int64_t)o * op->kh + ky) * op->kw + 2 * j + t;
+                    pair[t] = (int16_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
+                }
+                memcpy(&w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8], pair, sizeof pair);
+            }
+        }
+}
+
 static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool bytes, uint8_t *c) {
     const qat_qtype *wq = &op->wq;
-    int G = bytes ? 4 : 2, KG = g->C / G * g->kk, Wrow = qat__direct_wrow(g->Wp, op->stride_w);
+    int G = bytes ? 4 : 2, KG = qat__direct_groups(op, g, G), Wrow = qat__direct_wrow(g->Wp, op->stride_w);
     int64_t koff_at, bias_at;
-    direct_parts(g, G, &koff_at, &bias_at);
+    direct_parts(op, g, G, &koff_at, &bias_at);
     int32_t *w = (int32_t *)(void *)c, *koff = (int32_t *)(void *)(c + koff_at);
     memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KG) * sizeof *w);
+    if (qat__direct_tap_pairs(op, g)) { /* never bytes: C % 4 != 0 */
+        prepare_tap_pairs(op, g, w, koff);
+        return;
+    }
     for (int cc = 0; cc < g->C / G; cc++)
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
@@ -249,10 +273,10 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     int8_t *y = tensor(e, op->output);
     int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW, koff_at, bias_at;
     int G = bytes ? 4 : 2;
-    direct_parts(g, G, &koff_at, &bias_at);
+    direct_parts(op, g, G, &koff_at, &bias_at);
     qat__direct_args a = {.xq = e->scratch, .w = (const int32_t *)(const void *)c,
                           .koff = (const int32_t *)(const void *)(c + koff_at), .form = form, .vex = vex,
-                          .KG = g->C / G * g->kk, .O = g->O, .OH = g->OH, .OW = g->OW,
+                          .KG = qat__direct_groups(op, g, G), .O = g->O, .OH = g->OH, .OW = g->OW,
                           .ystep = op->stride_h * qat__direct_wrow(g->Wp, op->stride_w),
                           .bias = bytes ? (const int32_t *)(const void *)(c + bias_at) : op->bias,
                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
@@ -260,12 +284,16 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     int H = g->H, W = g->W; /* the input's rows as padded */
     if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && op->stride_h == 1 && op->stride_w == 1)
         a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = H * W, H = 1; /* positions are the pixels: one row */
-    qat__pad_kind kind = bytes ? QAT_PAD_QUADS : QAT_PAD_PAIRS;
+    bool taps = qat__direct_tap_pairs(op, g);
+    if (taps) a.ystep = op->stride_h * g->Wp / 2;
+    qat__pad_kind kind = bytes ? QAT_PAD_QUADS : taps ? QAT_PAD_PLAIN : QAT_PAD_PAIRS;
     qat__pad_row_fn row = qat__pad_row_simd(kind); /* the direct convolution runs from the AVX2 level up */
     for (int64_t s = 0; s < e->n; s++) {
         const int8_t *xs = x + s * in_n;
         int32_t zp = in->q.zero_point;
         qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, op->stride_w, zp, kind, row, e->scratch);
+        if (taps) /* the slack the tap pairs read (kernels.h), within qat__direct_scratch_bytes */
+            memset((int16_t *)e->scratch + (int64_t)g->Hp * g->Wp, 0, 2 * QAT_DIRECT_SLACK * sizeof(int16_t));
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
