@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Int8 inference of the graph models, side by side in one run: qat's int
-# engine against PyTorch 1.13's converted int8 model of the same
+# engine against onnxruntime running qat's own ONNX export of each model
+# (bench/ort_graph_infer.py: its QDQ graph fused into QLinearConv and the
+# like, MLAS's int8 kernels; onnxruntime has no switch to cap its
+# instruction set, so it runs only when QAT_MAX_ISA is unset) and against
+# PyTorch's converted int8 model of the same
 # architecture (bench/torch_graph_models.py reads the same models/*.qnet
 # files; eager mode, QuantStub/DeQuantStub, FloatFunctional adds,
 # prepare_qat + convert, the onednn and qnnpack engines), batch 64, one
@@ -34,8 +38,9 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # bench) when there, else Debian's python3-torch; QAT_BENCH_PYTHON overrides.
 py=${QAT_BENCH_PYTHON:-}
 [ -n "$py" ] || { [ -x "$root/.venv-bench/bin/python" ] && py=$root/.venv-bench/bin/python || py=/usr/bin/python3; }
-have_torch=0
+have_torch=0 have_ort=0
 "$py" -c "import torch" 2>/dev/null && have_torch=1
+[ -z "${QAT_MAX_ISA:-}" ] && "$py" -c "import onnxruntime" 2>/dev/null && have_ort=1
 backends=${QAT_BENCH_BACKENDS:-onednn,qnnpack}
 b1=${backends%%,*} b2=${backends##*,}
 [ $have_torch = 1 ] && torch_version=$("$py" -c "import torch; print(torch.__version__)") \
@@ -45,7 +50,7 @@ load_before=$(load)
 for m in "${models[@]}"; do
   "$bin" train --model-file "$root/models/$m.qnet" --qat --epochs 1 --limit-train 2048 --limit-test 100 \
     --data "$data" --out "$tmp/$m.ckpt.h5" >/dev/null 2>&1
-  "$bin" export --checkpoint "$tmp/$m.ckpt.h5" --out "$tmp/$m.qat.h5" >/dev/null 2>&1
+  "$bin" export --checkpoint "$tmp/$m.ckpt.h5" --out "$tmp/$m.qat.h5" --onnx "$tmp/$m.onnx" >/dev/null 2>&1
 done
 peak_line=$("$build/bench/bench_vnni_peak" 2)
 peak=$(echo "$peak_line" | awk '$1 == "peak_gmacs" { print $2 }')
@@ -53,10 +58,10 @@ head_line=$("$build/bench/bench_infer" "$tmp/${models[0]}.qat.h5" 64 64 "" int |
 kernel=$(echo "$head_line" | sed -nE 's/.*int kernel ([^,]+),.*/\1/p')
 level=$(echo "$head_line" | sed -nE 's/.*, level ([^,]+),.*/\1/p')
 core=$(echo "$head_line" | sed -nE 's/.*OPENBLAS_CORETYPE=([^ ]+).*/\1/p')
-declare -A macs best_q best_o best_n cpu_q cpu_o cpu_n
+declare -A macs best_q best_o best_n cpu_q cpu_o cpu_n best_r cpu_r ops_r
 for m in "${models[@]}"; do
   macs[$m]=$("$build/bench/bench_ops" "$tmp/$m.qat.h5" 64 1 | sed -nE 's/.*; ([0-9.]+) M multiply-adds\/sample.*/\1/p')
-  best_q[$m]=0; best_o[$m]=0; best_n[$m]=0; cpu_q[$m]=0; cpu_o[$m]=0; cpu_n[$m]=0
+  best_q[$m]=0; best_o[$m]=0; best_n[$m]=0; cpu_q[$m]=0; cpu_o[$m]=0; cpu_n[$m]=0; best_r[$m]=0; cpu_r[$m]=0
 done
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
 json() { echo "$1" | sed -nE "s/.*\"backend\": \"$2\".*\"$3\": ([0-9.]+).*/\1/p"; }
@@ -65,6 +70,13 @@ for round in $(seq "$rounds"); do
     out=$("$build/bench/bench_infer" "$tmp/$m.qat.h5" 64 "$samples" "$data" int)
     best_q[$m]=$(max "${best_q[$m]}" "$(echo "$out" | awk '$1 == "int" { print $2 }')")
     cpu_q[$m]=$(max "${cpu_q[$m]}" "$(echo "$out" | awk '$1 == "int" { sub(/\(/, "", $4); print $4 }')")
+    if [ $have_ort = 1 ]; then
+      r=$(cd "$root/bench" && "$py" ort_graph_infer.py "$tmp/$m.onnx" 64 "$samples" 3 2>/dev/null)
+      best_r[$m]=$(max "${best_r[$m]}" "$(json "$r" ort infer_samples_per_s)")
+      cpu_r[$m]=$(max "${cpu_r[$m]}" "$(json "$r" ort cpu_samples_per_s)")
+      ops_r[$m]=$(echo "$r" | sed -nE 's/.*"ops": (\{[^}]*\}).*/\1/p')
+      ort_version=$(echo "$r" | sed -nE 's/.*"onnxruntime": "([^"]+)".*/\1/p')
+    fi
     [ $have_torch = 1 ] || continue
     t=$(cd "$root/bench" && "$py" torch_graph_models.py "$root/models/$m.qnet" 64 "$samples" "$b1,$b2" 3 2>/dev/null)
     best_o[$m]=$(max "${best_o[$m]}" "$(json "$t" "$b1" infer_samples_per_s)")
@@ -92,3 +104,16 @@ for m in "${models[@]}"; do
       100 * q * mac / 1e3 / p, 100 * o * mac / 1e3 / p, 100 * n * mac / 1e3 / p
   }'
 done
+if [ $have_ort = 1 ]; then
+  echo "onnxruntime ${ort_version:-?} (uncapped: it has no switch for its instruction set), qat's ONNX export of the same model:"
+  printf "  %-13s | %9s %9s %8s | %9s %9s %8s | %s\n" model qat ort /ort "qat cpu" "ort cpu" /ort "ort's optimized graph"
+  for m in "${models[@]}"; do
+    awk -v m="$m" -v q="${best_q[$m]}" -v r="${best_r[$m]}" -v cq="${cpu_q[$m]}" -v cr="${cpu_r[$m]}" -v ops="${ops_r[$m]}" 'BEGIN {
+      printf "  %-13s | %9.0f %9.0f %7.2fx | %9.0f %9.0f %7.2fx | %s\n", m, q, r, (r > 0) ? q / r : 0, cq, cr, (cr > 0) ? cq / cr : 0, ops
+    }'
+  done
+elif [ -n "${QAT_MAX_ISA:-}" ]; then
+  echo "onnxruntime: not run (QAT_MAX_ISA caps qat; onnxruntime cannot be capped)"
+else
+  echo "onnxruntime: not installed ($py; scripts/setup-python.sh bench)"
+fi
