@@ -177,6 +177,8 @@ static void test_conv_every_level(void) {
         /* one input channel at horizontal stride 2: the direct convolution's tap pairs (odd kw: a
          * zero weight past the row; stride 1 down; unsigned weights, w - zp beyond int8) */
         {1, 9, 12, 5, 3, 3, 2, 2, 1, 1, 1, 0},     {1, 11, 10, 12, 5, 5, 1, 2, 2, 2, 1, 1},
+        /* a 1x1 of stride 2 over odd sizes: the even rows' even columns copied out first */
+        {6, 9, 7, 10, 1, 1, 2, 2, 0, 0, 1, 0},     {8, 9, 7, 12, 1, 1, 2, 2, 0, 0, 1, 3},
         /* channels of fewer than 16 outputs: a row's 16-byte copy reaches past the next channel */
         {6, 8, 9, 6, 5, 5, 2, 2, 2, 0, 6, 0},
         /* the direct convolution's byte form: 7-bit weights, C % 4 == 0 */

@@ -82,8 +82,13 @@ int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g) {
     return pairs > quads ? pairs : quads;
 }
 
-int64_t qat__direct_scratch_bytes(const qat__op_geom *g) {
-    return qat__round_up(((int64_t)g->C * g->Hp * (g->Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
+int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g) {
+    int64_t planes = qat__round_up(((int64_t)g->C * g->Hp * (g->Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
+    if (!qat__direct_subsampled(op)) return planes;
+    /* the planes of the OH·OW pixels (4 bytes each, C/2 of them at most), then the pixels' int8 copy */
+    int64_t P = (int64_t)g->OH * g->OW;
+    int64_t sub = qat__direct_subsampled_at(g) + qat__round_up((int64_t)g->C * P, 64);
+    return planes > sub ? planes : sub;
 }
 
 /* The direct convolution's sums in C (CPUs without AVX2): the reference

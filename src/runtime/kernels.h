@@ -341,6 +341,11 @@ bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
 static inline bool qat__direct_tap_pairs(const qat_qop *op, const qat__op_geom *g) {
     return op->kind == QAT_QOP_CONV2D && g->groups == 1 && g->C == 1 && op->stride_w == 2 && g->Wp % 2 == 0;
 }
+/* ... as a 1x1 convolution of stride 1 over the input's even rows and
+ * columns, copied out first (a 1x1 of stride 2 without padding: a shortcut) */
+static inline bool qat__direct_subsampled(const qat_qop *op) {
+    return op->kh == 1 && op->kw == 1 && op->stride_h == 2 && op->stride_w == 2 && op->pad_h == 0 && op->pad_w == 0;
+}
 /* The direct convolution's groups of G (2: pairs, 4: quads) per output: C/G·kh·kw, or kh·ceil(kw/2) tap pairs. */
 static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, int G) {
     return qat__direct_tap_pairs(op, g) ? op->kh * ((op->kw + 1) / 2) : g->C / G * g->kk;
@@ -349,7 +354,11 @@ static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, i
  * vnni, within int8). */
 bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni);
 int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g);
-int64_t qat__direct_scratch_bytes(const qat__op_geom *g);
+int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g);
+/* Where a subsampled input's int8 copy starts in the scratch: after the planes of its pixels. */
+static inline int64_t qat__direct_subsampled_at(const qat__op_geom *g) {
+    return qat__round_up(((int64_t)g->C / 2 * g->OH * g->OW + QAT_DIRECT_SLACK) * 4, 64);
+}
 
 /* ---- the int8 path ------------------------------------------------------------------
  * Products of unsigned activations u = x + 128 (x ^ 0x80) and signed int8

@@ -221,7 +221,7 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
         /* depthwise: the AVX2 kernel's tap pairs (or the AVX-VNNI level's quads) and grid after the planes */
         int64_t taps = qat__round_up(QAT_DW_SCRATCH_BYTES(g->Hp, g->Wp), 64);
         s16 = g->depthwise ? xpad + taps : xpad + cols;
-        if (qat__direct_fits(op, g) && qat__direct_scratch_bytes(g) > s16) s16 = qat__direct_scratch_bytes(g);
+        if (qat__direct_fits(op, g) && qat__direct_scratch_bytes(op, g) > s16) s16 = qat__direct_scratch_bytes(op, g);
         break;
     }
     case QAT_QOP_MAXPOOL2D: return qat__round_up(in->shape[1] / 2 * in->shape[2], 64);
