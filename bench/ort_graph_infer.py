@@ -1,10 +1,10 @@
 """onnxruntime's int8 inference of a qat ONNX export, for bench_graph_infer.sh.
 
-The export is QDQ; with every graph optimization on, onnxruntime fuses each
-DequantizeLinear -> op -> QuantizeLinear into its integer op (QLinearConv,
-QLinearMatMul, ...) and runs MLAS's int8 kernels, so this is onnxruntime's
-int8 engine on the model qat runs, integer for integer (tests/onnx). One
-thread, no spinning, the default fusion options; batch B of random pixels in [0, 1) (speed does not
+The export is QDQ; with every graph optimization on, onnxruntime fuses
+DequantizeLinear -> op -> QuantizeLinear groups into its integer ops
+(QLinearConv, QGemm, ...) and runs MLAS's int8 kernels on them; with its
+default options some groups stay float (6 of ResNet-8's 9 convolutions:
+docs/onnx.md), which the printed operators show. One thread, no spinning, the default fusion options; batch B of random pixels in [0, 1) (speed does not
 depend on the values); each pass runs SAMPLES inputs, the best of PASSES
 is kept. Prints one JSON line: samples/s in wall time and in this thread's
 CPU time, and the operators of the optimized graph, which say whether the
@@ -54,7 +54,7 @@ def main():
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # session.qdqisint8allowed is left at its default: with it onnxruntime fuses every convolution
-    # but runs its int8-activation kernels, about 9x slower here (docs/onnx.md)
+    # but runs its int8-activation kernels, 5-9x slower here (docs/onnx.md)
     so.log_severity_level = 3
     with tempfile.TemporaryDirectory() as tmp:
         so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")

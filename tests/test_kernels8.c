@@ -148,7 +148,8 @@ static void conv_program(qat_ctx *ctx, const conv_case *k, qat_qmodel *q, qat_rn
  * with odd sizes: one output row, one output channel, K not a multiple of
  * 4, positions not a multiple of 16, several passes of samples. The
  * convolutions with one group, an even channel count and a horizontal
- * stride of 1 or 2 run the AVX2 level's direct convolution. */
+ * stride of 1 or 2 (or one channel at horizontal stride 2 over an even
+ * padded width) run the AVX2 level's direct convolution. */
 static void test_conv_every_level(void) {
     if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
     static const conv_case cases[] = {
@@ -177,8 +178,12 @@ static void test_conv_every_level(void) {
         /* one input channel at horizontal stride 2: the direct convolution's tap pairs (odd kw: a
          * zero weight past the row; stride 1 down; unsigned weights, w - zp beyond int8) */
         {1, 9, 12, 5, 3, 3, 2, 2, 1, 1, 1, 0},     {1, 11, 10, 12, 5, 5, 1, 2, 2, 2, 1, 1},
+        {1, 8, 40, 8, 3, 3, 2, 2, 1, 1, 1, 0}, /* rows of more than one block */
+        /* ... a 1x1 of stride 2 there (not the subsampled copy: one channel), small and large */
+        {1, 8, 10, 4, 1, 1, 2, 2, 0, 0, 1, 0},     {1, 30, 30, 4, 1, 1, 2, 2, 0, 0, 1, 0},
         /* a 1x1 of stride 2 over odd sizes: the even rows' even columns copied out first */
         {6, 9, 7, 10, 1, 1, 2, 2, 0, 0, 1, 0},     {8, 9, 7, 12, 1, 1, 2, 2, 0, 0, 1, 3},
+        {8, 3, 3, 8, 1, 1, 2, 2, 0, 0, 1, 3}, /* 4 pixels */
         /* channels of fewer than 16 outputs: a row's 16-byte copy reaches past the next channel */
         {6, 8, 9, 6, 5, 5, 2, 2, 2, 0, 6, 0},
         /* the direct convolution's byte form: 7-bit weights, C % 4 == 0 */

@@ -84,7 +84,7 @@ int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g) {
 
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g) {
     int64_t planes = qat__round_up(((int64_t)g->C * g->Hp * (g->Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
-    if (!qat__direct_subsampled(op)) return planes;
+    if (!qat__direct_subsampled(op, g)) return planes;
     /* the planes of the OH·OW pixels (4 bytes each, C/2 of them at most), then the pixels' int8 copy */
     int64_t P = (int64_t)g->OH * g->OW;
     int64_t sub = qat__direct_subsampled_at(g) + qat__round_up((int64_t)g->C * P, 64);

@@ -82,7 +82,8 @@ typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
 /* The direct convolution of the AVX2 and AVX-VNNI levels (groups 1, C
- * even, horizontal stride 1 or 2; or one channel at stride 2): no im2col. The input is padded into channel-group planes
+ * even, horizontal stride 1 or 2; or one channel at horizontal stride 2
+ * with an even padded width): no im2col. The input is padded into channel-group planes
  * of 4 bytes a pixel,
  *   int16 pairs (G = 2): xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the
  *     padded plane holding x[2cc + j][y - ph][x - pw] - zp, 0 in the padding;
@@ -118,7 +119,8 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name);
  * kh·ceil(kw/2) groups kg = ky·ceil(kw/2) + j, koff[kg] = ky·Wp/2 + j,
  * ystep = sh·Wp/2 (in pairs), weights (w[ky][2j], w[ky][2j + 1]) with 0
  * past the row: the pixel that weight meets is the next one in the plane
- * or in its slack (2·QAT_DIRECT_SLACK int16 of zeros). */
+ * or in its slack (2·QAT_DIRECT_SLACK int16 of zeros; a block reads at most
+ * 14 past the plane). */
 #define QAT_DIRECT_SLACK 32
 static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
 static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }
@@ -342,9 +344,11 @@ static inline bool qat__direct_tap_pairs(const qat_qop *op, const qat__op_geom *
     return op->kind == QAT_QOP_CONV2D && g->groups == 1 && g->C == 1 && op->stride_w == 2 && g->Wp % 2 == 0;
 }
 /* ... as a 1x1 convolution of stride 1 over the input's even rows and
- * columns, copied out first (a 1x1 of stride 2 without padding: a shortcut) */
-static inline bool qat__direct_subsampled(const qat_qop *op) {
-    return op->kh == 1 && op->kw == 1 && op->stride_h == 2 && op->stride_w == 2 && op->pad_h == 0 && op->pad_w == 0;
+ * columns, copied out first (a 1x1 of stride 2 without padding: a
+ * shortcut; channel pairs or quads: one channel takes the tap pairs) */
+static inline bool qat__direct_subsampled(const qat_qop *op, const qat__op_geom *g) {
+    return g->C % 2 == 0 && op->kh == 1 && op->kw == 1 && op->stride_h == 2 && op->stride_w == 2 && op->pad_h == 0 &&
+           op->pad_w == 0;
 }
 /* The direct convolution's groups of G (2: pairs, 4: quads) per output: C/G·kh·kw, or kh·ceil(kw/2) tap pairs. */
 static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, int G) {

@@ -131,7 +131,7 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
                 int kg = (cc * op->kh + ky) * op->kw + kx;
-                koff[kg] = qat__direct_subsampled(op) ? cc * g->OH * g->OW /* one row of the copy's pixels */
+                koff[kg] = qat__direct_subsampled(op, g) ? cc * g->OH * g->OW /* one row of the copy's pixels */
                                                       : (cc * g->Hp + ky) * Wrow + qat__direct_col(kx, g->Wp, op->stride_w);
                 for (int o = 0; o < g->O; o++) {
                     int32_t v[4];
@@ -283,10 +283,10 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
                           .m0 = op->multiplier, .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point,
                           .lo = op->act_min, .hi = op->act_max, .single = SINGLE(e)};
     int H = g->H, W = g->W, sw = op->stride_w; /* the input's rows as padded */
-    bool subsampled = qat__direct_subsampled(op);
-    int8_t *copy = (int8_t *)e->scratch + qat__direct_subsampled_at(g);
-    if (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 && ((op->stride_h == 1 && sw == 1) || subsampled))
-        a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = a.OW, H = 1, sw = 1; /* positions are the pixels: one row */
+    bool subsampled = qat__direct_subsampled(op, g);
+    bool one_row = subsampled || (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 &&
+                                  op->stride_h == 1 && sw == 1);
+    if (one_row) a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = a.OW, H = 1, sw = 1; /* the pixels are the positions */
     bool taps = qat__direct_tap_pairs(op, g);
     if (taps) a.ystep = op->stride_h * g->Wp / 2;
     qat__pad_kind kind = bytes ? QAT_PAD_QUADS : taps ? QAT_PAD_PLAIN : QAT_PAD_PAIRS;
@@ -295,10 +295,11 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
         const int8_t *xs = x + s * in_n;
         int32_t zp = in->q.zero_point;
         if (subsampled) { /* the even rows' even columns, the pixels a 1x1 of stride 2 reads */
-            for (int64_t c = 0; c < g->C; c++)
+            int8_t *copy = (int8_t *)e->scratch + qat__direct_subsampled_at(g);
+            for (int64_t ch = 0; ch < g->C; ch++)
                 for (int oy = 0; oy < g->OH; oy++) {
-                    const int8_t *src = xs + (c * g->H + 2 * oy) * g->W;
-                    int8_t *dst = copy + (c * g->OH + oy) * g->OW;
+                    const int8_t *src = xs + (ch * g->H + 2 * oy) * g->W;
+                    int8_t *dst = copy + (ch * g->OH + oy) * g->OW;
                     for (int ox = 0; ox < g->OW; ox++) dst[ox] = src[2 * ox];
                 }
             xs = copy;
