@@ -34,6 +34,7 @@ static int run_levels(const qat_qmodel *q, int max_batch, int n, qat_rng *rng, c
     int8_t *x = ref + plan.offset[q->input];
     for (int64_t i = 0; i < n * qat_qtensor_numel(in); i++) x[i] = (int8_t)(fill > 127 ? rnd(rng, in->q.qmin, in->q.qmax) : fill);
     memcpy(arena, ref, ab);
+    memset(consts, 0x5A, cb); /* nor on constant bytes prepare did not write (below: another pattern) */
     qat__runtime_prepare_level(q, &plan, consts, QAT_LEVEL_PORTABLE);
     CU_ASSERT_EQUAL(qat__runtime_run_level(q, &plan, consts, ref, scratch, n, QAT_LEVEL_PORTABLE), QAT_OK);
     int levels = 0;
@@ -41,6 +42,7 @@ static int run_levels(const qat_qmodel *q, int max_batch, int n, qat_rng *rng, c
         int8_t *a = malloc(ab);
         memcpy(a, arena, ab);
         memset(scratch, 0xA5, sb); /* nothing may depend on what scratch held */
+        memset(consts, 0xA5, cb);
         qat__runtime_prepare_level(q, &plan, consts, (qat__level)l);
         CU_ASSERT_EQUAL(qat__runtime_run_level(q, &plan, consts, a, scratch, n, (qat__level)l), QAT_OK);
         int bad = 0;
