@@ -58,6 +58,14 @@ QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256
     return _mm256_add_epi32(v, zp);
 }
 
+/* 16 int32 within int8 (r0: positions 0-7, r1: 8-15) as 16 bytes in order:
+ * packs works per 128-bit lane, the permute restores the order (the values
+ * are clamped to 8 bits: the packs never saturate). */
+QAT_AVX2 static inline __m128i pack16(__m256i r0, __m256i r1) {
+    __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
+    return _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+}
+
 /* Requantizes and stores one output's 16 positions from p0: lo holds
  * positions 0-3 and 8-11, hi 4-7 and 12-15 (the unpack order). */
 QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m256i lo_acc, __m256i hi_acc) {
@@ -72,11 +80,7 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
         __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single);
         if (a->sp == 1 && np == QAT_PPAD) { /* the common case: straight from registers */
-            /* packs works per 128-bit lane: restore the order 0-7, 8-15;
-             * the values are clamped to 8 bits, so the packs never saturate */
-            __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
-            __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
-            _mm_storeu_si128((__m128i *)out, b8);
+            _mm_storeu_si128((__m128i *)out, pack16(r0, r1));
             return;
         }
         s0 = r0, s1 = r1;
@@ -127,9 +131,7 @@ QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_
         const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
         __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single);
-        /* packs works per 128-bit lane: restore the order 0-7, 8-15 (no saturation: 8-bit values) */
-        __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
-        __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+        __m128i b8 = pack16(r0, r1);
         if (np == 16) _mm_storeu_si128((__m128i *)dst, b8);
         else {
             int8_t t[16];
@@ -544,13 +546,6 @@ QAT_AVX2 static void dw_rows_out(const qat__depthwise_args *a, const int8_t *g, 
             _mm_storeu_si128((__m128i *)(void *)(d + OW - 16),
                              _mm_loadu_si128((const __m128i *)(const void *)(s + OW - 16)));
     }
-}
-
-/* 16 int32 within int8 (r0: positions 0-7, r1: 8-15) as 16 bytes in order:
- * packs works per 128-bit lane, the permute restores the order. */
-QAT_AVX2 static inline __m128i pack16(__m256i r0, __m256i r1) {
-    __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xD8);
-    return _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
 }
 
 /* The sums of 8 grid positions from src: n vpmaddwd of int16 tap pairs or,
