@@ -119,8 +119,8 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name);
  * kh·ceil(kw/2) groups kg = ky·ceil(kw/2) + j, koff[kg] = ky·Wp/2 + j,
  * ystep = sh·Wp/2 (in pairs), weights (w[ky][2j], w[ky][2j + 1]) with 0
  * past the row: the pixel that weight meets is the next one in the plane
- * or in its slack (2·QAT_DIRECT_SLACK int16 of zeros; a block reads at most
- * 14 past the plane). */
+ * or in its slack (a block reads at most 14 int16 past the plane: within
+ * the 16 zeros qat__pad_planes writes after it). */
 #define QAT_DIRECT_SLACK 32
 static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
 static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }

@@ -305,8 +305,6 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
             xs = copy;
         }
         qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, e->scratch);
-        if (taps) /* the slack the tap pairs read (kernels.h), within qat__direct_scratch_bytes */
-            memset((int16_t *)e->scratch + (int64_t)g->Hp * g->Wp, 0, 2 * QAT_DIRECT_SLACK * sizeof(int16_t));
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
