@@ -1035,9 +1035,53 @@ static void test_grad_conv_grouped(void) {
         {{2, 3, 4, 5}, {4, 3, 1, 1}, {1, 1, 0, 0, 1}},  /* pointwise: the input is its own column matrix */
         {{2, 4, 3, 3}, {6, 2, 1, 1}, {1, 1, 0, 0, 2}},  /* pointwise, groups 2 */
         {{1, 3, 5, 5}, {2, 3, 1, 1}, {2, 2, 0, 0, 1}},  /* 1x1 strided (a ResNet shortcut): im2col */
+        /* the kernel-row form (stride 1 down, C·KW >= 16): KH sgemm calls over shared columns; few
+         * outputs, so that the loss stays small enough for float differences */
+        {{1, 6, 4, 5}, {2, 6, 3, 3}, {1, 1, 1, 1, 1}},  /* "same" padding */
+        {{1, 12, 4, 4}, {2, 6, 3, 3}, {1, 1, 1, 0, 2}}, /* groups 2, no padding across */
+        {{1, 4, 6, 7}, {1, 4, 5, 5}, {1, 1, 0, 0, 1}},  /* LeNet's 5x5, no padding */
+        {{1, 6, 4, 7}, {2, 6, 3, 3}, {1, 2, 1, 1, 1}},  /* stride 2 across only */
+        {{1, 8, 3, 4}, {1, 8, 2, 2}, {1, 1, 2, 1, 1}},  /* padding as large as the kernel */
     };
     grad_conv_cases(ctx, &rng, cases, (int)(sizeof cases / sizeof cases[0]));
     qat_ctx_free(ctx);
+}
+
+/* A convolution's columns are kept from forward to backward up to a size
+ * (ops_conv.c), beyond it built again: a batch of 48 samples past that
+ * size gives each sample's output and input gradient the bits of the same
+ * sample run alone (whose columns are kept), in both column forms (3x3:
+ * the kernel-row form; stride 2: the full one). */
+static void test_conv_rebuilt_columns_match_kept(void) {
+    const int64_t N = 64, xs[4] = {N, 16, 28, 28}, ws[4] = {8, 16, 3, 3}, one[4] = {1, 16, 28, 28};
+    qat_conv2d_params ps[2] = {{1, 1, 1, 1, 1}, {2, 2, 1, 1, 1}};
+    for (int k = 0; k < 2; k++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_rng rng = rng_for(41);
+        qat_tensor *x = t_rand(ctx, &rng, 4, xs, -1, 1, true), *w = t_rand(ctx, &rng, 4, ws, -1, 1, true);
+        qat_tensor *y = qat_conv2d_ex(ctx, x, w, NULL, &ps[k]);
+        CU_ASSERT_FATAL(y != NULL);
+        CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, y, y))), QAT_OK);
+        int64_t yn = y->numel / N, xn = x->numel / N, bad = 0;
+        float *ys = malloc((size_t)y->numel * sizeof(float)); /* y is step memory */
+        CU_ASSERT_FATAL(ys != NULL);
+        memcpy(ys, y->data, (size_t)y->numel * sizeof(float));
+        for (int64_t n = 0; n < N; n++) {
+            qat_ctx_step_reset(ctx);
+            qat_tensor *xi = qat_tensor_new(ctx, QAT_MEM_STEP, 4, one, true);
+            CU_ASSERT_FATAL(xi != NULL);
+            memcpy(xi->data, x->data + n * xn, (size_t)xn * sizeof(float));
+            qat_tensor *yi = qat_conv2d_ex(ctx, xi, w, NULL, &ps[k]);
+            CU_ASSERT_FATAL(yi != NULL);
+            CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, yi, yi))), QAT_OK);
+            bad += memcmp(yi->data, ys + n * yn, (size_t)yn * sizeof(float)) != 0;
+            bad += memcmp(xi->grad, x->grad + n * xn, (size_t)xn * sizeof(float)) != 0;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(ys);
+        ASSERT_OK(ctx);
+        qat_ctx_free(ctx);
+    }
 }
 
 /* Pools with padding and non-square windows, on inputs spaced far beyond
@@ -1744,6 +1788,7 @@ int main(int argc, char **argv) {
         {"grad: an intermediate with several consumers", test_grad_shared_intermediate},
         {"maxpool 2x2 rows: AVX-512 equals portable", test_maxpool2_rows_match_portable},
         {"conv im2col/col2im: AVX-512 equals portable", test_conv_rows_match_portable},
+        {"conv: rebuilt columns give the kept ones' bits", test_conv_rebuilt_columns_match_kept},
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},
         {"grad: batchnorm train and eval", test_grad_batchnorm},

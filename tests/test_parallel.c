@@ -518,9 +518,15 @@ static void test_reducer_makes_two_halves_one_batch(void) {
     pthread_join(th, NULL);
     pthread_barrier_destroy(&rv.barrier);
     CU_ASSERT(rv.calls >= 2); /* the two BatchNorms' sums */
-    /* observers: exactly the whole batch's ranges (min and max are exact) */
-    CU_ASSERT_EQUAL(memcmp(half[0].obs_min, whole.obs_min, sizeof whole.obs_min), 0);
-    CU_ASSERT_EQUAL(memcmp(half[0].obs_max, whole.obs_max, sizeof whole.obs_max), 0);
+    /* observers: the whole batch's ranges. The min and max reduce exactly,
+     * but what they see follows BatchNorm's statistics, whose double sums
+     * the halves add in another order: equal up to a few float ulps (exact
+     * for this seed before a change of the convolution's summation order;
+     * for five of six other seeds not even then) */
+    for (int k = 0; k < 8; k++) {
+        CU_ASSERT(fabsf(half[0].obs_min[k] - whole.obs_min[k]) <= 1e-6f * fmaxf(1.0f, fabsf(whole.obs_min[k])));
+        CU_ASSERT(fabsf(half[0].obs_max[k] - whole.obs_max[k]) <= 1e-6f * fmaxf(1.0f, fabsf(whole.obs_max[k])));
+    }
     /* both sides alike, bit for bit */
     size_t n0 = qat_model_state_bytes(half[0].m, NULL, 0), n1 = qat_model_state_bytes(half[1].m, NULL, 0);
     CU_ASSERT_EQUAL_FATAL(n0, n1);

@@ -1,5 +1,14 @@
 /* conv2d as im2col + cblas_sgemm, one sample (and one group) at a time.
  *
+ * Two forms of columns. The full one (caffe's): col_n [C*KH*KW, OH*OW],
+ * y_n = w · col_n, one sgemm. The kernel-row form, for stride 1 down: the
+ * columns of a 1 x KW kernel over the same padded input, [C*KW, Hp*OW]
+ * (Hp = H + 2·ph rows), and KH sgemm calls, call kh reading them kh·OW
+ * columns on (output row oh meets padded row oh + kh) against kernel row
+ * kh's weights, wk [KH][O][C*KW], permuted once a forward. The columns
+ * are about KH times smaller: a third of the copying for 3x3 kernels, and
+ * of the memory OpenBLAS packs from (measured: QAT__ROWS_MIN_K).
+ *
  * Sample n's columns col_n [C*KH*KW, OH*OW] (caffe's layout: im2col
  * writes contiguous rows) are built just before its sgemm, while they are
  * in cache, and its NCHW output is the contiguous [O, OH*OW] block
@@ -162,19 +171,47 @@ void qat__conv_bias_grad(qat_ctx *ctx, int64_t N, int64_t O, int64_t OHW, const 
     else qat__par(ctx, O, bias_task, &j);
 }
 
+/* How a convolution's products run: nk sgemm calls over the columns of
+ * cd (the dims im2col and col2im take), call kh reading them kh·OW
+ * columns on, against the weights wk [G][nk][O][K]; a column row is L
+ * long. The full form: cd = d, nk 1, K = C·KH·KW, L = OH·OW, wk = w. */
+typedef struct {
+    conv_dims cd;
+    int64_t nk, K, L;
+} conv_form;
+
+/* The kernel-row form from this reduction per call on (C·KW): below it,
+ * OpenBLAS's many thin calls cost more than the copies save (a 1-channel
+ * 3x3 stem: 1.1 µs a sample as one sgemm of K 9, 2.3 µs as three of K 3,
+ * while 16 channels at 28x28 went 23 -> 18 µs forward and 34 -> 25 µs for
+ * the weight gradient, OpenBLAS's SkylakeX kernels, AMD Zen 5). */
+#define QAT__ROWS_MIN_K 16
+
+static conv_form conv_form_of(const conv_dims *d) {
+    conv_form f = {.cd = *d, .nk = 1, .K = d->C * d->KH * d->KW, .L = d->OH * d->OW};
+    if (d->sh == 1 && d->KH > 1 && d->C * d->KW >= QAT__ROWS_MIN_K) {
+        f.cd.KH = 1, f.cd.OH = d->H + 2 * d->ph; /* a 1 x KW kernel: one output row per padded row */
+        f.nk = d->KH, f.K = d->C * d->KW, f.L = f.cd.OH * d->OW;
+    }
+    return f;
+}
+
 typedef struct {
     conv_dims d;
-    /* [N, G, CKK, OHW]: every sample's and group's columns, for dw; NULL
+    conv_form f;
+    const float *wk; /* the weights in the form's order (w itself in the full form) */
+    /* [N, G, K, L]: every sample's and group's columns, for dw; NULL
      * for a pointwise conv (its input is its columns) and when they would
      * take more than QAT__KEEP_COLS bytes: then backward builds them again */
     float *cols;
 } conv_saved;
 
 /* Keeping the columns from forward to backward saves an im2col per
- * sample, but they are K·K times the input: ResNet-8's 16-channel 3x3
- * convs at 28x28 would keep 29 MiB each at batch 64. Up to this size they
- * are kept (LeNet's are 5 and 3.7 MiB); beyond, rebuilt (same bits: a
- * copy, ~2 % of a ResNet-8 step, for 14 MiB less at its peak). */
+ * sample, but they are KW (row form) or KH·KW times the input: ResNet-8's
+ * 16-channel 3x3 convs at 28x28 would keep 10 MiB each at batch 64 (29 in
+ * the full form). Up to this size they are kept; beyond, rebuilt (same
+ * bits: a copy). Keeping up to 12 MiB was measured: no faster (1 787-1 832
+ * against 1 848 samples/s), 25 MiB more at ResNet-8's peak. */
 #define QAT__KEEP_COLS ((size_t)6 << 20)
 
 /* The AVX-512 rows when they apply (stride 1, or 2 across; rows of up to
@@ -197,33 +234,40 @@ static bool pointwise(const conv_dims *d) {
 }
 
 /* One sample's and group's share of the backward: gyg [O, OHW] is its
- * output gradient, colg its columns, wg [O, CKK] its weights; gwg and gxg
- * (NULL when not wanted) its weight and input gradients. */
-static void conv_bw_group(const conv_dims *d, const float *gyg, const float *colg, const float *wg, float *gwg,
-                          float *gxg, float *dcol, bool wide, bool store) {
-    int64_t OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW;
-    if (gwg) /* dw [O, CKK] += dy · colᵀ */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)CKK, (int)OHW, 1.0f, gyg, (int)OHW,
-                    colg, (int)OHW, 1.0f, gwg, (int)CKK);
+ * output gradient, colg its columns, wg [nk][O][K] its weights in the
+ * form's order; gwg (the same order) and gxg (NULL when not wanted) its
+ * weight and input gradients. */
+static void conv_bw_group(const conv_dims *d, const conv_form *f, const float *gyg, const float *colg,
+                          const float *wg, float *gwg, float *gxg, float *dcol, bool wide, bool store) {
+    int64_t OHW = d->OH * d->OW, K = f->K, L = f->L;
+    for (int64_t kh = 0; gwg && kh < f->nk; kh++) /* dw [O, K] += dy · colᵀ, per kernel row */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)K, (int)OHW, 1.0f, gyg, (int)OHW,
+                    colg + kh * d->OW, (int)L, 1.0f, gwg + kh * d->O * K, (int)K);
     if (!gxg) return;
-    /* dcol [CKK, OHW] = wᵀ · dy, then col2im; a pointwise conv's col2im
-     * is the identity: a new gradient is written in place */
+    /* dcol [K, L] = Σ_kh wᵀ · dy, call kh onto the columns from kh·OW
+     * (the first writes [0, OHW) of each row, so the rest starts at 0),
+     * then col2im; a pointwise conv's col2im is the identity: a new
+     * gradient is written in place */
     bool direct = pointwise(d) && store;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)CKK, (int)OHW, (int)d->O, 1.0f, wg, (int)CKK, gyg,
-                (int)OHW, 0.0f, direct ? gxg : dcol, (int)OHW);
+    float *dst = direct ? gxg : dcol;
+    if (f->nk > 1)
+        for (int64_t k = 0; k < K; k++) memset(dst + k * L + OHW, 0, (size_t)(L - OHW) * sizeof(float));
+    for (int64_t kh = 0; kh < f->nk; kh++)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)OHW, (int)d->O, 1.0f, wg + kh * d->O * K,
+                    (int)K, gyg, (int)OHW, kh ? 1.0f : 0.0f, dst + kh * d->OW, (int)L);
     if (direct) return;
     if (pointwise(d)) {
-        for (int64_t i = 0; i < CKK * OHW; i++) gxg[i] += dcol[i];
+        for (int64_t i = 0; i < K * OHW; i++) gxg[i] += dcol[i];
         return;
     }
 #if QAT__CONV_AVX512
     if (wide) {
-        qat__col2im_add_avx512(d, dcol, gxg, store);
+        qat__col2im_add_avx512(&f->cd, dcol, gxg, store);
         return;
     }
 #endif
     (void)wide, (void)store;
-    qat__col2im_add(d, dcol, gxg);
+    qat__col2im_add(&f->cd, dcol, gxg);
 }
 
 /* The weight gradient is a sum over samples. It is summed in fixed
@@ -236,10 +280,10 @@ static void conv_bw_group(const conv_dims *d, const float *gyg, const float *col
 typedef struct {
     const conv_dims *d;
     const conv_saved *sv;
-    const float *x, *w, *gy;
-    float *partial;   /* [chunks][G·O·CKK] or NULL (no dw wanted) */
+    const float *x, *gy;
+    float *partial;   /* [chunks][G·O·C·KH·KW] in the form's order, or NULL (no dw wanted) */
     float *gx;        /* or NULL */
-    float *dcol, *col; /* [workers][CKK·OHW] each, or NULL */
+    float *dcol, *col; /* [workers][K·L] each, or NULL */
     void (*im2col)(const conv_dims *, const float *, float *);
     bool wide, store, rebuild, zero_gx;
 } conv_bw_job;
@@ -247,33 +291,62 @@ typedef struct {
 static void conv_bw_task(void *u, int64_t chunk, int worker) {
     const conv_bw_job *j = u;
     const conv_dims *d = j->d;
-    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW, CHW = d->C * d->H * d->W;
+    const conv_form *f = &j->sv->f;
+    int64_t G = d->G, OHW = d->OH * d->OW, KL = f->K * f->L, CHW = d->C * d->H * d->W, OKK = d->O * d->C * d->KH * d->KW;
     int64_t n0 = chunk * DW_CHUNK, n1 = n0 + DW_CHUNK < d->N ? n0 + DW_CHUNK : d->N;
-    float *dcol = j->dcol ? j->dcol + worker * CKK * OHW : NULL, *col = j->col ? j->col + worker * CKK * OHW : NULL;
-    float *part = j->partial ? j->partial + chunk * G * d->O * CKK : NULL;
+    float *dcol = j->dcol ? j->dcol + worker * KL : NULL, *col = j->col ? j->col + worker * KL : NULL;
+    float *part = j->partial ? j->partial + chunk * G * OKK : NULL;
     if (j->zero_gx) memset(j->gx + n0 * G * CHW, 0, (size_t)((n1 - n0) * G * CHW) * sizeof(float));
     for (int64_t n = n0; n < n1; n++)
         for (int64_t g = 0; g < G; g++) {
             int64_t ng = n * G + g;
-            const float *colg = j->sv->cols ? j->sv->cols + ng * CKK * OHW : j->x + ng * CHW;
-            if (j->rebuild) j->im2col(d, j->x + ng * CHW, col), colg = col;
-            float *gwg = part ? part + g * d->O * CKK : NULL;
-            if (gwg && n == n0) memset(gwg, 0, (size_t)(d->O * CKK) * sizeof(float));
-            conv_bw_group(d, j->gy + ng * d->O * OHW, colg, j->w + g * d->O * CKK, gwg,
+            const float *colg = j->sv->cols ? j->sv->cols + ng * KL : j->x + ng * CHW;
+            if (j->rebuild) j->im2col(&f->cd, j->x + ng * CHW, col), colg = col;
+            float *gwg = part ? part + g * OKK : NULL;
+            if (gwg && n == n0) memset(gwg, 0, (size_t)OKK * sizeof(float));
+            conv_bw_group(d, f, j->gy + ng * d->O * OHW, colg, j->sv->wk + g * OKK, gwg,
                           j->gx ? j->gx + ng * CHW : NULL, dcol, j->wide, j->store);
         }
 }
 
 typedef struct {
     float *gw;
-    const float *partial;
+    float *partial; /* the row form sums into the first */
     int64_t n, chunks;
+    const conv_dims *rows; /* the partials are in the row form's order: its dims; else NULL */
 } dw_sum_job;
+
+/* The row form's partials: summed in chunk order in wk's order, where
+ * they are contiguous, into partial 0; then each sum added to its weight
+ * (w's order: the index kept by counters, wk's being (g, kh, o, c, kw)). */
+static void dw_sum_rows(const dw_sum_job *j, int64_t i0, int64_t i1) {
+    const conv_dims *d = j->rows;
+    float *s = j->partial;
+    for (int64_t c = 1; c < j->chunks; c++)
+        for (int64_t i = i0; i < i1; i++) s[i] += j->partial[c * j->n + i];
+    int64_t CK = d->C * d->KW, KK = d->KH * d->KW;
+    int64_t kw = i0 % d->KW, ch = i0 / d->KW % d->C, o = i0 / CK % d->O, kh = i0 / (CK * d->O) % d->KH;
+    int64_t g = i0 / (CK * d->O * d->KH);
+    for (int64_t i = i0; i < i1; i++) {
+        j->gw[((g * d->O + o) * d->C + ch) * KK + kh * d->KW + kw] += s[i];
+        if (++kw < d->KW) continue;
+        kw = 0;
+        if (++ch < d->C) continue;
+        ch = 0;
+        if (++o < d->O) continue;
+        o = 0;
+        if (++kh == d->KH) kh = 0, g++;
+    }
+}
 
 static void dw_sum_task(void *u, int64_t t, int worker) {
     const dw_sum_job *j = u;
     (void)worker;
     int64_t i0 = t * QAT__GRAIN, i1 = i0 + QAT__GRAIN < j->n ? i0 + QAT__GRAIN : j->n;
+    if (j->rows) {
+        dw_sum_rows(j, i0, i1);
+        return;
+    }
     for (int64_t c = 0; c < j->chunks; c++) {
         const float *p = j->partial + c * j->n;
         for (int64_t i = i0; i < i1; i++) j->gw[i] += p[i];
@@ -284,8 +357,8 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     const conv_saved *sv = node->saved;
     const conv_dims *d = &sv->d;
     qat_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
-    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW;
-    int64_t chunks = (d->N + DW_CHUNK - 1) / DW_CHUNK, workers = qat__workers(ctx), nw = G * d->O * CKK;
+    int64_t G = d->G, OHW = d->OH * d->OW, KL = sv->f.K * sv->f.L;
+    int64_t chunks = (d->N + DW_CHUNK - 1) / DW_CHUNK, workers = qat__workers(ctx), nw = w->numel;
     const float *gy = node->out->grad; /* [N, G*O, OHW] */
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
     bool store = false, wide = false; /* store: gx is new, not zeroed */
@@ -294,7 +367,7 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
      * given back at the end, so that a step's convolutions share it (the
      * partial weight gradients of MobileNet's 13 pointwise layers took
      * 8 MiB of the step's peak when each kept its own). */
-    size_t cols_bytes = (size_t)(workers * CKK * OHW) * sizeof(float), part_bytes = (size_t)(chunks * nw) * sizeof(float);
+    size_t cols_bytes = (size_t)(workers * KL) * sizeof(float), part_bytes = (size_t)(chunks * nw) * sizeof(float);
     float *dcol = gx ? qat__step_recycled(ctx, cols_bytes) : NULL;
     bool rebuild = !sv->cols && !pointwise(d);
     float *col = rebuild ? qat__step_recycled(ctx, cols_bytes) : NULL;
@@ -302,14 +375,14 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && (!gw || !partial)) || (qat__wants_grad(x) && !gx))
         goto done;
 #if QAT__CONV_AVX512
-    wide = qat__conv_avx512_fits(d); /* it can write a new gradient row by row */
+    wide = qat__conv_avx512_fits(&sv->f.cd); /* it can write a new gradient row by row */
 #endif
-    conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .w = w->data, .gy = gy, .partial = partial, .gx = gx,
-                     .dcol = dcol, .col = col, .im2col = im2col_for(d), .wide = wide, .store = store,
+    conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .gy = gy, .partial = partial, .gx = gx,
+                     .dcol = dcol, .col = col, .im2col = im2col_for(&sv->f.cd), .wide = wide, .store = store,
                      .rebuild = rebuild, .zero_gx = gx && store && !wide && !pointwise(d)};
     qat__par(ctx, chunks, conv_bw_task, &j);
     if (gw) {
-        dw_sum_job s = {gw, partial, nw, chunks};
+        dw_sum_job s = {gw, partial, nw, chunks, sv->f.nk > 1 ? d : NULL};
         qat__par(ctx, qat__n_tasks(nw, QAT__GRAIN), dw_sum_task, &s);
     }
     if (qat__wants_grad(b)) {
@@ -327,7 +400,8 @@ done:
 
 typedef struct {
     const conv_dims *d;
-    const float *x, *w, *b;
+    const conv_form *f;
+    const float *x, *wk, *b;
     float *y, *cols;
     bool keep, pw;
     void (*im2col)(const conv_dims *, const float *, float *);
@@ -336,7 +410,8 @@ typedef struct {
 static void conv_fw_task(void *u, int64_t chunk, int worker) {
     const conv_fw_job *j = u;
     const conv_dims *d = j->d;
-    int64_t G = d->G, OHW = d->OH * d->OW, CKK = d->C * d->KH * d->KW, CHW = d->C * d->H * d->W;
+    const conv_form *f = j->f;
+    int64_t G = d->G, OHW = d->OH * d->OW, KL = f->K * f->L, CHW = d->C * d->H * d->W;
     int64_t n0 = chunk * FW_CHUNK, n1 = n0 + FW_CHUNK < d->N ? n0 + FW_CHUNK : d->N;
     for (int64_t n = n0; n < n1; n++) {
         if (j->b) /* start from the bias, accumulate the products onto it */
@@ -345,13 +420,14 @@ static void conv_fw_task(void *u, int64_t chunk, int worker) {
         for (int64_t g = 0; g < G; g++) {
             const float *col = j->x + (n * G + g) * CHW;
             if (!j->pw) {
-                float *c = j->cols + (j->keep ? (n * G + g) * CKK * OHW : worker * CKK * OHW);
-                j->im2col(d, col, c);
+                float *c = j->cols + (j->keep ? (n * G + g) * KL : worker * KL);
+                j->im2col(&f->cd, col, c);
                 col = c;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d->O, (int)OHW, (int)CKK, 1.0f,
-                        j->w + g * d->O * CKK, (int)CKK, col, (int)OHW, j->b ? 1.0f : 0.0f,
-                        j->y + (n * G + g) * d->O * OHW, (int)OHW);
+            for (int64_t kh = 0; kh < f->nk; kh++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d->O, (int)OHW, (int)f->K, 1.0f,
+                            j->wk + (g * f->nk + kh) * d->O * f->K, (int)f->K, col + kh * d->OW, (int)f->L,
+                            j->b || kh ? 1.0f : 0.0f, j->y + (n * G + g) * d->O * OHW, (int)OHW);
         }
     }
 }
@@ -360,22 +436,32 @@ static void conv_fw_task(void *u, int64_t chunk, int worker) {
 static qat_tensor *conv_im2col(qat_ctx *ctx, const char *name, qat_tensor *x, qat_tensor *w, qat_tensor *b,
                                const conv_dims *dp) {
     conv_dims d = *dp;
-    int64_t G = d.G, OHW = d.OH * d.OW, CKK = d.C * d.KH * d.KW;
+    conv_form f = conv_form_of(&d);
+    int64_t G = d.G, KL = f.K * f.L;
     int64_t shape[4] = {d.N, G * d.O, d.OH, d.OW};
     qat_tensor *y = qat__new_out(ctx, 4, shape);
     conv_saved *s = qat__step_alloc(ctx, sizeof *s);
     /* columns are kept only for a backward that will come */
     bool record = qat_ctx_grad_enabled(ctx) && (x->requires_grad || w->requires_grad || (b && b->requires_grad));
-    bool pw = pointwise(&d), keep = record && !pw && (size_t)(d.N * G * CKK * OHW) * sizeof(float) <= QAT__KEEP_COLS;
+    bool pw = pointwise(&d), keep = record && !pw && (size_t)(d.N * G * KL) * sizeof(float) <= QAT__KEEP_COLS;
     /* kept: every sample's columns; not kept: one sample's per thread, reused */
     int64_t workers = qat__workers(ctx);
-    float *cols = pw ? NULL : qat__step_scratch(ctx, (size_t)((keep ? d.N * G : workers) * CKK * OHW) * sizeof(float));
-    if (!y || !s || (!pw && !cols)) return NULL;
-    conv_fw_job j = {.d = &d, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data, .cols = cols,
-                     .keep = keep, .pw = pw, .im2col = im2col_for(&d)};
+    float *cols = pw ? NULL : qat__step_scratch(ctx, (size_t)((keep ? d.N * G : workers) * KL) * sizeof(float));
+    float *wk = f.nk > 1 ? qat__step_scratch(ctx, (size_t)w->numel * sizeof(float)) : NULL;
+    if (!y || !s || (!pw && !cols) || (f.nk > 1 && !wk)) return NULL;
+    if (wk) { /* w [G][O][C][KH][KW] as wk [G][KH][O][C·KW] */
+        const float *src = w->data;
+        for (int64_t g = 0; g < G; g++)
+            for (int64_t o = 0; o < d.O; o++)
+                for (int64_t c = 0; c < d.C; c++)
+                    for (int64_t kh = 0; kh < d.KH; kh++)
+                        for (int64_t kw = 0; kw < d.KW; kw++)
+                            wk[((g * d.KH + kh) * d.O + o) * f.K + c * d.KW + kw] = *src++;
+    }
+    conv_fw_job j = {.d = &d, .f = &f, .x = x->data, .wk = wk ? wk : w->data, .b = b ? b->data : NULL,
+                     .y = y->data, .cols = cols, .keep = keep, .pw = pw, .im2col = im2col_for(&f.cd)};
     qat__par(ctx, (d.N + FW_CHUNK - 1) / FW_CHUNK, conv_fw_task, &j);
-    s->d = d;
-    s->cols = keep ? cols : NULL;
+    *s = (conv_saved){.d = d, .f = f, .wk = j.wk, .cols = keep ? cols : NULL};
     qat_node *node = qat__record(ctx, name, conv_bw, y, x, w, b);
     if (node) node->saved = s, node->out_free = true;
     return y;
