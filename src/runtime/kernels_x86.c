@@ -24,14 +24,29 @@ static bool has_vnni(void);
  * single: qat_multiply_by_quantized_multiplier_single, floor((x·m0 + 2^(t-1)) / 2^t) with t = 31 + right.
  * AVX2 has no 64-bit arithmetic shift: for t >= 32 that is the sum's high word (a signed int32: |x·m0| <
  * 2^62) shifted right by t - 32 in 32 bits (a floor of a floor); for t = 31 (right 0) both roundings are
- * floor((x·m0 + 2^30) / 2^31), an int32 (m0 < 2^31), whose low word a logical shift gives. */
-QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right, bool single) {
-    const __m256i half = _mm256_set1_epi64x(single && right > 0 ? 1LL << (30 + right) : 1LL << 30);
+ * floor((x·m0 + 2^30) / 2^31), an int32 (m0 < 2^31), whose low word a logical shift gives.
+ * nonneg (double rounding, for outputs clamped at or above the zero point, where every negative result
+ * clamps alike): with u = x·m0 + 2^30, SRDHM is floor(u / 2^31), and for u >= 0 the second rounding
+ * floor((floor(u / 2^31) + 2^(right-1)) / 2^right) = floor((u + 2^(30+right)) / 2^(31+right)), one
+ * floor as in the single form; for u < 0 both that and the exact result are <= 0, which the clamp maps
+ * to the same byte. No sign term: 8 operations instead of 15. */
+/* The one-floor forms (single, or nonneg), right > 0: floor((x·m0 + half) / 2^(31+right)) with half
+ * from one_floor_half, as the sums' high words shifted by right - 1 (cnt). */
+static inline int64_t one_floor_half(int right, bool single) {
+    return single ? 1LL << (30 + right) : (1LL << 30) + (1LL << (30 + right));
+}
+QAT_AVX2 static inline __m256i one_floor8(__m256i x, __m256i m0, __m256i half, __m128i cnt) {
     __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m0), half);
     __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m0), half);
-    if (single && right > 0) /* the high words, in lane order, shifted by right - 1 */
-        return _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA),
-                                _mm_cvtsi32_si128(right - 1));
+    return _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA), cnt);
+}
+
+QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right, bool single, bool nonneg) {
+    if ((single || nonneg) && right > 0)
+        return one_floor8(x, m0, _mm256_set1_epi64x(one_floor_half(right, single)), _mm_cvtsi32_si128(right - 1));
+    const __m256i half = _mm256_set1_epi64x(1LL << 30);
+    __m256i even = _mm256_add_epi64(_mm256_mul_epi32(x, m0), half);
+    __m256i odd = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), m0), half);
     /* low 32 bits of each 64-bit >> 31: the logical shift gives the same bits */
     even = _mm256_srli_epi64(even, 31);
     odd = _mm256_slli_epi64(_mm256_srli_epi64(odd, 31), 32);
@@ -47,10 +62,10 @@ QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right, bool sing
     return v;
 }
 
-/* zp + mbqm8(x), clamped; shift <= 0. */
+/* zp + mbqm8(x), clamped; shift <= 0. nonneg: lo >= zp (mbqm8). */
 QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi,
-                                        bool single) {
-    __m256i v = mbqm8(x, m0, right, single);
+                                        bool single, bool nonneg) {
+    __m256i v = mbqm8(x, m0, right, single, nonneg);
     /* clamp(zp + v, lo, hi) as the portable code's 64-bit sum: v clamped to
      * [lo - zp, hi - zp] first (a multiplier above 1 can saturate v to
      * INT32_MAX, where a 32-bit zp + v would wrap) */
@@ -78,7 +93,8 @@ QAT_AVX2 static inline void store16(const qat__gemm_args *a, int o, int p0, __m2
     int8_t *out = a->out + o * a->so + p0 * a->sp;
     if (a->shift[o] <= 0) {
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
-        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single);
+        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single, a->lo >= a->zp),
+                r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single, a->lo >= a->zp);
         if (a->sp == 1 && np == QAT_PPAD) { /* the common case: straight from registers */
             _mm_storeu_si128((__m128i *)out, pack16(r0, r1));
             return;
@@ -123,16 +139,21 @@ QAT_AVX2 static void gemm_avx2_kernel(const qat__gemm_args *a) {
  * pair, V loads of 8 positions' channel pairs, R broadcasts, R·V vpmaddwd.
  * 4 x 16 for wide rows, 8 x 8 for the last 8 positions or fewer. The
  * stores requantize each output row's positions as the GEMM's do. */
-QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_t *dst, int np, __m256i s0,
-                                         __m256i s1) {
+/* np < 16 positions are stored 16 bytes wide when the 16 bytes end within
+ * the channel's plane (spill): the bytes past np fall on the next rows of
+ * the same channel, which later blocks write (rows go up within a block of
+ * output channels); near a plane's end they are stored exactly. */
+QAT_AVX2 static inline void direct_store(const qat__direct_args *a, int o, int8_t *dst, int np, bool spill,
+                                         __m256i s0, __m256i s1) {
     __m256i b = _mm256_set1_epi32(a->bias[o]);
     s0 = _mm256_add_epi32(s0, b), s1 = _mm256_add_epi32(s1, b);
     if (a->shift[o] <= 0) {
         const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
         __m256i m0 = _mm256_set1_epi32(a->m0[o]);
-        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single), r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single);
+        __m256i r0 = requant8(s0, m0, -a->shift[o], zp, lo, hi, a->single, a->lo >= a->zp),
+                r1 = requant8(s1, m0, -a->shift[o], zp, lo, hi, a->single, a->lo >= a->zp);
         __m128i b8 = pack16(r0, r1);
-        if (np == 16) _mm_storeu_si128((__m128i *)dst, b8);
+        if (np == 16 || spill) _mm_storeu_si128((__m128i *)dst, b8);
         else {
             int8_t t[16];
             _mm_storeu_si128((__m128i *)t, b8);
@@ -182,11 +203,12 @@ QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat
     }
     int np = a->OW - ox0 < 16 ? a->OW - ox0 : 16;
     int64_t so = (int64_t)a->OH * a->OW;
+    bool spill = (int64_t)oy * a->OW + ox0 + 16 <= so;
     int8_t *dst = a->out + (int64_t)o0 * so + (int64_t)oy * a->OW + ox0;
-    direct_store(a, o0, dst, np, c00, c01);
-    if (o0 + 1 < a->O) direct_store(a, o0 + 1, dst + so, np, c10, c11);
-    if (o0 + 2 < a->O) direct_store(a, o0 + 2, dst + 2 * so, np, c20, c21);
-    if (o0 + 3 < a->O) direct_store(a, o0 + 3, dst + 3 * so, np, c30, c31);
+    direct_store(a, o0, dst, np, spill, c00, c01);
+    if (o0 + 1 < a->O) direct_store(a, o0 + 1, dst + so, np, spill, c10, c11);
+    if (o0 + 2 < a->O) direct_store(a, o0 + 2, dst + 2 * so, np, spill, c20, c21);
+    if (o0 + 3 < a->O) direct_store(a, o0 + 3, dst + 3 * so, np, spill, c30, c31);
 }
 
 /* 8 outputs x 8 positions (rows of 8 or fewer, and a row's last 8 or fewer). */
@@ -207,7 +229,8 @@ QAT_AVX2 static inline __attribute__((always_inline)) void direct_8x8(const qat_
     int8_t *dst = a->out + (int64_t)o0 * so + (int64_t)oy * a->OW + ox0;
     const __m256i z = _mm256_setzero_si256();
     __m256i c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
-    for (int j = 0; j < 8 && o0 + j < a->O; j++) direct_store(a, o0 + j, dst + j * so, np, c[j], z);
+    bool spill = (int64_t)oy * a->OW + ox0 + 16 <= so;
+    for (int j = 0; j < 8 && o0 + j < a->O; j++) direct_store(a, o0 + j, dst + j * so, np, spill, c[j], z);
 }
 
 /* One input row of two channels into the pair planes' row (kernels.h),
@@ -568,25 +591,32 @@ QAT_AVX2 static inline __attribute__((always_inline)) __m256i dw_sums8(const uin
  * as a constant (the loop unrolled, the weights in registers). */
 QAT_AVX2 static inline __attribute__((always_inline)) void dw_grid(const qat__depthwise_args *a, const uint8_t *src0,
                                                                    const int32_t *off, const __m256i *wv, int n,
-                                                                   const int fixed_n, bool quads, int64_t q8,
-                                                                   __m256i bias, __m256i m0, int right, int8_t *g) {
+                                                                   const int fixed_n, bool quads, const bool of,
+                                                                   int64_t q8, __m256i bias, __m256i m0, int right,
+                                                                   int8_t *g) {
     const __m256i zp = _mm256_set1_epi32(a->zp), lo = _mm256_set1_epi32(a->lo), hi = _mm256_set1_epi32(a->hi);
     const int vnni = a->vnni; /* in locals: the stores to g may alias a */
-    const bool single = a->single;
+    const bool single = a->single, nonneg = a->lo >= a->zp;
+    /* of (a constant in each copy): the one-floor requantization, its constants out of the loop */
+    const __m256i half = _mm256_set1_epi64x(of ? one_floor_half(right, single) : 0);
+    const __m128i cnt = _mm_cvtsi32_si128(right - 1);
+    const __m256i lo_zp = _mm256_sub_epi32(lo, zp), hi_zp = _mm256_sub_epi32(hi, zp);
+#define DW_REQUANT(acc)                                                                                          \
+    (of ? _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(one_floor8(acc, m0, half, cnt), lo_zp), hi_zp), zp) \
+        : requant8(acc, m0, right, zp, lo, hi, single, nonneg))
     if (fixed_n) n = fixed_n;
     int64_t q0 = 0;
     for (; q0 + 16 <= q8; q0 += 16) {
         const uint8_t *src = src0 + 4 * q0; /* a position is 4 bytes in both forms */
         __m256i acc0 = dw_sums8(src, off, wv, n, quads, vnni, bias);
         __m256i acc1 = dw_sums8(src + 32, off, wv, n, quads, vnni, bias);
-        __m256i r0 = requant8(acc0, m0, right, zp, lo, hi, single);
-        __m256i r1 = requant8(acc1, m0, right, zp, lo, hi, single);
-        _mm_storeu_si128((__m128i *)(void *)(g + q0), pack16(r0, r1));
+        _mm_storeu_si128((__m128i *)(void *)(g + q0), pack16(DW_REQUANT(acc0), DW_REQUANT(acc1)));
     }
     if (q0 < q8) {
-        __m256i r = requant8(dw_sums8(src0 + 4 * q0, off, wv, n, quads, vnni, bias), m0, right, zp, lo, hi, single);
+        __m256i r = DW_REQUANT(dw_sums8(src0 + 4 * q0, off, wv, n, quads, vnni, bias));
         _mm_storel_epi64((__m128i *)(void *)(g + q0), pack16(r, r));
     }
+#undef DW_REQUANT
 }
 
 QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
@@ -643,10 +673,14 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
             const uint8_t *src = st == 1 ? (const uint8_t *)(const void *)a->pairs : (const uint8_t *)(const void *)xc;
             __m256i b = _mm256_set1_epi32((int32_t)bias), m0 = _mm256_set1_epi32(a->m0[o]);
             int right = -a->shift[o];
-            /* six pairs or three quads: 3x3 kernels (and any other of that many sources) */
-            if (n == 6 && !quads) dw_grid(a, src, boff, wv, n, 6, false, q8, b, m0, right, gbuf);
-            else if (n == 3 && quads) dw_grid(a, src, boff, wv, n, 3, true, q8, b, m0, right, gbuf);
-            else dw_grid(a, src, boff, wv, n, 0, quads, q8, b, m0, right, gbuf);
+            /* six pairs or three quads: 3x3 kernels (and any other of that many sources); each with
+             * the one-floor requantization apart */
+            bool of = (a->single || a->lo >= a->zp) && right > 0;
+            if (n == 6 && !quads && of) dw_grid(a, src, boff, wv, n, 6, false, true, q8, b, m0, right, gbuf);
+            else if (n == 6 && !quads) dw_grid(a, src, boff, wv, n, 6, false, false, q8, b, m0, right, gbuf);
+            else if (n == 3 && quads && of) dw_grid(a, src, boff, wv, n, 3, true, true, q8, b, m0, right, gbuf);
+            else if (n == 3 && quads) dw_grid(a, src, boff, wv, n, 3, true, false, q8, b, m0, right, gbuf);
+            else dw_grid(a, src, boff, wv, n, 0, quads, false, q8, b, m0, right, gbuf);
             dw_rows_out(a, gbuf, yc, (int64_t)(a->O - o) * a->OH * a->OW);
             continue;
         }
@@ -682,8 +716,8 @@ QAT_AVX2 static void add_avx2(const int8_t *a, const int8_t *b, int64_t n, const
             __m256i xb = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i)));
             xa = _mm256_sll_epi32(_mm256_sub_epi32(xa, za), ls);
             xb = _mm256_sll_epi32(_mm256_sub_epi32(xb, zb), ls);
-            __m256i sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a, r->single), mbqm8(xb, mb, -r->sh_b, r->single));
-            __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi, r->single);
+            __m256i sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a, r->single, false), mbqm8(xb, mb, -r->sh_b, r->single, false));
+            __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi, r->single, r->lo >= r->zp_out);
             __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
             _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(p16, p16));
         }
