@@ -426,7 +426,7 @@ static void test_gemm8_equals_int16_reference(void) {
                     sum += (uint32_t)w8[o * K + k];
                 }
                 b8[o] = (int32_t)((uint32_t)bias[o] - (uint32_t)(128 + zp_in) * sum);
-                rq[o] = qat__rq_make(b8[o], m0[o], sh[o], zp, single);
+                rq[o] = qat__rq_make(b8[o], m0[o], sh[o], zp, -100, single); /* the clamp below */
             }
             memset(got, 0x55, (size_t)(m * out_n) + 128);
             qat__gemm8_args a = {.col = col, .koff = koff, .w = wp, .K4 = K4, .O = O, .R = R, .TT = TT, .Q = Q,

@@ -416,7 +416,9 @@ typedef struct {
     int32_t bias, left, zp, fold;
     int32_t unused[4];
 } qat__rq;
-qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, bool single);
+/* lo: the clamp's lower bound; lo >= zp drops the [P < 0]·c term (c = 0):
+ * every result it would change is at most zp, and clamps to lo alike. */
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, int32_t lo, bool single);
 
 /* Every w - zp_w of a linear/conv2d op fits int8. */
 bool qat__int8_weights(const qat_qop *op);

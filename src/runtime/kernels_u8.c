@@ -119,7 +119,7 @@ void qat__i8_geometry(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     i->const_bytes = i->rq_offset + (int64_t)g->O * (int64_t)sizeof(qat__rq);
 }
 
-qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, bool single) {
+qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, int32_t lo, bool single) {
     int right = shift < 0 ? (shift < -31 ? 31 : -shift) : 0;
     qat__rq q = {.m0 = m0, .n = (1LL << 30) + (right ? 1LL << (30 + right) : 0), .c = right ? 1LL << 31 : 0,
                  .s = 31 + right, .bias = bias, .left = shift > 0 ? shift : 0, .zp = zp};
@@ -127,6 +127,10 @@ qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, bool singl
         int s = 31 - (shift < -31 ? -31 : shift > 30 ? 30 : shift);
         q.n = 1LL << (s - 1), q.c = 0, q.s = s, q.left = 0;
     }
+    /* Under a clamp at or above zp (a fused ReLU): without the term, (P + n) >> s is still the exact
+     * result where P >= -2^30; below, both are <= 0 (P + n < 2^(30+right)), so zp plus either clamps
+     * to lo (kernels_vnni8.c: mbqm16) */
+    if (lo >= zp) q.c = 0;
     /* |P| < 2^62 and n <= 2^61 + 2^30: adding zp·2^s (|zp| <= 2^8) stays
      * below 2^63 while s <= 53 */
     if (q.s <= 53) q.n += (int64_t)zp * (1LL << q.s), q.fold = 1;
@@ -178,7 +182,7 @@ void qat__i8_prepare(const qat_qmodel *q, const qat_qop *op, const qat__op_geom 
         if (i->kind != QAT_I8_LINEAR)
             ((qat__rq *)(void *)((uint8_t *)consts + i->rq_offset))[o] =
                 qat__rq_make(bias8[at], op->multiplier[o], op->shift[o], q->tensors[op->output].q.zero_point,
-                             q->rounding == QAT_ROUNDING_SINGLE);
+                             op->act_min, q->rounding == QAT_ROUNDING_SINGLE);
     }
 }
 

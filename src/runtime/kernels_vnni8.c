@@ -233,10 +233,14 @@ QAT_VNNI8 INLINE __m128i requant_rq(__m512i x, const qat__rq *q, const clamp16 *
     const __m512i m = _mm512_set1_epi64(q->m0), n = _mm512_set1_epi64(q->n), c = _mm512_set1_epi64(q->c),
                   s = _mm512_set1_epi64(q->s);
     __m512i pe = _mm512_mul_epi32(x, m), po = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), m);
+    __m512i te = _mm512_add_epi64(pe, n), to = _mm512_add_epi64(po, n);
     /* the correction c where P < 0 from P's sign by shifts (all ones, and c):
-     * measured faster than a mask register next to the vpdpbusd of the sums */
-    __m512i te = _mm512_sub_epi64(_mm512_add_epi64(pe, n), _mm512_and_si512(_mm512_srai_epi64(pe, 63), c));
-    __m512i to = _mm512_sub_epi64(_mm512_add_epi64(po, n), _mm512_and_si512(_mm512_srai_epi64(po, 63), c));
+     * measured faster than a mask register next to the vpdpbusd of the sums;
+     * none under a clamp at or above zp (qat__rq_make) */
+    if (q->c) {
+        te = _mm512_sub_epi64(te, _mm512_and_si512(_mm512_srai_epi64(pe, 63), c));
+        to = _mm512_sub_epi64(to, _mm512_and_si512(_mm512_srai_epi64(po, 63), c));
+    }
     te = _mm512_srav_epi64(te, s), to = _mm512_srav_epi64(to, s);
     if (__builtin_expect(q->fold != 0, 1)) {
         __m128i b = _mm_unpacklo_epi8(_mm512_cvtsepi64_epi8(te), _mm512_cvtsepi64_epi8(to));
@@ -253,7 +257,7 @@ QAT_VNNI8 void qat__requant16_avx512(const int32_t *acc, int32_t m0, int shift, 
     _mm512_storeu_si512(y, v);
     /* and the prepared record's form, and the per-lane form, lanes all alike, must agree */
     const clamp16 k = clamp_of(zp, lo, hi);
-    qat__rq q = qat__rq_make(0, m0, shift, zp, single);
+    qat__rq q = qat__rq_make(0, m0, shift, zp, lo, single);
     if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtepi8_epi32(requant_rq(_mm512_loadu_si512(acc), &q, &k))))
         _mm512_storeu_si512(y, _mm512_set1_epi32(INT32_MIN)); /* the test fails */
     __m512i w = requant16_lanes(_mm512_loadu_si512(acc), _mm512_set1_epi32(m0), _mm512_set1_epi32(shift), zp, lo, hi,
@@ -813,7 +817,7 @@ QAT_VNNI8 void qat__add_s8_tab_avx512(const int8_t *a, const int8_t *b, int64_t 
                                       const uint8_t *tables, int8_t *y) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const clamp16 k = clamp_of(r->zp_out, r->lo, r->hi);
-    const qat__rq q = qat__rq_make(0, r->m_out, r->sh_out, r->zp_out, r->single);
+    const qat__rq q = qat__rq_make(0, r->m_out, r->sh_out, r->zp_out, r->lo, r->single);
     int8_t back[64]; /* output byte 16·L + 4·j + e is byte 16·j + 4·L + e of the four results in order */
     for (int i = 0; i < 64; i++) back[i] = (int8_t)(16 * (i % 16 / 4) + 4 * (i / 16) + i % 4);
     const __m512i order = _mm512_loadu_si512(back);
