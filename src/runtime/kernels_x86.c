@@ -62,15 +62,17 @@ QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right, bool sing
     return v;
 }
 
+/* clamp(zp + v, lo, hi) as the portable code's 64-bit sum: v clamped to
+ * [lo - zp, hi - zp] first (a multiplier above 1 can saturate v to
+ * INT32_MAX, where a 32-bit zp + v would wrap) */
+QAT_AVX2 static inline __m256i clamp_zp8(__m256i v, __m256i zp, __m256i lo_zp, __m256i hi_zp) {
+    return _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(v, lo_zp), hi_zp), zp);
+}
+
 /* zp + mbqm8(x), clamped; shift <= 0. nonneg: lo >= zp (mbqm8). */
 QAT_AVX2 static inline __m256i requant8(__m256i x, __m256i m0, int right, __m256i zp, __m256i lo, __m256i hi,
                                         bool single, bool nonneg) {
-    __m256i v = mbqm8(x, m0, right, single, nonneg);
-    /* clamp(zp + v, lo, hi) as the portable code's 64-bit sum: v clamped to
-     * [lo - zp, hi - zp] first (a multiplier above 1 can saturate v to
-     * INT32_MAX, where a 32-bit zp + v would wrap) */
-    v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_sub_epi32(lo, zp)), _mm256_sub_epi32(hi, zp));
-    return _mm256_add_epi32(v, zp);
+    return clamp_zp8(mbqm8(x, m0, right, single, nonneg), zp, _mm256_sub_epi32(lo, zp), _mm256_sub_epi32(hi, zp));
 }
 
 /* 16 int32 within int8 (r0: positions 0-7, r1: 8-15) as 16 bytes in order:
@@ -601,9 +603,8 @@ QAT_AVX2 static inline __attribute__((always_inline)) void dw_grid(const qat__de
     const __m256i half = _mm256_set1_epi64x(of ? one_floor_half(right, single) : 0);
     const __m128i cnt = _mm_cvtsi32_si128(right - 1);
     const __m256i lo_zp = _mm256_sub_epi32(lo, zp), hi_zp = _mm256_sub_epi32(hi, zp);
-#define DW_REQUANT(acc)                                                                                          \
-    (of ? _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(one_floor8(acc, m0, half, cnt), lo_zp), hi_zp), zp) \
-        : requant8(acc, m0, right, zp, lo, hi, single, nonneg))
+#define DW_REQUANT(acc) \
+    (of ? clamp_zp8(one_floor8(acc, m0, half, cnt), zp, lo_zp, hi_zp) : requant8(acc, m0, right, zp, lo, hi, single, nonneg))
     if (fixed_n) n = fixed_n;
     int64_t q0 = 0;
     for (; q0 + 16 <= q8; q0 += 16) {
