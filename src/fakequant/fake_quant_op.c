@@ -59,9 +59,14 @@ static inline float masked1(float g, const uint8_t *mul, const uint8_t *sel, int
  * for the baseline ABI is what GCC warns about.) */
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
-#define LANE_BITS ((v16i){1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768})
+typedef uint32_t v16u __attribute__((vector_size(64)));
+/* Lane k's bit moved to bit 31, then spread over the lane by an arithmetic
+ * shift: all ones where set. (The test (word & 1 << k) != 0 gave the same
+ * lanes, but GCC built its AVX2 copy lane by lane, 10x the AVX-512 one's
+ * time: 5.5 % of a ResNet-8 step at the avx2 level.) */
+#define LANE_SHIFT ((v16u){31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16})
 #define LANES_ON(bits, i) \
-    ((((v16i){0} + ((int32_t)(bits)[(i) >> 3] | (int32_t)(bits)[((i) >> 3) + 1] << 8)) & LANE_BITS) != 0)
+    ((v16i)(((v16u){0} + ((uint32_t)(bits)[(i) >> 3] | (uint32_t)(bits)[((i) >> 3) + 1] << 8)) << LANE_SHIFT) >> 31)
 #define FLOAT_ONE_BITS 0x3F800000 /* 1.0f */
 #define MASKED16(out, g, mul, sel, i)                                                      \
     do {                                                                                   \
