@@ -5,8 +5,8 @@
  * written as one accumulator is a chain of dependent adds the compiler
  * may not reorder (ISO C keeps floating-point order), so it ran at one
  * add per 4 cycles and the BatchNorms took a fifth of a ResNet's training
- * step. Here every sum has 8 independent accumulators, one vector of
- * doubles, and the row's total is their sum. The order of the additions
+ * step. Here every sum has 8 independent accumulators, eight lanes of
+ * doubles (v8d: two 4-double vectors), and the row's total is their sum. The order of the additions
  * is fixed (lane j takes the elements j, j + 8, ...; the tail has its own
  * accumulator; lanes are added in order), so results are the same on
  * every CPU and in every clone. */
