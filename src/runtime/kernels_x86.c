@@ -20,17 +20,7 @@
 static bool has_avx2(void);
 static bool has_vnni(void);
 
-/* RoundingDivideByPOT(SRDHM(x, m0), right): qat_multiply_by_quantized_multiplier with shift = -right <= 0;
- * single: qat_multiply_by_quantized_multiplier_single, floor((x·m0 + 2^(t-1)) / 2^t) with t = 31 + right.
- * AVX2 has no 64-bit arithmetic shift: for t >= 32 that is the sum's high word (a signed int32: |x·m0| <
- * 2^62) shifted right by t - 32 in 32 bits (a floor of a floor); for t = 31 (right 0) both roundings are
- * floor((x·m0 + 2^30) / 2^31), an int32 (m0 < 2^31), whose low word a logical shift gives.
- * nonneg (double rounding, for outputs clamped at or above the zero point, where every negative result
- * clamps alike): with u = x·m0 + 2^30, SRDHM is floor(u / 2^31), and for u >= 0 the second rounding
- * floor((floor(u / 2^31) + 2^(right-1)) / 2^right) = floor((u + 2^(30+right)) / 2^(31+right)), one
- * floor as in the single form; for u < 0 both that and the exact result are <= 0, which the clamp maps
- * to the same byte. No sign term: 8 operations instead of 15. */
-/* The one-floor forms (single, or nonneg), right > 0: floor((x·m0 + half) / 2^(31+right)) with half
+/* The one-floor forms (single, or nonneg: mbqm8), right > 0: floor((x·m0 + half) / 2^(31+right)) with half
  * from one_floor_half, as the sums' high words shifted by right - 1 (cnt). */
 static inline int64_t one_floor_half(int right, bool single) {
     return single ? 1LL << (30 + right) : (1LL << 30) + (1LL << (30 + right));
@@ -41,6 +31,16 @@ QAT_AVX2 static inline __m256i one_floor8(__m256i x, __m256i m0, __m256i half, _
     return _mm256_sra_epi32(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA), cnt);
 }
 
+/* RoundingDivideByPOT(SRDHM(x, m0), right): qat_multiply_by_quantized_multiplier with shift = -right <= 0;
+ * single: qat_multiply_by_quantized_multiplier_single, floor((x·m0 + 2^(t-1)) / 2^t) with t = 31 + right.
+ * AVX2 has no 64-bit arithmetic shift: for t >= 32 that is the sum's high word (a signed int32: |x·m0| <
+ * 2^62) shifted right by t - 32 in 32 bits (a floor of a floor); for t = 31 (right 0) both roundings are
+ * floor((x·m0 + 2^30) / 2^31), an int32 (m0 < 2^31), whose low word a logical shift gives.
+ * nonneg (double rounding, for outputs clamped at or above the zero point, where every negative result
+ * clamps alike): with u = x·m0 + 2^30, SRDHM is floor(u / 2^31), and for u >= 0 the second rounding
+ * floor((floor(u / 2^31) + 2^(right-1)) / 2^right) = floor((u + 2^(30+right)) / 2^(31+right)), one
+ * floor as in the single form; for u < 0 both that and the exact result are <= 0, which the clamp maps
+ * to the same byte. No sign term: 8 operations instead of 15. */
 QAT_AVX2 static inline __m256i mbqm8(__m256i x, __m256i m0, int right, bool single, bool nonneg) {
     if ((single || nonneg) && right > 0)
         return one_floor8(x, m0, _mm256_set1_epi64x(one_floor_half(right, single)), _mm_cvtsi32_si128(right - 1));
