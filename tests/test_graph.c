@@ -153,6 +153,37 @@ static void test_prepare_layer_whole_and_transactional(void) {
     qat_ctx_free(ctx);
 }
 
+/* LSQ's initial scales are 2·mean|w|/sqrt(qmax) of the weight as it is
+ * quantized: a layer with a BatchNorm folded in quantizes w times
+ * gamma/sqrt(running_var + eps) per output channel, so its scales start
+ * from that product (with a trained BatchNorm, from the raw weight they
+ * were off by that factor: a W2 DS-CNN fine-tune fell to 25 %). */
+static void test_lsq_init_sees_the_folded_weight(void) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = qat_model_new(ctx);
+    qat_model_lenet(m, true);
+    CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 1), QAT_OK);
+    int conv2 = qat_model_find_layer(m, "conv2"), bn2 = qat_model_find_layer(m, "bn2"), fc1 = qat_model_find_layer(m, "fc1");
+    qat__layer *bn = &m->layers[bn2];
+    for (int64_t o = 0; o < bn->cout; o++) /* a trained-looking BatchNorm: sf from 0.1 to about 9, one negative */
+        bn->running_var[o] = 0.01f * (float)((o + 1) * (o + 1)), bn->gamma->data[o] = o == 3 ? -0.9f : 0.1f + 0.05f * (float)o;
+    qat_prepare_config c = qat_prepare_defaults();
+    c.lsq = true, c.wbits = 4;
+    CU_ASSERT_EQUAL_FATAL(qat_prepare(m, &c), QAT_OK);
+    CU_ASSERT_FATAL(m->layers[conv2].fold_bn == bn2 && m->layers[conv2].wscale && m->layers[fc1].fold_bn < 0);
+    for (int layer = 0; layer < 2; layer++) {
+        const qat__layer *l = &m->layers[layer ? fc1 : conv2];
+        int64_t O = l->weight->shape[0], per = l->weight->numel / O;
+        for (int64_t o = 0; o < O; o++) {
+            double sf = layer ? 1.0 : fabs((double)bn->gamma->data[o]) / sqrt((double)bn->running_var[o] + bn->eps), sum = 0;
+            for (int64_t j = 0; j < per; j++) sum += fabs((double)l->weight->data[o * per + j]);
+            double want = 2.0 * sf * sum / (double)per / sqrt((double)l->wq->qmax);
+            CU_ASSERT_DOUBLE_EQUAL(l->wscale->data[o], want, 1e-5 * want);
+        }
+    }
+    qat_ctx_free(ctx);
+}
+
 /* Re-configuring only a layer's weights keeps its group's activation
  * quantizer and the range it observed (a sensitivity measurement changes
  * the weights alone); another activation configuration starts afresh. */
@@ -1109,6 +1140,7 @@ int main(int argc, char **argv) {
         {"the fusion matcher on branches", test_matcher_on_branches},
         {"prepare_layer: whole configurations, all or nothing (LSQ too)", test_prepare_layer_whole_and_transactional},
         {"prepare_layer: new weight bits keep the activation's observed range", test_prepare_layer_keeps_activation_range},
+        {"LSQ's initial scales: of the weight as quantized, a folded BatchNorm's factor included", test_lsq_init_sees_the_folded_weight},
         {"exporting every epoch does not grow memory", test_export_does_not_grow_memory},
         {"a custom op trains, gradchecks, and lowering refuses it by name", test_custom_layer_trains_and_is_refused_by_lowering},
         {"model files: errors name the line and the field", test_model_file_errors_name_line_and_field},

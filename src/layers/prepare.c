@@ -94,15 +94,24 @@ static qat_status weight_type(qat_model *m, const qat__layer *l, const qat_prepa
 
 /* LSQ's initial scales for layer l's type q: 2·mean|w| / sqrt(qmax) per
  * block, summed in double over the block's runs (a block of several
- * dimensions is several runs). */
-static bool lsq_init(const qat__layer *l, const qat_qtype *q, float *scales) {
+ * dimensions is several runs). w is the weight as it is quantized: with
+ * BatchNorm bn folded in (bn >= 0), each output channel's weights times
+ * gamma / sqrt(running_var + eps), as the folded forward scales them
+ * before its fake quantizer (forward.c). */
+static bool lsq_init(const qat_model *m, const qat__layer *l, int bn, const qat_qtype *q, float *scales) {
     double *sum = calloc((size_t)q->nparams, sizeof *sum);
     int64_t *count = calloc((size_t)q->nparams, sizeof *count);
     if (!sum || !count) return free(sum), free(count), false;
+    const qat__layer *b = bn >= 0 ? &m->layers[bn] : NULL;
+    int64_t per_out = l->weight->numel / l->weight->shape[0];
     for (int64_t s0 = 0, run; s0 < l->weight->numel; s0 += run) {
         run = qat__qtype_run_len(q, s0);
         int64_t p = qat_qtype_param_index(q, s0);
-        for (int64_t j = s0; j < s0 + run; j++) sum[p] += fabsf(l->weight->data[j]);
+        for (int64_t j = s0; j < s0 + run; j++) {
+            int64_t o = j / per_out;
+            float sf = b ? b->gamma->data[o] * (1.0f / sqrtf(b->running_var[o] + b->eps)) : 1.0f;
+            sum[p] += fabsf(l->weight->data[j] * sf);
+        }
         count[p] += run;
     }
     for (int64_t p = 0; p < q->nparams; p++) {
@@ -117,7 +126,7 @@ static bool lsq_init(const qat__layer *l, const qat_qtype *q, float *scales) {
  * taking type q (its scales initialised afresh) and LSQ on or off per
  * `lsq`; the other layers keep their learned scales. All allocation comes
  * first: on failure nothing has changed. */
-static qat_status relayout_lsq(qat_model *m, int changed, const qat_qtype *q, bool lsq) {
+static qat_status relayout_lsq(qat_model *m, int changed, int bn, const qat_qtype *q, bool lsq) {
     qat_ctx *ctx = m->ctx;
     int64_t total = 0;
     for (int i = 0; i < m->n_layers; i++) {
@@ -140,7 +149,7 @@ static qat_status relayout_lsq(qat_model *m, int changed, const qat_qtype *q, bo
         views[2 * i + 1] = z ? qat_tensor_wrap(ctx, QAT_MEM_PERSIST, z, NULL, 1, &np) : NULL;
         if (!views[2 * i] || !views[2 * i + 1]) return qat_ctx_status(ctx);
         if (i == changed) {
-            if (!lsq_init(l, q, p + off)) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "prepare: out of memory");
+            if (!lsq_init(m, l, bn, q, p + off)) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "prepare: out of memory");
         } else memcpy(p + off, l->wscale->data, (size_t)np * sizeof(float)), memcpy(z, l->wzero->data, (size_t)np * sizeof(float));
         off += np;
     }
@@ -202,7 +211,7 @@ static qat_status quantize_layer(qat_model *m, int id, const qat_prepare_config 
     qat__act_quant *aq = keep ? NULL : same ? prev : new_act_quant(m, c, act_bits(m, g.end, c));
     if (!keep && !aq) return qat_ctx_status(ctx);
     bool had_lsq = l->wscale != NULL;
-    if (product && (c->lsq || had_lsq) && (st = relayout_lsq(m, id, wq, c->lsq)) != QAT_OK) return st;
+    if (product && (c->lsq || had_lsq) && (st = relayout_lsq(m, id, g.bn, wq, c->lsq)) != QAT_OK) return st;
     /* commit */
     if (old.bn >= 0) m->layers[old.bn].folded = false;
     m->layers[old.end].aq = NULL;
