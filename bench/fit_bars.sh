@@ -9,6 +9,8 @@
 #     binary;
 #   - W8A8: the same trained weights trained --ft more epochs at W8A8;
 #   - W4A8: the same trained weights fine-tuned --ft epochs at uniform W4;
+#   every fine-tune (fit's too: its --ft-lr default) at a tenth of the
+#   training run's peak learning rate;
 #   - LeNet only, fit+cycles: `qat fit` with the same flash budget and
 #     --cycles (default 1.10M estimated Cortex-M4 cycles, --cycle-margin
 #     0.5: W8A8 takes about 1.05 M but is over the flash, uniform W4 about
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
         --epochs) epochs_lenet=$2 epochs_kws=$2; shift 2 ;;
         --ft) ft=$2; shift 2 ;;
         --lenet-cycles) lenet_cycles=$2; shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "fit_bars: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -68,8 +70,10 @@ run_model() { # name model data epochs lr seed
     local common=(--model "$model" --data "$data" --lr "$lr" --seed "$seed")
     # each step is skipped when its output is there (delete WORK to start again)
     [ -f "$d/trained.ckpt.h5" ] || "$qat" train "${common[@]}" --qat --epochs "$epochs" --out "$d/trained.ckpt.h5" 2>"$d/train.log"
-    [ -f "$d/w8.ckpt.h5" ] || "$qat" train "${common[@]}" --qat --epochs "$ft" --init "$d/trained.ckpt.h5" --out "$d/w8.ckpt.h5" 2>"$d/w8.log"
-    [ -f "$d/w4.ckpt.h5" ] || "$qat" train "${common[@]}" --qat --wbits 4 --epochs "$ft" --init "$d/trained.ckpt.h5" --out "$d/w4.ckpt.h5" 2>"$d/w4.log"
+    # the fine-tunes, fit's included (its --ft-lr default), at a tenth of the training run's peak learning rate
+    local ftc=(--qat --epochs "$ft" --lr "$(awk -v x="$lr" 'BEGIN { printf "%.9g", x / 10 }')" --init "$d/trained.ckpt.h5")
+    [ -f "$d/w8.ckpt.h5" ] || "$qat" train "${common[@]}" "${ftc[@]}" --out "$d/w8.ckpt.h5" 2>"$d/w8.log"
+    [ -f "$d/w4.ckpt.h5" ] || "$qat" train "${common[@]}" "${ftc[@]}" --wbits 4 --out "$d/w4.ckpt.h5" 2>"$d/w4.log"
     for c in w8 w4; do [ -f "$d/$c.qat.h5" ] || "$qat" export --checkpoint "$d/$c.ckpt.h5" --out "$d/$c.qat.h5" 2>/dev/null; done
     read -r c8 a8 < <(c_sizes "$d/w8.qat.h5")
     local w; w=$(weights "$d/trained.ckpt.h5")

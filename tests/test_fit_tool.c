@@ -94,6 +94,7 @@ static void test_fit_lenet_half_flash(void) {
     snprintf(path, sizeof path, "%s/fit/c/lenet.elf", cli_dir);
     CU_ASSERT_EQUAL(access(path, R_OK), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "fit 5/5"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "adam lr 0.0001,")); /* the fine-tune at a tenth of train's default 0.001 */
 }
 
 /* Uniform W4's predicted cycles in a fit's front.csv ("uniform,...,4 4 4 4 4"), or -1. */
@@ -137,12 +138,13 @@ static void test_fit_lenet_cycles(void) {
     if (!(w4 > 1e5)) printf("\n  no \"uniform,...,4 4 4 4 4\" row with its cycles in %s\n", path);
     CU_ASSERT_FATAL(w4 > 1e5);
     snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' %s --cycles %.0f --cycle-margin 0.5 --out '%s/cyc' "
-             "--cycle-plugin '%s' --json", ckpt, data, common, budget, cli_dir, so);
+             "--cycle-plugin '%s' --ft-lr 0.0005 --json", ckpt, data, common, budget, cli_dir, so);
     rc = cli_run(args, err, sizeof err, out, sizeof out);
     if (rc) printf("\n%s\n", err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
     cli_last_line(out, line, sizeof line);
     CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"fits\": true, \"checked_on_binary\": true"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "adam lr 0.0005,")); /* --ft-lr given */
     double cycles = cli_json_number(line, "cycles"), predicted = cli_json_number(line, "predicted_cycles");
     CU_ASSERT(cycles > 1e5 && cycles <= budget);
     CU_ASSERT(predicted <= budget * 0.995); /* the choice is made for the budget less the 0.5 % margin */
@@ -203,6 +205,7 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --cycles 1M --core cortex-m3", "the cycle model is the Cortex-M4's", 2},
         {"fit --model lenet --flash 1000 --cycles 1M --no-link", "not with --no-link", 2},
         {"fit --model lenet --flash 1000 --cycles 1M --cycle-margin 60", "--cycle-margin \"60\"", 2},
+        {"fit --model lenet --flash 1000 --ft-lr 0", "--ft-lr wants a number", 2},
     };
     char err[8192], args[1024];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

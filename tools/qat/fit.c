@@ -78,6 +78,7 @@ static const char *const fit_usage =
     "                      (the model is the checkpoint's; --model is not needed)\n"
     "  --calib N           calibration samples without a val split (default 2000)\n"
     "  --ft-epochs N       fine-tuning epochs (default 2)\n"
+    "  --ft-lr X           fine-tuning's peak learning rate (default: a tenth of --lr)\n"
     "  --front N           points of the front measured (default 12)\n"
     "  --core CORE         cortex-m4 (default), cortex-m0plus, cortex-m3, cortex-m7,\n"
     "                      cortex-m33\n"
@@ -98,6 +99,7 @@ typedef struct {
     int bits[QAT_FIT_MAX_CHOICES], n_bits;
     const char *out, *name, *checkpoint, *core, *cc, *rounding, *qemu, *plugin;
     long calib, ft_epochs, front;
+    double ft_lr; /* 0: a tenth of train's --lr */
     double cycle_margin;    /* percent */
     bool no_link, json;
     /* qat train's options, with --qat */
@@ -209,6 +211,8 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
             if (!VAL() || !cli_int(PROG, a, v, 1, 1L << 30, &o->calib)) return EXIT_USAGE;
         } else if (!strcmp(a, "--ft-epochs")) {
             if (!VAL() || !cli_int(PROG, a, v, 1, 1000, &o->ft_epochs)) return EXIT_USAGE;
+        } else if (!strcmp(a, "--ft-lr")) {
+            if (!VAL() || !cli_float(PROG, a, v, 1e-7, 10, &o->ft_lr)) return EXIT_USAGE;
         } else if (!strcmp(a, "--front")) {
             if (!VAL() || !cli_int(PROG, a, v, 2, FRONT_CAP, &o->front)) return EXIT_USAGE;
         } else if (!strcmp(a, "--rounding")) {
@@ -285,16 +289,16 @@ static int check_out_dir(const fit_opts *o) {
 }
 
 /* Runs `qat train` with the fit's train options and the given extra ones
- * (which replace --model and --epochs when given). */
+ * (which replace --model, --epochs and --lr when given). */
 static int train_with(fit_run *r, const char *const *extra, int n_extra, bool replace_model) {
     char *args[MAX_ARGS];
     int n = 0;
     const fit_opts *o = r->o;
     for (int i = 0; i < o->n_rest; i++) {
         const char *a = o->rest[i];
-        bool model = !strcmp(a, "--model") || !strcmp(a, "--model-file");
-        bool epochs = !strcmp(a, "--epochs") || !strcmp(a, "--float-epochs");
-        if (((model && replace_model) || (epochs && replace_model)) && i + 1 < o->n_rest) {
+        bool replaced = !strcmp(a, "--model") || !strcmp(a, "--model-file") || !strcmp(a, "--epochs") ||
+                        !strcmp(a, "--float-epochs") || !strcmp(a, "--lr");
+        if (replaced && replace_model && i + 1 < o->n_rest) {
             i++;
             continue;
         }
@@ -667,12 +671,17 @@ static int fit(fit_run *r) {
     }
     /* 4. fine-tune the choice from the trained weights; export it */
     if ((rc = write_qnet(r))) return rc;
-    char ft[16];
+    char ft[16], lr[32];
     snprintf(ft, sizeof ft, "%ld", o->ft_epochs);
-    fprintf(stderr, "%s: fit 4/5: fine-tuning %s for %s epoch(s) from %s\n", PROG, r->qnet, ft, r->base);
+    /* from trained weights, a tenth of the peak by default: at the training
+     * run's own peak the fine-tune's result moves by more than the choice
+     * changes it (docs/fit.md, "Fine-tuning's learning rate") */
+    snprintf(lr, sizeof lr, "%.9g", o->ft_lr > 0 ? o->ft_lr : o->train.lr / 10);
+    fprintf(stderr, "%s: fit 4/5: fine-tuning %s for %s epoch(s) at a peak learning rate of %s from %s\n", PROG, r->qnet,
+            ft, lr, r->base);
     const char *extra[] = {"--model-file", r->qnet, "--init", r->base, "--epochs", ft, "--float-epochs", "0",
-                           "--out", r->ckpt};
-    if ((rc = train_with(r, extra, 10, true))) return rc;
+                           "--out", r->ckpt, "--lr", lr};
+    if ((rc = train_with(r, extra, 12, true))) return rc;
     const char *exp[] = {"export", "--checkpoint", r->ckpt, "--out", r->qfile, "--c", r->cdir, "--name", o->name,
                          "--c-ram", r->t.small_ram ? "small" : "fast", "--rounding", o->rounding, NULL};
     if ((rc = cmd_export(13, (char **)exp))) return rc;
