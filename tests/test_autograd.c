@@ -660,13 +660,21 @@ static void test_grad_shared_intermediate(void) {
     qat_ctx_free(ctx);
 }
 
-/* The AVX-512 im2col and col2im give the portable ones' bits: strides
- * 1x1, 1x2, 2x2 and 2x1 (height x width; 2x1 is not taken), paddings 0-2, kernels 1x1 to 5x5, widths 1 to 40 (one to three chunks
- * of 16 a row), adding into a gradient that already holds values (signed
- * zeros among them); nothing written past the sample's columns. */
-static void test_conv_rows_match_portable(void) {
-#if QAT__CONV_AVX512
-    if (!qat__have_avx512f()) QAT_TEST_SKIP("this CPU has no AVX-512F: the AVX-512 rows never run");
+/* The AVX-512 and AVX2 im2col and col2im give the portable ones' bits:
+ * strides 1x1, 1x2, 2x2 and 2x1 (height x width; 2x1 is not taken),
+ * paddings 0-2, kernels 1x1 to 5x5, widths 1 to 40 (one to three chunks
+ * of 16 a row, one to five of 8), adding into a gradient that already
+ * holds values (signed zeros among them); nothing written past the
+ * sample's columns. Each set of rows runs where the CPU (and QAT_MAX_ISA)
+ * allows it. */
+typedef struct {
+    const char *name;
+    bool (*fits)(const qat__conv_dims *);
+    void (*im2col)(const qat__conv_dims *, const float *, float *);
+    void (*col2im)(const qat__conv_dims *, const float *, float *, bool);
+} conv_rows;
+
+static int conv_rows_check(const conv_rows *k) {
     qat_rng rng = rng_for(22);
     /* buffers of the case's exact sizes (the columns with 16 sentinels):
      * under AddressSanitizer a read or write past them is caught */
@@ -682,7 +690,7 @@ static void test_conv_rows_match_portable(void) {
                                         .ph = pad, .pw = pad, .G = 1};
                     if (H + 2 * pad < K || W + 2 * pad < K) continue;
                     d.OH = (H + 2 * pad - K) / sh + 1, d.OW = (W + 2 * pad - K) / sw + 1;
-                    if (d.OH < 1 || d.OW < 1 || !qat__conv_avx512_fits(&d)) continue;
+                    if (d.OH < 1 || d.OW < 1 || !k->fits(&d)) continue;
                     int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
                     float *x = malloc((size_t)n_x * sizeof *x), *g0 = malloc((size_t)n_x * sizeof *g0),
                           *g1 = malloc((size_t)n_x * sizeof *g1), *c0 = malloc((size_t)(n_col + 16) * sizeof *c0),
@@ -691,7 +699,7 @@ static void test_conv_rows_match_portable(void) {
                     for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(&rng);
                     for (int64_t i = 0; i < n_col + 16; i++) c0[i] = c1[i] = 99.0f;
                     qat__im2col(&d, x, c0);
-                    qat__im2col_avx512(&d, x, c1);
+                    k->im2col(&d, x, c1);
                     CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)n_col * sizeof(float)), 0);
                     bool spill = false; /* the last chunk's store is masked: nothing past the columns */
                     for (int64_t i = n_col; i < n_col + 16; i++) spill |= c1[i] != 99.0f;
@@ -699,55 +707,79 @@ static void test_conv_rows_match_portable(void) {
                     for (int64_t i = 0; i < n_col; i++) c0[i] = qat_rng_normal(&rng);
                     for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(&rng);
                     qat__col2im_add(&d, c0, g0);
-                    qat__col2im_add_avx512(&d, c0, g1, false);
+                    k->col2im(&d, c0, g1, false);
                     CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
                     /* overwriting garbage equals adding into zeros */
                     for (int64_t i = 0; i < n_x; i++) g0[i] = 0.0f, g1[i] = NAN;
                     qat__col2im_add(&d, c0, g0);
-                    qat__col2im_add_avx512(&d, c0, g1, true);
+                    k->col2im(&d, c0, g1, true);
                     CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
                     /* -0 added to -0 stays -0: a tap that does not reach an
                      * element must add nothing to it, not +0 */
                     for (int64_t i = 0; i < n_col; i++) c0[i] = -0.0f;
                     for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = -0.0f;
                     qat__col2im_add(&d, c0, g0);
-                    qat__col2im_add_avx512(&d, c0, g1, false);
+                    k->col2im(&d, c0, g1, false);
                     CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
                     free(x), free(g0), free(g1), free(c0), free(c1);
                     checked++;
                 }
-    CU_ASSERT(checked > 900);
+    return checked;
+}
+
+static void test_conv_rows_match_portable(void) {
+#if QAT__CONV_AVX512
+    const conv_rows rows[] = {{"AVX-512", qat__conv_avx512_fits, qat__im2col_avx512, qat__col2im_add_avx512},
+                              {"AVX2", qat__conv_avx2_fits, qat__im2col_avx2, qat__col2im_add_avx2}};
+    int ran = 0;
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        int checked = conv_rows_check(&rows[r]);
+        if (checked == 0) continue; /* this CPU (or QAT_MAX_ISA) does not run these rows */
+        if (checked <= 900) printf("\n  the %s rows: %d cases", rows[r].name, checked);
+        CU_ASSERT(checked > 900);
+        ran++;
+    }
+    if (!ran) QAT_TEST_SKIP("this CPU has no AVX2: neither the AVX-512 nor the AVX2 rows run");
 #else
-    QAT_TEST_SKIP("built without the AVX-512 rows (x86-64 GCC or clang only)");
+    QAT_TEST_SKIP("built without the AVX-512 and AVX2 rows (x86-64 GCC or clang only)");
 #endif
 }
 
-/* The AVX-512 max-pool rows give the portable rows' values, codes and
- * gradients bit for bit: every width from 1 to 40 outputs (masked tails,
- * more than one step), on data full of ties, signed zeros and NaNs; one
- * row, and a plane of rows storing whole vectors past each row's end. */
-static void test_maxpool2_rows_match_portable(void) {
-#if QAT__POOL_AVX512
-    if (!qat__have_avx512f() || !qat__have_avx512bw())
-        QAT_TEST_SKIP("this CPU lacks AVX-512F, BW or VL: the AVX-512 rows never run");
+/* The AVX-512 and AVX2 max-pool rows give the portable rows' values,
+ * codes and gradients bit for bit: every width from 1 to 40 outputs
+ * (tails, more than one step), input rows as wide or (forward) one wider
+ * (a last column no window covers), on data full of ties, signed zeros
+ * and NaNs,
+ * gradients with -0 among them; one row, and a plane of rows storing
+ * whole vectors past each row's end. Each set of rows runs where the CPU
+ * (and QAT_MAX_ISA) allows it. */
+typedef struct {
+    const char *name;
+    bool on;
+    void (*row)(const float *, const float *, float *, uint8_t *, int64_t, bool);
+    void (*bw)(float *, int64_t, const float *, const uint8_t *, int64_t, bool);
+} pool_rows;
+
+static void pool_rows_check(const pool_rows *k) {
     qat_rng rng = rng_for(21);
     const float pool[8] = {0.0f, -0.0f, 1.0f, 1.0f, -2.0f, 0.5f, NAN, 3.0f};
-    for (int64_t OW = 1; OW <= 40; OW++) {
-        int64_t W = 2 * OW;
-        float x[2 * 80 + 16], y0[40], y1[40], gy[40], g0[2 * 80 + 16], g1[2 * 80 + 16];
-        uint8_t c0[40], c1[40];
-        for (int64_t i = 0; i < 2 * W; i++) x[i] = pool[qat_rng_below(&rng, 8)];
-        for (int64_t i = 0; i < OW; i++) gy[i] = (float)(i + 1);
-        for (int64_t i = 0; i < 2 * W + 16; i++) g0[i] = g1[i] = -7.0f; /* beyond 2W: must stay */
-        qat__maxpool2_row(x, x + W, y0, c0, OW, false);
-        qat__maxpool2_row_avx512(x, x + W, y1, c1, OW, false);
-        CU_ASSERT_EQUAL(memcmp(y0, y1, (size_t)OW * sizeof(float)), 0);
-        CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)OW), 0);
-        qat__maxpool2_row_bw_store(g0, W, gy, c0, OW, false);
-        qat__maxpool2_row_bw_store_avx512(g1, W, gy, c0, OW, false);
-        CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)(2 * W + 16) * sizeof(float)), 0);
-        CU_ASSERT_EQUAL(g1[2 * W], -7.0f);
-    }
+    for (int64_t OW = 1; OW <= 40; OW++)
+        for (int64_t W = 2 * OW; W <= 2 * OW + 1; W++) {
+            float x[2 * 81 + 16], y0[40], y1[40], gy[40], g0[2 * 81 + 16], g1[2 * 81 + 16];
+            uint8_t c0[40], c1[40];
+            for (int64_t i = 0; i < 2 * W; i++) x[i] = pool[qat_rng_below(&rng, 8)];
+            for (int64_t i = 0; i < OW; i++) gy[i] = i % 3 == 1 ? -0.0f : (float)(i + 1);
+            for (int64_t i = 0; i < 2 * W + 16; i++) g0[i] = g1[i] = -7.0f; /* beyond 2W: must stay */
+            qat__maxpool2_row(x, x + W, y0, c0, OW, false);
+            k->row(x, x + W, y1, c1, OW, false);
+            CU_ASSERT_EQUAL(memcmp(y0, y1, (size_t)OW * sizeof(float)), 0);
+            CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)OW), 0);
+            if (W % 2) continue; /* the store form is for windows that tile the rows (ops_pool.c) */
+            qat__maxpool2_row_bw_store(g0, W, gy, c0, OW, false);
+            k->bw(g1, W, gy, c0, OW, false);
+            CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)(2 * W + 16) * sizeof(float)), 0);
+            CU_ASSERT_EQUAL(g1[2 * W], -7.0f);
+        }
     /* A plane of R row pairs as ops_pool.c runs it: spill (whole vectors
      * past a row's end, written again by the next row) on every row but
      * the last, which must not touch what follows the plane. */
@@ -763,19 +795,30 @@ static void test_maxpool2_rows_match_portable(void) {
         for (int64_t r = 0; r < R; r++) {
             const float *r0 = x + 2 * r * W, *r1 = r0 + W;
             qat__maxpool2_row(r0, r1, y0 + r * OW, c0 + r * OW, OW, r < R - 1);
-            qat__maxpool2_row_avx512(r0, r1, y1 + r * OW, c1 + r * OW, OW, r < R - 1);
+            k->row(r0, r1, y1 + r * OW, c1 + r * OW, OW, r < R - 1);
         }
         CU_ASSERT_EQUAL(memcmp(y0, y1, sizeof y0), 0); /* the sentinels after the plane too */
         CU_ASSERT_EQUAL(memcmp(c0, c1, sizeof c0), 0);
         for (int64_t r = 0; r < R; r++) {
             qat__maxpool2_row_bw_store(g0 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
-            qat__maxpool2_row_bw_store_avx512(g1 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
+            k->bw(g1 + 2 * r * W, W, gy + r * OW, c0 + r * OW, OW, r < R - 1);
         }
         CU_ASSERT_EQUAL(memcmp(g0, g1, sizeof g0), 0);
         CU_ASSERT_EQUAL(g1[2 * R * W], -7.0f);
     }
+}
+
+static void test_maxpool2_rows_match_portable(void) {
+#if QAT__POOL_AVX512
+    const pool_rows rows[] = {
+        {"AVX-512", qat__have_avx512f() && qat__have_avx512bw(), qat__maxpool2_row_avx512, qat__maxpool2_row_bw_store_avx512},
+        {"AVX2", qat_isa_allowed(QAT_ISA_AVX2), qat__maxpool2_row_avx2, qat__maxpool2_row_bw_store_avx2}};
+    int ran = 0;
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+        if (rows[r].on) pool_rows_check(&rows[r]), ran++;
+    if (!ran) QAT_TEST_SKIP("this CPU has no AVX2: neither the AVX-512 nor the AVX2 rows run");
 #else
-    QAT_TEST_SKIP("built without the AVX-512 rows (x86-64 GCC or clang only)");
+    QAT_TEST_SKIP("built without the AVX-512 and AVX2 rows (x86-64 GCC or clang only)");
 #endif
 }
 
@@ -1786,8 +1829,8 @@ int main(int argc, char **argv) {
         {"grad: cross-entropy", test_grad_cross_entropy},
         {"grad: conv2d", test_grad_conv2d},
         {"grad: an intermediate with several consumers", test_grad_shared_intermediate},
-        {"maxpool 2x2 rows: AVX-512 equals portable", test_maxpool2_rows_match_portable},
-        {"conv im2col/col2im: AVX-512 equals portable", test_conv_rows_match_portable},
+        {"maxpool 2x2 rows: the AVX-512 and AVX2 rows equal portable", test_maxpool2_rows_match_portable},
+        {"conv im2col/col2im: the AVX-512 and AVX2 rows equal portable", test_conv_rows_match_portable},
         {"conv: rebuilt columns give the kept ones' bits", test_conv_rebuilt_columns_match_kept},
         {"grad: pooling and dropout", test_grad_pool_dropout},
         {"forward: batchnorm train and eval", test_forward_batchnorm},

@@ -64,8 +64,15 @@ void qat__im2col_avx512(const qat__conv_dims *d, const float *xn, float *col);
 /* overwrite: gxn holds garbage and is written, not added to (as adding
  * into zeros, bit for bit) */
 void qat__col2im_add_avx512(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
+/* The same rows eight floats at a time with AVX2 (ops_conv_avx2.c), for
+ * CPUs without AVX-512: the same shapes, arguments and bits. */
+#define QAT__CONV_AVX2 1
+bool qat__conv_avx2_fits(const qat__conv_dims *d);
+void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *col);
+void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite);
 #else
 #define QAT__CONV_AVX512 0
+#define QAT__CONV_AVX2 0
 #endif
 
 /* Row copies of the depthwise convolution (ops_conv_depthwise.c): rows
@@ -101,6 +108,11 @@ void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uin
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QAT__POOL_AVX512 1
 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
+/* The same rows eight outputs a step with AVX2 (ops_pool_avx2.c), for CPUs
+ * without AVX-512: the same arguments and bits. */
+void qat__maxpool2_row_avx2(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
+void qat__maxpool2_row_bw_store_avx2(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
+                                     bool spill);
 void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
                                        bool spill);
 #else

@@ -217,13 +217,28 @@ typedef struct {
 /* The AVX-512 rows when they apply (stride 1, or 2 across; rows of up to
  * 128): 2-3x the portable rows on every layer of the reference models
  * (bench: 5.5 vs 11.7 µs for a 16-channel 28x28 3x3 sample, 1.2 vs 3.7
- * for LeNet's second layer). */
+ * for LeNet's second layer); below that level the AVX2 rows, on the same
+ * shapes. */
 static void (*im2col_for(const conv_dims *d))(const conv_dims *, const float *, float *) {
 #if QAT__CONV_AVX512
     if (qat__conv_avx512_fits(d)) return qat__im2col_avx512;
+    if (qat__conv_avx2_fits(d)) return qat__im2col_avx2;
 #endif
     (void)d;
     return qat__im2col;
+}
+
+/* col2im's rows, chosen as im2col's; NULL: the portable loop, which only
+ * adds (a new gradient is zeroed first), where the rows can also write a
+ * new gradient row by row. */
+typedef void (*col2im_rows)(const conv_dims *, const float *, float *, bool overwrite);
+static col2im_rows col2im_for(const conv_dims *d) {
+#if QAT__CONV_AVX512
+    if (qat__conv_avx512_fits(d)) return qat__col2im_add_avx512;
+    if (qat__conv_avx2_fits(d)) return qat__col2im_add_avx2;
+#endif
+    (void)d;
+    return NULL;
 }
 
 /* A 1x1 convolution with stride 1 and no padding: each sample's input is
@@ -238,7 +253,7 @@ static bool pointwise(const conv_dims *d) {
  * form's order; gwg (the same order) and gxg (NULL when not wanted) its
  * weight and input gradients. */
 static void conv_bw_group(const conv_dims *d, const conv_form *f, const float *gyg, const float *colg,
-                          const float *wg, float *gwg, float *gxg, float *dcol, bool wide, bool store) {
+                          const float *wg, float *gwg, float *gxg, float *dcol, col2im_rows rows, bool store) {
     int64_t OHW = d->OH * d->OW, K = f->K, L = f->L;
     for (int64_t kh = 0; gwg && kh < f->nk; kh++) /* dw [O, K] += dy · colᵀ, per kernel row */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d->O, (int)K, (int)OHW, 1.0f, gyg, (int)OHW,
@@ -260,14 +275,8 @@ static void conv_bw_group(const conv_dims *d, const conv_form *f, const float *g
         for (int64_t i = 0; i < K * OHW; i++) gxg[i] += dcol[i];
         return;
     }
-#if QAT__CONV_AVX512
-    if (wide) {
-        qat__col2im_add_avx512(&f->cd, dcol, gxg, store);
-        return;
-    }
-#endif
-    (void)wide, (void)store;
-    qat__col2im_add(&f->cd, dcol, gxg);
+    if (rows) rows(&f->cd, dcol, gxg, store);
+    else qat__col2im_add(&f->cd, dcol, gxg);
 }
 
 /* The weight gradient is a sum over samples. It is summed in fixed
@@ -285,7 +294,8 @@ typedef struct {
     float *gx;        /* or NULL */
     float *dcol, *col; /* [workers][K·L] each, or NULL */
     void (*im2col)(const conv_dims *, const float *, float *);
-    bool wide, store, rebuild, zero_gx;
+    col2im_rows col2im;
+    bool store, rebuild, zero_gx;
 } conv_bw_job;
 
 static void conv_bw_task(void *u, int64_t chunk, int worker) {
@@ -305,7 +315,7 @@ static void conv_bw_task(void *u, int64_t chunk, int worker) {
             float *gwg = part ? part + g * OKK : NULL;
             if (gwg && n == n0) memset(gwg, 0, (size_t)OKK * sizeof(float));
             conv_bw_group(d, f, j->gy + ng * d->O * OHW, colg, j->sv->wk + g * OKK, gwg,
-                          j->gx ? j->gx + ng * CHW : NULL, dcol, j->wide, j->store);
+                          j->gx ? j->gx + ng * CHW : NULL, dcol, j->col2im, j->store);
         }
 }
 
@@ -361,7 +371,7 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     int64_t chunks = (d->N + DW_CHUNK - 1) / DW_CHUNK, workers = qat__workers(ctx), nw = w->numel;
     const float *gy = node->out->grad; /* [N, G*O, OHW] */
     float *gw = qat__wants_grad(w) ? qat__grad(ctx, w) : NULL;
-    bool store = false, wide = false; /* store: gx is new, not zeroed */
+    bool store = false; /* store: gx is new, not zeroed */
     float *gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &store) : NULL;
     /* Working memory only this call reads: from the recycled blocks, and
      * given back at the end, so that a step's convolutions share it (the
@@ -374,12 +384,10 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     float *partial = gw ? qat__step_recycled(ctx, part_bytes) : NULL;
     if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && (!gw || !partial)) || (qat__wants_grad(x) && !gx))
         goto done;
-#if QAT__CONV_AVX512
-    wide = qat__conv_avx512_fits(&sv->f.cd); /* it can write a new gradient row by row */
-#endif
     conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .gy = gy, .partial = partial, .gx = gx,
-                     .dcol = dcol, .col = col, .im2col = im2col_for(&sv->f.cd), .wide = wide, .store = store,
-                     .rebuild = rebuild, .zero_gx = gx && store && !wide && !pointwise(d)};
+                     .dcol = dcol, .col = col, .im2col = im2col_for(&sv->f.cd), .col2im = col2im_for(&sv->f.cd),
+                     .store = store, .rebuild = rebuild};
+    j.zero_gx = gx && store && !j.col2im && !pointwise(d);
     qat__par(ctx, chunks, conv_bw_task, &j);
     if (gw) {
         dw_sum_job s = {gw, partial, nw, chunks, sv->f.nk > 1 ? d : NULL};

@@ -156,6 +156,7 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
             store ? qat__maxpool2_row_bw_store : maxpool2_row_bw;
 #if QAT__POOL_AVX512
         if (store && qat__have_avx512bw()) put = qat__maxpool2_row_bw_store_avx512;
+        else if (store && qat_isa_allowed(QAT_ISA_AVX2)) put = qat__maxpool2_row_bw_store_avx2;
 #endif
         pool_dims d = {.N = y->shape[0], .C = y->shape[1], .H = H, .W = W, .OH = OH, .OW = OW};
         plane_job j = {.d = &d, .gy = gy, .gx = gx, .saved = n->saved, .put = put};
@@ -226,6 +227,7 @@ static qat_tensor *maxpool(qat_ctx *ctx, const char *op, qat_tensor *x, const qa
     if (two) { /* LeNet's 2x2 windows at stride 2: row by row */
 #if QAT__POOL_AVX512
         if (qat__have_avx512f()) j.row = qat__maxpool2_row_avx512;
+        else if (qat_isa_allowed(QAT_ISA_AVX2)) j.row = qat__maxpool2_row_avx2;
 #endif
         run_planes(ctx, &j, d.N * d.C, d.H * d.W, maxpool2_task);
     } else {

@@ -71,7 +71,8 @@ QAT_AVX512BW void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const 
         __mmask16 mo, mlo, mhi;
         step_masks(n, &mo, &mlo, &mhi);
         __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mo, code + o));
-        __m512 g = _mm512_maskz_loadu_ps(mo, gy + o), e[4];
+        /* + 0 as the portable store adds into zeros (a -0 gradient ends +0) */
+        __m512 g = _mm512_add_ps(_mm512_maskz_loadu_ps(mo, gy + o), zero), e[4];
         for (int j = 0; j < 4; j++)
             e[j] = _mm512_mask_mov_ps(zero, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(j)), g);
         float *p0 = g0 + 2 * o, *p1 = g0 + W + 2 * o;
