@@ -107,42 +107,30 @@ QAT__SIMD_FN(, qat__bn_normalize_row, (z, y, n, mu, is, g, bt), const float *z, 
 
 /* The sums backward needs, with z = x·sc + sh and xhat = (z - mu)·is
  * computed again by the forward's float operations (the same bits):
- * acc[0] += Σdy, acc[1] += Σdy·xhat, acc[2] += Σxhat, acc[3] += Σdy·x,
- * acc[4] += Σx, acc[5] += Σxhat·x. The last four give the gradients of
- * scale and shift in closed form, so the pass that writes dx has no sum. */
+ * acc[0] += Σdy, acc[1] += Σdy·xhat. The folded BatchNorm's scale and
+ * shift gradients come from these and the forward's Σz, Σz² in closed
+ * form (ops_batchnorm_scaled.c), so the pass that writes dx has no sum. */
 QAT__SIMD_FN(, qat__bn_grad_sums_row, (x, dy, n, sc, sh, mu, is, acc), const float *x, const float *dy, int64_t n,
-             float sc, float sh, float mu, float is, double acc[6]) {
-    v8d l0 = {{0}, {0}}, l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0;
+             float sc, float sh, float mu, float is, double acc[2]) {
+    v8d l0 = {{0}, {0}}, l1 = l0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         v8f xv, dv;
         LOAD8(xv, x + i);
         LOAD8(dv, dy + i);
         v8f xhv = ((xv * sc + sh) - mu) * is;
-        v8d xd = WIDEN(xv), d = WIDEN(dv), xh = WIDEN(xhv);
+        v8d d = WIDEN(dv), xh = WIDEN(xhv);
         ADD8(l0, d);
         ADD_MUL8(l1, d, xh);
-        ADD8(l2, xh);
-        ADD_MUL8(l3, d, xd);
-        ADD8(l4, xd);
-        ADD_MUL8(l5, xh, xd);
     }
-    double t[6] = {0}; /* the tail */
+    double t[2] = {0}; /* the tail */
     for (; i < n; i++) {
         float xv = x[i], d = dy[i], xh = ((xv * sc + sh) - mu) * is;
         t[0] += d;
         t[1] += (double)d * xh;
-        t[2] += xh;
-        t[3] += (double)d * xv;
-        t[4] += xv;
-        t[5] += (double)xh * xv;
     }
     acc[0] += total(&l0) + t[0];
     acc[1] += total(&l1) + t[1];
-    acc[2] += total(&l2) + t[2];
-    acc[3] += total(&l3) + t[3];
-    acc[4] += total(&l4) + t[4];
-    acc[5] += total(&l5) + t[5];
 }
 
 /* dx of one row: dz = k·(dy - a - xhat·b) in training (a = mean dy,

@@ -59,8 +59,8 @@ static void bn_normalize_task(void *u, int64_t c, int worker) {
 static void bn_grad_sums_task(void *u, int64_t c, int worker) {
     const bn_job *j = u;
     (void)worker;
-    double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, ... (bn_rows.c) */
-    for (int k = 0; k < 6; k++) acc[k] = 0;
+    double *acc = j->acc + 2 * c; /* Σdy, Σdy·xhat (bn_rows.c) */
+    acc[0] = acc[1] = 0;
     for (int64_t b = 0; b < j->N; b++)
         qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW, 1.0f,
                                  0.0f, j->mu[c], j->invstd[c], acc);
@@ -70,7 +70,7 @@ static void bn_grad_sums_task(void *u, int64_t c, int worker) {
 static void bn_grad_task(void *u, int64_t c, int worker) {
     const bn_job *j = u;
     (void)worker;
-    const double *acc = j->acc + 6 * c, *g = j->global ? j->global + 2 * c : acc;
+    const double *acc = j->acc + 2 * c, *g = j->global ? j->global + 2 * c : acc;
     if (j->gg) j->gg[c] += (float)acc[1];
     if (j->gb) j->gb[c] += (float)acc[0];
     if (!j->gx) return;
@@ -104,7 +104,7 @@ static void bn_bw(qat_ctx *ctx, qat_node *n) {
     j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
     j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
     bool sync = s->training && qat_ctx_has_reducer(ctx);
-    j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
+    j.acc = qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double));
     j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
     if (qat_ctx_status(ctx) != QAT_OK) return;
     if (!sync) {

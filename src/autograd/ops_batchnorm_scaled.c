@@ -7,8 +7,9 @@
  * The forward computes z as the separate ops did (x·scale, then + shift,
  * in float). The backward is the BatchNorm's closed form for dz, then
  * dx = dz·scale[c], dscale[c] = Σ dz·x, dshift[c] = Σ dz (sums in double,
- * the row loops in bn_rows.c). */
+ * the row loops in bn_rows.c; the last two in closed form, below). */
 #include <math.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -22,6 +23,7 @@
  * shift's, gamma's and beta's gradients stay this process's sums. */
 typedef struct {
     float *mu, *invstd; /* [C] */
+    double *local;      /* [C][2]: this process's forward Σz, Σz² */
     bool training;
     double m;          /* values per channel in the (global) batch */
     qat_tensor *in[5]; /* x, scale, shift (or NULL), gamma, beta */
@@ -30,7 +32,7 @@ typedef struct {
 typedef struct {
     const float *x, *dy, *scale, *shift, *gamma, *beta;
     float *y, *gx, *gs, *gsh, *gg, *gb, *mu, *invstd, *running_mean, *running_var;
-    double *acc, *global;
+    double *acc, *global, *local;
     int64_t N, C, HW;
     double m;
     float momentum, eps;
@@ -43,8 +45,8 @@ static float shift_of(const bns_job *j, int64_t c) { return j->shift ? j->shift[
 static void bns_grad_sums_task(void *u, int64_t c, int worker) {
     const bns_job *j = u;
     (void)worker;
-    double *acc = j->acc + 6 * c; /* Σdy, Σdy·xhat, Σxhat, Σdy·x, Σx, Σxhat·x */
-    for (int k = 0; k < 6; k++) acc[k] = 0;
+    double *acc = j->acc + 2 * c; /* Σdy, Σdy·xhat */
+    acc[0] = acc[1] = 0;
     for (int64_t b = 0; b < j->N; b++)
         qat__bn_grad_sums_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW, j->HW,
                                  j->scale[c], shift_of(j, c), j->mu[c], j->invstd[c], acc);
@@ -54,20 +56,29 @@ static void bns_grad_sums_task(void *u, int64_t c, int worker) {
 static void bns_grad_task(void *u, int64_t c, int worker) {
     const bns_job *j = u;
     (void)worker;
-    const double *acc = j->acc + 6 * c, *g = j->global ? j->global + 2 * c : acc;
+    const double *acc = j->acc + 2 * c, *g = j->global ? j->global + 2 * c : acc;
     float is = j->invstd[c];
     if (j->gg) j->gg[c] += (float)acc[1];
     if (j->gb) j->gb[c] += (float)acc[0];
     float k = j->gamma[c] * is;
     float a = (float)(g[0] / j->m), bb = (float)(g[1] / j->m);
-    double m = (double)(j->N * j->HW); /* this process's values: its share of Σdz */
-    /* Σdz and Σdz·x in closed form from the sums (dz = k·(dy - a - xhat·b)
-     * in training, k·dy with frozen statistics): the scale's and the
-     * shift's gradients without a second reduction. */
-    double sdz = j->training ? k * (acc[0] - (double)a * m - (double)bb * acc[2]) : k * acc[0];
-    double sdzx = j->training ? k * (acc[3] - (double)a * acc[4] - (double)bb * acc[5]) : k * acc[3];
-    if (j->gs) j->gs[c] += (float)sdzx;
-    if (j->gsh) j->gsh[c] += (float)sdz;
+    if (j->gs || j->gsh) {
+        /* Σdz and Σdz·x in closed form (dz = k·(dy - a - xhat·b) in
+         * training, k·dy with frozen statistics), from Σdy, Σdy·xhat and
+         * this process's forward sums: Σxhat = is·(Σz - m·mu) and
+         * Σxhat² = is²·(Σz² - 2·mu·Σz + m·mu²); then, as z = mu + xhat/is
+         * and x = (z - shift)/scale, Σdz·x = (Σdz·xhat/is + (mu - shift)·Σdz)/scale.
+         * Two sums a row instead of six. Summed directly, these cancel to
+         * the same small values (in training, BatchNorm makes both
+         * gradients eps-sized) with more rounding, not less. */
+        double m = (double)(j->N * j->HW), mu = j->mu[c], sz = j->local[2 * c], szz = j->local[2 * c + 1];
+        double s1 = is * (sz - m * mu), s2 = (double)is * is * (szz - 2.0 * mu * sz + m * mu * mu);
+        double sdz = j->training ? k * (acc[0] - (double)a * m - (double)bb * s1) : k * acc[0];
+        double sdzxh = j->training ? k * (acc[1] - (double)a * s1 - (double)bb * s2) : k * acc[1];
+        double sdzx = (sdzxh / is + (mu - shift_of(j, c)) * sdz) / j->scale[c];
+        if (j->gs) j->gs[c] += (float)sdzx;
+        if (j->gsh) j->gsh[c] += (float)sdz;
+    }
     if (j->gx)
         for (int64_t b = 0; b < j->N; b++)
             qat__bn_grad_x_row_at(j->simd, j->x + (b * j->C + c) * j->HW, j->dy + (b * j->C + c) * j->HW,
@@ -89,14 +100,14 @@ static void bns_bw(qat_ctx *ctx, qat_node *n) {
     int64_t N = x->shape[0], C = x->shape[1], HW = x->numel / (N * C);
     bns_job j = {.simd = qat__simd_level(), .x = x->data, .dy = n->out->grad, .scale = scale->data,
                  .shift = shift ? shift->data : NULL, .gamma = gamma->data, .mu = s->mu, .invstd = s->invstd, .N = N,
-                 .C = C, .HW = HW, .m = s->m, .training = s->training};
+                 .C = C, .HW = HW, .m = s->m, .local = s->local, .training = s->training};
     j.gx = qat__wants_grad(x) ? qat__grad_dst(ctx, x, &j.store) : NULL;
     j.gs = qat__wants_grad(scale) ? qat__grad(ctx, scale) : NULL;
     j.gsh = qat__wants_grad(shift) ? qat__grad(ctx, shift) : NULL;
     j.gg = qat__wants_grad(gamma) ? qat__grad(ctx, gamma) : NULL;
     j.gb = qat__wants_grad(beta) ? qat__grad(ctx, beta) : NULL;
     bool sync = s->training && qat_ctx_has_reducer(ctx);
-    j.acc = qat__step_scratch(ctx, (size_t)(6 * C) * sizeof(double));
+    j.acc = qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double));
     j.global = sync ? qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double)) : NULL;
     if (qat_ctx_status(ctx) != QAT_OK) return;
     if (!sync) {
@@ -166,8 +177,12 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                  .HW = HW, .m = (double)m, .momentum = momentum, .eps = eps, .training = training};
     if (!(training && qat_ctx_has_reducer(ctx))) {
         qat__par(ctx, C, bns_forward_fused_task, &j);
-    } else { /* synchronized: the global batch's sums and count */
+    } else { /* synchronized: the global batch's sums and count; backward keeps this process's */
         qat__par(ctx, C, bns_moments_task, &j);
+        double *local = qat__step_scratch(ctx, (size_t)(2 * C) * sizeof(double));
+        if (!local) return NULL;
+        memcpy(local, acc, (size_t)(2 * C) * sizeof(double));
+        j.local = local;
         acc[2 * C] = (double)m;
         if (qat_ctx_reduce_sum(ctx, acc, 2 * C + 1) != QAT_OK) return NULL;
         j.m = acc[2 * C];
@@ -176,7 +191,7 @@ qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale
                                 "channel in the global batch (got %g)", j.m), NULL;
         qat__par(ctx, C, bns_normalize_task, &j);
     }
-    *s = (bns_saved){.mu = mus, .invstd = invstd, .training = training, .m = j.m,
+    *s = (bns_saved){.mu = mus, .invstd = invstd, .local = j.local ? j.local : acc, .training = training, .m = j.m,
                      .in = {x, scale, shift, gamma, beta}};
     qat_tensor *rec[5] = {x, scale, gamma, beta, shift};
     qat_node *n = qat__record_n(ctx, "qat_batchnorm_scaled", bns_bw, y, shift ? 5 : 4, rec);
