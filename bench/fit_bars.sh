@@ -13,8 +13,8 @@
 #   training run's peak learning rate;
 #   - LeNet only, fit+cycles: `qat fit` with the same flash budget and
 #     --cycles (default 1.10M estimated Cortex-M4 cycles, --cycle-margin
-#     0.5: W8A8 takes about 1.05 M but is over the flash, uniform W4 about
-#     1.15 M: packed weights cost cycles to unpack; at half the flash fc1's
+#     0.5: W8A8 takes about 0.98 M but is over the flash, uniform W4 about
+#     1.17 M: packed weights cost cycles to unpack; at half the flash fc1's
 #     48 000 weights cannot stay at 8 bits, and the cheapest choice takes
 #     about 1.06 M), no RAM budget, its run checked under qemu;
 # every one exported, its C generated, and its integer accuracy measured on

@@ -663,10 +663,14 @@ static void test_grad_shared_intermediate(void) {
 /* The AVX-512 and AVX2 im2col and col2im give the portable ones' bits:
  * strides 1x1, 1x2, 2x2 and 2x1 (height x width; 2x1 is not taken),
  * paddings 0-2, kernels 1x1 to 5x5, widths 1 to 40 (one to three chunks
- * of 16 a row, one to five of 8), adding into a gradient that already
- * holds values (signed zeros among them); nothing written past the
- * sample's columns. Each set of rows runs where the CPU (and QAT_MAX_ISA)
- * allows it. */
+ * of 16 a row, one to five of 8) and, with 3 channels, 100 and 127 (up to
+ * the 128 the rows take); 3, 4 and 9 channels (col2im sums four channels
+ * side by side: a partial block, a whole one, two and a partial); adding
+ * into a gradient that already holds values (signed zeros among them);
+ * nothing written past the sample's columns, nothing read past the
+ * buffers given (each of its exact size: AddressSanitizer sees any
+ * access past them). Each set of rows runs where the CPU (and
+ * QAT_MAX_ISA) allows it, and must then take more than 900 cases. */
 typedef struct {
     const char *name;
     bool (*fits)(const qat__conv_dims *);
@@ -674,68 +678,76 @@ typedef struct {
     void (*col2im)(const qat__conv_dims *, const float *, float *, bool);
 } conv_rows;
 
+static int conv_rows_case(const conv_rows *k, const qat__conv_dims *d, qat_rng *rng) {
+    int64_t n_col = d->C * d->KH * d->KW * d->OH * d->OW, n_x = d->C * d->H * d->W;
+    float *x = malloc((size_t)n_x * sizeof *x), *g0 = malloc((size_t)n_x * sizeof *g0),
+          *g1 = malloc((size_t)n_x * sizeof *g1), *c0 = malloc((size_t)(n_col + 16) * sizeof *c0),
+          *c1 = malloc((size_t)(n_col + 16) * sizeof *c1), *cx = malloc((size_t)n_col * sizeof *cx);
+    CU_ASSERT_FATAL(x && g0 && g1 && c0 && c1 && cx);
+    for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(rng);
+    for (int64_t i = 0; i < n_col + 16; i++) c0[i] = c1[i] = 99.0f; /* 16 sentinels after the columns */
+    qat__im2col(d, x, c0);
+    k->im2col(d, x, c1);
+    CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)n_col * sizeof(float)), 0);
+    bool spill = false; /* the last chunks' stores are masked: nothing past the columns */
+    for (int64_t i = n_col; i < n_col + 16; i++) spill |= c1[i] != 99.0f;
+    CU_ASSERT(!spill);
+    for (int64_t i = 0; i < n_col; i++) cx[i] = qat_rng_normal(rng);
+    for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(rng);
+    qat__col2im_add(d, cx, g0);
+    k->col2im(d, cx, g1, false);
+    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+    /* overwriting garbage equals adding into zeros */
+    for (int64_t i = 0; i < n_x; i++) g0[i] = 0.0f, g1[i] = NAN;
+    qat__col2im_add(d, cx, g0);
+    k->col2im(d, cx, g1, true);
+    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+    /* -0 added to -0 stays -0: a tap that does not reach an element must
+     * add nothing to it, not +0 */
+    for (int64_t i = 0; i < n_col; i++) cx[i] = -0.0f;
+    for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = -0.0f;
+    qat__col2im_add(d, cx, g0);
+    k->col2im(d, cx, g1, false);
+    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
+    free(x), free(g0), free(g1), free(c0), free(c1), free(cx);
+    return 1;
+}
+
 static int conv_rows_check(const conv_rows *k) {
     qat_rng rng = rng_for(22);
-    /* buffers of the case's exact sizes (the columns with 16 sentinels):
-     * under AddressSanitizer a read or write past them is caught */
-    enum { MAXH = 13, MAXW = 40 };
+    static const int64_t widths[] = {1, 4, 7, 10, 13, 16, 19, 22, 25, 28, 31, 34, 37, 40, 100, 127};
+    static const int64_t channels[] = {3, 4, 9};
     int checked = 0;
-    for (int64_t H = 1; H <= MAXH; H += 3)
-        for (int64_t W = 1; W <= MAXW; W += 3)
-            for (int64_t K = 1; K <= 5; K += 2)
-                for (int64_t pad = 0; pad <= 2; pad++)
-                for (int st = 0; st < 4; st++) {
-                    int64_t sh = st & 1 ? 2 : 1, sw = st & 2 ? 2 : 1;
-                    qat__conv_dims d = {.N = 1, .C = 3, .H = H, .W = W, .O = 2, .KH = K, .KW = K, .sh = sh, .sw = sw,
-                                        .ph = pad, .pw = pad, .G = 1};
-                    if (H + 2 * pad < K || W + 2 * pad < K) continue;
-                    d.OH = (H + 2 * pad - K) / sh + 1, d.OW = (W + 2 * pad - K) / sw + 1;
-                    if (d.OH < 1 || d.OW < 1 || !k->fits(&d)) continue;
-                    int64_t n_col = d.C * K * K * d.OH * d.OW, n_x = d.C * H * W;
-                    float *x = malloc((size_t)n_x * sizeof *x), *g0 = malloc((size_t)n_x * sizeof *g0),
-                          *g1 = malloc((size_t)n_x * sizeof *g1), *c0 = malloc((size_t)(n_col + 16) * sizeof *c0),
-                          *c1 = malloc((size_t)(n_col + 16) * sizeof *c1);
-                    CU_ASSERT_FATAL(x && g0 && g1 && c0 && c1);
-                    for (int64_t i = 0; i < n_x; i++) x[i] = qat_rng_normal(&rng);
-                    for (int64_t i = 0; i < n_col + 16; i++) c0[i] = c1[i] = 99.0f;
-                    qat__im2col(&d, x, c0);
-                    k->im2col(&d, x, c1);
-                    CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)n_col * sizeof(float)), 0);
-                    bool spill = false; /* the last chunk's store is masked: nothing past the columns */
-                    for (int64_t i = n_col; i < n_col + 16; i++) spill |= c1[i] != 99.0f;
-                    CU_ASSERT(!spill);
-                    for (int64_t i = 0; i < n_col; i++) c0[i] = qat_rng_normal(&rng);
-                    for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = i % 5 == 0 ? -0.0f : qat_rng_normal(&rng);
-                    qat__col2im_add(&d, c0, g0);
-                    k->col2im(&d, c0, g1, false);
-                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
-                    /* overwriting garbage equals adding into zeros */
-                    for (int64_t i = 0; i < n_x; i++) g0[i] = 0.0f, g1[i] = NAN;
-                    qat__col2im_add(&d, c0, g0);
-                    k->col2im(&d, c0, g1, true);
-                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
-                    /* -0 added to -0 stays -0: a tap that does not reach an
-                     * element must add nothing to it, not +0 */
-                    for (int64_t i = 0; i < n_col; i++) c0[i] = -0.0f;
-                    for (int64_t i = 0; i < n_x; i++) g0[i] = g1[i] = -0.0f;
-                    qat__col2im_add(&d, c0, g0);
-                    k->col2im(&d, c0, g1, false);
-                    CU_ASSERT_EQUAL(memcmp(g0, g1, (size_t)n_x * sizeof(float)), 0);
-                    free(x), free(g0), free(g1), free(c0), free(c1);
-                    checked++;
-                }
+    for (size_t ci = 0; ci < sizeof channels / sizeof *channels; ci++)
+        for (int64_t H = 1; H <= 13; H += 3)
+            for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+                for (int64_t K = 1; K <= 5; K += 2)
+                    for (int64_t pad = 0; pad <= 2; pad++)
+                        for (int st = 0; st < 4; st++) {
+                            int64_t W = widths[wi], sh = st & 1 ? 2 : 1, sw = st & 2 ? 2 : 1;
+                            if (W > 40 && channels[ci] != 3) continue;
+                            qat__conv_dims d = {.N = 1, .C = channels[ci], .H = H, .W = W, .O = 2, .KH = K, .KW = K,
+                                                .sh = sh, .sw = sw, .ph = pad, .pw = pad, .G = 1};
+                            if (H + 2 * pad < K || W + 2 * pad < K) continue;
+                            d.OH = (H + 2 * pad - K) / sh + 1, d.OW = (W + 2 * pad - K) / sw + 1;
+                            if (d.OH < 1 || d.OW < 1 || !k->fits(&d)) continue;
+                            checked += conv_rows_case(k, &d, &rng);
+                        }
     return checked;
 }
 
 static void test_conv_rows_match_portable(void) {
-#if QAT__CONV_AVX512
-    const conv_rows rows[] = {{"AVX-512", qat__conv_avx512_fits, qat__im2col_avx512, qat__col2im_add_avx512},
-                              {"AVX2", qat__conv_avx2_fits, qat__im2col_avx2, qat__col2im_add_avx2}};
+#if QAT__CONV_AVX512 && QAT__CONV_AVX2
+    const struct {
+        conv_rows rows;
+        bool on;
+    } sets[] = {{{"AVX-512", qat__conv_avx512_fits, qat__im2col_avx512, qat__col2im_add_avx512}, qat__have_avx512f()},
+                {{"AVX2", qat__conv_avx2_fits, qat__im2col_avx2, qat__col2im_add_avx2}, qat_isa_allowed(QAT_ISA_AVX2)}};
     int ran = 0;
-    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
-        int checked = conv_rows_check(&rows[r]);
-        if (checked == 0) continue; /* this CPU (or QAT_MAX_ISA) does not run these rows */
-        if (checked <= 900) printf("\n  the %s rows: %d cases", rows[r].name, checked);
+    for (size_t r = 0; r < sizeof sets / sizeof *sets; r++) {
+        if (!sets[r].on) continue; /* this CPU (or QAT_MAX_ISA) does not run these rows */
+        int checked = conv_rows_check(&sets[r].rows);
+        if (checked <= 900) printf("\n  the %s rows: %d cases", sets[r].rows.name, checked);
         CU_ASSERT(checked > 900);
         ran++;
     }
@@ -918,6 +930,39 @@ static void test_grad_batchnorm_scaled(void) {
     CU_ASSERT_FATAL(a && b);
     CU_ASSERT_EQUAL(qat_test_bit_diffs(a->data, b->data, a->numel, true), 0);
     CU_ASSERT(!memcmp(rm1, rm2, sizeof rm1) && !memcmp(rv1, rv2, sizeof rv1));
+    /* its scale and shift gradients, in closed form from two sums a row
+     * and the forward's, against the separate ops' (which sum dz·x and dz
+     * element by element), in training and with frozen statistics, the
+     * mean of z far from 0: within float rounding of Σ|dz·x| */
+    qat_tensor *x3 = qat_tensor_new(ctx, QAT_MEM_PERSIST, 4, sx, false); /* z's mean far from 0 */
+    for (int64_t i = 0; i < x3->numel; i++) x3->data[i] = in[0]->data[i] + 3.0f;
+    for (int t = 0; t < 2; t++) {
+        bool training = t == 0;
+        float g[2][2][3];
+        for (int path = 0; path < 2; path++) {
+            qat_ctx_step_reset(ctx);
+            for (int i = 1; i < 5; i++) memset(in[i]->grad, 0, (size_t)in[i]->numel * sizeof(float));
+            float rm[3] = {4, 4, 4}, rv[3] = {2, 2, 2};
+            qat_tensor *y =
+                path ? qat_batchnorm(ctx, qat_add(ctx, qat_mul(ctx, x3, qat_reshape(ctx, in[1], 3, c11)),
+                                                  qat_reshape(ctx, in[2], 3, c11)),
+                                     in[3], in[4], rm, rv, 0.1f, 1e-5f, training)
+                     : qat__batchnorm_scaled(ctx, x3, in[1], in[2], in[3], in[4], rm, rv, 0.1f, 1e-5f, training);
+            qat_tensor *w = qat_tensor_new(ctx, QAT_MEM_STEP, 4, sx, false);
+            CU_ASSERT_FATAL(y && w);
+            for (int64_t i = 0; i < w->numel; i++) w->data[i] = (float)((i * 7) % 5) - 2.0f;
+            CU_ASSERT_EQUAL_FATAL(qat_backward(ctx, qat_sum(ctx, qat_mul(ctx, qat_mul(ctx, y, y), w))), QAT_OK);
+            memcpy(g[path][0], in[1]->grad, sizeof g[path][0]);
+            memcpy(g[path][1], in[2]->grad, sizeof g[path][1]);
+        }
+        for (int c = 0; c < 3; c++)
+            for (int k = 0; k < 2; k++) {
+                if (!(fabsf(g[0][k][c] - g[1][k][c]) <= 2e-5f * (1.0f + fabsf(g[1][k][c]))))
+                    printf("\n  %s, channel %d, %s: %g against %g", training ? "training" : "frozen", c,
+                           k ? "shift" : "scale", (double)g[0][k][c], (double)g[1][k][c]);
+                CU_ASSERT(fabsf(g[0][k][c] - g[1][k][c]) <= 2e-5f * (1.0f + fabsf(g[1][k][c])));
+            }
+    }
     qat_ctx_free(ctx);
 }
 

@@ -20,8 +20,9 @@ static bool fixture(void) {
     if (made >= 0) return made;
     char args[1024], err[8192];
     snprintf(ckpt, sizeof ckpt, "%s/lenet.ckpt.h5", cli_dir);
-    snprintf(args, sizeof args, "train --data '%s' --model lenet --qat --epochs 1 --limit-train 1280 --limit-test 300 "
-             "--out '%s'", data, ckpt);
+    /* lr 0.002, not train's default: a fit from it fine-tunes at a tenth of the rate the checkpoint records */
+    snprintf(args, sizeof args, "train --data '%s' --model lenet --qat --epochs 1 --lr 0.002 --limit-train 1280 "
+             "--limit-test 300 --out '%s'", data, ckpt);
     made = cli_run(args, err, sizeof err, NULL, 0) == 0;
     if (!made) printf("\n  %s\n", err);
     return made;
@@ -94,7 +95,7 @@ static void test_fit_lenet_half_flash(void) {
     snprintf(path, sizeof path, "%s/fit/c/lenet.elf", cli_dir);
     CU_ASSERT_EQUAL(access(path, R_OK), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "fit 5/5"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "adam lr 0.0001,")); /* the fine-tune at a tenth of train's default 0.001 */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "adam lr 0.0002,")); /* the fine-tune at a tenth of the checkpoint's 0.002 */
 }
 
 /* Uniform W4's predicted cycles in a fit's front.csv ("uniform,...,4 4 4 4 4"), or -1. */
@@ -128,11 +129,12 @@ static void test_fit_lenet_cycles(void) {
     static char out[1 << 16];
     const char *common = "--model lenet --flash 36000 --calib 500 --ft-epochs 1 --limit-train 1280 --limit-test 300 "
                          "--name lenet";
-    snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' %s --cycles 10M --out '%s/cyc-free' --cycle-plugin '%s'",
-             ckpt, data, common, cli_dir, so);
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' %s --cycles 10M --out '%s/cyc-free' --cycle-plugin '%s' "
+             "--lr 0.003", ckpt, data, common, cli_dir, so);
     int rc = cli_run(args, err, sizeof err, NULL, 0);
     if (rc) printf("\n%s\n", err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "adam lr 0.0003,")); /* this run's --lr over the checkpoint's */
     snprintf(path, sizeof path, "%s/cyc-free/front.csv", cli_dir);
     const double w4 = uniform4_cycles(path), budget = floor(w4 * 0.998);
     if (!(w4 > 1e5)) printf("\n  no \"uniform,...,4 4 4 4 4\" row with its cycles in %s\n", path);
@@ -206,6 +208,7 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --cycles 1M --no-link", "not with --no-link", 2},
         {"fit --model lenet --flash 1000 --cycles 1M --cycle-margin 60", "--cycle-margin \"60\"", 2},
         {"fit --model lenet --flash 1000 --ft-lr 0", "--ft-lr wants a number", 2},
+        {"fit --model lenet --flash 1000 --lr 5e-7", "--lr 5e-07: fine-tuning at a tenth of it is below 1e-7", 2},
     };
     char err[8192], args[1024];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

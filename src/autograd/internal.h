@@ -57,6 +57,13 @@ qat_tensor *qat__conv2d_depthwise(qat_ctx *ctx, const char *name, qat_tensor *x,
                                   qat_tensor *b, const qat__conv_dims *d);
 void qat__im2col(const qat__conv_dims *d, const float *xn, float *col);
 void qat__col2im_add(const qat__conv_dims *d, const float *col, float *gxn);
+/* The shapes the SIMD im2col/col2im rows take (ops_conv_avx512.c,
+ * ops_conv_avx2.c): stride 1 both ways (the register col2im), or stride 2
+ * across with any stride down (the strided col2im); rows of at most 128
+ * outputs (a kernel column's masks are kept in arrays). */
+static inline bool qat__conv_rows_shape(const qat__conv_dims *d) {
+    return ((d->sw == 1 && d->sh == 1) || d->sw == 2) && d->OW <= 128;
+}
 #if defined(__x86_64__) && defined(__GNUC__)
 #define QAT__CONV_AVX512 1
 bool qat__conv_avx512_fits(const qat__conv_dims *d); /* the CPU has it and the shapes suit */
@@ -110,6 +117,7 @@ void qat__maxpool2_row_bw_store(float *g0, int64_t W, const float *gy, const uin
 void qat__maxpool2_row_avx512(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
 /* The same rows eight outputs a step with AVX2 (ops_pool_avx2.c), for CPUs
  * without AVX-512: the same arguments and bits. */
+#define QAT__POOL_AVX2 1
 void qat__maxpool2_row_avx2(const float *r0, const float *r1, float *y, uint8_t *code, int64_t OW, bool spill);
 void qat__maxpool2_row_bw_store_avx2(float *g0, int64_t W, const float *gy, const uint8_t *code, int64_t OW,
                                      bool spill);
@@ -117,6 +125,7 @@ void qat__maxpool2_row_bw_store_avx512(float *g0, int64_t W, const float *gy, co
                                        bool spill);
 #else
 #define QAT__POOL_AVX512 0
+#define QAT__POOL_AVX2 0
 #endif
 
 /* The BatchNorms' row loops (bn_rows.c): sums in double with 8
@@ -130,7 +139,7 @@ void qat__bn_channel_stats(const double *acc, double m, float momentum, float ep
 void qat__bn_normalize_row_at(qat__simd level, const float *z, float *y, int64_t n, float mu, float is, float g,
                               float bt);
 void qat__bn_grad_sums_row_at(qat__simd level, const float *x, const float *dy, int64_t n, float sc, float sh,
-                              float mu, float is, double acc[6]);
+                              float mu, float is, double acc[2]);
 void qat__bn_grad_x_row_at(qat__simd level, const float *x, const float *dy, float *gx, int64_t n, float sc, float sh,
                            float mu, float is, float k, float a, float b, bool training, bool store);
 

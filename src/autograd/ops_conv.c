@@ -222,6 +222,8 @@ typedef struct {
 static void (*im2col_for(const conv_dims *d))(const conv_dims *, const float *, float *) {
 #if QAT__CONV_AVX512
     if (qat__conv_avx512_fits(d)) return qat__im2col_avx512;
+#endif
+#if QAT__CONV_AVX2
     if (qat__conv_avx2_fits(d)) return qat__im2col_avx2;
 #endif
     (void)d;
@@ -235,6 +237,8 @@ typedef void (*col2im_rows)(const conv_dims *, const float *, float *, bool over
 static col2im_rows col2im_for(const conv_dims *d) {
 #if QAT__CONV_AVX512
     if (qat__conv_avx512_fits(d)) return qat__col2im_add_avx512;
+#endif
+#if QAT__CONV_AVX2
     if (qat__conv_avx2_fits(d)) return qat__col2im_add_avx2;
 #endif
     (void)d;

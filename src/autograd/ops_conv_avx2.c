@@ -18,10 +18,9 @@
 #define QAT_AVX2 __attribute__((target("avx2")))
 #define QAT__AVX2_MAX_CHUNKS 16 /* rows of up to 128 outputs */
 
-bool qat__conv_avx2_fits(const qat__conv_dims *d) {
-    return ((d->sw == 1 && d->sh == 1) || d->sw == 2) && d->OW <= 8 * QAT__AVX2_MAX_CHUNKS &&
-           qat_isa_allowed(QAT_ISA_AVX2);
-}
+_Static_assert(8 * QAT__AVX2_MAX_CHUNKS == 128, "the rows' masks cover qat__conv_rows_shape's widths");
+
+bool qat__conv_avx2_fits(const qat__conv_dims *d) { return qat__conv_rows_shape(d) && qat_isa_allowed(QAT_ISA_AVX2); }
 
 /* Lanes [lo, hi) of 8 on. */
 QAT_AVX2 static inline __m256i lanes(int64_t lo, int64_t hi) {
@@ -42,8 +41,13 @@ QAT_AVX2 void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *
     float *row = col;
     /* Chunks are stored whole (8 lanes, zeros past OW) in increasing
      * address order, so a row's last store spills into the next row, which
-     * writes those floats again; only the sample's last chunk, whose spill
-     * would fall past its columns, is a masked store. */
+     * writes those floats again; only the chunks within 8 floats of the
+     * sample's end, whose spill would fall past its columns, are masked
+     * stores. */
+    if (nch > QAT__AVX2_MAX_CHUNKS) { /* not a shape qat__conv_avx2_fits takes */
+        qat__im2col(d, xn, col);
+        return;
+    }
     const float *end = col + C * KH * KW * OH * OW;
     __m256i all[QAT__AVX2_MAX_CHUNKS], m0[QAT__AVX2_MAX_CHUNKS], m1[QAT__AVX2_MAX_CHUNKS];
     for (int64_t j = 0; j < nch; j++) all[j] = lanes(0, OW - 8 * j);
@@ -143,10 +147,10 @@ QAT_AVX2 void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, fl
                 const bool whole_row = b + 8 <= W;
                 __m256 acc[QAT__COL2IM_LANES];
                 for (int j = 0; j < QAT__COL2IM_LANES; j++) {
+                    acc[j] = _mm256_setzero_ps();
+                    if (j >= nc || overwrite) continue;
                     const float *g = gxn + ((c0 + j) * H + ih) * W + b;
-                    acc[j] = j >= nc || overwrite ? _mm256_setzero_ps()
-                             : whole_row          ? _mm256_loadu_ps(g)
-                                                  : _mm256_maskload_ps(g, row_lanes);
+                    acc[j] = whole_row ? _mm256_loadu_ps(g) : _mm256_maskload_ps(g, row_lanes);
                 }
                 for (int64_t kh = 0; kh < KH; kh++) {
                     int64_t oh = ih + ph - kh;
@@ -169,9 +173,8 @@ QAT_AVX2 void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, fl
                                                           keep);
                     }
                 }
-                for (int j = 0; j < QAT__COL2IM_LANES; j++) {
+                for (int j = 0; j < nc; j++) {
                     float *g = gxn + ((c0 + j) * H + ih) * W + b;
-                    if (j >= nc) continue;
                     if (whole_row) _mm256_storeu_ps(g, acc[j]);
                     else _mm256_maskstore_ps(g, row_lanes, acc[j]);
                 }

@@ -21,12 +21,9 @@
 #define QAT_AVX512 __attribute__((target("avx512f")))
 #define QAT__IM2COL_MAX_CHUNKS 8 /* rows of up to 128 outputs */
 
-bool qat__conv_avx512_fits(const qat__conv_dims *d) {
-    /* stride 1 both ways (the register col2im), or stride 2 across with any
-     * stride down (the strided col2im); rows of at most QAT__IM2COL_MAX_CHUNKS
-     * chunks (the masks of one kernel column are kept in an array) */
-    return ((d->sw == 1 && d->sh == 1) || d->sw == 2) && d->OW <= 16 * QAT__IM2COL_MAX_CHUNKS && qat__have_avx512f();
-}
+_Static_assert(16 * QAT__IM2COL_MAX_CHUNKS == 128, "the rows' masks cover qat__conv_rows_shape's widths");
+
+bool qat__conv_avx512_fits(const qat__conv_dims *d) { return qat__conv_rows_shape(d) && qat__have_avx512f(); }
 
 /* Lanes [lo, hi) of 16, clipped to [0, 16). */
 static inline __mmask16 lanes(int64_t lo, int64_t hi) {

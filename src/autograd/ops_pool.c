@@ -84,7 +84,8 @@ static void plane_range(const plane_job *j, int64_t t, int64_t *p0, int64_t *p1)
  * maximum wins, as PyTorch. The rows are short (14 and 5 outputs in
  * LeNet): the compiler's vectorised forms of this loop ran slower than
  * it; the AVX-512 version (ops_pool_avx512.c) does the same comparisons
- * with masked row ends. */
+ * with masked row ends, the AVX2 one (ops_pool_avx2.c) eight outputs a
+ * step and the row's last few by this loop. */
 void qat__maxpool2_row(const float *restrict r0, const float *restrict r1, float *restrict y,
                        uint8_t *restrict code, int64_t OW, bool spill) {
     (void)spill;
@@ -154,9 +155,11 @@ static void maxpool_bw(qat_ctx *ctx, qat_node *n) {
         if (!gx) return;
         void (*put)(float *, int64_t, const float *, const uint8_t *, int64_t, bool) =
             store ? qat__maxpool2_row_bw_store : maxpool2_row_bw;
+#if QAT__POOL_AVX2
+        if (store && qat_isa_allowed(QAT_ISA_AVX2)) put = qat__maxpool2_row_bw_store_avx2;
+#endif
 #if QAT__POOL_AVX512
         if (store && qat__have_avx512bw()) put = qat__maxpool2_row_bw_store_avx512;
-        else if (store && qat_isa_allowed(QAT_ISA_AVX2)) put = qat__maxpool2_row_bw_store_avx2;
 #endif
         pool_dims d = {.N = y->shape[0], .C = y->shape[1], .H = H, .W = W, .OH = OH, .OW = OW};
         plane_job j = {.d = &d, .gy = gy, .gx = gx, .saved = n->saved, .put = put};
@@ -225,9 +228,11 @@ static qat_tensor *maxpool(qat_ctx *ctx, const char *op, qat_tensor *x, const qa
     if (!y || !saved) return NULL;
     plane_job j = {.d = &d, .x = x->data, .y = y->data, .saved = saved, .row = qat__maxpool2_row};
     if (two) { /* LeNet's 2x2 windows at stride 2: row by row */
+#if QAT__POOL_AVX2
+        if (qat_isa_allowed(QAT_ISA_AVX2)) j.row = qat__maxpool2_row_avx2;
+#endif
 #if QAT__POOL_AVX512
         if (qat__have_avx512f()) j.row = qat__maxpool2_row_avx512;
-        else if (qat_isa_allowed(QAT_ISA_AVX2)) j.row = qat__maxpool2_row_avx2;
 #endif
         run_planes(ctx, &j, d.N * d.C, d.H * d.W, maxpool2_task);
     } else {

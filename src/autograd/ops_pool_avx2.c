@@ -7,7 +7,7 @@
  * stay inside the row, whatever the caller's spill allows. */
 #include "internal.h"
 
-#if QAT__POOL_AVX512
+#if QAT__POOL_AVX2
 #include <immintrin.h>
 #include <string.h>
 

@@ -49,8 +49,8 @@ static const char *const fit_usage =
     "     Cortex-M4 cycles fit (each layer's op timed at each width under qemu),\n"
     "     exactly (an integer program, GLPK), and measures the Pareto front of\n"
     "     flash against calibration accuracy;\n"
-    "  4. fine-tunes the choice from the trained weights (--ft-epochs) and exports\n"
-    "     it: DIR/fit.qnet, DIR/fit.ckpt.h5, DIR/fit.qat.h5 and DIR/c/NAME.{h,c};\n"
+    "  4. fine-tunes the choice from the trained weights (--ft-epochs, --ft-lr),\n"
+    "     exports DIR/fit.qnet, DIR/fit.ckpt.h5, DIR/fit.qat.h5, DIR/c/NAME.{h,c};\n"
     "  5. compiles and links DIR/c/NAME.c for --core with the Arm toolchain and\n"
     "     checks the linked binary: .rodata <= --flash; writable sections plus\n"
     "     the deepest call chain's stack <= --ram; with --cycles, runs it on four\n"
@@ -64,10 +64,9 @@ static const char *const fit_usage =
     "  --cycles N          estimated Cortex-M4 cycles per inference (an M suffix:\n"
     "                      millions), measured under qemu-system-arm with the\n"
     "                      cycle plugin (docs/cycle-model.md); --core cortex-m4\n"
-    "  --cycle-margin P    the choice is made for --cycles less P % (default 1): an\n"
-    "                      op's cycles move a little with its data and weights,\n"
-    "                      and fine-tuning changes both; the run is checked\n"
-    "                      against --cycles itself\n"
+    "  --cycle-margin P    the choice is made for --cycles less P % (default 1):\n"
+    "                      cycles move a little with data and weights; the run\n"
+    "                      is checked against --cycles itself\n"
     "  --qemu PROGRAM      qemu-system-arm (default)\n"
     "  --cycle-plugin SO   the cycle plugin (default: QAT_M4CYCLES_PLUGIN, else the\n"
     "                      one the build made; bash bench/m4cycles/build.sh SO)\n"
@@ -78,7 +77,8 @@ static const char *const fit_usage =
     "                      (the model is the checkpoint's; --model is not needed)\n"
     "  --calib N           calibration samples without a val split (default 2000)\n"
     "  --ft-epochs N       fine-tuning epochs (default 2)\n"
-    "  --ft-lr X           fine-tuning's peak learning rate (default: a tenth of --lr)\n"
+    "  --ft-lr X           its peak learning rate (default a tenth of the training's:\n"
+    "                      --lr, else the checkpoint's, else train's default)\n"
     "  --front N           points of the front measured (default 12)\n"
     "  --core CORE         cortex-m4 (default), cortex-m0plus, cortex-m3, cortex-m7,\n"
     "                      cortex-m33\n"
@@ -99,7 +99,7 @@ typedef struct {
     int bits[QAT_FIT_MAX_CHOICES], n_bits;
     const char *out, *name, *checkpoint, *core, *cc, *rounding, *qemu, *plugin;
     long calib, ft_epochs, front;
-    double ft_lr; /* 0: a tenth of train's --lr */
+    double ft_lr; /* 0: a tenth of the training's peak (ft_lr_of) */
     double cycle_margin;    /* percent */
     bool no_link, json;
     /* qat train's options, with --qat */
@@ -251,6 +251,9 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
     if (rc < 0) return -1;
     if (rc) return rc;
     if (o->train.out) return cli_usage_fail(PROG, o->json, fit_usage, "--out is fit's folder; give it once");
+    if (!o->ft_lr && o->train.lr / 10 < 1e-7)
+        return cli_usage_fail(PROG, o->json, fit_usage, "--lr %g: fine-tuning at a tenth of it is below 1e-7 (give "
+                              "--ft-lr)", o->train.lr);
     return 0;
 }
 
@@ -270,6 +273,7 @@ typedef struct {
     progress bar;
     int64_t calib_n;
     int64_t cycles_target;     /* what the choice is made for: --cycles less the margin (0: no budget) */
+    double ft_lr;              /* fine-tuning's peak learning rate */
 } fit_run;
 
 static int fail(const fit_run *r) {
@@ -290,7 +294,7 @@ static int check_out_dir(const fit_opts *o) {
 
 /* Runs `qat train` with the fit's train options and the given extra ones
  * (which replace --model, --epochs and --lr when given). */
-static int train_with(fit_run *r, const char *const *extra, int n_extra, bool replace_model) {
+static int train_with(fit_run *r, const char *const *extra, int n_extra, bool replace) {
     char *args[MAX_ARGS];
     int n = 0;
     const fit_opts *o = r->o;
@@ -298,7 +302,7 @@ static int train_with(fit_run *r, const char *const *extra, int n_extra, bool re
         const char *a = o->rest[i];
         bool replaced = !strcmp(a, "--model") || !strcmp(a, "--model-file") || !strcmp(a, "--epochs") ||
                         !strcmp(a, "--float-epochs") || !strcmp(a, "--lr");
-        if (replaced && replace_model && i + 1 < o->n_rest) {
+        if (replaced && replace && i + 1 < o->n_rest) {
             i++;
             continue;
         }
@@ -567,6 +571,33 @@ static int int_metric(fit_run *r, const qat_qmodel *q, double *out) {
     return 0;
 }
 
+/* Fine-tuning's peak learning rate: --ft-lr, else a tenth of the
+ * training's: this run's --lr when given or when step 1 trained, else the
+ * one --checkpoint records (train's default when it records none). */
+static int ft_lr_of(fit_run *r) {
+    const fit_opts *o = r->o;
+    double lr = o->train.lr;
+    if (o->ft_lr > 0) {
+        r->ft_lr = o->ft_lr;
+        return 0;
+    }
+    if (o->checkpoint && !o->train.lr_set) {
+        char config[8192];
+        double rec;
+        if (qat_checkpoint_config(r->ctx, o->checkpoint, config, sizeof config) == QAT_OK &&
+            train_config_number(config, "lr", &rec))
+            lr = rec;
+        else
+            fprintf(stderr, "%s: %s records no learning rate: fine-tuning at a tenth of %g (--lr or --ft-lr to set it)\n",
+                    PROG, o->checkpoint, lr);
+        qat_ctx_clear_error(r->ctx);
+    }
+    r->ft_lr = lr / 10;
+    if (!(r->ft_lr >= 1e-7 && r->ft_lr <= 10))
+        return cli_fail(PROG, o->json, EXIT_USAGE, "fine-tuning at a tenth of %g is out of 1e-7..10: give --ft-lr", lr);
+    return 0;
+}
+
 static int fit(fit_run *r) {
     fit_opts *o = r->o;
     int rc;
@@ -589,7 +620,7 @@ static int fit(fit_run *r) {
         const char *extra[] = {"--out", r->base};
         if ((rc = train_with(r, extra, 2, false))) return rc;
     }
-    if ((rc = load(r))) return rc;
+    if ((rc = load(r)) || (rc = ft_lr_of(r))) return rc;
     /* 2. each layer alone at each width */
     fprintf(stderr, "%s: fit 2/5: measuring each layer at %d widths\n", PROG, o->n_bits);
     int count = 0; /* an upper bound of the fitted layers (those the model file sets are skipped) */
@@ -676,7 +707,7 @@ static int fit(fit_run *r) {
     /* from trained weights, a tenth of the peak by default: at the training
      * run's own peak the fine-tune's result moves by more than the choice
      * changes it (docs/fit.md, "Fine-tuning's learning rate") */
-    snprintf(lr, sizeof lr, "%.9g", o->ft_lr > 0 ? o->ft_lr : o->train.lr / 10);
+    snprintf(lr, sizeof lr, "%.9g", r->ft_lr);
     fprintf(stderr, "%s: fit 4/5: fine-tuning %s for %s epoch(s) at a peak learning rate of %s from %s\n", PROG, r->qnet,
             ft, lr, r->base);
     const char *extra[] = {"--model-file", r->qnet, "--init", r->base, "--epochs", ft, "--float-epochs", "0",

@@ -550,6 +550,20 @@ static int config_split(const char *s, config_pair *pairs) {
     }
 }
 
+bool train_config_number(const char *config, const char *key, double *out) {
+    config_pair pairs[MAX_PAIRS];
+    int n = config && config[0] ? config_split(config, pairs) : -1;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        if (strcmp(pairs[i].key, key)) continue;
+        double v = strtod(pairs[i].value, &end);
+        if (end == pairs[i].value || *end || !isfinite(v)) return false;
+        *out = v;
+        return true;
+    }
+    return false;
+}
+
 /* Key k with value v into pairs a (na of them) when a lacks it, at the
  * place it has in b (nb pairs, this run's), so both list their keys in
  * one order. */

@@ -62,6 +62,9 @@ int train_parse(int argc, char **argv, train_opts *o);
 void train_config_text(const train_opts *o, const char *model, uint32_t model_crc, qat_task_kind task, char *buf,
                        size_t len);
 
+/* The number a configuration text (train_config_text's form, as a
+ * checkpoint records it) gives key; false when it has none. */
+bool train_config_number(const char *config, const char *key, double *out);
 /* A resume keeps every option but the free ones: 0, or the exit status
  * after saying which option differs (2), or that the checkpoint's options
  * cannot be checked (1: no record, or not in this program's form). */
