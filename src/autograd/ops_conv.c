@@ -214,35 +214,29 @@ typedef struct {
  * against 1 848 samples/s), 25 MiB more at ResNet-8's peak. */
 #define QAT__KEEP_COLS ((size_t)6 << 20)
 
-/* The AVX-512 rows when they apply (stride 1, or 2 across; rows of up to
- * 128): 2-3x the portable rows on every layer of the reference models
- * (bench: 5.5 vs 11.7 µs for a 16-channel 28x28 3x3 sample, 1.2 vs 3.7
- * for LeNet's second layer); below that level the AVX2 rows, on the same
- * shapes. */
-static void (*im2col_for(const conv_dims *d))(const conv_dims *, const float *, float *) {
-#if QAT__CONV_AVX512
-    if (qat__conv_avx512_fits(d)) return qat__im2col_avx512;
-#endif
-#if QAT__CONV_AVX2
-    if (qat__conv_avx2_fits(d)) return qat__im2col_avx2;
-#endif
-    (void)d;
-    return qat__im2col;
-}
-
-/* col2im's rows, chosen as im2col's; NULL: the portable loop, which only
- * adds (a new gradient is zeroed first), where the rows can also write a
- * new gradient row by row. */
+/* The im2col and col2im rows for a shape: the AVX-512 ones when they
+ * apply (stride 1, or 2 across; rows of up to 128): 2-3x the portable
+ * rows on every layer of the reference models (bench: 5.5 vs 11.7 µs for
+ * a 16-channel 28x28 3x3 sample, 1.2 vs 3.7 for LeNet's second layer);
+ * below that level the AVX2 ones, on the same shapes; else the portable
+ * loops. col2im NULL: the portable loop, which only adds (a new gradient
+ * is zeroed first), where the rows can also write a new gradient row by
+ * row. */
 typedef void (*col2im_rows)(const conv_dims *, const float *, float *, bool overwrite);
-static col2im_rows col2im_for(const conv_dims *d) {
+typedef struct {
+    void (*im2col)(const conv_dims *, const float *, float *);
+    col2im_rows col2im;
+} conv_rows;
+
+static conv_rows conv_rows_for(const conv_dims *d) {
 #if QAT__CONV_AVX512
-    if (qat__conv_avx512_fits(d)) return qat__col2im_add_avx512;
+    if (qat__conv_avx512_fits(d)) return (conv_rows){qat__im2col_avx512, qat__col2im_add_avx512};
 #endif
 #if QAT__CONV_AVX2
-    if (qat__conv_avx2_fits(d)) return qat__col2im_add_avx2;
+    if (qat__conv_avx2_fits(d)) return (conv_rows){qat__im2col_avx2, qat__col2im_add_avx2};
 #endif
     (void)d;
-    return NULL;
+    return (conv_rows){qat__im2col, NULL};
 }
 
 /* A 1x1 convolution with stride 1 and no padding: each sample's input is
@@ -388,9 +382,9 @@ static void conv_bw(qat_ctx *ctx, qat_node *node) {
     float *partial = gw ? qat__step_recycled(ctx, part_bytes) : NULL;
     if ((gx && !dcol) || (rebuild && !col) || (qat__wants_grad(w) && (!gw || !partial)) || (qat__wants_grad(x) && !gx))
         goto done;
-    conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .gy = gy, .partial = partial, .gx = gx,
-                     .dcol = dcol, .col = col, .im2col = im2col_for(&sv->f.cd), .col2im = col2im_for(&sv->f.cd),
-                     .store = store, .rebuild = rebuild};
+    conv_rows rows = conv_rows_for(&sv->f.cd);
+    conv_bw_job j = {.d = d, .sv = sv, .x = x->data, .gy = gy, .partial = partial, .gx = gx, .dcol = dcol,
+                     .col = col, .im2col = rows.im2col, .col2im = rows.col2im, .store = store, .rebuild = rebuild};
     j.zero_gx = gx && store && !j.col2im && !pointwise(d);
     qat__par(ctx, chunks, conv_bw_task, &j);
     if (gw) {
@@ -471,7 +465,7 @@ static qat_tensor *conv_im2col(qat_ctx *ctx, const char *name, qat_tensor *x, qa
                             wk[((g * d.KH + kh) * d.O + o) * f.K + c * d.KW + kw] = *src++;
     }
     conv_fw_job j = {.d = &d, .f = &f, .x = x->data, .wk = wk ? wk : w->data, .b = b ? b->data : NULL,
-                     .y = y->data, .cols = cols, .keep = keep, .pw = pw, .im2col = im2col_for(&f.cd)};
+                     .y = y->data, .cols = cols, .keep = keep, .pw = pw, .im2col = conv_rows_for(&f.cd).im2col};
     qat__par(ctx, (d.N + FW_CHUNK - 1) / FW_CHUNK, conv_fw_task, &j);
     *s = (conv_saved){.d = d, .f = f, .wk = j.wk, .cols = keep ? cols : NULL};
     qat_node *node = qat__record(ctx, name, conv_bw, y, x, w, b);

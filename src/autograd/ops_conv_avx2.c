@@ -92,7 +92,8 @@ QAT_AVX2 void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *
 QAT_AVX2 static void col2im_add_strided(const qat__conv_dims *d, const float *col, float *gxn, bool overwrite) {
     const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, ph = d->ph, pw = d->pw;
     const int64_t sh = d->sh;
-    const __m256i lo_half = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), hi_half = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i lo_half = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i hi_half = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     if (overwrite) memset(gxn, 0, (size_t)(C * H * W) * sizeof(float)); /* adding into +0, as the portable path */
     const float *row = col;
     for (int64_t c = 0; c < C; c++)
@@ -168,9 +169,10 @@ QAT_AVX2 void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, fl
                         if (!any(m)) continue;
                         const __m256 keep = _mm256_castsi256_ps(m);
                         for (int j = 0; j < QAT__COL2IM_LANES; j++)
-                            if (j < nc)
-                                acc[j] = _mm256_blendv_ps(acc[j], _mm256_add_ps(acc[j], _mm256_maskload_ps(r + j * CS, m)),
-                                                          keep);
+                            if (j < nc) {
+                                __m256 sum = _mm256_add_ps(acc[j], _mm256_maskload_ps(r + j * CS, m));
+                                acc[j] = _mm256_blendv_ps(acc[j], sum, keep);
+                            }
                     }
                 }
                 for (int j = 0; j < nc; j++) {

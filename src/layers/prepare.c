@@ -103,13 +103,14 @@ static bool lsq_init(const qat_model *m, const qat__layer *l, int bn, const qat_
     int64_t *count = calloc((size_t)q->nparams, sizeof *count);
     if (!sum || !count) return free(sum), free(count), false;
     const qat__layer *b = bn >= 0 ? &m->layers[bn] : NULL;
-    int64_t per_out = l->weight->numel / l->weight->shape[0];
+    int64_t per_out = l->weight->numel / l->weight->shape[0], at = -1;
+    float sf = 1.0f;
     for (int64_t s0 = 0, run; s0 < l->weight->numel; s0 += run) {
         run = qat__qtype_run_len(q, s0);
         int64_t p = qat_qtype_param_index(q, s0);
         for (int64_t j = s0; j < s0 + run; j++) {
-            int64_t o = j / per_out;
-            float sf = b ? b->gamma->data[o] * (1.0f / sqrtf(b->running_var[o] + b->eps)) : 1.0f;
+            if (b && j / per_out != at) /* a new output channel: its factor */
+                at = j / per_out, sf = b->gamma->data[at] * (1.0f / sqrtf(b->running_var[at] + b->eps));
             sum[p] += fabsf(l->weight->data[j] * sf);
         }
         count[p] += run;
