@@ -186,6 +186,10 @@ static void test_conv_every_level(void) {
         /* a 1x1 of stride 2 over odd sizes: the even rows' even columns copied out first */
         {6, 9, 7, 10, 1, 1, 2, 2, 0, 0, 1, 0},     {8, 9, 7, 12, 1, 1, 2, 2, 0, 0, 1, 3},
         {8, 3, 3, 8, 1, 1, 2, 2, 0, 0, 1, 3}, /* 4 pixels */
+        /* pointwise over maps of 1, 4 and 9 positions: several samples' positions a row (qat__direct_batch),
+         * pairs, 7-bit bytes and 8-bit bytes */
+        {16, 1, 1, 24, 1, 1, 1, 1, 0, 0, 1, 0},    {12, 3, 3, 20, 1, 1, 1, 1, 0, 0, 1, 3},
+        {32, 2, 2, 16, 1, 1, 1, 1, 0, 0, 1, 5},
         /* channels of fewer than 16 outputs: a row's 16-byte copy reaches past the next channel */
         {6, 8, 9, 6, 5, 5, 2, 2, 2, 0, 6, 0},
         /* the direct convolution's byte form: 7-bit weights, C % 4 == 0 */
@@ -238,6 +242,66 @@ static void test_conv_every_level(void) {
         snprintf(what, sizeof what, "random conv C%d %dx%d O%d k%dx%d s%dx%d p%dx%d g%d", k.C, k.H, k.W, k.O, k.kh, k.kw,
                  k.sh, k.sw, k.ph, k.pw, k.groups);
         run_every_level(&q, 9, rnd(&rng, 1, 9), &rng, what);
+        qat_ctx_free(ctx);
+    }
+}
+
+/* How prepare at a level chose to run op 0 of q (qat__runtime_op_path). */
+static const char *op0_path(const qat_qmodel *q, int max_batch, qat__level level) {
+    int64_t *off = calloc((size_t)(q->n_tensors + q->n_ops), sizeof *off);
+    qat_plan plan;
+    char msg[320];
+    qat_status st = qat_plan_program(q, max_batch, off, &plan, msg, sizeof msg);
+    if (st != QAT_OK) printf("\n  %s\n", msg);
+    CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
+    uint8_t *consts = aligned_alloc(64, (size_t)qat__round_up(plan.const_bytes + 64, 64));
+    qat__runtime_prepare_level(q, &plan, consts, level);
+    const char *path = qat__runtime_op_path(&q->ops[0], consts + plan.const_offset[0]);
+    free(consts), free(off);
+    return path;
+}
+
+/* Depthwise convolutions of small maps, which run with the channels in
+ * the lanes from the AVX2 level up (kernels_dw_lanes.c): channel counts
+ * that are and are not multiples of 16, 1x1 to 4x4 outputs (and the
+ * kernel's own forms for inputs of 1, 4 and whole 16s of pixels with
+ * tails, outputs of 1, 4 and 16 positions), strides 1 and 2, windows of an odd and an even number of taps, unsigned weights
+ * (w - zp beyond int8), both roundings; the requantization vectorised
+ * (right shifts of 0-3, where ties are frequent, and up to 31; zero
+ * multipliers, whose shift is 0) and in scalar for blocks with a left shift. */
+static void test_depthwise_lanes_every_level(void) {
+    if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
+    static const conv_case cases[] = {
+        {64, 2, 2, 64, 3, 3, 1, 1, 1, 1, 64, 0}, {40, 1, 1, 40, 3, 3, 1, 1, 1, 1, 40, 0},
+        {24, 4, 4, 24, 3, 3, 2, 2, 1, 1, 24, 1}, {17, 3, 5, 17, 5, 5, 1, 1, 2, 2, 17, 0},
+        {32, 2, 2, 32, 2, 2, 1, 1, 1, 1, 32, 6}, {16, 4, 4, 16, 1, 1, 1, 1, 0, 0, 16, 2},
+        {48, 7, 7, 48, 3, 3, 2, 2, 1, 1, 48, 0}, {8, 3, 3, 8, 3, 3, 1, 1, 0, 0, 8, 1},
+        {1024, 1, 1, 1024, 3, 3, 1, 1, 1, 1, 1024, 0}, {20, 2, 2, 20, 3, 3, 1, 1, 1, 1, 20, 0},
+        {48, 2, 2, 48, 3, 3, 2, 2, 1, 1, 48, 1}, {32, 4, 4, 32, 3, 3, 1, 1, 1, 1, 32, 0},
+        {36, 5, 7, 36, 3, 3, 2, 2, 1, 1, 36, 0},
+    };
+    qat_rng rng;
+    qat_rng_seed(&rng, 33);
+    for (size_t t = 0; t < 4 * sizeof cases / sizeof *cases; t++) {
+        const conv_case *k = &cases[t / 4];
+        bool single = t % 2, vector = t / 2 % 2;
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, k, &q, &rng);
+        q.rounding = single ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
+        qat_qop *c = &q.ops[0];
+        for (int o = 0; vector && k->wmode != 6 && o < k->O; o++) {
+            bool zero = qat_rng_below(&rng, 16) == 0;
+            c->multiplier[o] = zero ? 0 : (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30));
+            c->shift[o] = zero ? 0 : -(qat_rng_below(&rng, 2) ? rnd(&rng, 0, 3) : rnd(&rng, 0, 31));
+        }
+        char what[128];
+        snprintf(what, sizeof what, "small depthwise C%d %dx%d k%dx%d s%d, %s rounding%s", k->C, k->H, k->W, k->kh, k->kw,
+                 k->sh, single ? "single" : "double", vector ? ", right shifts" : "");
+        const char *path = op0_path(&q, 5, QAT_LEVEL_AVX2);
+        if (strcmp(path, "lanes") != 0) printf("\n  %s: the AVX2 level runs it as %s\n", what, path);
+        CU_ASSERT_STRING_EQUAL(path, "lanes");
+        CU_ASSERT(run_every_level(&q, 5, t % 3 ? 5 : 3, &rng, what) >= 1);
         qat_ctx_free(ctx);
     }
 }
@@ -694,6 +758,8 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"the largest sum the bound allows: zp + v clamped, not wrapped, at every level", test_saturated_sum_every_level},
         {"every level runs random convolutions as the portable level", test_conv_every_level},
+        {"every level runs small-map depthwise convolutions (channels in the lanes) as the portable level",
+         test_depthwise_lanes_every_level},
         {"every level runs random linear ops as the portable level", test_linear_every_level},
         {"every level runs the reference models as the portable level", test_reference_models_every_level},
         {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},

@@ -82,6 +82,24 @@ int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g) {
     return pairs > quads ? pairs : quads;
 }
 
+int qat__direct_batch(const qat_qop *op, const qat__op_geom *g, int max_batch) {
+    int P = g->OH * g->OW;
+    if (op->kh != 1 || op->kw != 1 || op->pad_h || op->pad_w || op->stride_h != 1 || op->stride_w != 1 || P >= 16)
+        return 1;
+    int B = (64 + P - 1) / P;
+    return B < max_batch ? B : max_batch > 1 ? max_batch : 1;
+}
+
+int64_t qat__direct_batch_planes_bytes(const qat__op_geom *g, int B) {
+    int64_t W = (int64_t)B * g->OH * g->OW;
+    return qat__round_up(((int64_t)g->C * (W + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
+}
+
+int64_t qat__direct_batch_scratch_bytes(const qat__op_geom *g, int B) {
+    int64_t W = (int64_t)B * g->OH * g->OW;
+    return qat__direct_batch_planes_bytes(g, B) + qat__round_up(g->C * W, 64) + qat__round_up(g->O * W, 64);
+}
+
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g) {
     int64_t planes = qat__round_up(((int64_t)g->C * g->Hp * (g->Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
     if (!qat__direct_subsampled(op, g)) return planes;

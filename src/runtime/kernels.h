@@ -298,7 +298,8 @@ qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const
                                 void *scratch, int64_t n, qat__level level, int first, int end);
 /* How prepare chose to run a linear or conv2d op (op_consts: its prepared
  * constants): "int8" (the int8 path), "qk" (qk.h's kernels), "direct" or
- * "bytes" (the direct convolution's two forms), "int16" (im2col and the
+ * "bytes" (the direct convolution's two forms), "lanes" (depthwise with
+ * the channels in the lanes), "int16" (im2col and the
  * int16 GEMM), "sub" (sub-channel kernels); "" for other ops. */
 const char *qat__runtime_op_path(const qat_qop *op, const void *op_consts);
 
@@ -335,6 +336,37 @@ typedef struct {
     bool depthwise;
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
+/* ---- depthwise convolution of small maps (kernels_dw_lanes.c) ----------------------
+ * A depthwise op with one output per channel and at most
+ * QAT_DW_LANES_MAX_POSITIONS output positions (a MobileNet's 4x4, 2x2 and
+ * 1x1 maps of up to 1024 channels) runs, from the AVX2 level up, with the
+ * channels in the lanes: the sample laid out position-major in scratch
+ * (t[p][c] = x - zp_in, 0 in the padding and past C, C rounded up to 16),
+ * each output position's 16 channels one vpmaddwd per pair of taps (the
+ * window's taps paired in order, a lone last one against a zero weight),
+ * requantized lane by lane. The plane-by-plane kernel spends such a
+ * channel's time on its setup: 1 to 16 outputs each. */
+#define QAT_DW_LANES_MAX_POSITIONS 16
+bool qat__dw_lanes_fits(const qat_qop *op, const qat__op_geom *g);
+int64_t qat__dw_lanes_const_bytes(const qat__op_geom *g);
+int64_t qat__dw_lanes_scratch_bytes(const qat__op_geom *g);
+/* Each block of 16 channels' tap-pair weights and requantization constants (kernels_dw_lanes.c's
+ * layout). */
+void qat__dw_lanes_prepare(const qat_qop *op, const qat__op_geom *g, uint8_t *c);
+typedef struct {
+    qat__op_geom g;
+    const int8_t *x;  /* one sample [C][H][W] */
+    const uint8_t *consts; /* qat__dw_lanes_prepare's */
+    int16_t *scratch; /* qat__dw_lanes_scratch_bytes */
+    int32_t zp_in;
+    int kw, sh, sw, ph, pw;
+    const int32_t *bias, *m0, *shift;
+    int32_t zp, lo, hi;
+    int8_t *y; /* [C][OH][OW] */
+    bool single;
+} qat__dw_lanes_args;
+void qat__dw_lanes(const qat__dw_lanes_args *a);
+
 /* Whether a conv2d op fits the direct convolution (groups 1, C even,
  * horizontal stride 1 or 2; or tap pairs, below), and the bytes of its constants (w, then koff) and of its padded
  * pair planes with their slack. */
@@ -359,6 +391,16 @@ static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, i
 bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni);
 int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g);
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g);
+/* Pointwise convolutions of small maps (1x1, stride 1, no padding, fewer
+ * than 16 positions a sample) run the positions of B samples as one row
+ * of B·P (B = qat__direct_batch: 64 positions or more, at most
+ * max_batch samples), so that the kernel's blocks of 16 positions are
+ * full: the samples' channels gathered into [C][B·P] bytes, the outputs
+ * into [O][B·P], then copied out to each sample. Their koff address
+ * planes of B·P pixels. Scratch: the planes, then the two buffers. */
+int qat__direct_batch(const qat_qop *op, const qat__op_geom *g, int max_batch);
+int64_t qat__direct_batch_scratch_bytes(const qat__op_geom *g, int B);
+int64_t qat__direct_batch_planes_bytes(const qat__op_geom *g, int B);
 /* Where a subsampled input's int8 copy starts in the scratch: after the planes of its pixels. */
 static inline int64_t qat__direct_subsampled_at(const qat__op_geom *g) {
     return qat__round_up(((int64_t)g->C / 2 * g->OH * g->OW + QAT_DIRECT_SLACK) * 4, 64);

@@ -190,6 +190,7 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
         int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64)
                                    : qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
         if (qat__direct_fits(op, g) && qat__direct_const_bytes(op, g) > w16) w16 = qat__direct_const_bytes(op, g);
+        if (qat__dw_lanes_fits(op, g) && qat__dw_lanes_const_bytes(g) > w16) w16 = qat__dw_lanes_const_bytes(g);
         qat__i8_geom i8;
         qat__i8_geometry(q, op, g, max_batch, &i8);
         return 64 + (w16 > i8.const_bytes ? w16 : i8.const_bytes);
@@ -222,6 +223,10 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
         int64_t taps = qat__round_up(QAT_DW_SCRATCH_BYTES(g->Hp, g->Wp), 64);
         s16 = g->depthwise ? xpad + taps : xpad + cols;
         if (qat__direct_fits(op, g) && qat__direct_scratch_bytes(op, g) > s16) s16 = qat__direct_scratch_bytes(op, g);
+        int B = qat__direct_batch(op, g, max_batch);
+        if (qat__direct_fits(op, g) && B > 1 && qat__direct_batch_scratch_bytes(g, B) > s16)
+            s16 = qat__direct_batch_scratch_bytes(g, B);
+        if (qat__dw_lanes_fits(op, g) && qat__dw_lanes_scratch_bytes(g) > s16) s16 = qat__dw_lanes_scratch_bytes(g);
         break;
     }
     case QAT_QOP_MAXPOOL2D: return qat__round_up(in->shape[1] / 2 * in->shape[2], 64);

@@ -20,6 +20,7 @@ typedef struct {
     int32_t direct; /* the direct convolution's qat__direct_form, or 0 (prepare_direct's layout follows) */
     int32_t vex;    /* its vpdpbusd in AVX-VNNI's encoding (qat__direct_args) */
     int32_t dw_bytes; /* AVX-VNNI level, depthwise: int8 weights and int32 corrected biases (tap quads) */
+    int32_t dw_lanes; /* depthwise of a small map, channels in the lanes (qat__dw_lanes_prepare's layout follows) */
 } op_header;
 
 /* The portable level's kernels are qk.h's, whose NEON paths an aarch64
@@ -116,8 +117,12 @@ static void prepare_tap_pairs(const qat_qop *op, const qat__op_geom *g, int32_t 
         }
 }
 
-static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, bool bytes, uint8_t *c) {
+static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g0, int max_batch, bool bytes,
+                           uint8_t *c) {
     const qat_qtype *wq = &op->wq;
+    qat__op_geom batched = *g0, *g = &batched; /* with a batch of samples, planes of B·P pixels */
+    int B = qat__direct_batch(op, g0, max_batch);
+    if (B > 1) batched.H = batched.Hp = 1, batched.W = batched.Wp = B * g0->OH * g0->OW;
     int G = bytes ? 4 : 2, KG = qat__direct_groups(op, g, G), Wrow = qat__direct_wrow(g->Wp, op->stride_w);
     int64_t koff_at, bias_at;
     direct_parts(op, g, G, &koff_at, &bias_at);
@@ -175,6 +180,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
                 : bytes_form(q, op, g, vnni) ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
                                              : QAT_DIRECT_PAIRS;
+    h->dw_lanes = !sc && !h->int8 && !h->qk && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     c += HEADER;
     if (sc) {
         qat__sc_prepare(op, c);
@@ -190,7 +196,11 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     h->vex = vnni && qat__direct_vex(); /* the AVX-VNNI level's encoding: the direct and the depthwise convolutions */
     h->dw_bytes = !sc && vnni && g->depthwise && qat__int8_weights(op) && bytes_biases_fit(q, op, g);
     if (h->direct) {
-        prepare_direct(q, op, g, h->direct != QAT_DIRECT_PAIRS, c);
+        prepare_direct(q, op, g, max_batch, h->direct != QAT_DIRECT_PAIRS, c);
+        return;
+    }
+    if (h->dw_lanes) {
+        qat__dw_lanes_prepare(op, g, c);
         return;
     }
     if (h->qk) { /* the int8 weights in the layout qk.h's kernels read */
@@ -266,6 +276,38 @@ static void real_tensors(const qat_qmodel *q, const qat_plan *p, uint8_t *real) 
         if (q->ops[i].kind == QAT_QOP_FLATTEN && real[q->ops[i].inputs[0]]) real[q->ops[i].output] = 1;
 }
 
+/* P bytes, P < 16: a pointwise map's run of one channel */
+static inline void copy_run(int8_t *d, const int8_t *src, int P) {
+    if (P == 4) {
+        uint32_t v;
+        memcpy(&v, src, sizeof v);
+        memcpy(d, &v, sizeof v);
+    } else
+        for (int i = 0; i < P; i++) d[i] = src[i];
+}
+
+/* qat__direct_batch: B samples' P positions a row (a's constants, koff for planes of B·P). A last,
+ * short group's missing samples are the input's zero point: their outputs are dropped. */
+static void run_direct_batch(const exec *e, const qat__op_geom *g, qat__direct_args *a, const int8_t *x,
+                             int32_t zp_in, int8_t *y, int B, qat__pad_kind kind, qat__pad_row_fn row) {
+    int P = g->OH * g->OW, W = B * P;
+    int64_t in_n = (int64_t)g->C * P, out_n = (int64_t)g->O * P;
+    int8_t *xb = (int8_t *)e->scratch + qat__direct_batch_planes_bytes(g, B);
+    int8_t *yb = xb + qat__round_up((int64_t)g->C * W, 64);
+    a->OW = W, a->OH = 1, a->ystep = W, a->out = yb;
+    for (int64_t s0 = 0; s0 < e->n; s0 += B) {
+        int nb = e->n - s0 < B ? (int)(e->n - s0) : B;
+        for (int c = 0; c < g->C; c++) {
+            for (int b = 0; b < nb; b++) copy_run(xb + (int64_t)c * W + b * P, x + (s0 + b) * in_n + (int64_t)c * P, P);
+            if (nb < B) memset(xb + (int64_t)c * W + nb * P, zp_in, (size_t)(B - nb) * P);
+        }
+        qat__pad_planes(xb, g->C, 1, W, 0, 0, 1, zp_in, kind, row, e->scratch);
+        qat__conv_direct(a);
+        for (int b = 0; b < nb; b++)
+            for (int o = 0; o < g->O; o++) copy_run(y + (s0 + b) * out_n + (int64_t)o * P, yb + (int64_t)o * W + b * P, P);
+    }
+}
+
 static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c,
                             qat__direct_form form, bool vex) {
     bool bytes = form != QAT_DIRECT_PAIRS;
@@ -291,6 +333,11 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     if (taps) a.ystep = op->stride_h * g->Wp / 2;
     qat__pad_kind kind = bytes ? QAT_PAD_QUADS : taps ? QAT_PAD_PLAIN : QAT_PAD_PAIRS;
     qat__pad_row_fn row = qat__pad_row_simd(kind); /* the direct convolution runs from the AVX2 level up */
+    int B = qat__direct_batch(op, g, e->plan->max_batch);
+    if (B > 1) {
+        run_direct_batch(e, g, &a, x, in->q.zero_point, y, B, kind, row);
+        return;
+    }
     for (int64_t s = 0; s < e->n; s++) {
         const int8_t *xs = x + s * in_n;
         int32_t zp = in->q.zero_point;
@@ -344,6 +391,22 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
                                 .single = SINGLE(e)};
             qat__gemm_requant_level(&a, e->level);
         }
+    }
+}
+
+static void run_dw_lanes(const exec *e, const qat_qop *op, const qat__op_geom *g, const uint8_t *c) {
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
+    int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW;
+    qat__dw_lanes_args a = {.g = *g, .consts = c, .scratch = (int16_t *)(void *)e->scratch,
+                            .zp_in = in->q.zero_point, .kw = op->kw, .sh = op->stride_h, .sw = op->stride_w,
+                            .ph = op->pad_h, .pw = op->pad_w, .bias = op->bias, .m0 = op->multiplier,
+                            .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point, .lo = op->act_min,
+                            .hi = op->act_max, .single = SINGLE(e)};
+    const int8_t *x = tensor(e, op->inputs[0]);
+    int8_t *y = tensor(e, op->output);
+    for (int64_t s = 0; s < e->n; s++) {
+        a.x = x + s * in_n, a.y = y + s * out_n;
+        qat__dw_lanes(&a);
     }
 }
 
@@ -566,6 +629,10 @@ static void run_op(const exec *e, int i) {
             run_conv_direct(e, op, &g, body, (qat__direct_form)h->direct, h->vex);
             return;
         }
+        if (((const op_header *)c)->dw_lanes) {
+            run_dw_lanes(e, op, &g, body);
+            return;
+        }
         const int16_t *w16 = (const int16_t *)(const void *)body;
         if (op->kind == QAT_QOP_CONV2D)
             i8 ? run_conv8(e, op, &g, body) : run_conv(e, op, &g, w16, ((const op_header *)c)->dw_bytes, ((const op_header *)c)->vex);
@@ -626,6 +693,7 @@ const char *qat__runtime_op_path(const qat_qop *op, const void *op_consts) {
            : h->direct == QAT_DIRECT_BYTES_VNNI   ? "vnni"
            : h->direct == QAT_DIRECT_BYTES        ? "bytes"
            : h->direct                            ? "direct"
+           : h->dw_lanes                          ? "lanes"
                                                   : "int16";
 }
 
