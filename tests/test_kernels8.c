@@ -175,6 +175,8 @@ static void test_conv_every_level(void) {
         {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 0},    {6, 9, 9, 6, 2, 4, 1, 1, 0, 1, 6, 1},
         /* ... and the first output of each input channel taken apart (a left shift), the second not */
         {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 6},
+        /* depthwise rows of 4 and 8 taps (every byte of the AVX-VNNI level's quads weighted) */
+        {8, 9, 11, 8, 3, 4, 1, 1, 1, 1, 8, 0},     {4, 6, 12, 4, 2, 8, 1, 1, 0, 3, 4, 5},
         /* depthwise rows of 16 or more (16 + an overlapping tail), at strides 1 and 2 */
         {6, 5, 20, 6, 3, 3, 1, 1, 1, 1, 6, 0},     {4, 6, 34, 4, 3, 3, 2, 2, 1, 1, 4, 0},
         /* one input channel at horizontal stride 2: the direct convolution's tap pairs (odd kw: a
