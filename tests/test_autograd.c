@@ -1595,13 +1595,25 @@ static void test_golden_activations(void) {
     qat_ctx_free(ctx);
 }
 
-/* ---- AVX-512 row copies against the portable ones -------------------------------------- */
+/* ---- SIMD row copies against the portable ones ------------------------------------------ */
 
 /* Every width 1..40, several pitches: the same bits, adding into signed
- * zeros too, and nothing outside the rows touched. */
+ * zeros too, and nothing outside the rows touched; the AVX-512 and the
+ * AVX2 rows, each where this CPU (and QAT_MAX_ISA) has it. */
 static void test_rows_match_portable(void) {
+#if QAT__CONV_AVX512 || QAT__CONV_AVX2
+    typedef struct {
+        qat__rows_fn copy, add;
+    } rows_pair;
+    rows_pair simd[2];
+    int n_simd = 0;
 #if QAT__CONV_AVX512
-    if (!qat__have_avx512f()) QAT_TEST_SKIP("this CPU has no AVX-512F (or QAT_MAX_ISA caps it): the AVX-512 rows never run");
+    if (qat__have_avx512f()) simd[n_simd++] = (rows_pair){qat__rows_copy_avx512, qat__rows_add_avx512};
+#endif
+#if QAT__CONV_AVX2
+    if (qat_isa_allowed(QAT_ISA_AVX2)) simd[n_simd++] = (rows_pair){qat__rows_copy_avx2, qat__rows_add_avx2};
+#endif
+    if (n_simd == 0) QAT_TEST_SKIP("this CPU has no AVX2 (or QAT_MAX_ISA caps it): the SIMD rows never run");
     qat_rng rng = rng_for(37);
     enum { PLANES = 2, ROWS = 3, PITCH = 48, PLANE = ROWS * PITCH + 8 };
     static float src[PLANES * PLANE], d0[PLANES * PLANE], d1[PLANES * PLANE];
@@ -1609,26 +1621,27 @@ static void test_rows_match_portable(void) {
     int checked = 0;
     /* source pitches: wide, and short (several rows to a vector: a 7x7
      * plane's rows at pitch 7 or 8) */
-    for (int64_t width = 1; width <= 40; width++)
-        for (int64_t gap = 0; gap <= 8; gap += 4)
-            for (int64_t sgap = 0; sgap <= 2; sgap++) {
-            int64_t spitch = sgap == 2 ? PITCH - 1 : width + sgap;
-            if (width + gap > PITCH) continue;
-            qat__rows g = {.planes = PLANES, .rows = ROWS, .dplane = PLANE, .dpitch = width + gap,
-                           .splane = PLANE - 5, .spitch = spitch, .width = width};
-            for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
-            qat__rows_copy(&g, d0, src);
-            qat__rows_copy_avx512(&g, d1, src);
-            CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
-            for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
-            qat__rows_add(&g, d0, src);
-            qat__rows_add_avx512(&g, d1, src);
-            CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
-            checked++;
-            }
-    CU_ASSERT(checked > 300);
+    for (int k = 0; k < n_simd; k++)
+        for (int64_t width = 1; width <= 40; width++)
+            for (int64_t gap = 0; gap <= 8; gap += 4)
+                for (int64_t sgap = 0; sgap <= 2; sgap++) {
+                    int64_t spitch = sgap == 2 ? PITCH - 1 : width + sgap;
+                    if (width + gap > PITCH) continue;
+                    qat__rows g = {.planes = PLANES, .rows = ROWS, .dplane = PLANE, .dpitch = width + gap,
+                                   .splane = PLANE - 5, .spitch = spitch, .width = width};
+                    for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
+                    qat__rows_copy(&g, d0, src);
+                    simd[k].copy(&g, d1, src);
+                    CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
+                    for (int i = 0; i < PLANES * PLANE; i++) d0[i] = d1[i] = i % 5 == 0 ? -0.0f : (float)i;
+                    qat__rows_add(&g, d0, src);
+                    simd[k].add(&g, d1, src);
+                    CU_ASSERT_EQUAL(memcmp(d0, d1, sizeof d0), 0);
+                    checked++;
+                }
+    CU_ASSERT(checked >= 300 * n_simd);
 #else
-    QAT_TEST_SKIP("built without the AVX-512 rows (x86-64 GCC or clang only)");
+    QAT_TEST_SKIP("built without the SIMD rows (x86-64 GCC or clang only)");
 #endif
 }
 
@@ -1894,7 +1907,7 @@ int main(int argc, char **argv) {
         {"golden: depthwise and grouped conv2d against PyTorch", test_golden_conv},
         {"golden: padded pools and global average pooling against PyTorch", test_golden_pool},
         {"golden: sigmoid, tanh, hard-swish bits against PyTorch", test_golden_activations},
-        {"depthwise rows: AVX-512 equals portable", test_rows_match_portable},
+        {"depthwise rows: AVX-512 and AVX2 equal portable", test_rows_match_portable},
         {"conv, depthwise, max pooling: the same bits at every QAT_MAX_ISA level", test_training_kernels_every_level},
         {"BatchNorm, activations, fake quantization, optimizers: the same bits at every level",
          test_simd_copies_every_level},

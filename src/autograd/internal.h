@@ -86,7 +86,8 @@ void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, float *gxn,
  * of several planes, each side with its own plane stride and row pitch;
  * dst row = src row (copy) or dst row += src row (add), width floats. The
  * AVX-512 versions (ops_conv_depthwise_avx512.c) do up to 16 floats of a
- * row in one masked load and store: the same bits. */
+ * row in one masked load and store: the same bits. Nothing outside the
+ * rows is written. */
 typedef struct {
     int64_t planes, rows;
     int64_t dplane, dpitch;
@@ -99,6 +100,12 @@ void qat__rows_add(const qat__rows *g, float *dst, const float *src);
 #if QAT__CONV_AVX512
 void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
+#endif
+/* ... and with AVX2 (ops_conv_depthwise_avx2.c): 8 floats at a time, each
+ * row's last ones by one masked load and store. */
+#if QAT__CONV_AVX2
+void qat__rows_copy_avx2(const qat__rows *g, float *dst, const float *src);
+void qat__rows_add_avx2(const qat__rows *g, float *dst, const float *src);
 #endif
 
 /* 2x2 / stride-2 max pooling of one output row from input rows r0, r1:

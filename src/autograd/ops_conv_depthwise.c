@@ -32,7 +32,8 @@
  * DW_LANES in order, folded in halves at the end.
  *
  * The row copies into and out of the stacks are qat__rows_copy / _add,
- * with AVX-512 versions (one masked load and store per row). Buffers are
+ * with AVX-512 versions (one masked load and store per row) and AVX2 ones
+ * (8 floats at a time, a masked tail). Buffers are
  * zeroed once: the copies only ever write the positions that hold data. */
 #include <string.h>
 
@@ -89,6 +90,10 @@ static bool dw_plan_init(qat_ctx *ctx, dw_plan *pl, const qat__conv_dims *d) {
     pl->add = qat__rows_add;
 #if QAT__CONV_AVX512
     if (qat__have_avx512f()) pl->copy = qat__rows_copy_avx512, pl->add = qat__rows_add_avx512;
+#endif
+#if QAT__CONV_AVX2
+    if (pl->copy == qat__rows_copy && qat_isa_allowed(QAT_ISA_AVX2))
+        pl->copy = qat__rows_copy_avx2, pl->add = qat__rows_add_avx2;
 #endif
     pl->tap_off = qat__step_scratch(ctx, (size_t)(3 * KK) * sizeof(int64_t));
     if (!pl->tap_off) return false;
