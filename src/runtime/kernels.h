@@ -153,6 +153,9 @@ typedef struct {
     int16_t
         *pairs; /* scratch of QAT_DW_SCRATCH_BYTES(Hp, Wp) for the AVX2 kernel: its tap pairs or quads
                  * (QAT_DW_PAIRS int16), then one channel's outputs on the grid, or NULL */
+    const int8_t *x8; /* qat__dw_quads: the sample [C][H][W] unpadded, in place of xp (NULL), and */
+    uint8_t *plane8;  /* scratch of Hp·Wp + 32 bytes for one channel's byte plane; else both NULL */
+    int H, W, ph, pw; /* (x8's sizes and padding) */
     int32_t zp_in;  /* the input's zero point (the AVX-VNNI level's bytes) */
     int vnni;       /* the AVX-VNNI level's bytes: 1 vpdpbusd in AVX-VNNI's encoding, 2 in AVX-512 VNNI's; 0:
                      * none. Only where every w - zp_w is an int8 and every corrected bias an int32 */
@@ -163,6 +166,12 @@ typedef struct {
     bool single; /* as qat__gemm_args' */
 } qat__depthwise_args;
 void qat__depthwise(const qat__depthwise_args *a);
+/* Whether the AVX-VNNI level's depthwise kernel takes its quads from the
+ * unpadded sample (its bytes, vnni: stride 1, rows of at most 8 taps, a
+ * window the AVX2 kernel takes). */
+static inline bool qat__dw_quads(int vnni, int sh, int sw, int kh, int kw) {
+    return vnni && sh == 1 && sw == 1 && kw <= 8 && kh * kw <= QAT_QOP_MAX_WINDOW;
+}
 #define QAT_DW_PAIR_SLACK 8
 #define QAT_DW_PAIRS(Hp, Wp) (2 * ((int64_t)(Hp) * (Wp) + QAT_DW_PAIR_SLACK))
 /* the grid buffer: positions up to ceil8(the last output) <= Hp·Wp + 7, rows copied 16 bytes at a time */

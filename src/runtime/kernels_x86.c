@@ -524,19 +524,44 @@ QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
     memset(pairs + 2 * n, 0, 2 * QAT_DW_PAIR_SLACK * sizeof *pairs); /* a last block's reads past the plane */
 }
 
-/* The AVX-VNNI level's tap quads: quad i holds bytes u(i), u(i + 1), u(i + 2),
- * u(i + 3) of u = x - zp + zp_in + 128 = x + 128 (the plane holds x - zp_in),
- * 8 quads at a time by one byte shuffle of 11 bytes. Pixels past the plane
- * (the slack, or the next plane) give defined bytes that only zero weights
- * or dropped outputs meet. */
-QAT_AVX2 static void tap_quads(const int16_t *x, int64_t n, int32_t zp_in, uint8_t *quads) {
-    const __m128i add = _mm_set1_epi16((int16_t)(zp_in + 128));
+/* The AVX-VNNI level's quads come from the sample's int8 input, one input
+ * channel at a time, through a padded byte plane in L1: u = x + 128 (the
+ * sign bit flipped) at the pixels, zp_in + 128 (the real 0) in the padding
+ * and in 32 bytes of slack. Rows of 8 or more bytes move in two
+ * overlapping halves or in 16s, none past its row. */
+QAT_AVX2 static void plane_bytes(const qat__depthwise_args *a, const int8_t *xc, uint8_t *bp) {
+    const int W = a->W;
+    memset(bp, (uint8_t)(a->zp_in + 128), (size_t)((int64_t)a->Hp * a->Wp + 32));
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    for (int y = 0; y < a->H; y++) {
+        const int8_t *s = xc + (int64_t)y * W;
+        uint8_t *d = bp + (int64_t)(y + a->ph) * a->Wp + a->pw;
+#define FLIP16(i) \
+    _mm_storeu_si128((__m128i *)(void *)(d + (i)), _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)(s + (i))), flip))
+#define FLIP8(i) \
+    _mm_storel_epi64((__m128i *)(void *)(d + (i)), _mm_xor_si128(_mm_loadl_epi64((const __m128i *)(const void *)(s + (i))), flip))
+        if (W >= 16) {
+            for (int i = 0; i + 16 <= W; i += 16) FLIP16(i);
+            if (W % 16) FLIP16(W - 16);
+        } else if (W >= 8) {
+            FLIP8(0);
+            FLIP8(W - 8);
+        } else
+            for (int i = 0; i < W; i++) d[i] = (uint8_t)(s[i] ^ 0x80);
+#undef FLIP16
+#undef FLIP8
+    }
+}
+
+/* Quad i holds bytes i..i+3 of the byte plane, 8 quads at a time by one
+ * byte shuffle of 11 bytes (the plane's slack covers the last reads).
+ * Pixels past the plane give defined bytes that only zero weights or
+ * dropped outputs meet. */
+QAT_AVX2 static void tap_quads(const uint8_t *bp, int64_t n, uint8_t *quads) {
     const __m256i idx = _mm256_setr_epi8(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6, /* quads 0-3 */
                                          4, 5, 6, 7, 5, 6, 7, 8, 6, 7, 8, 9, 7, 8, 9, 10); /* quads 4-7 */
-    for (int64_t i = 0; i < n; i += 8) { /* x is readable 16 elements past n (qat__pad_planes' slack) */
-        __m128i l = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i)), add);
-        __m128i h = _mm_add_epi16(_mm_loadu_si128((const __m128i *)(const void *)(x + i + 8)), add);
-        __m256i u = _mm256_broadcastsi128_si256(_mm_packus_epi16(l, h));
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i u = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(bp + i)));
         _mm256_storeu_si256((__m256i *)(void *)(quads + 4 * i), _mm256_shuffle_epi8(u, idx));
     }
 }
@@ -625,7 +650,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
     bool grid = a->pairs && a->sh == a->sw && (st == 1 || st == 2); /* pairs: the scratch */
     /* the AVX-VNNI level's bytes (a->vnni: prepare found every weight an int8 and every corrected
      * bias an int32): stride 1, rows of at most 8 taps (two quads) */
-    bool quads = a->vnni && grid && st == 1 && a->kw <= 8;
+    bool quads = a->x8 != NULL; /* qat__dw_quads: the caller checked the rest */
     int64_t Q = (int64_t)(a->OH - 1) * a->Wp + a->OW; /* grid positions up to the last output */
     int32_t off[QAT_QOP_MAX_WINDOW];
     for (int t = 0; t < taps; t++) off[t] = (t / a->kw) * a->Wp + t % a->kw;
@@ -644,13 +669,16 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
     int8_t *gbuf = (int8_t *)(void *)(a->pairs + QAT_DW_PAIRS(a->Hp, a->Wp));
     int built = -1; /* the input channel whose tap pairs or quads the scratch holds */
     for (int o = 0; o < a->O; o++) {
-        const int16_t *xc = a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
+        const int16_t *xc = quads ? NULL : a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
         int8_t *yc = a->y + (int64_t)o * a->OH * a->OW;
         int64_t q8 = grid && a->shift[o] <= 0 ? (Q + 7) / 8 * 8 : 0; /* the last block runs past Q */
-        if (q8 && st == 1 && built != o / mult) { /* not by o % mult: that output may take the loop below */
-            if (quads) tap_quads(xc, (int64_t)a->Hp * a->Wp, a->zp_in, (uint8_t *)(void *)a->pairs);
-            else tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
+        if (quads && built != o / mult) { /* the byte plane, which the loop below reads too */
+            plane_bytes(a, a->x8 + (int64_t)(o / mult) * a->H * a->W, a->plane8);
+            tap_quads(a->plane8, (int64_t)a->Hp * a->Wp, (uint8_t *)(void *)a->pairs);
+            built = o / mult;
+        } else if (q8 && st == 1 && !quads && built != o / mult) { /* not by o % mult: that output may take the loop */
+            tap_pairs(xc, (int64_t)a->Hp * a->Wp, a->pairs);
             built = o / mult;
         }
         if (q8) {
@@ -688,9 +716,12 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
         /* output by output when the grid does not apply */
         for (int oy = 0; oy < a->OH; oy++)
             for (int ox = 0; ox < a->OW; ox++) {
-                const int16_t *src = xc + (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
+                int64_t at = (int64_t)oy * a->sh * a->Wp + (int64_t)ox * a->sw;
                 int32_t acc = a->bias[o];
-                for (int t = 0; t < taps; t++) acc += w[t] * src[off[t]];
+                if (quads) /* u - (zp_in + 128) = x - zp_in */
+                    for (int t = 0; t < taps; t++) acc += w[t] * (a->plane8[at + off[t]] - (a->zp_in + 128));
+                else
+                    for (int t = 0; t < taps; t++) acc += w[t] * xc[at + off[t]];
                 yc[oy * a->OW + ox] = (int8_t)qat_requantize_r(acc, a->m0[o], a->shift[o], a->zp, a->lo, a->hi, a->single);
             }
     }

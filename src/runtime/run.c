@@ -367,12 +367,17 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     int16_t *col = (int16_t *)(e->scratch + qat__round_up((g->C * g->Hp * g->Wp + QAT_IM2COL_CHUNK) * 2, 64));
     int32_t zp = e->q->tensors[op->output].q.zero_point;
     qat__pad_row_fn row = e->level >= QAT_LEVEL_AVX2 ? qat__pad_row_simd(QAT_PAD_PLAIN) : qat__pad_row_plain;
+    int vnni = !bytes ? 0 : vex ? 1 : 2;
+    bool quads = g->depthwise && qat__dw_quads(vnni, op->stride_h, op->stride_w, op->kh, op->kw); /* no xp */
     for (int64_t s = 0; s < e->n; s++) {
-        qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN, row,
-                        xpad);
+        if (!quads)
+            qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN,
+                            row, xpad);
         if (g->depthwise) {
-            qat__depthwise_args d = {.xp = xpad, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
-                                     .vnni = !bytes ? 0 : vex ? 1 : 2, .C = g->C, .Hp = g->Hp,
+            qat__depthwise_args d = {.xp = quads ? NULL : xpad, .x8 = quads ? x + s * in_n : NULL,
+                                     .plane8 = quads ? e->scratch : NULL, .H = g->H, .W = g->W, .ph = op->pad_h,
+                                     .pw = op->pad_w, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
+                                     .vnni = vnni, .C = g->C, .Hp = g->Hp,
                                      .Wp = g->Wp, .O = g->O, .kh = op->kh, .kw = op->kw, .sh = op->stride_h,
                                      .sw = op->stride_w, .OH = g->OH, .OW = g->OW, .bias = op->bias,
                                      .m0 = op->multiplier, .shift = op->shift, .zp = zp, .lo = op->act_min,
