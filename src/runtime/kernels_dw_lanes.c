@@ -1,9 +1,9 @@
 /* Depthwise convolution of small maps with the channels in the lanes
  * (kernels.h, "depthwise convolution of small maps"). A MobileNet's last
- * depthwise layers have 512 or 1024 channels of 2x2 or 1x1 outputs: the
- * plane-by-plane kernel (kernels_x86.c) sets up each channel (its tap
+ * depthwise layers have hundreds of channels of 4x4, 2x2 or 1x1 outputs:
+ * the plane-by-plane kernel (kernels_x86.c) sets up each channel (its tap
  * pairs, its weights, a grid of 8-position blocks) for 1 to 16 outputs,
- * and ran them at 1.4-5 GMAC/s. Here the sample is laid out position by
+ * and ran them at 1.4-6 GMAC/s. Here the sample is laid out position by
  * position, 16 channels to a 32-byte row, so one output position of 16
  * channels is 8 int16 pair products a tap pair, and the channel's own
  * multiplier, shift and bias are lanes of vectors loaded once per block.
@@ -18,15 +18,15 @@
 #define LANES 16 /* channels a block */
 
 bool qat__dw_lanes_fits(const qat_qop *op, const qat__op_geom *g) {
-    return op->kind == QAT_QOP_CONV2D && g->depthwise && g->O == g->C && (int64_t)g->OH * g->OW <= QAT_DW_LANES_MAX_POSITIONS &&
-           g->kk <= QAT_QOP_MAX_WINDOW;
+    return op->kind == QAT_QOP_CONV2D && g->depthwise && g->O == g->C &&
+           (int64_t)g->OH * g->OW <= QAT_DW_LANES_MAX_POSITIONS && g->kk <= QAT_QOP_MAX_WINDOW;
 }
 
 static int64_t blocks(const qat__op_geom *g) { return (g->C + LANES - 1) / LANES; }
 static int pairs(const qat__op_geom *g) { return (g->kk + 1) / 2; }
 
 /* The requantization constants of 8 channels of a block (lane l: channel l of its half), for both
- * roundings (kernels_dw_lanes.c's multiply_lanes says how each is used). */
+ * roundings (multiply_lanes, below, says how each is used). */
 typedef struct {
     int32_t m0[8], bias[8], right[8];
     int32_t mask[8], half_mask[8]; /* double: (1 << right) - 1 and its half */
@@ -178,7 +178,8 @@ QAT_AVX2 static inline void transpose16(__m128i r[16]) {
             a[8 * g + 2 * m] = _mm_unpacklo_epi32(b[8 * g + m], b[8 * g + 4 + m]);
             a[8 * g + 2 * m + 1] = _mm_unpackhi_epi32(b[8 * g + m], b[8 * g + 4 + m]);
         }
-    for (int c = 0; c < 8; c++) r[2 * c] = _mm_unpacklo_epi64(a[c], a[8 + c]), r[2 * c + 1] = _mm_unpackhi_epi64(a[c], a[8 + c]);
+    for (int c = 0; c < 8; c++)
+        r[2 * c] = _mm_unpacklo_epi64(a[c], a[8 + c]), r[2 * c + 1] = _mm_unpackhi_epi64(a[c], a[8 + c]);
 }
 
 /* The sample position-major: t[p][c] = x[c][p] - zp_in at the input's pixels, 0 in the padding and
@@ -196,14 +197,17 @@ QAT_AVX2 static void lay_out_avx2(const qat__dw_lanes_args *a, int16_t *t) {
     _mm256_storeu_si256((__m256i *)(void *)(ROW(i) + c0), _mm256_sub_epi16(_mm256_cvtepi8_epi16(bytes), zp))
     int done = 0; /* pixels laid out for the full blocks */
     if (HW == 1) {
-        for (int c0 = 0; c0 < full * LANES; c0 += LANES) PUT(0, _mm_loadu_si128((const __m128i *)(const void *)(a->x + c0)));
+        for (int c0 = 0; c0 < full * LANES; c0 += LANES)
+            PUT(0, _mm_loadu_si128((const __m128i *)(const void *)(a->x + c0)));
         done = 1;
     } else if (HW == 4) {
         const __m128i by_pixel = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
         for (int c0 = 0; c0 < full * LANES; c0 += LANES) {
             __m128i q[4];
-            for (int j = 0; j < 4; j++)
-                q[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a->x + 4 * (c0 + 4 * j))), by_pixel);
+            for (int j = 0; j < 4; j++) {
+                const int8_t *quarter = a->x + 4 * (c0 + 4 * j); /* channels c0 + 4j .. + 3 */
+                q[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)quarter), by_pixel);
+            }
             __m128i lo01 = _mm_unpacklo_epi32(q[0], q[1]), lo23 = _mm_unpacklo_epi32(q[2], q[3]);
             __m128i hi01 = _mm_unpackhi_epi32(q[0], q[1]), hi23 = _mm_unpackhi_epi32(q[2], q[3]);
             PUT(0, _mm_unpacklo_epi64(lo01, lo23));
@@ -224,7 +228,8 @@ QAT_AVX2 static void lay_out_avx2(const qat__dw_lanes_args *a, int16_t *t) {
             }
     }
     for (int c = 0; c < g->C; c++)
-        for (int i = c < full * LANES ? done : 0; i < HW; i++) ROW(i)[c] = (int16_t)(a->x[(int64_t)c * HW + i] - a->zp_in);
+        for (int i = c < full * LANES ? done : 0; i < HW; i++)
+            ROW(i)[c] = (int16_t)(a->x[(int64_t)c * HW + i] - a->zp_in);
 #undef PUT
 #undef ROW
 }
@@ -340,8 +345,8 @@ void qat__dw_lanes(const qat__dw_lanes_args *a) {
                 int64_t at = ((int64_t)(oy * a->sh + k / a->kw) * g->Wp + ox * a->sw + k % a->kw) * Cp + c;
                 acc += pair[k % 2] * t[at];
             }
-            a->y[(int64_t)c * g->OH * g->OW + p] = (int8_t)qat_requantize_r(acc + a->bias[c], a->m0[c], a->shift[c], a->zp,
-                                                                            a->lo, a->hi, a->single);
+            int32_t v = qat_requantize_r(acc + a->bias[c], a->m0[c], a->shift[c], a->zp, a->lo, a->hi, a->single);
+            a->y[(int64_t)c * g->OH * g->OW + p] = (int8_t)v;
         }
     }
 }

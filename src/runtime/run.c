@@ -304,7 +304,8 @@ static void run_direct_batch(const exec *e, const qat__op_geom *g, qat__direct_a
         qat__pad_planes(xb, g->C, 1, W, 0, 0, 1, zp_in, kind, row, e->scratch);
         qat__conv_direct(a);
         for (int b = 0; b < nb; b++)
-            for (int o = 0; o < g->O; o++) copy_run(y + (s0 + b) * out_n + (int64_t)o * P, yb + (int64_t)o * W + b * P, P);
+            for (int o = 0; o < g->O; o++)
+                copy_run(y + (s0 + b) * out_n + (int64_t)o * P, yb + (int64_t)o * W + b * P, P);
     }
 }
 
