@@ -265,12 +265,13 @@ static const char *op0_path(const qat_qmodel *q, int max_batch, qat__level level
 
 /* Depthwise convolutions of small maps, which run with the channels in
  * the lanes from the AVX2 level up (kernels_dw_lanes.c): channel counts
- * that are and are not multiples of 16, 1x1 to 4x4 outputs (and the
+ * that are and are not multiples of 16; 1x1 to 4x4 outputs (and the
  * kernel's own forms for inputs of 1, 4 and whole 16s of pixels with
- * tails, outputs of 1, 4 and 16 positions), strides 1 and 2, windows of an odd and an even number of taps, unsigned weights
- * (w - zp beyond int8), both roundings; the requantization vectorised
- * (right shifts of 0-3, where ties are frequent, and up to 31; zero
- * multipliers, whose shift is 0) and in scalar for blocks with a left shift. */
+ * tails, outputs of 1, 4 and 16 positions); strides 1 and 2; windows of
+ * an odd and an even number of taps; unsigned weights (w - zp beyond
+ * int8); both roundings; the requantization vectorised (right shifts of
+ * 0-3, where ties are frequent, and up to 31; zero multipliers, whose
+ * shift is 0) and in scalar for blocks with a left shift. */
 static void test_depthwise_lanes_every_level(void) {
     if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
     static const conv_case cases[] = {
