@@ -175,8 +175,10 @@ static void test_conv_every_level(void) {
         {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 0},    {6, 9, 9, 6, 2, 4, 1, 1, 0, 1, 6, 1},
         /* ... and the first output of each input channel taken apart (a left shift), the second not */
         {4, 10, 12, 8, 3, 3, 1, 1, 1, 1, 4, 6},
-        /* depthwise rows of 4 and 8 taps (every byte of the AVX-VNNI level's quads weighted) */
+        /* depthwise rows of 4 and 8 taps (every byte of the AVX-VNNI level's quads weighted); input rows
+         * under 8 bytes and of exactly 16 (the byte plane's row copies) */
         {8, 9, 11, 8, 3, 4, 1, 1, 1, 1, 8, 0},     {4, 6, 12, 4, 2, 8, 1, 1, 0, 3, 4, 5},
+        {8, 12, 6, 8, 3, 3, 1, 1, 1, 1, 8, 5},     {8, 5, 16, 8, 3, 3, 1, 1, 1, 1, 8, 5},
         /* depthwise rows of 16 or more (16 + an overlapping tail), at strides 1 and 2 */
         {6, 5, 20, 6, 3, 3, 1, 1, 1, 1, 6, 0},     {4, 6, 34, 4, 3, 3, 2, 2, 1, 1, 4, 0},
         /* one input channel at horizontal stride 2: the direct convolution's tap pairs (odd kw: a
@@ -209,6 +211,18 @@ static void test_conv_every_level(void) {
         snprintf(what, sizeof what, "conv case %zu", t);
         int B = t % 3 == 0 ? 40 : 7, n = t % 2 ? B : B - 2;
         run_every_level(&q, B, n, &rng, what);
+        qat_ctx_free(ctx);
+    }
+    /* pointwise over small maps with several groups of samples a chunk, the last one short
+     * (qat__direct_batch: 8 samples of 9 positions a group) */
+    static const conv_case grouped[] = {{12, 3, 3, 20, 1, 1, 1, 1, 0, 0, 1, 0}, {16, 2, 2, 8, 1, 1, 1, 1, 0, 0, 1, 3}};
+    for (size_t t = 0; t < sizeof grouped / sizeof *grouped; t++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, &grouped[t], &q, &rng);
+        char what[64];
+        snprintf(what, sizeof what, "grouped pointwise case %zu", t);
+        run_levels(&q, 40, 38, &rng, what, 128);
         qat_ctx_free(ctx);
     }
     /* the byte forms at their extremes: weights at both ends of 7 and 8
@@ -721,6 +735,15 @@ static void test_add_avx2_equals_portable(void) {
         qat__add_s8_level(a, b, n, &r, y1, QAT_LEVEL_AVX2);
         bad += memcmp(y0, y1, sizeof y0) != 0;
         vector += r.sh_out <= 0 && n >= 8;
+        /* global average pooling: channels of 1 to 1000 bytes (whole 32s and tails), requantized or
+         * keeping the input's quantization */
+        qat__requant_args q = {.zp_in = r.zp_a, .m0 = r.m_out, .shift = rnd(&rng, -31, -6), .zp_out = r.zp_out,
+                               .lo = r.lo, .hi = r.hi, .keep = it % 3 == 0, .single = r.single};
+        int C = rnd(&rng, 1, n < 8 ? n : 8), HW = n / C; /* HW >= 1 */
+        memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
+        qat__global_avgpool_s8(a, C, HW, &q, y0);
+        qat__global_avgpool_s8_level(a, C, HW, &q, y1, QAT_LEVEL_AVX2);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
     }
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT(vector > 100);
@@ -770,7 +793,7 @@ int main(int argc, char **argv) {
         {"the kernels' requantization (qk.h) equals the scalar one", test_qk_requant_equals_scalar},
         {"the kernels' single rounding (qk.h, 32-bit shifts) equals the scalar one", test_qk_single_requant_equals_scalar},
         {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
-        {"the AVX2 add equals the portable loop", test_add_avx2_equals_portable},
+        {"the AVX2 add and global average pooling equal the portable loops", test_add_avx2_equals_portable},
         {"the portable kernels' single rounding (qk.h's) equals the scalar definition", test_qk_single_rounding_equals_scalar},
         {"the position map stores every valid position once", test_position_map},
         {NULL, NULL},

@@ -87,7 +87,9 @@ void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, float *gxn,
  * dst row = src row (copy) or dst row += src row (add), width floats. The
  * AVX-512 versions (ops_conv_depthwise_avx512.c) do up to 16 floats of a
  * row in one masked load and store: the same bits. Nothing outside the
- * rows is written. */
+ * rows changes; the AVX2 ones rewrite up to 7 floats after a plane's
+ * non-last row with their own values, so a plane's rows and gaps must be
+ * the caller's alone (planes do not interleave). */
 typedef struct {
     int64_t planes, rows;
     int64_t dplane, dpitch;
@@ -102,7 +104,9 @@ void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);
 #endif
 /* ... and with AVX2 (ops_conv_depthwise_avx2.c): 8 floats at a time, each
- * row's last ones by one masked load and store. */
+ * row's last ones by a masked load and a whole store of the destination's
+ * own floats past the row (a masked store for a plane's last row and for
+ * rows under 8 floats). */
 #if QAT__CONV_AVX2
 void qat__rows_copy_avx2(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx2(const qat__rows *g, float *dst, const float *src);

@@ -87,12 +87,17 @@ int qat__direct_batch(const qat_qop *op, const qat__op_geom *g, int max_batch) {
     if (op->kh != 1 || op->kw != 1 || op->pad_h || op->pad_w || op->stride_h != 1 || op->stride_w != 1 || P >= 16)
         return 1;
     int B = (64 + P - 1) / P;
-    return B < max_batch ? B : max_batch > 1 ? max_batch : 1;
+    return B < max_batch ? B : max_batch;
+}
+
+/* The direct convolution's planes of C channels, Hp rows of Wp pixels (at most 2 bytes a channel's
+ * pixel in either form), with their slack. */
+static int64_t planes_bytes(int64_t C, int64_t Hp, int64_t Wp) {
+    return qat__round_up((C * Hp * (Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
 }
 
 int64_t qat__direct_batch_planes_bytes(const qat__op_geom *g, int B) {
-    int64_t W = (int64_t)B * g->OH * g->OW;
-    return qat__round_up(((int64_t)g->C * (W + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
+    return planes_bytes(g->C, 1, (int64_t)B * g->OH * g->OW);
 }
 
 int64_t qat__direct_batch_scratch_bytes(const qat__op_geom *g, int B) {
@@ -101,7 +106,7 @@ int64_t qat__direct_batch_scratch_bytes(const qat__op_geom *g, int B) {
 }
 
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g) {
-    int64_t planes = qat__round_up(((int64_t)g->C * g->Hp * (g->Wp + 1) + 2 * QAT_DIRECT_SLACK) * 2, 64);
+    int64_t planes = planes_bytes(g->C, g->Hp, g->Wp);
     if (!qat__direct_subsampled(op, g)) return planes;
     /* the planes of the OH·OW pixels (4 bytes each, C/2 of them at most), then the pixels' int8 copy */
     int64_t P = (int64_t)g->OH * g->OW;
@@ -223,6 +228,11 @@ void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int s
 void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
     if (r->keep) qk_global_avgpool_keep(x, C, HW, r->lo, r->hi, y);
     else QKR(r, global_avgpool)(x, C, HW, r, y);
+}
+
+int8_t qat__global_avgpool_out(int32_t sum, int HW, const qat__requant_args *r) {
+    if (r->keep) return (int8_t)q_out(qk_div_round(sum, HW), r->lo, r->hi); /* the input's quantization kept */
+    return (int8_t)qat_requantize_r(sum - r->zp_in * HW, r->m0, r->shift, r->zp_out, r->lo, r->hi, r->single);
 }
 
 void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y) {

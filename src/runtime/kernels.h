@@ -222,6 +222,8 @@ void qat__avgpool_s8(const int8_t *x, int C, int H, int W, int kh, int kw, int s
 /* y[c] = requant(Σ_{i < HW} (x[c·HW + i] - zp_in)), or with keep
  * qk_div_round(Σ_{i < HW} x[c·HW + i], HW). */
 void qat__global_avgpool_s8(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y);
+/* ... one channel's output from its Σ x (the SIMD kernels' sums) */
+int8_t qat__global_avgpool_out(int32_t sum, int HW, const qat__requant_args *r);
 /* y = clamp(zp_out + requant(x - zp_in)) over n elements (concat's inputs). */
 void qat__requant_s8(const int8_t *x, int64_t n, const qat__requant_args *r, int8_t *y);
 
@@ -299,6 +301,9 @@ void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
 void qat__depthwise_level(const qat__depthwise_args *a, qat__level level);
 /* TFLite's ADD at a level: the AVX2 loop (kernels_x86.c) from QAT_LEVEL_AVX2 up (VNNI8 has its table kernel). */
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level);
+/* Global average pooling at a level: the AVX2 sums (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
+void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y,
+                                  qat__level level);
 void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level);
 qat_status qat__runtime_run_level(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                   void *scratch, int64_t n, qat__level level);
@@ -366,7 +371,8 @@ typedef struct {
     qat__op_geom g;
     const int8_t *x;  /* one sample [C][H][W] */
     const uint8_t *consts; /* qat__dw_lanes_prepare's */
-    int16_t *scratch; /* qat__dw_lanes_scratch_bytes */
+    int16_t *scratch; /* qat__dw_lanes_scratch_bytes, zeroed by the caller before an op's first sample:
+                       * the kernel writes the input's pixels only */
     int32_t zp_in;
     int kw, sh, sw, ph, pw;
     const int32_t *bias, *m0, *shift;

@@ -182,15 +182,14 @@ QAT_AVX2 static inline void transpose16(__m128i r[16]) {
         r[2 * c] = _mm_unpacklo_epi64(a[c], a[8 + c]), r[2 * c + 1] = _mm_unpackhi_epi64(a[c], a[8 + c]);
 }
 
-/* The sample position-major: t[p][c] = x[c][p] - zp_in at the input's pixels, 0 in the padding and
- * past C. By whole vectors: a full block's 16 channels of one pixel (maps of 1 pixel), of 4 pixels
+/* The sample position-major: t[p][c] = x[c][p] - zp_in at the input's pixels (the padding and the
+ * channels past C hold the caller's zeros). By whole vectors: a full block's 16 channels of one pixel (maps of 1 pixel), of 4 pixels
  * (their 64 bytes: each 16-byte quarter to pixel-major by a byte shuffle, then the quarters' pixel
  * dwords by unpacks), or of 16 pixels at a time (transpose16); the rest (the last, partial block,
  * pixels after the last 16) one by one. */
 QAT_AVX2 static void lay_out_avx2(const qat__dw_lanes_args *a, int16_t *t) {
     const qat__op_geom *g = &a->g;
     int HW = g->H * g->W, Cp = (int)(blocks(g) * LANES), full = g->C / LANES;
-    memset(t, 0, (size_t)qat__dw_lanes_scratch_bytes(g));
     const __m256i zp = _mm256_set1_epi16((int16_t)a->zp_in);
 #define ROW(i) (t + ((int64_t)((i) / g->W + a->ph) * g->Wp + (i) % g->W + a->pw) * Cp)
 #define PUT(i, bytes) \
@@ -303,20 +302,18 @@ QAT_AVX2 static void dw_lanes_avx2(const qat__dw_lanes_args *a) {
     for (int k = 0; k < g->kk; k++) off[k] = ((k / a->kw) * g->Wp + k % a->kw) * Cp;
     off[g->kk] = off[g->kk - 1];
     for (int64_t b = 0; b < blocks(g); b++) {
-        if (np == 5) block(a, t, b, off, np, 5); /* 3x3 */
+        if (np == 5) block(a, t, b, off, np, 5); /* 3x3 (or any window of 9 or 10 taps) */
         else block(a, t, b, off, np, 0);
     }
 }
 
-void qat__dw_lanes(const qat__dw_lanes_args *a) { dw_lanes_avx2(a); }
+#endif
 
-#else
-/* The sample position-major: t[p][c] = x[c][p] - zp_in at the input's pixels, 0 in the padding and
- * past C. */
+/* The sample position-major: t[p][c] = x[c][p] - zp_in at the input's pixels (the padding and the
+ * channels past C hold the caller's zeros). */
 static void lay_out(const qat__dw_lanes_args *a, int16_t *t) {
     int Cp = (int)(blocks(&a->g) * LANES);
     const qat__op_geom *g = &a->g;
-    memset(t, 0, (size_t)qat__dw_lanes_scratch_bytes(g));
     for (int c = 0; c < g->C; c++) {
         const int8_t *xc = a->x + (int64_t)c * g->H * g->W;
         for (int iy = 0; iy < g->H; iy++) {
@@ -326,8 +323,8 @@ static void lay_out(const qat__dw_lanes_args *a, int16_t *t) {
     }
 }
 
-/* Other machines never choose this kernel (it runs from the AVX2 level up); the same sums in C. */
-void qat__dw_lanes(const qat__dw_lanes_args *a) {
+/* The same sums in C, for a CPU without AVX2 (the levels never choose this kernel there). */
+static void dw_lanes_ref(const qat__dw_lanes_args *a) {
     const qat__op_geom *g = &a->g;
     int16_t *t = a->scratch;
     lay_out(a, t);
@@ -350,4 +347,14 @@ void qat__dw_lanes(const qat__dw_lanes_args *a) {
         }
     }
 }
+
+void qat__dw_lanes(const qat__dw_lanes_args *a) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2")) {
+        dw_lanes_avx2(a);
+        return;
+    }
 #endif
+    dw_lanes_ref(a);
+}
+

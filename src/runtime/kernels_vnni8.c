@@ -485,15 +485,8 @@ QAT_VNNI8 void qat__requant_s8_avx512(const int8_t *x, int64_t n, const qat__req
 }
 
 QAT_VNNI8 void qat__global_avgpool_s8_avx512(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
-    for (int c = 0; c < C; c++) {
-        int32_t sum = row_sum(x + (int64_t)c * HW, HW); /* |sum| <= 128·HW: the planner bounds HW */
-        if (r->keep) { /* the pool keeps its input's quantization: qk.h's rule */
-            y[c] = q_out(qk_div_round(sum, HW), r->lo, r->hi);
-            continue;
-        }
-        sum -= r->zp_in * HW;
-        y[c] = (int8_t)qat_requantize_r(sum, r->m0, r->shift, r->zp_out, r->lo, r->hi, r->single);
-    }
+    for (int c = 0; c < C; c++) /* |sum| <= 128·HW: the planner bounds HW */
+        y[c] = qat__global_avgpool_out(row_sum(x + (int64_t)c * HW, HW), HW, r);
 }
 
 /* ---- planes and columns -------------------------------------------------------------- */

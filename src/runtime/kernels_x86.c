@@ -527,11 +527,11 @@ QAT_AVX2 static void tap_pairs(const int16_t *x, int64_t n, int16_t *pairs) {
 /* The AVX-VNNI level's quads come from the sample's int8 input, one input
  * channel at a time, through a padded byte plane in L1: u = x + 128 (the
  * sign bit flipped) at the pixels, zp_in + 128 (the real 0) in the padding
- * and in 32 bytes of slack. Rows of 8 or more bytes move in two
- * overlapping halves or in 16s, none past its row. */
+ * and in 32 bytes of slack, which depthwise_avx2 fills once (every channel
+ * writes the same pixels). Rows of 8 or more bytes move in two overlapping
+ * halves or in 16s, none past its row. */
 QAT_AVX2 static void plane_bytes(const qat__depthwise_args *a, const int8_t *xc, uint8_t *bp) {
     const int W = a->W;
-    memset(bp, (uint8_t)(a->zp_in + 128), (size_t)((int64_t)a->Hp * a->Wp + 32));
     const __m128i flip = _mm_set1_epi8((char)0x80);
     for (int y = 0; y < a->H; y++) {
         const int8_t *s = xc + (int64_t)y * W;
@@ -668,6 +668,7 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
     }
     int8_t *gbuf = (int8_t *)(void *)(a->pairs + QAT_DW_PAIRS(a->Hp, a->Wp));
     int built = -1; /* the input channel whose tap pairs or quads the scratch holds */
+    if (quads) memset(a->plane8, (uint8_t)(a->zp_in + 128), (size_t)((int64_t)a->Hp * a->Wp + 32));
     for (int o = 0; o < a->O; o++) {
         const int16_t *xc = quads ? NULL : a->xp + (int64_t)(o / mult) * a->Hp * a->Wp;
         const int16_t *w = a->w16 + (int64_t)o * taps;
@@ -730,6 +731,34 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
 void qat__depthwise_level(const qat__depthwise_args *a, qat__level level) {
     if (level >= QAT_LEVEL_AVX2 && has_avx2() && a->kh * a->kw <= QAT_QOP_MAX_WINDOW) depthwise_avx2(a);
     else qat__depthwise(a);
+}
+
+/* Σ of n int8 by vpsadbw: the bytes with their sign bits flipped (x + 128)
+ * summed in 64-bit lanes against zero, 128·n taken off; the last n % 32
+ * in C. */
+QAT_AVX2 static int32_t row_sum_avx2(const int8_t *x, int n) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256();
+    __m256i acc = zero;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), flip);
+        acc = _mm256_add_epi64(acc, _mm256_sad_epu8(u, zero));
+    }
+    int64_t lanes[4];
+    _mm256_storeu_si256((__m256i *)(void *)lanes, acc);
+    int32_t sum = (int32_t)(lanes[0] + lanes[1] + lanes[2] + lanes[3]) - 128 * i;
+    for (; i < n; i++) sum += x[i];
+    return sum;
+}
+
+QAT_AVX2 static void global_avgpool_avx2(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y) {
+    for (int c = 0; c < C; c++) y[c] = qat__global_avgpool_out(row_sum_avx2(x + (int64_t)c * HW, HW), HW, r);
+}
+
+void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y,
+                                  qat__level level) {
+    if (level >= QAT_LEVEL_AVX2 && has_avx2()) global_avgpool_avx2(x, C, HW, r, y);
+    else qat__global_avgpool_s8(x, C, HW, r, y);
 }
 
 /* TFLite's ADD, 8 elements at a time: each input's (x - zp) << left
@@ -816,6 +845,11 @@ bool qat__maxpool2_s8_simd(const int8_t *x, int C, int H, int W, int8_t *y, int8
 void qat__depthwise_level(const qat__depthwise_args *a, qat__level level) {
     (void)level;
     qat__depthwise(a);
+}
+void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y,
+                                  qat__level level) {
+    (void)level;
+    qat__global_avgpool_s8(x, C, HW, r, y);
 }
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
     (void)level;

@@ -180,7 +180,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
                 : bytes_form(q, op, g, vnni) ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
                                              : QAT_DIRECT_PAIRS;
-    h->dw_lanes = !sc && !h->int8 && !h->qk && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
+    h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     c += HEADER;
     if (sc) {
         qat__sc_prepare(op, c);
@@ -286,17 +286,19 @@ static inline void copy_run(int8_t *d, const int8_t *src, int P) {
         for (int i = 0; i < P; i++) d[i] = src[i];
 }
 
-/* qat__direct_batch: B samples' P positions a row (a's constants, koff for planes of B·P). A last,
- * short group's missing samples are the input's zero point: their outputs are dropped. */
+/* qat__direct_batch: B samples' P positions a row (a's constants, koff for planes of B·P). A short
+ * group (the chunk's last, or a chunk of fewer than B samples) runs its own positions only; the
+ * rest of its planes holds the input's zero point. */
 static void run_direct_batch(const exec *e, const qat__op_geom *g, qat__direct_args *a, const int8_t *x,
                              int32_t zp_in, int8_t *y, int B, qat__pad_kind kind, qat__pad_row_fn row) {
     int P = g->OH * g->OW, W = B * P;
     int64_t in_n = (int64_t)g->C * P, out_n = (int64_t)g->O * P;
     int8_t *xb = (int8_t *)e->scratch + qat__direct_batch_planes_bytes(g, B);
     int8_t *yb = xb + qat__round_up((int64_t)g->C * W, 64);
-    a->OW = W, a->OH = 1, a->ystep = W, a->out = yb;
+    a->OH = 1, a->ystep = W, a->out = yb;
     for (int64_t s0 = 0; s0 < e->n; s0 += B) {
         int nb = e->n - s0 < B ? (int)(e->n - s0) : B;
+        a->OW = nb * P; /* the outputs: [O][nb·P] */
         for (int c = 0; c < g->C; c++) {
             for (int b = 0; b < nb; b++) copy_run(xb + (int64_t)c * W + b * P, x + (s0 + b) * in_n + (int64_t)c * P, P);
             if (nb < B) memset(xb + (int64_t)c * W + nb * P, zp_in, (size_t)(B - nb) * P);
@@ -305,7 +307,7 @@ static void run_direct_batch(const exec *e, const qat__op_geom *g, qat__direct_a
         qat__conv_direct(a);
         for (int b = 0; b < nb; b++)
             for (int o = 0; o < g->O; o++)
-                copy_run(y + (s0 + b) * out_n + (int64_t)o * P, yb + (int64_t)o * W + b * P, P);
+                copy_run(y + (s0 + b) * out_n + (int64_t)o * P, yb + (int64_t)o * a->OW + b * P, P);
     }
 }
 
@@ -369,7 +371,8 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     int32_t zp = e->q->tensors[op->output].q.zero_point;
     qat__pad_row_fn row = e->level >= QAT_LEVEL_AVX2 ? qat__pad_row_simd(QAT_PAD_PLAIN) : qat__pad_row_plain;
     int vnni = !bytes ? 0 : vex ? 1 : 2;
-    bool quads = g->depthwise && qat__dw_quads(vnni, op->stride_h, op->stride_w, op->kh, op->kw); /* no xp */
+    bool quads = g->depthwise && e->level >= QAT_LEVEL_AVX2 && /* the AVX2 kernel, without xp */
+                 qat__dw_quads(vnni, op->stride_h, op->stride_w, op->kh, op->kw);
     for (int64_t s = 0; s < e->n; s++) {
         if (!quads)
             qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN,
@@ -410,6 +413,7 @@ static void run_dw_lanes(const exec *e, const qat_qop *op, const qat__op_geom *g
                             .hi = op->act_max, .single = SINGLE(e)};
     const int8_t *x = tensor(e, op->inputs[0]);
     int8_t *y = tensor(e, op->output);
+    memset(e->scratch, 0, (size_t)qat__dw_lanes_scratch_bytes(g)); /* the padding, and the channels past C */
     for (int64_t s = 0; s < e->n; s++) {
         a.x = x + s * in_n, a.y = y + s * out_n;
         qat__dw_lanes(&a);
@@ -650,9 +654,12 @@ static void run_op(const exec *e, int i) {
     case QAT_QOP_GLOBAL_AVGPOOL: {
         qat__requant_args r = pool_args(e, op);
         int HW = (int)(in->shape[1] * in->shape[2]);
-        for (int64_t s = 0; s < e->n; s++)
-            (simd ? qat__global_avgpool_s8_avx512 : qat__global_avgpool_s8)(x + s * qat_qtensor_numel(in),
-                                                                             (int)in->shape[0], HW, &r, y + s * in->shape[0]);
+        for (int64_t s = 0; s < e->n; s++) {
+            const int8_t *xs = x + s * qat_qtensor_numel(in);
+            int8_t *ys = y + s * in->shape[0];
+            if (simd) qat__global_avgpool_s8_avx512(xs, (int)in->shape[0], HW, &r, ys);
+            else qat__global_avgpool_s8_level(xs, (int)in->shape[0], HW, &r, ys, e->level);
+        }
         return;
     }
     case QAT_QOP_ADD: {
