@@ -153,6 +153,7 @@ typedef struct {
     int16_t
         *pairs; /* scratch of QAT_DW_SCRATCH_BYTES(Hp, Wp) for the AVX2 kernel: its tap pairs or quads
                  * (QAT_DW_PAIRS int16), then one channel's outputs on the grid, or NULL */
+    const int32_t *w4, *bias4; /* qat__dw_quads: the prepared quads and corrected biases */
     const int8_t *x8; /* qat__dw_quads: the sample [C][H][W] unpadded, in place of xp (NULL), and */
     uint8_t *plane8;  /* scratch of Hp·Wp + 32 bytes for one channel's byte plane; else both NULL */
     int H, W, ph, pw; /* (x8's sizes and padding) */
@@ -171,6 +172,13 @@ void qat__depthwise(const qat__depthwise_args *a);
  * window the AVX2 kernel takes). */
 static inline bool qat__dw_quads(int vnni, int sh, int sw, int kh, int kw) {
     return vnni && sh == 1 && sw == 1 && kw <= 8 && kh * kw <= QAT_QOP_MAX_WINDOW;
+}
+/* Its weights as prepared after w16 (run.c): each output's kh·ceil(kw/4) quads of int8 (row ky's
+ * taps 4j..4j+3, 0 past the row), [O][quads] int32, then its corrected biases [O] int32 (bias -
+ * (zp_in + 128)·Σ w: the bytes carry x + 128). */
+static inline int64_t qat__dw_quads_per_output(int kh, int kw) { return (int64_t)kh * ((kw + 3) / 4); }
+static inline int64_t qat__dw_quads_bytes(int O, int kh, int kw) {
+    return qat__round_up(O * qat__dw_quads_per_output(kh, kw) * 4, 64) + qat__round_up((int64_t)O * 4, 64);
 }
 #define QAT_DW_PAIR_SLACK 8
 #define QAT_DW_PAIRS(Hp, Wp) (2 * ((int64_t)(Hp) * (Wp) + QAT_DW_PAIR_SLACK))

@@ -684,17 +684,12 @@ QAT_AVX2 static void depthwise_avx2(const qat__depthwise_args *a) {
         }
         if (q8) {
             __m256i wv[QAT_QOP_MAX_WINDOW];
-            int64_t bias = a->bias[o];
+            int64_t bias = quads ? a->bias4[o] : a->bias[o]; /* quads: corrected for the bytes' + 128 */
             for (int p = 0; p < n; p++) {
                 int32_t v;
-                if (quads) { /* the row's 4 weights from 4j as bytes; the bytes carry zp_in + 128 */
-                    int8_t q[4];
-                    for (int t = 0; t < 4; t++) {
-                        q[t] = tapof[p][t] < 0 ? 0 : (int8_t)w[tapof[p][t]];
-                        bias -= (int64_t)(a->zp_in + 128) * q[t];
-                    }
-                    memcpy(&v, q, sizeof v);
-                } else { /* the row's pair from 2j */
+                if (quads) /* the row's 4 weights from 4j as bytes, prepared */
+                    v = a->w4[(int64_t)o * n + p];
+                else { /* the row's pair from 2j */
                     int16_t pair[2] = {w[tapof[p][0]], tapof[p][1] < 0 ? (int16_t)0 : w[tapof[p][1]]};
                     memcpy(&v, pair, sizeof v);
                 }

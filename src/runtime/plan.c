@@ -187,7 +187,8 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
     case QAT_QOP_LINEAR:
     case QAT_QOP_CONV2D: {
         if (qat_qop_subchannel(op)) return 64 + qat__sc_const_bytes(op); /* run.c's header, subchannel.c's layout */
-        int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64)
+        int64_t w16 = g->depthwise ? qat__round_up(g->O * g->kk * (int64_t)sizeof(int16_t), 64) +
+                                         qat__dw_quads_bytes(g->O, op->kh, op->kw) /* run.c: after w16 */
                                    : qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
         if (qat__direct_fits(op, g) && qat__direct_const_bytes(op, g) > w16) w16 = qat__direct_const_bytes(op, g);
         if (qat__dw_lanes_fits(op, g) && qat__dw_lanes_const_bytes(g) > w16) w16 = qat__dw_lanes_const_bytes(g);

@@ -160,6 +160,22 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
     for (int o = 0; o < g->O; o++) bias[o] = (int32_t)bytes_bias(q, op, g, o); /* bytes_form: it fits */
 }
 
+/* The AVX-VNNI depthwise quads' weights and corrected biases (qat__dw_quads_bytes). */
+static void prepare_dw_quads(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, const int16_t *w16,
+                             uint8_t *c) {
+    int64_t nq = (op->kw + 3) / 4, n = qat__dw_quads_per_output(op->kh, op->kw);
+    int32_t *w4 = (int32_t *)(void *)c, *bias4 = w4 + qat__round_up(g->O * n * 4, 64) / 4;
+    for (int o = 0; o < g->O; o++) {
+        for (int64_t p = 0; p < n; p++) {
+            int64_t ky = p / nq, j = p % nq;
+            int8_t quad[4] = {0, 0, 0, 0};
+            for (int t = 0; t < 4 && 4 * j + t < op->kw; t++) quad[t] = (int8_t)w16[o * g->kk + ky * op->kw + 4 * j + t];
+            memcpy(&w4[o * n + p], quad, sizeof quad);
+        }
+        bias4[o] = (int32_t)bytes_bias(q, op, g, o); /* dw_bytes: it fits */
+    }
+}
+
 static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, int max_batch, uint8_t *c,
                        qat__level level) {
     if (op->kind == QAT_QOP_ADD) {
@@ -219,6 +235,8 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
             int64_t i = o * g->K + k;
             w16[o * row + k] = (int16_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
         }
+    if (h->dw_bytes && qat__dw_quads(1, op->stride_h, op->stride_w, op->kh, op->kw))
+        prepare_dw_quads(q, op, g, w16, c + qat__round_up(g->O * g->kk * 2, 64));
 }
 
 void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level) {
@@ -378,7 +396,11 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
             qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN,
                             row, xpad);
         if (g->depthwise) {
+            const int32_t *w4 = (const int32_t *)(const void *)((const uint8_t *)w16 +
+                                                                qat__round_up(g->O * g->kk * 2, 64));
             qat__depthwise_args d = {.xp = quads ? NULL : xpad, .x8 = quads ? x + s * in_n : NULL,
+                                     .w4 = quads ? w4 : NULL,
+                                     .bias4 = quads ? w4 + qat__round_up(g->O * qat__dw_quads_per_output(op->kh, op->kw) * 4, 64) / 4 : NULL,
                                      .plane8 = quads ? e->scratch : NULL, .H = g->H, .W = g->W, .ph = op->pad_h,
                                      .pw = op->pad_w, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
                                      .vnni = vnni, .C = g->C, .Hp = g->Hp,
