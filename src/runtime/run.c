@@ -160,11 +160,18 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
     for (int o = 0; o < g->O; o++) bias[o] = (int32_t)bytes_bias(q, op, g, o); /* bytes_form: it fits */
 }
 
-/* The AVX-VNNI depthwise quads' weights and corrected biases (qat__dw_quads_bytes). */
-static void prepare_dw_quads(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, const int16_t *w16,
-                             uint8_t *c) {
+/* Where the AVX-VNNI depthwise quads' weights sit in a depthwise op's constants (w16, then
+ * qat__dw_quads_bytes), and (bias4) their corrected biases. */
+static int32_t *dw_quads_at(const qat_qop *op, const qat__op_geom *g, const int16_t *w16, int32_t **bias4) {
+    int32_t *w4 = (int32_t *)(uintptr_t)((const uint8_t *)w16 + qat__round_up(g->O * g->kk * 2, 64));
+    *bias4 = w4 + qat__round_up(g->O * qat__dw_quads_per_output(op->kh, op->kw) * 4, 64) / 4;
+    return w4;
+}
+
+/* The AVX-VNNI depthwise quads' weights and corrected biases. */
+static void prepare_dw_quads(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g, const int16_t *w16) {
     int64_t nq = (op->kw + 3) / 4, n = qat__dw_quads_per_output(op->kh, op->kw);
-    int32_t *w4 = (int32_t *)(void *)c, *bias4 = w4 + qat__round_up(g->O * n * 4, 64) / 4;
+    int32_t *bias4, *w4 = dw_quads_at(op, g, w16, &bias4);
     for (int o = 0; o < g->O; o++) {
         for (int64_t p = 0; p < n; p++) {
             int64_t ky = p / nq, j = p % nq;
@@ -236,7 +243,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
             w16[o * row + k] = (int16_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
         }
     if (h->dw_bytes && qat__dw_quads(1, op->stride_h, op->stride_w, op->kh, op->kw))
-        prepare_dw_quads(q, op, g, w16, c + qat__round_up(g->O * g->kk * 2, 64));
+        prepare_dw_quads(q, op, g, w16);
 }
 
 void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level) {
@@ -391,17 +398,14 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     int vnni = !bytes ? 0 : vex ? 1 : 2;
     bool quads = g->depthwise && e->level >= QAT_LEVEL_AVX2 && /* the AVX2 kernel, without xp */
                  qat__dw_quads(vnni, op->stride_h, op->stride_w, op->kh, op->kw);
+    int32_t *bias4 = NULL, *w4 = quads ? dw_quads_at(op, g, w16, &bias4) : NULL;
     for (int64_t s = 0; s < e->n; s++) {
         if (!quads)
             qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN,
                             row, xpad);
         if (g->depthwise) {
-            const int32_t *w4 = (const int32_t *)(const void *)((const uint8_t *)w16 +
-                                                                qat__round_up(g->O * g->kk * 2, 64));
-            qat__depthwise_args d = {.xp = quads ? NULL : xpad, .x8 = quads ? x + s * in_n : NULL,
-                                     .w4 = quads ? w4 : NULL,
-                                     .bias4 = quads ? w4 + qat__round_up(g->O * qat__dw_quads_per_output(op->kh, op->kw) * 4, 64) / 4 : NULL,
-                                     .plane8 = quads ? e->scratch : NULL, .H = g->H, .W = g->W, .ph = op->pad_h,
+            qat__depthwise_args d = {.xp = quads ? NULL : xpad, .x8 = quads ? x + s * in_n : NULL, .w4 = w4,
+                                     .bias4 = bias4, .plane8 = quads ? e->scratch : NULL, .H = g->H, .W = g->W, .ph = op->pad_h,
                                      .pw = op->pad_w, .w16 = w16, .pairs = col, .zp_in = in->q.zero_point,
                                      .vnni = vnni, .C = g->C, .Hp = g->Hp,
                                      .Wp = g->Wp, .O = g->O, .kh = op->kh, .kw = op->kw, .sh = op->stride_h,
