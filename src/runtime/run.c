@@ -163,7 +163,7 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
 /* Where the AVX-VNNI depthwise quads' weights sit in a depthwise op's constants (w16, then
  * qat__dw_quads_bytes), and (bias4) their corrected biases. */
 static int32_t *dw_quads_at(const qat_qop *op, const qat__op_geom *g, const int16_t *w16, int32_t **bias4) {
-    int32_t *w4 = (int32_t *)(uintptr_t)((const uint8_t *)w16 + qat__round_up(g->O * g->kk * 2, 64));
+    int32_t *w4 = (int32_t *)(uintptr_t)((const uint8_t *)w16 + qat__round_up((int64_t)g->O * g->kk * 2, 64));
     *bias4 = w4 + qat__round_up(g->O * qat__dw_quads_per_output(op->kh, op->kw) * 4, 64) / 4;
     return w4;
 }
