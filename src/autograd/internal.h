@@ -99,6 +99,19 @@ typedef struct {
 typedef void (*qat__rows_fn)(const qat__rows *g, float *dst, const float *src);
 void qat__rows_copy(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add(const qat__rows *g, float *dst, const float *src);
+/* Planes far apart (a channel's planes, sample after sample) defeat the
+ * hardware prefetcher: the SIMD rows ask for the rows of plane p +
+ * QAT__ROWS_AHEAD, every step-th, while they copy plane p. */
+#define QAT__ROWS_AHEAD 16
+static inline void qat__rows_prefetch(const qat__rows *g, float *dst, const float *src, int64_t p, int64_t step) {
+    if (p + QAT__ROWS_AHEAD >= g->planes) return;
+    const float *s = src + (p + QAT__ROWS_AHEAD) * g->splane;
+    const float *d = dst + (p + QAT__ROWS_AHEAD) * g->dplane;
+    for (int64_t r = 0; r < g->rows; r += step) {
+        __builtin_prefetch(s + r * g->spitch, 0, 3);
+        __builtin_prefetch(d + r * g->dpitch, 1, 3);
+    }
+}
 #if QAT__CONV_AVX512
 void qat__rows_copy_avx512(const qat__rows *g, float *dst, const float *src);
 void qat__rows_add_avx512(const qat__rows *g, float *dst, const float *src);

@@ -20,9 +20,6 @@
 
 #define QAT_AVX2 __attribute__((target("avx2")))
 
-/* How many planes ahead to prefetch. */
-#define DW_AHEAD 16
-
 /* The first n of 8 lanes on (0 <= n <= 8). */
 QAT_AVX2 static inline __m256i first(int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -58,13 +55,7 @@ QAT_AVX2 static void rows(const qat__rows *g, float *dst, const float *src, bool
     for (int64_t p = 0; p < planes; p++) {
         float *d = dst + p * dplane;
         const float *s = src + p * splane;
-        /* planes far apart (a channel's planes, sample after sample) defeat the hardware
-         * prefetcher: ask for a later plane's rows (as the AVX-512 rows do) */
-        if (p + DW_AHEAD < planes)
-            for (int64_t r = 0; r < nrows; r++) {
-                _mm_prefetch((const char *)(s + DW_AHEAD * splane + r * spitch), _MM_HINT_T0);
-                _mm_prefetch((const char *)(d + DW_AHEAD * dplane + r * dpitch), _MM_HINT_T0);
-            }
+        qat__rows_prefetch(g, dst, src, p, 1);
         for (int64_t r = 0; r < nrows; r++) row(d + r * dpitch, s + r * spitch, width, tail, add, r == nrows - 1);
     }
 }

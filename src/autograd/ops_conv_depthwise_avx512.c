@@ -4,7 +4,7 @@
  * 5x slower than this (45-61 ns against 9-12 ns for the 7 rows of a 7x7
  * plane). Here each 16 floats of a row take one masked load and one
  * masked store (masked lanes touch no memory), and the rows of a plane
- * DW_AHEAD planes on are prefetched. Copies, and the one add per
+ * QAT__ROWS_AHEAD planes on are prefetched. Copies, and the one add per
  * element, are the portable code's: the same bits. */
 #include "internal.h"
 
@@ -13,9 +13,6 @@
 #include <stdbool.h>
 
 #define QAT_AVX512 __attribute__((target("avx512f")))
-
-/* How many planes ahead to prefetch. */
-#define DW_AHEAD 16
 
 /* The first n of 16 lanes (n >= 16: all). */
 static inline __mmask16 first(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1); }
@@ -56,11 +53,7 @@ QAT_AVX512 static void copy_groups(const qat__rows *g, const row_groups *rg, flo
     for (int64_t p = 0; p < planes; p++) {
         float *d = dst + p * dplane;
         const float *s = src + p * splane;
-        if (p + DW_AHEAD < planes)
-            for (int64_t r = 0; r < rows; r += k) {
-                _mm_prefetch((const char *)(s + DW_AHEAD * splane + r * spitch), _MM_HINT_T0);
-                _mm_prefetch((const char *)(d + DW_AHEAD * dplane + r * dpitch), _MM_HINT_T0);
-            }
+        qat__rows_prefetch(g, dst, src, p, k);
         for (int64_t r = 0; r < rows; r += k) {
             int64_t n = rows - r < k ? rows - r : k;
             __mmask16 in = rg->in[n], out = rg->out[n];
@@ -86,13 +79,7 @@ QAT_AVX512 void qat__rows_copy_avx512(const qat__rows *g, float *dst, const floa
         for (int64_t p = 0; p < planes; p++) {
             float *d = dst + p * dplane;
             const float *s = src + p * splane;
-            /* planes far apart (a channel's planes, sample after sample)
-             * defeat the hardware prefetcher: ask for a later plane's rows */
-            if (p + DW_AHEAD < planes)
-                for (int64_t r = 0; r < rows; r++) {
-                    _mm_prefetch((const char *)(s + DW_AHEAD * splane + r * spitch), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(d + DW_AHEAD * dplane + r * dpitch), _MM_HINT_T0);
-                }
+            qat__rows_prefetch(g, dst, src, p, 1);
             for (int64_t r = 0; r < rows; r++)
                 _mm512_mask_storeu_ps(d + r * dpitch, m, _mm512_maskz_loadu_ps(m, s + r * spitch));
         }
