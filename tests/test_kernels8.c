@@ -323,6 +323,46 @@ static void test_depthwise_lanes_every_level(void) {
     }
 }
 
+/* One input channel in the direct convolution's tap quads (kernels.h),
+ * from the AVX-VNNI level up and, with 7-bit weights, at AVX2: strides 1
+ * and 2 (a padded width odd and even), vertical strides 1-3, kernel widths
+ * 1-10 (a quad's zero weights past the row), rows of more than one block
+ * and of more than the 64 pixels the quad plane is built in, rows of one
+ * pixel; both roundings; weights and inputs at their extremes. */
+static void test_tap_quads_every_level(void) {
+    if (qat__cpu_level() < QAT_LEVEL_AVXVNNI) QAT_TEST_SKIP("this CPU has no vpdpbusd (AVX-VNNI or AVX-512 VNNI)");
+    static const conv_case cases[] = {
+        {1, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 0},  {1, 28, 28, 64, 10, 4, 2, 2, 5, 1, 1, 0},
+        {1, 9, 12, 5, 3, 3, 2, 2, 1, 1, 1, 5},    {1, 11, 11, 12, 5, 5, 1, 2, 2, 2, 1, 0},
+        {1, 7, 130, 8, 3, 7, 1, 1, 1, 3, 1, 3},   {1, 6, 150, 9, 2, 9, 1, 2, 0, 4, 1, 0},
+        {1, 5, 5, 3, 1, 1, 1, 1, 0, 0, 1, 0},     {1, 4, 3, 20, 4, 8, 1, 1, 2, 3, 1, 5},
+        {1, 13, 6, 17, 3, 2, 3, 1, 1, 1, 1, 0},   {1, 3, 1, 8, 3, 1, 1, 1, 1, 0, 1, 0},
+        {1, 12, 40, 8, 3, 10, 2, 2, 1, 4, 1, 4},  {1, 10, 21, 6, 3, 3, 1, 1, 1, 1, 1, 3},
+    };
+    qat_rng rng;
+    qat_rng_seed(&rng, 34);
+    for (size_t t = 0; t < 4 * sizeof cases / sizeof *cases; t++) {
+        const conv_case *k = &cases[t / 4];
+        bool single = t % 2, edge = t / 2 % 2; /* edge: every input at one end */
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, k, &q, &rng);
+        q.rounding = single ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
+        char what[128];
+        snprintf(what, sizeof what, "one channel %dx%d k%dx%d s%dx%d p%dx%d w%d, %s rounding%s", k->H, k->W, k->kh,
+                 k->kw, k->sh, k->sw, k->ph, k->pw, k->wmode, single ? "single" : "double", edge ? ", inputs at an end" : "");
+        const char *vnni = op0_path(&q, 5, QAT_LEVEL_AVXVNNI), *avx2 = op0_path(&q, 5, QAT_LEVEL_AVX2);
+        bool bytes2 = true; /* weights within ±64: vpmaddubsw cannot saturate */
+        for (int64_t i = 0; i < (int64_t)k->O * k->kh * k->kw; i++) bytes2 &= abs(q.ops[0].weight[i]) <= 64;
+        const char *want2 = bytes2 ? "bytes" : k->sw == 2 && (k->W + 2 * k->pw) % 2 == 0 ? "direct" : "int16";
+        if (strcmp(vnni, "vnni") || strcmp(avx2, want2)) printf("\n  %s: runs as %s, %s\n", what, vnni, avx2);
+        CU_ASSERT_STRING_EQUAL(vnni, "vnni");
+        CU_ASSERT_STRING_EQUAL(avx2, want2);
+        CU_ASSERT(run_levels(&q, 5, t % 3 ? 5 : 3, &rng, what, edge ? (t / 4 % 2 ? 127 : -128) : 128) >= 2);
+        qat_ctx_free(ctx);
+    }
+}
+
 /* input [K] -> linear [O]: K not a multiple of 4, O not a multiple of 16,
  * batches that are not a multiple of the 8 rows of a tile. */
 static void test_linear_every_level(void) {
@@ -786,6 +826,7 @@ int main(int argc, char **argv) {
         {"every level runs random convolutions as the portable level", test_conv_every_level},
         {"every level runs small-map depthwise convolutions (channels in the lanes) as the portable level",
          test_depthwise_lanes_every_level},
+        {"every level runs one-channel convolutions (tap quads) as the portable level", test_tap_quads_every_level},
         {"every level runs random linear ops as the portable level", test_linear_every_level},
         {"every level runs the reference models as the portable level", test_reference_models_every_level},
         {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},

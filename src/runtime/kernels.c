@@ -59,13 +59,34 @@ void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t z
     qat__pad_planes(x, C, H, W, ph, pw, 1, zp, QAT_PAD_PLAIN, qat__pad_row_plain, xp);
 }
 
+/* The quad plane from the padded row: pixel i of row y holds bytes s·i ..
+ * s·i + 3 of it. Row by row into a run of the padded row's bytes (with 3
+ * bytes of fill past it), then four bytes a pixel. */
+void qat__pad_tap_quads(const int8_t *x, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *dst) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wq = qat__tap_quads_width(Wp, sw);
+    uint8_t fill = (uint8_t)(zp + 128), run[2 * (64 - 1) + 4]; /* rows in pieces of 64 pixels */
+    for (int y = 0; y < Hp; y++) {
+        const int8_t *src = y >= ph && y < ph + H ? x + (int64_t)(y - ph) * W : NULL;
+        uint8_t *d = dst + (int64_t)y * Wq * 4;
+        for (int i0 = 0; i0 < Wq; i0 += 64) {
+            int n = Wq - i0 < 64 ? Wq - i0 : 64, c0 = sw * i0, len = sw * (n - 1) + 4; /* padded columns [c0, c0 + len) */
+            for (int k = 0; k < len; k++) {
+                int c = c0 + k - pw;
+                run[k] = src && c >= 0 && c < W ? (uint8_t)(src[c] + 128) : fill;
+            }
+            for (int i = 0; i < n; i++) memcpy(d + 4 * (i0 + i), run + sw * i, 4);
+        }
+    }
+    memset(dst + (int64_t)Hp * Wq * 4, fill, QAT_DIRECT_SLACK * 4);
+}
+
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
     return (op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0) ||
-           qat__direct_tap_pairs(op, g);
+           qat__direct_tap_pairs(op, g) || qat__direct_tap_quads(op, g);
 }
 
 bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni) {
-    if (!qat__direct_fits(op, g) || g->C % 4) return false;
+    if (!qat__direct_fits(op, g) || (g->C % 4 && !qat__direct_tap_quads(op, g))) return false;
     const qat_qtype *wq = &op->wq;
     int32_t lo = vnni ? -128 : -64, hi = vnni ? 127 : 64;
     for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
@@ -76,7 +97,7 @@ bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni) 
 }
 
 int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g) {
-    int64_t KP = qat__direct_groups(op, g, 2), KQ = (int64_t)g->C / 4 * g->kk, Op = qat__round_up(g->O, 8);
+    int64_t KP = qat__direct_groups(op, g, 2), KQ = qat__direct_groups(op, g, 4), Op = qat__round_up(g->O, 8);
     int64_t pairs = qat__round_up(Op * KP * 4, 64) + qat__round_up(KP * 4, 64);
     int64_t quads = qat__round_up(Op * KQ * 4, 64) + qat__round_up(KQ * 4, 64) + qat__round_up((int64_t)g->O * 4, 64);
     return pairs > quads ? pairs : quads;
@@ -84,7 +105,8 @@ int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g) {
 
 int qat__direct_batch(const qat_qop *op, const qat__op_geom *g, int max_batch) {
     int P = g->OH * g->OW;
-    if (op->kh != 1 || op->kw != 1 || op->pad_h || op->pad_w || op->stride_h != 1 || op->stride_w != 1 || P >= 16)
+    if (op->kh != 1 || op->kw != 1 || op->pad_h || op->pad_w || op->stride_h != 1 || op->stride_w != 1 || P >= 16 ||
+        g->C == 1) /* one channel: the tap forms' planes */
         return 1;
     int B = (64 + P - 1) / P;
     return B < max_batch ? B : max_batch;
@@ -107,6 +129,10 @@ int64_t qat__direct_batch_scratch_bytes(const qat__op_geom *g, int B) {
 
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g) {
     int64_t planes = planes_bytes(g->C, g->Hp, g->Wp);
+    if (qat__direct_tap_quads(op, g)) {
+        int64_t quads = qat__round_up(qat__tap_quads_bytes(g->Hp, g->Wp, op->stride_w), 64);
+        if (quads > planes) planes = quads;
+    }
     if (!qat__direct_subsampled(op, g)) return planes;
     /* the planes of the OH·OW pixels (4 bytes each, C/2 of them at most), then the pixels' int8 copy */
     int64_t P = (int64_t)g->OH * g->OW;

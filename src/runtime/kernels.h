@@ -120,7 +120,18 @@ qat__gemm_fn qat__gemm_kernel(int i, const char **name);
  * ystep = sh·Wp/2 (in pairs), weights (w[ky][2j], w[ky][2j + 1]) with 0
  * past the row: the pixel that weight meets is the next one in the plane
  * or in its slack (a block reads at most 14 int16 past the plane: within
- * the 16 zeros qat__pad_planes writes after it). */
+ * the 16 zeros qat__pad_planes writes after it).
+ *
+ * Tap quads: one input channel at horizontal stride s of 1 or 2 in the
+ * byte form (qat__direct_bytes_fit) takes four horizontally adjacent taps
+ * of the channel as a quad. xq is a quad plane of Hp rows of Wq =
+ * ceil(Wp / s) pixels, pixel (y, i) holding bytes s·i .. s·i + 3 of the
+ * padded row y (x + 128, zp + 128 in the padding and past the row), so
+ * that the quad a tap group reads is pixel ox + 4j / s for output column
+ * ox: consecutive for consecutive outputs. KG = kh·ceil(kw/4) groups kg =
+ * ky·ceil(kw/4) + j, koff[kg] = ky·Wq + 4j / s, ystep = sh·Wq, weights
+ * (w[ky][4j .. 4j + 3]) with 0 past the row; QAT_DIRECT_SLACK pixels of
+ * zp + 128 follow the plane (qat__pad_tap_quads). */
 #define QAT_DIRECT_SLACK 32
 static inline int qat__direct_wrow(int Wp, int sw) { return sw == 1 ? Wp : 2 * ((Wp + 1) / 2); }
 static inline int qat__direct_col(int x, int Wp, int sw) { return sw == 1 ? x : x % 2 * ((Wp + 1) / 2) + x / 2; }
@@ -390,13 +401,25 @@ typedef struct {
 } qat__dw_lanes_args;
 void qat__dw_lanes(const qat__dw_lanes_args *a);
 
-/* Whether a conv2d op fits the direct convolution (groups 1, C even,
- * horizontal stride 1 or 2; or tap pairs, below), and the bytes of its constants (w, then koff) and of its padded
- * pair planes with their slack. */
+/* Whether a conv2d op may run in the direct convolution (groups 1, C even,
+ * horizontal stride 1 or 2; or one channel: tap pairs or quads, below),
+ * and the bytes of its constants (w, then koff) and of its padded planes
+ * with their slack, in any form. */
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g);
 /* ... in tap pairs (one input channel, horizontal stride 2, Wp even) */
 static inline bool qat__direct_tap_pairs(const qat_qop *op, const qat__op_geom *g) {
     return op->kind == QAT_QOP_CONV2D && g->groups == 1 && g->C == 1 && op->stride_w == 2 && g->Wp % 2 == 0;
+}
+/* ... in tap quads (one input channel, horizontal stride 1 or 2; the byte form only) */
+static inline bool qat__direct_tap_quads(const qat_qop *op, const qat__op_geom *g) {
+    return op->kind == QAT_QOP_CONV2D && g->groups == 1 && g->C == 1 && op->stride_w <= 2;
+}
+static inline int qat__tap_quads_width(int Wp, int sw) { return (Wp + sw - 1) / sw; }
+/* The quad plane of one channel x [H][W] (kernels.h, tap quads) at dst,
+ * bytes: qat__tap_quads_bytes; its slack included. */
+void qat__pad_tap_quads(const int8_t *x, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *dst);
+static inline int64_t qat__tap_quads_bytes(int Hp, int Wp, int sw) {
+    return ((int64_t)Hp * qat__tap_quads_width(Wp, sw) + QAT_DIRECT_SLACK) * 4;
 }
 /* ... as a 1x1 convolution of stride 1 over the input's even rows and
  * columns, copied out first (a 1x1 of stride 2 without padding: a
@@ -407,10 +430,10 @@ static inline bool qat__direct_subsampled(const qat_qop *op, const qat__op_geom 
 }
 /* The direct convolution's groups of G (2: pairs, 4: quads) per output: C/G·kh·kw, or kh·ceil(kw/2) tap pairs. */
 static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, int G) {
-    return qat__direct_tap_pairs(op, g) ? op->kh * ((op->kw + 1) / 2) : g->C / G * g->kk;
+    return g->C == 1 ? op->kh * ((op->kw + G - 1) / G) : g->C / G * g->kk;
 }
-/* ... and its byte form (C % 4 == 0, every w - zp_w within ±64, or, with
- * vnni, within int8). */
+/* ... and its byte form (C % 4 == 0 or tap quads, every w - zp_w within
+ * ±64, or, with vnni, within int8). */
 bool qat__direct_bytes_fit(const qat_qop *op, const qat__op_geom *g, bool vnni);
 int64_t qat__direct_const_bytes(const qat_qop *op, const qat__op_geom *g);
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g);

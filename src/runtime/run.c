@@ -117,21 +117,30 @@ static void prepare_tap_pairs(const qat_qop *op, const qat__op_geom *g, int32_t 
         }
 }
 
-static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g0, int max_batch, bool bytes,
-                           uint8_t *c) {
+/* The tap quads' weights and offsets (kernels.h): group ky·nq + j holds
+ * (w[ky][4j .. 4j + 3]), 0 past the row. */
+static void prepare_tap_quads(const qat_qop *op, const qat__op_geom *g, int32_t *w, int32_t *koff) {
     const qat_qtype *wq = &op->wq;
-    qat__op_geom batched = *g0, *g = &batched; /* with a batch of samples, planes of B·P pixels */
-    int B = qat__direct_batch(op, g0, max_batch);
-    if (B > 1) batched.H = batched.Hp = 1, batched.W = batched.Wp = B * g0->OH * g0->OW;
-    int G = bytes ? 4 : 2, KG = qat__direct_groups(op, g, G), Wrow = qat__direct_wrow(g->Wp, op->stride_w);
-    int64_t koff_at, bias_at;
-    direct_parts(op, g, G, &koff_at, &bias_at);
-    int32_t *w = (int32_t *)(void *)c, *koff = (int32_t *)(void *)(c + koff_at);
-    memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KG) * sizeof *w);
-    if (qat__direct_tap_pairs(op, g)) { /* never bytes: C % 4 != 0 */
-        prepare_tap_pairs(op, g, w, koff);
-        return;
-    }
+    int nq = (op->kw + 3) / 4, KG = op->kh * nq, Wq = qat__tap_quads_width(g->Wp, op->stride_w);
+    for (int ky = 0; ky < op->kh; ky++)
+        for (int j = 0; j < nq; j++) {
+            int kg = ky * nq + j;
+            koff[kg] = ky * Wq + 4 * j / op->stride_w;
+            for (int o = 0; o < g->O; o++) {
+                int8_t quad[4] = {0, 0, 0, 0};
+                for (int t = 0; t < 4 && 4 * j + t < op->kw; t++) {
+                    int64_t i = ((int64_t)o * op->kh + ky) * op->kw + 4 * j + t;
+                    quad[t] = (int8_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
+                }
+                memcpy(&w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8], quad, sizeof quad);
+            }
+        }
+}
+
+/* The weight groups of G channels and their offsets (kernels.h). */
+static void prepare_channel_groups(const qat_qop *op, const qat__op_geom *g, int G, int32_t *w, int32_t *koff) {
+    const qat_qtype *wq = &op->wq;
+    int KG = qat__direct_groups(op, g, G), Wrow = qat__direct_wrow(g->Wp, op->stride_w);
     for (int cc = 0; cc < g->C / G; cc++)
         for (int ky = 0; ky < op->kh; ky++)
             for (int kx = 0; kx < op->kw; kx++) {
@@ -145,7 +154,7 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
                         v[j] = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
                     }
                     int32_t *dst = &w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8];
-                    if (bytes) {
+                    if (G == 4) {
                         int8_t quad[4] = {(int8_t)v[0], (int8_t)v[1], (int8_t)v[2], (int8_t)v[3]};
                         memcpy(dst, quad, sizeof quad);
                     } else {
@@ -154,6 +163,21 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
                     }
                 }
             }
+}
+
+static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op_geom *g0, int max_batch, bool bytes,
+                           uint8_t *c) {
+    qat__op_geom batched = *g0, *g = &batched; /* with a batch of samples, planes of B·P pixels */
+    int B = qat__direct_batch(op, g0, max_batch);
+    if (B > 1) batched.H = batched.Hp = 1, batched.W = batched.Wp = B * g0->OH * g0->OW;
+    int G = bytes ? 4 : 2, KG = qat__direct_groups(op, g, G);
+    int64_t koff_at, bias_at;
+    direct_parts(op, g, G, &koff_at, &bias_at);
+    int32_t *w = (int32_t *)(void *)c, *koff = (int32_t *)(void *)(c + koff_at);
+    memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KG) * sizeof *w);
+    if (g->C == 1 && bytes) prepare_tap_quads(op, g, w, koff);
+    else if (g->C == 1) prepare_tap_pairs(op, g, w, koff);
+    else prepare_channel_groups(op, g, G, w, koff);
     if (!bytes) return;
     /* the bytes carry x + 128, the padding zp + 128: Σ w·(x - zp) = Σ w·byte - (zp + 128)·Σ w */
     int32_t *bias = (int32_t *)(void *)(c + bias_at);
@@ -201,8 +225,9 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
     bool vnni = level == QAT_LEVEL_AVXVNNI;
     h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
-                : bytes_form(q, op, g, vnni) ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
-                                             : QAT_DIRECT_PAIRS;
+                : bytes_form(q, op, g, vnni)                    ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
+                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel at stride 1: bytes only */
+                                                                : QAT_DIRECT_PAIRS;
     h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     c += HEADER;
     if (sc) {
@@ -357,8 +382,8 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     bool one_row = subsampled || (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 &&
                                   op->stride_h == 1 && sw == 1);
     if (one_row) a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = a.OW, H = 1, sw = 1; /* the pixels are the positions */
-    bool taps = qat__direct_tap_pairs(op, g);
-    if (taps) a.ystep = op->stride_h * g->Wp / 2;
+    bool taps = g->C == 1, quads = taps && bytes; /* one channel: tap pairs or quads */
+    if (taps) a.ystep = op->stride_h * (quads ? qat__tap_quads_width(g->Wp, sw) : g->Wp / 2);
     qat__pad_kind kind = bytes ? QAT_PAD_QUADS : taps ? QAT_PAD_PLAIN : QAT_PAD_PAIRS;
     qat__pad_row_fn row = qat__pad_row_simd(kind); /* the direct convolution runs from the AVX2 level up */
     int B = qat__direct_batch(op, g, e->plan->max_batch);
@@ -379,7 +404,8 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
                 }
             xs = copy;
         }
-        qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, e->scratch);
+        if (quads) qat__pad_tap_quads(xs, H, W, op->pad_h, op->pad_w, sw, zp, e->scratch);
+        else qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
