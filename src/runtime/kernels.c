@@ -60,16 +60,18 @@ void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t z
 }
 
 /* The quad plane from the padded row: pixel i of row y holds bytes s·i ..
- * s·i + 3 of it. Row by row into a run of the padded row's bytes (with 3
- * bytes of fill past it), then four bytes a pixel. */
+ * s·i + 3 of it. Row by row, in pieces of PIECE pixels: the piece's bytes
+ * of the padded row (fill past it) into run, then four bytes a pixel. */
 void qat__pad_tap_quads(const int8_t *x, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *dst) {
-    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wq = qat__tap_quads_width(Wp, sw);
-    uint8_t fill = (uint8_t)(zp + 128), run[2 * (64 - 1) + 4]; /* rows in pieces of 64 pixels */
+    enum { PIECE = 64, MAX_SW = 2 }; /* qat__direct_tap_quads: sw <= 2 */
+    int Hp = H + 2 * ph, Wp = W + 2 * pw, Wq = qat__taps_width(Wp, sw);
+    uint8_t fill = (uint8_t)(zp + 128), run[MAX_SW * (PIECE - 1) + 4];
+    if (sw < 1 || sw > MAX_SW) return; /* never called so (the form's condition) */
     for (int y = 0; y < Hp; y++) {
         const int8_t *src = y >= ph && y < ph + H ? x + (int64_t)(y - ph) * W : NULL;
         uint8_t *d = dst + (int64_t)y * Wq * 4;
-        for (int i0 = 0; i0 < Wq; i0 += 64) {
-            int n = Wq - i0 < 64 ? Wq - i0 : 64, c0 = sw * i0, len = sw * (n - 1) + 4; /* padded columns [c0, c0 + len) */
+        for (int i0 = 0; i0 < Wq; i0 += PIECE) {
+            int n = Wq - i0 < PIECE ? Wq - i0 : PIECE, c0 = sw * i0, len = sw * (n - 1) + 4; /* padded columns [c0, c0 + len) */
             for (int k = 0; k < len; k++) {
                 int c = c0 + k - pw;
                 run[k] = src && c >= 0 && c < W ? (uint8_t)(src[c] + 128) : fill;

@@ -82,8 +82,8 @@ typedef void (*qat__gemm_fn)(const qat__gemm_args *a);
 qat__gemm_fn qat__gemm_kernel(int i, const char **name);
 
 /* The direct convolution of the AVX2 and AVX-VNNI levels (groups 1, C
- * even, horizontal stride 1 or 2; or one channel at horizontal stride 2
- * with an even padded width): no im2col. The input is padded into channel-group planes
+ * even, horizontal stride 1 or 2; or one channel: tap pairs or quads,
+ * below): no im2col. The input is padded into channel-group planes
  * of 4 bytes a pixel,
  *   int16 pairs (G = 2): xq [C/2][Hp][Wrow][2] int16, pixel (y, x) of the
  *     padded plane holding x[2cc + j][y - ph][x - pw] - zp, 0 in the padding;
@@ -414,12 +414,13 @@ static inline bool qat__direct_tap_pairs(const qat_qop *op, const qat__op_geom *
 static inline bool qat__direct_tap_quads(const qat_qop *op, const qat__op_geom *g) {
     return op->kind == QAT_QOP_CONV2D && g->groups == 1 && g->C == 1 && op->stride_w <= 2;
 }
-static inline int qat__tap_quads_width(int Wp, int sw) { return (Wp + sw - 1) / sw; }
+/* The pixels of a row of tap pairs (Wp / 2) or quads (Wq). */
+static inline int qat__taps_width(int Wp, int sw) { return (Wp + sw - 1) / sw; }
 /* The quad plane of one channel x [H][W] (kernels.h, tap quads) at dst,
  * bytes: qat__tap_quads_bytes; its slack included. */
 void qat__pad_tap_quads(const int8_t *x, int H, int W, int ph, int pw, int sw, int32_t zp, uint8_t *dst);
 static inline int64_t qat__tap_quads_bytes(int Hp, int Wp, int sw) {
-    return ((int64_t)Hp * qat__tap_quads_width(Wp, sw) + QAT_DIRECT_SLACK) * 4;
+    return ((int64_t)Hp * qat__taps_width(Wp, sw) + QAT_DIRECT_SLACK) * 4;
 }
 /* ... as a 1x1 convolution of stride 1 over the input's even rows and
  * columns, copied out first (a 1x1 of stride 2 without padding: a
@@ -428,7 +429,8 @@ static inline bool qat__direct_subsampled(const qat_qop *op, const qat__op_geom 
     return g->C % 2 == 0 && op->kh == 1 && op->kw == 1 && op->stride_h == 2 && op->stride_w == 2 && op->pad_h == 0 &&
            op->pad_w == 0;
 }
-/* The direct convolution's groups of G (2: pairs, 4: quads) per output: C/G·kh·kw, or kh·ceil(kw/2) tap pairs. */
+/* The direct convolution's groups of G (2: pairs, 4: quads) per output: C/G·kh·kw, or (one channel) kh·ceil(kw/G)
+ * tap pairs or quads. */
 static inline int qat__direct_groups(const qat_qop *op, const qat__op_geom *g, int G) {
     return g->C == 1 ? op->kh * ((op->kw + G - 1) / G) : g->C / G * g->kk;
 }

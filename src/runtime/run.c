@@ -97,42 +97,36 @@ static bool bytes_form(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     return qat__direct_bytes_fit(op, g, vnni) && bytes_biases_fit(q, op, g);
 }
 
-/* The tap pairs' weights and offsets (kernels.h): group ky·np + j holds
- * (w[ky][2j], w[ky][2j + 1]), 0 past the row. */
-static void prepare_tap_pairs(const qat_qop *op, const qat__op_geom *g, int32_t *w, int32_t *koff) {
-    const qat_qtype *wq = &op->wq;
-    int np = (op->kw + 1) / 2, KG = op->kh * np;
-    for (int ky = 0; ky < op->kh; ky++)
-        for (int j = 0; j < np; j++) {
-            int kg = ky * np + j;
-            koff[kg] = ky * (g->Wp / 2) + j;
-            for (int o = 0; o < g->O; o++) {
-                int16_t pair[2] = {0, 0};
-                for (int t = 0; t < 2 && 2 * j + t < op->kw; t++) {
-                    int64_t i = ((int64_t)o * op->kh + ky) * op->kw + 2 * j + t;
-                    pair[t] = (int16_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
-                }
-                memcpy(&w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8], pair, sizeof pair);
-            }
-        }
+/* One weight group of the direct convolution: G = 2 values as an int16
+ * pair, or 4 as an int8 quad (the first in the low half or byte). */
+static void put_group(int32_t *dst, const int32_t v[4], int G) {
+    if (G == 4) {
+        int8_t quad[4] = {(int8_t)v[0], (int8_t)v[1], (int8_t)v[2], (int8_t)v[3]};
+        memcpy(dst, quad, sizeof quad);
+    } else {
+        int16_t pair[2] = {(int16_t)v[0], (int16_t)v[1]};
+        memcpy(dst, pair, sizeof pair);
+    }
 }
 
-/* The tap quads' weights and offsets (kernels.h): group ky·nq + j holds
- * (w[ky][4j .. 4j + 3]), 0 past the row. */
-static void prepare_tap_quads(const qat_qop *op, const qat__op_geom *g, int32_t *w, int32_t *koff) {
+/* The tap pairs' or quads' weights and offsets (kernels.h): group
+ * ky·n + j holds (w[ky][G·j .. G·j + G - 1]), 0 past the row, as int16
+ * pairs (G = 2) or int8 quads (G = 4), at pixel ky·Wrow + G·j / s of a
+ * window's origin. */
+static void prepare_taps(const qat_qop *op, const qat__op_geom *g, int G, int32_t *w, int32_t *koff) {
     const qat_qtype *wq = &op->wq;
-    int nq = (op->kw + 3) / 4, KG = op->kh * nq, Wq = qat__tap_quads_width(g->Wp, op->stride_w);
+    int n = (op->kw + G - 1) / G, KG = op->kh * n, Wrow = qat__taps_width(g->Wp, op->stride_w);
     for (int ky = 0; ky < op->kh; ky++)
-        for (int j = 0; j < nq; j++) {
-            int kg = ky * nq + j;
-            koff[kg] = ky * Wq + 4 * j / op->stride_w;
+        for (int j = 0; j < n; j++) {
+            int kg = ky * n + j;
+            koff[kg] = ky * Wrow + G * j / op->stride_w;
             for (int o = 0; o < g->O; o++) {
-                int8_t quad[4] = {0, 0, 0, 0};
-                for (int t = 0; t < 4 && 4 * j + t < op->kw; t++) {
-                    int64_t i = ((int64_t)o * op->kh + ky) * op->kw + 4 * j + t;
-                    quad[t] = (int8_t)(op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)]);
+                int32_t v[4] = {0, 0, 0, 0};
+                for (int t = 0; t < G && G * j + t < op->kw; t++) {
+                    int64_t i = ((int64_t)o * op->kh + ky) * op->kw + G * j + t;
+                    v[t] = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
                 }
-                memcpy(&w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8], quad, sizeof quad);
+                put_group(&w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8], v, G);
             }
         }
 }
@@ -148,19 +142,12 @@ static void prepare_channel_groups(const qat_qop *op, const qat__op_geom *g, int
                 koff[kg] = qat__direct_subsampled(op, g) ? cc * g->OH * g->OW /* one row of the copy's pixels */
                                                       : (cc * g->Hp + ky) * Wrow + qat__direct_col(kx, g->Wp, op->stride_w);
                 for (int o = 0; o < g->O; o++) {
-                    int32_t v[4];
+                    int32_t v[4] = {0, 0, 0, 0};
                     for (int j = 0; j < G; j++) {
                         int64_t i = (((int64_t)o * g->C + G * cc + j) * op->kh + ky) * op->kw + kx;
                         v[j] = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
                     }
-                    int32_t *dst = &w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8];
-                    if (G == 4) {
-                        int8_t quad[4] = {(int8_t)v[0], (int8_t)v[1], (int8_t)v[2], (int8_t)v[3]};
-                        memcpy(dst, quad, sizeof quad);
-                    } else {
-                        int16_t pair[2] = {(int16_t)v[0], (int16_t)v[1]};
-                        memcpy(dst, pair, sizeof pair);
-                    }
+                    put_group(&w[((int64_t)(o / 8) * KG + kg) * 8 + o % 8], v, G);
                 }
             }
 }
@@ -175,8 +162,7 @@ static void prepare_direct(const qat_qmodel *q, const qat_qop *op, const qat__op
     direct_parts(op, g, G, &koff_at, &bias_at);
     int32_t *w = (int32_t *)(void *)c, *koff = (int32_t *)(void *)(c + koff_at);
     memset(w, 0, (size_t)(qat__round_up(g->O, 8) * KG) * sizeof *w);
-    if (g->C == 1 && bytes) prepare_tap_quads(op, g, w, koff);
-    else if (g->C == 1) prepare_tap_pairs(op, g, w, koff);
+    if (g->C == 1) prepare_taps(op, g, G, w, koff);
     else prepare_channel_groups(op, g, G, w, koff);
     if (!bytes) return;
     /* the bytes carry x + 128, the padding zp + 128: Σ w·(x - zp) = Σ w·byte - (zp + 128)·Σ w */
@@ -226,7 +212,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     bool vnni = level == QAT_LEVEL_AVXVNNI;
     h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
                 : bytes_form(q, op, g, vnni)                    ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
-                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel at stride 1: bytes only */
+                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel: pairs at stride 2 over an even Wp only */
                                                                 : QAT_DIRECT_PAIRS;
     h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     c += HEADER;
@@ -381,9 +367,9 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
     bool subsampled = qat__direct_subsampled(op, g);
     bool one_row = subsampled || (op->kh == 1 && op->kw == 1 && op->pad_h == 0 && op->pad_w == 0 &&
                                   op->stride_h == 1 && sw == 1);
+    bool taps = g->C == 1, quads = taps && bytes; /* one channel: tap pairs or quads (qat__pad_tap_quads) */
+    if (taps) a.ystep = op->stride_h * qat__taps_width(g->Wp, sw);
     if (one_row) a.OW = g->OH * g->OW, a.OH = 1, a.ystep = a.OW, W = a.OW, H = 1, sw = 1; /* the pixels are the positions */
-    bool taps = g->C == 1, quads = taps && bytes; /* one channel: tap pairs or quads */
-    if (taps) a.ystep = op->stride_h * (quads ? qat__tap_quads_width(g->Wp, sw) : g->Wp / 2);
     qat__pad_kind kind = bytes ? QAT_PAD_QUADS : taps ? QAT_PAD_PLAIN : QAT_PAD_PAIRS;
     qat__pad_row_fn row = qat__pad_row_simd(kind); /* the direct convolution runs from the AVX2 level up */
     int B = qat__direct_batch(op, g, e->plan->max_batch);
