@@ -13,7 +13,8 @@ the raw samples when the file has a normalization, which is applied first.
 With --u8, INPUT.u8 holds N samples of raw bytes, each mapped through the
 per-channel table of 256 input integers the normalization gives.
 OUTPUT.i32: the N x outputs output integers (int32), written raw.
-Prints the predicted class of each sample. Exit status 1 on a bad file."""
+Prints the predicted class of each sample. Exit status 1 on a bad file, 2
+on a bad command line."""
 import sys
 import h5py
 import numpy as np
@@ -282,8 +283,15 @@ def byte_table(norm, t):
     return quantize(normalize(b[None, :, :, None], norm), t)[0, :, :, 0]
 
 def main():
-    path, inp, n, outp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    raw_bytes = "--u8" in sys.argv[5:]
+    args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(__doc__)
+        return
+    if len(args) not in (4, 5) or (len(args) == 5 and args[4] != "--u8") or not args[2].isdigit():
+        print("usage: run_qat_h5.py MODEL.qat.h5 INPUT N OUTPUT.i32 [--u8]  (--help says more)", file=sys.stderr)
+        sys.exit(2)
+    path, inp, n, outp = args[0], args[1], int(args[2]), args[3]
+    raw_bytes = len(args) == 5
     with h5py.File(path, "r") as f:
         if text(f.attrs["format"]) != "qat-quantized-model" or int(f.attrs["version"]) not in (2, 3, 4, 5):
             sys.exit(f"{path}: not a version 2, 3, 4 or 5 qat quantized model")

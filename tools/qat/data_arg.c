@@ -38,10 +38,15 @@ qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigne
     opt.splits = splits;
     if (d->memory_cap_mib) opt.memory_cap = (int64_t)d->memory_cap_mib << 20;
     struct stat sb;
-    if (stat(d->path, &sb) != 0) /* the OS's reason: missing and unreadable need different fixes */
+    if (stat(d->path, &sb) != 0) { /* the OS's reason: missing and unreadable need different fixes */
+        int err = errno;
+        bool mnist = strstr(d->path, "mnist") || strstr(d->path, "MNIST"); /* the one data set a script fetches */
         return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot read the data set: %s (an HDF5 file, a directory of .npy or "
-                            "IDX files; MNIST: scripts/fetch-mnist.sh DIR fetches it, and with QAT_MNIST_DIR naming a "
-                            "local copy it copies from there)", d->path, strerror(errno));
+                            "IDX files: docs/data-format.md%s)", d->path, strerror(err),
+                            mnist ? "; MNIST: scripts/fetch-mnist.sh DIR fetches it, and with QAT_MNIST_DIR naming a "
+                                    "local copy it copies from there"
+                                  : "");
+    }
     qat_status st = qat_dataset_open(ctx, d->path, &opt, out);
     if (st != QAT_OK) return st;
     /* one line: the format, the samples (of the first split read), and each split's size */

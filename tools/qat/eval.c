@@ -29,7 +29,8 @@ static const char *const eval_usage =
     DATA_ARG_USAGE
     "  --split S                   test (default), val or train\n"
     "  --task T                    classify, regress or autoencoder (default: from the data's y)\n"
-    "  --topk K                    classify: also report top-K accuracy (default 5; 0: off)\n"
+    "  --topk K                    classify: also report top-K accuracy, K below the classes (default 5,\n"
+    "                              not shown for 5 classes or fewer; 0: off)\n"
     "  --batch B                   samples per run (default 64)\n"
     "  --limit-test N              use the first N samples of the split (default all)\n"
     "  --threads T                 threads (default 1): the integer engine runs a slice of each\n"
@@ -69,7 +70,7 @@ typedef struct {
     const char *path, *engine, *compare, *split, *task, *predictions, *outputs;
     data_arg data;
     long batch, limit, threads, topk;
-    bool json, per_class;
+    bool json, per_class, topk_set;
 } eval_opts;
 
 /* A choice among allowed, or a one-line message naming them (EXIT_USAGE). */
@@ -98,7 +99,7 @@ static int parse(int argc, char **argv, eval_opts *o) {
         else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(P, a, v, 1, 10000, &o->batch);
         else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(P, a, v, 1, 2147483647L, &o->limit);
         else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(P, a, v, 1, 256, &o->threads);
-        else if (!strcmp(a, "--topk")) ok = VAL() && cli_int(P, a, v, 0, 1000, &o->topk);
+        else if (!strcmp(a, "--topk")) ok = VAL() && cli_int(P, a, v, 0, 1000, &o->topk) && (o->topk_set = true);
         else if (!strcmp(a, "--predictions")) ok = VAL() && (o->predictions = v);
         else if (!strcmp(a, "--outputs")) ok = VAL() && (o->outputs = v);
         else if (!strcmp(a, "--per-class")) o->per_class = true;
@@ -198,6 +199,9 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     r->task = (qat_task){.kind = (qat_task_kind)t, .topk = (int)o->topk};
     r->n = o->limit > 0 && o->limit < info->n ? o->limit : info->n;
     r->K = qat_qtensor_numel(&r->q->tensors[r->q->output]);
+    if (o->topk_set && o->topk > 0 && r->task.kind == QAT_TASK_CLASSIFY && o->topk >= r->K) /* the default 5 goes quietly */
+        return cli_fail(PROG, o->json, EXIT_USAGE, "--topk %ld: the model has %lld classes, so every sample is in its "
+                        "top %ld (take K below %lld, or 0)", o->topk, (long long)r->K, o->topk, (long long)r->K);
     if (o->predictions && r->task.kind != QAT_TASK_CLASSIFY)
         return cli_fail(PROG, o->json, EXIT_USAGE, "--predictions is for classification; this is a %s task",
                         qat_task_kind_str(r->task.kind));

@@ -282,9 +282,12 @@ int cmd_export(int argc, char **argv) {
     char wbits[32];
     if (wlo == whi) snprintf(wbits, sizeof wbits, "%d", wlo);
     else snprintf(wbits, sizeof wbits, "%d to %d", wlo, whi);
-    if (out)
+    if (out && peak >= 0)
         fprintf(stderr, "qat: wrote %s (%lld bytes; %lld weights of %s bits; the integer runtime's peak "
                 "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, wbits, (long long)peak);
+    else if (out) /* no integer plan: the int engine cannot run it (weights wider than 8 bits: the hybrid engine) */
+        fprintf(stderr, "qat: wrote %s (%lld bytes; %lld weights of %s bits; not for the int engine, which takes "
+                "weights of at most 8 bits: eval --engine hybrid runs it)\n", out, bytes, (long long)n_weights, wbits);
     if (cdir) print_c_wrote(cdir, name, &info);
     if (json) { /* one object for everything written */
         printf("{\"checkpoint\": ");

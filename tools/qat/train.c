@@ -399,6 +399,9 @@ static int train(run *r) {
             o->lr, o->threads);
     if (r->d->size > 1) fprintf(stderr, " per rank, %d ranks (global batch %ld)", r->d->size, o->batch);
     fputc('\n', stderr);
+    if (r->d->rank == 0 && o->batch > qat_trainer_train_samples(r->tr)) /* legal, and rarely meant */
+        fprintf(stderr, "%s: note: the batch (%ld) is larger than the training set: one step of %lld samples an "
+                "epoch\n", PROG, o->batch, (long long)qat_trainer_train_samples(r->tr));
     if (qat_trainer_run(r->tr) != QAT_OK) return fail(r);
     if (o->rank_checkpoints && o->out && r->d->rank > 0) { /* the tests compare every rank's state */
         char path[4200];
