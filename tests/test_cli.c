@@ -115,6 +115,19 @@ static void test_bad_input(void) {
     CU_ASSERT_EQUAL(run("train --frobnicate", err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown option \"--frobnicate\" (qat train --help lists the options)"));
     CU_ASSERT_PTR_NULL(strstr(err, "usage:"));
+    CU_ASSERT_EQUAL(run("export --frobnicate", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "qat export: unknown option \"--frobnicate\" (qat export --help lists the options)"));
+    CU_ASSERT_PTR_NULL(strstr(err, "usage:"));
+    /* fit passes train's options on: an unknown one is fit's error, before its own checks */
+    CU_ASSERT_EQUAL(run("fit --frobnicate", err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "qat fit: unknown option \"--frobnicate\" (qat fit --help lists the options)"));
+    /* ... and a data set it cannot read is refused before its folder is made or anything trains */
+    snprintf(args, sizeof args, "fit --model lenet --data /nonexistent --flash 36000 --no-link --out '%s/fit-none'", dir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent: cannot read the data set"));
+    CU_ASSERT_PTR_NULL(strstr(err, "training"));
+    snprintf(args, sizeof args, "%s/fit-none", dir);
+    CU_ASSERT_NOT_EQUAL(access(args, F_OK), 0);
     CU_ASSERT_EQUAL(run("train --data /nonexistent", err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "docs/data-format.md"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent: cannot read the data set: No such file or directory"));
@@ -213,11 +226,17 @@ static void test_stop_and_resume_is_bit_identical(void) {
     const char *common = "--model lenet --limit-train 960 --limit-test 200 --qat --float-epochs 1 --epochs 1 --seed 3";
     snprintf(args, sizeof args, "train --data '%s' %s --out '%s'", data, common, a);
     CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
+    char straight_loss[64] = "", split_loss[64] = ""; /* the last epoch's line: its mean loss over all its steps */
+    const char *at = strstr(err, "epoch 2: train loss ");
+    if (at) snprintf(straight_loss, sizeof straight_loss, "%.27s", at);
     snprintf(args, sizeof args, "train --data '%s' %s --stop-after 22 --out '%s'", data, common, b);
     CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --out '%s'", data, common, b, b);
     CU_ASSERT_EQUAL_FATAL(run(args, err, sizeof err), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "resumed from"));
+    if ((at = strstr(err, "epoch 2: train loss "))) snprintf(split_loss, sizeof split_loss, "%.27s", at);
+    CU_ASSERT(straight_loss[0] != 0);
+    CU_ASSERT_STRING_EQUAL(split_loss, straight_loss);
     qat_ctx *ctx = qat_ctx_new();
     qat_model *ma, *mb;
     CU_ASSERT_EQUAL_FATAL(load(ctx, a, &ma), QAT_OK);

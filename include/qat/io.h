@@ -31,6 +31,8 @@ typedef struct {
     int64_t best_epoch;      /* the best epoch so far by the run's validation metric (0: none) */
     float best_value;        /* its value */
     int64_t since_best;      /* epochs since then (early stopping's count) */
+    double epoch_loss_sum;   /* the current epoch's losses so far, when saved part way through it */
+    int64_t epoch_loss_steps; /* and their count (0: at an epoch's start) */
 } qat_train_state;
 
 /* opt and qopt (the LSQ scales' optimizer) may be NULL. */

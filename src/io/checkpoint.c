@@ -89,6 +89,10 @@ static void write_all(qat__h5w *w, qat_model *m, const qat_optim *opt, const qat
             qat__h5w_f32(w, g, "best_value", ts->best_value);
             qat__h5w_i64(w, g, "since_best", ts->since_best);
         }
+        if (ts && ts->epoch_loss_steps > 0) { /* part way through an epoch: its mean loss goes on after a resume */
+            qat__h5w_f64(w, g, "epoch_loss_sum", ts->epoch_loss_sum);
+            qat__h5w_i64(w, g, "epoch_loss_steps", ts->epoch_loss_steps);
+        }
         if (ts && ts->order && ts->n_order > 0 && w->ok) {
             hsize_t n = (hsize_t)ts->n_order;
             if (H5LTmake_dataset_int(g, "order", 1, &n, ts->order) < 0) qat__h5w_fail(w, "order");
@@ -281,6 +285,13 @@ static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt,
             got.best_value = qat__h5r_f32(r, g, "best_value");
             got.since_best = qat__h5r_i64(r, g, "since_best", 0, MAX_COUNT);
             if (r->ok && !isfinite(got.best_value)) qat__h5r_fail(r, QAT_ERR_FORMAT, "state/best_value is not finite");
+        }
+        got.epoch_loss_sum = 0, got.epoch_loss_steps = 0;
+        if (qat__h5r_has_attr(g, "epoch_loss_steps")) {
+            got.epoch_loss_steps = qat__h5r_i64(r, g, "epoch_loss_steps", 1, MAX_COUNT);
+            got.epoch_loss_sum = qat__h5r_f64(r, g, "epoch_loss_sum");
+            if (r->ok && !isfinite(got.epoch_loss_sum))
+                qat__h5r_fail(r, QAT_ERR_FORMAT, "state/epoch_loss_sum is not finite");
         }
         get_order(r, g, &got);
         if (r->ok) *ts = got;

@@ -113,6 +113,10 @@ void qat__h5w_f32(qat__h5w *w, hid_t loc, const char *name, float v) {
     if (w->ok && H5LTset_attribute_float(loc, ".", name, &v, 1) < 0) qat__h5w_fail(w, name);
 }
 
+void qat__h5w_f64(qat__h5w *w, hid_t loc, const char *name, double v) {
+    if (w->ok && H5LTset_attribute_double(loc, ".", name, &v, 1) < 0) qat__h5w_fail(w, name);
+}
+
 void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v) {
     if (w->ok && H5LTset_attribute_string(loc, ".", name, v) < 0) qat__h5w_fail(w, name);
 }
@@ -343,15 +347,25 @@ bool qat__h5r_attr_count(qat__h5r *r, hid_t loc, const char *name, H5T_class_t c
     return true;
 }
 
-float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
-    float v = 0;
+/* One float attribute of any float type, converted by HDF5 to native (float or double). */
+static bool read_float(qat__h5r *r, hid_t loc, const char *name, hid_t native, void *v) {
     hid_t t, a = attr_open(r, loc, name, H5T_FLOAT, 1, &t);
-    if (a < 0) return 0;
-    bool ok = H5Aread(a, H5T_NATIVE_FLOAT, &v) >= 0;
+    if (a < 0) return false;
+    bool ok = H5Aread(a, native, v) >= 0;
     H5Tclose(t);
     H5Aclose(a);
     if (!ok) qat__h5r_fail(r, QAT_ERR_FORMAT, "cannot read attribute %s", name);
-    return ok ? v : 0;
+    return ok;
+}
+
+float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name) {
+    float v = 0;
+    return read_float(r, loc, name, H5T_NATIVE_FLOAT, &v) ? v : 0;
+}
+
+double qat__h5r_f64(qat__h5r *r, hid_t loc, const char *name) {
+    double v = 0;
+    return read_float(r, loc, name, H5T_NATIVE_DOUBLE, &v) ? v : 0;
 }
 
 /* Only a regular file is opened: HDF5's open of a FIFO would block until

@@ -51,6 +51,7 @@ void qat__h5w_u8s(qat__h5w *w, hid_t loc, const char *name, const uint8_t *data,
 void qat__h5w_i64(qat__h5w *w, hid_t loc, const char *name, long long v);      /* attribute */
 void qat__h5w_i64s(qat__h5w *w, hid_t loc, const char *name, const long long *v, int n);
 void qat__h5w_f32(qat__h5w *w, hid_t loc, const char *name, float v);          /* attribute */
+void qat__h5w_f64(qat__h5w *w, hid_t loc, const char *name, double v);         /* attribute */
 void qat__h5w_str(qat__h5w *w, hid_t loc, const char *name, const char *v);    /* attribute */
 
 /* Runs write(w, user) into an HDF5 file built in memory, then writes its
@@ -100,8 +101,9 @@ bool qat__h5r_str(qat__h5r *r, hid_t loc, const char *name, char *buf, size_t le
 bool qat__h5r_i64s(qat__h5r *r, hid_t loc, const char *name, long long *v, int n, long long lo, long long hi);
 /* One integer in [lo, hi] (lo on failure). */
 long long qat__h5r_i64(qat__h5r *r, hid_t loc, const char *name, long long lo, long long hi);
-/* One float, any value: the caller checks it (0 on failure). */
+/* One float or double, any value: the caller checks it (0 on failure). */
 float qat__h5r_f32(qat__h5r *r, hid_t loc, const char *name);
+double qat__h5r_f64(qat__h5r *r, hid_t loc, const char *name);
 /* The element count of an attribute of class cls, at most max. */
 bool qat__h5r_attr_count(qat__h5r *r, hid_t loc, const char *name, H5T_class_t cls, int max, int *n);
 

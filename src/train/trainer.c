@@ -408,13 +408,24 @@ static qat_status run_epoch(qat_trainer *t, int epoch, int64_t start_s, bool *ea
     if (c->qat && !qat_model_prepared(t->m) && t->step == t->qat_step0) {
         if ((st = prepare(t)) != QAT_OK) return st;
         t->qat_start = t->step;
-        say(t, "fake quantization on: W%dA%d", c->qcfg.wbits, c->qcfg.abits);
+        int wlo = 99, whi = 0; /* a model file may set a layer's own width */
+        for (int i = 1; i < qat_model_n_layers(t->m); i++) {
+            qat_layer_kind k = qat_model_layer_kind(t->m, i);
+            const qat_prepare_config *lc = qat_model_qat_config(t->m, qat_model_layer_name(t->m, i));
+            if (!lc || (k != QAT_LAYER_LINEAR && k != QAT_LAYER_CONV2D)) continue;
+            wlo = lc->wbits < wlo ? lc->wbits : wlo, whi = lc->wbits > whi ? lc->wbits : whi;
+        }
+        if (whi == 0) wlo = whi = c->qcfg.wbits; /* no weighted layer */
+        if (wlo == whi) say(t, "fake quantization on: W%dA%d", wlo, c->qcfg.abits);
+        else say(t, "fake quantization on: A%d, weights of %d to %d bits (the model file sets some layers')", c->qcfg.abits,
+                 wlo, whi);
     }
     if (start_s == 0) qat_shuffle(t->perm, t->n, &t->ts.shuffle_rng);
     qat_model_train(t->m, true);
-    double t0 = now(), loss_sum = 0, p0;
+    /* a resumed epoch's mean loss counts the steps before the checkpoint too */
+    double t0 = now(), loss_sum = start_s > 0 ? t->ts.epoch_loss_sum : 0, p0;
     qat_pool_stats(qat_ctx_pool(t->ctx), &p0, NULL);
-    int64_t k = 0;
+    int64_t k = start_s > 0 ? t->ts.epoch_loss_steps : 0;
     bool partial = false;
     for (int64_t s = start_s; s < t->n; s += c->batch) {
         int64_t b = t->n - s < c->batch ? t->n - s : c->batch;
@@ -425,6 +436,7 @@ static qat_status run_epoch(qat_trainer *t, int epoch, int64_t start_s, bool *ea
             return qat_ctx_fail(t->ctx, QAT_ERR_STATE, "the loss diverged (%g) at step %lld; try a lower learning rate",
                                 loss, (long long)t->step);
         t->step++, k++, loss_sum += loss, t->samples_done += b;
+        t->ts.epoch_loss_sum = loss_sum, t->ts.epoch_loss_steps = k; /* what a checkpoint part way through keeps */
         if (c->save_every && t->step % c->save_every == 0) {
             t->ts.step = t->step, t->ts.epoch = epoch - 1;
             if ((st = save(t, c->out)) != QAT_OK) return st;
@@ -450,7 +462,7 @@ static qat_status run_epoch(qat_trainer *t, int epoch, int64_t start_s, bool *ea
     t->r.train_seconds += seconds;
     t->r.pool_share += p1 - p0; /* seconds, until qat_trainer_run divides */
     t->r.train_loss = loss_sum / (double)(k > 0 ? k : 1);
-    if (!partial) t->r.epochs_done = epoch;
+    if (!partial) t->r.epochs_done = epoch, t->ts.epoch_loss_sum = 0, t->ts.epoch_loss_steps = 0;
     if (t->r.interrupted) return QAT_OK; /* Ctrl-C: save and go, no evaluation */
     if (t->r.stopped) say(t, "stopped after step %lld (stop_after)", (long long)t->step);
     t->ts.step = t->step;

@@ -178,10 +178,7 @@ int cmd_export(int argc, char **argv) {
         else if (!strcmp(a, "--quantized")) { if (!(quantized = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--rounding")) { if (!(rounding_arg = cli_value(P, argc, argv, &i))) goto usage; }
         else if (!strcmp(a, "--json")) json = true;
-        else {
-            fprintf(stderr, "%s: unknown option \"%s\"\n", P, a);
-            goto usage;
-        }
+        else return cli_usage_fail(P, json, export_usage, "unknown option \"%s\"", a);
     }
     if (strcmp(cram, "fast") && strcmp(cram, "small"))
         return cli_usage_fail(P, json, export_usage, "--c-ram \"%s\": fast or small", cram);
@@ -313,7 +310,7 @@ fail:
 done:
     qat_ctx_free(ctx);
     return rc;
-usage:
-    fputs(export_usage, stderr);
+usage: /* cli_value said which option lacks its value */
+    if (json) cli_json_error("an option lacks its value", EXIT_USAGE);
     return EXIT_USAGE;
 }

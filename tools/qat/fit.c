@@ -27,6 +27,7 @@
 #include "train_options.h"
 
 #define PROG "qat"
+#define P "qat fit" /* usage errors */
 #define MAX_ARGS 256
 #define FRONT_CAP 64
 #define CYCLE_SAMPLES 4 /* calibration samples a build is timed on: the cycles move a little with the data */
@@ -159,24 +160,24 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
     bool qat = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-#define VAL() (v = cli_value(PROG, argc, argv, &i))
+#define VAL() (v = cli_value(P, argc, argv, &i))
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(fit_usage, stdout), -1;
         else if (!strcmp(a, "--flash")) {
             if (!VAL()) return EXIT_USAGE;
-            if (!parse_bytes(v, &o->flash)) return cli_usage_fail(PROG, false, fit_usage, "--flash \"%s\": bytes (e.g. 30000 or 64K)", v);
+            if (!parse_bytes(v, &o->flash)) return cli_usage_fail(P, false, fit_usage, "--flash \"%s\": bytes (e.g. 30000 or 64K)", v);
         } else if (!strcmp(a, "--ram")) {
             if (!VAL()) return EXIT_USAGE;
-            if (!parse_bytes(v, &o->ram)) return cli_usage_fail(PROG, false, fit_usage, "--ram \"%s\": bytes (e.g. 4096 or 20K)", v);
+            if (!parse_bytes(v, &o->ram)) return cli_usage_fail(P, false, fit_usage, "--ram \"%s\": bytes (e.g. 4096 or 20K)", v);
         } else if (!strcmp(a, "--cycles")) {
             if (!VAL()) return EXIT_USAGE;
             if (!parse_cycles(v, &o->cycles))
-                return cli_usage_fail(PROG, false, fit_usage, "--cycles \"%s\": a count of cycles (e.g. 1200000 or 1.2M)", v);
+                return cli_usage_fail(P, false, fit_usage, "--cycles \"%s\": a count of cycles (e.g. 1200000 or 1.2M)", v);
         } else if (!strcmp(a, "--cycle-margin")) {
             char *end;
             if (!VAL()) return EXIT_USAGE;
             o->cycle_margin = strtod(v, &end);
             if (end == v || *end || !(o->cycle_margin >= 0 && o->cycle_margin <= 50))
-                return cli_usage_fail(PROG, false, fit_usage, "--cycle-margin \"%s\": a percentage in 0..50", v);
+                return cli_usage_fail(P, false, fit_usage, "--cycle-margin \"%s\": a percentage in 0..50", v);
         } else if (!strcmp(a, "--qemu")) {
             if (!VAL()) return EXIT_USAGE;
             o->qemu = v;
@@ -185,7 +186,7 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
             o->plugin = v;
         } else if (!strcmp(a, "--bits")) {
             if (!VAL()) return EXIT_USAGE;
-            if (parse_bits(v, o)) return cli_usage_fail(PROG, false, fit_usage, "--bits \"%s\": up to %d widths in 2..8, "
+            if (parse_bits(v, o)) return cli_usage_fail(P, false, fit_usage, "--bits \"%s\": up to %d widths in 2..8, "
                                                         "ascending, separated by commas", v, QAT_FIT_MAX_CHOICES);
         } else if (!strcmp(a, "--out")) {
             if (!VAL()) return EXIT_USAGE;
@@ -201,58 +202,60 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
             o->core = v;
             if (cli_choice(v, fit_cores) < 0) {
                 char list[128];
-                return cli_usage_fail(PROG, false, fit_usage, "--core \"%s\": one of %s", v,
+                return cli_usage_fail(P, false, fit_usage, "--core \"%s\": one of %s", v,
                                       cli_choice_list(fit_cores, list, sizeof list));
             }
         } else if (!strcmp(a, "--cc")) {
             if (!VAL()) return EXIT_USAGE;
             o->cc = v;
         } else if (!strcmp(a, "--calib")) {
-            if (!VAL() || !cli_int(PROG, a, v, 1, 1L << 30, &o->calib)) return EXIT_USAGE;
+            if (!VAL() || !cli_int(P, a, v, 1, 1L << 30, &o->calib)) return EXIT_USAGE;
         } else if (!strcmp(a, "--ft-epochs")) {
-            if (!VAL() || !cli_int(PROG, a, v, 1, 1000, &o->ft_epochs)) return EXIT_USAGE;
+            if (!VAL() || !cli_int(P, a, v, 1, 1000, &o->ft_epochs)) return EXIT_USAGE;
         } else if (!strcmp(a, "--ft-lr")) {
-            if (!VAL() || !cli_float(PROG, a, v, 1e-7, 10, &o->ft_lr)) return EXIT_USAGE;
+            if (!VAL() || !cli_float(P, a, v, 1e-7, 10, &o->ft_lr)) return EXIT_USAGE;
         } else if (!strcmp(a, "--front")) {
-            if (!VAL() || !cli_int(PROG, a, v, 2, FRONT_CAP, &o->front)) return EXIT_USAGE;
+            if (!VAL() || !cli_int(P, a, v, 2, FRONT_CAP, &o->front)) return EXIT_USAGE;
         } else if (!strcmp(a, "--rounding")) {
             qat_rounding r;
             if (!VAL()) return EXIT_USAGE;
             if (!qat_rounding_parse(v, &r))
-                return cli_usage_fail(PROG, false, fit_usage, "--rounding \"%s\": double or single", v);
+                return cli_usage_fail(P, false, fit_usage, "--rounding \"%s\": double or single", v);
             o->rounding = v;
         } else if (!strcmp(a, "--no-link")) o->no_link = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if (cli_choice(a, refused) >= 0) {
-            return cli_usage_fail(PROG, false, fit_usage, "%s is not an option of qat fit (it runs the training "
+            return cli_usage_fail(P, false, fit_usage, "%s is not an option of qat fit (it runs the training "
                                   "itself: see the list at the end of qat fit --help)", a);
         } else {
-            if (o->n_rest >= MAX_ARGS - 16) return cli_usage_fail(PROG, false, fit_usage, "too many options");
+            if (o->n_rest >= MAX_ARGS - 16) return cli_usage_fail(P, false, fit_usage, "too many options");
             if (!strcmp(a, "--qat")) qat = true;
             o->rest[o->n_rest++] = argv[i];
         }
 #undef VAL
     }
     if (!qat) o->rest[o->n_rest++] = "--qat";
-    if (!o->flash) return cli_usage_fail(PROG, o->json, fit_usage, "--flash BYTES is required (the constants' budget)");
+    o->rest[0] = "fit"; /* the train options, checked before anything runs; errors name qat fit */
+    int rc = train_parse(o->n_rest, o->rest, &o->train);
+    o->rest[0] = "train";
+    if (rc < 0) return -1;
+    if (rc) return rc;
+    if (!o->flash) return cli_usage_fail(P, o->json, fit_usage, "--flash BYTES is required (the constants' budget)");
     if (o->cycles && strcmp(o->core, "cortex-m4"))
-        return cli_usage_fail(PROG, o->json, fit_usage, "--cycles: the cycle model is the Cortex-M4's; not with --core %s",
+        return cli_usage_fail(P, o->json, fit_usage, "--cycles: the cycle model is the Cortex-M4's; not with --core %s",
                               o->core);
     if (o->cycles && o->no_link)
-        return cli_usage_fail(PROG, o->json, fit_usage, "--cycles measures the build under qemu: not with --no-link");
+        return cli_usage_fail(P, o->json, fit_usage, "--cycles measures the build under qemu: not with --no-link");
     bool ident = strlen(o->name) <= QAT_CODEGEN_MAX_NAME && (isalpha((unsigned char)o->name[0]) || o->name[0] == '_');
     for (const char *c = o->name; ident && *c; c++) ident = isalnum((unsigned char)*c) || *c == '_';
     if (!ident) /* said now, not after the training */
-        return cli_usage_fail(PROG, o->json, fit_usage, "--name \"%s\": a C identifier of 1 to %d characters", o->name,
+        return cli_usage_fail(P, o->json, fit_usage, "--name \"%s\": a C identifier of 1 to %d characters", o->name,
                               QAT_CODEGEN_MAX_NAME);
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"))
-        return cli_fail(PROG, o->json, EXIT_USAGE, "qat fit runs in one process (not under mpirun)");
-    int rc = train_parse(o->n_rest, o->rest, &o->train); /* the train options, checked before anything runs */
-    if (rc < 0) return -1;
-    if (rc) return rc;
-    if (o->train.out) return cli_usage_fail(PROG, o->json, fit_usage, "--out is fit's folder; give it once");
+        return cli_fail(P, o->json, EXIT_USAGE, "qat fit runs in one process (not under mpirun)");
+    if (o->train.out) return cli_usage_fail(P, o->json, fit_usage, "--out is fit's folder; give it once");
     if (!o->ft_lr && o->train.lr / 10 < 1e-7)
-        return cli_usage_fail(PROG, o->json, fit_usage, "--lr %g: fine-tuning at a tenth of it is below 1e-7 (give "
+        return cli_usage_fail(P, o->json, fit_usage, "--lr %g: fine-tuning at a tenth of it is below 1e-7 (give "
                               "--ft-lr)", o->train.lr);
     return 0;
 }
@@ -322,10 +325,17 @@ static void on_measure(void *user, int done, int total) {
 }
 
 /* The model as trained, the data, the calibration split. */
+/* The data set, opened before any work (its errors are the command's first words). */
+static int open_data(fit_run *r) {
+    const fit_opts *o = r->o;
+    return data_arg_open(&o->train.data, PROG, o->train.seed, 0, r->ctx, &r->data) != QAT_OK ? fail(r) : 0;
+}
+
+/* The trained model from its checkpoint (a file that cannot be read or is damaged: status 1, as every command's). */
 static int load(fit_run *r) {
     const fit_opts *o = r->o;
-    if (qat_checkpoint_model(r->ctx, r->base, &r->m, NULL, 0) != QAT_OK) return fail(r);
-    if (data_arg_open(&o->train.data, PROG, o->train.seed, 0, r->ctx, &r->data) != QAT_OK) return fail(r);
+    if (!r->m && qat_checkpoint_model(r->ctx, r->base, &r->m, NULL, 0) != QAT_OK)
+        return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
     const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
     qat_task_kind k = !o->train.task ? (ti->target == QAT_TARGET_CLASS ? QAT_TASK_CLASSIFY
                                         : ti->target == QAT_TARGET_VALUES ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER)
@@ -602,25 +612,30 @@ static int fit(fit_run *r) {
     fit_opts *o = r->o;
     int rc;
     char why[600];
-    if ((rc = check_out_dir(o))) return rc;
+    /* what can be refused is refused before the folder is made or anything trains */
     if (!o->no_link && !fit_toolchain_found(o->cc, why, sizeof why))
         return cli_fail(PROG, o->json, 1, "%s; or give --no-link to stop after the export", why);
     r->cycles_target = o->cycles ? (int64_t)((double)o->cycles * (1.0 - o->cycle_margin / 100.0)) : 0;
     if (o->cycles && !fit_cycle_tools_found(&(fit_cycle_tools){o->cc, o->qemu, o->plugin}, why, sizeof why))
         return cli_fail(PROG, o->json, 1, "--cycles: %s", why);
+    if ((rc = open_data(r))) return rc;
+    if (o->checkpoint) {
+        snprintf(r->base, sizeof r->base, "%s", o->checkpoint);
+        if ((rc = load(r))) return rc;
+    }
+    if ((rc = check_out_dir(o))) return rc;
     path_in(r->qnet, sizeof r->qnet, o->out, "fit.qnet");
     path_in(r->ckpt, sizeof r->ckpt, o->out, "fit.ckpt.h5");
     path_in(r->qfile, sizeof r->qfile, o->out, "fit.qat.h5");
     path_in(r->cdir, sizeof r->cdir, o->out, "c");
     /* 1. the model trained with fake quantization */
-    if (o->checkpoint) snprintf(r->base, sizeof r->base, "%s", o->checkpoint);
-    else {
+    if (!o->checkpoint) {
         path_in(r->base, sizeof r->base, o->out, "trained.ckpt.h5");
         fprintf(stderr, "%s: fit 1/5: training %s\n", PROG, r->base);
         const char *extra[] = {"--out", r->base};
-        if ((rc = train_with(r, extra, 2, false))) return rc;
+        if ((rc = train_with(r, extra, 2, false)) || (rc = load(r))) return rc;
     }
-    if ((rc = load(r)) || (rc = ft_lr_of(r))) return rc;
+    if ((rc = ft_lr_of(r))) return rc;
     /* 2. each layer alone at each width */
     fprintf(stderr, "%s: fit 2/5: measuring each layer at %d widths\n", PROG, o->n_bits);
     int count = 0; /* an upper bound of the fitted layers (those the model file sets are skipped) */
@@ -734,10 +749,11 @@ static int fit(fit_run *r) {
         bool flash_ok = b.constants <= o->flash, ram_ok = !o->ram || b.ram + b.stack <= o->ram;
         fits = flash_ok && ram_ok;
         fprintf(stderr, "%s: the linked binary (%s/%s.elf): constants %lld B (--flash %lld: %s), code %lld B, RAM %lld B "
-                "= %lld writable + %lld stack%s (--ram %s%lld: %s)\n", PROG, r->cdir, o->name, (long long)b.constants,
+                "= %lld writable + %lld stack%s", PROG, r->cdir, o->name, (long long)b.constants,
                 (long long)o->flash, flash_ok ? "fits" : "OVER", (long long)b.code, (long long)(b.ram + b.stack),
-                (long long)b.ram, (long long)b.stack, b.stack_bounded ? "" : " (not bounded: dynamic frames or recursion)",
-                o->ram ? "" : "none ", (long long)o->ram, ram_ok ? "fits" : "OVER");
+                (long long)b.ram, (long long)b.stack, b.stack_bounded ? "" : " (not bounded: dynamic frames or recursion)");
+        if (o->ram) fprintf(stderr, " (--ram %lld: %s)\n", (long long)o->ram, ram_ok ? "fits" : "OVER");
+        else fprintf(stderr, " (no --ram budget)\n");
         if (!b.stack_bounded) fits = false;
         if (o->cycles) {
             char dir[4300];

@@ -8,14 +8,14 @@
 void progress_start(progress *p, const char *label, int64_t total) {
     p->label = label;
     p->total = total > 0 ? total : 1;
-    p->done = 0;
+    p->done = p->first = 0;
     p->start = p->last_print = cli_now();
     p->tty = isatty(2);
     p->last_decile = 0;
 }
 
 static void show(progress *p, const char *extra, bool final) {
-    double el = cli_now() - p->start, rate = el > 0 ? (double)p->done / el : 0;
+    double el = cli_now() - p->start, rate = el > 0 ? (double)(p->done - p->first) / el : 0;
     double eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
     double frac = (double)p->done / (double)p->total;
     if (p->tty) {
@@ -52,3 +52,5 @@ void progress_end(progress *p, const char *extra) {
     p->done = p->total;
     show(p, extra, true);
 }
+
+void progress_cut(progress *p) { show(p, NULL, true); }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -48,11 +49,14 @@ static void mute(int rank) {
 /* ---- signals ------------------------------------------------------------------------------
  * Ctrl-C (SIGINT) and SIGTERM ask the trainer to stop after the step it
  * is in: it writes --out and the command says how to resume. A second
- * signal ends the process at once. In an MPI job SIGTERM comes from the
+ * signal ends the process at once, unsaved, and says so; one that comes
+ * within a second of the first is taken as the same request (a terminal's
+ * Ctrl-C, or `timeout`, signals the process and its group alike). In an MPI job SIGTERM comes from the
  * runtime when another rank died: no collective can complete then, so
  * rank 0 says which checkpoint is the last complete one (saves are
  * atomic) and ends at once; the message is formatted after every save. */
 static volatile int stop_requested;
+static struct timespec stop_at; /* when it was requested */
 static volatile sig_atomic_t in_mpi_job;
 static char last_ckpt_msg[600];
 static volatile sig_atomic_t last_ckpt_len;
@@ -66,8 +70,17 @@ static void on_signal(int sig) {
         (void)w;
         _exit(128 + sig);
     }
-    if (stop_requested) _exit(128 + sig); /* the second one */
-    stop_requested = 1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe (POSIX) */
+    if (stop_requested) { /* the second one */
+        double since = (double)(now.tv_sec - stop_at.tv_sec) + 1e-9 * (double)(now.tv_nsec - stop_at.tv_nsec);
+        if (since < 1.0) return; /* the same request, delivered twice */
+        static const char quit[] = "\nqat: quitting at once: nothing saved since the last checkpoint\n";
+        ssize_t w = write(2, quit, sizeof quit - 1);
+        (void)w;
+        _exit(128 + sig);
+    }
+    stop_requested = 1, stop_at = now;
     static const char msg[] = "\nqat: stopping after this step (again to quit at once)\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
@@ -185,7 +198,7 @@ static qat_task_kind task_of(const run *r) {
 
 static void on_message(void *user, const char *line) {
     run *r = user;
-    if (r->bar_on) progress_end(&r->bar, NULL), r->bar_on = false;
+    if (r->bar_on) progress_cut(&r->bar), r->bar_on = false; /* where it got to: a stop part way says so */
     fprintf(stderr, "%s: %s\n", PROG, line);
 }
 
@@ -195,7 +208,9 @@ static void on_step(void *user, const qat_train_progress *p, qat_model *m) {
         static char label[64];
         snprintf(label, sizeof label, "epoch %d/%d", p->epoch, p->epochs);
         progress_start(&r->bar, label, p->epoch_samples);
-        r->bar.done = p->epoch_done - p->batch; /* a resumed epoch starts part way */
+        /* the clock starts after this step: its samples, and a resumed epoch's earlier ones, are not in the rate */
+        r->bar.done = p->epoch_done - p->batch, r->bar.first = p->epoch_done;
+        r->bar.last_decile = (int)(10 * r->bar.done / r->bar.total);
         r->bar_on = true, r->bar_epoch = p->epoch;
     }
     char extra[64];

@@ -140,7 +140,7 @@ static int usage_error(const train_opts *o, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return cli_fail(P, o->json, EXIT_USAGE, "%s (qat train --help lists the options)", msg);
+    return cli_fail(o->prog, o->json, EXIT_USAGE, "%s (%s --help lists the options)", msg, o->prog);
 }
 
 /* The option loop; -1 after --help, EXIT_USAGE (reported) on an option
@@ -150,8 +150,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         const char *a = argv[i], *v = NULL;
         bool ok = true, quant = false;
         int lim;
-#define VAL() (v = cli_value(P, argc, argv, &i))
-        int d = data_arg_parse(&o->data, P, argc, argv, &i);
+#define VAL() (v = cli_value(o->prog, argc, argv, &i))
+        int d = data_arg_parse(&o->data, o->prog, argc, argv, &i);
         if (d) ok = d > 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             train_usage(stdout);
@@ -165,20 +165,20 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         } else if (!strcmp(a, "--optimizer")) ok = VAL() && (o->optimizer = v);
         else if (!strcmp(a, "--schedule")) ok = VAL() && (o->schedule = v);
         else if (!strcmp(a, "--task")) ok = VAL() && (o->task = v);
-        else if (!strcmp(a, "--epochs")) ok = VAL() && cli_int(P, a, v, 1, 1000, &o->epochs);
-        else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(P, a, v, 1, 1 << 20, &o->batch);
-        else if (!strcmp(a, "--seed")) ok = VAL() && cli_int(P, a, v, 0, 2147483647L, &o->seed);
-        else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(P, a, v, 1, 256, &o->threads);
-        else if (!strcmp(a, "--limit-train")) ok = VAL() && cli_int(P, a, v, 1, 2147483647L, &o->limit_train);
-        else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(P, a, v, 1, 2147483647L, &o->limit_test);
-        else if (!strcmp(a, "--warmup")) ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->warmup);
-        else if (!strcmp(a, "--topk")) ok = VAL() && cli_int(P, a, v, 0, 1000, &o->topk);
-        else if (!strcmp(a, "--lr")) ok = VAL() && cli_float(P, a, v, 1e-7, 10, &o->lr) && (o->lr_set = true);
-        else if (!strcmp(a, "--momentum")) ok = VAL() && cli_float(P, a, v, 0, 1, &o->momentum);
+        else if (!strcmp(a, "--epochs")) ok = VAL() && cli_int(o->prog, a, v, 1, 1000, &o->epochs);
+        else if (!strcmp(a, "--batch")) ok = VAL() && cli_int(o->prog, a, v, 1, 1 << 20, &o->batch);
+        else if (!strcmp(a, "--seed")) ok = VAL() && cli_int(o->prog, a, v, 0, 2147483647L, &o->seed);
+        else if (!strcmp(a, "--threads")) ok = VAL() && cli_int(o->prog, a, v, 1, 256, &o->threads);
+        else if (!strcmp(a, "--limit-train")) ok = VAL() && cli_int(o->prog, a, v, 1, 2147483647L, &o->limit_train);
+        else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(o->prog, a, v, 1, 2147483647L, &o->limit_test);
+        else if (!strcmp(a, "--warmup")) ok = VAL() && cli_int(o->prog, a, v, 0, 100000000L, &o->warmup);
+        else if (!strcmp(a, "--topk")) ok = VAL() && cli_int(o->prog, a, v, 0, 1000, &o->topk);
+        else if (!strcmp(a, "--lr")) ok = VAL() && cli_float(o->prog, a, v, 1e-7, 10, &o->lr) && (o->lr_set = true);
+        else if (!strcmp(a, "--momentum")) ok = VAL() && cli_float(o->prog, a, v, 0, 1, &o->momentum);
         else if (!strcmp(a, "--weight-decay"))
-            ok = VAL() && cli_float(P, a, v, 0, 1, &o->weight_decay) && (o->wd_set = true);
-        else if (!strcmp(a, "--clip")) ok = VAL() && cli_float(P, a, v, 1e-6, 1e6, &o->clip);
-        else if (!strcmp(a, "--label-smoothing")) ok = VAL() && cli_float(P, a, v, 0, 0.999, &o->label_smoothing);
+            ok = VAL() && cli_float(o->prog, a, v, 0, 1, &o->weight_decay) && (o->wd_set = true);
+        else if (!strcmp(a, "--clip")) ok = VAL() && cli_float(o->prog, a, v, 1e-6, 1e6, &o->clip);
+        else if (!strcmp(a, "--label-smoothing")) ok = VAL() && cli_float(o->prog, a, v, 0, 0.999, &o->label_smoothing);
         else if (!strcmp(a, "--class-weights")) ok = VAL() && (o->class_weights = v);
         else if (!strcmp(a, "--normalize")) ok = VAL() && (o->normalize = v);
         else if (!strcmp(a, "--nesterov")) o->nesterov = true;
@@ -188,37 +188,37 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--out")) ok = VAL() && (o->out = v);
         else if (!strcmp(a, "--best-out")) ok = VAL() && (o->best_out = v);
         else if (!strcmp(a, "--metric")) ok = VAL() && (o->metric = v);
-        else if (!strcmp(a, "--early-stop")) ok = VAL() && cli_int(P, a, v, 1, 100000, &o->patience);
+        else if (!strcmp(a, "--early-stop")) ok = VAL() && cli_int(o->prog, a, v, 1, 100000, &o->patience);
         else if (!strcmp(a, "--resume")) ok = VAL() && (o->resume = v);
         else if (!strcmp(a, "--init")) ok = VAL() && (o->init = v);
-        else if (!strcmp(a, "--stop-after")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->stop_after);
-        else if (!strcmp(a, "--save-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->save_every);
-        else if (!strcmp(a, "--aug-crop")) ok = VAL() && cli_int(P, a, v, 0, QAT_AUGMENT_MAX_PAD, &o->aug_crop);
-        else if (!strcmp(a, "--aug-shift")) ok = VAL() && cli_int(P, a, v, 0, 100000, &o->aug_shift);
-        else if (!strcmp(a, "--aug-noise")) ok = VAL() && cli_float(P, a, v, 0, 1e6, &o->aug_noise);
+        else if (!strcmp(a, "--stop-after")) ok = VAL() && cli_int(o->prog, a, v, 1, 100000000L, &o->stop_after);
+        else if (!strcmp(a, "--save-every")) ok = VAL() && cli_int(o->prog, a, v, 1, 100000000L, &o->save_every);
+        else if (!strcmp(a, "--aug-crop")) ok = VAL() && cli_int(o->prog, a, v, 0, QAT_AUGMENT_MAX_PAD, &o->aug_crop);
+        else if (!strcmp(a, "--aug-shift")) ok = VAL() && cli_int(o->prog, a, v, 0, 100000, &o->aug_shift);
+        else if (!strcmp(a, "--aug-noise")) ok = VAL() && cli_float(o->prog, a, v, 0, 1e6, &o->aug_noise);
         else if (!strcmp(a, "--aug-flip")) o->aug_flip = true;
-        else if (!strcmp(a, "--freeze-bn")) ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_bn), quant = true;
-        else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->wbits), quant = true;
-        else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->abits), quant = true;
-        else if (!strcmp(a, "--io-bits")) ok = VAL() && cli_int(P, a, v, 2, 16, &o->io_bits), quant = true;
+        else if (!strcmp(a, "--freeze-bn")) ok = VAL() && cli_int(o->prog, a, v, 0, 100000000L, &o->freeze_bn), quant = true;
+        else if (!strcmp(a, "--wbits")) ok = VAL() && cli_int(o->prog, a, v, 2, 16, &o->wbits), quant = true;
+        else if (!strcmp(a, "--abits")) ok = VAL() && cli_int(o->prog, a, v, 2, 16, &o->abits), quant = true;
+        else if (!strcmp(a, "--io-bits")) ok = VAL() && cli_int(o->prog, a, v, 2, 16, &o->io_bits), quant = true;
         else if (!strcmp(a, "--window"))
-            ok = VAL() && cli_int(P, a, v, 1, QAT_OBS_MAX_WINDOW, &o->window), quant = true;
+            ok = VAL() && cli_int(o->prog, a, v, 1, QAT_OBS_MAX_WINDOW, &o->window), quant = true;
         else if (!strcmp(a, "--float-epochs"))
-            ok = VAL() && cli_int(P, a, v, 0, 1000, &o->float_epochs), quant = true;
+            ok = VAL() && cli_int(o->prog, a, v, 0, 1000, &o->float_epochs), quant = true;
         else if (!strcmp(a, "--qat-warmup"))
-            ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->qat_warmup), quant = true;
+            ok = VAL() && cli_int(o->prog, a, v, 0, 100000000L, &o->qat_warmup), quant = true;
         else if (!strcmp(a, "--freeze-observers"))
-            ok = VAL() && cli_int(P, a, v, 0, 100000000L, &o->freeze_observers), quant = true;
+            ok = VAL() && cli_int(o->prog, a, v, 0, 100000000L, &o->freeze_observers), quant = true;
         else if (!strcmp(a, "--granularity")) ok = VAL() && (o->granularity = v), quant = true;
         else if (!strcmp(a, "--block-scales")) ok = VAL() && (o->block_scales = v), quant = true;
         else if (!strcmp(a, "--observer")) ok = VAL() && (o->observer = v), quant = true;
         else if (!strcmp(a, "--target")) ok = VAL() && (o->target = v), quant = ok && strcmp(v, "default");
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--log")) ok = VAL() && (o->log = v);
-        else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(P, a, v, 1, 100000000L, &o->log_every);
+        else if (!strcmp(a, "--log-every")) ok = VAL() && cli_int(o->prog, a, v, 1, 100000000L, &o->log_every);
         else if (!strcmp(a, "--rank-checkpoints")) o->rank_checkpoints = true;
-        else if (!strcmp(a, "--mpi-timeout")) ok = VAL() && cli_float(P, a, v, 0, 1e6, &o->mpi_timeout);
-        else if ((lim = cli_limit_option(P, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
+        else if (!strcmp(a, "--mpi-timeout")) ok = VAL() && cli_float(o->prog, a, v, 0, 1e6, &o->mpi_timeout);
+        else if ((lim = cli_limit_option(o->prog, argc, argv, &i, &o->limits)) != 0) ok = lim > 0;
         else return usage_error(o, "unknown option \"%s\"", a);
 #undef VAL
         if (quant && !o->quant_option) o->quant_option = true;
@@ -346,6 +346,7 @@ int train_parse(int argc, char **argv, train_opts *o) {
                       .batch = 64, .seed = 1, .threads = 1, .momentum = 0.9, .wbits = 8, .abits = 8, .io_bits = 8,
                       .window = 16, .granularity = "channel", .observer = "ema", .target = "default",
                       .freeze_observers = -1, .freeze_bn = -1, .log_every = 10, .topk = 5, .mpi_timeout = DIST_TIMEOUT_S};
+    o->prog = argc > 0 && !strcmp(argv[0], "fit") ? "qat fit" : P; /* qat fit passes on what is not its own */
     int rc = parse_args(argc, argv, o);
     if (rc) return rc;
     if (!o->model) o->model = "lenet";

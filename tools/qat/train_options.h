@@ -14,6 +14,7 @@
     "--limit-test, --log, --log-every"
 
 typedef struct {
+    const char *prog; /* "qat train", or "qat fit" when fit's options are passed on (argv[0] "fit") */
     const char *model, *optimizer, *schedule, *task;
     data_arg data;
     long epochs, batch, seed, threads, limit_train, limit_test, warmup, topk;
