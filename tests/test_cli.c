@@ -134,6 +134,10 @@ static void test_bad_input(void) {
     snprintf(args, sizeof args, "train --data '%s' --resume /nonexistent.h5 --limit-train 64", data);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent.h5: cannot open"));
+    CU_ASSERT_PTR_NULL(strstr(err, "qat: data")); /* said before the data set is opened: one line */
+    snprintf(args, sizeof args, "eval --model m.qat.h5 --data '%s' --predictions /nonexistent-dir/p.txt", data);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1); /* an output path: checked before the model is read */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--predictions /nonexistent-dir/p.txt: cannot open"));
 }
 
 /* Every enumerated option's error names the values it allows. */

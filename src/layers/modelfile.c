@@ -75,11 +75,30 @@ const char *qat__qnet_get(parser *p, const char *key) {
     return NULL;
 }
 
+qat_status qat__qnet_need(parser *p, const char *v, const char *kind, const char *name, const char *want) {
+    return v ? fail(p, "%s %s: %s, not \"%s\"", kind, name, want, v) : fail(p, "%s %s: %s is required", kind, name, want);
+}
+
 qat_status qat__qnet_added(parser *p, int id) { return id < 0 ? qat_ctx_status(p->m->ctx) : QAT_OK; }
 
 static qat_status leftovers(parser *p, const char *kind, const char *known) {
     for (int i = 0; i < p->n_fields; i++)
         if (!p->used[i]) return fail(p, "%s: unknown key \"%s\" (%s)", kind, p->key[i], known[0] ? known : "it takes none");
+    return QAT_OK;
+}
+
+/* Every key of the line is one of known ("a, b, c"), checked before the
+ * kind reads any: a misspelt key is named as such, not as a missing one.
+ * The precision keys have their own messages (precision_keys). */
+static qat_status unknown_keys(parser *p, const char *kind, const char *known) {
+    for (int i = 0; i < p->n_fields; i++) {
+        size_t n = strlen(p->key[i]);
+        if (!strcmp(p->key[i], "wbits") || !strcmp(p->key[i], "abits") || !strcmp(p->key[i], "granularity")) continue;
+        bool found = false;
+        for (const char *at = known; !found && (at = strstr(at, p->key[i])); at += n)
+            found = (at == known || at[-1] == ' ') && (at[n] == ',' || at[n] == '\0');
+        if (!found) return fail(p, "%s: unknown key \"%s\" (%s)", kind, p->key[i], known[0] ? known : "it takes none");
+    }
     return QAT_OK;
 }
 
@@ -207,6 +226,9 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
     if (op->min_inputs == op->max_inputs && n != op->min_inputs)
         return fail(p, "%s %s: takes %d input%s, has %d", tok[0], name, op->min_inputs, op->min_inputs > 1 ? "s" : "", n);
     p->kind = kind;
+    char keys[256];
+    keys_of(op, keys, sizeof keys);
+    if ((st = unknown_keys(p, tok[0], keys)) != QAT_OK) return st; /* a misspelt key before a missing one */
     st = op->parse ? op->parse(p, name, n, ids) : attributes(p, op, name, n, ids);
     if (st != QAT_OK) {
         if (qat_ctx_status(m->ctx) != QAT_OK && !strstr(qat_ctx_error(m->ctx), p->origin))
@@ -214,8 +236,7 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
         return st;
     }
     if ((st = precision_keys(p, tok[0], name, m->n_layers - 1)) != QAT_OK) return st;
-    char keys[256];
-    if ((st = leftovers(p, tok[0], keys_of(op, keys, sizeof keys))) != QAT_OK) return st;
+    if ((st = leftovers(p, tok[0], keys)) != QAT_OK) return st;
     return shape_of(p, m->n_layers - 1);
 }
 

@@ -170,6 +170,9 @@ qat_status qat__qnet_fail(qat__qnet *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* A required key of layer `name` (of kind `kind`) absent (v NULL) or
+ * unreadable: "KIND NAME: WANT is required", or "KIND NAME: WANT, not \"v\"". */
+qat_status qat__qnet_need(qat__qnet *p, const char *v, const char *kind, const char *name, const char *want);
 /* A whole number in [lo, hi]; a real in [lo, hi]; "5" or "10x4" (two
  * whole numbers in [lo, hi], heights first). */
 bool qat__qnet_int(const char *text, long lo, long hi, long *out);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 bool cli_parse_long(const char *text, long lo, long hi, long *out) {
@@ -72,6 +73,23 @@ void cli_json_str(const char *s) {
         else putchar(*p);
     }
     putchar('"');
+}
+
+int cli_check_output(const char *prog, bool json, const char *opt, const char *path) {
+    if (!path) return 0;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return cli_fail(prog, json, 1, "%s %s is a directory (give a file name)", opt, path);
+    if (stat(dir, &st) != 0)
+        return cli_fail(prog, json, 1, "%s %s: cannot open: %s (no folder %s)", opt, path, strerror(errno), dir);
+    if (access(dir, W_OK) != 0)
+        return cli_fail(prog, json, 1, "%s %s: cannot open: %s (the folder %s)", opt, path, strerror(errno), dir);
+    return 0;
 }
 
 bool cli_same_file(const char *a, const char *b) {

@@ -39,6 +39,10 @@ int cli_status_of(qat_status st);
  * and inode: a link, "./x")? An output that is one of the command's own
  * inputs would destroy it. */
 bool cli_same_file(const char *a, const char *b);
+/* A path for an output (of option opt; NULL: none): its folder exists and
+ * can be written, and it is not a folder itself. Checked before long work:
+ * 0, or 1 (reported). */
+int cli_check_output(const char *prog, bool json, const char *opt, const char *path);
 /* Prints {"error": message, "status": status} and a newline on stdout. */
 void cli_json_error(const char *message, int status);
 

@@ -301,6 +301,9 @@ int cmd_eval(int argc, char **argv) {
                             outs[i][0], outs[i][1]);
     if (cli_same_file(o->predictions, o->outputs))
         return cli_fail(P, o->json, EXIT_USAGE, "--predictions and --outputs name the same file %s", o->outputs);
+    if ((rc = cli_check_output(PROG, o->json, "--predictions", o->predictions)) ||
+        (rc = cli_check_output(PROG, o->json, "--outputs", o->outputs)))
+        return rc; /* before the evaluation, not after it */
     qat_set_threads(1); /* the pool splits the work: OpenBLAS's own threads would multiply it */
     if (engine_modes[mode] != QAT_ENGINE_INT || (o->compare && engine_modes[cmode] != QAT_ENGINE_INT)) cli_blas_note();
     qat_status pst;

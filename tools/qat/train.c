@@ -139,25 +139,6 @@ static int bad_input(const run *r) {
     return cli_fail(PROG, r->o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
 }
 
-/* A path for an output: its folder exists and can be written, and it is
- * not a folder itself. Checked before the training starts. */
-static int check_output(const run *r, const char *opt, const char *path) {
-    if (!path) return 0;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return cli_fail(PROG, r->o->json, 1, "%s %s is a directory (give a file name)", opt, path);
-    if (stat(dir, &st) != 0)
-        return cli_fail(PROG, r->o->json, 1, "%s %s: cannot open: %s (no folder %s)", opt, path, strerror(errno), dir);
-    if (access(dir, W_OK) != 0)
-        return cli_fail(PROG, r->o->json, 1, "%s %s: cannot open: %s (the folder %s)", opt, path, strerror(errno), dir);
-    return 0;
-}
-
 /* --model: a built-in name, or a model file (a path: it has a '/' or ends in .qnet). */
 static qat_status make_model(run *r) {
     const char *name = r->o->model;
@@ -366,9 +347,14 @@ static void configure(run *r, qat_train_config *c) {
 static int train(run *r) {
     const train_opts *o = r->o;
     int rc;
-    if ((rc = check_output(r, "--out", o->out)) || (rc = check_output(r, "--best-out", o->best_out)) ||
-        (rc = check_output(r, "--log", o->log)))
+    if ((rc = cli_check_output(PROG, o->json, "--out", o->out)) ||
+        (rc = cli_check_output(PROG, o->json, "--best-out", o->best_out)) ||
+        (rc = cli_check_output(PROG, o->json, "--log", o->log)))
         return rc;
+    const char *ins[2][2] = {{"--resume", o->resume}, {"--init", o->init}}; /* missing ones: said before any work */
+    for (int i = 0; i < 2; i++)
+        if (ins[i][1] && access(ins[i][1], R_OK) != 0)
+            return cli_fail(PROG, o->json, 1, "%s %s: cannot open: %s", ins[i][0], ins[i][1], strerror(errno));
     /* an output over one of the run's inputs, or over another output, would destroy it */
     const char *outs[3][2] = {{"--out", o->out}, {"--best-out", o->best_out}, {"--log", o->log}};
     for (int i = 0; i < 3; i++) {

@@ -37,9 +37,9 @@ static qat_status parse(qat__qnet *p, const char *name, int n, const int *ids) {
     int x = ids[0];
     qat_conv2d_spec s = {.stride_h = 1, .stride_w = 1, .groups = 1, .bias = true};
     if (!(v = qat__qnet_get(p, "out")) || !qat__qnet_int(v, 1, 1 << 20, &out))
-        return qat__qnet_fail(p, "conv2d %s: out=N (channels) is required", name);
+        return qat__qnet_need(p, v, "conv2d", name, "out=N (channels, 1..1048576)");
     if (!(v = qat__qnet_get(p, "kernel")) || !qat__qnet_pair(v, 1, 64, &s.kh, &s.kw))
-        return qat__qnet_fail(p, "conv2d %s: kernel=K or kernel=KHxKW (1..64) is required", name);
+        return qat__qnet_need(p, v, "conv2d", name, "kernel=K or kernel=KHxKW (1..64)");
     if ((v = qat__qnet_get(p, "stride")) && !qat__qnet_pair(v, 1, 64, &s.stride_h, &s.stride_w))
         return qat__qnet_fail(p, "conv2d %s: stride=S or SHxSW (1..64)", name);
     if ((v = qat__qnet_get(p, "pad")) && !qat__qnet_pair(v, 0, 64, &s.pad_h, &s.pad_w))

@@ -24,7 +24,7 @@ static qat_status parse(qat__qnet *p, const char *name, int n, const int *ids) {
     bool bias = true;
     int x = ids[0];
     if (!(v = qat__qnet_get(p, "out")) || !qat__qnet_int(v, 1, 1 << 24, &out))
-        return qat__qnet_fail(p, "linear %s: out=N (features) is required", name);
+        return qat__qnet_need(p, v, "linear", name, "out=N (features, 1..16777216)");
     if ((v = qat__qnet_get(p, "bias")) && strcmp(v, "true") && strcmp(v, "false"))
         return qat__qnet_fail(p, "linear %s: bias=true|false", name);
     if (v) bias = !strcmp(v, "true");

@@ -22,7 +22,7 @@ qat_status qat__pool_parse(qat__qnet *p, const char *name, int n, const int *in)
     const char *v, *k = qat_layer_kind_str(p->kind);
     qat_pool2d_spec s = {0};
     if (!(v = qat__qnet_get(p, "kernel")) || !qat__qnet_pair(v, 1, 64, &s.kh, &s.kw))
-        return qat__qnet_fail(p, "%s %s: kernel=K or KHxKW (1..64) is required", k, name);
+        return qat__qnet_need(p, v, k, name, "kernel=K or KHxKW (1..64)");
     if ((v = qat__qnet_get(p, "stride")) && !qat__qnet_pair(v, 1, 64, &s.stride_h, &s.stride_w))
         return qat__qnet_fail(p, "%s %s: stride=S or SHxSW (1..64)", k, name);
     if ((v = qat__qnet_get(p, "pad")) && !qat__qnet_pair(v, 0, 32, &s.pad_h, &s.pad_w))
