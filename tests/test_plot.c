@@ -59,7 +59,8 @@ static void test_plot_draws_three_pngs(void) {
 }
 
 /* A float run has no points: no ranges.png; a log with no epoch row yet
- * (a run still in its first epoch) has no accuracy.png. */
+ * (a run still in its first epoch), or whose epoch rows have no accuracy
+ * (a regression or autoencoder run), has no accuracy.png. */
 static void test_plot_draws_what_the_log_has(void) {
     if (!have_gnuplot()) QAT_TEST_SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
     char args[2048], err[8192], log[300], pics[300], cmd[1024];
@@ -81,6 +82,15 @@ static void test_plot_draws_what_the_log_has(void) {
     CU_ASSERT(png_size(pics, "loss.png") > 0);
     CU_ASSERT_EQUAL(png_size(pics, "accuracy.png"), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "no epoch rows yet: no accuracy.png"));
+    /* epoch rows without accuracies: gnuplot would find no point to draw */
+    snprintf(cmd, sizeof cmd, "awk -F, -v OFS=, '$1 == \"epoch\" { $9 = \"\"; $10 = \"\"; $11 = \"\" } 1' '%s' > '%s.noacc' "
+             "&& rm -rf '%s'", log, log, pics);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(args, sizeof args, "plot '%s.noacc' --out '%s'", log, pics);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    CU_ASSERT(png_size(pics, "loss.png") > 0);
+    CU_ASSERT_EQUAL(png_size(pics, "accuracy.png"), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no accuracy in the log (not a classification run): no accuracy.png"));
 }
 
 int main(int argc, char **argv) {

@@ -45,7 +45,12 @@ static const char *const analyze_usage =
  * sample's noise: 2 images in 1000). A low-bit QAT model is often *more*
  * accurate than its float weights (it was trained quantized): its noise
  * against float is large, but costs nothing. */
-static bool dropped(const qat_analysis_report *r) { return r->accuracy_float - r->accuracy_quant >= 0.002; }
+
+/* Accuracies are -1 where the data have no class labels (regression, autoencoders). */
+static bool labelled(const qat_analysis_report *r) { return r->accuracy_float >= 0; }
+static bool dropped(const qat_analysis_report *r) {
+    return labelled(r) && r->accuracy_float - r->accuracy_quant >= 0.002;
+}
 
 /* A point that clips 1 % of its values or more has a range too narrow
  * for its data: worth a hint whatever the accuracy says (a model trained
@@ -102,13 +107,16 @@ static void json_num(double x) {
     else printf("null"); /* an infinite SQNR: no noise at all */
 }
 
+/* An accuracy, null without class labels. */
+static void json_acc(double x) { x >= 0 ? json_num(x) : (void)printf("null"); }
+
 static void print_json(const char *ckpt, const qat_analysis_report *r, int output_layer, bool frozen) {
     printf("{\"checkpoint\": ");
     cli_json_str(ckpt);
     printf(", \"samples\": %lld, \"accuracy_float\": ", (long long)r->samples);
-    json_num(r->accuracy_float);
+    json_acc(r->accuracy_float);
     printf(", \"accuracy_fake_quant\": ");
-    json_num(r->accuracy_quant);
+    json_acc(r->accuracy_quant);
     printf(", \"logits_sqnr_db\": ");
     json_num(r->logits_sqnr_db);
     printf(", \"points\": [");
@@ -127,7 +135,7 @@ static void print_json(const char *ckpt, const qat_analysis_report *r, int outpu
                p->alone_share, p->alone_weights_share, p->alone_activation_share);
         json_num(p->alone_logits_sqnr_db);
         printf(", \"alone_accuracy\": ");
-        json_num(p->alone_accuracy);
+        json_acc(p->alone_accuracy);
         printf(", \"hint\": ");
         char h[512];
         if (stands_out(r, p)) hint(p, output_layer, frozen, h, sizeof h), cli_json_str(h);
@@ -139,8 +147,12 @@ static void print_json(const char *ckpt, const qat_analysis_report *r, int outpu
 
 static void print_table(const char *ckpt, const qat_analysis_report *r, int output_layer, bool frozen) {
     printf("%s: %lld test samples\n", ckpt, (long long)r->samples);
-    printf("accuracy: float %.2f %%, fake-quantized %.2f %%; logits SQNR %.1f dB (fake-quantized vs float)\n\n",
-           100 * r->accuracy_float, 100 * r->accuracy_quant, r->logits_sqnr_db);
+    if (labelled(r))
+        printf("accuracy: float %.2f %%, fake-quantized %.2f %%; logits SQNR %.1f dB (fake-quantized vs float)\n\n",
+               100 * r->accuracy_float, 100 * r->accuracy_quant, r->logits_sqnr_db);
+    else
+        printf("no class labels (not a classification set): outputs' SQNR %.1f dB (fake-quantized vs float)\n\n",
+               r->logits_sqnr_db);
     int w = 5, wa = 5;
     for (int i = 0; i < r->n_points; i++) {
         w = (int)strlen(r->points[i].name) > w ? (int)strlen(r->points[i].name) : w;
@@ -153,10 +165,12 @@ static void print_table(const char *ckpt, const qat_analysis_report *r, int outp
         char bits[16];
         if (p->wbits) snprintf(bits, sizeof bits, "W%dA%d", p->wbits, p->bits);
         else snprintf(bits, sizeof bits, "A%d", p->bits);
-        printf("%4d  %-*s  %-*s  %-6s %8.1f %7.1f  %6.2f %%  %11.1f %%  (%5.1f %% / %5.1f %%)     %6.2f %%\n", i + 1, w,
+        char acc[16];
+        if (p->alone_accuracy >= 0) snprintf(acc, sizeof acc, "%6.2f %%", 100 * p->alone_accuracy);
+        else snprintf(acc, sizeof acc, "%8s", "n/a");
+        printf("%4d  %-*s  %-*s  %-6s %8.1f %7.1f  %6.2f %%  %11.1f %%  (%5.1f %% / %5.1f %%)     %s\n", i + 1, w,
                p->name, wa, p->anchor_name, bits, p->sqnr_db, p->own_sqnr_db, 100 * (p->clipped_low + p->clipped_high),
-               100 * p->alone_share, 100 * p->alone_weights_share, 100 * p->alone_activation_share,
-               100 * p->alone_accuracy);
+               100 * p->alone_share, 100 * p->alone_weights_share, 100 * p->alone_activation_share, acc);
     }
     int hints = 0;
     for (int i = 0; i < r->n_points; i++) {
@@ -166,7 +180,10 @@ static void print_table(const char *ckpt, const qat_analysis_report *r, int outp
         printf("%shint: %s\n", hints++ ? "" : "\n", h);
     }
     if (hints) return;
-    if (!dropped(r))
+    if (!labelled(r))
+        printf("\nno class labels to count a drop: the ranking by output noise (alone: share) shows where quantization\n"
+               "costs most\n");
+    else if (!dropped(r))
         printf("\nno drop to explain: the fake-quantized model is within 0.2 points of its float weights here, or\n"
                "better; the ranking shows where the noise is\n");
     else

@@ -261,8 +261,10 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
                qat_task_kind_str(m.task), o->split, prefix, (long long)m.n);
         json_figures(&m, prefix);
         printf(", \"infer_samples_per_s\": %.1f, \"batch\": %ld, \"threads\": %ld, \"peak_rss_mib\": %.1f, "
-               "\"peak_activation_bytes\": %lld, \"openblas_coretype\": ",
-               rate, o->batch, o->threads, cli_peak_rss_mib(), (long long)peak);
+               "\"peak_activation_bytes\": ", rate, o->batch, o->threads, cli_peak_rss_mib());
+        if (peak >= 0) printf("%lld", (long long)peak);
+        else printf("null"); /* the int engine's plan only */
+        printf(", \"openblas_coretype\": ");
         cli_json_str(core ? core : "");
         printf(", \"blas_core\": ");
         cli_json_str(qat_blas_core());

@@ -206,11 +206,14 @@ int cmd_plot(int argc, char **argv) {
     size_t len = 0;
     FILE *s = open_memstream(&script, &len);
     if (!s) return metrics_log_free(&d), cli_fail("qat", json, 1, "out of memory");
-    bool epochs = false;
-    for (int r = 0; r < d.n_rows; r++) epochs |= d.is_epoch[r];
+    bool epochs = false, acc = false; /* acc: an epoch row with an accuracy (classification) */
+    for (int r = 0; r < d.n_rows; r++) {
+        epochs |= d.is_epoch[r];
+        for (int c = C_ACC_FLOAT; d.is_epoch[r] && c <= C_ACC_INT; c++) acc |= isfinite(*metrics_log_cell(&d, r, c));
+    }
     fprintf(s, "# drawn by qat plot from %s: gnuplot %s/plots.gp redraws the pictures\n", log, dir);
     loss_plot(s, &d, dir);
-    if (epochs) accuracy_plot(s, &d, dir);
+    if (acc) accuracy_plot(s, &d, dir);
     if (d.n_points) ranges_plot(s, &d, dir);
     fclose(s);
     snprintf(gp_path, sizeof gp_path, "%s/plots.gp", dir);
@@ -231,7 +234,7 @@ int cmd_plot(int argc, char **argv) {
         rc = cli_fail("qat", json, 1, "%s failed on the script (kept in %s)", gnuplot, gp_path);
         goto done;
     }
-    const char *files[] = {"loss.png", epochs ? "accuracy.png" : NULL, d.n_points ? "ranges.png" : NULL};
+    const char *files[] = {"loss.png", acc ? "accuracy.png" : NULL, d.n_points ? "ranges.png" : NULL};
     long sizes[3];
     for (int i = 0; i < 3; i++)
         if (files[i] && (sizes[i] = png_size(dir, files[i])) <= 0) {
@@ -246,6 +249,7 @@ int cmd_plot(int argc, char **argv) {
     }
     if (json) printf("]}\n");
     if (!epochs) fprintf(stderr, "qat: no epoch rows yet: no accuracy.png\n");
+    else if (!acc) fprintf(stderr, "qat: no accuracy in the log (not a classification run): no accuracy.png\n");
     if (!d.n_points) fprintf(stderr, "qat: a float run: no quantization points, no ranges.png\n");
 done:
     free(script);
