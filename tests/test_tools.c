@@ -7,8 +7,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include <hdf5.h>
 #include <hdf5_hl.h>
+#include <sys/stat.h>
 
 #include "cli_util.h"
+#include "qat/data.h"
 #include "qat/export.h"
 #include "qat/io.h"
 #include "test_util.h"
@@ -249,6 +251,53 @@ static void test_analyze_ranks_a_planted_point_first(void) {
     CU_ASSERT(strstr(out, "no point stands out") || strstr(out, "no drop to explain"));
 }
 
+/* A regression set (seeded: y a fixed linear map of x) has no class
+ * labels: analyze ranks the points by output noise, prints n/a for the
+ * accuracies (null in --json) and counts no drop. */
+static void test_analyze_without_labels(void) {
+    char dir[300], path[400], args[2048], err[8192], line[1 << 15], qnet[400];
+    static char out[1 << 16];
+    snprintf(dir, sizeof dir, "%s/reg", cli_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    qat_ctx *ctx = qat_ctx_new();
+    enum { N = 256, F = 8, T = 2 };
+    static float x[N][F], y[N][T];
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    for (int i = 0; i < N; i++) {
+        for (int f = 0; f < F; f++) x[i][f] = qat_rng_normal(&rng);
+        y[i][0] = x[i][0] - 0.5f * x[i][3], y[i][1] = 0.25f * x[i][5] + x[i][7];
+    }
+    const char *names[2][2] = {{"train_x.npy", "train_y.npy"}, {"test_x.npy", "test_y.npy"}};
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[s][0]);
+        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, F}, x), QAT_OK);
+        snprintf(path, sizeof path, "%s/%s", dir, names[s][1]);
+        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, T}, y), QAT_OK);
+    }
+    qat_ctx_free(ctx);
+    snprintf(qnet, sizeof qnet, "%s/reg.qnet", cli_dir);
+    FILE *f = fopen(qnet, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/reg.ckpt.h5", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --epochs 2 --out '%s'", dir, qnet, path);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --json", path, dir);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    cli_last_line(out, line, sizeof line);
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"accuracy_float\": null, \"accuracy_fake_quant\": null"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(line, "\"alone_accuracy\": null"));
+    CU_ASSERT_PTR_NULL(strstr(line, "-1"));
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s'", path, dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "no class labels (not a classification set)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "n/a"));
+    CU_ASSERT_PTR_NULL(strstr(out, "-100.00 %"));
+    CU_ASSERT_PTR_NULL(strstr(out, "no drop to explain"));
+}
+
 static void test_analyze_bad_input(void) {
     char args[1024], err[8192], out[8192], flt[300];
     CU_ASSERT_EQUAL(cli_run("analyze --help", NULL, 0, out, sizeof out), 0);
@@ -429,6 +478,7 @@ int main(int argc, char **argv) {
         {"summary: bad input", test_summary_bad_input},
         {"analyze: six ranked points with every figure, as JSON and as a table", test_analyze_json},
         {"analyze: a planted tiny range is ranked first, with a hint", test_analyze_ranks_a_planted_point_first},
+        {"analyze: data without class labels (regression): no accuracy, no drop", test_analyze_without_labels},
         {"analyze: bad input", test_analyze_bad_input},
         {"train --log: a row every N steps and per epoch", test_log_rows},
         {"train --log: a resume appends; another run's log is refused", test_log_resume_appends},
