@@ -390,7 +390,7 @@ static qat_status evaluate_epoch(qat_trainer *t, int epoch, double loss_avg, dou
             t->ts.step = t->step, t->ts.epoch = epoch - partial;
             st = save(t, c->best_out);
         }
-        *early = c->patience > 0 && t->ts.since_best >= c->patience;
+        *early = c->patience > 0 && t->ts.since_best >= c->patience && epoch < t->all_epochs; /* the last ends anyway */
     }
     qat_epoch_report rep = {.epoch = epoch, .step = t->step, .partial = partial, .train_loss = loss_avg,
                             .train_seconds = seconds, .has_val = t->va != NULL, .val = t->va ? &val : NULL,

@@ -224,8 +224,11 @@ static void on_epoch(void *user, const qat_epoch_report *e, qat_model *m) {
     if (r->bar_on) progress_end(&r->bar, NULL), r->bar_on = false;
     char a[96], b[96] = "";
     if (e->has_val) {
-        char v[80];
-        snprintf(b, sizeof b, ", val %s%s", figures(e->val, v, sizeof v), e->best ? " (best)" : "");
+        char v[80], by[48] = ""; /* a --metric the figures do not show: its value beside them */
+        const char *metric = r->o->metric;
+        if (metric && strcmp(metric, "accuracy") && strcmp(metric, "mse") && strcmp(metric, "auc"))
+            snprintf(by, sizeof by, ", %s %.4g", metric, qat_metrics_get(e->val, metric, NULL));
+        snprintf(b, sizeof b, ", val %s%s%s", figures(e->val, v, sizeof v), by, e->best ? " (best)" : "");
     }
     fprintf(stderr, "epoch %d%s: train loss %.4f%s, test %s\n", e->epoch, e->partial ? " (stopped part way)" : "",
             e->train_loss, b, figures(e->test, a, sizeof a));
