@@ -122,7 +122,7 @@ printf 'input shape=3,8,8\nconv2d c input out=4 kernel=3 pad=1\nrelu r c\nglobal
 "$bin" export --checkpoint "$work/hwc.ckpt.h5" --out "$work/hwc.qat.h5" 2>/dev/null
 "$bin" eval --model "$work/hwc.qat.h5" --data "$work/hwc" --channels-last >/dev/null 2>&1 || fail "eval --channels-last"
 rc=0; "$bin" eval --model "$work/hwc.qat.h5" --data "$work/hwc" >/dev/null 2>"$work/hwc.err" || rc=$?
-[ "$rc" = 2 ] && grep -q "the data's samples are \[8, 8, 3\], the model's input is \[3, 8, 8\].*channels_last" "$work/hwc.err" ||
+[ "$rc" = 2 ] && grep -q "the data's samples are \[8, 8, 3\], the model's input is \[3, 8, 8\].*--channels-last" "$work/hwc.err" ||
   fail "eval of a channels-last set without the flag: exit $rc, $(cat "$work/hwc.err")"
 echo "eval: a set in another layout is refused: $(grep -o "the data's samples.*" "$work/hwc.err" | cut -c1-80)"
 # a NaN in train does not stop the evaluation of test, which is read alone

@@ -26,7 +26,7 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
                             qat_dims_str(info->x_rank, info->x_shape, a, sizeof a), qat_dims_str(it->rank, it->shape, b, sizeof b),
                             info->x_rank == 3 && it->rank == 3 && info->x_shape[2] == it->shape[0]
-                                ? " (images stored [N, H, W, C]? read them channels-last: the tool's --channels-last)" : "");
+                                ? " (images stored [N, H, W, C]? read them channels-last: qat's --channels-last, the data options' channels_last)" : "");
     }
     if (task->kind == QAT_TASK_CLASSIFY && info->target == QAT_TARGET_CLASS && info->label_max >= K)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "

@@ -166,7 +166,7 @@ static qat_status check_config(qat_trainer *t) {
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
                             qat_dims_str(t->tr->x_rank, t->tr->x_shape, a, sizeof a),
                             qat_dims_str(t->in_rank, t->in_shape, b, sizeof b),
-                            hwc ? " (images stored [N, H, W, C]? read them channels-last: the tool's --channels-last)" : "");
+                            hwc ? " (images stored [N, H, W, C]? read them channels-last: qat's --channels-last, the data options' channels_last)" : "");
     }
     if ((c->best_out || c->patience > 0) && !t->va)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "choosing the best epoch (%s) needs a val split; the data set has none "
