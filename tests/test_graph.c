@@ -324,11 +324,11 @@ static void expect_file_error(const char *text, const char *phrase) {
 static void test_model_file_errors_name_line_and_field(void) {
     expect_file_error("conv2d c input out=4 kernel=3\n", "t.qnet:1: the first line must be \"input shape=...\"");
     /* a misspelt key is named, not taken for a missing one; a missing or unreadable required key says which */
-    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernl=3\n", "t.qnet:2: conv2d: unknown key \"kernl\"");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernl=3\n", "t.qnet:2: conv2d c: unknown key \"kernl\"");
     expect_file_error("input shape=1,8,8\nconv2d c input out=4\n", "t.qnet:2: conv2d c: kernel=K or kernel=KHxKW (1..64) is required");
     expect_file_error("input shape=1,8,8\nconv2d c input out=1O kernel=3\n", "t.qnet:2: conv2d c: out=N (channels, 1..1048576), not \"1O\"");
     expect_file_error("input shape=4\nlinear l input out=0\n", "t.qnet:2: linear l: out=N (features, 1..16777216), not \"0\"");
-    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 strid=2\n", "t.qnet:2: conv2d: unknown key \"strid\"");
+    expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3 strid=2\n", "t.qnet:2: conv2d c: unknown key \"strid\"");
     expect_file_error("input shape=1,8,8\nrelu r nothing\n", "t.qnet:2: input \"nothing\" is not a layer defined above");
     expect_file_error("input shape=1,8,8\nconv2d c input out=4 kernel=3\nlinear f c out=10\n",
                       "t.qnet:3: linear f: its input c is not a vector");

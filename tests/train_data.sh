@@ -53,7 +53,7 @@ long=(--model lenet --qat --epochs 2 --limit-train 12000 --limit-test 200 --seed
 pid=$!
 for _ in $(seq 100); do grep -q "epoch 1/2" "$work/int.err" 2>/dev/null && break; sleep 0.05; done
 sleep 0.3
-kill -INT "$pid"
+kill -INT "$pid"; kill -INT "$pid" # one Ctrl-C delivered twice (to the process and its group): still one request
 rc=0; wait "$pid" || rc=$?
 [ "$rc" = 130 ] || { cat "$work/int.err"; fail "SIGINT: exit $rc, want 130"; }
 grep -q "interrupted at step [0-9]*; wrote $work/int.ckpt.h5: continue with the same command and --resume" "$work/int.err" ||

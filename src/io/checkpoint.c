@@ -89,7 +89,7 @@ static void write_all(qat__h5w *w, qat_model *m, const qat_optim *opt, const qat
             qat__h5w_f32(w, g, "best_value", ts->best_value);
             qat__h5w_i64(w, g, "since_best", ts->since_best);
         }
-        if (ts && ts->epoch_loss_steps > 0) { /* part way through an epoch: its mean loss goes on after a resume */
+        if (ts && ts->epoch_loss_steps > 0 && isfinite(ts->epoch_loss_sum)) { /* a resume inside the epoch goes on from it */
             qat__h5w_f64(w, g, "epoch_loss_sum", ts->epoch_loss_sum);
             qat__h5w_i64(w, g, "epoch_loss_steps", ts->epoch_loss_steps);
         }
@@ -292,6 +292,9 @@ static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt,
             got.epoch_loss_sum = qat__h5r_f64(r, g, "epoch_loss_sum");
             if (r->ok && !isfinite(got.epoch_loss_sum))
                 qat__h5r_fail(r, QAT_ERR_FORMAT, "state/epoch_loss_sum is not finite");
+            if (r->ok && got.epoch_loss_steps > got.step)
+                qat__h5r_fail(r, QAT_ERR_FORMAT, "state/epoch_loss_steps (%lld) exceeds the steps taken (%lld)",
+                              (long long)got.epoch_loss_steps, (long long)got.step);
         }
         get_order(r, g, &got);
         if (r->ok) *ts = got;

@@ -226,9 +226,10 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
     if (op->min_inputs == op->max_inputs && n != op->min_inputs)
         return fail(p, "%s %s: takes %d input%s, has %d", tok[0], name, op->min_inputs, op->min_inputs > 1 ? "s" : "", n);
     p->kind = kind;
-    char keys[256];
+    char keys[256], head[2 * MAX_LINE];
     keys_of(op, keys, sizeof keys);
-    if ((st = unknown_keys(p, tok[0], keys)) != QAT_OK) return st; /* a misspelt key before a missing one */
+    snprintf(head, sizeof head, "%s %s", tok[0], name);
+    if ((st = unknown_keys(p, head, keys)) != QAT_OK) return st; /* a misspelt key before a missing one */
     st = op->parse ? op->parse(p, name, n, ids) : attributes(p, op, name, n, ids);
     if (st != QAT_OK) {
         if (qat_ctx_status(m->ctx) != QAT_OK && !strstr(qat_ctx_error(m->ctx), p->origin))
@@ -236,7 +237,7 @@ static qat_status layer_line(parser *p, int nt, char **tok) {
         return st;
     }
     if ((st = precision_keys(p, tok[0], name, m->n_layers - 1)) != QAT_OK) return st;
-    if ((st = leftovers(p, tok[0], keys)) != QAT_OK) return st;
+    if ((st = leftovers(p, head, keys)) != QAT_OK) return st;
     return shape_of(p, m->n_layers - 1);
 }
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,9 @@ static void on_signal(int sig) {
         (void)w;
         _exit(128 + sig);
     }
-    stop_requested = 1, stop_at = now;
+    stop_at = now; /* before the flag: a handler that interrupts this one (SIGTERM) sees both or neither */
+    atomic_signal_fence(memory_order_seq_cst);
+    stop_requested = 1;
     static const char msg[] = "\nqat: stopping after this step (again to quit at once)\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
@@ -91,6 +94,7 @@ static void catch_signals(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT), sigaddset(&sa.sa_mask, SIGTERM); /* one handler at a time */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
@@ -130,6 +134,7 @@ typedef struct {
     progress bar;
     bool bar_on;
     int bar_epoch;
+    double step_end; /* when the last step (or epoch's evaluation) ended: the next step's start (0: none yet) */
     metrics_log log;
 } run;
 
@@ -189,8 +194,10 @@ static void on_step(void *user, const qat_train_progress *p, qat_model *m) {
         static char label[64];
         snprintf(label, sizeof label, "epoch %d/%d", p->epoch, p->epochs);
         progress_start(&r->bar, label, p->epoch_samples);
-        /* the clock starts after this step: its samples, and a resumed epoch's earlier ones, are not in the rate */
-        r->bar.done = p->epoch_done - p->batch, r->bar.first = p->epoch_done;
+        /* the clock starts when this step did (the last one's end), or, for a run's first step, after it; a
+         * resumed epoch's earlier samples are not in the rate */
+        r->bar.done = p->epoch_done - p->batch, r->bar.first = r->step_end > 0 ? r->bar.done : p->epoch_done;
+        if (r->step_end > 0) r->bar.start = r->bar.last_print = r->step_end;
         r->bar.last_decile = (int)(10 * r->bar.done / r->bar.total);
         r->bar_on = true, r->bar_epoch = p->epoch;
     }
@@ -204,6 +211,7 @@ static void on_step(void *user, const qat_train_progress *p, qat_model *m) {
         last_ckpt_len = len > 0 && len < (int)sizeof last_ckpt_msg ? len : 0;
     }
     if (p->epoch_done >= p->epoch_samples) progress_end(&r->bar, extra), r->bar_on = false;
+    r->step_end = cli_now();
 }
 
 /* "accuracy 98.12 %" or "mse 0.0123, auc 0.912": a split's headline figures. */
@@ -226,7 +234,8 @@ static void on_epoch(void *user, const qat_epoch_report *e, qat_model *m) {
     if (e->has_val) {
         char v[80], by[48] = ""; /* a --metric the figures do not show: its value beside them */
         const char *metric = r->o->metric;
-        if (metric && strcmp(metric, "accuracy") && strcmp(metric, "mse") && strcmp(metric, "auc"))
+        if (metric && strcmp(metric, "accuracy") && strcmp(metric, "mse") && strcmp(metric, "auc") &&
+            strncmp(metric, "top", 3)) /* top<K>: the figures show it */
             snprintf(by, sizeof by, ", %s %.4g", metric, qat_metrics_get(e->val, metric, NULL));
         snprintf(b, sizeof b, ", val %s%s%s", figures(e->val, v, sizeof v), by, e->best ? " (best)" : "");
     }
@@ -235,6 +244,7 @@ static void on_epoch(void *user, const qat_epoch_report *e, qat_model *m) {
     if (e->best && r->o->best_out && r->d->rank == 0)
         fprintf(stderr, "%s: wrote %s (the best epoch so far)\n", PROG, r->o->best_out);
     metrics_log_epoch(&r->log, m, e->step, e->epoch, e->train_loss, e->test, r->data, r->o->limit_test, &r->td);
+    r->step_end = cli_now();
 }
 
 /* ---- the summary --------------------------------------------------------------------------- */
