@@ -1,18 +1,10 @@
 #!/usr/bin/env bash
 # Puts the four MNIST files (gzipped IDX) into DIR (default: data/mnist)
 # and checks their MD5 sums. With QAT_MNIST_DIR set, copies them from that
-# local directory instead of downloading; without it, a copy in
-# ../shared/data/mnist beside the repository (the project's machines,
-# which have no route to MNIST's mirrors) is taken the same way.
-# QAT_MNIST_DIR set but empty: download, whatever is beside.
+# local directory instead of downloading.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/data/mnist}
-shared=$root/../shared/data/mnist
-if [ -z "${QAT_MNIST_DIR+set}" ] && [ -f "$shared/train-images-idx3-ubyte.gz" ]; then
-  QAT_MNIST_DIR=$(cd "$shared" && pwd)
-  echo "fetch-mnist: taking MNIST from $QAT_MNIST_DIR (set QAT_MNIST_DIR to choose another copy)" >&2
-fi
 files=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
 declare -A md5=(
   [train-images-idx3-ubyte.gz]=f68b3c2dcbeaaa9fbdd348bbdeb94873
