@@ -192,7 +192,12 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     if (data_arg_open(&o->data, PROG, 1, splits, r->ctx, &r->data) != QAT_OK)
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
     const qat_split_info *info = qat_dataset_info(r->data, r->split);
-    if (!info) return cli_fail(PROG, o->json, 1, "%s: the data set has no %s split", o->data.path, o->split);
+    if (!info)
+        return cli_fail(PROG, o->json, 1, "%s: the data set has no %s split%s", o->data.path, o->split,
+                        r->split == QAT_SPLIT_VAL ? " (a training run's --val F carved its val from train: give eval the "
+                                                    "same --val F, and --val-seed S, the run's --val-seed or else its "
+                                                    "--seed)"
+                                                  : "");
     int t;
     if (o->task) t = cli_choice(o->task, tasks);
     else t = info->target == QAT_TARGET_CLASS ? 0 : info->target == QAT_TARGET_VALUES ? 1 : 2;
@@ -227,7 +232,7 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     if (m.task == QAT_TASK_CLASSIFY) snprintf(what, sizeof what, "accuracy %.2f %%", 100 * m.accuracy);
     else if (m.has_auc) snprintf(what, sizeof what, "mse %.6g, auc %.4f", m.mse, m.auc);
     else snprintf(what, sizeof what, "mse %.6g", m.mse);
-    fprintf(stderr, "%s: %s engine: %s %s on %lld samples, %.0f samples/s (batch %ld)\n", PROG, o->engine, o->split,
+    fprintf(stderr, "%s: %s engine: %s %s on %lld samples, %.0f samples/s in the engine (batch %ld; the bar counts reading the data too)\n", PROG, o->engine, o->split,
             what, (long long)m.n, rate, o->batch);
     if (m.task == QAT_TASK_CLASSIFY && m.topk)
         fprintf(stderr, "%s: top-%d accuracy %.2f %%\n", PROG, m.topk, 100 * m.topk_accuracy);
@@ -295,6 +300,9 @@ int cmd_eval(int argc, char **argv) {
         (rc = choice(o, "--split", o->split, splits, &split)) || (o->task && (rc = choice(o, "--task", o->task, tasks, &t))))
         return rc;
     r.split = (qat_split)split;
+    if (o->data.val > 0 && r.split != QAT_SPLIT_VAL)
+        return cli_fail(P, o->json, EXIT_USAGE, "--val %g carves a val split from train: it goes with --split val",
+                        o->data.val);
     /* an output over one of the inputs, or over the other output, would destroy it */
     const char *outs[2][2] = {{"--predictions", o->predictions}, {"--outputs", o->outputs}};
     for (int i = 0; i < 2; i++)
