@@ -385,6 +385,10 @@ QAT_API bool qat_model_layer_precision(const qat_model *m, const char *layer, qa
 /* The configuration a layer was prepared with (layer NULL: the global
  * one); NULL for a float model or a layer without quantizers. */
 QAT_API const qat_prepare_config *qat_model_qat_config(const qat_model *m, const char *layer);
+/* The narrowest and widest weight bits of the prepared model's Linear
+ * and Conv layers (a model file may set a layer's own), or the global
+ * configuration's where there are none; 0 and 0 for a float model. */
+QAT_API void qat_model_weight_bits(const qat_model *m, int *lo, int *hi);
 /* Bits of the weights of every quantized Linear/Conv and their count. */
 QAT_API int64_t qat_model_n_quantized_weights(const qat_model *m);
 

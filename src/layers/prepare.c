@@ -328,6 +328,18 @@ const qat_prepare_config *qat_model_qat_config(const qat_model *m, const char *l
     return id > 0 ? m->layers[id].qcfg : NULL;
 }
 
+void qat_model_weight_bits(const qat_model *m, int *lo, int *hi) {
+    *lo = 0, *hi = 0;
+    if (!m || !m->prepared) return;
+    for (int i = 1; i < m->n_layers; i++) {
+        const qat__layer *l = &m->layers[i];
+        if (!l->qcfg || (l->kind != QAT_LAYER_LINEAR && l->kind != QAT_LAYER_CONV2D)) continue;
+        int b = l->qcfg->wbits;
+        *lo = *lo == 0 || b < *lo ? b : *lo, *hi = b > *hi ? b : *hi;
+    }
+    if (*hi == 0) *lo = *hi = m->qcfg.wbits; /* no weighted layer: the run's */
+}
+
 int64_t qat_model_n_quantized_weights(const qat_model *m) {
     int64_t n = 0;
     for (int i = 0; m && i < m->n_layers; i++)

@@ -408,14 +408,8 @@ static qat_status run_epoch(qat_trainer *t, int epoch, int64_t start_s, bool *ea
     if (c->qat && !qat_model_prepared(t->m) && t->step == t->qat_step0) {
         if ((st = prepare(t)) != QAT_OK) return st;
         t->qat_start = t->step;
-        int wlo = 99, whi = 0; /* a model file may set a layer's own width */
-        for (int i = 1; i < qat_model_n_layers(t->m); i++) {
-            qat_layer_kind k = qat_model_layer_kind(t->m, i);
-            const qat_prepare_config *lc = qat_model_qat_config(t->m, qat_model_layer_name(t->m, i));
-            if (!lc || (k != QAT_LAYER_LINEAR && k != QAT_LAYER_CONV2D)) continue;
-            wlo = lc->wbits < wlo ? lc->wbits : wlo, whi = lc->wbits > whi ? lc->wbits : whi;
-        }
-        if (whi == 0) wlo = whi = c->qcfg.wbits; /* no weighted layer */
+        int wlo, whi; /* a model file may set a layer's own width */
+        qat_model_weight_bits(t->m, &wlo, &whi);
         if (wlo == whi) say(t, "fake quantization on: W%dA%d", wlo, c->qcfg.abits);
         else say(t, "fake quantization on: A%d, weights of %d to %d bits (the model file sets some layers')", c->qcfg.abits,
                  wlo, whi);

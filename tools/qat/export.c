@@ -268,14 +268,8 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "qat: wrote %s (%lld bytes; ONNX, QDQ form, opset %d)\n", onnx, onnx_bytes, QAT_ONNX_OPSET);
     if (tflite) fprintf(stderr, "qat: wrote %s (%lld bytes; TFLite, int8)\n", tflite, tfl_bytes);
     /* the weights' bit widths: one, or a range when layers have their own */
-    int wlo = 99, whi = 0;
-    for (int i = 1; i < qat_model_n_layers(m); i++) {
-        const qat_prepare_config *lc = qat_model_qat_config(m, qat_model_layer_name(m, i));
-        qat_layer_kind k = qat_model_layer_kind(m, i);
-        if (!lc || (k != QAT_LAYER_LINEAR && k != QAT_LAYER_CONV2D)) continue;
-        wlo = lc->wbits < wlo ? lc->wbits : wlo, whi = lc->wbits > whi ? lc->wbits : whi;
-    }
-    if (whi == 0) wlo = whi = qc->wbits; /* no weighted layer: the run's */
+    int wlo, whi;
+    qat_model_weight_bits(m, &wlo, &whi);
     char wbits[32];
     if (wlo == whi) snprintf(wbits, sizeof wbits, "%d", wlo);
     else snprintf(wbits, sizeof wbits, "%d to %d", wlo, whi);

@@ -324,17 +324,17 @@ static void on_measure(void *user, int done, int total) {
     progress_update(&r->bar, (int64_t)done * r->calib_n, NULL);
 }
 
-/* The model as trained, the data, the calibration split. */
 /* The data set, opened before any work (its errors are the command's first words). */
 static int open_data(fit_run *r) {
     const fit_opts *o = r->o;
     return data_arg_open(&o->train.data, PROG, o->train.seed, 0, r->ctx, &r->data) != QAT_OK ? fail(r) : 0;
 }
 
-/* The trained model from its checkpoint (a file that cannot be read or is damaged: status 1, as every command's). */
+/* The trained model from its checkpoint (a file that cannot be read or is damaged: status 1, as every command's),
+ * and the calibration split. */
 static int load(fit_run *r) {
     const fit_opts *o = r->o;
-    if (!r->m && qat_checkpoint_model(r->ctx, r->base, &r->m, NULL, 0) != QAT_OK)
+    if (qat_checkpoint_model(r->ctx, r->base, &r->m, NULL, 0) != QAT_OK)
         return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
     const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
     qat_task_kind k = !o->train.task ? (ti->target == QAT_TARGET_CLASS ? QAT_TASK_CLASSIFY
