@@ -3,9 +3,13 @@
  * Every test here needs gnuplot: the suite reports itself skipped (77)
  * on a machine without it (scripts/setup-deps.sh installs gnuplot-nox). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_util.h"
+#include "qat/context.h"
+#include "qat/data.h"
 #include "test_util.h"
 
 static const char *data;
@@ -59,8 +63,9 @@ static void test_plot_draws_three_pngs(void) {
 }
 
 /* A float run has no points: no ranges.png; a log with no epoch row yet
- * (a run still in its first epoch), or whose epoch rows have no accuracy
- * (a regression or autoencoder run), has no accuracy.png. */
+ * (a run still in its first epoch), or whose epoch rows have no test
+ * figure, has no accuracy.png; a log an older qat wrote (no mse_
+ * columns) is drawn all the same. */
 static void test_plot_draws_what_the_log_has(void) {
     if (!have_gnuplot()) QAT_TEST_SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
     char args[2048], err[8192], log[300], pics[300], cmd[1024];
@@ -81,7 +86,16 @@ static void test_plot_draws_what_the_log_has(void) {
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 0);
     CU_ASSERT(png_size(pics, "loss.png") > 0);
     CU_ASSERT_EQUAL(png_size(pics, "accuracy.png"), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no epoch rows yet: no accuracy.png"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no epoch rows yet: no accuracy.png or error.png"));
+    /* the log without its mse_ columns (12-14), as an older qat wrote it */
+    snprintf(cmd, sizeof cmd, "cut -d, -f1-11,15- '%s' > '%s.old' && rm -rf '%s'", log, log, pics);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(args, sizeof args, "plot '%s.old' --out '%s'", log, pics);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    CU_ASSERT(png_size(pics, "loss.png") > 0 && png_size(pics, "accuracy.png") > 0);
+    CU_ASSERT_EQUAL(png_size(pics, "error.png"), -1);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", pics);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
     /* epoch rows without accuracies: gnuplot would find no point to draw */
     snprintf(cmd, sizeof cmd, "awk -F, -v OFS=, '$1 == \"epoch\" { $9 = \"\"; $10 = \"\"; $11 = \"\" } 1' '%s' > '%s.noacc' "
              "&& rm -rf '%s'", log, log, pics);
@@ -90,7 +104,78 @@ static void test_plot_draws_what_the_log_has(void) {
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 0);
     CU_ASSERT(png_size(pics, "loss.png") > 0);
     CU_ASSERT_EQUAL(png_size(pics, "accuracy.png"), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no accuracy in the log (not a classification run): no accuracy.png"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "no test figures in the log's epoch rows: no accuracy.png or error.png"));
+}
+
+/* Field k (from 0) of a CSV line as a number; NAN if empty or missing. */
+static double csv_field(const char *line, int k) {
+    for (; k > 0 && line; k--) line = strchr(line, ',') ? strchr(line, ',') + 1 : NULL;
+    return line && *line != ',' && *line != '\n' && *line ? strtod(line, NULL) : NAN;
+}
+
+/* A regression run (a seeded set: y a fixed linear map of x) logs the
+ * test mean squared error of the float weights, the fake-quantized model
+ * and the integer program each epoch, no accuracy; plot draws error.png
+ * from them and no accuracy.png. */
+static void test_plot_regression_error(void) {
+    if (!have_gnuplot()) QAT_TEST_SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
+    char dir[300], path[400], args[2048], err[8192], out[8192], log[300], pics[300], line[4096];
+    snprintf(dir, sizeof dir, "%s/reg", cli_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    qat_ctx *ctx = qat_ctx_new();
+    enum { N = 512, F = 8, T = 2 };
+    static float x[N][F], y[N][T];
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    for (int i = 0; i < N; i++) {
+        for (int f = 0; f < F; f++) x[i][f] = qat_rng_normal(&rng);
+        y[i][0] = x[i][0] - 0.5f * x[i][3], y[i][1] = 0.25f * x[i][5] + x[i][7];
+    }
+    const char *names[2][2] = {{"train_x.npy", "train_y.npy"}, {"test_x.npy", "test_y.npy"}};
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[s][0]);
+        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, F}, x), QAT_OK);
+        snprintf(path, sizeof path, "%s/%s", dir, names[s][1]);
+        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, T}, y), QAT_OK);
+    }
+    qat_ctx_free(ctx);
+    snprintf(path, sizeof path, "%s/reg.qnet", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n", f);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/reg.csv", cli_dir);
+    snprintf(pics, sizeof pics, "%s/reg-pictures", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --float-epochs 1 --epochs 2 --lr 0.01 --log '%s'",
+             dir, path, log);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    f = fopen(log, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    int epochs = 0;
+    double first = NAN, last = NAN;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "epoch,", 6)) continue;
+        epochs++;
+        for (int k = 8; k < 11; k++) CU_ASSERT(isnan(csv_field(line, k))); /* no accuracy */
+        double flt = csv_field(line, 11), fake = csv_field(line, 12), in = csv_field(line, 13);
+        CU_ASSERT(flt > 0 && flt < 10);
+        if (epochs == 1) CU_ASSERT(isnan(fake) && isnan(in)); /* the float epoch */
+        if (epochs > 1) CU_ASSERT(fake > 0 && fabs(in - fake) < 0.05 * fake); /* the integers track the fake model */
+        if (epochs == 1) first = flt;
+        last = flt;
+    }
+    fclose(f);
+    CU_ASSERT_EQUAL(epochs, 3);
+    CU_ASSERT(last < first); /* it learns */
+    snprintf(args, sizeof args, "plot '%s' --out '%s' --json", log, pics);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT(png_size(pics, "error.png") >= 5000);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "{\"file\": \"error.png\""));
+    CU_ASSERT_EQUAL(png_size(pics, "accuracy.png"), -1);
+    char gp[600], script[1 << 17];
+    snprintf(gp, sizeof gp, "%s/plots.gp", pics);
+    cli_slurp(gp, script, sizeof script);
+    CU_ASSERT_PTR_NOT_NULL(strstr(script, "'test mean squared error after each epoch'"));
 }
 
 int main(int argc, char **argv) {
@@ -105,6 +190,7 @@ int main(int argc, char **argv) {
     const qat_test_case cases[] = {
         {"plot: loss, accuracy and ranges as PNG files", test_plot_draws_three_pngs},
         {"plot: only the pictures the log has data for", test_plot_draws_what_the_log_has},
+        {"plot: a regression's test error per epoch", test_plot_regression_error},
         {NULL, NULL},
     };
     int rc = qat_test_main("plot", cases, argc, argv);

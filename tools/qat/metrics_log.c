@@ -5,6 +5,7 @@
 #include "metrics_log.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@
 /* The header line (with its newline) into buf; false if it does not fit. */
 static bool header(const metrics_log *g, const qat_model *m, char *buf, size_t len) {
     size_t used = (size_t)snprintf(buf, len, "kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,"
-                                             "acc_float,acc_fake_quant,acc_int");
+                                             "acc_float,acc_fake_quant,acc_int,mse_float,mse_fake_quant,mse_int");
     static const char *const what[] = {"min", "max", "scale"};
     for (int p = 0; p < g->n_points && used < len; p++) {
         char name[QAT_NAME_LEN];
@@ -55,8 +56,12 @@ int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_mo
         append = fgets(old, HEADER_MAX, f) != NULL;
         fclose(f);
         if (append && strcmp(old, line)) {
-            snprintf(err, len, "--log %s: the file's columns are not this run's (another model or QAT setting): give "
-                     "another --log", path);
+            /* this run's header without the mse_ columns: a log of an older qat */
+            const char *added = ",mse_float,mse_fake_quant,mse_int", *at = strstr(line, added);
+            size_t k = (size_t)(at - line), n = strlen(added);
+            bool older = !strncmp(old, line, k) && !strcmp(old + k, at + n);
+            snprintf(err, len, "--log %s: the file's columns are not this run's (%s): give another --log", path,
+                     older ? "a log of an older qat, without the mse_ columns" : "another model or QAT setting");
             goto done;
         }
     }
@@ -100,36 +105,41 @@ void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double l
     fprintf(g->f, "step,%lld,%.6f,%.6g,%.6g,%.1f", (long long)step, (double)step / (double)g->steps_per_epoch,
             g->loss_sum / (double)g->loss_n, (double)lr, dt > 0 ? (double)g->samples / dt : 0.0);
     phase(m, g->f);
-    fputs(",,,", g->f);
+    fputs(",,,,,,", g->f); /* the test figures: epoch rows only */
     point_columns(g, m);
     g->loss_sum = 0, g->loss_n = 0, g->samples = 0, g->last_time = now;
 }
 
-/* The integer program's test accuracy: the model lowered in a context of
- * its own and run by the int engine; -1 when it cannot be (a point never
- * observed, types the runtime does not run). */
-static double int_accuracy(qat_model *m, qat_dataset *data, int64_t limit) {
+/* The task's figure of a measurement: the accuracy of a classifier, the
+ * mean squared error of the others. */
+static double figure(const qat_metrics *mt) { return mt->task == QAT_TASK_CLASSIFY ? mt->accuracy : mt->mse; }
+
+/* The integer program's figure on the test split: the model lowered in a
+ * context of its own and run by the int engine; NAN when it cannot be (a
+ * point never observed, types the runtime does not run). */
+static double int_figure(qat_model *m, qat_dataset *data, int64_t limit, qat_task_kind kind) {
     qat_ctx *pctx = qat_ctx_new();
-    if (!pctx) return -1;
+    if (!pctx) return NAN;
     int64_t shape[3];
     int rank = tools_input_shape(m, shape);
     qat_qmodel q;
     qat_engine *e = NULL;
     qat_metrics mt = {0};
-    qat_task task = {.kind = QAT_TASK_CLASSIFY};
+    qat_task task = {.kind = kind};
     qat_engine_eval how = {.limit = limit, .batch = 100};
     bool ok = qat_qmodel_lower(m, rank, shape, pctx, &q) == QAT_OK && (e = qat_engine_new(pctx, &q, QAT_ENGINE_INT, 100)) &&
               qat_engine_evaluate(pctx, e, &q, data, QAT_SPLIT_TEST, &task, &how, &mt) == QAT_OK;
     if (!ok) qat_ctx_clear_error(qat_model_ctx(m)); /* lowering's message: the column stays empty */
-    double acc = ok ? mt.accuracy : -1;
+    double v = ok ? figure(&mt) : NAN;
     qat_metrics_free(&mt);
     qat_engine_free(e);
     qat_ctx_free(pctx);
-    return acc;
+    return v;
 }
 
-static void acc_field(FILE *f, double acc) {
-    if (acc >= 0) fprintf(f, ",%.6f", acc);
+/* A figure, or an empty field where it is not known. */
+static void field(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, ",%.6g", v);
     else fputc(',', f);
 }
 
@@ -138,25 +148,32 @@ void metrics_log_follow(metrics_log *g) { g->measuring = true; }
 void metrics_log_epoch(metrics_log *g, qat_model *m, int64_t step, long epoch, double loss, const qat_metrics *test,
                        qat_dataset *data, int64_t limit, const qat_train_dist *dist) {
     if (!g->measuring) return;
-    bool classify = test->task == QAT_TASK_CLASSIFY;
-    double acc = classify ? test->accuracy : -1, acc_float = acc, acc_fake = -1, acc_int = -1;
-    if (qat_model_prepared(m) && classify) { /* the other one of float and fake-quantized, then the integers */
+    /* float, fake-quantized, integer: the test figure the trainer measured,
+     * the other one of float and fake-quantized, then the integers */
+    double v[3] = {figure(test), NAN, NAN};
+    if (qat_model_prepared(m)) {
         bool on = qat_model_fake_quant_on(m);
         qat_model_set_fake_quant(m, !on);
-        qat_task task = {.kind = QAT_TASK_CLASSIFY};
+        qat_task task = {.kind = test->task};
         qat_metrics other;
-        double o = qat_model_evaluate(m, data, QAT_SPLIT_TEST, limit, &task, dist, &other) == QAT_OK ? other.accuracy : -1;
-        if (o >= 0) qat_metrics_free(&other);
-        else qat_ctx_clear_error(qat_model_ctx(m));
+        double o = NAN;
+        if (qat_model_evaluate(m, data, QAT_SPLIT_TEST, limit, &task, dist, &other) == QAT_OK) {
+            o = figure(&other);
+            qat_metrics_free(&other);
+        } else {
+            qat_ctx_clear_error(qat_model_ctx(m));
+        }
         qat_model_set_fake_quant(m, on);
-        acc_float = on ? o : acc, acc_fake = on ? acc : o;
-        acc_int = int_accuracy(m, data, limit);
+        if (on) v[1] = v[0], v[0] = o;
+        else v[1] = o;
+        v[2] = int_figure(m, data, limit, test->task);
     }
     if (!g->f) return;
     (void)epoch; /* the column is step / steps per epoch: a run stopped part way is at 0.7, not 1 */
     fprintf(g->f, "epoch,%lld,%.6g,%.6g,,", (long long)step, (double)step / (double)g->steps_per_epoch, loss);
     phase(m, g->f);
-    acc_field(g->f, acc_float), acc_field(g->f, acc_fake), acc_field(g->f, acc_int);
+    bool classify = test->task == QAT_TASK_CLASSIFY; /* its three columns, then the MSE's three */
+    for (int k = 0; k < 6; k++) field(g->f, classify == (k < 3) ? v[k % 3] : NAN);
     point_columns(g, m);
     fflush(g->f); /* plot can read the log while the run goes on */
 }

@@ -6,16 +6,18 @@
  *   step   every N steps: the mean loss since the previous row, the learning
  *          rate, samples/s since the previous row, the QAT phase, and each
  *          quantization point's observed range and scale;
- *   epoch  after every epoch: the mean loss of the epoch, the test accuracy
- *          of the float weights, of the fake-quantized model and of the
- *          integer program (lowered in memory and run by the int engine),
- *          and the points again. The accuracy columns are a classifier's;
- *          for the other tasks they stay empty (the loss column has the
- *          training loss).
+ *   epoch  after every epoch: the mean loss of the epoch, then the test
+ *          figure of the float weights, of the fake-quantized model and of
+ *          the integer program (lowered in memory and run by the int
+ *          engine): a classifier's accuracy in the acc_ columns, the mean
+ *          squared error of a regression or an autoencoder in the mse_
+ *          ones (the task's other three stay empty); and the points again.
  * Columns: kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,
- * acc_float,acc_fake_quant,acc_int, then <point>.min,<point>.max,<point>.scale
- * for every point the QAT pass places (named before it runs, so a run's
- * float epochs have the columns too, empty). */
+ * acc_float,acc_fake_quant,acc_int,mse_float,mse_fake_quant,mse_int, then
+ * <point>.min,<point>.max,<point>.scale for every point the QAT pass
+ * places (named before it runs, so a run's float epochs have the columns
+ * too, empty). Logs written before the mse_ columns existed are read as
+ * if those were empty. */
 #ifndef QAT_TOOL_METRICS_LOG_H
 #define QAT_TOOL_METRICS_LOG_H
 
@@ -64,10 +66,14 @@ int metrics_log_close(metrics_log *g);
 /* ---- reading it (metrics_log_read.c) ---------------------------------------- */
 
 /* The fixed columns, in order; the points' (min, max, scale) follow. */
-enum { C_KIND, C_STEP, C_EPOCH, C_LOSS, C_LR, C_RATE, C_FQ, C_FROZEN, C_ACC_FLOAT, C_ACC_FAKE, C_ACC_INT, C_FIXED };
+enum {
+    C_KIND, C_STEP, C_EPOCH, C_LOSS, C_LR, C_RATE, C_FQ, C_FROZEN, C_ACC_FLOAT, C_ACC_FAKE, C_ACC_INT,
+    C_MSE_FLOAT, C_MSE_FAKE, C_MSE_INT, C_FIXED
+};
 
 typedef struct {
-    int n_cols, n_points;
+    int n_cols, n_points; /* n_cols: of the rows in memory, this layout's */
+    int file_cols;        /* of the file's rows: n_cols - 3 for a log without the mse_ columns */
     char **names;     /* [n_points]: point names (the header's "<name>.min" without ".min") */
     int n_rows, cap;
     bool *is_epoch;   /* [n_rows] */

@@ -13,7 +13,13 @@ double *metrics_log_cell(const metrics_log_data *d, int r, int c) {
 }
 
 static const char *const fixed_cols[C_FIXED] = {"kind", "step", "epoch", "loss", "lr", "samples_per_s", "fake_quant",
-                                                "observers_frozen", "acc_float", "acc_fake_quant", "acc_int"};
+                                                "observers_frozen", "acc_float", "acc_fake_quant", "acc_int",
+                                                "mse_float", "mse_fake_quant", "mse_int"};
+/* Logs from before the mse_ columns end their fixed columns at acc_int. */
+enum { OLD_FIXED = C_MSE_FLOAT, ADDED = C_FIXED - OLD_FIXED };
+
+/* The column in memory of the file's column c. */
+static int column(const metrics_log_data *d, int c) { return d->file_cols < d->n_cols && c >= OLD_FIXED ? c + ADDED : c; }
 
 void metrics_log_free(metrics_log_data *d) {
     for (int p = 0; d->names && p < d->n_points; p++) free(d->names[p]);
@@ -46,14 +52,14 @@ static int read_header(metrics_log_data *d, char *line, const char *path, char *
     char **f = malloc((size_t)n * sizeof *f);
     if (!f) return snprintf(err, len, "out of memory"), -1;
     split(line, f, n);
-    int rc = -1;
-    if (n < C_FIXED || (n - C_FIXED) % 3) goto bad;
-    for (int c = 0; c < C_FIXED; c++)
+    int rc = -1, fixed = n >= C_FIXED && !strcmp(f[OLD_FIXED], fixed_cols[OLD_FIXED]) ? C_FIXED : OLD_FIXED;
+    if (n < fixed || (n - fixed) % 3) goto bad;
+    for (int c = 0; c < fixed; c++)
         if (strcmp(f[c], fixed_cols[c])) goto bad;
-    d->n_cols = n, d->n_points = (n - C_FIXED) / 3;
+    d->file_cols = n, d->n_cols = n + C_FIXED - fixed, d->n_points = (n - fixed) / 3;
     if (!(d->names = calloc((size_t)d->n_points + 1, sizeof *d->names))) goto oom;
     for (int p = 0; p < d->n_points; p++) {
-        const char *mn = f[C_FIXED + 3 * p];
+        const char *mn = f[fixed + 3 * p];
         size_t k = strlen(mn);
         if (k < 5 || strcmp(mn + k - 4, ".min")) goto bad;
         if (!(d->names[p] = malloc(k - 3))) goto oom;
@@ -73,12 +79,12 @@ done:
 }
 
 static int read_row(metrics_log_data *d, char *line, char **f, const char *path, long lineno, char *err, size_t len) {
-    int n = split(line, f, d->n_cols);
+    int n = split(line, f, d->file_cols);
     if (n == 1 && !f[0][0]) return 0; /* an empty line */
     bool epoch = !strcmp(f[0], "epoch");
-    if (n != d->n_cols || (!epoch && strcmp(f[0], "step")))
+    if (n != d->file_cols || (!epoch && strcmp(f[0], "step")))
         return snprintf(err, len, "%s:%ld: a row of %d fields where the header has %d, or of an unknown kind", path,
-                        lineno, n, d->n_cols), -1;
+                        lineno, n, d->file_cols), -1;
     if (d->n_rows == d->cap) {
         int cap = d->cap ? 2 * d->cap : 256;
         double *v = realloc(d->v, (size_t)cap * (size_t)d->n_cols * sizeof *v);
@@ -89,15 +95,15 @@ static int read_row(metrics_log_data *d, char *line, char **f, const char *path,
     }
     int r = d->n_rows++;
     d->is_epoch[r] = epoch;
-    *metrics_log_cell(d, r, 0) = NAN;
+    for (int c = 0; c < d->n_cols; c++) *metrics_log_cell(d, r, c) = NAN; /* and the columns an older log lacks */
     for (int c = 1; c < n; c++) {
         char *end;
         double x = strtod(f[c], &end);
         if (!f[c][0]) x = NAN;
         else if (*end || !isfinite(x))
             return snprintf(err, len, "%s:%ld: field %d (%s) is not a number: \"%.40s\"", path, lineno, c + 1,
-                            c < C_FIXED ? fixed_cols[c] : "a point's range", f[c]), -1;
-        *metrics_log_cell(d, r, c) = x;
+                            column(d, c) < C_FIXED ? fixed_cols[column(d, c)] : "a point's range", f[c]), -1;
+        *metrics_log_cell(d, r, column(d, c)) = x;
     }
     return 0;
 }
@@ -111,7 +117,7 @@ int metrics_log_read(const char *path, metrics_log_data *d, char *err, size_t le
     long lineno = 1;
     int rc = getline(&line, &cap, in) < 0 ? (snprintf(err, len, "%s: empty: not a training log", path), -1)
                                           : read_header(d, line, path, err, len);
-    if (!rc && !(f = malloc((size_t)d->n_cols * sizeof *f))) rc = (snprintf(err, len, "out of memory"), -1);
+    if (!rc && !(f = malloc((size_t)d->file_cols * sizeof *f))) rc = (snprintf(err, len, "out of memory"), -1);
     while (!rc && getline(&line, &cap, in) >= 0) rc = read_row(d, line, f, path, ++lineno, err, len);
     if (!rc && ferror(in)) rc = (snprintf(err, len, "%s: cannot read: %s", path, strerror(errno)), -1);
     if (!rc && d->n_rows == 0) rc = (snprintf(err, len, "%s: no rows yet: nothing to draw", path), -1);

@@ -1,6 +1,6 @@
 /* qat plot: a training log (train --log) as PNG pictures, drawn by
- * gnuplot through a pipe: the loss, the test accuracy (float,
- * fake-quantized, integer) and each quantization point's range over the
+ * gnuplot through a pipe: the loss, the test accuracy or mean squared
+ * error (float, fake-quantized, integer) and each quantization point's range over the
  * run, with the QAT phases marked. The script also goes to DIR/plots.gp,
  * data inline, so the pictures can be redrawn (or drawn elsewhere) with
  * gnuplot alone. */
@@ -28,6 +28,9 @@ static const char *const plot_usage =
     "with gnuplot (Debian: apt-get install gnuplot-nox):\n"
     "  loss.png      training loss and learning rate against epochs (steps on top)\n"
     "  accuracy.png  test accuracy per epoch: float weights, fake-quantized, integer\n"
+    "                (a classifier's log)\n"
+    "  error.png     test mean squared error per epoch, the same three (a regression's\n"
+    "                or an autoencoder's log)\n"
     "  ranges.png    each quantization point's observed range over the run\n"
     "QAT's phases are marked: prepared (ranges observed, fake quantization off during\n"
     "--qat-warmup), fake quantization on, ranges frozen. The gnuplot script, data\n"
@@ -113,23 +116,44 @@ static void loss_plot(FILE *s, const metrics_log_data *d, const char *dir) {
           "$loss using 1:4 axes x1y2 with lines dt 2 lc rgb '#999999' title 'learning rate'\n", s);
 }
 
-/* accuracy.png: the epoch rows' three accuracies, in percent. */
-static void accuracy_plot(FILE *s, const metrics_log_data *d, const char *dir) {
-    fputs("$acc << EOD\n", s);
+/* A picture of the epoch rows' test figure: float, fake-quantized and
+ * integer from column c0 on. */
+typedef struct {
+    int c0;
+    const char *file, *title, *ylabel, *key;
+    double scale; /* the figures times this (accuracy in percent) */
+} figure_picture;
+
+static const figure_picture accuracy_picture = {C_ACC_FLOAT, "accuracy.png", "test accuracy after each epoch",
+                                                "accuracy (%)", "bottom right", 100};
+static const figure_picture error_picture = {C_MSE_FLOAT, "error.png", "test mean squared error after each epoch",
+                                             "mean squared error", "top right", 1};
+
+/* Whether an epoch row has one of the picture's figures. */
+static bool has_figure(const metrics_log_data *d, const figure_picture *p) {
+    for (int r = 0; r < d->n_rows; r++)
+        for (int c = p->c0; d->is_epoch[r] && c < p->c0 + 3; c++)
+            if (isfinite(*metrics_log_cell(d, r, c))) return true;
+    return false;
+}
+
+static void figure_plot(FILE *s, const metrics_log_data *d, const char *dir, const figure_picture *p) {
+    fprintf(s, "$%.5s << EOD\n", p->file);
     for (int r = 0; r < d->n_rows; r++) {
         if (!d->is_epoch[r]) continue;
         num(s, *metrics_log_cell(d, r, C_EPOCH));
-        for (int c = C_ACC_FLOAT; c <= C_ACC_INT; c++) num(s, 100 * *metrics_log_cell(d, r, c));
+        for (int c = p->c0; c < p->c0 + 3; c++) num(s, p->scale * *metrics_log_cell(d, r, c));
         fputc('\n', s);
     }
     fputs("EOD\n", s);
-    common(s, dir, "accuracy.png", 720, 400);
-    fputs("set title 'test accuracy after each epoch'\nset xlabel 'epoch'\nset ylabel 'accuracy (%)'\n"
-          "set key bottom right\nset xtics 1\nset offsets 0.2, 0.2, 0, 0\n", s);
+    common(s, dir, p->file, 720, 400);
+    fprintf(s, "set title '%s'\nset xlabel 'epoch'\nset ylabel '%s'\nset key %s\nset xtics 1\n"
+               "set offsets 0.2, 0.2, 0, 0\n", p->title, p->ylabel, p->key);
     phase_marks(s, d);
-    fputs("plot $acc using 1:2 with linespoints pt 7 lw 1.5 lc rgb '#1f77b4' title 'float weights', "
-          "$acc using 1:3 with linespoints pt 5 lw 1.5 lc rgb '#ff7f0e' title 'fake-quantized', "
-          "$acc using 1:4 with linespoints pt 9 lw 1.5 dt 2 lc rgb '#2ca02c' title 'integer program'\n", s);
+    fprintf(s, "plot $%.5s using 1:2 with linespoints pt 7 lw 1.5 lc rgb '#1f77b4' title 'float weights', "
+               "$%.5s using 1:3 with linespoints pt 5 lw 1.5 lc rgb '#ff7f0e' title 'fake-quantized', "
+               "$%.5s using 1:4 with linespoints pt 9 lw 1.5 dt 2 lc rgb '#2ca02c' title 'integer program'\n",
+            p->file, p->file, p->file);
 }
 
 /* ranges.png: a panel per point, its observed [min, max] as a band. */
@@ -206,14 +230,12 @@ int cmd_plot(int argc, char **argv) {
     size_t len = 0;
     FILE *s = open_memstream(&script, &len);
     if (!s) return metrics_log_free(&d), cli_fail("qat", json, 1, "out of memory");
-    bool epochs = false, acc = false; /* acc: an epoch row with an accuracy (classification) */
-    for (int r = 0; r < d.n_rows; r++) {
-        epochs |= d.is_epoch[r];
-        for (int c = C_ACC_FLOAT; d.is_epoch[r] && c <= C_ACC_INT; c++) acc |= isfinite(*metrics_log_cell(&d, r, c));
-    }
+    bool epochs = false, acc = has_figure(&d, &accuracy_picture), mse = has_figure(&d, &error_picture);
+    for (int r = 0; r < d.n_rows; r++) epochs |= d.is_epoch[r];
     fprintf(s, "# drawn by qat plot from %s: gnuplot %s/plots.gp redraws the pictures\n", log, dir);
     loss_plot(s, &d, dir);
-    if (acc) accuracy_plot(s, &d, dir);
+    if (acc) figure_plot(s, &d, dir, &accuracy_picture);
+    if (mse) figure_plot(s, &d, dir, &error_picture);
     if (d.n_points) ranges_plot(s, &d, dir);
     fclose(s);
     snprintf(gp_path, sizeof gp_path, "%s/plots.gp", dir);
@@ -234,22 +256,24 @@ int cmd_plot(int argc, char **argv) {
         rc = cli_fail("qat", json, 1, "%s failed on the script (kept in %s)", gnuplot, gp_path);
         goto done;
     }
-    const char *files[] = {"loss.png", acc ? "accuracy.png" : NULL, d.n_points ? "ranges.png" : NULL};
-    long sizes[3];
-    for (int i = 0; i < 3; i++)
+    const char *files[] = {"loss.png", acc ? accuracy_picture.file : NULL, mse ? error_picture.file : NULL,
+                           d.n_points ? "ranges.png" : NULL};
+    enum { FILES = sizeof files / sizeof *files };
+    long sizes[FILES];
+    for (int i = 0; i < FILES; i++)
         if (files[i] && (sizes[i] = png_size(dir, files[i])) <= 0) {
             rc = cli_fail("qat", json, 1, "%s/%s: gnuplot wrote no PNG", dir, files[i]);
             goto done;
         }
     if (json) printf("{\"log\": "), cli_json_str(log), printf(", \"out\": "), cli_json_str(dir), printf(", \"files\": [");
-    for (int i = 0, k = 0; i < 3; i++) {
+    for (int i = 0, k = 0; i < FILES; i++) {
         if (!files[i]) continue;
         fprintf(stderr, "qat: wrote %s/%s (%ld bytes)\n", dir, files[i], sizes[i]);
         if (json) printf("%s{\"file\": \"%s\", \"bytes\": %ld}", k++ ? ", " : "", files[i], sizes[i]);
     }
     if (json) printf("]}\n");
-    if (!epochs) fprintf(stderr, "qat: no epoch rows yet: no accuracy.png\n");
-    else if (!acc) fprintf(stderr, "qat: no accuracy in the log (not a classification run): no accuracy.png\n");
+    if (!epochs) fprintf(stderr, "qat: no epoch rows yet: no accuracy.png or error.png\n");
+    else if (!acc && !mse) fprintf(stderr, "qat: no test figures in the log's epoch rows: no accuracy.png or error.png\n");
     if (!d.n_points) fprintf(stderr, "qat: a float run: no quantization points, no ranges.png\n");
 done:
     free(script);
