@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reads one sanitizer / libFuzzer log and says whose bug it shows:
 #   fuzz/classify.sh ROOT LOG
-# ROOT is the source tree the target was built from (frames in ROOT/src/
-# and ROOT/fuzz/ are qat's). Prints key=value lines:
+# ROOT is the source tree the target was built from (frames in ROOT/src/,
+# ROOT/tools/ and ROOT/fuzz/ are qat's). Prints key=value lines:
 #   class      qat | libhdf5 | none (the log shows no failure)
 #   kind       heap-buffer-overflow, memory-leak, timeout, undefined-behavior...
 #   frame      the failing frame: the first one that is not the sanitizer
@@ -67,7 +67,7 @@ function parse(line,   rest, hasname, n, w) {
 function category(func, file, mod) {
   if (func ~ /^(__interceptor_|__asan|__lsan|__ubsan|__sanitizer|__interception|__sancov|fuzzer::)/) return "runtime"
   if (file != "") {
-    if (index(file, root "/src/") == 1 || index(file, root "/fuzz/") == 1) return "qat"
+    if (index(file, root "/src/") == 1 || index(file, root "/tools/") == 1 || index(file, root "/fuzz/") == 1) return "qat"
     if (func ~ /^H5/ || file ~ /(^|\/)H5[A-Za-z0-9_]*\.c$/) return "libhdf5"   # libhdf5 with debug symbols
     if (file ~ /compiler-rt\//) return "runtime"
     if (file !~ /^\// || file ~ /^\/usr\/include\//) return "system"      # glibc sources are relative

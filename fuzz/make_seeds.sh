@@ -27,6 +27,9 @@
 #               ones (versions 1.0, 2.0, 3.0; uint8, int64, float32,
 #               float64) and edge cases (Fortran order, big-endian, cut,
 #               NaN, a negative label, a flag of 2...)
+#   log         training logs (qat train --log, read by qat plot): a
+#               regression's by hand (an empty line, CRLF), a classifier's
+#               from qat and the same without the mse_ columns (an older log)
 #   h5data      HDF5 data sets made by qat_data_convert from small .npy sets
 #               (uint8 with labels and anomaly flags, chunked, float x with
 #               float targets, one over fuzz_h5data's 4 KiB cap); skipped
@@ -49,7 +52,7 @@ out=${1:-$root/fuzz/seeds}
 bin=${QAT_BIN:-$root/build/tools/qat/qat}
 data=${QAT_MNIST_DIR:-$root/data/mnist}
 limit=$((200 * 1024))
-mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel" "$out/npy" "$out/h5data" "$out/qnet"
+mkdir -p "$out/idx" "$out/checkpoint" "$out/qmodel" "$out/npy" "$out/h5data" "$out/qnet" "$out/log"
 
 # ---- IDX: bytes by hand (printf's \ooo octal escapes) --------------------------
 idx() { printf "$2" > "$out/idx/$1"; }
@@ -162,6 +165,12 @@ printf 'input shape=20\nlinear a input out=8 bias=false\nrelu6 r a\nlinear b r o
 printf 'input shape=2,9,7\nconv2d c input out=4 kernel=3x2 stride=2x1 pad=1x2 groups=2\nbatchnorm n c momentum=0.2 eps=1e-3\navgpool2d p n kernel=2x3 stride=1x2 pad=1x1\nmaxpool2d q n kernel=3 stride=2 pad=1\nglobal_avgpool g q\ndropout d g p=0.25\nlinear l d out=3\n' > "$out/qnet/windows.qnet"
 printf 'input shape=1,6,6\nconv2d a input out=2 kernel=1\nconv2d b input out=3 kernel=1\nhardswish h input\nconcat c a,b,h\ntanh t c\nadd s t,t\nflatten f s\nlinear l f out=2\n' > "$out/qnet/concat3.qnet"
 
+# ---- training logs (qat plot's reader): a regression's by hand, with an
+# empty line and CRLF line ends (a classifier's comes from qat below) ---------------
+h='kind,step,epoch,loss,lr,samples_per_s,fake_quant,observers_frozen,acc_float,acc_fake_quant,acc_int'
+printf '%s,mse_float,mse_fake_quant,mse_int,input.min,input.max,input.scale\nstep,2,0.5,1.2,0.001,900.5,0,0,,,,,,,,,\n\r\nepoch,4,1,1.1,,,1,0,,,,1.3,1.25,1.26,-3,3,0.0235\r\n' \
+  "$h" > "$out/log/regression.csv"
+
 # ---- checkpoints and quantized models, from qat --------------------------
 if [ ! -x "$bin" ] || [ ! -d "$data" ]; then
   echo "make_seeds: $bin or $data missing (scripts/test.sh builds and fetches them): IDX seeds only" >&2
@@ -188,6 +197,10 @@ train() {  # NAME ARGS...: 256 samples, one epoch, then the quantized export whe
   esac
 }
 train lenet-w8a8 --model lenet --qat
+# a classifier's training log, and the same as qat wrote it before the mse_ columns
+"$bin" train --data "$data" --model mlp --qat --float-epochs 1 --epochs 1 --limit-train 320 --limit-test 100 \
+  --log "$out/log/classify.csv" --log-every 2 > "$tmp/log.log" 2>&1 || { cat "$tmp/log.log" >&2; exit 1; }
+cut -d, -f1-11,15- "$out/log/classify.csv" > "$out/log/classify-before-mse.csv"
 train lenet-w4a4-tensor --model lenet --qat --wbits 4 --abits 4 --granularity tensor
 # the same program rounding its requantization once: version 5, requant_rounding
 "$bin" export --checkpoint "$tmp/lenet-w4a4-tensor.ckpt.h5" --out "$tmp/single.qat.h5" --rounding single \

@@ -6,7 +6,7 @@
 # sets, in memory and streamed; the data-set targets read what opened) and
 # fuzz_qnet (model files: qat_model_from_file under small limits, then
 # build, forward, QAT prepare, lowering and the integer engine on what it
-# accepts).
+# accepts) and fuzz_log (qat plot's reader of training logs).
 #   scripts/fuzz.sh [SECONDS]    each target for SECONDS (default 30)
 #   scripts/fuzz.sh --selftest   only the classifier's self-test
 #   QAT_FUZZ_TARGETS="npy h5data" scripts/fuzz.sh 120   only those targets
@@ -127,9 +127,9 @@ child_log() {
 get() { sed -n "s/^$1=//p" <<< "$out"; }
 
 qat_total=0 hdf5_total=0 nrep_total=0 broken=0
-targets=${QAT_FUZZ_TARGETS:-idx checkpoint qmodel npy h5data qnet}
+targets=${QAT_FUZZ_TARGETS:-idx checkpoint qmodel npy h5data qnet log}
 for t in $targets; do
-  case "$t" in idx|checkpoint|qmodel|npy|h5data|qnet) ;; *) echo "fuzz: unknown target $t in QAT_FUZZ_TARGETS" >&2; exit 2 ;; esac
+  case "$t" in idx|checkpoint|qmodel|npy|h5data|qnet|log) ;; *) echo "fuzz: unknown target $t in QAT_FUZZ_TARGETS" >&2; exit 2 ;; esac
 done
 for t in $targets; do
   bin=build-fuzz/fuzz/fuzz_$t

@@ -14,7 +14,11 @@
 #      with --mpi-timeout 3 the job ends within seconds, with a message that
 #      names the silent rank and the last complete checkpoint, the stopped
 #      process is gone, and the checkpoint resumes; rank 1 stopped (rank 0
-#      reports), then rank 0 stopped (rank 1 reports).
+#      reports), then rank 0 stopped (rank 1 reports);
+#   8. a refusal before training, met by every rank (an unknown option, a
+#      missing data set) or by rank 0 alone (a resume onto another run's
+#      --log), is said once, by the rank that refused, with its status and
+#      without MPI_Abort.
 # Skipped (77) without mpirun or a qat built with MPI.
 #   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
 set -uo pipefail
@@ -142,5 +146,19 @@ mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "
   --stop-after 400 2> "$tmp/g2.err" > /dev/null
 grep -q "resumed from" "$tmp/g2.err" || fail "7: the last checkpoint does not resume"
 
-if [ $fails = 0 ]; then echo "mpi_train: 7 checks passed"; exit 0; fi
+# 8: refusals before training
+refusal() {  # NAME STATUS MESSAGE ARGS...: the job's status, the message once, no abort
+  local name=$1 want=$2 msg=$3; shift 3
+  mpi "$@" 2> "$tmp/r.err" > /dev/null; local rc=$?
+  [ "$rc" = "$want" ] || { cat "$tmp/r.err"; fail "8: $name: exit $rc, not $want"; }
+  [ "$(grep -c -- "$msg" "$tmp/r.err")" = 1 ] || { cat "$tmp/r.err"; fail "8: $name: the refusal is not said once"; }
+  ! grep -q -e MPI_ABORT -e "stopped by a signal" -e "^rank 1: " "$tmp/r.err" ||
+    { cat "$tmp/r.err"; fail "8: $name: more than the refusal"; }
+}
+refusal "unknown option" 2 '^qat train: unknown option "--bogus"' --model mlp --data "$data" --bogus
+refusal "missing data" 1 '^qat: /nonexistent: cannot read the data set' --model mlp --data /nonexistent
+refusal "rank 0's log" 1 "^qat: --log $tmp/e.csv: the file's columns are not this run's" "${common[@]}" \
+  --resume "$tmp/c.h5" --log "$tmp/e.csv"
+
+if [ $fails = 0 ]; then echo "mpi_train: 8 checks passed"; exit 0; fi
 echo "mpi_train: $fails failed"; exit 1

@@ -225,6 +225,19 @@ void dist_barrier(dist *d) {
     if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS) wait_req(d, &req, "a barrier");
 }
 
+int dist_agree(dist *d, int rc, int *first, int *first_rc) {
+    *first = rc ? d->rank : d->size, *first_rc = rc;
+    if (!d->mpi || d->size == 1) return 0;
+    /* MINLOC on (key, rc) pairs: the smallest key, and the rc paired with
+     * it (the keys of failed ranks are their distinct rank numbers) */
+    int pair[2] = {*first, rc};
+    if (mpi_status(allreduce(d, pair, 1, MPI_2INT, MPI_MINLOC, "the ranks' agreement that they are ready to train"),
+                   "MPI_Iallreduce", d->msg, sizeof d->msg) != QAT_OK)
+        return 1;
+    *first = pair[0], *first_rc = pair[1];
+    return 0;
+}
+
 #else /* no MPI: one process */
 
 int dist_init(dist *d, int *argc, char ***argv) {
@@ -239,6 +252,10 @@ int dist_init(dist *d, int *argc, char ***argv) {
 }
 void dist_finalize(dist *d) { (void)d; }
 int dist_abort(dist *d, int rc) { return (void)d, rc; }
+int dist_agree(dist *d, int rc, int *first, int *first_rc) {
+    *first = rc ? d->rank : d->size, *first_rc = rc;
+    return 0;
+}
 static qat_status no_sum(void *u, double *v, int64_t n, char *m, size_t l) { return (void)u, (void)v, (void)n, (void)m, (void)l, QAT_OK; }
 static qat_status no_minmax(void *u, float *a, float *b, int64_t n, char *m, size_t l) {
     return (void)u, (void)a, (void)b, (void)n, (void)m, (void)l, QAT_OK;

@@ -58,6 +58,15 @@ int dist_sum_i64(dist *d, int64_t *v, int n);
 int dist_identical(dist *d, const void *bytes, size_t n);
 /* Waits for every process. */
 void dist_barrier(dist *d);
+/* The processes' agreement on whether their setup went well: each calls it
+ * exactly once, with its own status rc (0: ready to train), before any
+ * other collective. *first is the lowest rank whose rc is not 0 (size if
+ * none) and *first_rc its status; so every process learns, together,
+ * whether the job goes on and which rank's refusal is the one to report.
+ * A refusal that every rank meets alike (an option, the data, an output
+ * path) then ends the job with one message and no MPI_Abort. 0, or 1 with
+ * d->msg set (the collective itself failed). */
+int dist_agree(dist *d, int rc, int *first, int *first_rc);
 
 /* Every collective above waits at most d->timeout_s (set it after
  * dist_init; dist_init sets DIST_TIMEOUT_S): each is non-blocking

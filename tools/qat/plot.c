@@ -156,14 +156,24 @@ static void figure_plot(FILE *s, const metrics_log_data *d, const char *dir, con
             p->file, p->file, p->file);
 }
 
-/* ranges.png: a panel per point, its observed [min, max] as a band. */
-static void ranges_plot(FILE *s, const metrics_log_data *d, const char *dir) {
-    int cols = d->n_points < 3 ? d->n_points : 3, rows = (d->n_points + cols - 1) / cols;
+/* Whether point p has an observed range in some row. */
+static bool has_range(const metrics_log_data *d, int p) {
+    for (int r = 0; r < d->n_rows; r++)
+        if (isfinite(*metrics_log_cell(d, r, C_FIXED + 3 * p)) && isfinite(*metrics_log_cell(d, r, C_FIXED + 3 * p + 1)))
+            return true;
+    return false;
+}
+
+/* ranges.png: a panel per point that has a range in some row (step and
+ * epoch rows alike), its observed [min, max] as a band; n of them. */
+static void ranges_plot(FILE *s, const metrics_log_data *d, const char *dir, int n) {
+    int cols = n < 3 ? n : 3, rows = (n + cols - 1) / cols;
     for (int p = 0; p < d->n_points; p++) {
+        if (!has_range(d, p)) continue;
         fprintf(s, "$point%d << EOD\n", p);
         for (int r = 0; r < d->n_rows; r++)
-            if (!d->is_epoch[r]) num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p)),
-                                 num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p + 1)), fputc('\n', s);
+            num(s, *metrics_log_cell(d, r, C_EPOCH)), num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p)),
+                num(s, *metrics_log_cell(d, r, C_FIXED + 3 * p + 1)), fputc('\n', s);
         fputs("EOD\n", s);
     }
     common(s, dir, "ranges.png", 300 * cols, 40 + 210 * rows);
@@ -172,6 +182,7 @@ static void ranges_plot(FILE *s, const metrics_log_data *d, const char *dir) {
     fputs("set key off\nset xlabel 'epoch' offset 0,0.5\nset style fill transparent solid 0.35 noborder\n"
           "set offsets 0, 0, graph 0.3, 0\n", s);
     for (int p = 0; p < d->n_points; p++) {
+        if (!has_range(d, p)) continue;
         char name[64];
         snprintf(name, sizeof name, "%s", d->names[p]);
         for (char *c = name; *c; c++)
@@ -236,7 +247,9 @@ int cmd_plot(int argc, char **argv) {
     loss_plot(s, &d, dir);
     if (acc) figure_plot(s, &d, dir, &accuracy_picture);
     if (mse) figure_plot(s, &d, dir, &error_picture);
-    if (d.n_points) ranges_plot(s, &d, dir);
+    int ranged = 0; /* points with a range to draw */
+    for (int p = 0; p < d.n_points; p++) ranged += has_range(&d, p);
+    if (ranged) ranges_plot(s, &d, dir, ranged);
     fclose(s);
     snprintf(gp_path, sizeof gp_path, "%s/plots.gp", dir);
     FILE *gp = fopen(gp_path, "w");
@@ -257,7 +270,7 @@ int cmd_plot(int argc, char **argv) {
         goto done;
     }
     const char *files[] = {"loss.png", acc ? accuracy_picture.file : NULL, mse ? error_picture.file : NULL,
-                           d.n_points ? "ranges.png" : NULL};
+                           ranged ? "ranges.png" : NULL};
     enum { FILES = sizeof files / sizeof *files };
     long sizes[FILES];
     for (int i = 0; i < FILES; i++)
@@ -275,6 +288,10 @@ int cmd_plot(int argc, char **argv) {
     if (!epochs) fprintf(stderr, "qat: no epoch rows yet: no accuracy.png or error.png\n");
     else if (!acc && !mse) fprintf(stderr, "qat: no test figures in the log's epoch rows: no accuracy.png or error.png\n");
     if (!d.n_points) fprintf(stderr, "qat: a float run: no quantization points, no ranges.png\n");
+    else if (!ranged) fprintf(stderr, "qat: no quantization point has an observed range yet: no ranges.png\n");
+    else if (ranged < d.n_points)
+        fprintf(stderr, "qat: %d of %d quantization points have no observed range yet: not in ranges.png\n",
+                d.n_points - ranged, d.n_points);
 done:
     free(script);
     metrics_log_free(&d);

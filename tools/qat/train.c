@@ -23,13 +23,17 @@
 
 #define PROG "qat"
 
-/* Under mpirun, rank 0 alone prints: the other ranks' stdout and stderr go
- * to /dev/null, and stderr comes back for an error (every failure goes
+/* Under mpirun, rank 0 alone prints. The other ranks' stdout goes to
+ * /dev/null; their stderr is held in a temporary file while they set up,
+ * until the ranks agree that every one is ready (agree, below): a rank
+ * whose refusal is the job's then prints it. From then on their stderr
+ * goes to /dev/null and comes back for an error (every failure goes
  * through cli_fail, which unmutes first). The process's own stderr is the
  * state this keeps, so it lives here. */
 static int muted_stderr = -1, muted_rank;
+static FILE *held; /* a rank > 0's stderr while it sets up */
 static void unmute(void) {
-    if (muted_stderr < 0) return;
+    if (muted_stderr < 0 || held) return; /* while setting up: held, said at the agreement */
     fflush(stderr);
     dup2(muted_stderr, 2);
     close(muted_stderr);
@@ -42,8 +46,28 @@ static void mute(int rank) {
     if (null < 0) return;
     fflush(stdout), fflush(stderr);
     muted_stderr = dup(2);
-    dup2(null, 1), dup2(null, 2);
+    held = tmpfile();
+    dup2(null, 1), dup2(held ? fileno(held) : null, 2);
     close(null);
+}
+/* Ends the holding: stderr to /dev/null, and, when say, the held stderr's
+ * last line (this rank's refusal: one line, as every error) to the real
+ * one. */
+static void release_held(bool say) {
+    if (!held) return;
+    fflush(stderr);
+    char *line = NULL, *last = NULL;
+    size_t cap = 0;
+    rewind(held);
+    for (ssize_t n; (n = getline(&line, &cap, held)) > 0;)
+        if (n > 1) free(last), last = strdup(line);
+    free(line);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2), close(null);
+    fclose(held);
+    held = NULL;
+    if (say && last) unmute(), fputs(last, stderr);
+    free(last);
 }
 #define cli_fail(...) (unmute(), cli_fail(__VA_ARGS__))
 
@@ -357,7 +381,9 @@ static void configure(run *r, qat_train_config *c) {
     c->stop = &stop_requested;
 }
 
-static int train(run *r) {
+/* Everything before training: the checks, the model, the data, the
+ * trainer, the log. No collective runs here (agree comes after). */
+static int train_setup(run *r) {
     const train_opts *o = r->o;
     int rc;
     if ((rc = cli_check_output(PROG, o->json, "--out", o->out)) ||
@@ -416,6 +442,34 @@ static int train(run *r) {
     if (r->d->rank == 0 && o->batch > qat_trainer_train_samples(r->tr)) /* legal, and rarely meant */
         fprintf(stderr, "%s: note: the batch (%ld) is larger than the training set: one step of %lld samples an "
                 "epoch\n", PROG, o->batch, (long long)qat_trainer_train_samples(r->tr));
+    return 0;
+}
+
+/* Every process, once, after its setup (rc: its status): the job trains
+ * only if every rank is ready. Otherwise every process returns the status
+ * of the lowest rank that refused, that rank alone has said why (rank 0 at
+ * once, another rank now, from its held stderr), and *refused says no
+ * MPI_Abort is needed: every process ends by itself. */
+static int agree(dist *d, int rc, bool json, bool *refused) {
+    int first, first_rc;
+    *refused = false;
+    if (dist_agree(d, rc, &first, &first_rc)) {
+        release_held(false);
+        return cli_fail(PROG, json, 1, "%s", d->msg); /* and the abort ends the others */
+    }
+    release_held(rc && first == d->rank);
+    if (!first_rc) return 0;
+    *refused = d->size > 1;
+    if (d->rank == 0 && first != 0 && json) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "rank %d could not start (its message is on stderr)", first);
+        cli_json_error(msg, first_rc);
+    }
+    return first_rc;
+}
+
+static int train_run(run *r) {
+    const train_opts *o = r->o;
     if (qat_trainer_run(r->tr) != QAT_OK) return fail(r);
     if (o->rank_checkpoints && o->out && r->d->rank > 0) { /* the tests compare every rank's state */
         char path[4200];
@@ -429,22 +483,27 @@ static int train(run *r) {
     return report(r);
 }
 
-static int train_job(const train_opts *o, dist *d) {
+static int train_job(const train_opts *o, dist *d, bool *refused) {
     in_mpi_job = d->size > 1;
     catch_signals();
     qat_set_threads(1); /* the pool splits the work, OpenBLAS's threads would multiply it */
     cli_blas_note();
     qat_status pst;
     qat_pool *pool = qat_pool_new((int)o->threads, &pst);
-    if (!pool) return cli_fail(PROG, o->json, 1, "cannot start %ld threads: %s", o->threads, qat_status_str(pst));
     run r = {.o = o, .ctx = qat_ctx_new(), .d = d,
              .td = {.rank = d->rank, .size = d->size, .sum_f32 = dist_f32, .sum_f64 = dist_f64,
                     .identical = dist_same, .user = d}};
-    if (!r.ctx) return qat_pool_free(pool), cli_fail(PROG, o->json, 1, "out of memory");
-    qat_ctx_set_pool(r.ctx, pool);
     qat_reducer red = dist_reducer(d);
-    if (d->size > 1) qat_ctx_set_reducer(r.ctx, &red);
-    int rc = train(&r);
+    int rc = !pool  ? cli_fail(PROG, o->json, 1, "cannot start %ld threads: %s", o->threads, qat_status_str(pst))
+             : !r.ctx ? cli_fail(PROG, o->json, 1, "out of memory")
+                      : 0;
+    if (!rc) {
+        qat_ctx_set_pool(r.ctx, pool);
+        if (d->size > 1) qat_ctx_set_reducer(r.ctx, &red);
+        rc = train_setup(&r);
+    }
+    rc = agree(d, rc, o->json, refused);
+    if (!rc) rc = train_run(&r);
     if (metrics_log_close(&r.log) && !rc) rc = cli_fail(PROG, o->json, 1, "--log %s: cannot write it", o->log);
     qat_trainer_free(r.tr);
     qat_dataset_free(r.data);
@@ -462,13 +521,19 @@ int cmd_train(int argc, char **argv) {
     if (d.rank > 0) mute(d.rank);
     static train_opts o; /* large (class weights, normalization): not on the stack */
     int rc = train_parse(argc, argv, &o);
+    bool refused = false; /* every rank stops by itself: the ranks agreed on a refusal */
     if (!rc) { /* the collectives' watchdog: its timeout, and what its message says (dist.h) */
         d.timeout_s = o.mpi_timeout, d.out_path = o.out, d.ckpt_note = d.rank == 0 ? last_ckpt_msg : NULL;
         if (muted_stderr >= 0) d.err_fd = dup(muted_stderr);
-        rc = train_job(&o, &d);
-    } else if (rc < 0) rc = 0;
+        rc = train_job(&o, &d, &refused);
+    } else if (rc > 0) {
+        rc = agree(&d, rc, o.json, &refused);
+    } else {
+        release_held(false), rc = 0; /* --help: rank 0 printed it */
+    }
     fflush(stdout);
-    if (rc && rc != 130) return dist_abort(&d, rc); /* one rank's error ends the job: none may wait in a collective */
+    /* an error in training ends the job: no rank may wait in a collective */
+    if (rc && rc != 130 && !refused) return dist_abort(&d, rc);
     dist_finalize(&d);
     return rc;
 }
