@@ -768,19 +768,27 @@ static void test_add_avx2_equals_portable(void) {
     qat_rng_seed(&rng, 27);
     enum { N = 1000 };
     int8_t a[N], b[N], y0[N + 16], y1[N + 16];
-    int bad = 0, vector = 0;
-    for (int it = 0; it < 300; it++) {
+    int bad = 0, vector = 0, split = 0;
+    for (int it = 0; it < 600; it++) {
         int n = rnd(&rng, 1, N);
         for (int i = 0; i < n; i++) a[i] = (int8_t)rnd(&rng, -128, 127), b[i] = (int8_t)rnd(&rng, -128, 127);
+        if (it % 7 == 0) /* both extremes of the bytes, against both extremes of the zero points */
+            for (int i = 0; i < n; i++) a[i] = (int8_t)(i % 2 ? 127 : -128), b[i] = (int8_t)(i % 3 ? -128 : 127);
         qat__add_args r = random_add_args(&rng, true);
         r.single = it % 2;
         r.left_shift = it % 5 ? 20 : (int)qat_rng_below(&rng, 25);
         r.sh_a = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_a, r.sh_b = r.left_shift > 20 ? rnd(&rng, -12, -4) : r.sh_b;
+        if (it % 4 == 1) { /* the split's edges: the widest multipliers, zero points and input shifts */
+            r.m_a = it % 8 == 1 ? INT32_MAX : 1 << 30, r.m_b = it % 8 == 1 ? 1 << 30 : INT32_MAX;
+            r.zp_a = it % 8 == 1 ? -128 : 127, r.zp_b = -r.zp_a - 1;
+            r.sh_a = -(int)qat_rng_below(&rng, 32), r.sh_b = it % 3 ? 0 : -31;
+        }
         memset(y0, 0x55, sizeof y0), memset(y1, 0x55, sizeof y1);
         qat__add_s8(a, b, n, &r, y0);
         qat__add_s8_level(a, b, n, &r, y1, QAT_LEVEL_AVX2);
         bad += memcmp(y0, y1, sizeof y0) != 0;
         vector += r.sh_out <= 0 && n >= 8;
+        split += qat__add_split_avx2(&r) && n >= 8;
         /* global average pooling: channels of 1 to 1000 bytes (whole 32s and tails), requantized or
          * keeping the input's quantization */
         qat__requant_args q = {.zp_in = r.zp_a, .m0 = r.m_out, .shift = rnd(&rng, -31, -6), .zp_out = r.zp_out,
@@ -792,7 +800,8 @@ static void test_add_avx2_equals_portable(void) {
         bad += memcmp(y0, y1, sizeof y0) != 0;
     }
     CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT(vector > 100);
+    CU_ASSERT(vector > 200);
+    CU_ASSERT(split > 150 && split < vector); /* both forms of the terms ran */
 }
 
 /* The position map: every valid grid position goes to its output exactly

@@ -320,6 +320,10 @@ void qat__gemm_requant_level(const qat__gemm_args *a, qat__level level);
 void qat__depthwise_level(const qat__depthwise_args *a, qat__level level);
 /* TFLite's ADD at a level: the AVX2 loop (kernels_x86.c) from QAT_LEVEL_AVX2 up (VNNI8 has its table kernel). */
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level);
+/* Whether the AVX2 loop takes each input's term in 32-bit lanes (the
+ * multiplier split at 31 - left_shift: 8 <= left_shift <= 20, no left
+ * shift in a multiplier), not as 64-bit products: for the tests. */
+bool qat__add_split_avx2(const qat__add_args *r);
 /* Global average pooling at a level: the AVX2 sums (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
 void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y,
                                   qat__level level);

@@ -756,29 +756,85 @@ void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__req
     else qat__global_avgpool_s8(x, C, HW, r, y);
 }
 
+/* One input's term of TFLite's ADD, MBQM((x - zp) << ls, m, -right), on
+ * 8 lanes in 32-bit arithmetic alone. With k = 31 - ls and the multiplier
+ * split as m = mh·2^k + ml (0 <= ml < 2^k), A = (x - zp)·mh and
+ * B = (x - zp)·ml, the exact product is (x - zp)·m·2^ls = (A·2^k + B)·2^ls,
+ * and since floor((A·2^k + C) / 2^k) = A + floor(C / 2^k) for integer A:
+ *   SRDHM = floor(((x - zp)·m + 2^(k-1)) / 2^k) = A + ((B + 2^(k-1)) >> k)
+ *   double: RDBP(SRDHM, r) = (v + 2^(r-1) - [v < 0]) >> r   (r >= 1; v at r = 0)
+ *   single: floor((A·2^k + B + 2^(k+r-1)) / 2^(k+r)) = (A + 2^(r-1) + (B >> k)) >> r   (r >= 1)
+ * Every sum fits int32 when |x - zp| <= 255, mh < 2^ls and ml < 2^k:
+ * |A| < 2^28 and |B| < 2^31 need 8 <= ls <= 20 (add_split_fits), and then
+ * v + 2^(r-1) < 2^28 + 2^30 for any r <= 31. TFLite's 20 gives k = 11. */
+typedef struct {
+    __m256i zp, mh, ml, half_k, half_r;
+    __m128i k, r;
+    bool single, round; /* round: r >= 1 */
+} add_term;
+
+static bool add_split_fits(const qat__add_args *r) {
+    return r->left_shift >= 8 && r->left_shift <= 20 && r->sh_a <= 0 && r->sh_b <= 0 && r->sh_a >= -31 && r->sh_b >= -31;
+}
+
+QAT_AVX2 static inline add_term add_term_of(int32_t zp, int32_t m, int shift, int ls, bool single) {
+    int k = 31 - ls, right = -shift;
+    return (add_term){_mm256_set1_epi32(zp), _mm256_set1_epi32(m >> k), _mm256_set1_epi32(m & ((1 << k) - 1)),
+                      _mm256_set1_epi32(1 << (k - 1)), _mm256_set1_epi32(right ? (int32_t)(1u << (right - 1)) : 0),
+                      _mm_cvtsi32_si128(k), _mm_cvtsi32_si128(right), single, right > 0};
+}
+
+QAT_AVX2 static inline __m256i add_term8(__m128i bytes, const add_term *t) {
+    __m256i d = _mm256_sub_epi32(_mm256_cvtepi8_epi32(bytes), t->zp);
+    __m256i A = _mm256_mullo_epi32(d, t->mh), B = _mm256_mullo_epi32(d, t->ml);
+    if (t->single && t->round) return _mm256_sra_epi32(_mm256_add_epi32(_mm256_add_epi32(A, t->half_r), _mm256_sra_epi32(B, t->k)), t->r);
+    __m256i v = _mm256_add_epi32(A, _mm256_sra_epi32(_mm256_add_epi32(B, t->half_k), t->k));
+    if (!t->round) return v;
+    return _mm256_sra_epi32(_mm256_add_epi32(_mm256_add_epi32(v, t->half_r), _mm256_srai_epi32(v, 31)), t->r);
+}
+
 /* TFLite's ADD, 8 elements at a time: each input's (x - zp) << left
- * taken by its multiplier (mbqm8), summed, requantized (requant8), the
- * portable loop's integers step by step; with a left shift in any of
- * the three multipliers, and for the last n % 8, the portable loop. */
+ * taken by its multiplier (add_term8 where the split fits, else mbqm8),
+ * summed, requantized (requant8), the portable loop's integers step by
+ * step; with a left shift in any of the three multipliers, and for the
+ * last n % 8, the portable loop. split is a literal at each call: two
+ * loops, no test inside. */
+QAT_AVX2 static inline __attribute__((always_inline)) int64_t add_loop(const int8_t *a, const int8_t *b, int64_t n,
+                                                                       const qat__add_args *r, int8_t *y, const bool split) {
+    const __m256i za = _mm256_set1_epi32(r->zp_a), zb = _mm256_set1_epi32(r->zp_b);
+    const __m256i ma = _mm256_set1_epi32(r->m_a), mb = _mm256_set1_epi32(r->m_b), mo = _mm256_set1_epi32(r->m_out);
+    const __m256i zo = _mm256_set1_epi32(r->zp_out), lo = _mm256_set1_epi32(r->lo), hi = _mm256_set1_epi32(r->hi);
+    const __m128i ls = _mm_cvtsi32_si128(r->left_shift);
+    const bool nonneg = r->lo >= r->zp_out;
+    const add_term ta = add_term_of(r->zp_a, r->m_a, r->sh_a, split ? r->left_shift : 20, r->single),
+                   tb = add_term_of(r->zp_b, r->m_b, r->sh_b, split ? r->left_shift : 20, r->single);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i ba = _mm_loadl_epi64((const __m128i *)(a + i)), bb = _mm_loadl_epi64((const __m128i *)(b + i));
+        __m256i sum;
+        if (split) {
+            sum = _mm256_add_epi32(add_term8(ba, &ta), add_term8(bb, &tb));
+        } else {
+            __m256i xa = _mm256_sll_epi32(_mm256_sub_epi32(_mm256_cvtepi8_epi32(ba), za), ls);
+            __m256i xb = _mm256_sll_epi32(_mm256_sub_epi32(_mm256_cvtepi8_epi32(bb), zb), ls);
+            sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a, r->single, false), mbqm8(xb, mb, -r->sh_b, r->single, false));
+        }
+        __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi, r->single, nonneg);
+        __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(p16, p16));
+    }
+    return i;
+}
+
 QAT_AVX2 static void add_avx2(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y) {
     int64_t i = 0;
-    if (r->sh_a <= 0 && r->sh_b <= 0 && r->sh_out <= 0) {
-        const __m256i za = _mm256_set1_epi32(r->zp_a), zb = _mm256_set1_epi32(r->zp_b);
-        const __m256i ma = _mm256_set1_epi32(r->m_a), mb = _mm256_set1_epi32(r->m_b), mo = _mm256_set1_epi32(r->m_out);
-        const __m256i zo = _mm256_set1_epi32(r->zp_out), lo = _mm256_set1_epi32(r->lo), hi = _mm256_set1_epi32(r->hi);
-        const __m128i ls = _mm_cvtsi32_si128(r->left_shift);
-        for (; i + 8 <= n; i += 8) {
-            __m256i xa = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(a + i)));
-            __m256i xb = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + i)));
-            xa = _mm256_sll_epi32(_mm256_sub_epi32(xa, za), ls);
-            xb = _mm256_sll_epi32(_mm256_sub_epi32(xb, zb), ls);
-            __m256i sum = _mm256_add_epi32(mbqm8(xa, ma, -r->sh_a, r->single, false), mbqm8(xb, mb, -r->sh_b, r->single, false));
-            __m256i v = requant8(sum, mo, -r->sh_out, zo, lo, hi, r->single, r->lo >= r->zp_out);
-            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            _mm_storel_epi64((__m128i *)(y + i), _mm_packs_epi16(p16, p16));
-        }
-    }
+    if (r->sh_a <= 0 && r->sh_b <= 0 && r->sh_out <= 0)
+        i = add_split_fits(r) ? add_loop(a, b, n, r, y, true) : add_loop(a, b, n, r, y, false);
     qat__add_s8(a + i, b + i, n - i, r, y + i);
+}
+
+bool qat__add_split_avx2(const qat__add_args *r) {
+    return r->sh_a <= 0 && r->sh_b <= 0 && r->sh_out <= 0 && add_split_fits(r);
 }
 
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
@@ -846,6 +902,7 @@ void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__req
     (void)level;
     qat__global_avgpool_s8(x, C, HW, r, y);
 }
+bool qat__add_split_avx2(const qat__add_args *r) { return (void)r, false; }
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
     (void)level;
     qat__add_s8(a, b, n, r, y);
