@@ -804,6 +804,37 @@ static void test_add_avx2_equals_portable(void) {
     CU_ASSERT(split > 150 && split < vector); /* both forms of the terms ran */
 }
 
+/* The AVX2 add's term in 32-bit lanes equals the scalar definition on
+ * every input byte, for every zero point at the edges and across, both
+ * roundings, every input shift and left shift the split takes, and
+ * multipliers at both ends: a tie rounded the wrong way in a term seldom
+ * reaches an add's output (the output's requantization divides it by
+ * thousands), so the terms are compared themselves. */
+static void test_add_terms_avx2_exact(void) {
+    if (!qat_isa_cpu_has(QAT_ISA_AVX2)) QAT_TEST_SKIP("this CPU has no AVX2: the loop never runs");
+    qat_rng rng;
+    qat_rng_seed(&rng, 28);
+    int8_t x[256];
+    for (int i = 0; i < 256; i++) x[i] = (int8_t)(i - 128);
+    int32_t got[256];
+    int bad = 0, cases = 0;
+    const int32_t zps[] = {-128, -1, 0, 1, 127};
+    for (int single = 0; single < 2; single++)
+        for (int ls = 8; ls <= 20; ls++)
+            for (int shift = -31; shift <= 0; shift++)
+                for (int z = 0; z < 7; z++) {
+                    int32_t zp = z < 5 ? zps[z] : rnd(&rng, -128, 127);
+                    int32_t m = z == 0 ? INT32_MAX : z == 1 ? 1 << 30 : (int32_t)((1u << 30) + qat_rng_below(&rng, 1u << 30));
+                    qat__add_terms_avx2(x, zp, m, shift, ls, single, got);
+                    for (int i = 0; i < 256; i++)
+                        bad += got[i] != qat_multiply_by_quantized_multiplier_r((int32_t)((uint32_t)(x[i] - zp) << ls), m,
+                                                                                shift, single);
+                    cases++;
+                }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(cases, 2 * 13 * 32 * 7);
+}
+
 /* The position map: every valid grid position goes to its output exactly
  * once, nothing else is stored, segments stay inside their chunk. */
 static void test_position_map(void) {
@@ -850,6 +881,7 @@ int main(int argc, char **argv) {
         {"the kernels' single rounding (qk.h, 32-bit shifts) equals the scalar one", test_qk_single_requant_equals_scalar},
         {"AVX-512 add, requantization and global pooling equal the portable loops", test_elementwise_avx512_equal_portable},
         {"the AVX2 add and global average pooling equal the portable loops", test_add_avx2_equals_portable},
+        {"the AVX2 add's terms in 32-bit lanes equal the scalar definition", test_add_terms_avx2_exact},
         {"the portable kernels' single rounding (qk.h's) equals the scalar definition", test_qk_single_rounding_equals_scalar},
         {"the position map stores every valid position once", test_position_map},
         {NULL, NULL},

@@ -324,6 +324,10 @@ void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__a
  * multiplier split at 31 - left_shift: 8 <= left_shift <= 20, no left
  * shift in a multiplier), not as 64-bit products: for the tests. */
 bool qat__add_split_avx2(const qat__add_args *r);
+/* That form's term of 256 input bytes x, out[i] = MBQM((x[i] - zp) <<
+ * left_shift, m, shift) (8 <= left_shift <= 20, -31 <= shift <= 0): for
+ * the tests, which compare it with the scalar definition on every byte. */
+void qat__add_terms_avx2(const int8_t *x, int32_t zp, int32_t m, int shift, int left_shift, bool single, int32_t *out);
 /* Global average pooling at a level: the AVX2 sums (kernels_x86.c) from QAT_LEVEL_AVX2 up. */
 void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__requant_args *r, int8_t *y,
                                   qat__level level);

@@ -837,6 +837,13 @@ bool qat__add_split_avx2(const qat__add_args *r) {
     return r->sh_a <= 0 && r->sh_b <= 0 && r->sh_out <= 0 && add_split_fits(r);
 }
 
+QAT_AVX2 void qat__add_terms_avx2(const int8_t *x, int32_t zp, int32_t m, int shift, int left_shift, bool single,
+                                  int32_t *out) {
+    const add_term t = add_term_of(zp, m, shift, left_shift, single);
+    for (int i = 0; i < 256; i += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(out + i), add_term8(_mm_loadl_epi64((const __m128i *)(x + i)), &t));
+}
+
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
     if (level >= QAT_LEVEL_AVX2 && has_avx2()) add_avx2(a, b, n, r, y);
     else qat__add_s8(a, b, n, r, y);
@@ -903,6 +910,11 @@ void qat__global_avgpool_s8_level(const int8_t *x, int C, int HW, const qat__req
     qat__global_avgpool_s8(x, C, HW, r, y);
 }
 bool qat__add_split_avx2(const qat__add_args *r) { return (void)r, false; }
+void qat__add_terms_avx2(const int8_t *x, int32_t zp, int32_t m, int shift, int left_shift, bool single,
+                         int32_t *out) {
+    for (int i = 0; i < 256; i++)
+        out[i] = qat_multiply_by_quantized_multiplier_r((int32_t)((uint32_t)(x[i] - zp) << left_shift), m, shift, single);
+}
 void qat__add_s8_level(const int8_t *a, const int8_t *b, int64_t n, const qat__add_args *r, int8_t *y, qat__level level) {
     (void)level;
     qat__add_s8(a, b, n, r, y);
