@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+
+#include "qat/context.h"
+#include "qat/data.h"
 
 static const char *cli_bin;
 static char cli_dir[256];
@@ -58,6 +62,39 @@ static inline double cli_json_number(const char *json, const char *key) {
     if (!p) return -1;
     p += strlen(pat);
     return strncmp(p, "null", 4) ? strtod(p, NULL) : -2;
+}
+
+/* A seeded regression set of n samples in dir (made here): 8 features x
+ * of N(0, 1), 2 targets a fixed linear map of x, as train_ and test_
+ * .npy files (the same samples in both), and dir/reg.qnet, a two-layer
+ * model for it. false if anything could not be written. */
+static inline bool cli_regression_set(const char *dir, int n) {
+    enum { F = 8, T = 2 };
+    char path[600];
+    float *x = malloc(sizeof(float) * F * (size_t)n), *y = malloc(sizeof(float) * T * (size_t)n);
+    qat_ctx *ctx = qat_ctx_new();
+    bool ok = x && y && ctx && mkdir(dir, 0755) == 0;
+    qat_rng rng;
+    qat_rng_seed(&rng, 5);
+    for (int i = 0; ok && i < n; i++) {
+        float *xi = x + F * i;
+        for (int f = 0; f < F; f++) xi[f] = qat_rng_normal(&rng);
+        y[T * i] = xi[0] - 0.5f * xi[3], y[T * i + 1] = 0.25f * xi[5] + xi[7];
+    }
+    const char *names[2][2] = {{"train_x.npy", "train_y.npy"}, {"test_x.npy", "test_y.npy"}};
+    for (int s = 0; ok && s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[s][0]);
+        ok = qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){n, F}, x) == QAT_OK;
+        snprintf(path, sizeof path, "%s/%s", dir, names[s][1]);
+        ok = ok && qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){n, T}, y) == QAT_OK;
+    }
+    snprintf(path, sizeof path, "%s/reg.qnet", dir);
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    ok = f && fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n", f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(x), free(y);
+    qat_ctx_free(ctx);
+    return ok;
 }
 
 #endif

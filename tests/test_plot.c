@@ -4,12 +4,9 @@
  * on a machine without it (scripts/setup-deps.sh installs gnuplot-nox). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_util.h"
-#include "qat/context.h"
-#include "qat/data.h"
 #include "test_util.h"
 
 static const char *data;
@@ -121,35 +118,14 @@ static void test_plot_regression_error(void) {
     if (!have_gnuplot()) QAT_TEST_SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
     char dir[300], path[400], args[2048], err[8192], out[8192], log[300], pics[300], line[4096];
     snprintf(dir, sizeof dir, "%s/reg", cli_dir);
-    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
-    qat_ctx *ctx = qat_ctx_new();
-    enum { N = 512, F = 8, T = 2 };
-    static float x[N][F], y[N][T];
-    qat_rng rng;
-    qat_rng_seed(&rng, 5);
-    for (int i = 0; i < N; i++) {
-        for (int f = 0; f < F; f++) x[i][f] = qat_rng_normal(&rng);
-        y[i][0] = x[i][0] - 0.5f * x[i][3], y[i][1] = 0.25f * x[i][5] + x[i][7];
-    }
-    const char *names[2][2] = {{"train_x.npy", "train_y.npy"}, {"test_x.npy", "test_y.npy"}};
-    for (int s = 0; s < 2; s++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[s][0]);
-        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, F}, x), QAT_OK);
-        snprintf(path, sizeof path, "%s/%s", dir, names[s][1]);
-        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, T}, y), QAT_OK);
-    }
-    qat_ctx_free(ctx);
+    CU_ASSERT_FATAL(cli_regression_set(dir, 512));
     snprintf(path, sizeof path, "%s/reg.qnet", dir);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n", f);
-    fclose(f);
     snprintf(log, sizeof log, "%s/reg.csv", cli_dir);
     snprintf(pics, sizeof pics, "%s/reg-pictures", cli_dir);
     snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --float-epochs 1 --epochs 2 --lr 0.01 --log '%s'",
              dir, path, log);
     CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
-    f = fopen(log, "r");
+    FILE *f = fopen(log, "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     int epochs = 0;
     double first = NAN, last = NAN;

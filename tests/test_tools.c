@@ -258,29 +258,8 @@ static void test_analyze_without_labels(void) {
     char dir[300], path[400], args[2048], err[8192], line[1 << 15], qnet[400];
     static char out[1 << 16];
     snprintf(dir, sizeof dir, "%s/reg", cli_dir);
-    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
-    qat_ctx *ctx = qat_ctx_new();
-    enum { N = 256, F = 8, T = 2 };
-    static float x[N][F], y[N][T];
-    qat_rng rng;
-    qat_rng_seed(&rng, 5);
-    for (int i = 0; i < N; i++) {
-        for (int f = 0; f < F; f++) x[i][f] = qat_rng_normal(&rng);
-        y[i][0] = x[i][0] - 0.5f * x[i][3], y[i][1] = 0.25f * x[i][5] + x[i][7];
-    }
-    const char *names[2][2] = {{"train_x.npy", "train_y.npy"}, {"test_x.npy", "test_y.npy"}};
-    for (int s = 0; s < 2; s++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[s][0]);
-        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, F}, x), QAT_OK);
-        snprintf(path, sizeof path, "%s/%s", dir, names[s][1]);
-        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, T}, y), QAT_OK);
-    }
-    qat_ctx_free(ctx);
-    snprintf(qnet, sizeof qnet, "%s/reg.qnet", cli_dir);
-    FILE *f = fopen(qnet, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n", f);
-    fclose(f);
+    CU_ASSERT_FATAL(cli_regression_set(dir, 256));
+    snprintf(qnet, sizeof qnet, "%s/reg.qnet", dir);
     snprintf(path, sizeof path, "%s/reg.ckpt.h5", cli_dir);
     snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --epochs 2 --out '%s'", dir, qnet, path);
     CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
