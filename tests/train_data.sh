@@ -133,9 +133,25 @@ mk nan "$work/nan-eval"
 # outputs over inputs
 cp "$work/mnist.h5" "$work/copy.h5"
 rc=0; "$bin" train --data "$work/copy.h5" --epochs 1 --limit-train 64 --out "$work/copy.h5" >/dev/null 2>"$work/ow.err" || rc=$?
-[ "$rc" = 2 ] && grep -q "is one of this run's inputs" "$work/ow.err" || fail "train --out over its data: exit $rc"
+[ "$rc" = 2 ] && grep -q "would write into the data set" "$work/ow.err" || fail "train --out over its data: exit $rc"
 "$convert" "$work/copy.h5" - >/dev/null 2>&1 || fail "the data set was damaged"
 rc=0; "$bin" eval --model "$work/m.qat.h5" --data "$work/npy" --outputs "$work/m.qat.h5" >/dev/null 2>"$work/ow.err" || rc=$?
 [ "$rc" = 2 ] && grep -q "is one of this command's inputs" "$work/ow.err" || fail "eval --outputs over the model: exit $rc"
+# outputs into a data set's directory (one of its files, or a new file beside them) are refused,
+# and the files stay as they were
+cp -r "$work/npy" "$work/npy-copy"; mkdir "$work/idx-copy"; cp "$mnist"/*-ubyte* "$work/idx-copy/"
+before=$(cat "$work/npy-copy"/* "$work/idx-copy"/* | cksum)
+for args in "train --data $work/npy-copy --epochs 1 --limit-train 64 --log $work/npy-copy/train_x.npy" \
+            "train --data $work/npy-copy --epochs 1 --limit-train 64 --out $work/npy-copy/test_y.npy" \
+            "train --data $work/npy-copy --epochs 1 --limit-train 64 --best-out $work/npy-copy/best.npy --val 0.1" \
+            "train --data $work/idx-copy --epochs 1 --limit-train 64 --log $work/idx-copy/t10k-labels-idx1-ubyte.gz" \
+            "eval --model $work/m.qat.h5 --data $work/npy-copy --outputs $work/npy-copy/test_x.npy" \
+            "eval --model $work/m.qat.h5 --data $work/npy-copy --predictions $work/npy-copy/p.npy"; do
+  rc=0; (cd "$work" && "$bin" $args >/dev/null 2>"$work/ow.err") || rc=$?
+  [ "$rc" = 2 ] && grep -q "would write into the data set" "$work/ow.err" || fail "$args: exit $rc, $(cat "$work/ow.err")"
+done
+rc=0; (cd "$work/npy-copy" && "$bin" train --data . --epochs 1 --limit-train 64 --log run.csv >/dev/null 2>"$work/ow.err") || rc=$?
+[ "$rc" = 2 ] && grep -q "would write into the data set" "$work/ow.err" || fail "train --data . --log run.csv: exit $rc"
+[ "$(cat "$work/npy-copy"/* "$work/idx-copy"/* | cksum)" = "$before" ] || fail "a data set's directory was written to"
 echo "outputs over inputs: refused"
 echo "train_data: ok"

@@ -99,6 +99,18 @@ bool cli_same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+bool cli_in_data(const char *path, const char *data) {
+    if (!path || !data) return false;
+    if (cli_same_file(path, data)) return true;
+    struct stat sd, sp;
+    if (stat(data, &sd) != 0 || !S_ISDIR(sd.st_mode)) return false;
+    char parent[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return stat(parent, &sp) == 0 && sp.st_dev == sd.st_dev && sp.st_ino == sd.st_ino;
+}
+
 int cli_status_of(qat_status st) {
     return st == QAT_ERR_ARG || st == QAT_ERR_SHAPE || st == QAT_ERR_FORMAT || st == QAT_ERR_UNSUPPORTED ? EXIT_USAGE : 1;
 }

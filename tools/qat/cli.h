@@ -39,6 +39,11 @@ int cli_status_of(qat_status st);
  * and inode: a link, "./x")? An output that is one of the command's own
  * inputs would destroy it. */
 bool cli_same_file(const char *a, const char *b);
+/* Whether writing the file path would write into the data set at data:
+ * path is data itself, or data is a directory (of .npy or IDX files) and
+ * path a file directly in it (one of its files, or a new one: a stray
+ * .npy makes the directory unreadable as a data set). */
+bool cli_in_data(const char *path, const char *data);
 /* A path for an output (of option opt; NULL: none): its folder exists and
  * can be written, and it is not a folder itself. Checked before long work:
  * 0, or 1 (reported). */

@@ -305,10 +305,14 @@ int cmd_eval(int argc, char **argv) {
                         o->data.val);
     /* an output over one of the inputs, or over the other output, would destroy it */
     const char *outs[2][2] = {{"--predictions", o->predictions}, {"--outputs", o->outputs}};
-    for (int i = 0; i < 2; i++)
-        if (cli_same_file(outs[i][1], o->path) || cli_same_file(outs[i][1], o->data.path))
+    for (int i = 0; i < 2; i++) {
+        if (cli_in_data(outs[i][1], o->data.path))
+            return cli_fail(P, o->json, EXIT_USAGE, "%s %s would write into the data set %s: write it elsewhere",
+                            outs[i][0], outs[i][1], o->data.path);
+        if (cli_same_file(outs[i][1], o->path))
             return cli_fail(P, o->json, EXIT_USAGE, "%s %s is one of this command's inputs: writing it would destroy it",
                             outs[i][0], outs[i][1]);
+    }
     if (cli_same_file(o->predictions, o->outputs))
         return cli_fail(P, o->json, EXIT_USAGE, "--predictions and --outputs name the same file %s", o->outputs);
     if ((rc = cli_check_output(PROG, o->json, "--predictions", o->predictions)) ||

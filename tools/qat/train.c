@@ -397,7 +397,10 @@ static int train_setup(run *r) {
     /* an output over one of the run's inputs, or over another output, would destroy it */
     const char *outs[3][2] = {{"--out", o->out}, {"--best-out", o->best_out}, {"--log", o->log}};
     for (int i = 0; i < 3; i++) {
-        if (cli_same_file(outs[i][1], o->data.path) || (i > 0 && cli_same_file(outs[i][1], o->resume)) ||
+        if (cli_in_data(outs[i][1], o->data.path))
+            return cli_fail(PROG, o->json, EXIT_USAGE, "%s %s would write into the data set %s: write it elsewhere",
+                            outs[i][0], outs[i][1], o->data.path);
+        if ((i > 0 && cli_same_file(outs[i][1], o->resume)) ||
             cli_same_file(outs[i][1], o->init) ||
             (train_opts_model_is_file(o) && cli_same_file(outs[i][1], o->model)))
             return cli_fail(PROG, o->json, EXIT_USAGE, "%s %s is one of this run's inputs: writing it would destroy it",
