@@ -4,6 +4,7 @@
  * on a machine without it (scripts/setup-deps.sh installs gnuplot-nox). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_util.h"
@@ -110,21 +111,11 @@ static double csv_field(const char *line, int k) {
     return line && *line != ',' && *line != '\n' && *line ? strtod(line, NULL) : NAN;
 }
 
-/* A regression run (a seeded set: y a fixed linear map of x) logs the
- * test mean squared error of the float weights, the fake-quantized model
- * and the integer program each epoch, no accuracy; plot draws error.png
- * from them and no accuracy.png. */
-static void test_plot_regression_error(void) {
-    if (!have_gnuplot()) QAT_TEST_SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
-    char dir[300], path[400], args[2048], err[8192], out[8192], log[300], pics[300], line[4096];
-    snprintf(dir, sizeof dir, "%s/reg", cli_dir);
-    CU_ASSERT_FATAL(cli_regression_set(dir, 512));
-    snprintf(path, sizeof path, "%s/reg.qnet", dir);
-    snprintf(log, sizeof log, "%s/reg.csv", cli_dir);
-    snprintf(pics, sizeof pics, "%s/reg-pictures", cli_dir);
-    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --float-epochs 1 --epochs 2 --lr 0.01 --log '%s'",
-             dir, path, log);
-    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+/* A log's epoch rows: no accuracy, the float MSE every epoch, the
+ * fake-quantized and integer ones after the float epoch, the integers
+ * within 5 % of the fake-quantized model, the float MSE falling. */
+static void check_error_rows(const char *log, int want_epochs) {
+    char line[4096];
     FILE *f = fopen(log, "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     int epochs = 0;
@@ -136,13 +127,32 @@ static void test_plot_regression_error(void) {
         double flt = csv_field(line, 11), fake = csv_field(line, 12), in = csv_field(line, 13);
         CU_ASSERT(flt > 0 && flt < 10);
         if (epochs == 1) CU_ASSERT(isnan(fake) && isnan(in)); /* the float epoch */
+        if (epochs > 1 && !(fake > 0 && fabs(in - fake) < 0.05 * fake)) printf("\n  %s: %s", log, line);
         if (epochs > 1) CU_ASSERT(fake > 0 && fabs(in - fake) < 0.05 * fake); /* the integers track the fake model */
         if (epochs == 1) first = flt;
         last = flt;
     }
     fclose(f);
-    CU_ASSERT_EQUAL(epochs, 3);
+    CU_ASSERT_EQUAL(epochs, want_epochs);
     CU_ASSERT(last < first); /* it learns */
+}
+
+/* A regression run (a seeded set: y a fixed linear map of x) logs the
+ * test mean squared error of the float weights, the fake-quantized model
+ * and the integer program each epoch, no accuracy; plot draws error.png
+ * from them and no accuracy.png. */
+static void test_plot_regression_error(void) {
+    if (!have_gnuplot()) QAT_TEST_SKIP("gnuplot is not installed (apt-get install gnuplot-nox)");
+    char dir[300], path[400], args[2048], err[8192], out[8192], log[300], pics[300];
+    snprintf(dir, sizeof dir, "%s/reg", cli_dir);
+    CU_ASSERT_FATAL(cli_regression_set(dir, 512));
+    snprintf(path, sizeof path, "%s/reg.qnet", dir);
+    snprintf(log, sizeof log, "%s/reg.csv", cli_dir);
+    snprintf(pics, sizeof pics, "%s/reg-pictures", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --float-epochs 1 --epochs 2 --lr 0.01 --log '%s'",
+             dir, path, log);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    check_error_rows(log, 3);
     snprintf(args, sizeof args, "plot '%s' --out '%s' --json", log, pics);
     CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
     CU_ASSERT(png_size(pics, "error.png") >= 5000);
@@ -152,6 +162,38 @@ static void test_plot_regression_error(void) {
     snprintf(gp, sizeof gp, "%s/plots.gp", pics);
     cli_slurp(gp, script, sizeof script);
     CU_ASSERT_PTR_NOT_NULL(strstr(script, "'test mean squared error after each epoch'"));
+}
+
+/* An autoencoder's target is its input as the model normalizes it: on
+ * features far from mean 0 and std 1 (5 + 3·N(0, 1)) the integer
+ * program's logged MSE is the fake-quantized model's, not one measured
+ * against the raw input. */
+static void test_log_autoencoder_error(void) {
+    char dir[300], path[400], args[2048], err[8192], log[300];
+    snprintf(dir, sizeof dir, "%s/ae", cli_dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    enum { N = 512, F = 8 };
+    static float x[N][F];
+    qat_rng rng;
+    qat_rng_seed(&rng, 6);
+    for (int i = 0; i < N; i++)
+        for (int f = 0; f < F; f++) x[i][f] = 5.0f + 3.0f * qat_rng_normal(&rng);
+    qat_ctx *ctx = qat_ctx_new();
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%s_x.npy", dir, s ? "test" : "train");
+        CU_ASSERT_EQUAL_FATAL(qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){N, F}, x), QAT_OK);
+    }
+    qat_ctx_free(ctx);
+    snprintf(path, sizeof path, "%s/ae.qnet", cli_dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=8\n", f);
+    fclose(f);
+    snprintf(log, sizeof log, "%s/ae.csv", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --task autoencoder --qat --float-epochs 1 --epochs 2 "
+             "--lr 0.01 --log '%s'", dir, path, log);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    check_error_rows(log, 3);
 }
 
 int main(int argc, char **argv) {
@@ -167,6 +209,7 @@ int main(int argc, char **argv) {
         {"plot: loss, accuracy and ranges as PNG files", test_plot_draws_three_pngs},
         {"plot: only the pictures the log has data for", test_plot_draws_what_the_log_has},
         {"plot: a regression's test error per epoch", test_plot_regression_error},
+        {"train --log: an autoencoder's integer error against its normalized input", test_log_autoencoder_error},
         {NULL, NULL},
     };
     int rc = qat_test_main("plot", cases, argc, argv);

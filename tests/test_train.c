@@ -447,7 +447,7 @@ static void test_autoencoder_and_regression(void) {
             CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);
             qat_engine *e = qat_engine_new(pctx, &q, QAT_ENGINE_INT, 100);
             qat_task k = {.kind = QAT_TASK_AUTOENCODER};
-            qat_engine_eval how = {.batch = 100, .norm = qat_model_normalization(m)};
+            qat_engine_eval how = {.batch = 100};
             qat_metrics mi;
             CU_ASSERT_EQUAL_FATAL(qat_engine_evaluate(pctx, e, &q, d, QAT_SPLIT_TEST, &k, &how, &mi), QAT_OK);
             printf(", int %.4f]", mi.auc);

@@ -78,7 +78,6 @@ QAT_API qat_status qat_engine_run_u8(qat_engine *e, const uint8_t *x, int64_t n,
 typedef struct {
     int64_t limit;                 /* the first N samples of the split (0: all) */
     int batch;                     /* samples per qat_engine_run: at most the engine's max_batch */
-    const qat_normalization *norm; /* the autoencoder's target is norm's x (NULL: x itself) */
     int32_t *outputs_q;            /* [n, outputs]: every sample's output integers (int, fake), or NULL */
     float *outputs_f;              /* [n, outputs]: every sample's outputs as floats, or NULL */
     void (*progress)(void *user, int64_t done, int64_t total); /* after every batch (may be NULL) */
@@ -87,7 +86,9 @@ typedef struct {
 } qat_engine_eval;
 
 /* Runs e (made for q) on split s of d and measures the task (qat/train.h):
- * *out gets the metrics (qat_metrics_free after). Errors on ctx. */
+ * *out gets the metrics (qat_metrics_free after). An autoencoder's target
+ * is its input as the program normalizes it (q->norm), as in training.
+ * Errors on ctx. */
 QAT_API qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q, qat_dataset *d, qat_split s,
                                        const qat_task *task, qat_engine_eval *opt, qat_metrics *out);
 

@@ -61,7 +61,7 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
                               task->kind == QAT_TASK_REGRESS ? t : NULL, info->has_anomaly ? anomaly : NULL);
         if (st == QAT_OK && bytes) st = qat_dataset_read_raw(d, s, idx, b, raw);
         if (st != QAT_OK) break;
-        if (task->kind == QAT_TASK_AUTOENCODER) qat_normalize_samples(opt->norm, in, x, t, b);
+        if (task->kind == QAT_TASK_AUTOENCODER) qat_normalize_samples(q->norm, in, x, t, b);
         double t0 = now();
         int32_t *oq = opt->outputs_q ? opt->outputs_q + at * K : NULL;
         st = bytes ? qat_engine_run_u8(e, raw, b, y, oq) : qat_engine_run(e, x, b, y, oq);

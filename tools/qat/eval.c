@@ -169,7 +169,7 @@ static int measure(eval_run *r, qat_engine_mode mode, const char *name, qat_metr
     snprintf(label, sizeof label, "%s engine", name);
     progress bar;
     progress_start(&bar, label, r->n);
-    qat_engine_eval how = {.limit = r->o.limit, .batch = (int)r->o.batch, .norm = r->q->norm,
+    qat_engine_eval how = {.limit = r->o.limit, .batch = (int)r->o.batch,
                            .progress = on_progress, .user = &bar};
     if (mode == QAT_ENGINE_INT) how.outputs_q = outputs;
     else how.outputs_f = outputs;

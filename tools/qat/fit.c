@@ -571,7 +571,7 @@ static int write_qnet(fit_run *r) {
 static int int_metric(fit_run *r, const qat_qmodel *q, double *out) {
     qat_engine *e = qat_engine_new(r->ctx, q, QAT_ENGINE_INT, 256);
     if (!e) return fail(r);
-    qat_engine_eval how = {.limit = r->o->train.limit_test, .batch = 256, .norm = q->norm};
+    qat_engine_eval how = {.limit = r->o->train.limit_test, .batch = 256};
     qat_metrics mt;
     qat_status st = qat_engine_evaluate(r->ctx, e, q, r->data, QAT_SPLIT_TEST, &r->task, &how, &mt);
     qat_engine_free(e);
