@@ -275,6 +275,15 @@ static void test_analyze_without_labels(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "n/a"));
     CU_ASSERT_PTR_NULL(strstr(out, "-100.00 %"));
     CU_ASSERT_PTR_NULL(strstr(out, "no drop to explain"));
+    /* data that does not fit the model is refused, not read into its input (here: samples wider than it) */
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s'", path, data);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the data's samples are [1, 28, 28], the model's input is [8]"));
+    /* and the other way round: the LeNet fixture on 8 features */
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s'", ckpt, dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the data's samples are [8], the model's input is [1, 28, 28]"));
 }
 
 static void test_analyze_bad_input(void) {

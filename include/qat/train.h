@@ -252,6 +252,17 @@ QAT_API qat_status qat_model_evaluate(qat_model *m, qat_dataset *d, qat_split s,
  * model. */
 QAT_API bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, const int64_t *in_shape);
 
+/* Does split s (info) fit a model of input shape (in_rank, in_shape) and
+ * `outputs` output values? The samples' layout (qat_data_fits_input, with
+ * a hint for images stored channels-last), class labels within the
+ * outputs, and for the task *kind (NULL: none, the inputs and any class
+ * labels only) a regression's y as wide as the outputs, an autoencoder's
+ * output as wide as its input. The checks the trainer and
+ * qat_engine_evaluate make: QAT_OK, or QAT_ERR_SHAPE / QAT_ERR_ARG with
+ * the message on ctx. */
+QAT_API qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *info, qat_split s, int in_rank,
+                                  const int64_t *in_shape, int64_t outputs, const qat_task_kind *kind);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,23 +21,8 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
     if (!info) return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: the data set has no %s split", qat_split_str(s));
     int64_t in = qat_qtensor_numel(&q->tensors[q->input]), K = qat_qtensor_numel(&q->tensors[q->output]);
     const qat_qtensor *it = &q->tensors[q->input];
-    if (!qat_data_fits_input(info->x_rank, info->x_shape, it->rank, it->shape)) { /* the layout, not only the count */
-        char a[96], b[96];
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
-                            qat_dims_str(info->x_rank, info->x_shape, a, sizeof a), qat_dims_str(it->rank, it->shape, b, sizeof b),
-                            info->x_rank == 3 && it->rank == 3 && info->x_shape[2] == it->shape[0]
-                                ? " (images stored [N, H, W, C]? read them channels-last: qat's --channels-last, the data options' channels_last)" : "");
-    }
-    if (task->kind == QAT_TASK_CLASSIFY && info->target == QAT_TARGET_CLASS && info->label_max >= K)
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "
-                            "outputs)", qat_split_str(s), (long long)info->label_max, (long long)info->label_max_row,
-                            (long long)K - 1, (long long)K);
-    if (task->kind == QAT_TASK_REGRESS && info->y_numel != K)
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "y has %lld values per sample, the model outputs %lld",
-                            (long long)info->y_numel, (long long)K);
-    if (task->kind == QAT_TASK_AUTOENCODER && in != K)
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "an autoencoder's output must have its input's %lld values; this model "
-                            "outputs %lld", (long long)in, (long long)K);
+    qat_status cs = qat_data_check(ctx, info, s, it->rank, it->shape, K, &task->kind);
+    if (cs != QAT_OK) return cs;
     int64_t n = opt->limit > 0 && opt->limit < info->n ? opt->limit : info->n, B = opt->batch > 0 ? opt->batch : 64;
     float *x = malloc((size_t)(B * in) * sizeof *x), *y = malloc((size_t)(B * K) * sizeof *y);
     float *t = task->kind == QAT_TASK_CLASSIFY ? NULL : malloc((size_t)(B * K) * sizeof *t);

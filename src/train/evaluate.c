@@ -23,6 +23,32 @@ bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, const int6
     return true;
 }
 
+qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *i, qat_split s, int in_rank, const int64_t *in_shape,
+                          int64_t outputs, const qat_task_kind *kind) {
+    if (!qat_data_fits_input(i->x_rank, i->x_shape, in_rank, in_shape)) { /* the layout, not only the count */
+        char a[96], b[96];
+        bool hwc = i->x_rank == 3 && in_rank == 3 && i->x_shape[2] == in_shape[0];
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
+                            qat_dims_str(i->x_rank, i->x_shape, a, sizeof a), qat_dims_str(in_rank, in_shape, b, sizeof b),
+                            hwc ? " (images stored [N, H, W, C]? read them channels-last: qat's --channels-last, the "
+                                  "data options' channels_last)" : "");
+    }
+    bool classify = !kind || *kind == QAT_TASK_CLASSIFY;
+    if (classify && i->target == QAT_TARGET_CLASS && i->label_max >= outputs)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "
+                            "outputs)", qat_split_str(s), (long long)i->label_max, (long long)i->label_max_row,
+                            (long long)outputs - 1, (long long)outputs);
+    if (kind && *kind == QAT_TASK_REGRESS && i->y_numel != outputs)
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: y has %lld values per sample, the model outputs %lld",
+                            qat_split_str(s), (long long)i->y_numel, (long long)outputs);
+    int64_t in_numel = 1;
+    for (int d = 0; d < in_rank; d++) in_numel *= in_shape[d];
+    if (kind && *kind == QAT_TASK_AUTOENCODER && outputs != in_numel)
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "an autoencoder's output must have its input's %lld values; this "
+                            "model outputs %lld", (long long)in_numel, (long long)outputs);
+    return QAT_OK;
+}
+
 /* Sums the figures of every process (each measured its own share of the
  * samples, its other entries zero). */
 static qat_status reduce(qat_metrics *m, const qat_train_dist *D, qat_ctx *ctx) {

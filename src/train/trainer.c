@@ -107,20 +107,12 @@ static qat_status check_task(qat_trainer *t) {
         if (i->target != want && !(k->kind == QAT_TASK_AUTOENCODER))
             return qat_ctx_fail(ctx, QAT_ERR_ARG, "the %s task needs %s in y; the %s split has %s",
                                 qat_task_kind_str(k->kind), what[want], qat_split_str((qat_split)s), what[i->target]);
-        if (k->kind == QAT_TASK_CLASSIFY && i->label_max >= t->out_numel)
-            return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "
-                                "outputs)", qat_split_str((qat_split)s), (long long)i->label_max,
-                                (long long)i->label_max_row, (long long)t->out_numel - 1, (long long)t->out_numel);
-        if (k->kind == QAT_TASK_REGRESS && i->y_numel != t->out_numel)
-            return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: y has %lld values per sample, the model outputs %lld",
-                                qat_split_str((qat_split)s), (long long)i->y_numel, (long long)t->out_numel);
+        if ((st = qat_data_check(ctx, i, (qat_split)s, t->in_rank, t->in_shape, t->out_numel, &k->kind)) != QAT_OK)
+            return st;
     }
     if (k->kind == QAT_TASK_CLASSIFY && out_rank != 1)
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "classification needs a model whose output is a vector of logits; "
                             "this one outputs rank-%d samples", out_rank);
-    if (k->kind == QAT_TASK_AUTOENCODER && t->out_numel != t->in_numel)
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "an autoencoder's output must have its input's %lld values; this "
-                            "model outputs %lld", (long long)t->in_numel, (long long)t->out_numel);
     if (k->kind == QAT_TASK_CLASSIFY && k->class_weights && k->n_class_weights != t->out_numel)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%d class weights for a model of %lld classes", k->n_class_weights,
                             (long long)t->out_numel);
@@ -160,14 +152,6 @@ static qat_status check_config(qat_trainer *t) {
     if (t->in_rank == 0) return qat_ctx_fail(ctx, QAT_ERR_STATE, "trainer: the model declares no input shape");
     t->in_numel = 1;
     for (int d = 0; d < t->in_rank; d++) t->in_numel *= t->in_shape[d];
-    if (!qat_data_fits_input(t->tr->x_rank, t->tr->x_shape, t->in_rank, t->in_shape)) {
-        char a[96], b[96];
-        bool hwc = t->tr->x_rank == 3 && t->in_rank == 3 && t->tr->x_shape[2] == t->in_shape[0];
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "the data's samples are %s, the model's input is %s%s",
-                            qat_dims_str(t->tr->x_rank, t->tr->x_shape, a, sizeof a),
-                            qat_dims_str(t->in_rank, t->in_shape, b, sizeof b),
-                            hwc ? " (images stored [N, H, W, C]? read them channels-last: qat's --channels-last, the data options' channels_last)" : "");
-    }
     if ((c->best_out || c->patience > 0) && !t->va)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "choosing the best epoch (%s) needs a val split; the data set has none "
                             "(carve one from train: the data set's val_fraction, the tool's --val)",

@@ -3,6 +3,7 @@
  * totals, from a built-in model, a model file, a training checkpoint or a
  * quantized model file. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -102,6 +103,19 @@ int tools_input_shape(const qat_model *m, int64_t *shape) {
     bool conv = qat_model_n_layers(m) > 1 && qat_model_layer_kind(m, 1) == QAT_LAYER_CONV2D;
     shape[0] = conv ? 1 : 784, shape[1] = shape[2] = 28;
     return conv ? 3 : 1;
+}
+
+int64_t tools_output_numel(const qat_model *m) {
+    int64_t in[3];
+    int in_rank = tools_input_shape(m, in), n = qat_model_n_layers(m), out = qat_model_output(m);
+    int *ranks = malloc((size_t)n * sizeof *ranks);
+    int64_t(*shapes)[3] = malloc((size_t)n * sizeof *shapes), numel = -1;
+    if (ranks && shapes && qat_model_shapes(m, in_rank, in, ranks, shapes) == QAT_OK) {
+        numel = 1;
+        for (int d = 0; d < ranks[out]; d++) numel *= shapes[out][d];
+    }
+    free(ranks), free(shapes);
+    return numel;
 }
 
 const char *tools_grouped(int64_t n, char *buf, size_t len) {

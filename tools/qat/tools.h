@@ -16,6 +16,9 @@ int cmd_plot(int argc, char **argv);
  * built-in model): MNIST's [1, 28, 28] when the first layer is a
  * convolution, its 784 pixels otherwise — export's rule. */
 int tools_input_shape(const qat_model *m, int64_t *shape);
+/* The model's output values per sample (at tools_input_shape); -1 if its
+ * shapes cannot be worked out (the model's context has the message). */
+int64_t tools_output_numel(const qat_model *m);
 
 /* n with its thousands grouped by spaces ("416 520"), into buf. */
 const char *tools_grouped(int64_t n, char *buf, size_t len);
