@@ -18,7 +18,10 @@
 #   8. a refusal before training, met by every rank (an unknown option, a
 #      missing data set) or by rank 0 alone (a resume onto another run's
 #      --log), is said once, by the rank that refused, with its status and
-#      without MPI_Abort.
+#      without MPI_Abort;
+#   9. SIGUSR1 to mpirun (which forwards it to every rank) stops the job
+#      after a step with the checkpoint written and status 130, and the
+#      run resumes from it.
 # Skipped (77) without mpirun or a qat built with MPI.
 #   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
 set -uo pipefail
@@ -152,7 +155,7 @@ refusal() {  # NAME STATUS MESSAGE ARGS...: the job's status, the message once, 
   mpi "$@" 2> "$tmp/r.err" > /dev/null; local rc=$?
   [ "$rc" = "$want" ] || { cat "$tmp/r.err"; fail "8: $name: exit $rc, not $want"; }
   [ "$(grep -c -- "$msg" "$tmp/r.err")" = 1 ] || { cat "$tmp/r.err"; fail "8: $name: the refusal is not said once"; }
-  ! grep -q -e MPI_ABORT -e "stopped by a signal" -e "^rank 1: " "$tmp/r.err" ||
+  ! grep -q -e MPI_ABORT -e "stopped by the MPI runtime" -e "^rank 1: " "$tmp/r.err" ||
     { cat "$tmp/r.err"; fail "8: $name: more than the refusal"; }
 }
 refusal "unknown option" 2 '^qat train: unknown option "--bogus"' --model mlp --data "$data" --bogus
@@ -160,5 +163,20 @@ refusal "missing data" 1 '^qat: /nonexistent: cannot read the data set' --model 
 refusal "rank 0's log" 1 "^qat: --log $tmp/e.csv: the file's columns are not this run's" "${common[@]}" \
   --resume "$tmp/c.h5" --log "$tmp/e.csv"
 
-if [ $fails = 0 ]; then echo "mpi_train: 8 checks passed"; exit 0; fi
+# 9: stop and save by SIGUSR1 to mpirun
+rm -f "$tmp/u.h5"
+mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "$data" --out "$tmp/u.h5" \
+  2> "$tmp/u.err" > /dev/null &
+job=$!
+for _ in $(seq 100); do grep -q " parameters, " "$tmp/u.err" 2>/dev/null && break; sleep 0.1; done
+sleep 2
+pkill -USR1 -P "$job" -x mpirun || fail "9: no mpirun to signal"
+wait "$job"; rc=$?
+[ "$rc" = 130 ] || { tail -5 "$tmp/u.err"; fail "9: SIGUSR1: exit $rc, not 130"; }
+grep -q "interrupted at step [0-9]*; wrote $tmp/u.h5" "$tmp/u.err" || { tail -5 "$tmp/u.err"; fail "9: no checkpoint written"; }
+mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "$data" --resume "$tmp/u.h5" \
+  --stop-after 400 2> "$tmp/u2.err" > /dev/null
+grep -q "resumed from" "$tmp/u2.err" || fail "9: the checkpoint SIGUSR1 wrote does not resume"
+
+if [ $fails = 0 ]; then echo "mpi_train: 9 checks passed"; exit 0; fi
 echo "mpi_train: $fails failed"; exit 1

@@ -72,14 +72,17 @@ static void release_held(bool say) {
 #define cli_fail(...) (unmute(), cli_fail(__VA_ARGS__))
 
 /* ---- signals ------------------------------------------------------------------------------
- * Ctrl-C (SIGINT) and SIGTERM ask the trainer to stop after the step it
- * is in: it writes --out and the command says how to resume. A second
- * signal ends the process at once, unsaved, and says so; one that comes
- * within a second of the first is taken as the same request (a terminal's
- * Ctrl-C, or `timeout`, signals the process and its group alike). In an MPI job SIGTERM comes from the
- * runtime when another rank died: no collective can complete then, so
- * rank 0 says which checkpoint is the last complete one (saves are
- * atomic) and ends at once; the message is formatted after every save. */
+ * Ctrl-C (SIGINT), SIGTERM and SIGUSR1 ask the trainer to stop after the
+ * step it is in: it writes --out and the command says how to resume. A
+ * second signal ends the process at once, unsaved, and says so; one that
+ * comes within a second of the first is taken as the same request (a
+ * terminal's Ctrl-C, or `timeout`, signals the process and its group
+ * alike). In an MPI job SIGTERM comes from the runtime, when another rank
+ * died or mpirun itself was interrupted, and SIGKILL follows it at once:
+ * no collective can complete then, so rank 0 says which checkpoint is the
+ * last complete one (saves are atomic) and ends at once; the message is
+ * formatted after every save. SIGUSR1 is the way to stop a job and save:
+ * mpirun forwards it to every rank. */
 static volatile int stop_requested;
 static struct timespec stop_at; /* when it was requested */
 static volatile sig_atomic_t in_mpi_job;
@@ -88,7 +91,8 @@ static volatile sig_atomic_t last_ckpt_len;
 
 static void on_signal(int sig) {
     if (in_mpi_job && sig == SIGTERM) {
-        static const char head[] = "\nqat: rank 0: stopped by a signal (the MPI runtime ends the job when a rank dies)";
+        static const char head[] = "\nqat: rank 0: stopped by the MPI runtime (a rank died, or mpirun was interrupted: "
+                                   "kill -USR1 mpirun's pid stops a job and saves)";
         ssize_t w = write(2, head, sizeof head - 1);
         if (last_ckpt_len > 0) w = write(2, last_ckpt_msg, (size_t)last_ckpt_len);
         else w = write(2, "; no checkpoint written yet\n", sizeof "; no checkpoint written yet\n" - 1);
@@ -118,9 +122,10 @@ static void catch_signals(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT), sigaddset(&sa.sa_mask, SIGTERM); /* one handler at a time */
+    sigaddset(&sa.sa_mask, SIGINT), sigaddset(&sa.sa_mask, SIGTERM), sigaddset(&sa.sa_mask, SIGUSR1); /* one at a time */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
 }
 
 /* ---- the processes of an MPI job, for the trainer -------------------------------------- */
