@@ -33,7 +33,40 @@ static bool header(const metrics_log *g, const qat_model *m, char *buf, size_t l
     return true;
 }
 
-int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_model *m,
+/* Whether a row (not the header: row > 0) is past step. */
+static bool past(const char *line, long row, int64_t step) {
+    const char *comma = strchr(line, ',');
+    return row > 0 && comma && strtoll(comma + 1, NULL, 10) > step;
+}
+
+/* Rewrites the log at path without its rows past step, when it has any:
+ * a copy renamed over it (a crash leaves the old log whole). 0, or -1
+ * with errno. */
+static int drop_rows_after(const char *path, int64_t step) {
+    FILE *in = fopen(path, "r"), *out = NULL;
+    if (!in) return -1;
+    char tmp[4200], *line = NULL;
+    size_t cap = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    bool any = false;
+    for (long row = 0; !any && getline(&line, &cap, in) > 0; row++) any = past(line, row, step);
+    int rc = ferror(in) ? -1 : 0;
+    if (any && !rc) {
+        rewind(in);
+        if (!(out = fopen(tmp, "w"))) rc = -1;
+        for (long row = 0; !rc && getline(&line, &cap, in) > 0; row++)
+            if (!past(line, row, step)) fputs(line, out);
+        if (out && (ferror(in) || ferror(out))) rc = -1;
+        if (out && fclose(out)) rc = -1;
+        if (out && !rc && rename(tmp, path)) rc = -1;
+        if (out && rc) remove(tmp);
+    }
+    free(line);
+    fclose(in);
+    return rc;
+}
+
+int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, const qat_model *m,
                      const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len) {
     *g = (metrics_log){.every = every > 0 ? every : 10, .steps_per_epoch = steps_per_epoch, .last_time = cli_now()};
     g->n_points = qcfg ? qat_prepare_points(m, qcfg, NULL, 0) : 0;
@@ -50,7 +83,7 @@ int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_mo
         goto done;
     }
     /* a resume continues its own log; anything else starts one */
-    FILE *f = resume ? fopen(path, "r") : NULL;
+    FILE *f = resume_step >= 0 ? fopen(path, "r") : NULL;
     bool append = false;
     if (f) {
         append = fgets(old, HEADER_MAX, f) != NULL;
@@ -64,6 +97,10 @@ int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_mo
                      older ? "a log of an older qat, without the mse_ columns" : "another model or QAT setting");
             goto done;
         }
+    }
+    if (append && drop_rows_after(path, resume_step)) {
+        snprintf(err, len, "--log %s: cannot rewrite it without the rows past the checkpoint: %s", path, strerror(errno));
+        goto done;
     }
     if (!(g->f = fopen(path, append ? "a" : "w"))) {
         snprintf(err, len, "--log %s: cannot open: %s", path, strerror(errno));

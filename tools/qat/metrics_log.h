@@ -42,10 +42,13 @@ typedef struct {
 } metrics_log;
 
 /* Opens path for the run of model m (built), whose QAT configuration is
- * qcfg (NULL: a float run). A resume appends to an existing log whose
- * header is this run's; otherwise the file is started afresh. 0, or a
- * message in err and -1. */
-int metrics_log_open(metrics_log *g, const char *path, bool resume, const qat_model *m,
+ * qcfg (NULL: a float run). A resume (resume_step: the checkpoint's step;
+ * -1: not a resume) appends to an existing log whose header is this
+ * run's, after dropping its rows past resume_step (a run that went on
+ * past its last checkpoint and died: the resumed run measures those steps
+ * again); otherwise the file is started afresh. 0, or a message in err
+ * and -1. */
+int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, const qat_model *m,
                      const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len);
 /* After a step: step is the number of steps done, b its samples. */
 void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double loss, float lr, int64_t b);

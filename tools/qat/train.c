@@ -436,8 +436,13 @@ static int train_setup(run *r) {
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->data.path, msg);
     }
     char err[512];
+    int64_t resume_step = -1, resume_epoch; /* a resumed log loses its rows past the checkpoint: measured again */
+    bool prepared;
+    if (o->log && o->resume && r->d->rank == 0 &&
+        qat_checkpoint_info(r->ctx, o->resume, &resume_step, &resume_epoch, &prepared) != QAT_OK)
+        return bad_input(r);
     if (o->log && r->d->rank == 0 &&
-        metrics_log_open(&r->log, o->log, o->resume != NULL, r->m, o->qat ? &o->qcfg : NULL, o->log_every,
+        metrics_log_open(&r->log, o->log, resume_step, r->m, o->qat ? &o->qcfg : NULL, o->log_every,
                          qat_trainer_steps_per_epoch(r->tr), err, sizeof err))
         return cli_fail(PROG, o->json, 1, "%s", err);
     if (o->log && r->d->rank > 0) metrics_log_follow(&r->log); /* measures with rank 0, writes nothing */
