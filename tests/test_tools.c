@@ -275,6 +275,24 @@ static void test_analyze_without_labels(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "n/a"));
     CU_ASSERT_PTR_NULL(strstr(out, "-100.00 %"));
     CU_ASSERT_PTR_NULL(strstr(out, "no drop to explain"));
+    /* the classifier's options on a regression are refused, not ignored */
+    const char *cls[][2] = {{"train --label-smoothing 0.1 --epochs 1", "--label-smoothing is for classification"},
+                            {"train --class-weights 1,2 --epochs 1", "--class-weights is for classification"},
+                            {"eval --per-class", "--per-class is for classification"},
+                            {"eval --topk 3", "--topk is for classification"},
+                            {"eval --predictions p.csv", "--predictions is for classification"}};
+    char qm[400];
+    snprintf(qm, sizeof qm, "%s/reg.qat.h5", cli_dir);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", path, qm);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    for (size_t i = 0; i < sizeof cls / sizeof *cls; i++) {
+        bool train = !strncmp(cls[i][0], "train", 5);
+        snprintf(args, sizeof args, "%s --data '%s' %s '%s'", cls[i][0], dir, train ? "--model-file" : "--model",
+                 train ? qnet : qm);
+        CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+        if (!strstr(err, cls[i][1])) printf("\n  %s: %s", cls[i][0], err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, cls[i][1]));
+    }
     /* data that does not fit the model is refused, not read into its input (here: samples wider than it) */
     snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s'", path, data);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 2);

@@ -193,7 +193,7 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
     const qat_split_info *info = qat_dataset_info(r->data, r->split);
     if (!info)
-        return cli_fail(PROG, o->json, 1, "%s: the data set has no %s split%s", o->data.path, o->split,
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s: the data set has no %s split%s", o->data.path, o->split,
                         r->split == QAT_SPLIT_VAL ? " (a training run's --val F carved its val from train: give eval the "
                                                     "same --val F, and --val-seed S, the run's --val-seed or else its "
                                                     "--seed)"
@@ -207,8 +207,9 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     if (o->topk_set && o->topk > 0 && r->task.kind == QAT_TASK_CLASSIFY && o->topk >= r->K) /* the default 5 goes quietly */
         return cli_fail(PROG, o->json, EXIT_USAGE, "--topk %ld: the model has %lld classes, so every sample is in its "
                         "top %ld (take K below %lld, or 0)", o->topk, (long long)r->K, o->topk, (long long)r->K);
-    if (o->predictions && r->task.kind != QAT_TASK_CLASSIFY)
-        return cli_fail(PROG, o->json, EXIT_USAGE, "--predictions is for classification; this is a %s task",
+    const char *classifier_only = o->predictions ? "--predictions" : o->per_class ? "--per-class" : o->topk_set && o->topk ? "--topk" : NULL;
+    if (classifier_only && r->task.kind != QAT_TASK_CLASSIFY)
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; this is a %s task", classifier_only,
                         qat_task_kind_str(r->task.kind));
     void *outputs = o->outputs ? malloc((size_t)(r->n * r->K) * 4) : NULL;
     if (o->outputs && !outputs) return cli_fail(PROG, o->json, 1, "out of memory for the outputs");
