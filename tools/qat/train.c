@@ -305,10 +305,10 @@ static void print_json(const run *r, const qat_train_result *res) {
            res->train_loss, (long long)t->n);
     json_metrics("test_", t);
     printf(", \"peak_rss_mib\": %.1f, \"openblas_coretype\": \"%s\", \"blas_core\": \"%s\", \"ranks\": %d, "
-           "\"ranks_identical\": true, \"in_parallel_loops\": %.3f, \"data_share\": %.4f, \"stopped\": %s, \"interrupted\": %s, "
+           "\"ranks_identical\": true, \"in_parallel_loops\": %.3f, \"data_share\": %.4f, \"stopped\": %s, "
            "\"early_stopped\": %s, \"best_epoch\": ",
            cli_peak_rss_mib(), core ? core : "", qat_blas_core(), r->d->size, res->pool_share, res->data_share,
-           res->stopped ? "true" : "false", res->interrupted ? "true" : "false", res->early_stopped ? "true" : "false");
+           res->stopped ? "true" : "false", res->early_stopped ? "true" : "false");
     if (res->best_epoch > 0) printf("%d, \"best_value\": %.6g", res->best_epoch, res->best_value);
     else printf("null");
     if (o->qat) {
