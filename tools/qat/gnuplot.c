@@ -27,14 +27,20 @@ const char *find_gnuplot(char *buf, size_t len) {
 /* Sends the script down a pipe to gnuplot's standard input (no shell:
  * the program's name is taken as it is); 0 when gnuplot ran it and
  * exited 0. SIGPIPE is ignored while writing, so a gnuplot that dies
- * early is an error here, not the end of this process. */
+ * early is an error here, not the end of this process. gnuplot's stderr
+ * is kept aside and shown only when it fails: on success it holds only
+ * warnings about the data (an axis of one value widened), which say
+ * nothing to the user. */
 int run_gnuplot(const char *gnuplot, const char *script, size_t len) {
     int fd[2];
-    if (pipe(fd) != 0) return -1;
+    FILE *said = tmpfile();
+    if (pipe(fd) != 0) return said ? fclose(said) : 0, -1;
+    fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) return close(fd[0]), close(fd[1]), -1;
+    if (pid < 0) return close(fd[0]), close(fd[1]), said ? fclose(said) : 0, -1;
     if (pid == 0) {
         dup2(fd[0], 0);
+        if (said) dup2(fileno(said), 2);
         close(fd[0]), close(fd[1]);
         execl(gnuplot, gnuplot, (char *)NULL);
         _exit(127);
@@ -52,9 +58,16 @@ int run_gnuplot(const char *gnuplot, const char *script, size_t len) {
     }
     close(fd[1]);
     sigaction(SIGPIPE, &old, NULL);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return done == len && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    int st, rc = 0;
+    while (rc == 0 && waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR) rc = -1;
+    if (rc == 0) rc = done == len && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+    if (said && rc) { /* what gnuplot said, for the failure */
+        char buf[4096];
+        rewind(said);
+        for (size_t n; (n = fread(buf, 1, sizeof buf, said)) > 0;) fwrite(buf, 1, n, stderr);
+    }
+    if (said) fclose(said);
+    return rc;
 }
 

@@ -48,13 +48,17 @@ static const char *const plot_usage =
 
 /* ---- the gnuplot script ---------------------------------------------------------------- */
 
-/* The x (epochs) of the first step row where column c becomes 1, or of
- * the first row with point columns filled (c < 0); NAN if never. */
+/* Where a phase began: the first step row where column c becomes 1, or
+ * the first row with point columns filled (c < 0), began it at or after
+ * the row before (any kind): that row's x (epochs), 0 for the first row;
+ * NAN if never. The log cannot say where between the two rows: the
+ * earlier end is right for the usual cases, QAT from the first step and
+ * after --float-epochs (an epoch row just before). */
 static double first_epoch_where(const metrics_log_data *d, int c) {
     for (int r = 0; r < d->n_rows; r++) {
         if (d->is_epoch[r]) continue;
         double x = c >= 0 ? *metrics_log_cell(d, r, c) : d->n_points ? *metrics_log_cell(d, r, C_FIXED) : NAN;
-        if (c >= 0 ? x == 1 : !isnan(x)) return *metrics_log_cell(d, r, C_EPOCH);
+        if (c >= 0 ? x == 1 : !isnan(x)) return r ? *metrics_log_cell(d, r - 1, C_EPOCH) : 0;
     }
     return NAN;
 }
@@ -109,10 +113,19 @@ static void loss_plot(FILE *s, const metrics_log_data *d, const char *dir) {
         if (!d->is_epoch[r] && *metrics_log_cell(d, r, C_EPOCH) > 0) spe = *metrics_log_cell(d, r, C_STEP) / *metrics_log_cell(d, r, C_EPOCH);
     if (spe > 0) fprintf(s, "set x2label 'step'\nset x2tics\nset link x2 via x*%.6g inverse x/%.6g\n", spe, spe);
     fputs("set xlabel 'epoch'\nset ylabel 'training loss (mean over the logged steps)'\n"
-          "set logscale y\nset y2label 'learning rate'\nset y2tics\nset ytics nomirror\nset format y2 '%.0e'\n", s);
+          "set logscale y\nset y2label 'learning rate'\nset y2tics\nset ytics nomirror\nset format y2 '%.2g'\n"
+          "set xrange [0:*]\nset y2range [0:*]\n", s); /* from the start, and the rate from 0: a flat rate gets sane tics */
+    double last = 0; /* room right of the last point, whose dot the frame would cut */
+    int steps = 0;
+    for (int r = 0; r < d->n_rows; r++) {
+        double x = *metrics_log_cell(d, r, C_EPOCH);
+        if (x > last) last = x;
+        steps += !d->is_epoch[r];
+    }
+    fprintf(s, "set offsets 0, %.6g, 0, 0\n", 0.02 * (last > 0 ? last : 1));
     phase_marks(s, d);
-    fputs("plot $loss using 1:3 with lines lw 1.5 lc rgb '#1f77b4' title 'loss', "
-          "$epoch_loss using 1:2 with points pt 7 ps 0.8 lc rgb '#1f77b4' title 'epoch mean', "
+    fprintf(s, "plot $loss using 1:3 with %s lw 1.5 lc rgb '#1f77b4' title 'loss', ", steps > 1 ? "lines" : "points pt 7");
+    fputs("$epoch_loss using 1:2 with points pt 7 ps 0.8 lc rgb '#1f77b4' title 'epoch mean', "
           "$loss using 1:4 axes x1y2 with lines dt 2 lc rgb '#999999' title 'learning rate'\n", s);
 }
 
