@@ -581,7 +581,7 @@ static void test_bad_hdf5(void) {
     h5_case("nan.h5", nan_x, "train: train/x row 5 holds NaN at element 1", "allow-nonfinite");
     h5_case("f64.h5", big_f64, "train: train/x row 3 holds a value beyond float32's range (1e+300) at element 1", NULL);
     h5_case("inf.h5", inf_y, "train: train/y row 9 holds infinity at element 1", NULL);
-    h5_case("kinds.h5", kinds_differ, "test: y is no y but train's is class labels", NULL);
+    h5_case("kinds.h5", kinds_differ, "test has no y but train has class labels in y (", NULL);
     h5_case("y2d.h5", y_int_2d, "train: y holds integers of shape [N] + [2]: class labels are [N]", NULL);
     h5_case("rank6.h5", rank_6, "train/x has rank 6 (at most 5)", NULL);
     h5_case("x1d.h5", x_1d, "train/x has rank 1: want [N, ...]", NULL);
@@ -774,7 +774,7 @@ static void test_bad_idx(void) {
     snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte.gz", d);
     idx_gz(p, 1, &dl, lab, 6);
     /* the test split without labels: the kinds differ */
-    refused(d, "emnist-letters-test-images-idx3-ubyte.gz: test: y is no y but train's is class labels", NULL);
+    refused(d, ": test has no y but train has class labels in y (uint8)", NULL);
 }
 
 static void test_bad_options(void) {

@@ -70,6 +70,13 @@ static qat_status sample_shape(qat_dataset *d, qat_split s, const qat__store *st
     return QAT_OK;
 }
 
+/* What a store's y is, for messages: "no y", "class labels in y (int64)". */
+static const char *y_str(const qat__store *st, char *buf, size_t len) {
+    if (st->target == QAT_TARGET_NONE) return "no y";
+    snprintf(buf, len, "%s in y (%s)", qat__target_str(st->target), qat_dtype_str(st->y_dtype));
+    return buf;
+}
+
 /* Checks one store against itself and against train's. */
 static qat_status check_store(qat_dataset *d, qat_split s) {
     qat__store *st = &d->stores[s], *tr = &d->stores[QAT_SPLIT_TRAIN];
@@ -89,9 +96,11 @@ static qat_status check_store(qat_dataset *d, qat_split s) {
     if (rank != trank || memcmp(shape, tshape, (size_t)rank * sizeof *shape))
         return qat_ctx_fail(d->ctx, QAT_ERR_SHAPE, "%s: %s: x samples are %s but train's are %s", f, sn,
                             qat__shape_str(a, sizeof a, rank, shape), qat__shape_str(b, sizeof b, trank, tshape));
-    if (st->target != tr->target)
-        return qat_ctx_fail(d->ctx, QAT_ERR_FORMAT, "%s: %s: y is %s but train's is %s", f, sn, qat__target_str(st->target),
-                            qat__target_str(tr->target));
+    if (st->target != tr->target) { /* y's file is not kept for class labels: the data set and the dtypes say it */
+        char ys[64], yt[64];
+        return qat_ctx_fail(d->ctx, QAT_ERR_FORMAT, "%s: %s has %s but train has %s: store every split's y alike "
+                            "(integer class labels, or float targets)", d->path, sn, y_str(st, ys, sizeof ys), y_str(tr, yt, sizeof yt));
+    }
     if (st->target == QAT_TARGET_VALUES &&
         (st->targets.rank != tr->targets.rank ||
          memcmp(st->targets.shape, tr->targets.shape, (size_t)st->targets.rank * sizeof *shape)))
@@ -125,8 +134,9 @@ static qat_status carve_val(qat_dataset *d) {
     double f = d->opt.val_fraction;
     int64_t m = tr->info.n, k = (int64_t)llround(f * (double)m);
     if (k < 1 || k >= m)
-        return qat_ctx_fail(d->ctx, QAT_ERR_ARG, "%s: a val fraction of %g of train's %lld samples is %lld samples "
-                            "(want at least 1, and at least 1 left for train)", d->path, f, (long long)m, (long long)k);
+        return qat_ctx_fail(d->ctx, QAT_ERR_ARG, "%s: a val fraction of %g of train's %lld samples is %lld samples, "
+                            "which leaves %s (want at least 1 for val and 1 for train)", d->path, f, (long long)m,
+                            (long long)k, k < 1 ? "val empty" : "train empty");
     int32_t *perm = malloc((size_t)m * sizeof *perm), *vrows = malloc((size_t)k * sizeof *vrows),
             *trows = malloc((size_t)(m - k) * sizeof *trows);
     uint8_t *is_val = calloc((size_t)m, 1);

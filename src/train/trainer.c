@@ -207,10 +207,13 @@ static qat_status setup(qat_trainer *t) {
     t->all_epochs = c->epochs + (c->qat ? c->float_epochs : 0);
     t->steps_per_epoch = (n + c->batch - 1) / c->batch;
     int N = t->size;
-    if (c->batch < N || (n % c->batch && n % c->batch < N))
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%d processes need at least %d samples in every batch: batch %lld, and "
-                            "the last batch of an epoch has %lld (choose a batch or a limit so that it has none or at "
-                            "least %d)", N, N, (long long)c->batch, (long long)(n % c->batch ? n % c->batch : c->batch), N);
+    if (c->batch < N)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%d processes need at least %d samples in every batch: the batch is "
+                            "%lld", N, N, (long long)c->batch);
+    if (n % c->batch && n % c->batch < N)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%d processes need at least %d samples in every batch: batch %lld over "
+                            "%lld samples leaves a last batch of %lld (choose a batch or a limit so that it has none or "
+                            "at least %d)", N, N, (long long)c->batch, (long long)n, (long long)(n % c->batch), N);
     qat_status st = qat_optim_init(&t->opt, ctx, &c->optim, qat_model_n_params(t->m));
     if (st != QAT_OK) return st;
     qat_optim_set_pool(&t->opt, qat_ctx_pool(ctx));

@@ -22,7 +22,8 @@ typedef struct {
     "  --data PATH                 the data set (default data/mnist): an HDF5 file, a directory of .npy\n"       \
     "                              files or a directory of IDX files (docs/data-format.md)\n"                   \
     "  --val FRACTION              carve a validation split of this fraction from train (seeded)\n"             \
-    "  --val-seed S                its seed (default: train's --seed; other commands: 1)\n"                                                 \
+    "  --val-seed S                the seed of that draw (train: its --seed by default; the other\n"           \
+    "                              commands: 1, so give a training run's to get its val split)\n"              \
     "  --channels-last             x is [N, H, W, C] (numpy's image layout): read as [C, H, W]\n"               \
     "  --allow-nonfinite           skip rows holding NaN or infinity (default: refuse the data set)\n"          \
     "  --memory-cap MIB            the set is held in memory up to this size; an HDF5 split\n"             \

@@ -323,7 +323,7 @@ int cmd_summary(int argc, char **argv) {
                       source, o.wbits, o.abits, o.granularity);
     }
     if (st != QAT_OK) {
-        rc = cli_fail("qat", o.json, 1, "%s", qat_ctx_error(ctx));
+        rc = cli_fail("qat", o.json, cli_status_of(st), "%s", qat_ctx_error(ctx)); /* a bad file: 2; one not read: 1 */
     } else {
         if (o.json) print_json(&s, kind, source, quantized);
         else print_table(&s, title, quantized);

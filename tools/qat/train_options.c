@@ -40,7 +40,7 @@ static const char *const usage_parts[] = {
     "  --class-weights W,W,...     classify: a weight per class (PyTorch's weight=)\n"
     "  --topk K                    classify: also report top-K accuracy (default 5; 0: off)\n"
     ,"Optimization\n"
-    "  --epochs N                  passes over the training set (default 5)\n"
+    "  --epochs N                  passes over the training set (default 5, at most 1000)\n"
     "  --batch B                   batch size (default 64)\n"
     "  --lr X                      peak learning rate (default 0.001 adam/adamw, 0.05 sgd)\n"
     "  --optimizer sgd|adam|adamw  (default adam)\n"
