@@ -323,7 +323,8 @@ int cmd_summary(int argc, char **argv) {
                       source, o.wbits, o.abits, o.granularity);
     }
     if (st != QAT_OK) {
-        rc = cli_fail("qat", o.json, cli_status_of(st), "%s", qat_ctx_error(ctx)); /* a bad file: 2; one not read: 1 */
+        /* a model file it cannot take is bad input (2), as for train; a damaged checkpoint or quantized file: 1 */
+        rc = cli_fail("qat", o.json, o.qmodel || o.checkpoint ? 1 : cli_status_of(st), "%s", qat_ctx_error(ctx));
     } else {
         if (o.json) print_json(&s, kind, source, quantized);
         else print_table(&s, title, quantized);
