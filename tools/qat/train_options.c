@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "dist.h"
@@ -352,6 +353,10 @@ int train_parse(int argc, char **argv, train_opts *o) {
     if (!o->model) o->model = "lenet";
     if (!train_opts_model_is_file(o) && cli_choice(o->model, train_builtin_models) < 0) {
         char list[64];
+        if (access(o->model, F_OK) == 0) /* a file of that name is here: the path is what was meant */
+            return usage_error(o, "unknown value \"%s\" for --model (one of %s); for the model file %s give "
+                               "./%s or --model-file %s", o->model, cli_choice_list(train_builtin_models, list, sizeof list),
+                               o->model, o->model, o->model);
         return usage_error(o, "unknown value \"%s\" for --model (one of %s); a model file is a path, e.g. "
                            "models/%s.qnet", o->model, cli_choice_list(train_builtin_models, list, sizeof list), o->model);
     }
