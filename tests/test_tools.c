@@ -408,18 +408,21 @@ static void test_log_resume_appends(void) {
     CU_ASSERT_EQUAL_FATAL(system(args), 0);
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --stop-after 16 --log '%s'", data, common, k, l);
     CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "truncate -s -7 '%s'", l); /* and was killed while it wrote a row */
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s.at7' --out '%s' --log '%s'", data, common, k, k, l);
     CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
     FILE *f = fopen(l, "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     char line[4096];
-    int headers = 0, rows = 0;
+    int headers = 0, rows = 0, width = 0;
     long last = 0;
     while (fgets(line, sizeof line, f)) {
         if (!strncmp(line, "kind,", 5)) {
-            headers++;
+            headers++, width = fields(line);
             continue;
         }
+        CU_ASSERT_EQUAL(fields(line), width); /* no row cut short, none run into another */
         long step = strtol(strchr(line, ',') + 1, NULL, 10);
         CU_ASSERT(step >= last);
         last = step, rows++;

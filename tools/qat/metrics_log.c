@@ -33,15 +33,17 @@ static bool header(const metrics_log *g, const qat_model *m, char *buf, size_t l
     return true;
 }
 
-/* Whether a row (not the header: row > 0) is past step. */
-static bool past(const char *line, long row, int64_t step) {
+/* Whether a line of the log (row: its number, the header 0) goes: a row
+ * past step, or a last line cut short (no newline: a run killed while it
+ * wrote), which the next row would be appended to. */
+static bool drop(const char *line, ssize_t n, long row, int64_t step) {
     const char *comma = strchr(line, ',');
-    return row > 0 && comma && strtoll(comma + 1, NULL, 10) > step;
+    return line[n - 1] != '\n' || (row > 0 && comma && strtoll(comma + 1, NULL, 10) > step);
 }
 
-/* Rewrites the log at path without its rows past step, when it has any:
- * a copy renamed over it (a crash leaves the old log whole). 0, or -1
- * with errno. */
+/* Rewrites the log at path without the lines drop() names, when it has
+ * any: a copy renamed over it (a crash leaves the old log whole). 0, or
+ * -1 with errno. */
 static int drop_rows_after(const char *path, int64_t step) {
     FILE *in = fopen(path, "r"), *out = NULL;
     if (!in) return -1;
@@ -49,13 +51,14 @@ static int drop_rows_after(const char *path, int64_t step) {
     size_t cap = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     bool any = false;
-    for (long row = 0; !any && getline(&line, &cap, in) > 0; row++) any = past(line, row, step);
+    ssize_t n;
+    for (long row = 0; !any && (n = getline(&line, &cap, in)) > 0; row++) any = drop(line, n, row, step);
     int rc = ferror(in) ? -1 : 0;
     if (any && !rc) {
         rewind(in);
         if (!(out = fopen(tmp, "w"))) rc = -1;
-        for (long row = 0; !rc && getline(&line, &cap, in) > 0; row++)
-            if (!past(line, row, step)) fputs(line, out);
+        for (long row = 0; !rc && (n = getline(&line, &cap, in)) > 0; row++)
+            if (!drop(line, n, row, step)) fputs(line, out);
         if (out && (ferror(in) || ferror(out))) rc = -1;
         if (out && fclose(out)) rc = -1;
         if (out && !rc && rename(tmp, path)) rc = -1;
@@ -68,10 +71,11 @@ static int drop_rows_after(const char *path, int64_t step) {
 
 int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, const qat_model *m,
                      const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len) {
-    *g = (metrics_log){.every = every > 0 ? every : 10, .steps_per_epoch = steps_per_epoch, .last_time = cli_now()};
+    *g = (metrics_log){.every = every > 0 ? every : 10, .steps_per_epoch = steps_per_epoch, .last_time = cli_now(),
+                       .path = path, .resume_step = resume_step};
     g->n_points = qcfg ? qat_prepare_points(m, qcfg, NULL, 0) : 0;
     g->points = malloc((size_t)(g->n_points + 1) * sizeof *g->points);
-    char *line = malloc(HEADER_MAX), *old = malloc(HEADER_MAX);
+    char *line = g->header = malloc(HEADER_MAX), *old = malloc(HEADER_MAX);
     int rc = -1;
     if (!g->points || !line || !old) {
         snprintf(err, len, "out of memory");
@@ -84,11 +88,10 @@ int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, cons
     }
     /* a resume continues its own log; anything else starts one */
     FILE *f = resume_step >= 0 ? fopen(path, "r") : NULL;
-    bool append = false;
     if (f) {
-        append = fgets(old, HEADER_MAX, f) != NULL;
+        g->append = fgets(old, HEADER_MAX, f) != NULL;
         fclose(f);
-        if (append && strcmp(old, line)) {
+        if (g->append && strcmp(old, line)) {
             /* this run's header without the mse_ columns: a log of an older qat */
             const char *added = ",mse_float,mse_fake_quant,mse_int", *at = strstr(line, added);
             size_t k = (size_t)(at - line), n = strlen(added);
@@ -98,21 +101,32 @@ int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, cons
             goto done;
         }
     }
-    if (append && drop_rows_after(path, resume_step)) {
-        snprintf(err, len, "--log %s: cannot rewrite it without the rows past the checkpoint: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!(g->f = fopen(path, append ? "a" : "w"))) {
-        snprintf(err, len, "--log %s: cannot open: %s", path, strerror(errno));
-        goto done;
-    }
-    if (!append) fputs(line, g->f);
-    fflush(g->f);
     g->measuring = true;
     rc = 0;
 done:
-    free(line), free(old);
-    if (rc) free(g->points), g->points = NULL;
+    free(old);
+    if (rc) free(g->points), free(g->header), g->points = NULL, g->header = NULL;
+    return rc;
+}
+
+int metrics_log_start(metrics_log *g, char *err, size_t len) {
+    if (!g->header) return 0;
+    const char *path = g->path;
+    int rc = -1;
+    if (g->append && drop_rows_after(path, g->resume_step)) {
+        snprintf(err, len, "--log %s: cannot rewrite it without the rows past the checkpoint: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!(g->f = fopen(path, g->append ? "a" : "w"))) {
+        snprintf(err, len, "--log %s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    setvbuf(g->f, NULL, _IOLBF, 0); /* a row at a time: a run killed leaves at most one row cut short */
+    if (!g->append) fputs(g->header, g->f);
+    fflush(g->f);
+    rc = 0;
+done:
+    free(g->header), g->header = NULL;
     return rc;
 }
 
@@ -221,7 +235,7 @@ int metrics_log_close(metrics_log *g) {
         rc = ferror(g->f) ? -1 : 0;
         if (fclose(g->f)) rc = -1;
     }
-    free(g->points);
+    free(g->points), free(g->header);
     *g = (metrics_log){0};
     return rc;
 }

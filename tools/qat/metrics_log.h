@@ -39,17 +39,25 @@ typedef struct {
     int64_t loss_n, samples;
     double last_time;
     bool measuring;          /* the run logs: epochs are measured (f: and written here) */
+    const char *path;        /* metrics_log_open's, until metrics_log_start */
+    char *header;            /* this run's header line, until metrics_log_start */
+    int64_t resume_step;
+    bool append;             /* a resume continues the file */
 } metrics_log;
 
-/* Opens path for the run of model m (built), whose QAT configuration is
- * qcfg (NULL: a float run). A resume (resume_step: the checkpoint's step;
- * -1: not a resume) appends to an existing log whose header is this
- * run's, after dropping its rows past resume_step (a run that went on
- * past its last checkpoint and died: the resumed run measures those steps
- * again); otherwise the file is started afresh. 0, or a message in err
- * and -1. */
+/* Makes ready to log the run of model m (built), whose QAT configuration
+ * is qcfg (NULL: a float run), to path, and checks what it can without
+ * writing: a resume (resume_step: the checkpoint's step; -1: not a
+ * resume) continues an existing log only if its header is this run's.
+ * 0, or a message in err and -1. */
 int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, const qat_model *m,
                      const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len);
+/* Once the run starts (after an MPI job's ranks agree): a resume's log
+ * loses its rows past resume_step (a run that went on past its last
+ * checkpoint and died: the resumed run measures those steps again) and a
+ * last row cut short, and is appended to; otherwise the file is started
+ * afresh. Rows go out a line at a time. 0, or a message in err and -1. */
+int metrics_log_start(metrics_log *g, char *err, size_t len);
 /* After a step: step is the number of steps done, b its samples. */
 void metrics_log_step(metrics_log *g, const qat_model *m, int64_t step, double loss, float lr, int64_t b);
 /* After an epoch: its mean loss and the test metrics already measured

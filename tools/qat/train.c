@@ -483,6 +483,8 @@ static int agree(dist *d, int rc, bool json, bool *refused) {
 
 static int train_run(run *r) {
     const train_opts *o = r->o;
+    char err[512];
+    if (metrics_log_start(&r->log, err, sizeof err)) return cli_fail(PROG, o->json, 1, "%s", err);
     if (qat_trainer_run(r->tr) != QAT_OK) return fail(r);
     if (o->rank_checkpoints && o->out && r->d->rank > 0) { /* the tests compare every rank's state */
         char path[4200];
