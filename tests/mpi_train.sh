@@ -162,6 +162,14 @@ refusal "unknown option" 2 '^qat train: unknown option "--bogus"' --model mlp --
 refusal "missing data" 1 '^qat: /nonexistent: cannot read the data set' --model mlp --data /nonexistent
 refusal "rank 0's log" 1 "^qat: --log $tmp/e.csv: the file's columns are not this run's" "${common[@]}" \
   --resume "$tmp/c.h5" --log "$tmp/e.csv"
+# rank 1 alone refuses (its own command line, mpirun's MPMD form): it says why, prefixed with its rank, and
+# rank 0's JSON names it
+mpirun --oversubscribe -x LSAN_OPTIONS -x ASAN_OPTIONS -np 1 "$bin" train --model mlp --data "$data" --json : \
+  -np 1 "$bin" train --model mlp --data "$data" --out /nonexistent-dir/x.h5 2> "$tmp/r.err" > "$tmp/r.out"; rc=$?
+[ "$rc" = 1 ] || { cat "$tmp/r.err"; fail "8: rank 1's refusal: exit $rc, not 1"; }
+[ "$(grep -c "^rank 1: qat: --out /nonexistent-dir/x.h5" "$tmp/r.err")" = 1 ] || { cat "$tmp/r.err"; fail "8: rank 1's refusal is not said once"; }
+grep -q '"error": "rank 1 could not start' "$tmp/r.out" || { cat "$tmp/r.out"; fail "8: rank 0's JSON does not name rank 1"; }
+! grep -q -e MPI_ABORT -e "stopped by the MPI runtime" "$tmp/r.err" || { cat "$tmp/r.err"; fail "8: rank 1's refusal: an abort"; }
 
 # 9: stop and save by SIGUSR1 to mpirun
 rm -f "$tmp/u.h5"

@@ -85,6 +85,12 @@ static void test_plot_draws_what_the_log_has(void) {
     CU_ASSERT(png_size(pics, "loss.png") > 0);
     CU_ASSERT_EQUAL(png_size(pics, "accuracy.png"), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "no epoch rows yet: no accuracy.png or error.png"));
+    /* only its epoch rows (--log-every past the run's steps) */
+    snprintf(cmd, sizeof cmd, "grep -v '^step,' '%s' > '%s.epochs' && rm -rf '%s'", log, log, pics);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(args, sizeof args, "plot '%s.epochs' --out '%s'", log, pics);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    CU_ASSERT(png_size(pics, "loss.png") > 0 && png_size(pics, "accuracy.png") > 0);
     /* the log without its mse_ columns (12-14), as an older qat wrote it */
     snprintf(cmd, sizeof cmd, "cut -d, -f1-11,15- '%s' > '%s.old' && rm -rf '%s'", log, log, pics);
     CU_ASSERT_EQUAL_FATAL(system(cmd), 0);

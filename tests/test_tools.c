@@ -289,6 +289,7 @@ static void test_analyze_without_labels(void) {
     /* the classifier's options on a regression are refused, not ignored */
     const char *cls[][2] = {{"train --label-smoothing 0.1 --epochs 1", "--label-smoothing is for classification"},
                             {"train --class-weights 1,2 --epochs 1", "--class-weights is for classification"},
+                            {"train --topk 3 --epochs 1", "--topk is for classification"},
                             {"eval --per-class", "--per-class is for classification"},
                             {"eval --topk 3", "--topk is for classification"},
                             {"eval --predictions p.csv", "--predictions is for classification"}};

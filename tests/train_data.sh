@@ -150,6 +150,11 @@ for args in "train --data $work/npy-copy --epochs 1 --limit-train 64 --log $work
   rc=0; (cd "$work" && "$bin" $args >/dev/null 2>"$work/ow.err") || rc=$?
   [ "$rc" = 2 ] && grep -q "would write into the data set" "$work/ow.err" || fail "$args: exit $rc, $(cat "$work/ow.err")"
 done
+ln -s npy-copy/test_y.npy "$work/to-data.npy"; ln -s "$work/npy-copy/new.csv" "$work/to-new.csv"  # a write follows links
+for out in to-data.npy to-new.csv; do
+  rc=0; (cd "$work" && "$bin" train --data npy-copy --epochs 1 --limit-train 64 --log "$out" >/dev/null 2>"$work/ow.err") || rc=$?
+  [ "$rc" = 2 ] && grep -q "would write into the data set" "$work/ow.err" || fail "--log $out (a link into the data): exit $rc"
+done
 rc=0; (cd "$work/npy-copy" && "$bin" train --data . --epochs 1 --limit-train 64 --log run.csv >/dev/null 2>"$work/ow.err") || rc=$?
 [ "$rc" = 2 ] && grep -q "would write into the data set" "$work/ow.err" || fail "train --data . --log run.csv: exit $rc"
 [ "$(cat "$work/npy-copy"/* "$work/idx-copy"/* | cksum)" = "$before" ] || fail "a data set's directory was written to"

@@ -99,16 +99,37 @@ bool cli_same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-bool cli_in_data(const char *path, const char *data) {
-    if (!path || !data) return false;
-    if (cli_same_file(path, data)) return true;
-    struct stat sd, sp;
-    if (stat(data, &sd) != 0 || !S_ISDIR(sd.st_mode)) return false;
+/* Whether path's directory is the directory of stat d. */
+static bool parent_is(const char *path, const struct stat *d) {
     char parent[4096];
+    struct stat sp;
     const char *slash = strrchr(path, '/');
     if (!slash) snprintf(parent, sizeof parent, ".");
     else snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    return stat(parent, &sp) == 0 && sp.st_dev == sd.st_dev && sp.st_ino == sd.st_ino;
+    return stat(parent, &sp) == 0 && sp.st_dev == d->st_dev && sp.st_ino == d->st_ino;
+}
+
+bool cli_in_data(const char *path, const char *data) {
+    if (!path || !data) return false;
+    if (cli_same_file(path, data)) return true;
+    struct stat sd;
+    if (stat(data, &sd) != 0 || !S_ISDIR(sd.st_mode)) return false;
+    /* the file a write reaches: path, or where its symbolic links lead (fopen follows them) */
+    char cur[4096], to[4096];
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hops = 0; hops < 16; hops++) {
+        if (parent_is(cur, &sd)) return true;
+        ssize_t n = readlink(cur, to, sizeof to - 1);
+        if (n < 0) return false; /* not a link (or none yet) */
+        to[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        char next[8200];
+        if (to[0] == '/' || !slash) snprintf(next, sizeof next, "%s", to);
+        else snprintf(next, sizeof next, "%.*s/%s", (int)(slash - cur), cur, to); /* relative to the link's directory */
+        if (strlen(next) >= sizeof cur) return true; /* a path that long: refuse rather than guess */
+        memcpy(cur, next, sizeof cur);
+    }
+    return true; /* a chain of links that long: refuse rather than guess */
 }
 
 int cli_status_of(qat_status st) {

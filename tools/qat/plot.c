@@ -124,6 +124,11 @@ static void loss_plot(FILE *s, const metrics_log_data *d, const char *dir) {
     }
     fprintf(s, "set offsets 0, %.6g, 0, 0\n", 0.02 * (last > 0 ? last : 1));
     phase_marks(s, d);
+    if (!steps) { /* epoch rows only (--log-every past the run's steps): the epochs' means, no rate */
+        fputs("unset y2label\nunset y2tics\nset ytics mirror\n"
+              "plot $epoch_loss using 1:2 with linespoints pt 7 lc rgb '#1f77b4' title 'epoch mean'\n", s);
+        return;
+    }
     fprintf(s, "plot $loss using 1:3 with %s lw 1.5 lc rgb '#1f77b4' title 'loss', ", steps > 1 ? "lines" : "points pt 7");
     fputs("$epoch_loss using 1:2 with points pt 7 ps 0.8 lc rgb '#1f77b4' title 'epoch mean', "
           "$loss using 1:4 axes x1y2 with lines dt 2 lc rgb '#999999' title 'learning rate'\n", s);

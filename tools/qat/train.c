@@ -422,9 +422,11 @@ static int train_setup(run *r) {
     if (!o->task && r->task == QAT_TASK_REGRESS && ti->y_numel == 1) /* labels stored as floats are a common slip */
         fprintf(stderr, "%s: y holds floats, one a sample: training a regression (class labels are integers: store "
                 "them so, or say --task classify after converting)\n", PROG);
-    if ((o->n_weights || o->label_smoothing > 0) && r->task != QAT_TASK_CLASSIFY)
-        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; this is a %s task",
-                        o->n_weights ? "--class-weights" : "--label-smoothing", qat_task_kind_str(r->task));
+    const char *classifier_only = o->n_weights ? "--class-weights" : o->label_smoothing > 0 ? "--label-smoothing"
+                                  : o->topk_set && o->topk ? "--topk" : NULL;
+    if (classifier_only && r->task != QAT_TASK_CLASSIFY)
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; this is a %s task", classifier_only,
+                        qat_task_kind_str(r->task));
     train_config_text(o, r->model_name, r->model_crc, r->task, r->config, sizeof r->config);
     /* a resume that contradicts the checkpoint is refused before anything is said or written */
     if (o->resume && (rc = train_check_resume(o, r->ctx, r->config))) return rc;

@@ -173,7 +173,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
         else if (!strcmp(a, "--limit-train")) ok = VAL() && cli_int(o->prog, a, v, 1, 2147483647L, &o->limit_train);
         else if (!strcmp(a, "--limit-test")) ok = VAL() && cli_int(o->prog, a, v, 1, 2147483647L, &o->limit_test);
         else if (!strcmp(a, "--warmup")) ok = VAL() && cli_int(o->prog, a, v, 0, 100000000L, &o->warmup);
-        else if (!strcmp(a, "--topk")) ok = VAL() && cli_int(o->prog, a, v, 0, 1000, &o->topk);
+        else if (!strcmp(a, "--topk")) ok = VAL() && cli_int(o->prog, a, v, 0, 1000, &o->topk) && (o->topk_set = true);
         else if (!strcmp(a, "--lr")) ok = VAL() && cli_float(o->prog, a, v, 1e-7, 10, &o->lr) && (o->lr_set = true);
         else if (!strcmp(a, "--momentum")) ok = VAL() && cli_float(o->prog, a, v, 0, 1, &o->momentum);
         else if (!strcmp(a, "--weight-decay"))

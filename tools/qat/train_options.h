@@ -19,7 +19,7 @@ typedef struct {
     data_arg data;
     long epochs, batch, seed, threads, limit_train, limit_test, warmup, topk;
     double lr, momentum, weight_decay, clip, label_smoothing;
-    bool nesterov, json, lr_set, wd_set, rank_checkpoints;
+    bool nesterov, json, lr_set, wd_set, rank_checkpoints, topk_set;
     bool qat, lsq, ragged_blocks;
     long wbits, abits, io_bits, window, float_epochs, qat_warmup, freeze_observers, freeze_bn;
     const char *granularity, *block_scales, *observer, *out, *best_out, *resume, *metric, *normalize, *class_weights;
