@@ -64,6 +64,14 @@ static inline double cli_json_number(const char *json, const char *key) {
     return strncmp(p, "null", 4) ? strtod(p, NULL) : -2;
 }
 
+/* text as the whole content of the file path; false if it cannot be written. */
+static inline bool cli_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    if (f) ok = fclose(f) == 0 && ok;
+    return ok;
+}
+
 /* A seeded regression set of n samples in dir (made here): 8 features x
  * of N(0, 1), 2 targets a fixed linear map of x, as train_ and test_
  * .npy files (the same samples in both), and dir/reg.qnet, a two-layer
@@ -89,9 +97,7 @@ static inline bool cli_regression_set(const char *dir, int n) {
         ok = ok && qat_npy_save(ctx, path, QAT_DT_F32, 2, (int64_t[]){n, T}, y) == QAT_OK;
     }
     snprintf(path, sizeof path, "%s/reg.qnet", dir);
-    FILE *f = ok ? fopen(path, "w") : NULL;
-    ok = f && fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n", f) >= 0;
-    if (f) ok = fclose(f) == 0 && ok;
+    ok = ok && cli_write_file(path, "input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=2\n");
     free(x), free(y);
     qat_ctx_free(ctx);
     return ok;

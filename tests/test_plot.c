@@ -191,10 +191,7 @@ static void test_log_autoencoder_error(void) {
     }
     qat_ctx_free(ctx);
     snprintf(path, sizeof path, "%s/ae.qnet", cli_dir);
-    FILE *f = fopen(path, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=8\n", f);
-    fclose(f);
+    CU_ASSERT_FATAL(cli_write_file(path, "input shape=8\nlinear fc1 input out=16\nrelu r1 fc1\nlinear fc2 r1 out=8\n"));
     snprintf(log, sizeof log, "%s/ae.csv", cli_dir);
     snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --task autoencoder --qat --float-epochs 1 --epochs 2 "
              "--lr 0.01 --log '%s'", dir, path, log);

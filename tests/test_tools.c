@@ -181,10 +181,7 @@ static void test_summary_bad_input(void) {
     { /* a model file with a mistake in it is bad input, as for train */
         char bad[300], args[600];
         snprintf(bad, sizeof bad, "%s/twice.qnet", cli_dir);
-        FILE *f = fopen(bad, "w");
-        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-        fputs("input shape=8\nlinear fc input out=4 out=5\n", f);
-        fclose(f);
+        CU_ASSERT_FATAL(cli_write_file(bad, "input shape=8\nlinear fc input out=4 out=5\n"));
         snprintf(args, sizeof args, "summary --model-file '%s'", bad);
         CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "given twice"));
