@@ -659,6 +659,20 @@ static void test_export_tflite(void) {
     snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --tflite '%s'", ckpt, fout, fout);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--out and --tflite name the same file"));
+    { /* the C files over the checkpoint (a copy named model.c in the folder), or over another output */
+        char cin[400], cp[1200];
+        snprintf(cin, sizeof cin, "%s/cin", dir);
+        snprintf(cp, sizeof cp, "mkdir -p '%s' && cp '%s' '%s/model.c'", cin, ckpt, cin);
+        CU_ASSERT_EQUAL_FATAL(system(cp), 0);
+        snprintf(args, sizeof args, "export --checkpoint '%s/model.c' --c '%s'", cin, cin);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "/model.c, the checkpoint itself"));
+        snprintf(args, sizeof args, "export --checkpoint '%s' --onnx '%s/model.h' --c '%s'", ckpt, cin, cin);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "/model.h, which --onnx writes too"));
+        snprintf(cp, sizeof cp, "cmp -s '%s' '%s/model.c'", ckpt, cin);
+        CU_ASSERT_EQUAL(system(cp), 0); /* the copy is whole */
+    }
     /* refused by the exporter: nothing written, nothing replaced */
     const char *targets[2] = {fout, ft};
     old_files(targets, 2);

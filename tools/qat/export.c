@@ -64,6 +64,17 @@ static const char *const export_usage =
     "                      ({\"error\": ..., \"status\": ...} when it fails)\n"
     "  --help              this text\n";
 
+/* The C file (DIR/NAME.h, NAME.c, NAME_io.c) that is path under any name,
+ * into buf; NULL if none is. */
+static const char *c_file_is(const char *cdir, const char *name, const char *path, char *buf, size_t len) {
+    static const char *const ends[] = {".h", ".c", "_io.c"};
+    for (int k = 0; cdir && path && k < 3; k++) {
+        snprintf(buf, len, "%s/%s%s", cdir, name, ends[k]);
+        if (cli_same_file(buf, path)) return buf;
+    }
+    return NULL;
+}
+
 static void print_c_wrote(const char *dir, const char *name, const qat_codegen_info *info) {
     fprintf(stderr, "qat: wrote %s/%s.h, %s/%s.c and %s/%s_io.c (%d ops; %lld bytes of constants; a static arena "
             "of %lld bytes)\n", dir, name, dir, name, dir, name, info->n_ops, (long long)info->weight_bytes,
@@ -193,6 +204,10 @@ int cmd_export(int argc, char **argv) {
                                   "none of --checkpoint, --out, --onnx");
         if (tflite && cli_same_file(quantized, tflite))
             return cli_usage_fail(P, json, export_usage, "--tflite %s is the quantized model itself", tflite);
+        char cf[4400];
+        if (c_file_is(cdir, name, quantized, cf, sizeof cf) || c_file_is(cdir, name, tflite, cf, sizeof cf))
+            return cli_usage_fail(P, json, export_usage, "--c %s would write %s, which is %s", cdir, cf,
+                                  cli_same_file(cf, quantized) ? "the quantized model itself" : "--tflite's file too");
         bool create = false;
         if (cdir && check_c_dir("qat", json, cdir, &create)) return 1;
         qat_ctx *ctx = qat_ctx_new();
@@ -233,6 +248,13 @@ int cmd_export(int argc, char **argv) {
         for (int k = j + 1; k < 3; k++)
             if (outs[j] && outs[k] && cli_same_file(outs[j], outs[k]))
                 return cli_usage_fail(P, json, export_usage, "%s and %s name the same file", opts[j], opts[k]);
+    char cf[4400];
+    if (c_file_is(cdir, name, ckpt, cf, sizeof cf))
+        return cli_usage_fail(P, json, export_usage, "--c %s would write %s, the checkpoint itself: exporting would "
+                              "overwrite it", cdir, cf);
+    for (int k = 0; k < 3; k++)
+        if (c_file_is(cdir, name, outs[k], cf, sizeof cf))
+            return cli_usage_fail(P, json, export_usage, "--c %s would write %s, which %s writes too", cdir, cf, opts[k]);
     bool create_cdir = false;
     if (cdir && check_c_dir("qat", json, cdir, &create_cdir)) return 1; /* every target is checked before the work */
     qat_ctx *ctx = qat_ctx_new();

@@ -235,9 +235,8 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
 #undef VAL
     }
     if (!qat) o->rest[o->n_rest++] = "--qat";
-    o->rest[0] = "fit"; /* the train options, checked before anything runs; errors name qat fit */
+    o->rest[0] = "fit"; /* the train options, checked before anything runs, and its trainings: errors name qat fit */
     int rc = train_parse(o->n_rest, o->rest, &o->train);
-    o->rest[0] = "train";
     if (rc < 0) return -1;
     if (rc) return rc;
     if (!o->flash) return cli_usage_fail(P, o->json, fit_usage, "--flash BYTES is required (the constants' budget)");

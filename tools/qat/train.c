@@ -333,7 +333,10 @@ static int report(run *r) {
     const qat_train_result *res = qat_trainer_result(r->tr);
     const train_opts *o = r->o;
     if (res->interrupted) {
-        if (o->out) fprintf(stderr, "%s: interrupted at step %lld; wrote %s: continue with the same command and "
+        if (o->out && strcmp(o->prog, "qat train")) /* qat fit's training: fit takes no --resume */
+            fprintf(stderr, "%s: interrupted at step %lld; wrote %s, the training as far as it went: %s does not "
+                    "resume, the same command starts over\n", o->prog, (long long)res->steps, o->out, o->prog);
+        else if (o->out) fprintf(stderr, "%s: interrupted at step %lld; wrote %s: continue with the same command and "
                             "--resume %s\n", PROG, (long long)res->steps, o->out, o->out);
         else fprintf(stderr, "%s: interrupted at step %lld; nothing saved (no --out)\n", PROG, (long long)res->steps);
         if (o->json) cli_json_error("interrupted", 130);
