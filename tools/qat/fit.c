@@ -276,6 +276,7 @@ typedef struct {
     int64_t calib_n;
     int64_t cycles_target;     /* what the choice is made for: --cycles less the margin (0: no budget) */
     double ft_lr;              /* fine-tuning's peak learning rate */
+    bool made_out;             /* --out was made by this run: removed again if it fails with it empty */
 } fit_run;
 
 static int fail(const fit_run *r) {
@@ -285,9 +286,9 @@ static int fail(const fit_run *r) {
 static void path_in(char *buf, size_t len, const char *dir, const char *file) { snprintf(buf, len, "%s/%s", dir, file); }
 
 /* DIR: made when missing (its parent must exist), a writable folder. */
-static int check_out_dir(const fit_opts *o) {
+static int check_out_dir(const fit_opts *o, bool *made) {
     struct stat st;
-    if (stat(o->out, &st) != 0 && (errno != ENOENT || mkdir(o->out, 0755) != 0))
+    if (stat(o->out, &st) != 0 && (errno != ENOENT || !(*made = mkdir(o->out, 0755) == 0)))
         return cli_fail(PROG, o->json, 1, "--out %s: cannot make it: %s", o->out, strerror(errno));
     if (stat(o->out, &st) != 0 || !S_ISDIR(st.st_mode)) return cli_fail(PROG, o->json, 1, "--out %s: not a folder", o->out);
     if (access(o->out, W_OK) != 0) return cli_fail(PROG, o->json, 1, "--out %s: cannot write in it: %s", o->out, strerror(errno));
@@ -335,6 +336,9 @@ static int load(fit_run *r) {
     const fit_opts *o = r->o;
     if (qat_checkpoint_model(r->ctx, r->base, &r->m, NULL, 0) != QAT_OK)
         return cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(r->ctx));
+    if (!qat_model_prepared(r->m))
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is a float checkpoint: fit needs a QAT-trained one (qat train "
+                        "--qat), or give --model and fit trains it", r->base);
     const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
     qat_task_kind k = !o->train.task ? (ti->target == QAT_TARGET_CLASS ? QAT_TASK_CLASSIFY
                                         : ti->target == QAT_TARGET_VALUES ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER)
@@ -607,6 +611,41 @@ static int ft_lr_of(fit_run *r) {
     return 0;
 }
 
+/* qat_codegen_c with the generator's options. */
+static qat_status write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
+                          const qat_codegen_options *copt) {
+    qat_save_set *set = qat_save_set_new(ctx);
+    if (!set) return qat_ctx_status(ctx);
+    qat_status st = qat_codegen_stage_ex(ctx, q, dir, name, copt, set, NULL);
+    if (st == QAT_OK) st = qat_save_set_commit(set);
+    qat_save_set_free(set);
+    return st;
+}
+
+/* The stack (and the C library's other writable bytes) of the trained
+ * model's C, built for --core with the default plan or the small-RAM one:
+ * what --ram must hold besides the arena. */
+static int trained_stack(fit_run *r, bool small, int64_t *stack) {
+    const fit_opts *o = r->o;
+    qat_ctx *pctx = qat_ctx_new();
+    qat_qmodel q;
+    char dir[4200], why[600];
+    path_in(dir, sizeof dir, o->out, small ? "trained-c-small" : "trained-c");
+    fit_build b;
+    qat_codegen_options copt = {.small_ram = small};
+    int rc = 0;
+    if (!pctx) rc = cli_fail(PROG, o->json, 1, "out of memory");
+    else if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        rc = cli_fail(PROG, o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
+    else if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK || write_c(pctx, &q, dir, o->name, &copt) != QAT_OK)
+        rc = cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(pctx));
+    else if (fit_build_c(dir, o->name, o->core, o->cc, &b, why, sizeof why) != 0)
+        rc = cli_fail(PROG, o->json, 1, "%s", why);
+    else *stack = b.stack + (b.ram - (small ? r->t.arena_small : r->t.arena)); /* other writable bytes count too */
+    qat_ctx_free(pctx);
+    return rc;
+}
+
 static int fit(fit_run *r) {
     fit_opts *o = r->o;
     int rc;
@@ -622,7 +661,7 @@ static int fit(fit_run *r) {
         snprintf(r->base, sizeof r->base, "%s", o->checkpoint);
         if ((rc = load(r))) return rc;
     }
-    if ((rc = check_out_dir(o))) return rc;
+    if ((rc = check_out_dir(o, &r->made_out))) return rc;
     path_in(r->qnet, sizeof r->qnet, o->out, "fit.qnet");
     path_in(r->ckpt, sizeof r->ckpt, o->out, "fit.ckpt.h5");
     path_in(r->qfile, sizeof r->qfile, o->out, "fit.qat.h5");
@@ -648,22 +687,7 @@ static int fit(fit_run *r) {
     /* 3. the choice: the stack the trained model's build needs is kept out of the arena's share of --ram */
     int64_t arena = 0, stack = 0;
     if (o->ram) {
-        if (!o->no_link) {
-            qat_ctx *pctx = qat_ctx_new();
-            qat_qmodel q;
-            char dir[4200];
-            path_in(dir, sizeof dir, o->out, "trained-c");
-            fit_build b;
-            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-                rc = cli_fail(PROG, o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
-            else if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK || qat_codegen_c(pctx, &q, dir, o->name, NULL) != QAT_OK)
-                rc = cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(pctx));
-            else if (fit_build_c(dir, o->name, o->core, o->cc, &b, why, sizeof why) != 0)
-                rc = cli_fail(PROG, o->json, 1, "%s", why);
-            else stack = b.stack + (b.ram - r->t.arena); /* the other writable bytes count with the stack */
-            qat_ctx_free(pctx);
-            if (rc) return rc;
-        }
+        if (!o->no_link && (rc = trained_stack(r, false, &stack))) return rc;
         arena = o->ram - stack;
         if (arena < 1) return cli_fail(PROG, o->json, 1, "--ram %lld: the stack alone needs %lld bytes", (long long)o->ram,
                                        (long long)stack);
@@ -677,7 +701,11 @@ static int fit(fit_run *r) {
         st = qat_fit_solve(&r->t, o->flash, arena, r->cycles_target, r->ctx, r->choice, &r->chosen);
         if (st != QAT_OK) {
             qat_ctx_clear_error(r->ctx);
-            r->t.small_ram = true;
+            r->t.small_ram = true; /* whose kernels take another stack: the trained model's, built with that plan */
+            if (!o->no_link && (rc = trained_stack(r, true, &stack))) return rc;
+            arena = o->ram - stack;
+            if (arena < 1) return cli_fail(PROG, o->json, 1, "--ram %lld: the stack alone needs %lld bytes (small-RAM "
+                                           "plan)", (long long)o->ram, (long long)stack);
             st = qat_fit_solve(&r->t, o->flash, arena, r->cycles_target, r->ctx, r->choice, &r->chosen);
             if (st == QAT_OK)
                 fprintf(stderr, "%s: the default plan's arena does not fit --ram; the small-RAM plan does (qat export "
@@ -798,6 +826,7 @@ int cmd_fit(int argc, char **argv) {
     fit_run r = {.o = &o, .ctx = qat_ctx_new()};
     if (!r.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
     rc = fit(&r);
+    if (rc && r.made_out) rmdir(o.out); /* made for a run that failed before it wrote anything: gone again */
     qat_dataset_free(r.data);
     qat_ctx_free(r.ctx);
     return rc;
