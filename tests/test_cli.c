@@ -723,6 +723,15 @@ static void test_export_tflite(void) {
     snprintf(args, sizeof args, "export --quantized '%s' --tflite '%s'", fsingle, ft3);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "rounds its requantization once"));
+    /* what the options say alone is refused before the checkpoint is read */
+    const char *early[][2] = {{"--tflite x.tflite --rounding single", "--rounding single and --tflite"},
+                              {"--c cx --name 9bad", "--name \"9bad\" is not a C identifier"},
+                              {"--out x.qat.h5 --name foo", "--name is for --c DIR"}};
+    for (size_t i = 0; i < sizeof early / sizeof *early; i++) {
+        snprintf(args, sizeof args, "export --checkpoint /nonexistent.ckpt.h5 %s", early[i][0]);
+        CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, early[i][1]));
+    }
     struct stat sb;
     CU_ASSERT_NOT_EQUAL(stat(ft3, &sb), 0);
     /* the file's program rounded the other way for TFLite: written */

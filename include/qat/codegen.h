@@ -46,6 +46,12 @@ extern "C" {
 #define QAT_CODEGEN_MAX_NAME 48 /* NAME: a C identifier of at most this many characters */
 #define QAT_CODEGEN_FILES 3     /* NAME.h, NAME.c, NAME_io.c */
 
+/* Whether name can be the generated API's NAME: a C identifier (a letter
+ * or '_', then letters, digits and '_') of 1..QAT_CODEGEN_MAX_NAME
+ * characters. Tools check it before any work; the generator refuses any
+ * other. */
+QAT_API bool qat_codegen_name_ok(const char *name);
+
 /* What the generated code needs, in bytes. */
 typedef struct {
     int64_t arena_bytes;  /* the static arena (NAME_ARENA_BYTES): activations, and the scratch of packed convolutions */

@@ -241,8 +241,8 @@ void qat__cg_channel_params(qat__cg *g, int i) { params_array(g, i, g->q->ops[i]
 
 /* ---- checks ----------------------------------------------------------------------- */
 
-static bool c_identifier(const char *s) {
-    if (!s[0] || strlen(s) > QAT_CODEGEN_MAX_NAME || (s[0] >= '0' && s[0] <= '9')) return false;
+bool qat_codegen_name_ok(const char *s) {
+    if (!s || !s[0] || strlen(s) > QAT_CODEGEN_MAX_NAME || (s[0] >= '0' && s[0] <= '9')) return false;
     for (const char *p = s; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
             return false;
@@ -605,7 +605,7 @@ qat_status qat_codegen_generate_ex(const qat_qmodel *q, const char *name, const 
     memset(out, 0, sizeof *out);
     if (!q) return qat__cg_fail(msg, len, QAT_ERR_ARG, "codegen: need a program and an output");
     if (!name) name = "model";
-    if (!c_identifier(name))
+    if (!qat_codegen_name_ok(name))
         return qat__cg_fail(msg, len, QAT_ERR_ARG, "codegen: name \"%s\" is not a C identifier of 1..%d characters",
                             name, QAT_CODEGEN_MAX_NAME);
     char why[400];

@@ -194,10 +194,17 @@ int cmd_export(int argc, char **argv) {
     if (strcmp(cram, "fast") && strcmp(cram, "small"))
         return cli_usage_fail(P, json, export_usage, "--c-ram \"%s\": fast or small", cram);
     if (!strcmp(cram, "small") && !cdir) return cli_usage_fail(P, json, export_usage, "--c-ram is for --c DIR");
+    if (strcmp(name, "model") && !cdir) return cli_usage_fail(P, json, export_usage, "--name is for --c DIR");
+    if (!qat_codegen_name_ok(name)) /* said now, not after the checkpoint is read */
+        return cli_usage_fail(P, json, export_usage, "--name \"%s\" is not a C identifier of 1 to %d characters", name,
+                              QAT_CODEGEN_MAX_NAME);
     const qat_codegen_options copt = {.small_ram = !strcmp(cram, "small")};
     qat_rounding rounding = QAT_ROUNDING_DOUBLE;
     if (rounding_arg && !qat_rounding_parse(rounding_arg, &rounding))
         return cli_usage_fail(P, json, export_usage, "--rounding \"%s\": double or single", rounding_arg);
+    if (rounding == QAT_ROUNDING_SINGLE && tflite) /* TFLite's kernels round twice (docs/tflite.md) */
+        return cli_usage_fail(P, json, export_usage, "--rounding single and --tflite: TFLite's kernels round the "
+                              "requantization twice; export the .tflite from a double-rounding program");
     if (quantized) {
         if (ckpt || out || onnx || (!cdir && !tflite))
             return cli_usage_fail(P, json, export_usage, "--quantized MODEL takes --c DIR and/or --tflite FILE, and "

@@ -5,7 +5,6 @@
  * and `qat export` themselves, run in this process with the arguments
  * fit makes for them. */
 #define _POSIX_C_SOURCE 200809L
-#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -102,6 +101,7 @@ typedef struct {
     long calib, ft_epochs, front;
     double ft_lr; /* 0: a tenth of the training's peak (ft_lr_of) */
     double cycle_margin;    /* percent */
+    bool cycle_margin_set, model_given;
     bool no_link, json;
     /* qat train's options, with --qat */
     char *rest[MAX_ARGS];
@@ -173,6 +173,7 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
             if (!parse_cycles(v, &o->cycles))
                 return cli_usage_fail(P, false, fit_usage, "--cycles \"%s\": a count of cycles (e.g. 1200000 or 1.2M)", v);
         } else if (!strcmp(a, "--cycle-margin")) {
+            o->cycle_margin_set = true;
             char *end;
             if (!VAL()) return EXIT_USAGE;
             o->cycle_margin = strtod(v, &end);
@@ -230,6 +231,7 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
         } else {
             if (o->n_rest >= MAX_ARGS - 16) return cli_usage_fail(P, false, fit_usage, "too many options");
             if (!strcmp(a, "--qat")) qat = true;
+            if (!strcmp(a, "--model") || !strcmp(a, "--model-file")) o->model_given = true;
             o->rest[o->n_rest++] = argv[i];
         }
 #undef VAL
@@ -245,10 +247,12 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
                               o->core);
     if (o->cycles && o->no_link)
         return cli_usage_fail(P, o->json, fit_usage, "--cycles measures the build under qemu: not with --no-link");
-    bool ident = strlen(o->name) <= QAT_CODEGEN_MAX_NAME && (isalpha((unsigned char)o->name[0]) || o->name[0] == '_');
-    for (const char *c = o->name; ident && *c; c++) ident = isalnum((unsigned char)*c) || *c == '_';
-    if (!ident) /* said now, not after the training */
-        return cli_usage_fail(P, o->json, fit_usage, "--name \"%s\": a C identifier of 1 to %d characters", o->name,
+    if (o->cycle_margin_set && !o->cycles)
+        return cli_usage_fail(P, o->json, fit_usage, "--cycle-margin is for --cycles N");
+    if (o->checkpoint && o->model_given) /* legal (a script's common options), and not silently */
+        fprintf(stderr, "%s: note: the model is --checkpoint's own (%s); --model is not used\n", P, o->checkpoint);
+    if (!qat_codegen_name_ok(o->name)) /* said now, not after the training */
+        return cli_usage_fail(P, o->json, fit_usage, "--name \"%s\" is not a C identifier of 1 to %d characters", o->name,
                               QAT_CODEGEN_MAX_NAME);
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"))
         return cli_fail(P, o->json, EXIT_USAGE, "qat fit runs in one process (not under mpirun)");
