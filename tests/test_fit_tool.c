@@ -200,7 +200,7 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --resume x.h5", "--resume is not an option of qat fit", 2},
         {"fit --model lenet --flash 1000 --core cortex-a53", "--core \"cortex-a53\"", 2},
         {"fit --model lenet --flash 1000 --epochs 0", "--epochs", 2},
-        {"fit --model lenet --flash 1000 --name 9lives", "--name \"9lives\": a C identifier", 2},
+        {"fit --model lenet --flash 1000 --name 9lives", "--name \"9lives\" is not a C identifier", 2},
         {"fit --model lenet --flash 1000 --cc /nonexistent/arm-none-eabi-gcc", "no compiler", 1},
         {"fit --model lenet --flash 1000 --cycles 1.5x", "--cycles \"1.5x\"", 2},
         {"fit --model lenet --flash 1000 --cycles 0", "--cycles \"0\"", 2},
