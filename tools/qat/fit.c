@@ -34,6 +34,8 @@
 static const char *const fit_usage =
     "usage: qat fit --model M --flash BYTES [--ram BYTES] [--cycles N] [--data D] [--out DIR] [options]\n"
     "               [qat train's options]\n"
+    "       qat fit --checkpoint CKPT --flash BYTES [the same options]\n"
+
     "\n"
     "Chooses the weight bits of each Linear and Conv layer so that the model's\n"
     "generated C fits a device, fine-tunes that choice, exports it and checks it on\n"
