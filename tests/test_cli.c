@@ -659,6 +659,9 @@ static void test_export_tflite(void) {
     snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s' --tflite '%s'", ckpt, fout, fout);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--out and --tflite name the same file"));
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s/new.qat.h5' --onnx '%s/./new.qat.h5'", ckpt, dir, dir);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2); /* two spellings of one file not there yet */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--out and --onnx name the same file"));
     { /* the C files over the checkpoint (a copy named model.c in the folder), or over another output */
         char cin[400], cp[1200];
         snprintf(cin, sizeof cin, "%s/cin", dir);

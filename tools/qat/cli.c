@@ -1,5 +1,5 @@
 /* Option parsing helpers: strict numbers, clear messages. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath; POSIX 2008 with it */
 #include "cli.h"
 #include "qat/runtime.h"
 
@@ -92,11 +92,30 @@ int cli_check_output(const char *prog, bool json, const char *opt, const char *p
     return 0;
 }
 
+/* A path not there yet as its directory resolved (links, "." and "..")
+ * and its last name: "/abs/dir/name" into buf; false if the directory
+ * cannot be resolved. */
+static bool resolved(const char *path, char *buf, size_t len) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    char *real = realpath(dir, NULL);
+    if (!real) return false;
+    int n = snprintf(buf, len, "%s/%s", real, slash ? slash + 1 : path);
+    free(real);
+    return n > 0 && (size_t)n < len;
+}
+
 bool cli_same_file(const char *a, const char *b) {
     if (!a || !b) return false;
     if (!strcmp(a, b)) return true;
     struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb) return false; /* one is there, the other not: two files */
+    char ra[8400], rb[8400]; /* neither there yet ("a.h5" and "./a.h5"): the same place? */
+    return resolved(a, ra, sizeof ra) && resolved(b, rb, sizeof rb) && !strcmp(ra, rb);
 }
 
 /* Whether path's directory is the directory of stat d. */
