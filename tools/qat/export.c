@@ -223,7 +223,12 @@ int cmd_export(int argc, char **argv) {
         qat_codegen_info info = {0};
         long long tfl_bytes = -1;
         int rc = qat_qmodel_load(ctx, quantized, &q) != QAT_OK ? cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx)) : 0;
-        if (rc == 0 && rounding_arg) q.rounding = rounding; /* the same multipliers, rounded the other way */
+        if (rc == 0 && rounding_arg && q.rounding != rounding) { /* the same multipliers, rounded the other way */
+            fprintf(stderr, "qat: note: %s rounds its requantization %s; the outputs written here round it %s, so "
+                    "their integers differ from the file's now and then (docs/codegen.md)\n", quantized,
+                    q.rounding == QAT_ROUNDING_SINGLE ? "once" : "twice", rounding == QAT_ROUNDING_SINGLE ? "once" : "twice");
+            q.rounding = rounding;
+        }
         if (rc == 0)
             rc = cdir && make_c_dir("qat", json, cdir, create)
                      ? 1
