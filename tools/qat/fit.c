@@ -739,6 +739,17 @@ static int fit(fit_run *r) {
         fprintf(stderr, ", %lld cycles (--cycles %lld less %g %%: %lld)", (long long)r->chosen.cycles,
                 (long long)o->cycles, o->cycle_margin, (long long)r->cycles_target);
     fputc('\n', stderr);
+    /* the choice minimises the summed loss; on a model far from trained, a
+     * width can lower the calibration loss and still cost accuracy: said */
+    for (int i = 0; r->task.kind == QAT_TASK_CLASSIFY && i < r->t.n_layers; i++) {
+        const qat_fit_layer *L = &r->t.layers[i];
+        int k = r->choice[i];
+        double drop = 100 * (r->t.metric - L->metric[k]);
+        if (k != L->trained && drop > 2 && L->loss[k] <= r->t.loss)
+            fprintf(stderr, "%s: note: %s at %d bits lowers the calibration loss but costs %.1f points of accuracy "
+                    "alone; the loss may mislead on a model this far from trained (more training, or --bits without "
+                    "%d)\n", PROG, L->name, L->bits[k], drop, L->bits[k]);
+    }
     double base_int = 0;
     { /* the model as trained, in integers, for the report */
         qat_ctx *pctx = qat_ctx_new();
