@@ -92,17 +92,24 @@ int cli_check_output(const char *prog, bool json, const char *opt, const char *p
     return 0;
 }
 
+/* The directory part of path into buf ("." for a bare name); its last
+ * name is what follows (the returned pointer). */
+static const char *parent_of(const char *path, char *buf, size_t len) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(buf, len, ".");
+    else snprintf(buf, len, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return slash ? slash + 1 : path;
+}
+
 /* A path not there yet as its directory resolved (links, "." and "..")
  * and its last name: "/abs/dir/name" into buf; false if the directory
  * cannot be resolved. */
 static bool resolved(const char *path, char *buf, size_t len) {
-    const char *slash = strrchr(path, '/');
     char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    const char *name = parent_of(path, dir, sizeof dir);
     char *real = realpath(dir, NULL);
     if (!real) return false;
-    int n = snprintf(buf, len, "%s/%s", real, slash ? slash + 1 : path);
+    int n = snprintf(buf, len, "%s/%s", real, name);
     free(real);
     return n > 0 && (size_t)n < len;
 }
@@ -122,9 +129,7 @@ bool cli_same_file(const char *a, const char *b) {
 static bool parent_is(const char *path, const struct stat *d) {
     char parent[4096];
     struct stat sp;
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(parent, sizeof parent, ".");
-    else snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    parent_of(path, parent, sizeof parent);
     return stat(parent, &sp) == 0 && sp.st_dev == d->st_dev && sp.st_ino == d->st_ino;
 }
 
@@ -141,10 +146,10 @@ bool cli_in_data(const char *path, const char *data) {
         ssize_t n = readlink(cur, to, sizeof to - 1);
         if (n < 0) return false; /* not a link (or none yet) */
         to[n] = '\0';
-        const char *slash = strrchr(cur, '/');
-        char next[8200];
-        if (to[0] == '/' || !slash) snprintf(next, sizeof next, "%s", to);
-        else snprintf(next, sizeof next, "%.*s/%s", (int)(slash - cur), cur, to); /* relative to the link's directory */
+        char dir[4096], next[8200];
+        parent_of(cur, dir, sizeof dir);
+        if (to[0] == '/') snprintf(next, sizeof next, "%s", to);
+        else snprintf(next, sizeof next, "%s/%s", dir, to); /* relative to the link's directory */
         if (strlen(next) >= sizeof cur) return true; /* a path that long: refuse rather than guess */
         memcpy(cur, next, sizeof cur);
     }
