@@ -88,8 +88,14 @@ static struct timespec stop_at; /* when it was requested */
 static volatile sig_atomic_t in_mpi_job;
 static char last_ckpt_msg[600];
 static volatile sig_atomic_t last_ckpt_len;
+/* The agreed status of a job that refused to start (agree): every rank is
+ * ending, each has said what it had to, and mpirun, seeing one end with
+ * that status, sends SIGTERM to the others while they finish: that
+ * SIGTERM ends a rank quietly with the same status. */
+static volatile sig_atomic_t refused_rc;
 
 static void on_signal(int sig) {
+    if (refused_rc && sig == SIGTERM) _exit(refused_rc);
     if (in_mpi_job && sig == SIGTERM) {
         static const char head[] = "\nqat: rank 0: stopped by the MPI runtime (a rank died, or mpirun was interrupted: "
                                    "kill -USR1 mpirun's pid stops a job and saves)";
@@ -483,6 +489,7 @@ static int agree(dist *d, int rc, bool json, bool *refused) {
         snprintf(msg, sizeof msg, "rank %d could not start (its message is on stderr)", first);
         cli_json_error(msg, first_rc);
     }
+    if (*refused) fflush(stdout), fflush(stderr), refused_rc = first_rc;
     return first_rc;
 }
 
