@@ -196,6 +196,7 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet", "--flash BYTES is required", 2},
         {"fit --model lenet --flash 1000 --bits 4,3", "--bits \"4,3\"", 2},
         {"fit --model lenet --flash 1000 --bits 9", "--bits \"9\"", 2},
+        {"fit --model lenet --flash 1000 --bits 4,", "--bits \"4,\"", 2},
         {"fit --model lenet --flash 10x", "--flash \"10x\"", 2},
         {"fit --model lenet --flash 1000 --resume x.h5", "--resume is not an option of qat fit", 2},
         {"fit --model lenet --flash 1000 --core cortex-a53", "--core \"cortex-a53\"", 2},

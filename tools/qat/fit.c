@@ -139,6 +139,8 @@ static bool parse_cycles(const char *v, int64_t *out) {
 
 static int parse_bits(const char *v, fit_opts *o) {
     o->n_bits = 0;
+    size_t len = strlen(v);
+    if (len && v[len - 1] == ',') return -1; /* "4,": a width left out */
     for (const char *s = v; *s;) {
         long b;
         char num[8];
