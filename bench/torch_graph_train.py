@@ -63,11 +63,11 @@ def rss_now_mib():
 def legacy(path, data, batch, samples, mode):
     torch.set_num_threads(1)
     torch.manual_seed(1)
-    x = load(f"{data}/train-images-idx3-ubyte.gz", 16).reshape(-1, 1, 28, 28)[:samples]
+    m = Graph(path).train()
+    x = to_model_input(load(f"{data}/train-images-idx3-ubyte.gz", 16).reshape(-1, 28, 28)[:samples], m.input_shape)
     y = load(f"{data}/train-labels-idx1-ubyte.gz", 8)[:samples]
     x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - 0.1307) / 0.3081
     y = torch.from_numpy(y.astype(np.int64))
-    m = Graph(path).train()
     if mode == "qat":
         tq.fuse_modules_qat(m.layers, m.fuse, inplace=True)
         m.qconfig = tq.get_default_qat_qconfig("fbgemm")
