@@ -150,8 +150,8 @@ static void conv_program(qat_ctx *ctx, const conv_case *k, qat_qmodel *q, qat_rn
  * with odd sizes: one output row, one output channel, K not a multiple of
  * 4, positions not a multiple of 16, several passes of samples. The
  * convolutions with one group, an even channel count and a horizontal
- * stride of 1 or 2 (or one channel at horizontal stride 2 over an even
- * padded width) run the AVX2 level's direct convolution. */
+ * stride of 1 or 2 (or one channel at horizontal stride 1, or 2 over an
+ * even padded width) run the AVX2 level's direct convolution. */
 static void test_conv_every_level(void) {
     if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
     static const conv_case cases[] = {
@@ -324,7 +324,8 @@ static void test_depthwise_lanes_every_level(void) {
 }
 
 /* One input channel in the direct convolution's tap quads (kernels.h),
- * from the AVX-VNNI level up and, with 7-bit weights, at AVX2: strides 1
+ * from the AVX-VNNI level up and, with 7-bit weights, at AVX2 (else its
+ * tap pairs, the int16 GEMM at stride 2 over an odd width): strides 1
  * and 2 (a padded width odd and even), vertical strides 1-3, kernel widths
  * 1-10 (a quad's zero weights past the row), rows of more than one block
  * and of more than the 64 pixels the quad plane is built in, rows of one
@@ -360,7 +361,8 @@ static void test_tap_quads_every_level(void) {
         const char *at_vnni = vnni ? op0_path(&q, 5, QAT_LEVEL_AVXVNNI) : "vnni", *avx2 = op0_path(&q, 5, QAT_LEVEL_AVX2);
         bool bytes2 = true; /* weights within ±64: vpmaddubsw cannot saturate */
         for (int64_t i = 0; i < (int64_t)k->O * k->kh * k->kw; i++) bytes2 &= abs(q.ops[0].weight[i]) <= 64;
-        const char *want2 = bytes2 ? "bytes" : k->sw == 2 && (k->W + 2 * k->pw) % 2 == 0 ? "direct" : "int16";
+        /* else tap pairs: overlapping at stride 1, the plain plane's at stride 2 over an even width */
+        const char *want2 = bytes2 ? "bytes" : k->sw == 1 || (k->W + 2 * k->pw) % 2 == 0 ? "direct" : "int16";
         if (strcmp(at_vnni, "vnni") || strcmp(avx2, want2)) printf("\n  %s: runs as %s, %s\n", what, at_vnni, avx2);
         CU_ASSERT_STRING_EQUAL(at_vnni, "vnni");
         CU_ASSERT_STRING_EQUAL(avx2, want2);

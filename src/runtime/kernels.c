@@ -82,6 +82,22 @@ void qat__pad_tap_quads(const int8_t *x, int H, int W, int ph, int pw, int sw, i
     memset(dst + (int64_t)Hp * Wq * 4, fill, QAT_DIRECT_SLACK * 4);
 }
 
+/* The pair plane, pixel by pixel: column c of padded row y is x - zp
+ * inside the input, 0 in the padding and at c = Wp, past the row. */
+static inline int16_t padded_at(const int8_t *row, int c, int pw, int W, int32_t zp) {
+    return row && c >= pw && c < pw + W ? (int16_t)(row[c - pw] - zp) : 0;
+}
+
+void qat__pad_tap_pairs(const int8_t *x, int H, int W, int ph, int pw, int32_t zp, int16_t *dst) {
+    int Hp = H + 2 * ph, Wp = W + 2 * pw;
+    for (int y = 0; y < Hp; y++) {
+        const int8_t *src = y >= ph && y < ph + H ? x + (int64_t)(y - ph) * W : NULL;
+        int16_t *d = dst + (int64_t)y * Wp * 2;
+        for (int i = 0; i < Wp; i++) d[2 * i] = padded_at(src, i, pw, W, zp), d[2 * i + 1] = padded_at(src, i + 1, pw, W, zp);
+    }
+    memset(dst + (int64_t)Hp * Wp * 2, 0, QAT_DIRECT_SLACK * 4);
+}
+
 bool qat__direct_fits(const qat_qop *op, const qat__op_geom *g) {
     return (op->kind == QAT_QOP_CONV2D && g->groups == 1 && op->stride_w <= 2 && g->C % 2 == 0) ||
            qat__direct_tap_pairs(op, g) || qat__direct_tap_quads(op, g);
@@ -131,7 +147,7 @@ int64_t qat__direct_batch_scratch_bytes(const qat__op_geom *g, int B) {
 
 int64_t qat__direct_scratch_bytes(const qat_qop *op, const qat__op_geom *g) {
     int64_t planes = planes_bytes(g->C, g->Hp, g->Wp);
-    if (qat__direct_tap_quads(op, g)) {
+    if (qat__direct_tap_quads(op, g) || qat__direct_tap_pairs(op, g)) { /* the pair plane's size at stride 1 */
         int64_t quads = qat__round_up(qat__tap_quads_bytes(g->Hp, g->Wp, op->stride_w), 64);
         if (quads > planes) planes = quads;
     }

@@ -212,7 +212,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     bool vnni = level == QAT_LEVEL_AVXVNNI;
     h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
                 : bytes_form(q, op, g, vnni)                    ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
-                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel: pairs at stride 2 over an even Wp only */
+                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel: pairs at stride 2 over an odd Wp */
                                                                 : QAT_DIRECT_PAIRS;
     h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     c += HEADER;
@@ -391,6 +391,7 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
             xs = copy;
         }
         if (quads) qat__pad_tap_quads(xs, H, W, op->pad_h, op->pad_w, sw, zp, e->scratch);
+        else if (taps && sw == 1) qat__pad_tap_pairs(xs, H, W, op->pad_h, op->pad_w, zp, (int16_t *)e->scratch);
         else qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
