@@ -33,6 +33,27 @@ QAT_AVX2 static inline __m256i lanes(int64_t lo, int64_t hi) {
 
 QAT_AVX2 static inline bool any(__m256i m) { return !_mm256_testz_si256(m, m); }
 
+/* The 8 floats at p on the lanes of m, 0 elsewhere. A masked load
+ * (vmaskmovps) costs AMD's Zen cores several times a plain one, which
+ * with the mask's AND gives the same lanes wherever all 8 floats lie in
+ * [lo, hi), the sample's memory, and may be read. */
+QAT_AVX2 static inline __m256 load_lanes(const float *p, __m256i m, bool whole, const float *lo, const float *hi) {
+    if (whole) return _mm256_loadu_ps(p);
+    if (p >= lo && p + 8 <= hi) return _mm256_and_ps(_mm256_loadu_ps(p), _mm256_castsi256_ps(m));
+    return _mm256_maskload_ps(p, m);
+}
+
+/* v's lanes of m stored at p, the other floats left as they are: a
+ * masked store (vmaskmovps) costs AMD's Zen cores far more than reading
+ * the 8 floats, blending and writing them back, which is the same where
+ * all 8 lie in [lo, hi) and no other thread writes there (one sample's
+ * gradient: its task's alone). */
+QAT_AVX2 static inline void store_lanes(float *p, __m256i m, bool whole, const float *lo, const float *hi, __m256 v) {
+    if (whole) _mm256_storeu_ps(p, v);
+    else if (p >= lo && p + 8 <= hi) _mm256_storeu_ps(p, _mm256_blendv_ps(_mm256_loadu_ps(p), v, _mm256_castsi256_ps(m)));
+    else _mm256_maskstore_ps(p, m, v);
+}
+
 QAT_AVX2 void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *col) {
     const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, ph = d->ph, pw = d->pw;
     const int64_t sh = d->sh, sw = d->sw, nch = (OW + 7) / 8;
@@ -48,8 +69,9 @@ QAT_AVX2 void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *
         qat__im2col(d, xn, col);
         return;
     }
-    const float *end = col + C * KH * KW * OH * OW;
+    const float *end = col + C * KH * KW * OH * OW, *xend = xn + C * H * W;
     __m256i all[QAT__AVX2_MAX_CHUNKS], m0[QAT__AVX2_MAX_CHUNKS], m1[QAT__AVX2_MAX_CHUNKS];
+    bool whole[QAT__AVX2_MAX_CHUNKS]; /* m0[j] all on (stride 1): a plain load */
     for (int64_t j = 0; j < nch; j++) all[j] = lanes(0, OW - 8 * j);
     for (int64_t c = 0; c < C; c++)
         for (int64_t kh = 0; kh < KH; kh++)
@@ -59,6 +81,7 @@ QAT_AVX2 void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *
                     int64_t base = sw * 8 * j + shift; /* the input column of the chunk's lane 0 */
                     m0[j] = _mm256_and_si256(lanes(-base, W - base), sw == 1 ? all[j] : ones);
                     m1[j] = lanes(-base - 8, W - base - 8);
+                    whole[j] = sw == 1 && _mm256_movemask_ps(_mm256_castsi256_ps(m0[j])) == 0xFF;
                 }
                 for (int64_t oh = 0; oh < OH; oh++) {
                     int64_t ih = oh * sh - ph + kh;
@@ -67,10 +90,10 @@ QAT_AVX2 void qat__im2col_avx2(const qat__conv_dims *d, const float *xn, float *
                     for (int64_t j = 0; j < nch; j++, at += 8) {
                         __m256 v = zero;
                         if (in && sw == 1) {
-                            v = _mm256_maskload_ps(xn + (c * H + ih) * W + shift + 8 * j, m0[j]);
+                            v = load_lanes(xn + (c * H + ih) * W + shift + 8 * j, m0[j], whole[j], xn, xend);
                         } else if (in) { /* the even lanes of two vectors: output lane l is input lane 2l */
                             const float *src = xn + (c * H + ih) * W + shift + 16 * j;
-                            __m256 v0 = _mm256_maskload_ps(src, m0[j]), v1 = _mm256_maskload_ps(src + 8, m1[j]);
+                            __m256 v0 = load_lanes(src, m0[j], false, xn, xend), v1 = load_lanes(src + 8, m1[j], false, xn, xend);
                             __m256 e = _mm256_shuffle_ps(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)); /* 0 2 8 10 | 4 6 12 14 */
                             v = _mm256_and_ps(_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)),
                                               _mm256_castsi256_ps(all[j]));
@@ -140,6 +163,7 @@ QAT_AVX2 void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, fl
     }
     const int64_t C = d->C, H = d->H, W = d->W, KH = d->KH, KW = d->KW, OH = d->OH, OW = d->OW, ph = d->ph, pw = d->pw;
     const int64_t OHW = OH * OW, CS = KH * KW * OHW; /* col's stride from one channel to the next */
+    const float *gend = gxn + C * H * W, *cend = col + C * CS;
     for (int64_t c0 = 0; c0 < C; c0 += QAT__COL2IM_LANES) {
         int64_t nc = C - c0 < QAT__COL2IM_LANES ? C - c0 : QAT__COL2IM_LANES;
         for (int64_t ih = 0; ih < H; ih++)
@@ -151,7 +175,7 @@ QAT_AVX2 void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, fl
                     acc[j] = _mm256_setzero_ps();
                     if (j >= nc || overwrite) continue;
                     const float *g = gxn + ((c0 + j) * H + ih) * W + b;
-                    acc[j] = whole_row ? _mm256_loadu_ps(g) : _mm256_maskload_ps(g, row_lanes);
+                    acc[j] = load_lanes(g, row_lanes, whole_row, gxn, gend);
                 }
                 for (int64_t kh = 0; kh < KH; kh++) {
                     int64_t oh = ih + ph - kh;
@@ -170,16 +194,13 @@ QAT_AVX2 void qat__col2im_add_avx2(const qat__conv_dims *d, const float *col, fl
                         const __m256 keep = _mm256_castsi256_ps(m);
                         for (int j = 0; j < QAT__COL2IM_LANES; j++)
                             if (j < nc) {
-                                __m256 sum = _mm256_add_ps(acc[j], _mm256_maskload_ps(r + j * CS, m));
+                                __m256 sum = _mm256_add_ps(acc[j], load_lanes(r + j * CS, m, false, col, cend));
                                 acc[j] = _mm256_blendv_ps(acc[j], sum, keep);
                             }
                     }
                 }
-                for (int j = 0; j < nc; j++) {
-                    float *g = gxn + ((c0 + j) * H + ih) * W + b;
-                    if (whole_row) _mm256_storeu_ps(g, acc[j]);
-                    else _mm256_maskstore_ps(g, row_lanes, acc[j]);
-                }
+                for (int j = 0; j < nc; j++)
+                    store_lanes(gxn + ((c0 + j) * H + ih) * W + b, row_lanes, whole_row, gxn, gend, acc[j]);
             }
     }
 }
