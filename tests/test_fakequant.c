@@ -12,27 +12,39 @@
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
-/* The batch range every observer starts from: the fast path (AVX-512
- * where the CPU has it) equals a one-element-at-a-time loop for every
- * length 0..100 (masked tails, both unrolled halves), with NaNs ignored
- * and infinities kept. */
+/* The batch range every observer starts from: each copy this CPU can run
+ * (AVX-512, AVX2, portable) equals a one-element-at-a-time loop for every
+ * length 0..100 (masked and scalar tails, the unrolled bodies), with NaNs
+ * ignored and infinities kept; qat__minmax takes the active level's. */
 static void test_minmax_matches_simple_loop(void) {
+    const struct {
+        qat__simd level;
+        qat_isa isa;
+    } levels[] = {{QAT__SIMD_BASE, QAT_ISA_PORTABLE}, {QAT__SIMD_AVX2, QAT_ISA_AVX2}, {QAT__SIMD_AVX512, QAT_ISA_AVX512}};
     qat_rng rng;
     qat_rng_seed(&rng, 31);
     float x[100];
+    int ran = 0;
     for (int n = 0; n <= 100; n++) {
         for (int i = 0; i < n; i++) x[i] = 8.0f * qat_rng_normal(&rng);
         if (n > 3) x[qat_rng_below(&rng, (uint32_t)n)] = NAN;
         if (n > 50) x[qat_rng_below(&rng, (uint32_t)n)] = -INFINITY;
-        float lo = INFINITY, hi = -INFINITY, rl = INFINITY, rh = -INFINITY;
+        float rl = INFINITY, rh = -INFINITY;
         for (int i = 0; i < n; i++) rl = x[i] < rl ? x[i] : rl, rh = x[i] > rh ? x[i] : rh;
-        qat__minmax(x, n, &lo, &hi);
-        CU_ASSERT(lo == rl && hi == rh);
-        /* folding into an existing range */
-        lo = -1.0f, hi = 1.0f;
-        qat__minmax(x, n, &lo, &hi);
-        CU_ASSERT(lo == (rl < -1.0f ? rl : -1.0f) && hi == (rh > 1.0f ? rh : 1.0f));
+        for (int k = 0; k < 4; k++) {
+            if (k < 3 && !qat_isa_cpu_has(levels[k].isa)) continue;
+            float lo = INFINITY, hi = -INFINITY;
+            if (k < 3) qat__minmax_at(levels[k].level, x, n, &lo, &hi), ran += n == 100;
+            else qat__minmax(x, n, &lo, &hi);
+            CU_ASSERT(lo == rl && hi == rh);
+            /* folding into an existing range */
+            lo = -1.0f, hi = 1.0f;
+            if (k < 3) qat__minmax_at(levels[k].level, x, n, &lo, &hi);
+            else qat__minmax(x, n, &lo, &hi);
+            CU_ASSERT(lo == (rl < -1.0f ? rl : -1.0f) && hi == (rh > 1.0f ? rh : 1.0f));
+        }
     }
+    CU_ASSERT(ran >= 1 + qat_isa_cpu_has(QAT_ISA_AVX2)); /* the portable copy and each the CPU has */
 }
 
 static void test_storage_ranges(void) {

@@ -3,6 +3,7 @@
 #ifndef QAT_FAKEQUANT_INTERNAL_H
 #define QAT_FAKEQUANT_INTERNAL_H
 
+#include "autograd/op_api.h" /* qat__simd */
 #include "kernels.h"
 
 /* The length of the run that starts at flat index s: kernels.h.
@@ -20,6 +21,9 @@ int64_t qat__qtype_numel(const qat_qtype *q);
  * the one-lane loop's (up to the sign of a zero, which no range-to-qparams
  * formula sees). */
 void qat__minmax(const float *x, int64_t n, float *lo, float *hi);
+/* ... with the copy of one level (QAT__MINMAX_LEVELS: AVX-512, AVX2, the
+ * portable loop), for the tests; qat__minmax takes qat__simd_level()'s. */
+void qat__minmax_at(qat__simd level, const float *x, int64_t n, float *lo, float *hi);
 
 /* round_half_even(clamp(v, lo, hi)) for integer-valued lo, hi with
  * |lo|, |hi| < 2^23: clamping first makes the 2^23 trick exact with no
