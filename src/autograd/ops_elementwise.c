@@ -34,9 +34,29 @@ static bool broadcast(qat_ctx *ctx, const char *op, const qat_tensor *a, const q
 
 enum { OP_ADD, OP_SUB, OP_MUL };
 
+/* Is operand stride set s the output's own layout (no broadcasting, no
+ * transposition)? */
+static bool dense(const bcast *bc, const int64_t *s) {
+    int64_t step = 1;
+    for (int k = 3; k >= 0; step *= bc->shape[k], k--)
+        if (bc->shape[k] > 1 && s[k] != step) return false;
+    return true;
+}
+
 /* Rows [r0, r1) of the output, a row being its last dimension. */
 static void binary_forward(int op, const bcast *bc, const float *a, const float *b, float *y, int64_t r0, int64_t r1) {
     int64_t i = r0 * bc->shape[3];
+    if (dense(bc, bc->sa) && dense(bc, bc->sb)) { /* a residual add: one run, not a row at a time */
+        const float *restrict ra = a + i, *restrict rb = b + i;
+        float *restrict ry = y + i;
+        int64_t n = (r1 - r0) * bc->shape[3];
+        switch (op) {
+        case OP_ADD: for (int64_t j = 0; j < n; j++) ry[j] = ra[j] + rb[j]; break;
+        case OP_SUB: for (int64_t j = 0; j < n; j++) ry[j] = ra[j] - rb[j]; break;
+        default:     for (int64_t j = 0; j < n; j++) ry[j] = ra[j] * rb[j]; break;
+        }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         int64_t i2 = r % bc->shape[2], i1 = r / bc->shape[2] % bc->shape[1], i0 = r / bc->shape[2] / bc->shape[1];
         const float *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
