@@ -21,8 +21,9 @@ int64_t qat__qtype_numel(const qat_qtype *q);
  * the one-lane loop's (up to the sign of a zero, which no range-to-qparams
  * formula sees). */
 void qat__minmax(const float *x, int64_t n, float *lo, float *hi);
-/* ... with the copy of one level (QAT__MINMAX_LEVELS: AVX-512, AVX2, the
- * portable loop), for the tests; qat__minmax takes qat__simd_level()'s. */
+/* ... with the copy of one level (AVX-512, AVX2 or the portable loop;
+ * the caller checks that the CPU has it), for the tests; qat__minmax
+ * takes qat__simd_level()'s. */
 void qat__minmax_at(qat__simd level, const float *x, int64_t n, float *lo, float *hi);
 
 /* round_half_even(clamp(v, lo, hi)) for integer-valued lo, hi with

@@ -34,7 +34,7 @@ qat_status qat_observer_init(qat_ctx *ctx, qat_observer *o, qat_observer_kind ki
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define QAT__MINMAX_AVX512 1
+#define QAT__MINMAX_X86 1
 
 /* AVX-512 min/max: the compiler turns the portable loop's sixteen lanes
  * into sixteen scalar chains, not vectors. min_ps(v, acc) returns acc when
@@ -59,9 +59,8 @@ __attribute__((target("avx512f"))) static void minmax_avx512(const float *x, int
 
 /* The same with AVX2, eight lanes: GCC left the portable loop's AVX2
  * copy scalar too (vminss/vmaxss through the stack: 1.9 % of a ResNet-8
- * QAT step on a Zen core). Four accumulator pairs, as the latency of
- * vminps is four times its throughput; the tail in scalar, the portable
- * rule. */
+ * QAT step on a Zen core). Four accumulator pairs, so that no min or
+ * max waits on the one before; the tail in scalar, the portable rule. */
 __attribute__((target("avx2"))) static void minmax_avx2(const float *x, int64_t n, float *lo, float *hi) {
     __m256 l0 = _mm256_set1_ps(*lo), h0 = _mm256_set1_ps(*hi), l1 = l0, h1 = h0, l2 = l0, h2 = h0, l3 = l0, h3 = h0;
     int64_t i = 0;
@@ -82,7 +81,7 @@ __attribute__((target("avx2"))) static void minmax_avx2(const float *x, int64_t 
     for (int j = 0; j < 8; j++) *lo = l[j] < *lo ? l[j] : *lo, *hi = h[j] > *hi ? h[j] : *hi;
 }
 #else
-#define QAT__MINMAX_AVX512 0
+#define QAT__MINMAX_X86 0
 #endif
 
 static void minmax_portable(const float *restrict x, int64_t n, float *lo, float *hi) {
@@ -105,7 +104,7 @@ static void minmax_portable(const float *restrict x, int64_t n, float *lo, float
 }
 
 void qat__minmax_at(qat__simd level, const float *x, int64_t n, float *lo, float *hi) {
-#if QAT__MINMAX_AVX512
+#if QAT__MINMAX_X86
     if (level == QAT__SIMD_AVX512) {
         minmax_avx512(x, n, lo, hi);
         return;
