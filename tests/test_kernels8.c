@@ -229,7 +229,7 @@ static void test_conv_every_level(void) {
      * bits, inputs all at one end (every byte 0 or 255 after the + 128), so
      * that vpmaddubsw's int16 pair sums reach their largest magnitudes and
      * vpdpbusd's int32 sums theirs */
-    static const conv_case extreme[] = {{16, 9, 18, 8, 3, 3, 1, 1, 1, 1, 1, 4}, {8, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 4},
+    static const conv_case extreme[] = {{16, 9, 18, 8, 3, 3, 2, 1, 1, 1, 1, 4}, {8, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 4},
                                         {16, 9, 18, 8, 3, 3, 1, 1, 1, 1, 1, 5}, {64, 5, 5, 8, 3, 3, 1, 1, 1, 1, 1, 5}};
     for (size_t t = 0; t < 2 * sizeof extreme / sizeof *extreme; t++) {
         qat_ctx *ctx = qat_ctx_new();
@@ -367,6 +367,55 @@ static void test_tap_quads_every_level(void) {
         CU_ASSERT_STRING_EQUAL(at_vnni, "vnni");
         CU_ASSERT_STRING_EQUAL(avx2, want2);
         CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, edge == 0 ? 128 : edge == 1 ? -128 : 127) >= 1 + vnni);
+        qat_ctx_free(ctx);
+    }
+}
+
+/* 3x3 convolutions of stride 1 at the AVX2 level: Winograd F(2x2, 3x3)
+ * (kernels_wino.c), whose sums must be the direct convolution's to the
+ * bit. Rows of 14 tiles (two 8-tile chunks, overlapping), of 4 (one chunk
+ * whose last lanes are the next row's), of 17 (three) and of exactly 8;
+ * odd output sizes (a last tile half outside), no padding and a padding
+ * of 2, one output row, one tile, O not a multiple of 4; 8-bit weights at
+ * their extremes, unsigned ones (w - zp beyond int8), 4-bit ones and a
+ * left shift; both roundings; inputs random and all at either end (|x -
+ * zp| up to 255, the transforms' bounds). Below 8 channels, or where 4·y
+ * could leave int32 (2048 channels of unsigned weights), the direct
+ * convolution runs instead. */
+static void test_winograd_every_level(void) {
+    if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
+    static const conv_case cases[] = {
+        {16, 28, 28, 16, 3, 3, 1, 1, 1, 1, 1, 0}, {64, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 5},
+        {8, 5, 33, 12, 3, 3, 1, 1, 1, 1, 1, 0},   {8, 17, 15, 8, 3, 3, 1, 1, 0, 0, 1, 1},
+        {8, 3, 3, 4, 3, 3, 1, 1, 2, 2, 1, 6},     {24, 1, 40, 8, 3, 3, 1, 1, 1, 1, 1, 5},
+        {10, 6, 16, 22, 3, 3, 1, 1, 1, 1, 1, 2},  {32, 2, 2, 6, 3, 3, 1, 1, 1, 1, 1, 0},
+    };
+    qat_rng rng;
+    qat_rng_seed(&rng, 35);
+    for (size_t t = 0; t < 6 * sizeof cases / sizeof *cases; t++) {
+        const conv_case *k = &cases[t / 6];
+        bool single = t % 2;
+        int edge = (int)(t / 2 % 3); /* 1, 2: every input at one end */
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, k, &q, &rng);
+        q.rounding = single ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
+        char what[128];
+        snprintf(what, sizeof what, "Winograd C%d %dx%d O%d p%d w%d, %s rounding%s", k->C, k->H, k->W, k->O, k->ph,
+                 k->wmode, single ? "single" : "double", edge ? ", inputs at an end" : "");
+        const char *path = op0_path(&q, 5, QAT_LEVEL_AVX2);
+        if (strcmp(path, "winograd")) printf("\n  %s: runs as %s\n", what, path);
+        CU_ASSERT_STRING_EQUAL(path, "winograd");
+        CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, edge == 0 ? 128 : edge == 1 ? -128 : 127) >= 1);
+        qat_ctx_free(ctx);
+    }
+    static const conv_case direct[] = {{6, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 0}, {2048, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1}};
+    for (size_t t = 0; t < sizeof direct / sizeof *direct; t++) {
+        qat_ctx *ctx = qat_ctx_new();
+        qat_qmodel q;
+        conv_program(ctx, &direct[t], &q, &rng);
+        CU_ASSERT_STRING_EQUAL(op0_path(&q, 3, QAT_LEVEL_AVX2), "direct");
+        CU_ASSERT(run_levels(&q, 3, 3, &rng, "3x3 convolution outside Winograd's bounds", 127) >= 1);
         qat_ctx_free(ctx);
     }
 }
@@ -875,6 +924,7 @@ int main(int argc, char **argv) {
         {"every level runs small-map depthwise convolutions (channels in the lanes) as the portable level",
          test_depthwise_lanes_every_level},
         {"every level runs one-channel convolutions (tap quads) as the portable level", test_tap_quads_every_level},
+        {"the AVX2 level's Winograd 3x3 convolutions equal the portable level's", test_winograd_every_level},
         {"every level runs random linear ops as the portable level", test_linear_every_level},
         {"every level runs the reference models as the portable level", test_reference_models_every_level},
         {"the int8 GEMM equals the int16 reference in every tile shape", test_gemm8_equals_int16_reference},

@@ -162,6 +162,10 @@ void qat__conv_direct(const qat__direct_args *a);
 /* Whether this CPU has vpdpbusd in AVX-VNNI's VEX encoding (CPUID: ask once, at prepare). */
 bool qat__direct_vex(void);
 void qat__conv_direct_ref(const qat__direct_args *a);
+/* Requantizes the 16 int32 sums s of output o's positions and stores np
+ * of them at dst (spill: all 16, as the direct convolution's blocks do). */
+void qat__direct_store16(const qat__direct_args *a, int o, int8_t *dst, int np, bool spill, const int32_t *s);
+
 
 /* Depthwise convolution of one sample from its padded planes xp
  * [C][Hp][Wp] (x - zp): output channel o reads input channel o / mult;
@@ -384,6 +388,65 @@ typedef struct {
     bool depthwise;
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
+/* ---- Winograd (kernels_wino.c) -----------------------------------------------------
+ * The AVX2 level's 3x3 convolutions of stride 1 (groups 1, C even, at
+ * least QAT_WINO_MIN_CHANNELS) as F(2x2, 3x3) in integers: the output in
+ * tiles of 2x2, tile (ty, tx) at outputs (2ty + i, 2tx + j), read from
+ * the 4x4 patch d of padded input at rows 2ty..2ty + 3, columns
+ * 2tx..2tx + 3. With
+ *   B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]],
+ *   2G  = [[2,0,0], [1,1,1], [1,-1,1], [0,0,2]],
+ *   A^T = [[1,1,1,0], [0,1,-1,-1]],
+ * V = B^T d B per input channel (d = x - zp, 0 in the padding),
+ * U = (2G) g (2G)^T per output and input channel (g = w - zp_w), and
+ * 4·y = A^T (Σ_c U_c ⊙ V_c) A, exactly: y is each output's sum of the
+ * direct convolution. Element e = 4i + j of the 4x4 transforms.
+ * Bounds (why nothing overflows): |d| <= 255, so |V| <= 1020 (int16);
+ * |U| <= 9·max|g| (int16 when max|g| <= 3640); a vpmaddwd pair sum is
+ * within 2·32767·1020; the int32 sums may wrap, but every step is a ring
+ * operation and the result 4·y is within int32 when 36·C·255·max|g| <
+ * 2^31 (qat__wino_weights_fit), so it and y = (4·y) >> 2 are exact.
+ * Layouts (qat__wino_geometry): tx = ceil(OW/2) tiles a row, ty rows, T
+ * tiles t = ty'·tx + tx' in all, the input transform's chunks of 8 tiles
+ * a row (the last overlapping the one before; a row of fewer than 8 runs
+ * as 8, its last lanes the next row's tiles, which that row writes again)
+ * and Tg = T rounded up to 8 lanes of products:
+ *   planes [C/2][Hw][Ww] int32, a pixel two int16 (channels 2cc, 2cc + 1)
+ *     of x - zp at rows 0..Hp - 1, Hw = 2·ty + 2 >= Hp rows and Ww =
+ *     2·tx + 2 >= Wp columns (0 past the padded input), the columns split
+ *     by phase as the direct convolution's stride 2 (column x at
+ *     (x % 2)·Ww/2 + x/2), then QAT_WINO_SLACK zero pixels;
+ *   V [16][C/2][Ts] int32 (pairs), U [16][O/4][C/2][4] int32 (pairs, O
+ *     rounded up to 4, zeros past O), M [16][O][Ts] int32 (O rounded up
+ *     to 4), Ts >= every lane a chunk touches.
+ * The sums are the direct convolution's; the stores requantize as its
+ * blocks do (qat__direct_store16). 16 vpmaddwd per 4 outputs a channel
+ * pair instead of 36. */
+#define QAT_WINO_MIN_CHANNELS 8 /* fewer: the transforms outweigh the products saved */
+#define QAT_WINO_SLACK 32       /* pixels read past the planes: a row's 8-tile chunks, and the last lanes */
+typedef struct {
+    int tx, ty, T, Ww, Hw;
+    int end; /* lanes the input transform writes: T, or with rows of fewer than 8 tiles T - tx + 8 */
+    int Tg;  /* lanes the products compute: T rounded up to 8 (the transform writes them) */
+    int Ts;  /* V's and M's rows: end and Tg rounded up to 8 (M's lanes past Tg: never written, never stored) */
+} qat__wino_geom;
+typedef struct {
+    qat__op_geom g;
+    qat__direct_args rq; /* O, OH, OW, bias, m0, shift, zp, lo, hi, single, out: the requantization */
+    int32_t *planes, *v, *m; /* scratch: qat__wino_layout */
+    const int32_t *u;        /* qat__wino_prepare's */
+} qat__wino_args;
+bool qat__wino_fits(const qat_qop *op, const qat__op_geom *g);
+bool qat__wino_weights_fit(const qat_qop *op, const qat__op_geom *g);
+qat__wino_geom qat__wino_geometry(const qat__op_geom *g);
+int64_t qat__wino_const_bytes(const qat__op_geom *g);
+int64_t qat__wino_scratch_bytes(const qat__op_geom *g); /* planes, V, M */
+/* The args' g and its scratch pointers (planes, V, M) in scratch. */
+qat__wino_args qat__wino_layout(const qat__op_geom *g, void *scratch);
+void qat__wino_prepare(const qat_qop *op, const qat__op_geom *g, int32_t *u);
+void qat__wino_pad(const int8_t *x, const qat__op_geom *g, int ph, int pw, int32_t zp, qat__pad_row_fn row,
+                   int32_t *planes);
+void qat__conv_wino(const qat__wino_args *a);
 /* ---- depthwise convolution of small maps (kernels_dw_lanes.c) ----------------------
  * A depthwise op with one output per channel and at most
  * QAT_DW_LANES_MAX_POSITIONS output positions (a MobileNet's 4x4, 2x2 and

@@ -188,6 +188,11 @@ QAT_AVX2 static inline __attribute__((always_inline)) __m256i dmac(__m256i acc, 
 }
 #define DMAC(acc, x, wp) acc = dmac(acc, x, wp, form, vex)
 
+QAT_AVX2 void qat__direct_store16(const qat__direct_args *a, int o, int8_t *dst, int np, bool spill, const int32_t *s) {
+    direct_store(a, o, dst, np, spill, _mm256_loadu_si256((const __m256i *)(const void *)s),
+                 _mm256_loadu_si256((const __m256i *)(const void *)(s + 8)));
+}
+
 /* 4 outputs x 16 positions; form, vex: constants in each copy (dmac). */
 QAT_AVX2 static inline __attribute__((always_inline)) void direct_4x16(const qat__direct_args *a, int o0, int oy,
                                                                        int ox0, const int form, const bool vex) {

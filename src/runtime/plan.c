@@ -192,6 +192,7 @@ static int64_t const_size(const qat_qmodel *q, const qat__op_geom *g, const qat_
                                    : qat__round_up(qat__round_up(g->O, QAT_WROWS) * g->Kp * (int64_t)sizeof(int16_t), 64);
         if (qat__direct_fits(op, g) && qat__direct_const_bytes(op, g) > w16) w16 = qat__direct_const_bytes(op, g);
         if (qat__dw_lanes_fits(op, g) && qat__dw_lanes_const_bytes(g) > w16) w16 = qat__dw_lanes_const_bytes(g);
+        if (qat__wino_fits(op, g) && qat__wino_const_bytes(g) > w16) w16 = qat__wino_const_bytes(g);
         qat__i8_geom i8;
         qat__i8_geometry(q, op, g, max_batch, &i8);
         return 64 + (w16 > i8.const_bytes ? w16 : i8.const_bytes);
@@ -228,6 +229,7 @@ static int64_t scratch_size(const qat__op_geom *g, const qat_qop *op, const qat_
         if (qat__direct_fits(op, g) && B > 1 && qat__direct_batch_scratch_bytes(g, B) > s16)
             s16 = qat__direct_batch_scratch_bytes(g, B);
         if (qat__dw_lanes_fits(op, g) && qat__dw_lanes_scratch_bytes(g) > s16) s16 = qat__dw_lanes_scratch_bytes(g);
+        if (qat__wino_fits(op, g) && qat__wino_scratch_bytes(g) > s16) s16 = qat__wino_scratch_bytes(g);
         break;
     }
     case QAT_QOP_MAXPOOL2D: return qat__round_up(in->shape[1] / 2 * in->shape[2], 64);

@@ -21,6 +21,7 @@ typedef struct {
     int32_t vex;    /* its vpdpbusd in AVX-VNNI's encoding (qat__direct_args) */
     int32_t dw_bytes; /* AVX-VNNI level, depthwise: int8 weights and int32 corrected biases (tap quads) */
     int32_t dw_lanes; /* depthwise of a small map, channels in the lanes (qat__dw_lanes_prepare's layout follows) */
+    int32_t wino;     /* 3x3 of stride 1 as Winograd F(2x2, 3x3) (qat__wino_prepare's layout follows) */
 } op_header;
 
 /* The portable level's kernels are qk.h's, whose NEON paths an aarch64
@@ -215,7 +216,15 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
                 : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel: pairs at stride 2 over an odd Wp */
                                                                 : QAT_DIRECT_PAIRS;
     h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
+    /* the AVX2 level's multiplies are its time (one vpmaddwd pipe on the cores that stop there): 16 per 4
+     * outputs instead of 36; AVX-VNNI's vpdpbusd does 4 products where vpmaddwd does 2 */
+    h->wino = !sc && level == QAT_LEVEL_AVX2 && qat__wino_fits(op, g) && qat__wino_weights_fit(op, g);
+    if (h->wino) h->direct = 0;
     c += HEADER;
+    if (h->wino) {
+        qat__wino_prepare(op, g, (int32_t *)(void *)c);
+        return;
+    }
     if (sc) {
         qat__sc_prepare(op, c);
         return;
@@ -395,6 +404,24 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
         else qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
+    }
+}
+
+static void run_conv_wino(const exec *e, const qat_qop *op, const qat__op_geom *g, const int32_t *u) {
+    const qat_qtensor *in = &e->q->tensors[op->inputs[0]];
+    const int8_t *x = tensor(e, op->inputs[0]);
+    int8_t *y = tensor(e, op->output);
+    int64_t in_n = qat_qtensor_numel(in), out_n = (int64_t)g->O * g->OH * g->OW;
+    qat__wino_args a = qat__wino_layout(g, e->scratch);
+    a.u = u;
+    a.rq = (qat__direct_args){.O = g->O, .OH = g->OH, .OW = g->OW, .bias = op->bias, .m0 = op->multiplier,
+                              .shift = op->shift, .zp = e->q->tensors[op->output].q.zero_point, .lo = op->act_min,
+                              .hi = op->act_max, .single = SINGLE(e)};
+    qat__pad_row_fn row = qat__pad_row_simd(QAT_PAD_PAIRS);
+    for (int64_t s = 0; s < e->n; s++) {
+        qat__wino_pad(x + s * in_n, g, op->pad_h, op->pad_w, in->q.zero_point, row, a.planes);
+        a.rq.out = y + s * out_n;
+        qat__conv_wino(&a);
     }
 }
 
@@ -673,6 +700,10 @@ static void run_op(const exec *e, int i) {
             run_qk(e, op, &g, (const int8_t *)body);
             return;
         }
+        if (((const op_header *)c)->wino) {
+            run_conv_wino(e, op, &g, (const int32_t *)(const void *)body);
+            return;
+        }
         if (((const op_header *)c)->direct) {
             const op_header *h = c;
             run_conv_direct(e, op, &g, body, (qat__direct_form)h->direct, h->vex);
@@ -742,6 +773,7 @@ const char *qat__runtime_op_path(const qat_qop *op, const void *op_consts) {
     if (qat_qop_subchannel(op)) return "sub";
     return h->int8                                ? "int8"
            : h->qk                                ? "qk"
+           : h->wino                              ? "winograd"
            : h->direct == QAT_DIRECT_BYTES_VNNI   ? "vnni"
            : h->direct == QAT_DIRECT_BYTES        ? "bytes"
            : h->direct                            ? "direct"
