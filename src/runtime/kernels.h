@@ -162,9 +162,6 @@ void qat__conv_direct(const qat__direct_args *a);
 /* Whether this CPU has vpdpbusd in AVX-VNNI's VEX encoding (CPUID: ask once, at prepare). */
 bool qat__direct_vex(void);
 void qat__conv_direct_ref(const qat__direct_args *a);
-/* Requantizes the 16 int32 sums s of output o's positions and stores np
- * of them at dst (spill: all 16, as the direct convolution's blocks do). */
-void qat__direct_store16(const qat__direct_args *a, int o, int8_t *dst, int np, bool spill, const int32_t *s);
 
 
 /* Depthwise convolution of one sample from its padded planes xp
@@ -420,7 +417,7 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  *     rounded up to 4, zeros past O), M [16][O][Ts] int32 (O rounded up
  *     to 4), Ts >= every lane a chunk touches.
  * The sums are the direct convolution's; the stores requantize as its
- * blocks do (qat__direct_store16). 16 vpmaddwd per 4 outputs a channel
+ * blocks do (requant_x86.h's direct_store). 16 vpmaddwd per 4 outputs a channel
  * pair instead of 36. */
 #define QAT_WINO_MIN_CHANNELS 8 /* fewer: the transforms outweigh the products saved */
 #define QAT_WINO_SLACK 32       /* pixels read past the planes: a row's 8-tile chunks, and the last lanes */

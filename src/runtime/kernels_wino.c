@@ -110,6 +110,7 @@ void qat__wino_pad(const int8_t *x, const qat__op_geom *g, int ph, int pw, int32
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QAT_AVX2 __attribute__((target("avx2")))
+#include "requant_x86.h"
 
 QAT_AVX2 static inline __m256i ld(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
 QAT_AVX2 static inline void st(int32_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)(void *)p, v); }
@@ -201,26 +202,27 @@ QAT_AVX2 static void products(const qat__wino_args *a, const qat__wino_geom *w) 
  * interleaved into 16 positions, requantized and stored from column
  * 2·tx0. spill (direct_store): the bytes past np land on a row the pass
  * writes later. */
-QAT_AVX2 static void store_row(const qat__wino_args *a, int o, int oy, int tx0, bool spill_ok, __m256i ya,
-                               __m256i yb) {
-    const qat__direct_args *r = &a->rq;
+QAT_AVX2 static inline void store_row(const out_requant *q, int8_t *plane, int OW, int64_t so, int oy, int tx0,
+                                      bool spill_ok, __m256i ya, __m256i yb) {
     __m256i lo = _mm256_unpacklo_epi32(ya, yb), hi = _mm256_unpackhi_epi32(ya, yb);
-    int32_t s[16];
-    st(s, _mm256_permute2x128_si256(lo, hi, 0x20)), st(s + 8, _mm256_permute2x128_si256(lo, hi, 0x31));
-    int np = r->OW - 2 * tx0 < 16 ? r->OW - 2 * tx0 : 16;
-    int64_t so = (int64_t)r->OH * r->OW, at = (int64_t)oy * r->OW + 2 * tx0;
-    qat__direct_store16(r, o, r->out + o * so + at, np, spill_ok && at + 16 <= so, s);
+    int np = OW - 2 * tx0 < 16 ? OW - 2 * tx0 : 16;
+    int64_t at = (int64_t)oy * OW + 2 * tx0;
+    store_requant(q, plane + at, np, spill_ok && at + 16 <= so, _mm256_permute2x128_si256(lo, hi, 0x20),
+                  _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
 /* Y = A^T M A / 4, A^T = [[1,1,1,0], [0,1,-1,-1]]: exact, the sum being 4
  * times the convolution's (kernels.h bounds it below 2^31). */
 QAT_AVX2 static void output_transform(const qat__wino_args *a, const qat__wino_geom *w) {
     const qat__direct_args *r = &a->rq;
-    const int64_t estep = qat__round_up(r->O, 4) * w->Ts;
-    for (int o = 0; o < r->O; o++)
-        for (int ty = 0; ty < w->ty; ty++)
-            for (int tx0 = 0; tx0 >= 0; tx0 = next_chunk(tx0, w->tx)) {
-                const int32_t *m = a->m + (int64_t)o * w->Ts + ty * w->tx + tx0;
+    const int64_t estep = qat__round_up(r->O, 4) * w->Ts, so = (int64_t)r->OH * r->OW;
+    const int OH = r->OH, OW = r->OW, tx = w->tx, tyn = w->ty, Ts = w->Ts;
+    for (int o = 0; o < r->O; o++) {
+        const out_requant q = out_requant_of(r, o);
+        int8_t *plane = r->out + o * so;
+        for (int ty = 0; ty < tyn; ty++)
+            for (int tx0 = 0; tx0 >= 0; tx0 = next_chunk(tx0, tx)) {
+                const int32_t *m = a->m + (int64_t)o * Ts + ty * tx + tx0;
                 __m256i s[4], d[4];
                 for (int i = 0; i < 4; i++) {
                     __m256i m0 = ld(m + (4 * i) * estep), m1 = ld(m + (4 * i + 1) * estep);
@@ -231,12 +233,13 @@ QAT_AVX2 static void output_transform(const qat__wino_args *a, const qat__wino_g
                 __m256i y00 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(s[0], s[1]), s[2]), 2);
                 __m256i y01 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(d[0], d[1]), d[2]), 2);
                 /* a row of one chunk: the first output row's spill lands on the second, stored next */
-                store_row(a, o, 2 * ty, tx0, w->tx <= 8, y00, y01);
-                if (2 * ty + 1 >= r->OH) continue;
+                store_row(&q, plane, OW, so, 2 * ty, tx0, tx <= 8, y00, y01);
+                if (2 * ty + 1 >= OH) continue;
                 __m256i y10 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_sub_epi32(s[1], s[2]), s[3]), 2);
                 __m256i y11 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_sub_epi32(d[1], d[2]), d[3]), 2);
-                store_row(a, o, 2 * ty + 1, tx0, true, y10, y11);
+                store_row(&q, plane, OW, so, 2 * ty + 1, tx0, true, y10, y11);
             }
+    }
 }
 
 void qat__conv_wino(const qat__wino_args *a) {
