@@ -323,6 +323,19 @@ static void test_depthwise_lanes_every_level(void) {
     }
 }
 
+/* Run t of a table's case k (six runs a case): the program with the
+ * rounding of t % 2 (single when odd), and the input fill run_levels
+ * takes: random, every input -128, every input 127 (t / 2 % 3). what
+ * names it (prefix, then the rounding and the fill). */
+static int edge_run(qat_ctx *ctx, const conv_case *k, size_t t, qat_rng *rng, qat_qmodel *q, char *what, size_t n,
+                    const char *prefix) {
+    int edge = (int)(t / 2 % 3);
+    conv_program(ctx, k, q, rng);
+    q->rounding = t % 2 ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
+    snprintf(what, n, "%s, %s rounding%s", prefix, t % 2 ? "single" : "double", edge ? ", inputs at an end" : "");
+    return edge == 0 ? 128 : edge == 1 ? -128 : 127;
+}
+
 /* One input channel in the direct convolution's tap quads (kernels.h),
  * from the AVX-VNNI level up and, with 7-bit weights, at AVX2 (else its
  * tap pairs, the int16 GEMM at stride 2 over an odd width): strides 1
@@ -349,15 +362,12 @@ static void test_tap_quads_every_level(void) {
     qat_rng_seed(&rng, 34);
     for (size_t t = 0; t < 6 * sizeof cases / sizeof *cases; t++) {
         const conv_case *k = &cases[t / 6];
-        bool single = t % 2;
-        int edge = (int)(t / 2 % 3); /* 1, 2: every input at one end */
         qat_ctx *ctx = qat_ctx_new();
         qat_qmodel q;
-        conv_program(ctx, k, &q, &rng);
-        q.rounding = single ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
-        char what[128];
-        snprintf(what, sizeof what, "one channel %dx%d k%dx%d s%dx%d p%dx%d w%d, %s rounding%s", k->H, k->W, k->kh,
-                 k->kw, k->sh, k->sw, k->ph, k->pw, k->wmode, single ? "single" : "double", edge ? ", inputs at an end" : "");
+        char name[96], what[160];
+        snprintf(name, sizeof name, "one channel %dx%d k%dx%d s%dx%d p%dx%d w%d", k->H, k->W, k->kh, k->kw, k->sh, k->sw,
+                 k->ph, k->pw, k->wmode);
+        int fill = edge_run(ctx, k, t, &rng, &q, what, sizeof what, name);
         const char *at_vnni = vnni ? op0_path(&q, 5, QAT_LEVEL_AVXVNNI) : "vnni", *avx2 = op0_path(&q, 5, QAT_LEVEL_AVX2);
         bool bytes2 = true; /* weights within ±64: vpmaddubsw cannot saturate */
         for (int64_t i = 0; i < (int64_t)k->O * k->kh * k->kw; i++) bytes2 &= abs(q.ops[0].weight[i]) <= 64;
@@ -366,7 +376,7 @@ static void test_tap_quads_every_level(void) {
         if (strcmp(at_vnni, "vnni") || strcmp(avx2, want2)) printf("\n  %s: runs as %s, %s\n", what, at_vnni, avx2);
         CU_ASSERT_STRING_EQUAL(at_vnni, "vnni");
         CU_ASSERT_STRING_EQUAL(avx2, want2);
-        CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, edge == 0 ? 128 : edge == 1 ? -128 : 127) >= 1 + vnni);
+        CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, fill) >= 1 + vnni);
         qat_ctx_free(ctx);
     }
 }
@@ -394,19 +404,15 @@ static void test_winograd_every_level(void) {
     qat_rng_seed(&rng, 35);
     for (size_t t = 0; t < 6 * sizeof cases / sizeof *cases; t++) {
         const conv_case *k = &cases[t / 6];
-        bool single = t % 2;
-        int edge = (int)(t / 2 % 3); /* 1, 2: every input at one end */
         qat_ctx *ctx = qat_ctx_new();
         qat_qmodel q;
-        conv_program(ctx, k, &q, &rng);
-        q.rounding = single ? QAT_ROUNDING_SINGLE : QAT_ROUNDING_DOUBLE;
-        char what[128];
-        snprintf(what, sizeof what, "Winograd C%d %dx%d O%d p%d w%d, %s rounding%s", k->C, k->H, k->W, k->O, k->ph,
-                 k->wmode, single ? "single" : "double", edge ? ", inputs at an end" : "");
+        char name[96], what[160];
+        snprintf(name, sizeof name, "Winograd C%d %dx%d O%d p%d w%d", k->C, k->H, k->W, k->O, k->ph, k->wmode);
+        int fill = edge_run(ctx, k, t, &rng, &q, what, sizeof what, name);
         const char *path = op0_path(&q, 5, QAT_LEVEL_AVX2);
         if (strcmp(path, "winograd")) printf("\n  %s: runs as %s\n", what, path);
         CU_ASSERT_STRING_EQUAL(path, "winograd");
-        CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, edge == 0 ? 128 : edge == 1 ? -128 : 127) >= 1);
+        CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, fill) >= 1);
         qat_ctx_free(ctx);
     }
     static const conv_case direct[] = {{6, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 0}, {2048, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1}};
