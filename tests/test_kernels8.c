@@ -390,8 +390,8 @@ static void test_tap_quads_every_level(void) {
  * their extremes, unsigned ones (w - zp beyond int8), 4-bit ones and a
  * left shift; both roundings; inputs random and all at either end (|x -
  * zp| up to 255, the transforms' bounds). Below 8 channels, or where 4·y
- * could leave int32 (2048 channels of unsigned weights), the direct
- * convolution runs instead. */
+ * could leave int32 (2048 channels of unsigned weights and an input zero
+ * point of -128), the direct convolution runs instead. */
 static void test_winograd_every_level(void) {
     if (qat__cpu_level() == QAT_LEVEL_PORTABLE) QAT_TEST_SKIP("this CPU has only the portable kernels");
     static const conv_case cases[] = {
@@ -415,13 +415,23 @@ static void test_winograd_every_level(void) {
         CU_ASSERT(run_levels(&q, 5, t % 4 ? 5 : 3, &rng, what, fill) >= 1);
         qat_ctx_free(ctx);
     }
-    static const conv_case direct[] = {{6, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 0}, {2048, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1}};
-    for (size_t t = 0; t < sizeof direct / sizeof *direct; t++) {
+    /* 2048 channels of unsigned weights (max|w - zp_w| 128..145): 36·C·max|x - zp|·max|w - zp_w| is
+     * above 2^31 with the input's zero point at -128 (inputs at 127: x - zp = 255), below it at 0
+     * (inputs at -128: x - zp = -128) */
+    static const struct {
+        conv_case k;
+        int32_t zp, fill;
+        const char *path;
+    } bounds[] = {{{6, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 0}, 0, 127, "direct"},
+                  {{2048, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1}, -128, 127, "direct"},
+                  {{2048, 3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1}, 0, -128, "winograd"}};
+    for (size_t t = 0; t < sizeof bounds / sizeof *bounds; t++) {
         qat_ctx *ctx = qat_ctx_new();
         qat_qmodel q;
-        conv_program(ctx, &direct[t], &q, &rng);
-        CU_ASSERT_STRING_EQUAL(op0_path(&q, 3, QAT_LEVEL_AVX2), "direct");
-        CU_ASSERT(run_levels(&q, 3, 3, &rng, "3x3 convolution outside Winograd's bounds", 127) >= 1);
+        conv_program(ctx, &bounds[t].k, &q, &rng);
+        q.tensors[0].q.zero_point = bounds[t].zp;
+        CU_ASSERT_STRING_EQUAL(op0_path(&q, 3, QAT_LEVEL_AVX2), bounds[t].path);
+        CU_ASSERT(run_levels(&q, 3, 3, &rng, "3x3 convolution at Winograd's bounds", bounds[t].fill) >= 1);
         qat_ctx_free(ctx);
     }
 }

@@ -398,11 +398,13 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  * U = (2G) g (2G)^T per output and input channel (g = w - zp_w), and
  * 4·y = A^T (Σ_c U_c ⊙ V_c) A, exactly: y is each output's sum of the
  * direct convolution. Element e = 4i + j of the 4x4 transforms.
- * Bounds (why nothing overflows): |d| <= 255, so |V| <= 1020 (int16);
- * |U| <= 9·max|g| (int16 when max|g| <= 3640); a vpmaddwd pair sum is
- * within 2·32767·1020; the int32 sums may wrap, but every step is a ring
- * operation and the result 4·y is within int32 when 36·C·255·max|g| <
- * 2^31 (qat__wino_weights_fit), so it and y = (4·y) >> 2 are exact.
+ * Bounds (why nothing overflows; qat__wino_bounds_fit checks them at
+ * prepare, else the direct convolution runs): |V| <= 4·max|d| (255 for
+ * int8 inputs: 1020) and |U| <= 9·max|g| must be int16, so a vpmaddwd
+ * pair sum is within 2·32767² (no -32768 operand); the int32 sums may
+ * wrap, but every step is a ring operation, and the result 4·y is within
+ * int32 when 36·C·max|d|·max|g| < 2^31, so it and y = (4·y) >> 2 are
+ * exact.
  * Layouts (qat__wino_geometry): tx = ceil(OW/2) tiles a row, ty rows, T
  * tiles t = ty'·tx + tx' in all, the input transform's chunks of 8 tiles
  * a row (the last overlapping the one before; a row of fewer than 8 runs
@@ -417,8 +419,8 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  *     rounded up to 4, zeros past O), M [16][O][Ts] int32 (O rounded up
  *     to 4), Ts >= every lane a chunk touches.
  * The sums are the direct convolution's; the stores requantize as its
- * blocks do (requant_x86.h's direct_store). 16 vpmaddwd per 4 outputs a channel
- * pair instead of 36. */
+ * blocks do (requant_x86.h). 16 vpmaddwd per 4 outputs a channel pair
+ * instead of 36. */
 #define QAT_WINO_MIN_CHANNELS 8 /* fewer: the transforms outweigh the products saved */
 #define QAT_WINO_SLACK 32       /* pixels read past the planes: a row's 8-tile chunks, and the last lanes */
 typedef struct {
@@ -434,7 +436,8 @@ typedef struct {
     const int32_t *u;        /* qat__wino_prepare's */
 } qat__wino_args;
 bool qat__wino_fits(const qat_qop *op, const qat__op_geom *g);
-bool qat__wino_weights_fit(const qat_qop *op, const qat__op_geom *g);
+/* The bounds below, for this op's weights and its input's range in. */
+bool qat__wino_bounds_fit(const qat_aparams *in, const qat_qop *op, const qat__op_geom *g);
 qat__wino_geom qat__wino_geometry(const qat__op_geom *g);
 int64_t qat__wino_const_bytes(const qat__op_geom *g);
 int64_t qat__wino_scratch_bytes(const qat__op_geom *g); /* planes, V, M */

@@ -30,15 +30,16 @@ bool qat__wino_fits(const qat_qop *op, const qat__op_geom *g) {
 #endif
 }
 
-bool qat__wino_weights_fit(const qat_qop *op, const qat__op_geom *g) {
-    int64_t gmax = 0;
+bool qat__wino_bounds_fit(const qat_aparams *in, const qat_qop *op, const qat__op_geom *g) {
+    int64_t gmax = 0, lo = (int64_t)in->qmin - in->zero_point, hi = (int64_t)in->qmax - in->zero_point;
+    int64_t dmax = hi > -lo ? hi : -lo;
     for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
         int64_t v = weight_at(op, i);
         if (v < 0) v = -v;
         if (v > gmax) gmax = v;
     }
-    /* U within int16; 4·|y| <= 4·9·C·255·gmax below 2^31 */
-    return 9 * gmax <= INT16_MAX && 36 * (int64_t)g->C * 255 * gmax < ((int64_t)1 << 31);
+    /* V and U within int16; 4·|y| <= 4·9·C·dmax·gmax below 2^31 */
+    return 4 * dmax <= INT16_MAX && 9 * gmax <= INT16_MAX && 36 * (int64_t)g->C * dmax * gmax < ((int64_t)1 << 31);
 }
 
 qat__wino_geom qat__wino_geometry(const qat__op_geom *g) {

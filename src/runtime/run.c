@@ -218,7 +218,8 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     /* the AVX2 level's multiplies are its time (one vpmaddwd pipe on the cores that stop there): 16 per 4
      * outputs instead of 36; AVX-VNNI's vpdpbusd does 4 products where vpmaddwd does 2 */
-    h->wino = !sc && level == QAT_LEVEL_AVX2 && qat__wino_fits(op, g) && qat__wino_weights_fit(op, g);
+    h->wino = !sc && level == QAT_LEVEL_AVX2 && qat__wino_fits(op, g) &&
+              qat__wino_bounds_fit(&q->tensors[op->inputs[0]].q, op, g);
     if (h->wino) h->direct = 0;
     c += HEADER;
     if (h->wino) {
