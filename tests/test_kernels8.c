@@ -167,8 +167,10 @@ static void test_conv_every_level(void) {
         {16, 10, 10, 20, 3, 3, 1, 1, 1, 1, 1, 2},  {4, 8, 8, 4, 7, 7, 1, 1, 3, 3, 4, 0},
         {5, 7, 7, 10, 3, 3, 3, 3, 1, 1, 5, 0},     {8, 16, 16, 8, 2, 2, 2, 2, 0, 0, 1, 0},
         /* the AVX2 level's direct convolution: a row of 16 + a tail of 8 or
-         * fewer, a padded 1x1 (not flattened), 4 output rows (one 4 x 16 block) */
-        {10, 6, 20, 12, 3, 3, 1, 1, 1, 1, 1, 0},   {8, 5, 9, 8, 1, 1, 1, 1, 1, 1, 1, 1},
+         * fewer (a 3x3 of stride 1 with fewer than 8 channels: 8 or more take
+         * Winograd, test_winograd_every_level), a padded 1x1 (not flattened),
+         * 4 output rows (one 4 x 16 block) */
+        {6, 6, 20, 12, 3, 3, 1, 1, 1, 1, 1, 0},    {8, 5, 9, 8, 1, 1, 1, 1, 1, 1, 1, 1},
         {2, 9, 18, 4, 3, 3, 1, 1, 1, 1, 1, 2},     {6, 9, 10, 8, 3, 3, 2, 1, 1, 1, 1, 0},
         {8, 9, 11, 8, 3, 3, 2, 2, 1, 1, 1, 1}, /* stride 2 over an odd padded width: phases of unequal length */
         /* depthwise tap pairs: a multiplier of 2 (one tap-pair plane, two outputs), an even kernel width */
@@ -399,6 +401,9 @@ static void test_winograd_every_level(void) {
         {8, 5, 33, 12, 3, 3, 1, 1, 1, 1, 1, 0},   {8, 17, 15, 8, 3, 3, 1, 1, 0, 0, 1, 1},
         {8, 3, 3, 4, 3, 3, 1, 1, 2, 2, 1, 6},     {24, 1, 40, 8, 3, 3, 1, 1, 1, 1, 1, 5},
         {10, 6, 16, 22, 3, 3, 1, 1, 1, 1, 1, 2},  {32, 2, 2, 6, 3, 3, 1, 1, 1, 1, 1, 0},
+        /* exactly 8 tiles with an odd width (one chunk, its first row's store spilling one byte onto the
+         * second); input rows of 15 pixels (8-15-pixel pad rows, the left padding odd) */
+        {8, 4, 15, 8, 3, 3, 1, 1, 1, 1, 1, 0},
     };
     qat_rng rng;
     qat_rng_seed(&rng, 35);
@@ -430,6 +435,8 @@ static void test_winograd_every_level(void) {
         qat_qmodel q;
         conv_program(ctx, &bounds[t].k, &q, &rng);
         q.tensors[0].q.zero_point = bounds[t].zp;
+        for (int o = 0; o < bounds[t].k.O; o++) /* no saturated bias: 2048 channels' sums would leave int32 */
+            q.ops[0].bias[o] = 0, q.ops[0].multiplier[o] = 1 << 30, q.ops[0].shift[o] = -12;
         CU_ASSERT_STRING_EQUAL(op0_path(&q, 3, QAT_LEVEL_AVX2), bounds[t].path);
         CU_ASSERT(run_levels(&q, 3, 3, &rng, "3x3 convolution at Winograd's bounds", bounds[t].fill) >= 1);
         qat_ctx_free(ctx);

@@ -163,7 +163,6 @@ void qat__conv_direct(const qat__direct_args *a);
 bool qat__direct_vex(void);
 void qat__conv_direct_ref(const qat__direct_args *a);
 
-
 /* Depthwise convolution of one sample from its padded planes xp
  * [C][Hp][Wp] (x - zp): output channel o reads input channel o / mult;
  * w16 [O][kh·kw] (w - zp_w); y [O][OH][OW]. */
@@ -385,6 +384,7 @@ typedef struct {
     bool depthwise;
 } qat__op_geom;
 void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat__op_geom *g);
+
 /* ---- Winograd (kernels_wino.c) -----------------------------------------------------
  * The AVX2 level's 3x3 convolutions of stride 1 (groups 1, C even, at
  * least QAT_WINO_MIN_CHANNELS) as F(2x2, 3x3) in integers: the output in
@@ -399,8 +399,10 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  * 4·y = A^T (Σ_c U_c ⊙ V_c) A, exactly: y is each output's sum of the
  * direct convolution. Element e = 4i + j of the 4x4 transforms.
  * Bounds (why nothing overflows; qat__wino_bounds_fit checks them at
- * prepare, else the direct convolution runs): |V| <= 4·max|d| (255 for
- * int8 inputs: 1020) and |U| <= 9·max|g| must be int16, so a vpmaddwd
+ * prepare, else the direct convolution runs): |V| <= 4·max|d| (max|d|
+ * over every int8 byte, not the tensor's storage range: a program's
+ * input bytes are the caller's; at most 255, so 1020) and |U| <=
+ * 9·max|g| must be int16, so a vpmaddwd
  * pair sum is within 2·32767² (no -32768 operand); the int32 sums may
  * wrap, but every step is a ring operation, and the result 4·y is within
  * int32 when 36·C·max|d|·max|g| < 2^31, so it and y = (4·y) >> 2 are
@@ -422,7 +424,7 @@ void qat__op_geometry(const qat_qmodel *q, const qat_qop *op, int max_batch, qat
  * blocks do (requant_x86.h). 16 vpmaddwd per 4 outputs a channel pair
  * instead of 36. */
 #define QAT_WINO_MIN_CHANNELS 8 /* fewer: the transforms outweigh the products saved */
-#define QAT_WINO_SLACK 32       /* pixels read past the planes: a row's 8-tile chunks, and the last lanes */
+#define QAT_WINO_SLACK 32       /* pixels read past the planes: at most 8 (a row's 8-tile chunks, the last lanes) */
 typedef struct {
     int tx, ty, T, Ww, Hw;
     int end; /* lanes the input transform writes: T, or with rows of fewer than 8 tiles T - tx + 8 */
@@ -436,8 +438,8 @@ typedef struct {
     const int32_t *u;        /* qat__wino_prepare's */
 } qat__wino_args;
 bool qat__wino_fits(const qat_qop *op, const qat__op_geom *g);
-/* The bounds below, for this op's weights and its input's range in. */
-bool qat__wino_bounds_fit(const qat_aparams *in, const qat_qop *op, const qat__op_geom *g);
+/* The bounds above, for this op's weights and its input's zero point zp_in. */
+bool qat__wino_bounds_fit(int32_t zp_in, const qat_qop *op, const qat__op_geom *g);
 qat__wino_geom qat__wino_geometry(const qat__op_geom *g);
 int64_t qat__wino_const_bytes(const qat__op_geom *g);
 int64_t qat__wino_scratch_bytes(const qat__op_geom *g); /* planes, V, M */

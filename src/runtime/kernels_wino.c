@@ -30,8 +30,9 @@ bool qat__wino_fits(const qat_qop *op, const qat__op_geom *g) {
 #endif
 }
 
-bool qat__wino_bounds_fit(const qat_aparams *in, const qat_qop *op, const qat__op_geom *g) {
-    int64_t gmax = 0, lo = (int64_t)in->qmin - in->zero_point, hi = (int64_t)in->qmax - in->zero_point;
+bool qat__wino_bounds_fit(int32_t zp_in, const qat_qop *op, const qat__op_geom *g) {
+    /* any int8 byte, not just the tensor's range: the program's own input bytes are the caller's */
+    int64_t gmax = 0, lo = INT8_MIN - (int64_t)zp_in, hi = INT8_MAX - (int64_t)zp_in;
     int64_t dmax = hi > -lo ? hi : -lo;
     for (int64_t i = 0; i < (int64_t)g->O * g->K; i++) {
         int64_t v = weight_at(op, i);
@@ -91,9 +92,12 @@ void qat__wino_prepare(const qat_qop *op, const qat__op_geom *g, int32_t *u) {
                 U[i][0] = 2 * t[i][0], U[i][1] = t[i][0] + t[i][1] + t[i][2];
                 U[i][2] = t[i][0] - t[i][1] + t[i][2], U[i][3] = 2 * t[i][2];
             }
-            for (int e = 0; e < 16; e++) {
-                int16_t *pair = (int16_t *)(void *)&u[((int64_t)e * Op + o / 4 * 4) * C2 + c / 2 * 4 + o % 4];
+            for (int e = 0; e < 16; e++) { /* the pair's half c % 2, through memcpy: the slot is an int32 */
+                int32_t *slot = &u[((int64_t)e * Op + o / 4 * 4) * C2 + c / 2 * 4 + o % 4];
+                int16_t pair[2];
+                memcpy(pair, slot, sizeof pair);
                 pair[c % 2] = (int16_t)U[e / 4][e % 4];
+                memcpy(slot, pair, sizeof pair);
             }
         }
 }

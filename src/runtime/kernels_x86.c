@@ -202,7 +202,8 @@ QAT_AVX2 static inline void pairs8(const int8_t *s0, const int8_t *s1, int i, in
 
 /* The same 8 pixels split by column phase (stride 2): 4 to each. */
 QAT_AVX2 static inline void pairs8_split(const int8_t *s0, const int8_t *s1, int i, int pw, int Wp, __m256i z,
-                                         int32_t *row) {
+                                         int16_t *out) {
+    int32_t *row = (int32_t *)(void *)out;
     __m128i a = _mm_loadl_epi64((const __m128i *)(const void *)(s0 + i));
     __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(s1 + i));
     __m256i v = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)), z);
@@ -222,7 +223,7 @@ QAT_AVX2 static void row_pairs_avx2(const int8_t *s0, const qat__pad_row *r, voi
     } else if (W >= 8 && sw == 1) {
         pairs8(s0, s1, 0, pw, z, row), pairs8(s0, s1, W - 8, pw, z, row);
     } else if (W >= 8) {
-        pairs8_split(s0, s1, 0, pw, Wp, z, out), pairs8_split(s0, s1, W - 8, pw, Wp, z, out);
+        pairs8_split(s0, s1, 0, pw, Wp, z, row), pairs8_split(s0, s1, W - 8, pw, Wp, z, row);
     } else {
         qat__pad_row_pairs(s0, r, out);
     }

@@ -5,6 +5,8 @@
 #ifndef QAT_RUNTIME_REQUANT_X86_H
 #define QAT_RUNTIME_REQUANT_X86_H
 
+#include <string.h>
+
 #include "kernels.h"
 
 /* The one-floor forms (single, or nonneg: mbqm8), right > 0: floor((x·m0 + half) / 2^(31+right)) with half

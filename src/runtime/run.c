@@ -219,7 +219,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     /* the AVX2 level's multiplies are its time (one vpmaddwd pipe on the cores that stop there): 16 per 4
      * outputs instead of 36; AVX-VNNI's vpdpbusd does 4 products where vpmaddwd does 2 */
     h->wino = !sc && level == QAT_LEVEL_AVX2 && qat__wino_fits(op, g) &&
-              qat__wino_bounds_fit(&q->tensors[op->inputs[0]].q, op, g);
+              qat__wino_bounds_fit(q->tensors[op->inputs[0]].q.zero_point, op, g);
     if (h->wino) h->direct = 0;
     c += HEADER;
     if (h->wino) {
