@@ -10,15 +10,15 @@
 #include "qk.h"
 
 void qat__pad_planes(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, qat__pad_kind kind,
-                     qat__pad_row_fn row, void *dst) {
+                     qat__pad_row_fn row, bool clear, void *dst) {
     int G = (int)kind, esize = kind == QAT_PAD_QUADS ? 1 : 2;
     int Hp = H + 2 * ph, Wp = W + 2 * pw, Wrow = G == 1 ? Wp : qat__direct_wrow(Wp, sw);
     int64_t pixel = (int64_t)G * esize, plane = (int64_t)Hp * Wrow * pixel;
     int64_t slack = G == 1 ? QAT_IM2COL_CHUNK * esize : QAT_DIRECT_SLACK * pixel;
     int fill = kind == QAT_PAD_QUADS ? (uint8_t)(zp + 128) : 0; /* the real 0 */
     uint8_t *d = dst;
-    if (ph || pw || Wrow != Wp) memset(d, fill, (size_t)(C / G * plane));
-    memset(d + C / G * plane, fill, (size_t)slack);
+    if (clear && (ph || pw || Wrow != Wp)) memset(d, fill, (size_t)(C / G * plane));
+    if (clear) memset(d + C / G * plane, fill, (size_t)slack);
     qat__pad_row r = {.W = W, .pw = pw, .Wp = Wp, .sw = G == 1 ? 1 : sw, .zp = zp, .cs = (int64_t)H * W};
     for (int cc = 0; cc < C / G; cc++)
         for (int y = 0; y < H; y++)
@@ -56,7 +56,7 @@ void qat__pad_row_quads(const int8_t *restrict src, const qat__pad_row *r, void 
 }
 
 void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t zp, int16_t *xp) {
-    qat__pad_planes(x, C, H, W, ph, pw, 1, zp, QAT_PAD_PLAIN, qat__pad_row_plain, xp);
+    qat__pad_planes(x, C, H, W, ph, pw, 1, zp, QAT_PAD_PLAIN, qat__pad_row_plain, true, xp);
 }
 
 /* The quad plane from the padded row: pixel i of row y holds bytes s·i ..

@@ -33,7 +33,9 @@ void qat__pad_s8(const int8_t *x, int C, int H, int W, int ph, int pw, int32_t z
  * quad layouts), the padding filled with the real 0, then the slack, and
  * each input row put in place by a row function: portable C here, AVX2 in
  * kernels_x86.c. A row function fills the pixels of one padded row from
- * the G input rows at src (channel planes cs bytes apart). */
+ * the G input rows at src (channel planes cs bytes apart). The padding and
+ * the slack are written only when clear is set: rows write pixels only, so
+ * an op's later samples in the same planes keep its first sample's. */
 typedef struct {
     int W, pw, Wp, sw; /* input width, left padding, padded width, horizontal stride (the column phases) */
     int32_t zp;
@@ -42,7 +44,7 @@ typedef struct {
 typedef enum { QAT_PAD_PLAIN = 1, QAT_PAD_PAIRS = 2, QAT_PAD_QUADS = 4 } qat__pad_kind;
 typedef void (*qat__pad_row_fn)(const int8_t *src, const qat__pad_row *r, void *row);
 void qat__pad_planes(const int8_t *x, int C, int H, int W, int ph, int pw, int sw, int32_t zp, qat__pad_kind kind,
-                     qat__pad_row_fn row, void *dst);
+                     qat__pad_row_fn row, bool clear, void *dst);
 void qat__pad_row_plain(const int8_t *src, const qat__pad_row *r, void *row);
 void qat__pad_row_pairs(const int8_t *src, const qat__pad_row *r, void *row);
 void qat__pad_row_quads(const int8_t *src, const qat__pad_row *r, void *row);
@@ -447,7 +449,7 @@ int64_t qat__wino_scratch_bytes(const qat__op_geom *g); /* planes, V, M */
 qat__wino_args qat__wino_layout(const qat__op_geom *g, void *scratch);
 void qat__wino_prepare(const qat_qop *op, const qat__op_geom *g, int32_t *u);
 void qat__wino_pad(const int8_t *x, const qat__op_geom *g, int ph, int pw, int32_t zp, qat__pad_row_fn row,
-                   int32_t *planes);
+                   bool clear, int32_t *planes); /* clear: qat__pad_planes' */
 void qat__conv_wino(const qat__wino_args *a);
 /* ---- depthwise convolution of small maps (kernels_dw_lanes.c) ----------------------
  * A depthwise op with one output per channel and at most

@@ -103,9 +103,9 @@ void qat__wino_prepare(const qat_qop *op, const qat__op_geom *g, int32_t *u) {
 }
 
 void qat__wino_pad(const int8_t *x, const qat__op_geom *g, int ph, int pw, int32_t zp, qat__pad_row_fn row,
-                   int32_t *planes) {
+                   bool clear, int32_t *planes) {
     qat__wino_geom w = qat__wino_geometry(g);
-    memset(planes, 0, (size_t)planes_bytes(g, &w));
+    if (clear) memset(planes, 0, (size_t)planes_bytes(g, &w));
     qat__pad_row r = {.W = g->W, .pw = pw, .Wp = w.Ww, .sw = 2, .zp = zp, .cs = (int64_t)g->H * g->W};
     for (int cc = 0; cc < g->C / 2; cc++)
         for (int y = 0; y < g->H; y++)

@@ -211,16 +211,15 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     h->int8 = !sc && int8_path(q, op, g, max_batch, level);
     h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
     bool vnni = level == QAT_LEVEL_AVXVNNI;
-    h->direct = sc || h->int8 || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
-                : bytes_form(q, op, g, vnni)                    ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
-                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel: pairs at stride 2 over an odd Wp */
-                                                                : QAT_DIRECT_PAIRS;
-    h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     /* the AVX2 level's multiplies are its time (one vpmaddwd pipe on the cores that stop there): 16 per 4
      * outputs instead of 36; AVX-VNNI's vpdpbusd does 4 products where vpmaddwd does 2 */
     h->wino = !sc && level == QAT_LEVEL_AVX2 && qat__wino_fits(op, g) &&
               qat__wino_bounds_fit(q->tensors[op->inputs[0]].q.zero_point, op, g);
-    if (h->wino) h->direct = 0;
+    h->direct = sc || h->int8 || h->wino || (level != QAT_LEVEL_AVX2 && !vnni) || !qat__direct_fits(op, g) ? 0
+                : bytes_form(q, op, g, vnni)                    ? (vnni ? QAT_DIRECT_BYTES_VNNI : QAT_DIRECT_BYTES)
+                : g->C == 1 && !qat__direct_tap_pairs(op, g)    ? 0 /* one channel: pairs at stride 2 over an odd Wp */
+                                                                : QAT_DIRECT_PAIRS;
+    h->dw_lanes = !sc && !h->int8 && !h->direct && level >= QAT_LEVEL_AVX2 && qat__dw_lanes_fits(op, g);
     c += HEADER;
     if (h->wino) {
         qat__wino_prepare(op, g, (int32_t *)(void *)c);
@@ -349,7 +348,7 @@ static void run_direct_batch(const exec *e, const qat__op_geom *g, qat__direct_a
             for (int b = 0; b < nb; b++) copy_run(xb + (int64_t)c * W + b * P, x + (s0 + b) * in_n + (int64_t)c * P, P);
             if (nb < B) memset(xb + (int64_t)c * W + nb * P, zp_in, (size_t)(B - nb) * P);
         }
-        qat__pad_planes(xb, g->C, 1, W, 0, 0, 1, zp_in, kind, row, e->scratch);
+        qat__pad_planes(xb, g->C, 1, W, 0, 0, 1, zp_in, kind, row, s0 == 0, e->scratch);
         qat__conv_direct(a);
         for (int b = 0; b < nb; b++)
             for (int o = 0; o < g->O; o++)
@@ -402,7 +401,7 @@ static void run_conv_direct(const exec *e, const qat_qop *op, const qat__op_geom
         }
         if (quads) qat__pad_tap_quads(xs, H, W, op->pad_h, op->pad_w, sw, zp, e->scratch);
         else if (taps && sw == 1) qat__pad_tap_pairs(xs, H, W, op->pad_h, op->pad_w, zp, (int16_t *)e->scratch);
-        else qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, e->scratch);
+        else qat__pad_planes(xs, g->C, H, W, op->pad_h, op->pad_w, sw, zp, kind, row, s == 0, e->scratch);
         a.out = y + s * out_n;
         qat__conv_direct(&a);
     }
@@ -420,7 +419,7 @@ static void run_conv_wino(const exec *e, const qat_qop *op, const qat__op_geom *
                               .hi = op->act_max, .single = SINGLE(e)};
     qat__pad_row_fn row = qat__pad_row_simd(QAT_PAD_PAIRS);
     for (int64_t s = 0; s < e->n; s++) {
-        qat__wino_pad(x + s * in_n, g, op->pad_h, op->pad_w, in->q.zero_point, row, a.planes);
+        qat__wino_pad(x + s * in_n, g, op->pad_h, op->pad_w, in->q.zero_point, row, s == 0, a.planes);
         a.rq.out = y + s * out_n;
         qat__conv_wino(&a);
     }
@@ -443,7 +442,7 @@ static void run_conv(const exec *e, const qat_qop *op, const qat__op_geom *g, co
     for (int64_t s = 0; s < e->n; s++) {
         if (!quads)
             qat__pad_planes(x + s * in_n, g->C, g->H, g->W, op->pad_h, op->pad_w, 1, in->q.zero_point, QAT_PAD_PLAIN,
-                            row, xpad);
+                            row, s == 0, xpad);
         if (g->depthwise) {
             qat__depthwise_args d = {.xp = quads ? NULL : xpad, .x8 = quads ? x + s * in_n : NULL, .w4 = w4,
                                      .bias4 = bias4, .plane8 = quads ? e->scratch : NULL, .H = g->H, .W = g->W, .ph = op->pad_h,
