@@ -10,31 +10,16 @@
 #include "qat/data.h"
 #include "qat/export.h"
 #include "qat/optim.h"
+#include "model_util.h"
 #include "test_util.h"
 
 static char dir[256];
 
-/* A few training steps on random data (observers move, BatchNorm too),
- * then eval mode. */
+/* A few training steps at the model's declared input shape, then eval mode. */
 static void warm_up(qat_model *m, int steps, qat_rng *rng) {
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_optim opt;
-    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
-    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
-    int64_t in[3], s[4] = {8, 0, 0, 0};
+    int64_t in[3];
     int rank = qat_model_input_shape(m, in);
-    memcpy(s + 1, in, (size_t)rank * sizeof *in);
-    for (int i = 0; i < steps; i++) {
-        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
-        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
-        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, qat_model_forward(m, x), y)), QAT_OK);
-        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
-        qat_model_zero_grad(m);
-        qat_ctx_step_reset(ctx);
-    }
-    ASSERT_OK(ctx);
-    qat_model_train(m, false);
+    qat_test_warm_up(m, rank, in, steps, rng);
 }
 
 /* A built model: "lenet", "lenet-bn", "mlp", "tiny" (an MLP 784-32-16-10:

@@ -20,32 +20,10 @@
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/optim.h"
+#include "model_util.h"
 #include "test_util.h"
 
 static char dir[256];
-
-/* A few training steps on random data, then eval mode (test_graph.c's). */
-static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_optim opt;
-    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
-    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
-    int64_t s[4] = {8, 0, 0, 0};
-    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
-    for (int i = 0; i < steps; i++) {
-        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
-        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
-        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        qat_tensor *out = qat_model_forward(m, x);
-        int64_t K = out ? out->shape[1] : 1;
-        for (int k = 0; k < 8; k++) y[k] %= (int32_t)K;
-        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, out, y)), QAT_OK);
-        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
-        qat_model_zero_grad(m);
-        qat_ctx_step_reset(ctx);
-    }
-    qat_model_train(m, false);
-}
 
 /* Compiles the generated NAME.c with strict C99 warnings and NAME_io.c and
  * tests/mcu/host_main.c beside it, runs it on n inputs x [n][in] (floats,
@@ -176,7 +154,7 @@ static qat_model *trained_model(qat_ctx *ctx, const char *text, const char *name
     qat_rng_seed(rng, (uint64_t)seed);
     int64_t shape[3];
     int rank = qat_model_input_shape(m, shape);
-    warm_up(m, rank, shape, 6, rng);
+    qat_test_warm_up(m, rank, shape, 6, rng);
     return m;
 }
 
@@ -828,7 +806,7 @@ static void test_subchannel_conv_refused(void) {
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
     qat_rng rng;
     qat_rng_seed(&rng, 2);
-    warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
+    qat_test_warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
     CU_ASSERT_EQUAL(qat_codegen_model(m, 0, NULL, dir, "subconv", NULL), QAT_ERR_UNSUPPORTED);
     if (!strstr(qat_ctx_error(ctx), "sub-channel")) printf("\n  %s\n", qat_ctx_error(ctx));
     CU_ASSERT(strstr(qat_ctx_error(ctx), "(conv2d c1)") != NULL);
@@ -1129,7 +1107,7 @@ static void test_generated_source_escapes_names(void) {
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
     qat_rng rng;
     qat_rng_seed(&rng, 2);
-    warm_up(m, 3, (int64_t[]){1, 6, 6}, 4, &rng);
+    qat_test_warm_up(m, 3, (int64_t[]){1, 6, 6}, 4, &rng);
     qat_ctx *pctx = qat_ctx_new();
     qat_qmodel q;
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, pctx, &q), QAT_OK);

@@ -17,37 +17,13 @@
 #include "qat/io.h"
 #include "qat/optim.h"
 #include "runtime/plan_rules.h"
+#include "model_util.h"
 #include "test_util.h"
 
 static char dir[256];
 
 static void path_of(char *buf, size_t len, const char *name) {
     if (snprintf(buf, len, "%s/%s", dir, name) >= (int)len) buf[0] = '\0'; /* too long: no file, a failure */
-}
-
-/* A few training steps on random data (observers and BatchNorm move),
- * then eval mode. */
-static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_optim opt;
-    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
-    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
-    int64_t s[4] = {8, 0, 0, 0};
-    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
-    for (int i = 0; i < steps; i++) {
-        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
-        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
-        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        qat_tensor *out = qat_model_forward(m, x);
-        int64_t K = out ? out->shape[1] : 1;
-        for (int k = 0; k < 8; k++) y[k] %= (int32_t)K;
-        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, out, y)), QAT_OK);
-        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
-        qat_model_zero_grad(m);
-        qat_ctx_step_reset(ctx);
-    }
-    ASSERT_OK(ctx);
-    qat_model_train(m, false);
 }
 
 /* ---- building and the matcher ----------------------------------------------------- */
@@ -110,7 +86,7 @@ static void test_matcher_on_branches(void) {
     qat_rng rng;
     qat_rng_seed(&rng, 2);
     qat_model_train(m, true);
-    warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
+    qat_test_warm_up(m, 3, (int64_t[]){2, 6, 6}, 2, &rng);
     qat_qmodel q;
     CU_ASSERT_EQUAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "layer bn2") != NULL);
@@ -197,7 +173,7 @@ static void test_prepare_layer_keeps_activation_range(void) {
     qat_rng rng;
     qat_rng_seed(&rng, 4);
     qat_model_train(m, true);
-    warm_up(m, 1, (int64_t[]){784}, 3, &rng);
+    qat_test_warm_up(m, 1, (int64_t[]){784}, 3, &rng);
     int fc1 = qat_model_find_layer(m, "fc1"), relu1 = qat_model_find_layer(m, "relu1");
     const qat__act_quant *aq = m->layers[relu1].aq;
     CU_ASSERT_FATAL(aq != NULL && aq->obs.updates == 3);
@@ -226,7 +202,7 @@ static void test_export_does_not_grow_memory(void) {
     qat_rng rng;
     qat_rng_seed(&rng, 3);
     qat_model_train(m, true);
-    warm_up(m, 1, (int64_t[]){784}, 1, &rng);
+    qat_test_warm_up(m, 1, (int64_t[]){784}, 1, &rng);
     char path[300];
     path_of(path, sizeof path, "grow.qat.h5");
     CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, NULL, path, NULL), QAT_OK);
@@ -295,7 +271,7 @@ static void test_custom_layer_trains_and_is_refused_by_lowering(void) {
     if (st) printf("\n  %s\n", qat_ctx_error(ctx));
     CU_ASSERT_EQUAL(st, QAT_OK);
     CU_ASSERT_EQUAL(qat_prepare(m, NULL), QAT_OK);
-    warm_up(m, 1, (int64_t[]){4}, 2, &rng);
+    qat_test_warm_up(m, 1, (int64_t[]){4}, 2, &rng);
     qat_qmodel q;
     CU_ASSERT_EQUAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_ERR_UNSUPPORTED);
     CU_ASSERT(strstr(qat_ctx_error(ctx), "layer mix: custom op \"fma\" has no integer form") != NULL);
@@ -621,7 +597,7 @@ static void test_every_op_round_trip(void) {
     CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
     qat_rng rng;
     qat_rng_seed(&rng, 9);
-    warm_up(m, 3, (int64_t[]){2, 10, 9}, 6, &rng);
+    qat_test_warm_up(m, 3, (int64_t[]){2, 10, 9}, 6, &rng);
     char path[300];
     path_of(path, sizeof path, "every.qat.h5");
     int64_t peak = 0;
@@ -691,7 +667,7 @@ static void test_reference_models_numpy(void) {
         int rank = qat_model_input_shape(m, in);
         qat_rng rng;
         qat_rng_seed(&rng, 3);
-        warm_up(m, rank, in, 3, &rng);
+        qat_test_warm_up(m, rank, in, 3, &rng);
         snprintf(file, sizeof file, "%s.qat.h5", names[k]);
         path_of(out, sizeof out, file);
         CU_ASSERT_EQUAL_FATAL(qat_export(m, 0, NULL, NULL, out, NULL), QAT_OK);
@@ -808,7 +784,7 @@ static void check_plan(qat_model *m, const char *what) {
     qat_rng_seed(&rng, 1);
     int64_t s[3];
     int rank = qat_model_input_shape(m, s);
-    warm_up(m, rank, s, 1, &rng);
+    qat_test_warm_up(m, rank, s, 1, &rng);
     qat_qmodel q;
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
     check_plan_batch(&q, 1, 0, what);
@@ -865,7 +841,7 @@ static void test_eval_recycles_dead_values(void) {
             int rank = qat_model_input_shape(m, in);
             qat_rng rng;
             qat_rng_seed(&rng, 5);
-            warm_up(m, rank, in, 2, &rng); /* batch 8; leaves the model in eval mode */
+            qat_test_warm_up(m, rank, in, 2, &rng); /* batch 8; leaves the model in eval mode */
             qat_model_set_fake_quant(m, fq);
             int64_t s[4] = {64, in[0], in[1], in[2]};
             float *logits[2] = {NULL, NULL};
@@ -1040,7 +1016,7 @@ static void test_keep_scale_lowering_summary_analysis(void) {
     qat_model *m = keep_model(ctx, KEEP_TEXT, true);
     qat_rng rng;
     qat_rng_seed(&rng, 7);
-    warm_up(m, 3, (int64_t[]){2, 8, 8}, 6, &rng);
+    qat_test_warm_up(m, 3, (int64_t[]){2, 8, 8}, 6, &rng);
     qat_qmodel *q = qat_ctx_alloc(ctx, QAT_MEM_PERSIST, sizeof *q);
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, q), QAT_OK);
     int kept = 0;

@@ -10,6 +10,7 @@
 #include "qat/export.h"
 #include "qat/layers.h"
 #include "qat/optim.h"
+#include "model_util.h"
 #include "test_util.h"
 
 static int32_t rnd(qat_rng *r, int32_t lo, int32_t hi) { return lo + (int32_t)qat_rng_below(r, (uint32_t)(hi - lo + 1)); }
@@ -508,26 +509,6 @@ static void test_saturated_sum_every_level(void) {
     qat_ctx_free(ctx);
 }
 
-/* A few training steps on random data (observers and BatchNorm move). */
-static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_optim opt;
-    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
-    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
-    int64_t s[4] = {8, 0, 0, 0};
-    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
-    for (int i = 0; i < steps; i++) {
-        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
-        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
-        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, qat_model_forward(m, x), y)), QAT_OK);
-        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
-        qat_model_zero_grad(m);
-        qat_ctx_step_reset(ctx);
-    }
-    qat_model_train(m, false);
-}
-
 /* Every reference model (residual adds, depthwise, strided and 1x1
  * convolutions, pooling, linear layers): every level's arena equals the
  * portable level's, over batches that take several passes. */
@@ -548,7 +529,7 @@ static void test_reference_models_every_level(void) {
         qat_rng_seed(&rng, 23);
         int64_t s[3];
         int rank = qat_model_input_shape(m, s);
-        warm_up(m, rank, s, 2, &rng);
+        qat_test_warm_up(m, rank, s, 2, &rng);
         qat_qmodel q;
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
         run_every_level(&q, 45, 45, &rng, names[k]);

@@ -13,36 +13,12 @@
 #include "qat/infer.h"
 #include "qat/onnx.h"
 #include "qat/optim.h"
+#include "model_util.h"
 #include "test_util.h"
 
 static char dir[256];
 
 static void path_of(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", dir, name); }
-
-/* A few training steps on random data (observers and BatchNorm move),
- * then eval mode (as tests/test_graph.c does). */
-static void warm_up(qat_model *m, int rank, const int64_t *shape, int steps, qat_rng *rng) {
-    qat_ctx *ctx = qat_model_ctx(m);
-    qat_optim opt;
-    qat_optim_config oc = qat_optim_defaults(QAT_OPTIM_ADAM);
-    qat_optim_init(&opt, ctx, &oc, qat_model_n_params(m));
-    int64_t s[4] = {8, 0, 0, 0};
-    memcpy(s + 1, shape, (size_t)rank * sizeof *shape);
-    for (int i = 0; i < steps; i++) {
-        qat_tensor *x = qat_tensor_new(ctx, QAT_MEM_STEP, rank + 1, s, false);
-        for (int64_t j = 0; x && j < x->numel; j++) x->data[j] = qat_rng_normal(rng);
-        int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-        qat_tensor *out = qat_model_forward(m, x);
-        int64_t K = out ? out->shape[1] : 1;
-        for (int k = 0; k < 8; k++) y[k] %= (int32_t)K;
-        CU_ASSERT_EQUAL(qat_backward(ctx, qat_cross_entropy(ctx, out, y)), QAT_OK);
-        qat_optim_step(&opt, qat_model_params(m), qat_model_grads(m), 1e-3f);
-        qat_model_zero_grad(m);
-        qat_ctx_step_reset(ctx);
-    }
-    ASSERT_OK(ctx);
-    qat_model_train(m, false);
-}
 
 /* Every op kind of the integer program (test_util.h). */
 static const char *const every_op_text = QAT_TEST_EVERY_OP;
@@ -59,7 +35,7 @@ static qat_model *model_of(qat_ctx *ctx, const char *text, const qat_prepare_con
     int rank = qat_model_input_shape(m, shape);
     qat_rng rng;
     qat_rng_seed(&rng, 9);
-    if (prepare) warm_up(m, rank, shape, 6, &rng);
+    if (prepare) qat_test_warm_up(m, rank, shape, 6, &rng);
     return m;
 }
 
