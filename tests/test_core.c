@@ -59,10 +59,59 @@ static void test_status_strings(void) {
     CU_ASSERT_STRING_EQUAL(qat_status_str((qat_status)42), "unknown status");
 }
 
+/* Text a terminal shows as it is: UTF-8 (RFC 3629's table of well-formed
+ * sequences) without C0, DEL or C1 controls; the index and code point of
+ * the first byte that is not. */
+static void test_text_check(void) {
+    static const struct {
+        const char *s;
+        bool tabs;
+        size_t bad; /* SIZE_MAX: the whole is text */
+        uint32_t cp;
+    } cases[] = {
+        {"conv1 relu_2", false, SIZE_MAX, 0},
+        {"a\tb\r", true, SIZE_MAX, 0},
+        {"a\tb", false, 1, '\t'},
+        {"x\x1b[2J", true, 1, 0x1b},
+        {"ab\x7f", true, 2, 0x7f},
+        {"caf\xc3\xa9 \xe2\x86\x92 \xf0\x9f\x98\x80", false, SIZE_MAX, 0}, /* 2, 3 and 4 bytes */
+        {"\xc2\xa0", false, SIZE_MAX, 0},                         /* U+00A0, the first past C1 */
+        {"a\xc2\x9b[2J", false, 1, 0x9b},                         /* CSI as UTF-8 */
+        {"a\xc2\x80", false, 1, 0x80},
+        {"ab\x9b[2J", false, 2, 0x9b},                             /* CSI as one byte: not UTF-8 */
+        {"\xc0\xaf", false, 0, 0xc0},                             /* overlong '/' */
+        {"\xc1\xbf", false, 0, 0xc1},
+        {"\xe0\x80\xaf", false, 0, 0xe0},                         /* overlong in 3 */
+        {"\xed\xa0\x80", false, 0, 0xed},                         /* a surrogate */
+        {"\xf0\x8f\xbf\xbf", false, 0, 0xf0},                     /* overlong in 4 */
+        {"\xf4\x90\x80\x80", false, 0, 0xf4},                     /* past U+10FFFF */
+        {"\xf5\x80\x80\x80", false, 0, 0xf5},
+        {"ok\xe2\x82", false, 2, 0xe2},                            /* cut short */
+        {"\xe2\x28\xa1", false, 0, 0xe2},                         /* a bad continuation */
+        {"\xef\xbf\xbf\xf4\x8f\xbf\xbf", false, SIZE_MAX, 0},     /* U+FFFF, U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n = strlen(cases[i].s), want = cases[i].bad == SIZE_MAX ? n : cases[i].bad;
+        uint32_t cp = 0xffffffffu;
+        size_t got = qat_text_check(cases[i].s, n, cases[i].tabs, &cp);
+        if (got != want) printf("\n  case %zu: %zu, want %zu\n", i, got, want);
+        CU_ASSERT_EQUAL(got, want);
+        if (cases[i].bad != SIZE_MAX) CU_ASSERT_EQUAL(cp, cases[i].cp);
+    }
+    CU_ASSERT_EQUAL(qat_text_check("a\0b", 3, true, NULL), 1); /* a NUL is C0 */
+    char why[200];
+    CU_ASSERT(qat_name_valid("caf\xc3\xa9", why, sizeof why));
+    CU_ASSERT(!qat_name_valid("a\xc2\x9b" "b", why, sizeof why));
+    CU_ASSERT(strstr(why, "U+009B at byte 1") != NULL);
+    CU_ASSERT(!qat_name_valid("a\x9b" "b", why, sizeof why));
+    CU_ASSERT(strstr(why, "\"a\\x9bb\" holds the byte, not UTF-8, 0x9b at byte 1") != NULL);
+}
+
 int main(int argc, char **argv) {
     static const qat_test_case cases[] = {
         {"the multiplier from a double's bits equals frexp/llround", test_multiplier_matches_frexp},
         {"status strings", test_status_strings},
+        {"text: UTF-8 without control characters, C1 included", test_text_check},
         {NULL, NULL}};
     return qat_test_main("core", cases, argc, argv);
 }

@@ -319,6 +319,10 @@ static void test_model_file_errors_name_line_and_field(void) {
     /* names follow the one rule (qat_name_valid); a model file is text */
     expect_file_error("input shape=1,8,8\nrelu a.b input\n", "t.qnet:2: relu: bad layer name: \"a.b\" holds '.' at byte 1");
     expect_file_error("input shape=1,8,8\nrelu a\x1b[2Jb input\n", "t.qnet:2: control character 0x1b at column 7");
+    expect_file_error("input shape=1,8,8\nrelu a\x9b" "2Jb input\n", "t.qnet:2: byte 0x9b at column 7 is not UTF-8");
+    expect_file_error("input shape=1,8,8\nrelu a\xc2\x9b" "2Jb input\n", "t.qnet:2: control character U+009B at column 7");
+    expect_file_error("# caf\xc3\xa9\ninput shape=1,8,8\nrelu caf\xc3\xa9 input\nrelu r\xe9 input\n",
+                      "t.qnet:4: byte 0xe9 at column 7 is not UTF-8"); /* UTF-8 passes, Latin-1 does not */
     expect_file_error("input shape=1,8,8\nrelu r0123456789012345678901234567890 input\n",
                       "t.qnet:2: relu: bad layer name: \"r012345678901234567890123456789...\" is too long");
     char path[300];

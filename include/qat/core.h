@@ -59,9 +59,9 @@ QAT_API qat_status qat_message(char *msg, size_t len, qat_status st, const char 
 /* ---- names ---------------------------------------------------------------------
  * The one rule for the names of layers, ops and tensors, wherever they
  * come from: code, model files, training checkpoints, quantized models.
- * A name has 1 to QAT_NAME_LEN - 1 bytes, no control character (bytes
- * 0x01-0x1f and 0x7f: a name never carries a line break or a terminal
- * escape into a message, a table or generated source), and none of '.'
+ * A name has 1 to QAT_NAME_LEN - 1 bytes of text (qat_text_check: UTF-8
+ * without control characters, so a name never carries a line break or a
+ * terminal escape into a message, a table or generated source), and none of '.'
  * (it joins a layer's name to its tensors' suffixes), '/' (HDF5's path
  * separator), ',' (the model file's input lists) or space. At most
  * QAT_NAME_LEN bytes of name are read, so a fixed array of that size that
@@ -70,6 +70,16 @@ QAT_API qat_status qat_message(char *msg, size_t len, qat_status st, const char 
  * that shows the name (bytes outside printable ASCII as \xNN, cut
  * after 31 bytes) and says what breaks the rule. */
 QAT_API bool qat_name_valid(const char *name, char *why, size_t len);
+
+/* Where the n bytes at s stop being text that a terminal shows as it is:
+ * the index of the first byte that is not part of well-formed UTF-8
+ * (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF) or
+ * that starts a control character: C0 (0x00-0x1f; with tabs, tab and
+ * carriage return are text), DEL (0x7f) or C1 (U+0080-U+009F, which some
+ * terminals take as escapes, CSI among them). n when the whole is text.
+ * *cp gets the code point at that index (or the byte, for one that is
+ * not UTF-8) when cp is not NULL. */
+QAT_API size_t qat_text_check(const char *s, size_t n, bool tabs, uint32_t *cp);
 
 /* ---- the quantized type (contract §1) ------------------------------------------
  * One struct describes per-tensor, per-axis and sub-channel quantization:

@@ -40,8 +40,52 @@ static void show_name(const char *name, size_t n, bool cut, char *out, size_t le
 
 _Static_assert(QAT_NAME_LEN == 32, "the rule's text below says 1-31 characters");
 
+/* The length of the UTF-8 sequence a lead byte starts (0: not a lead byte), and the lowest and
+ * highest second byte it takes (overlong forms, surrogates and code points past U+10FFFF cut out). */
+static int utf8_lead(unsigned char c, unsigned char *lo, unsigned char *hi) {
+    *lo = 0x80, *hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) return 2;
+    if (c >= 0xe0 && c <= 0xef) {
+        if (c == 0xe0) *lo = 0xa0;
+        if (c == 0xed) *hi = 0x9f;
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if (c == 0xf0) *lo = 0x90;
+        if (c == 0xf4) *hi = 0x8f;
+        return 4;
+    }
+    return 0;
+}
+
+size_t qat_text_check(const char *s, size_t n, bool tabs, uint32_t *cp) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i], lo, hi;
+        uint32_t point = c;
+        int len = c < 0x80 ? 1 : utf8_lead(c, &lo, &hi);
+        bool ok = len > 0 && i + (size_t)len <= n;
+        if (ok && len > 1) {
+            ok = u[i + 1] >= lo && u[i + 1] <= hi;
+            point = c & (0x7f >> len);
+            for (int k = 1; ok && k < len; k++) {
+                ok = k == 1 || (u[i + k] & 0xc0) == 0x80;
+                point = point << 6 | (u[i + k] & 0x3f);
+            }
+        }
+        if (!ok) point = c;
+        bool control = point < 0x20 ? !(tabs && (point == '\t' || point == '\r')) : point >= 0x7f && point <= 0x9f;
+        if (!ok || control) {
+            if (cp) *cp = point;
+            return i;
+        }
+        i += (size_t)len;
+    }
+    return n;
+}
+
 bool qat_name_valid(const char *name, char *why, size_t len) {
-    static const char rule[] = "a name has 1-31 characters, no control character, none of '.', '/', ',' or space";
+    static const char rule[] = "a name has 1-31 bytes of UTF-8 text, no control character, none of '.', '/', ',' or space";
     char shown[4 * QAT_NAME_LEN + 8];
     if (!name) {
         if (why && len) snprintf(why, len, "no name (%s)", rule);
@@ -54,18 +98,26 @@ bool qat_name_valid(const char *name, char *why, size_t len) {
         if (why && len) snprintf(why, len, "\"%s\" is %s (%s)", shown, n ? "too long" : "empty", rule);
         return false;
     }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)name[i];
-        if (c < 0x20 || c == 0x7f || c == '.' || c == '/' || c == ',' || c == ' ') {
-            show_name(name, n, false, shown, sizeof shown);
-            if (why && len) {
-                if (c < 0x20 || c == 0x7f)
-                    snprintf(why, len, "\"%s\" holds the control character 0x%02x at byte %zu (%s)", shown, c, i, rule);
-                else
-                    snprintf(why, len, "\"%s\" holds '%c' at byte %zu (%s)", shown, c, i, rule);
-            }
-            return false;
+    uint32_t cp;
+    size_t bad = qat_text_check(name, n, false, &cp), punct = 0; /* the first fault is the one said */
+    while (punct < bad && !strchr("./, ", name[punct])) punct++;
+    if (punct < bad) {
+        show_name(name, n, false, shown, sizeof shown);
+        if (why && len) snprintf(why, len, "\"%s\" holds '%c' at byte %zu (%s)", shown, name[punct], punct, rule);
+        return false;
+    }
+    if (bad < n) {
+        show_name(name, n, false, shown, sizeof shown);
+        if (why && len) {
+            unsigned char c = (unsigned char)name[bad];
+            if (cp < 0x80 || cp == c) /* one byte: a C0 control, DEL, or a byte that is not UTF-8 */
+                snprintf(why, len, "\"%s\" holds %s 0x%02x at byte %zu (%s)", shown,
+                         c < 0x80 ? "the control character" : "the byte, not UTF-8,", c, bad, rule);
+            else
+                snprintf(why, len, "\"%s\" holds the control character U+%04X at byte %zu (%s)", shown, (unsigned)cp,
+                         bad, rule);
         }
+        return false;
     }
     return true;
 }
@@ -164,9 +216,11 @@ qat_status qat_normalization_check(const qat_normalization *n, int rank, const i
         return norm_fail(msg, len, "channels %d for an input of rank 1 (a vector is one channel)",
                          n->channels);
     if (n->channels > 1 && rank == 3 && shape && shape[0] != n->channels)
-        return norm_fail(msg, len, "channels %d, the input [%lld, %lld, %lld] has %lld (want 1 or %lld)",
-                         n->channels, (long long)shape[0], (long long)shape[1], (long long)shape[2],
-                         (long long)shape[0], (long long)shape[0]);
+        return shape[0] == 1 ? norm_fail(msg, len, "channels %d, the input [1, %lld, %lld] has 1 (want 1)",
+                                         n->channels, (long long)shape[1], (long long)shape[2])
+                             : norm_fail(msg, len, "channels %d, the input [%lld, %lld, %lld] has %lld (want 1 or %lld)",
+                                         n->channels, (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                                         (long long)shape[0], (long long)shape[0]);
     if (!positive_normal(n->divisor))
         return norm_fail(msg, len, "divisor %g is not a positive normal float", (double)n->divisor);
     for (int c = 0; c < n->channels; c++) {

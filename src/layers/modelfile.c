@@ -299,10 +299,13 @@ qat_status qat_model_from_text(qat_model *m, const char *text, const char *origi
         size_t n = nl ? (size_t)(nl - s) : strlen(s);
         p.line++;
         char buf[MAX_LINE];
-        size_t ctl = 0; /* text: tabs and CR aside, no control character reaches a name or a message */
-        while (ctl < n && ((unsigned char)s[ctl] >= 0x20 || s[ctl] == '\t' || s[ctl] == '\r') && s[ctl] != 0x7f) ctl++;
+        uint32_t cp; /* text: tabs and CR aside, no control character reaches a name or a message */
+        size_t ctl = n < sizeof buf ? qat_text_check(s, n, true, &cp) : n;
+        unsigned char c = ctl < n ? (unsigned char)s[ctl] : 0;
         if (n >= sizeof buf) st = fail(&p, "line longer than %d characters", MAX_LINE - 1);
-        else if (ctl < n) st = fail(&p, "control character 0x%02x at column %zu (a model file is text)", (unsigned char)s[ctl], ctl + 1);
+        else if (ctl < n && c < 0x80) st = fail(&p, "control character 0x%02x at column %zu (a model file is text)", c, ctl + 1);
+        else if (ctl < n && cp == c) st = fail(&p, "byte 0x%02x at column %zu is not UTF-8 (a model file is text)", c, ctl + 1);
+        else if (ctl < n) st = fail(&p, "control character U+%04X at column %zu (a model file is text)", (unsigned)cp, ctl + 1);
         else memcpy(buf, s, n), buf[n] = '\0', st = line(&p, buf);
         s += n + (nl ? 1 : 0);
     }
