@@ -160,7 +160,7 @@ refusal() {  # NAME STATUS MESSAGE ARGS...: the job's status, the message once, 
 }
 refusal "unknown option" 2 '^qat train: unknown option "--bogus"' --model mlp --data "$data" --bogus
 refusal "missing data" 1 '^qat: /nonexistent: cannot read the data set' --model mlp --data /nonexistent
-refusal "rank 0's log" 1 "^qat: --log $tmp/e.csv: the file's columns are not this run's" "${common[@]}" \
+refusal "rank 0's log" 2 "^qat: --log $tmp/e.csv: the file's columns are not this run's" "${common[@]}" \
   --resume "$tmp/c.h5" --log "$tmp/e.csv"
 # rank 1 alone refuses (its own command line, mpirun's MPMD form): it says why, prefixed with its rank, and
 # rank 0's JSON names it

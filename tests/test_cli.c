@@ -138,6 +138,26 @@ static void test_bad_input(void) {
     snprintf(args, sizeof args, "eval --model m.qat.h5 --data '%s' --predictions /nonexistent-dir/p.txt", data);
     CU_ASSERT_EQUAL(run(args, err, sizeof err), 1); /* an output path: checked before the model is read */
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--predictions /nonexistent-dir/p.txt: cannot open"));
+    /* a folder that is a file, or one where no file can be made, is refused before the data are read */
+    char plain[400];
+    snprintf(plain, sizeof plain, "%s/plain.txt", dir);
+    FILE *pf = fopen(plain, "w");
+    CU_ASSERT_FATAL(pf && fputs("not a folder\n", pf) >= 0 && fclose(pf) == 0);
+    snprintf(args, sizeof args, "train --data '%s' --limit-train 64 --out '%s/x.h5'", data, plain);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "plain.txt is not a folder"));
+    CU_ASSERT_PTR_NULL(strstr(err, "qat: data"));
+    snprintf(args, sizeof args, "eval --model m.qat.h5 --data '%s' --outputs '%s/o.npy'", data, plain);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "plain.txt is not a folder"));
+    snprintf(args, sizeof args, "train --data '%s' --limit-train 64 --best-out /proc/x.h5", data);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--best-out /proc/x.h5: cannot create a file in the folder /proc"));
+    /* a normalization for channels the model does not have: a usage error, before the data are read */
+    snprintf(args, sizeof args, "train --data '%s' --model lenet --normalize 0.5:0.5,0.2:0.2", data);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--normalize 0.5:0.5,0.2:0.2: channels 2, the input [1, 28, 28] has 1 (want 1)"));
+    CU_ASSERT_PTR_NULL(strstr(err, "qat: data"));
 }
 
 /* Every enumerated option's error names the values it allows. */

@@ -511,6 +511,59 @@ static void test_trainer_refusals(void) {
     qat_ctx_free(ctx);
 }
 
+/* qat_data_check_units against hand-computed statistics: two channels of
+ * 4 values a sample, channel 0 alternating 0 and 2 (mean 1, std 1),
+ * channel 1 alternating 10 and 14 (mean 12, std 2); one channel in other
+ * units (times scale) or moved by shift of its stds. */
+static void test_units_check(void) {
+    enum { N = 6, C = 2, P = 4 };
+    static float x[N * C * P];
+    static uint8_t lab[N];
+    qat_normalization nm = {.channels = 2, .divisor = 1.0f, .mean = {1.0f, 12.0f}, .std = {1.0f, 2.0f}};
+    /* scale: accepted within a factor of 16 either way, refused beyond; shift: the mean moved by k stds */
+    static const struct {
+        double scale, shift;
+        int ch, channels; /* ch: the channel moved; channels: nm's (1: pooled) */
+        bool ok;
+        const char *msg;
+    } cases[] = {
+        {1, 0, 0, 2, true, NULL},
+        {15.9, 0, 0, 2, true, NULL},
+        {1 / 15.9, 0, 1, 2, true, NULL},
+        {16.1, 0, 0, 2, false, "channel 0 of the data has mean 16.1 and standard deviation 16.1 (of x / 1), where "
+                               "the model's normalization was made for 1 and 1 ("},
+        {1 / 16.1, 0, 1, 2, false, "channel 1 of the data has mean 0.7453 and standard deviation 0.1242"},
+        {1, 15.9, 1, 2, true, NULL},
+        {1, 16.1, 1, 2, false, "channel 1 of the data has mean 44.2 and standard deviation 2"},
+        {1, 0, 0, 1, true, NULL}, /* pooled: mean 6.5, std sqrt(2.5 + 30.25) = 5.723 */
+        {255, 0, 0, 2, false, "values in 0..255 where the model was trained on floats near 0..1?"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++)
+                for (int p = 0; p < P; p++) {
+                    double v = c == 0 ? (p % 2 ? 2 : 0) : (p % 2 ? 14 : 10); /* other units: v · scale */
+                    if (c == cases[k].ch) v = v * cases[k].scale + cases[k].shift * (c == 0 ? 1 : 2);
+                    x[(i * C + c) * P + p] = (float)v;
+                }
+        qat_normalization n = nm;
+        if (cases[k].channels == 1) n.channels = 1, n.mean[0] = 6.5f, n.std[0] = 5.7227f;
+        qat_ctx *ctx = qat_ctx_new();
+        qat_array_split a = {.n = N, .x_dtype = QAT_DT_F32, .x_rank = 3, .x_shape = {C, 2, 2}, .x = x,
+                             .y_dtype = QAT_DT_U8, .y = lab};
+        qat_dataset *d;
+        CU_ASSERT_EQUAL_FATAL(qat_dataset_from_arrays(ctx, &a, NULL, &a, NULL, &d), QAT_OK);
+        qat_status st = qat_data_check_units(ctx, d, QAT_SPLIT_TEST, 0, &n);
+        CU_ASSERT_EQUAL(st, cases[k].ok ? QAT_OK : QAT_ERR_ARG);
+        if (cases[k].msg && !strstr(qat_ctx_error(ctx), cases[k].msg))
+            printf("\n  case %zu: %s\n", k, qat_ctx_error(ctx));
+        if (cases[k].msg) CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), cases[k].msg));
+        CU_ASSERT_EQUAL(qat_data_check_units(ctx, d, QAT_SPLIT_TEST, 0, NULL), QAT_OK); /* no normalization */
+        qat_dataset_free(d);
+        qat_ctx_free(ctx);
+    }
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "/tmp/qat-test-train-%d", (int)getpid());
     char cmd[300];
@@ -526,6 +579,7 @@ int main(int argc, char **argv) {
         {"trainer: the best val epoch is saved; early stopping", test_best_epoch_and_early_stop},
         {"trainer: autoencoder AUC in float, fake and int; regression", test_autoencoder_and_regression},
         {"trainer: refusals name the reason", test_trainer_refusals},
+        {"units: data far from the normalization's spread or mean refused, with the figures", test_units_check},
         {NULL, NULL},
     };
     int rc = qat_test_main("train", cases, argc, argv);

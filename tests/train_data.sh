@@ -125,11 +125,40 @@ rc=0; "$bin" eval --model "$work/hwc.qat.h5" --data "$work/hwc" >/dev/null 2>"$w
 [ "$rc" = 2 ] && grep -q "the data's samples are \[8, 8, 3\], the model's input is \[3, 8, 8\].*--channels-last" "$work/hwc.err" ||
   fail "eval of a channels-last set without the flag: exit $rc, $(cat "$work/hwc.err")"
 echo "eval: a set in another layout is refused: $(grep -o "the data's samples.*" "$work/hwc.err" | cut -c1-80)"
-# a NaN in train does not stop the evaluation of test, which is read alone
+# a NaN in train does not stop the evaluation of test, which is read alone (its random 0..1 floats are
+# not in the units of a model trained on bytes: the units check is not what this looks at)
 mk nan "$work/nan-eval"
 "$bin" train --data "$work/npy" "${common[@]}" --limit-train 200 --out "$work/small.ckpt.h5" >/dev/null 2>&1
 "$bin" export --checkpoint "$work/small.ckpt.h5" --out "$work/small.qat.h5" 2>/dev/null
-"$bin" eval --model "$work/small.qat.h5" --data "$work/nan-eval" >/dev/null 2>&1 || fail "eval read the train split"
+"$bin" eval --model "$work/small.qat.h5" --data "$work/nan-eval" --no-units-check >/dev/null 2>&1 ||
+  fail "eval read the train split"
+# ---- data in other units than the model's: refused (exit 2) by eval, analyze and a resumed run ----
+"$py" - "$work/npy" "$work/f01" <<'EOF2'
+import os, sys, numpy as np
+src, d = sys.argv[1], sys.argv[2]; os.makedirs(d, exist_ok=True)
+for s in ("train", "test"):   # the same images as 0..1 floats, and as floats 0..255
+    x, y = np.load(f"{src}/{s}_x.npy")[:500], np.load(f"{src}/{s}_y.npy")[:500]
+    for k, v in ((d, x / 255.0), (d + "-255", x)):
+        os.makedirs(k, exist_ok=True)
+        np.save(f"{k}/{s}_x.npy", v.astype(np.float32)); np.save(f"{k}/{s}_y.npy", y)
+EOF2
+units() { # WHAT EXIT ARGS...
+  local what=$1 want=$2; shift 2
+  rc=0; "$bin" "$@" >/dev/null 2>"$work/units.err" || rc=$?
+  [ "$rc" = "$want" ] || { cat "$work/units.err"; fail "units, $what: exit $rc, want $want"; }
+  [ "$want" = 0 ] && return
+  grep -q "channel 0 of the data has mean .* (values in 0..1 where the model takes raw bytes 0..255.*--no-units-check" \
+    "$work/units.err" || fail "units, $what: $(cat "$work/units.err")"
+}
+units eval 2 eval --model "$work/small.qat.h5" --data "$work/f01"
+units "eval --no-units-check" 0 eval --model "$work/small.qat.h5" --data "$work/f01" --no-units-check
+units "eval, floats 0..255" 0 eval --model "$work/small.qat.h5" --data "$work/f01-255"
+units analyze 2 analyze --checkpoint "$work/small.ckpt.h5" --data "$work/f01" --limit-test 100
+units "train --init" 2 train --data "$work/f01" "${common[@]}" --init "$work/small.ckpt.h5" --out "$work/u.ckpt.h5"
+units "train --resume" 2 train --data "$work/f01" "${common[@]}" --limit-train 200 --epochs 2 --resume "$work/small.ckpt.h5" \
+  --out "$work/u.ckpt.h5"
+[ -e "$work/u.ckpt.h5" ] && fail "units: a refused run wrote a checkpoint"
+echo "units: 0..1 floats refused for a model trained on bytes (eval, analyze, --init, --resume)"
 # outputs over inputs
 cp "$work/mnist.h5" "$work/copy.h5"
 rc=0; "$bin" train --data "$work/copy.h5" --epochs 1 --limit-train 64 --out "$work/copy.h5" >/dev/null 2>"$work/ow.err" || rc=$?

@@ -178,6 +178,8 @@ typedef struct {
     const char *init;            /* a fresh run that starts from this checkpoint's parameters, buffers and
                                     normalization (qat_checkpoint_load_weights: a fine-tune, e.g. QAT of a
                                     float model or of another precision); norm_mode is then not used */
+    bool skip_units_check;       /* resume and init: do not refuse training data in other units than the
+                                    checkpoint's normalization was made for (qat_data_check_units) */
     int64_t stop_after;          /* stop after this many steps in all (0: never), writing out */
     const char *config;          /* the caller's record of the run's options, saved in every checkpoint */
     /* processes (NULL: one) */
@@ -204,6 +206,8 @@ typedef struct {
     bool stopped;                /* by stop_after */
     bool interrupted;            /* by *stop */
     bool early_stopped;          /* by patience */
+    bool units_refused;          /* resume or init: the training data failed qat_data_check_units (the
+                                    run's error), before any step */
     double train_loss;           /* the last epoch's mean */
     double train_seconds, samples_per_s; /* this process's training steps */
     double pool_share;           /* of train_seconds, in the pool's parallel loops */
@@ -262,6 +266,25 @@ QAT_API bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, co
  * the message on ctx. */
 QAT_API qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *info, qat_split s, int in_rank,
                                   const int64_t *in_shape, int64_t outputs, const qat_task_kind *kind);
+
+/* Are split s's raw inputs in the units the normalization nm was made
+ * for? Data in other units (0..1 floats for a model trained on bytes
+ * 0..255, bytes for one trained on 0..1 floats, data normalized already)
+ * are read without complaint and give chance-level results. The check
+ * takes the split's per-channel mean and standard deviation over its
+ * first `limit` samples (0: all), in x / divisor units
+ * (qat_dataset_channel_stats; the channels pooled when nm has one), and
+ * refuses a channel whose standard deviation is more than
+ * QAT_UNITS_RATIO times larger or smaller than nm's std, or whose mean is
+ * more than QAT_UNITS_RATIO of nm's std from nm's mean: QAT_ERR_ARG with
+ * both figures and a likely cause. A constant channel is judged by its
+ * mean alone. QAT_OK when nm is NULL or has no channels. */
+#define QAT_UNITS_RATIO 16.0
+/* The samples the trainer and the tool check (the first ones): enough for
+ * a standard deviation, a fraction of a pass over a large set. */
+#define QAT_UNITS_SAMPLES 8192
+QAT_API qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64_t limit,
+                                        const qat_normalization *nm);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "qat/train.h"
 
 bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, const int64_t *in_shape) {
@@ -39,13 +40,56 @@ qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *i, qat_split s, in
                             "outputs)", qat_split_str(s), (long long)i->label_max, (long long)i->label_max_row,
                             (long long)outputs - 1, (long long)outputs);
     if (kind && *kind == QAT_TASK_REGRESS && i->y_numel != outputs)
-        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: y has %lld values per sample, the model outputs %lld",
-                            qat_split_str(s), (long long)i->y_numel, (long long)outputs);
+        return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: y has %lld value%s per sample, the model outputs %lld",
+                            qat_split_str(s), (long long)i->y_numel, i->y_numel == 1 ? "" : "s", (long long)outputs);
     int64_t in_numel = 1;
     for (int d = 0; d < in_rank; d++) in_numel *= in_shape[d];
     if (kind && *kind == QAT_TASK_AUTOENCODER && outputs != in_numel)
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "an autoencoder's output must have its input's %lld values; this "
                             "model outputs %lld", (long long)in_numel, (long long)outputs);
+    return QAT_OK;
+}
+
+void qat__pool_channel_stats(int channels, double *mean, double *sd) {
+    double m = 0, sq = 0;
+    for (int c = 0; c < channels; c++) m += mean[c], sq += sd[c] * sd[c] + mean[c] * mean[c];
+    m /= channels, sq /= channels;
+    mean[0] = m, sd[0] = sqrt(fmax(sq - m * m, 0.0));
+}
+
+static const char *units_hint(double ratio, double mean, double sd, double ref_mean, double ref_sd,
+                              const qat_normalization *nm) {
+    if (fabs(mean) <= 0.05 * sd && fabs(ref_mean) > 0.2 * ref_sd)
+        return "normalized already, centred on 0? the model normalizes raw data itself: give them raw";
+    if (ratio > 64 && ratio < 1024 && nm->divisor == 255.0f)
+        return "values in 0..1 where the model takes raw bytes 0..255, as it was trained on? give the data as uint8, "
+               "or as floats 0..255";
+    if (ratio > 1.0 / 1024 && ratio < 1.0 / 64 && nm->divisor == 1.0f)
+        return "values in 0..255 where the model was trained on floats near 0..1? give the data in the training's "
+               "units";
+    return "data in other units than the training's, or normalized already? the model normalizes raw data itself";
+}
+
+qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64_t limit, const qat_normalization *nm) {
+    if (!nm || nm->channels < 1) return QAT_OK;
+    const qat_split_info *i = qat_dataset_info(d, s);
+    if (!i) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_data_check_units: the data set has no %s split", qat_split_str(s));
+    int data_ch = i->x_rank == 3 ? (int)i->x_shape[0] : 1;
+    if (data_ch > QAT_NORM_MAX_CHANNELS || (nm->channels != 1 && nm->channels != data_ch))
+        return QAT_OK; /* a layout qat_data_check refuses */
+    double mean[QAT_NORM_MAX_CHANNELS], sd[QAT_NORM_MAX_CHANNELS];
+    qat_status st = qat_dataset_channel_stats(d, s, limit, nm->divisor, mean, sd);
+    if (st != QAT_OK) return st;
+    if (nm->channels == 1 && data_ch > 1) qat__pool_channel_stats(data_ch, mean, sd); /* as the trainer pools them */
+    for (int c = 0; c < nm->channels; c++) {
+        double ref = nm->std[c], ratio = sd[c] > 0 ? ref / sd[c] : 1.0;
+        bool spread = sd[c] > 0 && (ratio > QAT_UNITS_RATIO || ratio < 1.0 / QAT_UNITS_RATIO);
+        if (!spread && !(fabs(mean[c] - nm->mean[c]) > QAT_UNITS_RATIO * ref)) continue;
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: channel %d of the data has mean %.4g and standard deviation %.4g "
+                            "(of x / %g), where the model's normalization was made for %.4g and %.4g (%s)",
+                            qat_split_str(s), c, mean[c], sd[c], (double)nm->divisor, (double)nm->mean[c], ref,
+                            units_hint(ratio, mean[c], sd[c], nm->mean[c], ref, nm));
+    }
     return QAT_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "internal.h"
 #include "qat/train.h"
 #include "qat/parallel.h"
 
@@ -184,12 +185,7 @@ static qat_status normalization_from_data(qat_trainer *t, qat_normalization *nm)
     double div = i->x_dtype == QAT_DT_U8 ? 255.0 : 1.0;
     qat_status st = qat_dataset_channel_stats(t->c.data, QAT_SPLIT_TRAIN, t->c.limit_train, div, mean, sd);
     if (st != QAT_OK) return st;
-    if (data_ch != model_ch) { /* channels of equal size pooled into one: the mean of means, E[x²] - mean² */
-        double m = 0, sq = 0;
-        for (int c = 0; c < data_ch; c++) m += mean[c], sq += sd[c] * sd[c] + mean[c] * mean[c];
-        m /= data_ch, sq /= data_ch;
-        mean[0] = m, sd[0] = sqrt(fmax(sq - m * m, 0.0));
-    }
+    if (data_ch != model_ch) qat__pool_channel_stats(data_ch, mean, sd); /* channels of equal size, into one */
     memset(nm, 0, sizeof *nm);
     nm->channels = model_ch, nm->divisor = (float)div, nm->raw_uint8 = i->x_dtype == QAT_DT_U8;
     for (int c = 0; c < model_ch; c++) {
@@ -538,6 +534,11 @@ qat_status qat_trainer_run(qat_trainer *t) {
     if (c->resume) st = resume(t, &first_epoch, &start_s);
     else if (c->init) {
         if ((st = qat_checkpoint_load_weights(t->m, c->init)) == QAT_OK) say(t, "started from the weights of %s", c->init);
+    }
+    if ((c->resume || c->init) && st == QAT_OK && !c->skip_units_check) { /* the checkpoint's normalization */
+        int64_t limit = c->limit_train > 0 && c->limit_train < QAT_UNITS_SAMPLES ? c->limit_train : QAT_UNITS_SAMPLES;
+        st = qat_data_check_units(t->ctx, c->data, QAT_SPLIT_TRAIN, limit, qat_model_normalization(t->m));
+        t->r.units_refused = st == QAT_ERR_ARG;
     } else if (c->norm_mode != QAT_NORM_NONE) {
         qat_normalization nm;
         if (c->norm_mode == QAT_NORM_GIVEN) nm = c->norm;

@@ -87,8 +87,18 @@ int cli_check_output(const char *prog, bool json, const char *opt, const char *p
         return cli_fail(prog, json, 1, "%s %s is a directory (give a file name)", opt, path);
     if (stat(dir, &st) != 0)
         return cli_fail(prog, json, 1, "%s %s: cannot open: %s (no folder %s)", opt, path, strerror(errno), dir);
-    if (access(dir, W_OK) != 0)
-        return cli_fail(prog, json, 1, "%s %s: cannot open: %s (the folder %s)", opt, path, strerror(errno), dir);
+    if (!S_ISDIR(st.st_mode))
+        return cli_fail(prog, json, 1, "%s %s: cannot open: %s is not a folder", opt, path, dir);
+    /* a file made there and removed: what the write will do (access() says yes to root on a read-only
+     * mount, and to /proc and /sys, where no file can be made) */
+    char probe[4200];
+    if (snprintf(probe, sizeof probe, "%s/.qat-probe-XXXXXX", dir) >= (int)sizeof probe)
+        return cli_fail(prog, json, 1, "%s %s: cannot open: the path is too long", opt, path);
+    int fd = mkstemp(probe);
+    if (fd < 0) return cli_fail(prog, json, 1, "%s %s: cannot create a file in the folder %s: %s", opt, path, dir,
+                                strerror(errno));
+    close(fd);
+    unlink(probe);
     return 0;
 }
 

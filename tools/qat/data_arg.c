@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "qat/train.h"
 
 int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v;
@@ -25,6 +26,7 @@ int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i)
         return (v = cli_value(prog, argc, argv, i)) && cli_int(prog, a, v, 1, 1L << 20, &d->memory_cap_mib) ? 1 : -1;
     if (!strcmp(a, "--channels-last")) return d->channels_last = true, 1;
     if (!strcmp(a, "--allow-nonfinite")) return d->allow_nonfinite = true, 1;
+    if (!strcmp(a, "--no-units-check")) return d->no_units_check = true, 1;
     return 0;
 }
 
@@ -75,4 +77,15 @@ qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigne
                     qat_split_str((qat_split)s), (long long)i->skipped);
     }
     return QAT_OK;
+}
+
+qat_status data_arg_check_units(const data_arg *d, qat_dataset *ds, qat_split s, const qat_normalization *nm,
+                                qat_ctx *ctx) {
+    if (d->no_units_check) return QAT_OK;
+    qat_status st = qat_data_check_units(ctx, ds, s, QAT_UNITS_SAMPLES, nm);
+    if (st != QAT_ERR_ARG) return st;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", qat_ctx_error(ctx));
+    qat_ctx_clear_error(ctx); /* the first error stays: this one again, with the way on */
+    return qat_ctx_fail(ctx, st, "%s%s", msg, DATA_ARG_UNITS_HINT);
 }

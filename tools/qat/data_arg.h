@@ -14,6 +14,7 @@ typedef struct {
     bool val_seed_set;
     bool channels_last;     /* --channels-last */
     bool allow_nonfinite;   /* --allow-nonfinite */
+    bool no_units_check;    /* --no-units-check */
     long memory_cap_mib;    /* --memory-cap MIB (0: the default) */
 } data_arg;
 
@@ -26,6 +27,8 @@ typedef struct {
     "                              commands: 1, so give a training run's to get its val split)\n"              \
     "  --channels-last             x is [N, H, W, C] (numpy's image layout): read as [C, H, W]\n"               \
     "  --allow-nonfinite           skip rows holding NaN or infinity (default: refuse the data set)\n"          \
+    "  --no-units-check            take data whose spread or mean is far from what the model's\n"          \
+    "                              normalization was made for (default: refuse it; docs/tool.md)\n"          \
     "  --memory-cap MIB            the set is held in memory up to this size; an HDF5 split\n"             \
     "                              beyond it is read from the file batch by batch (default 1024)\n"
 
@@ -37,5 +40,12 @@ int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i)
  * stderr what it found. QAT_OK, or the context's error. */
 qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigned splits, qat_ctx *ctx,
                          qat_dataset **out);
+/* Unless --no-units-check: split s of ds against the model's normalization
+ * nm (qat_data_check_units over the first QAT_UNITS_SAMPLES samples):
+ * QAT_OK, or QAT_ERR_ARG with the message on ctx, ending with the option. */
+qat_status data_arg_check_units(const data_arg *d, qat_dataset *ds, qat_split s, const qat_normalization *nm,
+                                qat_ctx *ctx);
+/* The end of that message, for a check the trainer made. */
+#define DATA_ARG_UNITS_HINT "; --no-units-check takes the data as they are"
 
 #endif

@@ -198,6 +198,9 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
                                                     "same --val F, and --val-seed S, the run's --val-seed or else its "
                                                     "--seed)"
                                                   : "");
+    if (data_arg_check_units(&o->data, r->data, r->split, r->q->norm, r->ctx) != QAT_OK)
+        return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->data.path,
+                        qat_ctx_error(r->ctx));
     int t;
     if (o->task) t = cli_choice(o->task, tasks);
     else t = info->target == QAT_TARGET_CLASS ? 0 : info->target == QAT_TARGET_VALUES ? 1 : 2;

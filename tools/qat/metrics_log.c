@@ -76,7 +76,7 @@ int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, cons
     g->n_points = qcfg ? qat_prepare_points(m, qcfg, NULL, 0) : 0;
     g->points = malloc((size_t)(g->n_points + 1) * sizeof *g->points);
     char *line = g->header = malloc(HEADER_MAX), *old = malloc(HEADER_MAX);
-    int rc = -1;
+    int rc = 1;
     if (!g->points || !line || !old) {
         snprintf(err, len, "out of memory");
         goto done;
@@ -98,6 +98,7 @@ int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, cons
             bool older = !strncmp(old, line, k) && !strcmp(old + k, at + n);
             snprintf(err, len, "--log %s: the file's columns are not this run's (%s): give another --log", path,
                      older ? "a log of an older qat, without the mse_ columns" : "another model or QAT setting");
+            rc = EXIT_USAGE;
             goto done;
         }
     }

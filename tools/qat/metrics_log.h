@@ -49,7 +49,8 @@ typedef struct {
  * is qcfg (NULL: a float run), to path, and checks what it can without
  * writing: a resume (resume_step: the checkpoint's step; -1: not a
  * resume) continues an existing log only if its header is this run's.
- * 0, or a message in err and -1. */
+ * 0, or a message in err and the exit status: EXIT_USAGE when the file
+ * is another run's log, 1 otherwise. */
 int metrics_log_open(metrics_log *g, const char *path, int64_t resume_step, const qat_model *m,
                      const qat_prepare_config *qcfg, long every, int64_t steps_per_epoch, char *err, size_t len);
 /* Once the run starts (after an MPI job's ranks agree): a resume's log

@@ -19,6 +19,7 @@
 #include "dist.h"
 #include "metrics_log.h"
 #include "progress.h"
+#include "tools.h"
 #include "train_options.h"
 
 #define PROG "qat"
@@ -93,6 +94,7 @@ static volatile sig_atomic_t last_ckpt_len;
  * that status, sends SIGTERM to the others while they finish: that
  * SIGTERM ends a rank quietly with the same status. */
 static volatile sig_atomic_t refused_rc;
+static volatile sig_atomic_t json_mode; /* --json: the quit's line goes to stdout too */
 
 static void on_signal(int sig) {
     if (refused_rc && sig == SIGTERM) _exit(refused_rc);
@@ -112,6 +114,13 @@ static void on_signal(int sig) {
         if (since < 1.0) return; /* the same request, delivered twice */
         static const char quit[] = "\nqat: quitting at once: nothing saved since the last checkpoint\n";
         ssize_t w = write(2, quit, sizeof quit - 1);
+        if (json_mode) { /* the last line of stdout, as for every failure (what stdio holds is lost) */
+            char line[] = "{\"error\": \"quit at once: nothing saved since the last checkpoint\", \"status\": 000}\n";
+            char *d = line + sizeof line - 6; /* the status's three digits: 128 + a signal number */
+            int status = 128 + sig;
+            d[0] = (char)('0' + status / 100), d[1] = (char)('0' + status / 10 % 10), d[2] = (char)('0' + status % 10);
+            w = write(1, line, sizeof line - 1);
+        }
         (void)w;
         _exit(128 + sig);
     }
@@ -390,6 +399,7 @@ static void configure(run *r, qat_train_config *c) {
     c->metric = o->metric, c->patience = (int)o->patience;
     c->out = o->out, c->best_out = o->best_out, c->save_every = o->save_every, c->resume = o->resume;
     c->stop_after = o->stop_after, c->config = r->config, c->init = o->init;
+    c->skip_units_check = o->data.no_units_check;
     c->dist = r->d->size > 1 ? &r->td : NULL;
     c->on_step = on_step, c->on_epoch = on_epoch, c->on_message = on_message, c->user = r;
     c->stop = &stop_requested;
@@ -425,6 +435,13 @@ static int train_setup(run *r) {
                                 outs[i][1]);
     }
     if (make_model(r) != QAT_OK) return bad_input(r);
+    if (o->norm_mode == QAT_NORM_GIVEN) { /* said before the data are read */
+        int64_t shape[3];
+        int rank = tools_input_shape(r->m, shape);
+        char msg[256];
+        if (qat_normalization_check(&o->norm, rank, shape, msg, sizeof msg) != QAT_OK)
+            return cli_fail(PROG, o->json, EXIT_USAGE, "--normalize %s: %s", o->normalize, msg);
+    }
     if (data_arg_open(&o->data, PROG, o->seed, 0, r->ctx, &r->data) != QAT_OK) return bad_input(r);
     r->task = task_of(r);
     const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
@@ -453,9 +470,9 @@ static int train_setup(run *r) {
         qat_checkpoint_info(r->ctx, o->resume, &resume_step, &resume_epoch, &prepared) != QAT_OK)
         return bad_input(r);
     if (o->log && r->d->rank == 0 &&
-        metrics_log_open(&r->log, o->log, resume_step, r->m, o->qat ? &o->qcfg : NULL, o->log_every,
-                         qat_trainer_steps_per_epoch(r->tr), err, sizeof err))
-        return cli_fail(PROG, o->json, 1, "%s", err);
+        (rc = metrics_log_open(&r->log, o->log, resume_step, r->m, o->qat ? &o->qcfg : NULL, o->log_every,
+                               qat_trainer_steps_per_epoch(r->tr), err, sizeof err)))
+        return cli_fail(PROG, o->json, rc, "%s", err);
     if (o->log && r->d->rank > 0) metrics_log_follow(&r->log); /* measures with rank 0, writes nothing */
     fprintf(stderr, "%s: %s, %s, %lld parameters, %lld training samples, %ld epoch%s, batch %ld, %s lr %g, %ld "
             "thread(s)", PROG, r->model_name, qat_task_kind_str(r->task), (long long)qat_model_n_params(r->m),
@@ -497,7 +514,10 @@ static int train_run(run *r) {
     const train_opts *o = r->o;
     char err[512];
     if (metrics_log_start(&r->log, err, sizeof err)) return cli_fail(PROG, o->json, 1, "%s", err);
-    if (qat_trainer_run(r->tr) != QAT_OK) return fail(r);
+    if (qat_trainer_run(r->tr) != QAT_OK) {
+        if (!qat_trainer_result(r->tr)->units_refused) return fail(r);
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s: %s%s", o->data.path, qat_ctx_error(r->ctx), DATA_ARG_UNITS_HINT);
+    }
     if (o->rank_checkpoints && o->out && r->d->rank > 0) { /* the tests compare every rank's state */
         char path[4200];
         snprintf(path, sizeof path, "%s.rank%d", o->out, r->d->rank);
@@ -511,7 +531,7 @@ static int train_run(run *r) {
 }
 
 static int train_job(const train_opts *o, dist *d, bool *refused) {
-    in_mpi_job = d->size > 1;
+    in_mpi_job = d->size > 1, json_mode = o->json;
     catch_signals();
     qat_set_threads(1); /* the pool splits the work, OpenBLAS's threads would multiply it */
     cli_blas_note();
