@@ -512,53 +512,61 @@ static void test_trainer_refusals(void) {
 }
 
 /* qat_data_check_units against hand-computed statistics: two channels of
- * 4 values a sample, channel 0 alternating 0 and 2 (mean 1, std 1),
- * channel 1 alternating 10 and 14 (mean 12, std 2); one channel in other
- * units (times scale) or moved by shift of its stds. */
+ * 4 values a sample, channel c alternating lo[c] and hi[c] (mean (lo +
+ * hi) / 2, population std (hi - lo) / 2), against a normalization made
+ * for channel 0 at mean 2, std 2 and channel 1 at 12, 2 (pooled: 7,
+ * sqrt(29) = 5.385). */
 static void test_units_check(void) {
     enum { N = 6, C = 2, P = 4 };
     static float x[N * C * P];
     static uint8_t lab[N];
-    qat_normalization nm = {.channels = 2, .divisor = 1.0f, .mean = {1.0f, 12.0f}, .std = {1.0f, 2.0f}};
-    /* scale: accepted within a factor of 16 either way, refused beyond; shift: the mean moved by k stds */
     static const struct {
-        double scale, shift;
-        int ch, channels; /* ch: the channel moved; channels: nm's (1: pooled) */
+        float lo[C], hi[C];
+        int channels; /* nm's: 2, or 1 (pooled) */
+        float std0;   /* nm's std[0] (2, or the constant channel's stand-in, 1) */
         bool ok;
         const char *msg;
     } cases[] = {
-        {1, 0, 0, 2, true, NULL},
-        {15.9, 0, 0, 2, true, NULL},
-        {1 / 15.9, 0, 1, 2, true, NULL},
-        {16.1, 0, 0, 2, false, "channel 0 of the data has mean 16.1 and standard deviation 16.1 (of x / 1), where "
-                               "the model's normalization was made for 1 and 1 ("},
-        {1 / 16.1, 0, 1, 2, false, "channel 1 of the data has mean 0.7453 and standard deviation 0.1242"},
-        {1, 15.9, 1, 2, true, NULL},
-        {1, 16.1, 1, 2, false, "channel 1 of the data has mean 44.2 and standard deviation 2"},
-        {1, 0, 0, 1, true, NULL}, /* pooled: mean 6.5, std sqrt(2.5 + 30.25) = 5.723 */
-        {255, 0, 0, 2, false, "values in 0..255 where the model was trained on floats near 0..1?"},
+        {{0, 10}, {4, 14}, 2, 2, true, NULL},
+        {{0, 10}, {4 * 31.9f, 14}, 2, 2, true, NULL}, /* std 63.8 = 31.9 times 2 (mean 63.8: 30.9 stds away) */
+        {{0, 10}, {4 * 32.1f, 14}, 2, 2, false,
+         "train: channel 0 of the data has mean 64.2 and standard deviation 64.2 (of x / 1), where the model's "
+         "normalization was made for 2 and 2 ("},
+        {{0, 12 - 2 / 31.9f}, {4, 12 + 2 / 31.9f}, 2, 2, true, NULL}, /* 31.9 times narrower */
+        {{0, 12 - 2 / 32.1f}, {4, 12 + 2 / 32.1f}, 2, 2, false, "channel 1 of the data has mean 12 and standard "
+                                                                "deviation 0.06231"},
+        {{0, 10 + 63.8f}, {4, 14 + 63.8f}, 2, 2, true, NULL}, /* moved 31.9 stds */
+        {{0, 10 + 64.2f}, {4, 14 + 64.2f}, 2, 2, false, "channel 1 of the data has mean 76.2 and standard deviation 2"},
+        {{0, 10}, {4, 14}, 1, 5.385f, true, NULL},
+        {{0, 400}, {160, 560}, 1, 5.385f, false, "the data's channels, pooled, has mean 280 and standard deviation 215.4"},
+        {{1.99f, 10}, {2.01f, 14}, 2, 1, true, NULL},      /* std 0.01 against the stand-in 1: the mean alone */
+        {{1.99f, 10}, {2.01f, 14}, 2, 1.01f, false, "channel 0 of the data has mean 2 and standard deviation 0.01"},
+        {{0, 10 * 255.0f}, {4, 14 * 255.0f}, 2, 2, false, "values in 0..255 where the model was trained on floats "
+                                                          "near 0..1?"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         for (int i = 0; i < N; i++)
             for (int c = 0; c < C; c++)
-                for (int p = 0; p < P; p++) {
-                    double v = c == 0 ? (p % 2 ? 2 : 0) : (p % 2 ? 14 : 10); /* other units: v · scale */
-                    if (c == cases[k].ch) v = v * cases[k].scale + cases[k].shift * (c == 0 ? 1 : 2);
-                    x[(i * C + c) * P + p] = (float)v;
-                }
-        qat_normalization n = nm;
-        if (cases[k].channels == 1) n.channels = 1, n.mean[0] = 6.5f, n.std[0] = 5.7227f;
+                for (int p = 0; p < P; p++) x[(i * C + c) * P + p] = p % 2 ? cases[k].hi[c] : cases[k].lo[c];
+        qat_normalization nm = {.channels = 2, .divisor = 1.0f, .mean = {2.0f, 12.0f}, .std = {cases[k].std0, 2.0f}};
+        if (cases[k].channels == 1) nm.channels = 1, nm.mean[0] = 7.0f, nm.std[0] = cases[k].std0;
         qat_ctx *ctx = qat_ctx_new();
         qat_array_split a = {.n = N, .x_dtype = QAT_DT_F32, .x_rank = 3, .x_shape = {C, 2, 2}, .x = x,
                              .y_dtype = QAT_DT_U8, .y = lab};
         qat_dataset *d;
         CU_ASSERT_EQUAL_FATAL(qat_dataset_from_arrays(ctx, &a, NULL, &a, NULL, &d), QAT_OK);
-        qat_status st = qat_data_check_units(ctx, d, QAT_SPLIT_TEST, 0, &n);
+        bool refused = !cases[k].ok;
+        qat_status st = qat_data_check_units(ctx, d, QAT_SPLIT_TRAIN, 0, &nm, &refused);
         CU_ASSERT_EQUAL(st, cases[k].ok ? QAT_OK : QAT_ERR_ARG);
+        CU_ASSERT_EQUAL(refused, !cases[k].ok);
         if (cases[k].msg && !strstr(qat_ctx_error(ctx), cases[k].msg))
             printf("\n  case %zu: %s\n", k, qat_ctx_error(ctx));
         if (cases[k].msg) CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), cases[k].msg));
-        CU_ASSERT_EQUAL(qat_data_check_units(ctx, d, QAT_SPLIT_TEST, 0, NULL), QAT_OK); /* no normalization */
+        CU_ASSERT_EQUAL(qat_data_check_units(ctx, d, QAT_SPLIT_TRAIN, 0, NULL, &refused), QAT_OK); /* none */
+        CU_ASSERT(!refused);
+        /* a failure to read is not a refusal */
+        CU_ASSERT_EQUAL(qat_data_check_units(ctx, d, QAT_SPLIT_VAL, 0, &nm, &refused), QAT_ERR_ARG);
+        CU_ASSERT(!refused);
         qat_dataset_free(d);
         qat_ctx_free(ctx);
     }

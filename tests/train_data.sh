@@ -178,6 +178,16 @@ units "train --init" 2 train --data "$work/f01" "${common[@]}" --init "$work/sma
 units "train --resume" 2 train --data "$work/f01" "${common[@]}" --limit-train 200 --epochs 2 --resume "$work/small.ckpt.h5" \
   --out "$work/u.ckpt.h5"
 [ -e "$work/u.ckpt.h5" ] && fail "units: a refused run wrote a checkpoint"
+# a refused --init leaves its --log as it was; --no-units-check changes nothing else (the checkpoint's
+# normalization, made from 200 samples, is kept, not made again from these 400)
+printf 'step,kept\n1,2\n' > "$work/keep.csv"
+units "train --init --log" 2 train --data "$work/f01" "${common[@]}" --init "$work/small.ckpt.h5" --log "$work/keep.csv"
+[ "$(cat "$work/keep.csv")" = "$(printf 'step,kept\n1,2')" ] || fail "units: a refused run touched its --log"
+for flag in "" --no-units-check; do
+  "$bin" train --data "$work/npy" "${common[@]}" --limit-train 400 --init "$work/small.ckpt.h5" $flag \
+    --out "$work/init$flag.ckpt.h5" >/dev/null 2>&1 || fail "train --init $flag"
+done
+"$cmp" "$work/init.ckpt.h5" "$work/init--no-units-check.ckpt.h5" >/dev/null || fail "units: --no-units-check changed an --init run"
 echo "units: 0..1 floats refused for a model trained on bytes (eval, analyze, --init, --resume)"
 # outputs over inputs
 cp "$work/mnist.h5" "$work/copy.h5"

@@ -206,8 +206,8 @@ typedef struct {
     bool stopped;                /* by stop_after */
     bool interrupted;            /* by *stop */
     bool early_stopped;          /* by patience */
-    bool units_refused;          /* resume or init: the training data failed qat_data_check_units (the
-                                    run's error), before any step */
+    bool units_refused;          /* resume or init: the training data failed qat_data_check_units
+                                    (qat_trainer_start's error) */
     double train_loss;           /* the last epoch's mean */
     double train_seconds, samples_per_s; /* this process's training steps */
     double pool_share;           /* of train_seconds, in the pool's parallel loops */
@@ -228,10 +228,18 @@ typedef struct qat_trainer qat_trainer;
  * (naming the value and the row), a task the data cannot give, a
  * best_out or patience without a val split, and the like. */
 QAT_API qat_status qat_trainer_new(qat_model *m, const qat_train_config *cfg, qat_trainer **out);
-/* Trains: from scratch, or from cfg.resume (refused when the checkpoint
- * is at or past the run's last step), to the last epoch, stop_after,
- * an early stop or an interruption; then the final metrics and
- * checkpoint. */
+/* What comes before the first step, in this process alone (no
+ * collective): cfg.resume's checkpoint loaded (refused when it is at or
+ * past the run's last step), or cfg.init's weights, each with its
+ * normalization, and then the training split's units checked against it
+ * (qat_data_check_units, unless skip_units_check; result.units_refused);
+ * or, for a fresh run, the normalization made. A caller that wants these
+ * refusals before it writes anything (a log, a data-parallel job's
+ * agreement) calls it after qat_trainer_new; qat_trainer_run calls it
+ * otherwise. A second call returns the first one's status. */
+QAT_API qat_status qat_trainer_start(qat_trainer *t);
+/* Trains (after qat_trainer_start): to the last epoch, stop_after, an
+ * early stop or an interruption; then the final metrics and checkpoint. */
 QAT_API qat_status qat_trainer_run(qat_trainer *t);
 QAT_API const qat_train_result *qat_trainer_result(const qat_trainer *t);
 QAT_API int64_t qat_trainer_steps_per_epoch(const qat_trainer *t);
@@ -269,22 +277,25 @@ QAT_API qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *info, qat_
 
 /* Are split s's raw inputs in the units the normalization nm was made
  * for? Data in other units (0..1 floats for a model trained on bytes
- * 0..255, bytes for one trained on 0..1 floats, data normalized already)
- * are read without complaint and give chance-level results. The check
- * takes the split's per-channel mean and standard deviation over its
- * first `limit` samples (0: all), in x / divisor units
- * (qat_dataset_channel_stats; the channels pooled when nm has one), and
- * refuses a channel whose standard deviation is more than
+ * 0..255, bytes for one trained on 0..1 floats, bytes normalized already
+ * for a model trained on bytes) are read without complaint and give
+ * chance-level results. The check takes the split's per-channel mean and
+ * standard deviation over its first `limit` samples (0: all), in x /
+ * divisor units (qat_dataset_channel_stats; the channels pooled when nm
+ * has one), and refuses a channel whose standard deviation is more than
  * QAT_UNITS_RATIO times larger or smaller than nm's std, or whose mean is
  * more than QAT_UNITS_RATIO of nm's std from nm's mean: QAT_ERR_ARG with
- * both figures and a likely cause. A constant channel is judged by its
- * mean alone. QAT_OK when nm is NULL or has no channels. */
-#define QAT_UNITS_RATIO 16.0
+ * both figures and a likely cause, and *refused (may be NULL) set; any
+ * other error (reading the data) leaves it false. A channel whose std is
+ * exactly 1 (the trainer's stand-in for a constant channel) and a
+ * constant channel of the data are judged by the mean alone. QAT_OK when
+ * nm is NULL or has no channels. */
+#define QAT_UNITS_RATIO 32.0
+QAT_API qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64_t limit,
+                                        const qat_normalization *nm, bool *refused);
 /* The samples the trainer and the tool check (the first ones): enough for
  * a standard deviation, a fraction of a pass over a large set. */
 #define QAT_UNITS_SAMPLES 8192
-QAT_API qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64_t limit,
-                                        const qat_normalization *nm);
 
 #ifdef __cplusplus
 }

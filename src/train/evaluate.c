@@ -1,6 +1,7 @@
 /* A model measured on a split of a data set, in eval mode, on one
  * process or shared among the processes of a data-parallel job. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,7 +71,9 @@ static const char *units_hint(double ratio, double mean, double sd, double ref_m
     return "data in other units than the training's, or normalized already? the model normalizes raw data itself";
 }
 
-qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64_t limit, const qat_normalization *nm) {
+qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64_t limit, const qat_normalization *nm,
+                                bool *refused) {
+    if (refused) *refused = false;
     if (!nm || nm->channels < 1) return QAT_OK;
     const qat_split_info *i = qat_dataset_info(d, s);
     if (!i) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_data_check_units: the data set has no %s split", qat_split_str(s));
@@ -80,14 +83,19 @@ qat_status qat_data_check_units(qat_ctx *ctx, qat_dataset *d, qat_split s, int64
     double mean[QAT_NORM_MAX_CHANNELS], sd[QAT_NORM_MAX_CHANNELS];
     qat_status st = qat_dataset_channel_stats(d, s, limit, nm->divisor, mean, sd);
     if (st != QAT_OK) return st;
-    if (nm->channels == 1 && data_ch > 1) qat__pool_channel_stats(data_ch, mean, sd); /* as the trainer pools them */
+    bool pooled = nm->channels == 1 && data_ch > 1;
+    if (pooled) qat__pool_channel_stats(data_ch, mean, sd); /* as the trainer pools them */
     for (int c = 0; c < nm->channels; c++) {
+        /* a std of exactly 1 may be the trainer's stand-in for a constant channel: the mean alone judges it */
         double ref = nm->std[c], ratio = sd[c] > 0 ? ref / sd[c] : 1.0;
-        bool spread = sd[c] > 0 && (ratio > QAT_UNITS_RATIO || ratio < 1.0 / QAT_UNITS_RATIO);
+        bool spread = sd[c] > 0 && nm->std[c] != 1.0f && (ratio > QAT_UNITS_RATIO || ratio < 1.0 / QAT_UNITS_RATIO);
         if (!spread && !(fabs(mean[c] - nm->mean[c]) > QAT_UNITS_RATIO * ref)) continue;
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: channel %d of the data has mean %.4g and standard deviation %.4g "
-                            "(of x / %g), where the model's normalization was made for %.4g and %.4g (%s)",
-                            qat_split_str(s), c, mean[c], sd[c], (double)nm->divisor, (double)nm->mean[c], ref,
+        if (refused) *refused = true;
+        char which[32];
+        snprintf(which, sizeof which, pooled ? "the data's channels, pooled," : "channel %d of the data", c);
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: %s has mean %.4g and standard deviation %.4g (of x / %g), where "
+                            "the model's normalization was made for %.4g and %.4g (%s)", qat_split_str(s), which,
+                            mean[c], sd[c], (double)nm->divisor, (double)nm->mean[c], ref,
                             units_hint(ratio, mean[c], sd[c], nm->mean[c], ref, nm));
     }
     return QAT_OK;

@@ -39,6 +39,10 @@ struct qat_trainer {
     const char *metric;
     bool higher;
     int size, rank;
+    int first_epoch;   /* qat_trainer_start's: where the loop begins */
+    int64_t start_s;
+    bool started;
+    qat_status start_status;
     qat_train_result r;
 };
 
@@ -525,26 +529,36 @@ static qat_status finish(qat_trainer *t) {
     return st;
 }
 
-qat_status qat_trainer_run(qat_trainer *t) {
+qat_status qat_trainer_start(qat_trainer *t) {
     if (!t) return QAT_ERR_ARG;
+    if (t->started) return t->start_status;
     const qat_train_config *c = &t->c;
-    int first_epoch = 1;
-    int64_t start_s = 0;
+    t->started = true, t->first_epoch = 1, t->start_s = 0;
     qat_status st = QAT_OK;
-    if (c->resume) st = resume(t, &first_epoch, &start_s);
-    else if (c->init) {
-        if ((st = qat_checkpoint_load_weights(t->m, c->init)) == QAT_OK) say(t, "started from the weights of %s", c->init);
-    }
-    if ((c->resume || c->init) && st == QAT_OK && !c->skip_units_check) { /* the checkpoint's normalization */
-        int64_t limit = c->limit_train > 0 && c->limit_train < QAT_UNITS_SAMPLES ? c->limit_train : QAT_UNITS_SAMPLES;
-        st = qat_data_check_units(t->ctx, c->data, QAT_SPLIT_TRAIN, limit, qat_model_normalization(t->m));
-        t->r.units_refused = st == QAT_ERR_ARG;
+    if (c->resume || c->init) { /* the checkpoint's normalization, checked against this run's data */
+        if (c->resume) st = resume(t, &t->first_epoch, &t->start_s);
+        else if ((st = qat_checkpoint_load_weights(t->m, c->init)) == QAT_OK)
+            say(t, "started from the weights of %s", c->init);
+        if (st == QAT_OK && !c->skip_units_check) {
+            int64_t limit = c->limit_train > 0 && c->limit_train < QAT_UNITS_SAMPLES ? c->limit_train
+                                                                                     : QAT_UNITS_SAMPLES;
+            st = qat_data_check_units(t->ctx, c->data, QAT_SPLIT_TRAIN, limit, qat_model_normalization(t->m),
+                                      &t->r.units_refused);
+        }
     } else if (c->norm_mode != QAT_NORM_NONE) {
         qat_normalization nm;
         if (c->norm_mode == QAT_NORM_GIVEN) nm = c->norm;
         else st = normalization_from_data(t, &nm);
         if (st == QAT_OK) st = qat_model_set_normalization(t->m, &nm);
     }
+    return t->start_status = st;
+}
+
+qat_status qat_trainer_run(qat_trainer *t) {
+    if (!t) return QAT_ERR_ARG;
+    qat_status st = qat_trainer_start(t);
+    int first_epoch = t->first_epoch;
+    int64_t start_s = t->start_s;
     bool early = false;
     for (int epoch = first_epoch; st == QAT_OK && !early && !t->r.stopped && !t->r.interrupted &&
                                   epoch <= t->all_epochs;
@@ -553,7 +567,7 @@ qat_status qat_trainer_run(qat_trainer *t) {
     if (early) {
         t->r.early_stopped = true;
         say(t, "early stop after epoch %d: the val %s has not improved for %d epochs (best: epoch %lld)",
-            t->r.epochs_done, t->metric, c->patience, (long long)t->ts.best_epoch);
+            t->r.epochs_done, t->metric, t->c.patience, (long long)t->ts.best_epoch);
     }
     return st == QAT_OK ? finish(t) : st;
 }

@@ -263,7 +263,7 @@ int cmd_analyze(int argc, char **argv) {
         rc = cli_fail("qat", json, 1, "%s is a float checkpoint: analyze measures quantization, train with --qat",
                       ckpt);
     } else if (data_fits(m, test) != QAT_OK || /* the samples are read into the model's input */
-               data_arg_check_units(&data, test, QAT_SPLIT_TEST, qat_model_normalization(m), ctx) != QAT_OK) {
+               data_arg_check_units(&data, test, QAT_SPLIT_TEST, limit, qat_model_normalization(m), ctx) != QAT_OK) {
         rc = cli_fail("qat", json, cli_status_of(qat_ctx_status(ctx)), "%s: %s", data.path, qat_ctx_error(ctx));
     } else if (run(m, test, limit < qat_dataset_info(test, QAT_SPLIT_TEST)->n ? limit : qat_dataset_info(test, QAT_SPLIT_TEST)->n,
                    batch, &r) != QAT_OK) {

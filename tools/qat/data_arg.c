@@ -79,11 +79,13 @@ qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigne
     return QAT_OK;
 }
 
-qat_status data_arg_check_units(const data_arg *d, qat_dataset *ds, qat_split s, const qat_normalization *nm,
-                                qat_ctx *ctx) {
+qat_status data_arg_check_units(const data_arg *d, qat_dataset *ds, qat_split s, int64_t limit,
+                                const qat_normalization *nm, qat_ctx *ctx) {
     if (d->no_units_check) return QAT_OK;
-    qat_status st = qat_data_check_units(ctx, ds, s, QAT_UNITS_SAMPLES, nm);
-    if (st != QAT_ERR_ARG) return st;
+    bool refused;
+    qat_status st = qat_data_check_units(ctx, ds, s, limit > 0 && limit < QAT_UNITS_SAMPLES ? limit : QAT_UNITS_SAMPLES,
+                                         nm, &refused);
+    if (!refused) return st;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", qat_ctx_error(ctx));
     qat_ctx_clear_error(ctx); /* the first error stays: this one again, with the way on */

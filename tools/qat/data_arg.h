@@ -41,10 +41,11 @@ int data_arg_parse(data_arg *d, const char *prog, int argc, char **argv, int *i)
 qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigned splits, qat_ctx *ctx,
                          qat_dataset **out);
 /* Unless --no-units-check: split s of ds against the model's normalization
- * nm (qat_data_check_units over the first QAT_UNITS_SAMPLES samples):
- * QAT_OK, or QAT_ERR_ARG with the message on ctx, ending with the option. */
-qat_status data_arg_check_units(const data_arg *d, qat_dataset *ds, qat_split s, const qat_normalization *nm,
-                                qat_ctx *ctx);
+ * nm (qat_data_check_units over its first samples: limit, at most
+ * QAT_UNITS_SAMPLES; 0 for that many): QAT_OK, or the error on ctx, a
+ * refusal's message ending with the option. */
+qat_status data_arg_check_units(const data_arg *d, qat_dataset *ds, qat_split s, int64_t limit,
+                                const qat_normalization *nm, qat_ctx *ctx);
 /* The end of that message, for a check the trainer made. */
 #define DATA_ARG_UNITS_HINT "; --no-units-check takes the data as they are"
 

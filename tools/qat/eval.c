@@ -198,7 +198,7 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
                                                     "same --val F, and --val-seed S, the run's --val-seed or else its "
                                                     "--seed)"
                                                   : "");
-    if (data_arg_check_units(&o->data, r->data, r->split, r->q->norm, r->ctx) != QAT_OK)
+    if (data_arg_check_units(&o->data, r->data, r->split, o->limit, r->q->norm, r->ctx) != QAT_OK)
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->data.path,
                         qat_ctx_error(r->ctx));
     int t;

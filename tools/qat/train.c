@@ -474,6 +474,12 @@ static int train_setup(run *r) {
                                qat_trainer_steps_per_epoch(r->tr), err, sizeof err)))
         return cli_fail(PROG, o->json, rc, "%s", err);
     if (o->log && r->d->rank > 0) metrics_log_follow(&r->log); /* measures with rank 0, writes nothing */
+    /* the checkpoint of a resume or --init, and its units against the data: refused before the log is
+     * touched, and agreed by an MPI job's ranks */
+    if (qat_trainer_start(r->tr) != QAT_OK) {
+        if (!qat_trainer_result(r->tr)->units_refused) return fail(r);
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s: %s%s", o->data.path, qat_ctx_error(r->ctx), DATA_ARG_UNITS_HINT);
+    }
     fprintf(stderr, "%s: %s, %s, %lld parameters, %lld training samples, %ld epoch%s, batch %ld, %s lr %g, %ld "
             "thread(s)", PROG, r->model_name, qat_task_kind_str(r->task), (long long)qat_model_n_params(r->m),
             (long long)qat_trainer_train_samples(r->tr), o->epochs, o->epochs == 1 ? "" : "s", o->batch, o->optimizer,
@@ -514,10 +520,7 @@ static int train_run(run *r) {
     const train_opts *o = r->o;
     char err[512];
     if (metrics_log_start(&r->log, err, sizeof err)) return cli_fail(PROG, o->json, 1, "%s", err);
-    if (qat_trainer_run(r->tr) != QAT_OK) {
-        if (!qat_trainer_result(r->tr)->units_refused) return fail(r);
-        return cli_fail(PROG, o->json, EXIT_USAGE, "%s: %s%s", o->data.path, qat_ctx_error(r->ctx), DATA_ARG_UNITS_HINT);
-    }
+    if (qat_trainer_run(r->tr) != QAT_OK) return fail(r);
     if (o->rank_checkpoints && o->out && r->d->rank > 0) { /* the tests compare every rank's state */
         char path[4200];
         snprintf(path, sizeof path, "%s.rank%d", o->out, r->d->rank);
