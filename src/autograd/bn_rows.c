@@ -109,7 +109,7 @@ QAT__SIMD_FN(, qat__bn_normalize_row, (z, y, n, mu, is, g, bt), const float *z, 
  * computed again by the forward's float operations (the same bits):
  * acc[0] += Σdy, acc[1] += Σdy·xhat. The folded BatchNorm's scale and
  * shift gradients come from these and the forward's Σz, Σz² in closed
- * form (ops_batchnorm_scaled.c), so the pass that writes dx has no sum. */
+ * form (ops_batchnorm.c), so the pass that writes dx has no sum. */
 QAT__SIMD_FN(, qat__bn_grad_sums_row, (x, dy, n, sc, sh, mu, is, acc), const float *x, const float *dy, int64_t n,
              float sc, float sh, float mu, float is, double acc[2]) {
     v8d l0 = {{0}, {0}}, l1 = l0;

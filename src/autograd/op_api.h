@@ -138,7 +138,7 @@ bool qat__have_avx512bw(void); /* and VL */
 #endif
 
 /* Batch normalisation of x·scale[c] (+ shift[c], shift may be NULL): the
- * folded BatchNorm of QAT as one op (ops_batchnorm_scaled.c); the forward
+ * folded BatchNorm of QAT as one op (ops_batchnorm.c); the forward
  * values equal qat_mul, qat_add and qat_batchnorm's to the bit. */
 qat_tensor *qat__batchnorm_scaled(qat_ctx *ctx, qat_tensor *x, qat_tensor *scale, qat_tensor *shift, qat_tensor *gamma,
                                   qat_tensor *beta, float *running_mean, float *running_var, float momentum, float eps,
