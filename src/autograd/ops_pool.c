@@ -320,7 +320,6 @@ static qat_tensor *avgpool(qat_ctx *ctx, const char *op, qat_tensor *x, const qa
     *saved = d;
     plane_job j = {.d = saved, .x = x->data, .y = y->data};
     run_planes(ctx, &j, d.N * d.C, d.H * d.W, avgpool_task);
-    *saved = d;
     qat_node *n = qat__record(ctx, op, avgpool_bw, y, x, NULL, NULL);
     if (n) n->saved = saved, n->out_free = true;
     return y;
