@@ -41,17 +41,28 @@ if(NOT QAT_ONNX STREQUAL "OFF")
     set(QAT_PC_ONNX_LIBS "-lprotobuf-c")
     message(STATUS "ONNX export: on (${QAT_ONNX_PROTO}, protobuf-c ${QAT_PROTOBUF_C_VERSION})")
     set(_gen ${CMAKE_BINARY_DIR}/generated/onnx)
-    get_filename_component(_proto_dir ${QAT_ONNX_PROTO} DIRECTORY)
     file(MAKE_DIRECTORY ${_gen})
+    # The schema's package renamed to qat.onnx: protoc-c then names its C
+    # symbols qat__onnx__* (the library's private prefix), so a program
+    # that links its own onnx.pb-c next to a static libqat does not clash.
+    # A package name is not on the wire: the files written are the same.
+    file(READ ${QAT_ONNX_PROTO} _schema)
+    string(REGEX REPLACE "\npackage onnx;" "\npackage qat.onnx;" _schema "${_schema}")
+    if(NOT _schema MATCHES "\npackage qat.onnx;")
+      message(FATAL_ERROR "${QAT_ONNX_PROTO}: no 'package onnx;' line to rename")
+    endif()
+    file(WRITE ${_gen}/qat_onnx.proto.new "${_schema}")
+    configure_file(${_gen}/qat_onnx.proto.new ${_gen}/qat_onnx.proto COPYONLY) # rewritten only when it changes
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${QAT_ONNX_PROTO})
     add_custom_command(
-      OUTPUT ${_gen}/onnx.pb-c.c ${_gen}/onnx.pb-c.h
-      COMMAND ${QAT_PROTOC_C} --proto_path=${_proto_dir} --c_out=${_gen} ${QAT_ONNX_PROTO}
-      DEPENDS ${QAT_ONNX_PROTO}
-      COMMENT "protoc-c: ${QAT_ONNX_PROTO}"
+      OUTPUT ${_gen}/qat_onnx.pb-c.c ${_gen}/qat_onnx.pb-c.h
+      COMMAND ${QAT_PROTOC_C} --proto_path=${_gen} --c_out=${_gen} ${_gen}/qat_onnx.proto
+      DEPENDS ${_gen}/qat_onnx.proto
+      COMMENT "protoc-c: ${QAT_ONNX_PROTO} as package qat.onnx"
       VERBATIM)
     # Generated code: not held to the project's warning flags, and its
     # symbols stay inside libqat (hidden).
-    add_library(qat_onnx_proto OBJECT ${_gen}/onnx.pb-c.c)
+    add_library(qat_onnx_proto OBJECT ${_gen}/qat_onnx.pb-c.c)
     set_target_properties(qat_onnx_proto PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
     target_include_directories(qat_onnx_proto PUBLIC ${_gen})
     target_link_libraries(qat_onnx_proto PUBLIC PkgConfig::QAT_PROTOBUF_C)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The targets of the integer program read the program and nothing else:
 # every #include "..." of src/codegen/, src/onnx/ and src/tflite/ names a
-# header of the same folder, the generated onnx.pb-c.h or schema_generated.h,
+# header of the same folder, the generated qat_onnx.pb-c.h or schema_generated.h,
 # or one of qat/core.h, qat/runtime.h, qat/codegen.h, qat/onnx.h,
 # qat/tflite.h, or (src/codegen only)
 # runtime/qk.h, the integer kernels the generated C ships, which include
@@ -22,7 +22,7 @@ for folder in src/codegen src/onnx src/tflite; do
       inc=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' <<< "$line")
       sys=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*/\1/p' <<< "$line")
       if [ -n "$inc" ]; then
-        if [[ $inc =~ $allowed_public ]] || [ "$inc" = onnx.pb-c.h ] || [ "$inc" = schema_generated.h ] || { [ $folder = src/codegen ] && { [ "$inc" = runtime/qk.h ] || [ "$inc" = runtime/plan_rules.h ]; }; } || { [[ $inc != */* ]] && [ -f "$src/$folder/$inc" ]; }; then
+        if [[ $inc =~ $allowed_public ]] || [ "$inc" = qat_onnx.pb-c.h ] || [ "$inc" = schema_generated.h ] || { [ $folder = src/codegen ] && { [ "$inc" = runtime/qk.h ] || [ "$inc" = runtime/plan_rules.h ]; }; } || { [[ $inc != */* ]] && [ -f "$src/$folder/$inc" ]; }; then
           continue
         fi
         echo "${f#$src/}: $line"; bad=1

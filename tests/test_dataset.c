@@ -822,6 +822,28 @@ static void test_bad_options(void) {
     e.n = 0;
     CU_ASSERT_EQUAL(qat_dataset_from_arrays(ctx, &a, NULL, &e, NULL, &d), QAT_ERR_FORMAT);
     CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "test: x has no rows"));
+    qat_ctx_clear_error(ctx);
+    qat_array_split neg = a;
+    neg.x_shape[1] = -8;
+    CU_ASSERT_EQUAL(qat_dataset_from_arrays(ctx, &neg, NULL, &a, NULL, &d), QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "samples of shape [2, -8] have a negative dimension"));
+    qat_ctx_clear_error(ctx);
+    /* messages of an in-memory set name "arrays" where a file's name would be */
+    static const int32_t labels[4] = {0, 1, 0, 1};
+    qat_array_split la = a;
+    la.y_dtype = QAT_DT_I32, la.y = labels;
+    CU_ASSERT_EQUAL(qat_dataset_from_arrays(ctx, &la, NULL, &a, NULL, &d), QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "arrays: test has no y but train has class labels"));
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_dataset_from_arrays(ctx, &la, NULL, &la, NULL, &d), QAT_OK);
+    float xs[4];
+    CU_ASSERT_EQUAL(qat_dataset_read(d, QAT_SPLIT_TEST, (int32_t[]){7}, 1, xs, NULL, NULL, NULL), QAT_ERR_ARG);
+    CU_ASSERT_EQUAL(strncmp(qat_ctx_error(ctx), "arrays: ", 8), 0);
+    qat_dataset_free(d);
+    qat_ctx_clear_error(ctx);
+    CU_ASSERT_EQUAL(qat_npy_save(ctx, "never.npy", QAT_DT_U8, 1, (int64_t[]){1}, NULL), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "NULL data"));
+    CU_ASSERT_EQUAL(access("never.npy", F_OK), -1);
     qat_ctx_free(ctx);
     /* the val split of the file with a val fraction as well */
     path_of(h5, sizeof h5, "floats.h5");

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "onnx.pb-c.h"
+#include "qat_onnx.pb-c.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 #include "qat/onnx.h"
@@ -39,47 +39,47 @@ static qat_model *model_of(qat_ctx *ctx, const char *text, const qat_prepare_con
     return m;
 }
 
-static Onnx__ModelProto *read_model(const char *path) {
+static Qat__Onnx__ModelProto *read_model(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     static uint8_t buf[1 << 20];
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
-    return onnx__model_proto__unpack(NULL, n, buf);
+    return qat__onnx__model_proto__unpack(NULL, n, buf);
 }
 
-static const Onnx__NodeProto *node_named(const Onnx__GraphProto *g, const char *name) {
+static const Qat__Onnx__NodeProto *node_named(const Qat__Onnx__GraphProto *g, const char *name) {
     for (size_t i = 0; i < g->n_node; i++)
         if (!strcmp(g->node[i]->name, name)) return g->node[i];
     return NULL;
 }
 
 /* The node whose output is value (NULL: a graph input or an initializer). */
-static const Onnx__NodeProto *producer(const Onnx__GraphProto *g, const char *value) {
+static const Qat__Onnx__NodeProto *producer(const Qat__Onnx__GraphProto *g, const char *value) {
     for (size_t i = 0; i < g->n_node; i++)
         if (!strcmp(g->node[i]->output[0], value)) return g->node[i];
     return NULL;
 }
 
-static const Onnx__TensorProto *initializer(const Onnx__GraphProto *g, const char *name) {
+static const Qat__Onnx__TensorProto *initializer(const Qat__Onnx__GraphProto *g, const char *name) {
     for (size_t i = 0; i < g->n_initializer; i++)
         if (!strcmp(g->initializer[i]->name, name)) return g->initializer[i];
     return NULL;
 }
 
-static const Onnx__AttributeProto *attribute(const Onnx__NodeProto *n, const char *name) {
+static const Qat__Onnx__AttributeProto *attribute(const Qat__Onnx__NodeProto *n, const char *name) {
     for (size_t i = 0; n && i < n->n_attribute; i++)
         if (!strcmp(n->attribute[i]->name, name)) return n->attribute[i];
     return NULL;
 }
 
-static const char *metadata(const Onnx__ModelProto *m, const char *key) {
+static const char *metadata(const Qat__Onnx__ModelProto *m, const char *key) {
     for (size_t i = 0; i < m->n_metadata_props; i++)
         if (!strcmp(m->metadata_props[i]->key, key)) return m->metadata_props[i]->value;
     return NULL;
 }
 
-static float f32_at(const Onnx__TensorProto *t, size_t i) {
+static float f32_at(const Qat__Onnx__TensorProto *t, size_t i) {
     uint32_t u = 0;
     for (int k = 0; k < 4; k++) u |= (uint32_t)t->raw_data.data[4 * i + (size_t)k] << (8 * k);
     float f;
@@ -87,7 +87,7 @@ static float f32_at(const Onnx__TensorProto *t, size_t i) {
     return f;
 }
 
-static int32_t i32_at(const Onnx__TensorProto *t, size_t i) {
+static int32_t i32_at(const Qat__Onnx__TensorProto *t, size_t i) {
     uint32_t u = 0;
     for (int k = 0; k < 4; k++) u |= (uint32_t)t->raw_data.data[4 * i + (size_t)k] << (8 * k);
     return (int32_t)u;
@@ -117,54 +117,54 @@ static int files_in_dir(void) {
 /* The QDQ group of every op: the layer's node reads DequantizeLinear
  * outputs and feeds (through its clamp) the QuantizeLinear of its tensor
  * with that tensor's scale and zero point. */
-static void check_groups(const Onnx__GraphProto *g, const qat_qmodel *q) {
+static void check_groups(const Qat__Onnx__GraphProto *g, const qat_qmodel *q) {
     for (int i = 0; i < q->n_ops; i++) {
         const qat_qop *op = &q->ops[i];
         const qat_qtensor *out = &q->tensors[op->output];
-        const Onnx__NodeProto *n = node_named(g, op->name);
+        const Qat__Onnx__NodeProto *n = node_named(g, op->name);
         CU_ASSERT_FATAL(n != NULL);
         if (op->kind == QAT_QOP_LUT && op->lut == QAT_LUT_TABLE) {
             /* the table alone: Gather(real values, int32(input's integers) - qmin) */
-            const Onnx__NodeProto *sub = producer(g, n->input[1]);
+            const Qat__Onnx__NodeProto *sub = producer(g, n->input[1]);
             CU_ASSERT_FATAL(initializer(g, n->input[0]) && sub && !strcmp(sub->op_type, "Sub"));
-            const Onnx__NodeProto *cast = producer(g, sub->input[0]);
+            const Qat__Onnx__NodeProto *cast = producer(g, sub->input[0]);
             CU_ASSERT_FATAL(cast && !strcmp(cast->op_type, "Cast"));
             char in_q[64];
             snprintf(in_q, sizeof in_q, "%s.q", q->tensors[op->inputs[0]].name);
             CU_ASSERT_STRING_EQUAL(cast->input[0], in_q);
         } else
             for (size_t j = 0; j < (size_t)op->n_inputs; j++) {
-                const Onnx__NodeProto *in = producer(g, n->input[j]);
+                const Qat__Onnx__NodeProto *in = producer(g, n->input[j]);
                 CU_ASSERT(in && !strcmp(in->op_type, "DequantizeLinear"));
             }
         char qname[64];
         snprintf(qname, sizeof qname, "%s.q", out->name);
-        const Onnx__NodeProto *qn = producer(g, qname);
+        const Qat__Onnx__NodeProto *qn = producer(g, qname);
         CU_ASSERT_FATAL(qn != NULL);
         /* a clamp narrower than int8's saturation: an integer Clip after the Q */
         bool saturates = op->act_min <= -128 && op->act_max >= 127;
         if (!saturates && op->kind != QAT_QOP_GLOBAL_AVGPOOL) {
             CU_ASSERT_STRING_EQUAL_FATAL(qn->op_type, "Clip");
-            const Onnx__TensorProto *lo = initializer(g, qn->input[1]), *hi = initializer(g, qn->input[2]);
+            const Qat__Onnx__TensorProto *lo = initializer(g, qn->input[1]), *hi = initializer(g, qn->input[2]);
             CU_ASSERT_FATAL(lo && hi);
             CU_ASSERT((int8_t)lo->raw_data.data[0] == op->act_min && (int8_t)hi->raw_data.data[0] == op->act_max);
             qn = producer(g, qn->input[0]);
             CU_ASSERT_FATAL(qn != NULL);
         }
         CU_ASSERT_STRING_EQUAL_FATAL(qn->op_type, "QuantizeLinear");
-        const Onnx__TensorProto *s = initializer(g, qn->input[1]), *z = initializer(g, qn->input[2]);
+        const Qat__Onnx__TensorProto *s = initializer(g, qn->input[1]), *z = initializer(g, qn->input[2]);
         CU_ASSERT_FATAL(s && z);
         CU_ASSERT_EQUAL(s->n_dims, 0);
         CU_ASSERT_EQUAL(f32_at(s, 0), out->q.scale);
-        CU_ASSERT_EQUAL(z->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT8);
+        CU_ASSERT_EQUAL(z->data_type, QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT8);
         CU_ASSERT_EQUAL((int8_t)z->raw_data.data[0], out->q.zero_point);
         /* a clamp that QuantizeLinear's saturation makes redundant: Relu, or Clip(0, ~6), before the Q */
-        const Onnx__NodeProto *before = producer(g, qn->input[0]);
+        const Qat__Onnx__NodeProto *before = producer(g, qn->input[0]);
         CU_ASSERT_FATAL(before != NULL);
         if (saturates && op->act == QAT_ACT_RELU) CU_ASSERT_STRING_EQUAL(before->op_type, "Relu");
         if (saturates && op->act == QAT_ACT_RELU6) {
             CU_ASSERT_STRING_EQUAL_FATAL(before->op_type, "Clip");
-            const Onnx__TensorProto *lo = initializer(g, before->input[1]), *hi = initializer(g, before->input[2]);
+            const Qat__Onnx__TensorProto *lo = initializer(g, before->input[1]), *hi = initializer(g, before->input[2]);
             CU_ASSERT_FATAL(lo && hi);
             CU_ASSERT_EQUAL(f32_at(lo, 0), 0.0f);
             CU_ASSERT_EQUAL(f32_at(hi, 0), out->q.scale * (float)(op->act_max - out->q.zero_point));
@@ -174,25 +174,25 @@ static void check_groups(const Onnx__GraphProto *g, const qat_qmodel *q) {
         /* int8 weights per output channel (axis 0), int32 bias at s_in·s_w, zero point 0 */
         char name[64];
         snprintf(name, sizeof name, "%s.weight", op->name);
-        const Onnx__NodeProto *wd = producer(g, name);
+        const Qat__Onnx__NodeProto *wd = producer(g, name);
         CU_ASSERT_FATAL(wd && !strcmp(wd->op_type, "DequantizeLinear"));
-        const Onnx__AttributeProto *axis = attribute(wd, "axis");
+        const Qat__Onnx__AttributeProto *axis = attribute(wd, "axis");
         CU_ASSERT(axis && axis->i == 0);
-        const Onnx__TensorProto *w = initializer(g, wd->input[0]), *ws = initializer(g, wd->input[1]);
+        const Qat__Onnx__TensorProto *w = initializer(g, wd->input[0]), *ws = initializer(g, wd->input[1]);
         CU_ASSERT_FATAL(w && ws);
-        CU_ASSERT_EQUAL(w->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT8);
+        CU_ASSERT_EQUAL(w->data_type, QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT8);
         CU_ASSERT_EQUAL((int)w->n_dims, op->wq.rank);
         int64_t O = op->wq.shape[0], numel = (int64_t)w->raw_data.len, bad = 0;
         CU_ASSERT_EQUAL(ws->n_dims == 1 ? ws->dims[0] : -1, O);
         for (int64_t k = 0; k < numel; k++) bad += (int8_t)w->raw_data.data[k] != op->weight[k];
         for (int64_t o = 0; o < O; o++) bad += f32_at(ws, (size_t)o) != op->wq.scale[o];
         snprintf(name, sizeof name, "%s.bias", op->name);
-        const Onnx__NodeProto *bd = producer(g, name);
+        const Qat__Onnx__NodeProto *bd = producer(g, name);
         CU_ASSERT_FATAL(bd != NULL);
-        const Onnx__TensorProto *b = initializer(g, bd->input[0]), *bs = initializer(g, bd->input[1]),
+        const Qat__Onnx__TensorProto *b = initializer(g, bd->input[0]), *bs = initializer(g, bd->input[1]),
                                 *bz = initializer(g, bd->input[2]);
         CU_ASSERT_FATAL(b && bs && bz);
-        CU_ASSERT_EQUAL(b->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+        CU_ASSERT_EQUAL(b->data_type, QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
         float s_in = q->tensors[op->inputs[0]].q.scale;
         for (int64_t o = 0; o < O; o++) {
             bad += i32_at(b, (size_t)o) != op->bias[o] || i32_at(bz, (size_t)o) != 0;
@@ -215,16 +215,16 @@ static void test_every_op_exports_and_checks(void) {
     int kinds[QAT_QOP_KIND_COUNT] = {0};
     for (int i = 0; i < q.n_ops; i++) kinds[q.ops[i].kind]++;
     for (int k = 0; k < QAT_QOP_KIND_COUNT; k++) CU_ASSERT(kinds[k] > 0 || k == QAT_QOP_FLATTEN);
-    Onnx__ModelProto *mp = read_model(path);
+    Qat__Onnx__ModelProto *mp = read_model(path);
     CU_ASSERT_FATAL(mp && mp->graph);
-    const Onnx__GraphProto *g = mp->graph;
+    const Qat__Onnx__GraphProto *g = mp->graph;
     CU_ASSERT_EQUAL(mp->ir_version, QAT_ONNX_IR_VERSION);
     CU_ASSERT(mp->n_opset_import == 1 && mp->opset_import[0]->version == QAT_ONNX_OPSET);
     /* the input: the float image, batch symbolic; the output: float logits */
     CU_ASSERT_FATAL(g->n_input == 1 && g->n_output == 1);
     CU_ASSERT_STRING_EQUAL(g->input[0]->name, "input");
-    const Onnx__TensorShapeProto *is = g->input[0]->type->tensor_type->shape;
-    CU_ASSERT_EQUAL(g->input[0]->type->tensor_type->elem_type, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    const Qat__Onnx__TensorShapeProto *is = g->input[0]->type->tensor_type->shape;
+    CU_ASSERT_EQUAL(g->input[0]->type->tensor_type->elem_type, QAT__ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
     CU_ASSERT_FATAL(is->n_dim == 4);
     CU_ASSERT_STRING_EQUAL(is->dim[0]->dim_param, "N");
     CU_ASSERT(is->dim[1]->dim_value == 2 && is->dim[2]->dim_value == 10 && is->dim[3]->dim_value == 9);
@@ -237,14 +237,14 @@ static void test_every_op_exports_and_checks(void) {
                                                             "Mul"};
     for (int i = 0; i < q.n_ops; i++) {
         const qat_qop *op = &q.ops[i];
-        const Onnx__NodeProto *n = node_named(g, op->name);
+        const Qat__Onnx__NodeProto *n = node_named(g, op->name);
         CU_ASSERT_FATAL(n != NULL);
         const char *want = op->kind == QAT_QOP_LUT ? (const char *[]){"Sigmoid", "Tanh", "HardSwish", "Gather"}[op->lut]
                                                    : type_of[op->kind];
         if (strcmp(n->op_type, want)) printf("\n  %s: %s, want %s\n", op->name, n->op_type, want);
         CU_ASSERT_STRING_EQUAL(n->op_type, want);
         if (op->kind == QAT_QOP_CONV2D) {
-            const Onnx__AttributeProto *gr = attribute(n, "group"), *st2 = attribute(n, "strides"),
+            const Qat__Onnx__AttributeProto *gr = attribute(n, "group"), *st2 = attribute(n, "strides"),
                                        *pads = attribute(n, "pads"), *k = attribute(n, "kernel_shape");
             CU_ASSERT_FATAL(gr && st2 && pads && k);
             CU_ASSERT_EQUAL(gr->i, op->groups);
@@ -270,7 +270,7 @@ static void test_every_op_exports_and_checks(void) {
         qat_qtype_to_mlir(&q.ops[i].wq, want, sizeof want);
         CU_ASSERT(metadata(mp, key) && !strcmp(metadata(mp, key), want));
     }
-    onnx__model_proto__free_unpacked(mp, NULL);
+    qat__onnx__model_proto__free_unpacked(mp, NULL);
     /* serialize gives the file's bytes */
     q.config = "{\"run\": \"test\"}";
     uint8_t *bytes;
@@ -300,7 +300,7 @@ static void test_narrow_activations_are_clipped(void) {
     CU_ASSERT_EQUAL_FATAL(st, QAT_OK);
     qat_qmodel q;
     CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
-    Onnx__ModelProto *mp = read_model(path);
+    Qat__Onnx__ModelProto *mp = read_model(path);
     CU_ASSERT_FATAL(mp != NULL);
     int unclamped = 0, narrow = 0;
     for (int i = 0; i < q.n_ops; i++) {
@@ -311,17 +311,17 @@ static void test_narrow_activations_are_clipped(void) {
         narrow++;
         char name[64]; /* a global pool's clamp is on the pooled [N, C, 1, 1] tensor, before the Flatten */
         snprintf(name, sizeof name, "%s%s", q.tensors[op->output].name, op->kind == QAT_QOP_GLOBAL_AVGPOOL ? ".pool.q" : ".q");
-        const Onnx__NodeProto *n = producer(mp->graph, name);
-        const Onnx__NodeProto *in = n && n->n_input == 3 ? producer(mp->graph, n->input[0]) : NULL;
-        const Onnx__TensorProto *lo = n ? initializer(mp->graph, n->input[1]) : NULL;
+        const Qat__Onnx__NodeProto *n = producer(mp->graph, name);
+        const Qat__Onnx__NodeProto *in = n && n->n_input == 3 ? producer(mp->graph, n->input[0]) : NULL;
+        const Qat__Onnx__TensorProto *lo = n ? initializer(mp->graph, n->input[1]) : NULL;
         bool ok = n && !strcmp(n->op_type, "Clip") && in && !strcmp(in->op_type, "QuantizeLinear") && lo &&
-                  lo->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 && (int8_t)lo->raw_data.data[0] == op->act_min;
+                  lo->data_type == QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT8 && (int8_t)lo->raw_data.data[0] == op->act_min;
         if (!ok) printf("\n  %s: not an integer Clip of a QuantizeLinear\n", name);
         unclamped += !ok;
     }
     CU_ASSERT(narrow >= 8);
     CU_ASSERT_EQUAL(unclamped, 0);
-    onnx__model_proto__free_unpacked(mp, NULL);
+    qat__onnx__model_proto__free_unpacked(mp, NULL);
     int rc = checker(path);
     qat_ctx_free(ctx);
     if (rc >= 0) CU_ASSERT_EQUAL(rc, 0);
@@ -401,16 +401,16 @@ static void test_onnxruntime_runs_every_op(void) {
             if (variant == 0) CU_ASSERT(same >= N * K * 7 / 10 && maxd <= 3);
             if (level) continue;
             /* onnxruntime fused every op it has an integer kernel for (not Tanh, HardSwish) */
-            Onnx__ModelProto *om = read_model(opt);
+            Qat__Onnx__ModelProto *om = read_model(opt);
             CU_ASSERT_FATAL(om != NULL);
             int fused = 0;
             for (size_t i = 0; i < om->graph->n_node; i++) {
-                const Onnx__NodeProto *nd = om->graph->node[i];
+                const Qat__Onnx__NodeProto *nd = om->graph->node[i];
                 fused += !strncmp(nd->op_type, "QLinear", 7) || !strcmp(nd->op_type, "QGemm");
             }
             printf(" [%d integer kernels]", fused);
             CU_ASSERT(fused >= 10); /* 3 Conv, Gemm, 2 Add, Concat, AveragePool, GlobalAveragePool, Sigmoid */
-            onnx__model_proto__free_unpacked(om, NULL);
+            qat__onnx__model_proto__free_unpacked(om, NULL);
         }
         qat_engine_free(fe);
         qat_engine_free(e);
@@ -423,26 +423,26 @@ static void test_onnxruntime_runs_every_op(void) {
 /* Writes model `path` again as `probe` with one more graph output: the
  * int8 value "input.q", the input integers. */
 static bool write_probe(const char *path, const char *probe) {
-    Onnx__ModelProto *mp = read_model(path);
+    Qat__Onnx__ModelProto *mp = read_model(path);
     if (!mp || !mp->graph) return false;
-    Onnx__GraphProto *g = mp->graph;
-    Onnx__ValueInfoProto vi, *outs[8];
-    Onnx__TypeProto tp;
-    Onnx__TypeProto__Tensor tt;
-    onnx__value_info_proto__init(&vi), onnx__type_proto__init(&tp), onnx__type_proto__tensor__init(&tt);
-    tt.has_elem_type = 1, tt.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
-    tp.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tp.tensor_type = &tt;
+    Qat__Onnx__GraphProto *g = mp->graph;
+    Qat__Onnx__ValueInfoProto vi, *outs[8];
+    Qat__Onnx__TypeProto tp;
+    Qat__Onnx__TypeProto__Tensor tt;
+    qat__onnx__value_info_proto__init(&vi), qat__onnx__type_proto__init(&tp), qat__onnx__type_proto__tensor__init(&tt);
+    tt.has_elem_type = 1, tt.elem_type = QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT8;
+    tp.value_case = QAT__ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tp.tensor_type = &tt;
     vi.name = "input.q", vi.type = &tp;
     size_t n = g->n_output;
-    Onnx__ValueInfoProto **old = g->output;
+    Qat__Onnx__ValueInfoProto **old = g->output;
     for (size_t i = 0; i < n && i < 7; i++) outs[i] = old[i];
     outs[n] = &vi;
     g->output = outs, g->n_output = n + 1;
-    size_t len = onnx__model_proto__get_packed_size(mp);
+    size_t len = qat__onnx__model_proto__get_packed_size(mp);
     uint8_t *buf = malloc(len);
-    bool ok = buf && onnx__model_proto__pack(mp, buf) == len;
+    bool ok = buf && qat__onnx__model_proto__pack(mp, buf) == len;
     g->output = old, g->n_output = n; /* the unpacked message frees only its own */
-    onnx__model_proto__free_unpacked(mp, NULL);
+    qat__onnx__model_proto__free_unpacked(mp, NULL);
     FILE *f = ok ? fopen(probe, "wb") : NULL;
     ok = f && fwrite(buf, 1, len, f) == len;
     if (f) fclose(f);
@@ -492,26 +492,26 @@ static void normalized_input_case(int io_bits) {
     path_of(out, sizeof out, "norm-ort.f32");
     CU_ASSERT_EQUAL_FATAL(qat_onnx_export(m, 0, NULL, NULL, model), QAT_OK);
     /* the graph: input -> Div -> Sub -> Div -> Mul -> QuantizeLinear (scale 1) -> input.q */
-    Onnx__ModelProto *mp = read_model(model);
+    Qat__Onnx__ModelProto *mp = read_model(model);
     CU_ASSERT_FATAL(mp && mp->graph);
-    const Onnx__GraphProto *g = mp->graph;
+    const Qat__Onnx__GraphProto *g = mp->graph;
     const char *chain[6] = {"Clip", "QuantizeLinear", "Mul", "Div", "Sub", "Div"};
     const char *v = "input.q";
     for (int k = io_bits < 8 ? 0 : 1; k < 6; k++) {
-        const Onnx__NodeProto *nd = producer(g, v);
+        const Qat__Onnx__NodeProto *nd = producer(g, v);
         CU_ASSERT_FATAL(nd != NULL);
         CU_ASSERT_STRING_EQUAL(nd->op_type, chain[k]);
         v = nd->input[0];
     }
     CU_ASSERT_STRING_EQUAL(v, "input");
-    const Onnx__TensorProto *mt = initializer(g, "input.mean"), *us = initializer(g, "input.unit_scale");
+    const Qat__Onnx__TensorProto *mt = initializer(g, "input.mean"), *us = initializer(g, "input.unit_scale");
     CU_ASSERT_FATAL(mt && us);
     CU_ASSERT(mt->n_dims == 4 && mt->dims[1] == 3 && f32_at(mt, 2) == mean[2] && f32_at(us, 0) == 1.0f);
     const char *meta = metadata(mp, "qat.normalization");
     CU_ASSERT_FATAL(meta != NULL);
     CU_ASSERT_STRING_EQUAL(meta, "channels=3 divisor=255 mean=0.491400003,0.482199997,0.446500003 "
                                  "std=0.246999994,0.243499994,0.261599988 raw_uint8=1");
-    onnx__model_proto__free_unpacked(mp, NULL);
+    qat__onnx__model_proto__free_unpacked(mp, NULL);
     int rc = checker(model); /* onnx.checker, where Debian's python3-onnx is installed */
     if (rc >= 0) CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_FATAL(write_probe(model, probe));
@@ -652,10 +652,10 @@ static void test_replace_and_memory(void) {
     CU_ASSERT_EQUAL_FATAL(qat_onnx_export(m, 0, NULL, "second", path), QAT_OK);
     CU_ASSERT_EQUAL(qat_ctx_persist_bytes(ctx), persist);
     CU_ASSERT_EQUAL(files_in_dir(), files);
-    Onnx__ModelProto *mp = read_model(path);
+    Qat__Onnx__ModelProto *mp = read_model(path);
     CU_ASSERT_FATAL(mp != NULL);
     CU_ASSERT_STRING_EQUAL(metadata(mp, "qat.training_config"), "second");
-    onnx__model_proto__free_unpacked(mp, NULL);
+    qat__onnx__model_proto__free_unpacked(mp, NULL);
     remove(path);
     qat_ctx_free(ctx);
 }

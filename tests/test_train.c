@@ -281,6 +281,25 @@ static void test_trainer_learns_images(void) {
             CU_ASSERT(agree >= mi.n - 3);
             CU_ASSERT(fabs(mi.accuracy - r->test.accuracy) < 0.02);
             qat_metrics_free(&mi);
+            /* misuse: a NULL argument, a batch above the engine's, the wrong task for the data */
+            CU_ASSERT_EQUAL(qat_engine_evaluate(pctx, e, &q, d, QAT_SPLIT_TEST, NULL, &how, &mi), QAT_ERR_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(pctx), "NULL task"));
+            qat_ctx_clear_error(pctx);
+            CU_ASSERT_EQUAL(qat_engine_evaluate(pctx, e, &q, NULL, QAT_SPLIT_TEST, &task, &how, &mi), QAT_ERR_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(pctx), "NULL data set"));
+            qat_ctx_clear_error(pctx);
+            qat_engine_eval big = {.batch = 51};
+            CU_ASSERT_EQUAL(qat_engine_evaluate(pctx, e, &q, d, QAT_SPLIT_TEST, &task, &big, &mi), QAT_ERR_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(pctx), "batch 51 is more than the engine's max_batch 50"));
+            qat_ctx_clear_error(pctx);
+            qat_engine_eval dflt = {0}; /* batch 0: 64, but at most the engine's 50 */
+            CU_ASSERT_EQUAL(qat_engine_evaluate(pctx, e, &q, d, QAT_SPLIT_TEST, &task, &dflt, &mi), QAT_OK);
+            qat_metrics_free(&mi);
+            qat_task regress = {.kind = QAT_TASK_REGRESS};
+            CU_ASSERT_EQUAL(qat_engine_evaluate(pctx, e, &q, d, QAT_SPLIT_TEST, &regress, &how, &mi), QAT_ERR_ARG);
+            CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(pctx), "the regress task needs float targets in y; the test "
+                                          "split has class labels"));
+            qat_metrics_free(&mi);
             qat_engine_free(e);
             qat_ctx_free(pctx);
         }
@@ -511,6 +530,59 @@ static void test_trainer_refusals(void) {
     qat_ctx_free(ctx);
 }
 
+/* Calls a program can get wrong: NULLs refused (never a crash), the
+ * configuration checked by qat_trainer_new, a model not built, a second
+ * run; each with its reason on the context. */
+static void test_api_misuse(void) {
+    static image_set tr, te;
+    qat_ctx *ctx = qat_ctx_new();
+    qat_dataset *d = image_dataset(ctx, &tr, &te, 0);
+    CU_ASSERT_EQUAL(qat_trainer_steps_per_epoch(NULL), 0);
+    CU_ASSERT_EQUAL(qat_trainer_train_samples(NULL), 0);
+    CU_ASSERT_PTR_NULL(qat_trainer_result(NULL));
+    CU_ASSERT_EQUAL(qat_metrics_init(NULL, &(qat_task){0}, 4, 3), QAT_ERR_ARG);
+    qat_metrics mt;
+    CU_ASSERT_EQUAL_FATAL(qat_metrics_init(&mt, &(qat_task){.kind = QAT_TASK_CLASSIFY}, 4, 3), QAT_OK);
+    const float o[3] = {0, 1, 0};
+    CU_ASSERT_EQUAL(qat_metrics_add(&mt, 0, 1, o, NULL, NULL, NULL), QAT_ERR_ARG); /* no labels */
+    CU_ASSERT_EQUAL(qat_metrics_add(NULL, 0, 1, o, (int32_t[]){1}, NULL, NULL), QAT_ERR_ARG);
+    CU_ASSERT_EQUAL(qat_metrics_add(&mt, 0, 1, o, (int32_t[]){1}, NULL, NULL), QAT_OK);
+    qat_metrics_free(&mt);
+    qat_metrics_finish(NULL);
+
+    qat_model *m = model_of(ctx, tiny_cnn, 1);
+    qat_train_config c = config(d);
+    qat_trainer *t = NULL;
+    CU_ASSERT_EQUAL(qat_trainer_new(m, NULL, &t), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "qat_trainer_new: NULL cfg"));
+    qat_ctx_clear_error(ctx);
+    c.qcfg.wbits = 1;
+    CU_ASSERT_EQUAL(qat_trainer_new(m, &c, &t), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "bit widths must be 2..16 (weights 1"));
+    qat_ctx_clear_error(ctx);
+    c = config(d);
+    c.task.kind = (qat_task_kind)9;
+    CU_ASSERT_EQUAL(qat_trainer_new(m, &c, &t), QAT_ERR_ARG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "unknown task kind 9"));
+    qat_ctx_clear_error(ctx);
+    qat_model *raw = qat_model_new(ctx);
+    CU_ASSERT_EQUAL_FATAL(qat_model_from_text(raw, tiny_cnn, "test"), QAT_OK);
+    c = config(d);
+    CU_ASSERT_EQUAL(qat_trainer_new(raw, &c, &t), QAT_ERR_STATE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "not built yet"));
+    qat_ctx_clear_error(ctx);
+    c.epochs = 1;
+    CU_ASSERT_EQUAL_FATAL(qat_trainer_new(m, &c, &t), QAT_OK);
+    CU_ASSERT_EQUAL(qat_trainer_run(t), QAT_OK);
+    int64_t steps = qat_trainer_result(t)->steps;
+    CU_ASSERT_EQUAL(qat_trainer_run(t), QAT_ERR_STATE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "this trainer has run once"));
+    CU_ASSERT_EQUAL(qat_trainer_result(t)->steps, steps);
+    qat_trainer_free(t);
+    qat_dataset_free(d);
+    qat_ctx_free(ctx);
+}
+
 /* qat_data_check_units against hand-computed statistics: two channels of
  * 4 values a sample, channel c alternating lo[c] and hi[c] (mean (lo +
  * hi) / 2, population std (hi - lo) / 2), against a normalization made
@@ -587,6 +659,8 @@ int main(int argc, char **argv) {
         {"trainer: the best val epoch is saved; early stopping", test_best_epoch_and_early_stop},
         {"trainer: autoencoder AUC in float, fake and int; regression", test_autoencoder_and_regression},
         {"trainer: refusals name the reason", test_trainer_refusals},
+        {"trainer, metrics, engine evaluation: NULLs, configuration, an unbuilt model, a second run refused",
+         test_api_misuse},
         {"units: data far from the normalization's spread or mean refused, with the figures", test_units_check},
         {NULL, NULL},
     };

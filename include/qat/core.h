@@ -44,7 +44,7 @@ typedef enum {
 } qat_status;
 
 QAT_API const char *qat_status_str(qat_status s);
-/* The library's version ("0.1.0"): what files record as their producer. */
+/* The library's version ("0.3.0" for this one): what files record as their producer. */
 QAT_API const char *qat_version(void);
 
 /* A one-line, printf-formatted message into the caller's buffer msg (len

@@ -77,7 +77,8 @@ QAT_API qat_status qat_engine_run_u8(qat_engine *e, const uint8_t *x, int64_t n,
 
 typedef struct {
     int64_t limit;                 /* the first N samples of the split (0: all) */
-    int batch;                     /* samples per qat_engine_run: at most the engine's max_batch */
+    int batch;                     /* samples per qat_engine_run: at most the engine's max_batch (0: 64, or
+                                      max_batch when it is less) */
     int32_t *outputs_q;            /* [n, outputs]: every sample's output integers (int, fake), or NULL */
     float *outputs_f;              /* [n, outputs]: every sample's outputs as floats, or NULL */
     void (*progress)(void *user, int64_t done, int64_t total); /* after every batch (may be NULL) */

@@ -71,7 +71,9 @@ QAT_API qat_status qat_checkpoint_config(qat_ctx *ctx, const char *path, char *b
  * QAT as it was (global and per-layer settings), then its parameters,
  * buffers, LSQ scales, observers, mode flags and normalization loaded. *out lives in ctx. For export
  * and evaluation: no optimizer state is read. config (may be NULL) gets
- * the checkpoint's configuration text ("" if none), cut to len bytes. */
+ * the checkpoint's configuration text ("" if none); a text that does not
+ * fit in len bytes fails the call (QAT_ERR_FORMAT), as in
+ * qat_checkpoint_config. */
 QAT_API qat_status qat_checkpoint_model(qat_ctx *ctx, const char *path, qat_model **out, char *config,
                                         size_t len);
 /* The same, the rebuilt model held to limits (qat/layers.h; NULL: the

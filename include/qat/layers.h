@@ -333,6 +333,10 @@ typedef struct {
 } qat_prepare_config;
 
 QAT_API qat_prepare_config qat_prepare_defaults(void);
+/* Is c a configuration qat_prepare takes (bit widths 2..16, a known
+ * granularity and block sizes, compact block scales' conditions)? QAT_OK,
+ * or QAT_ERR_ARG with the reason on ctx. qat_prepare checks it too. */
+QAT_API qat_status qat_prepare_check(qat_ctx *ctx, const qat_prepare_config *c);
 
 /* Inserts fake quantization into the model's forward pass: on the input,
  * on every Linear/Conv weight (recomputed from the current weights at every

@@ -239,9 +239,13 @@ QAT_API qat_status qat_trainer_new(qat_model *m, const qat_train_config *cfg, qa
  * otherwise. A second call returns the first one's status. */
 QAT_API qat_status qat_trainer_start(qat_trainer *t);
 /* Trains (after qat_trainer_start): to the last epoch, stop_after, an
- * early stop or an interruption; then the final metrics and checkpoint. */
+ * early stop or an interruption; then the final metrics and checkpoint.
+ * Once per trainer (a second call: QAT_ERR_STATE); a new trainer with
+ * cfg.resume goes on from the checkpoint. */
 QAT_API qat_status qat_trainer_run(qat_trainer *t);
+/* The result so far (NULL for a NULL trainer). */
 QAT_API const qat_train_result *qat_trainer_result(const qat_trainer *t);
+/* Steps per epoch and training samples (0 for a NULL trainer). */
 QAT_API int64_t qat_trainer_steps_per_epoch(const qat_trainer *t);
 /* Writes the trainer's whole state (model, optimizers, loop) as a
  * training checkpoint, from any process (qat_trainer_run writes cfg.out
@@ -268,7 +272,8 @@ QAT_API bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, co
  * `outputs` output values? The samples' layout (qat_data_fits_input, with
  * a hint for images stored channels-last), class labels within the
  * outputs, and for the task *kind (NULL: none, the inputs and any class
- * labels only) a regression's y as wide as the outputs, an autoencoder's
+ * labels only) the y it needs (class labels, float targets; an
+ * autoencoder takes any), a regression's y as wide as the outputs, an autoencoder's
  * output as wide as its input. The checks the trainer and
  * qat_engine_evaluate make: QAT_OK, or QAT_ERR_SHAPE / QAT_ERR_ARG with
  * the message on ctx. */

@@ -421,7 +421,7 @@ qat_status qat_dataset_from_arrays(qat_ctx *ctx, const qat_array_split *train, c
     if (status != QAT_OK) return status;
     if (val && o.val_fraction > 0)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "arrays: a val split is given: a val fraction would make a second one");
-    qat_dataset *d = dataset_new(ctx, "", &o);
+    qat_dataset *d = dataset_new(ctx, "arrays", &o); /* the name messages give */
     if (!d) return QAT_ERR_NOMEM;
     d->format = "memory";
     const qat_array_split *in[QAT_SPLIT_COUNT] = {train, val, test};

@@ -62,7 +62,7 @@ typedef struct {
 struct qat_dataset {
     qat_ctx *ctx;
     const char *format;                  /* "hdf5", "npy", "idx", "memory" */
-    char *path;                          /* as given ("" for arrays) */
+    char *path;                          /* as given ("arrays" for arrays: messages name it) */
     qat_dataset_options opt;
     qat__store stores[QAT_SPLIT_COUNT];  /* by the split they came as */
     qat__split splits[QAT_SPLIT_COUNT];

@@ -42,6 +42,7 @@ qat_status qat_npy_save(qat_ctx *ctx, const char *path, qat_dtype t, int rank, c
     int64_t n = 1;
     for (int d = 0; d < rank; d++) n *= shape[d];
     size_t bytes = (size_t)n * qat_dtype_size(t), total = hl + bytes;
+    if (bytes && !data) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_npy_save: NULL data for %lld values", (long long)n);
     unsigned char *buf = malloc(total);
     if (!buf) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory for %zu bytes", path, total);
     memcpy(buf, head, hl);

@@ -98,8 +98,8 @@ qat_status qat__check_shape(qat_ctx *ctx, const char *file, const char *split, c
     int64_t p = 1;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 1)
-            return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: %s: %s samples of shape %s have a zero dimension", file,
-                                split, what, qat__shape_str(sh, sizeof sh, rank, shape));
+            return qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: %s: %s samples of shape %s have a %s dimension", file,
+                                split, what, qat__shape_str(sh, sizeof sh, rank, shape), shape[i] ? "negative" : "zero");
         if (shape[i] > QAT_DATA_MAX_SAMPLE / p)
             return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s: %s: %s samples of shape %s have more than %lld "
                                 "elements (the limit)", file, split, what, qat__shape_str(sh, sizeof sh, rank, shape),

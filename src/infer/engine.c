@@ -270,6 +270,8 @@ static qat_status run_float(qat_engine *e, const float *x, const uint8_t *xb, in
 
 /* ---- the public face ------------------------------------------------------------ */
 
+int64_t qat__engine_max_batch(const qat_engine *e) { return e->max_batch; }
+
 qat_engine *qat_engine_new(qat_ctx *ctx, const qat_qmodel *q, qat_engine_mode mode, int max_batch) {
     if (!ctx) return NULL;
     if (!q || q->n_ops < 1 || !q->tensors || max_batch < 1 || (unsigned)mode > QAT_ENGINE_FAKE) {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "qat/infer.h"
+#include "internal.h"
 
 static double now(void) {
     struct timespec ts;
@@ -16,6 +16,9 @@ static double now(void) {
 
 qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q, qat_dataset *d, qat_split s,
                                const qat_task *task, qat_engine_eval *opt, qat_metrics *out) {
+    if (!out || !q || !task || !opt || !e || !d)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_engine_evaluate: NULL %s",
+                            !out ? "out" : !q ? "q" : !task ? "task" : !opt ? "opt" : !e ? "engine" : "data set");
     memset(out, 0, sizeof *out);
     const qat_split_info *info = qat_dataset_info(d, s);
     if (!info) return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: the data set has no %s split", qat_split_str(s));
@@ -23,7 +26,11 @@ qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q,
     const qat_qtensor *it = &q->tensors[q->input];
     qat_status cs = qat_data_check(ctx, info, s, it->rank, it->shape, K, &task->kind);
     if (cs != QAT_OK) return cs;
-    int64_t n = opt->limit > 0 && opt->limit < info->n ? opt->limit : info->n, B = opt->batch > 0 ? opt->batch : 64;
+    int64_t max_b = qat__engine_max_batch(e), B = opt->batch > 0 ? opt->batch : max_b < 64 ? max_b : 64;
+    if (B > max_b)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: batch %lld is more than the engine's max_batch %lld",
+                            (long long)B, (long long)max_b);
+    int64_t n = opt->limit > 0 && opt->limit < info->n ? opt->limit : info->n;
     float *x = malloc((size_t)(B * in) * sizeof *x), *y = malloc((size_t)(B * K) * sizeof *y);
     float *t = task->kind == QAT_TASK_CLASSIFY ? NULL : malloc((size_t)(B * K) * sizeof *t);
     /* uint8 data goes in as bytes: the integer engine maps them through its

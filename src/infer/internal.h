@@ -6,4 +6,7 @@
 
 #include "qat/infer.h"
 
+/* The most samples e runs at once (qat_engine_new's max_batch). */
+int64_t qat__engine_max_batch(const qat_engine *e);
+
 #endif

@@ -46,6 +46,12 @@ qat_status qat__check_qat_config(qat_ctx *ctx, const qat_prepare_config *c) {
     return QAT_OK;
 }
 
+qat_status qat_prepare_check(qat_ctx *ctx, const qat_prepare_config *c) {
+    if (!ctx) return QAT_ERR_ARG;
+    if (!c) return qat_ctx_fail(ctx, QAT_ERR_ARG, "prepare: NULL configuration");
+    return qat__check_qat_config(ctx, c);
+}
+
 /* A fresh activation quantizer for configuration c at `bits`. */
 static qat__act_quant *new_act_quant(qat_model *m, const qat_prepare_config *c, int bits) {
     qat__act_quant *a = qat_ctx_alloc(m->ctx, QAT_MEM_PERSIST, sizeof *a);

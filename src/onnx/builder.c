@@ -18,7 +18,7 @@ struct qat__ob_chunk {
 void qat__ob_init(qat__onnx_builder *b, const char *graph_name) {
     memset(b, 0, sizeof *b);
     b->ok = true;
-    onnx__graph_proto__init(&b->graph);
+    qat__onnx__graph_proto__init(&b->graph);
     b->graph.name = qat__ob_str(b, "%s", graph_name);
 }
 
@@ -78,13 +78,13 @@ char *qat__ob_str(qat__onnx_builder *b, const char *fmt, ...) {
         if ((b)->ok) (list)[(count)++] = (item);                                 \
     } while (0)
 
-Onnx__NodeProto *qat__ob_node(qat__onnx_builder *b, const char *op_type, const char *name, int n,
+Qat__Onnx__NodeProto *qat__ob_node(qat__onnx_builder *b, const char *op_type, const char *name, int n,
                               const char *const *inputs, const char *output) {
-    Onnx__NodeProto *node = qat__ob_alloc(b, sizeof *node);
+    Qat__Onnx__NodeProto *node = qat__ob_alloc(b, sizeof *node);
     char **in = qat__ob_alloc(b, (size_t)n * sizeof *in);
     char **out = qat__ob_alloc(b, sizeof *out);
     if (!node || !in || !out) return NULL;
-    onnx__node_proto__init(node);
+    qat__onnx__node_proto__init(node);
     for (int i = 0; i < n; i++) in[i] = qat__ob_str(b, "%s", inputs[i]);
     out[0] = qat__ob_str(b, "%s", output);
     node->n_input = (size_t)n, node->input = in;
@@ -97,13 +97,13 @@ Onnx__NodeProto *qat__ob_node(qat__onnx_builder *b, const char *op_type, const c
 }
 
 /* A new attribute on node n (nodes have a handful: the list is copied). */
-static Onnx__AttributeProto *attr(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name,
-                                  Onnx__AttributeProto__AttributeType type) {
+static Qat__Onnx__AttributeProto *attr(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name,
+                                  Qat__Onnx__AttributeProto__AttributeType type) {
     if (!n) return NULL;
-    Onnx__AttributeProto *a = qat__ob_alloc(b, sizeof *a);
-    Onnx__AttributeProto **list = qat__ob_alloc(b, (n->n_attribute + 1) * sizeof *list);
+    Qat__Onnx__AttributeProto *a = qat__ob_alloc(b, sizeof *a);
+    Qat__Onnx__AttributeProto **list = qat__ob_alloc(b, (n->n_attribute + 1) * sizeof *list);
     if (!a || !list) return NULL;
-    onnx__attribute_proto__init(a);
+    qat__onnx__attribute_proto__init(a);
     a->name = qat__ob_str(b, "%s", name);
     a->has_type = 1, a->type = type;
     if (n->n_attribute) memcpy(list, n->attribute, n->n_attribute * sizeof *list);
@@ -112,18 +112,18 @@ static Onnx__AttributeProto *attr(qat__onnx_builder *b, Onnx__NodeProto *n, cons
     return a;
 }
 
-void qat__ob_attr_int(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name, int64_t v) {
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+void qat__ob_attr_int(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name, int64_t v) {
+    Qat__Onnx__AttributeProto *a = attr(b, n, name, QAT__ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     if (a) a->has_i = 1, a->i = v;
 }
 
-void qat__ob_attr_float(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name, float v) {
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+void qat__ob_attr_float(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name, float v) {
+    Qat__Onnx__AttributeProto *a = attr(b, n, name, QAT__ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     if (a) a->has_f = 1, a->f = v;
 }
 
-void qat__ob_attr_ints(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name, int count, const int64_t *v) {
-    Onnx__AttributeProto *a = attr(b, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+void qat__ob_attr_ints(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name, int count, const int64_t *v) {
+    Qat__Onnx__AttributeProto *a = attr(b, n, name, QAT__ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     int64_t *copy = a ? qat__ob_alloc(b, (size_t)count * sizeof *copy) : NULL;
     if (!copy) return;
     memcpy(copy, v, (size_t)count * sizeof *copy);
@@ -132,13 +132,13 @@ void qat__ob_attr_ints(qat__onnx_builder *b, Onnx__NodeProto *n, const char *nam
 
 /* An initializer's header; its bytes follow in raw_data (little-endian,
  * as ONNX defines raw_data whatever the host). */
-static Onnx__TensorProto *tensor(qat__onnx_builder *b, const char *name, int type, int rank, const int64_t *dims,
+static Qat__Onnx__TensorProto *tensor(qat__onnx_builder *b, const char *name, int type, int rank, const int64_t *dims,
                                  size_t bytes, uint8_t **raw) {
-    Onnx__TensorProto *t = qat__ob_alloc(b, sizeof *t);
+    Qat__Onnx__TensorProto *t = qat__ob_alloc(b, sizeof *t);
     int64_t *d = qat__ob_alloc(b, (size_t)rank * sizeof *d);
     *raw = qat__ob_alloc(b, bytes);
     if (!t || !d || !*raw) return NULL;
-    onnx__tensor_proto__init(t);
+    qat__onnx__tensor_proto__init(t);
     if (rank) memcpy(d, dims, (size_t)rank * sizeof *d); /* a scalar has no dims (and may pass NULL) */
     t->n_dims = (size_t)rank, t->dims = d;
     t->has_data_type = 1, t->data_type = type;
@@ -177,39 +177,39 @@ void qat__ob_init_floats(qat__onnx_builder *b, const char *name, int rank, const
     }
 }
 
-static Onnx__ValueInfoProto *value_info(qat__onnx_builder *b, const char *name, int elem_type, int rank,
+static Qat__Onnx__ValueInfoProto *value_info(qat__onnx_builder *b, const char *name, int elem_type, int rank,
                                         const int64_t *dims) {
-    Onnx__ValueInfoProto *vi = qat__ob_alloc(b, sizeof *vi);
-    Onnx__TypeProto *tp = qat__ob_alloc(b, sizeof *tp);
-    Onnx__TypeProto__Tensor *tt = qat__ob_alloc(b, sizeof *tt);
-    Onnx__TensorShapeProto *sh = qat__ob_alloc(b, sizeof *sh);
-    Onnx__TensorShapeProto__Dimension **dim = qat__ob_alloc(b, (size_t)(rank + 1) * sizeof *dim);
+    Qat__Onnx__ValueInfoProto *vi = qat__ob_alloc(b, sizeof *vi);
+    Qat__Onnx__TypeProto *tp = qat__ob_alloc(b, sizeof *tp);
+    Qat__Onnx__TypeProto__Tensor *tt = qat__ob_alloc(b, sizeof *tt);
+    Qat__Onnx__TensorShapeProto *sh = qat__ob_alloc(b, sizeof *sh);
+    Qat__Onnx__TensorShapeProto__Dimension **dim = qat__ob_alloc(b, (size_t)(rank + 1) * sizeof *dim);
     if (!vi || !tp || !tt || !sh || !dim) return NULL;
-    onnx__value_info_proto__init(vi);
-    onnx__type_proto__init(tp);
-    onnx__type_proto__tensor__init(tt);
-    onnx__tensor_shape_proto__init(sh);
+    qat__onnx__value_info_proto__init(vi);
+    qat__onnx__type_proto__init(tp);
+    qat__onnx__type_proto__tensor__init(tt);
+    qat__onnx__tensor_shape_proto__init(sh);
     for (int d = 0; d <= rank; d++) {
-        Onnx__TensorShapeProto__Dimension *x = qat__ob_alloc(b, sizeof *x);
+        Qat__Onnx__TensorShapeProto__Dimension *x = qat__ob_alloc(b, sizeof *x);
         if (!x) return NULL;
-        onnx__tensor_shape_proto__dimension__init(x);
-        if (d == 0) x->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, x->dim_param = qat__ob_str(b, "N");
-        else x->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, x->dim_value = dims[d - 1];
+        qat__onnx__tensor_shape_proto__dimension__init(x);
+        if (d == 0) x->value_case = QAT__ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, x->dim_param = qat__ob_str(b, "N");
+        else x->value_case = QAT__ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, x->dim_value = dims[d - 1];
         dim[d] = x;
     }
     sh->n_dim = (size_t)rank + 1, sh->dim = dim;
     tt->has_elem_type = 1, tt->elem_type = elem_type, tt->shape = sh;
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tp->tensor_type = tt;
+    tp->value_case = QAT__ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, tp->tensor_type = tt;
     vi->name = qat__ob_str(b, "%s", name), vi->type = tp;
     return b->ok ? vi : NULL;
 }
 
 void qat__ob_input(qat__onnx_builder *b, const char *name, int elem_type, int rank, const int64_t *dims) {
-    Onnx__ValueInfoProto *vi = value_info(b, name, elem_type, rank, dims);
+    Qat__Onnx__ValueInfoProto *vi = value_info(b, name, elem_type, rank, dims);
     if (vi) PUSH(b, b->graph.input, b->graph.n_input, b->cap_in, vi);
 }
 
 void qat__ob_output(qat__onnx_builder *b, const char *name, int elem_type, int rank, const int64_t *dims) {
-    Onnx__ValueInfoProto *vi = value_info(b, name, elem_type, rank, dims);
+    Qat__Onnx__ValueInfoProto *vi = value_info(b, name, elem_type, rank, dims);
     if (vi) PUSH(b, b->graph.output, b->graph.n_output, b->cap_out, vi);
 }

@@ -15,22 +15,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "onnx.pb-c.h"
+#include "qat_onnx.pb-c.h"
 #include "qat/core.h"
 
 /* ONNX TensorProto.DataType values the export uses. */
 enum {
-    QAT__ONNX_FLOAT = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-    QAT__ONNX_UINT8 = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8,
-    QAT__ONNX_INT8 = ONNX__TENSOR_PROTO__DATA_TYPE__INT8,
-    QAT__ONNX_INT32 = ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
+    QAT__ONNX_FLOAT = QAT__ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+    QAT__ONNX_UINT8 = QAT__ONNX__TENSOR_PROTO__DATA_TYPE__UINT8,
+    QAT__ONNX_INT8 = QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT8,
+    QAT__ONNX_INT32 = QAT__ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
 };
 
 typedef struct qat__ob_chunk qat__ob_chunk;
 typedef struct {
     qat__ob_chunk *mem; /* the arena of every message: the chunk being filled, the older ones behind it */
     bool ok;        /* false after a failed allocation */
-    Onnx__GraphProto graph;
+    Qat__Onnx__GraphProto graph;
     size_t cap_node, cap_init, cap_in, cap_out;
 } qat__onnx_builder;
 
@@ -47,11 +47,11 @@ void *qat__ob_alloc(qat__onnx_builder *b, size_t bytes);
 
 /* A node of the default domain with n inputs ("" for an omitted optional
  * one) and one output; NULL after a failure. */
-Onnx__NodeProto *qat__ob_node(qat__onnx_builder *b, const char *op_type, const char *name, int n,
+Qat__Onnx__NodeProto *qat__ob_node(qat__onnx_builder *b, const char *op_type, const char *name, int n,
                               const char *const *inputs, const char *output);
-void qat__ob_attr_int(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name, int64_t v);
-void qat__ob_attr_float(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name, float v);
-void qat__ob_attr_ints(qat__onnx_builder *b, Onnx__NodeProto *n, const char *name, int count, const int64_t *v);
+void qat__ob_attr_int(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name, int64_t v);
+void qat__ob_attr_float(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name, float v);
+void qat__ob_attr_ints(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const char *name, int count, const int64_t *v);
 
 /* Initializers of rank 0..4 (rank 0: a scalar), from int32 values
  * (stored as int8, uint8 or int32 by type) or floats, little-endian. */

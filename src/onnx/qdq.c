@@ -219,7 +219,7 @@ static const char *dequantized_const(qdq *x, const char *name, int type, int ran
     qat__ob_init_floats(b, sn, per_channel, dims, scale);
     qat__ob_init_ints(b, zn, type, per_channel, dims, zp);
     const char *in[3] = {qn, sn, zn};
-    Onnx__NodeProto *node = qat__ob_node(b, "DequantizeLinear", name, 3, in, name);
+    Qat__Onnx__NodeProto *node = qat__ob_node(b, "DequantizeLinear", name, 3, in, name);
     if (per_channel) qat__ob_attr_int(b, node, "axis", 0);
     return name;
 }
@@ -245,7 +245,7 @@ static const char *bias(qdq *x, const qat_qop *op) {
 
 /* ---- ops ------------------------------------------------------------------------------ */
 
-static void window(qat__onnx_builder *b, Onnx__NodeProto *n, const qat_qop *op) {
+static void window(qat__onnx_builder *b, Qat__Onnx__NodeProto *n, const qat_qop *op) {
     qat__ob_attr_ints(b, n, "kernel_shape", 2, (int64_t[]){op->kh, op->kw});
     qat__ob_attr_ints(b, n, "strides", 2, (int64_t[]){op->stride_h, op->stride_w});
     qat__ob_attr_ints(b, n, "pads", 4, (int64_t[]){op->pad_h, op->pad_w, op->pad_h, op->pad_w});
@@ -264,7 +264,7 @@ static void table(qdq *x, const qat_qop *op, const char *f) {
     const char *i32 = qat__ob_str(b, "%s.lut_int32", n), *idx = qat__ob_str(b, "%s.lut_index", n);
     const char *lo = qat__ob_str(b, "%s.lut_qmin", n), *vals = qat__ob_str(b, "%s.lut_table", n);
     const char *qv = x->qv[op->inputs[0]];
-    Onnx__NodeProto *c = qat__ob_node(b, "Cast", i32, 1, &qv, i32);
+    Qat__Onnx__NodeProto *c = qat__ob_node(b, "Cast", i32, 1, &qv, i32);
     qat__ob_attr_int(b, c, "to", QAT__ONNX_INT32);
     qat__ob_init_ints(b, lo, QAT__ONNX_INT32, 0, NULL, &in->qmin);
     const char *sub[2] = {i32, lo};
@@ -286,7 +286,7 @@ static void emit(qdq *x, const qat_qop *op) {
     for (int j = 0; j < op->n_inputs; j++) in[j] = gather ? NULL : dq(x, op->inputs[j]);
     qat_act_kind act = op->act;
     int32_t lo = op->act_min, hi = op->act_max;
-    Onnx__NodeProto *n = NULL;
+    Qat__Onnx__NodeProto *n = NULL;
     switch (op->kind) {
     case QAT_QOP_LINEAR:
     case QAT_QOP_CONV2D: {
@@ -368,7 +368,7 @@ static qat_status unique(const char **all, size_t n, const char *what, qat__onnx
 }
 
 static qat_status check_names(const qat__onnx_builder *b, qat__onnx_err *err) {
-    const Onnx__GraphProto *g = &b->graph;
+    const Qat__Onnx__GraphProto *g = &b->graph;
     size_t n = g->n_input + g->n_initializer + g->n_node, k = 0;
     const char **all = malloc((n ? n : 1) * sizeof *all);
     if (!all) return qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");

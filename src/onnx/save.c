@@ -25,17 +25,17 @@ qat_status qat__onnx_fail(qat__onnx_err *e, qat_status st, const char *fmt, ...)
 
 typedef struct {
     qat__onnx_builder *b;
-    Onnx__StringStringEntryProto **props;
+    Qat__Onnx__StringStringEntryProto **props;
     size_t n, cap;
 } metadata;
 
 static void put(metadata *md, const char *key, const char *value) {
-    Onnx__StringStringEntryProto *e = qat__ob_alloc(md->b, sizeof *e);
+    Qat__Onnx__StringStringEntryProto *e = qat__ob_alloc(md->b, sizeof *e);
     if (!e || md->n == md->cap) {
         md->b->ok = false;
         return;
     }
-    onnx__string_string_entry_proto__init(e);
+    qat__onnx__string_string_entry_proto__init(e);
     e->key = qat__ob_str(md->b, "%s", key);
     e->value = qat__ob_str(md->b, "%s", value);
     md->props[md->n++] = e;
@@ -65,7 +65,7 @@ static const char *normalization_text(qat__onnx_builder *b, const qat_normalizat
 
 /* What a reader needs to know where the file came from and to check its
  * types against qat's: the keys are in docs/onnx.md. */
-static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Onnx__ModelProto *m) {
+static void fill_metadata(qat__onnx_builder *b, const qat_qmodel *q, Qat__Onnx__ModelProto *m) {
     metadata md = {.b = b, .cap = 9 + (size_t)q->n_ops + (size_t)q->n_tensors};
     md.props = qat__ob_alloc(b, md.cap * sizeof *md.props);
     if (!md.props) return;
@@ -104,11 +104,11 @@ static qat_status pack(qat__onnx_err *err, const qat_qmodel *q, uint8_t **bytes,
     qat__onnx_builder b; /* every message of the model in its arena, freed at once below */
     qat__ob_init(&b, "qat");
     st = b.ok ? qat__onnx_graph(&b, q, err) : qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
-    Onnx__ModelProto m;
-    onnx__model_proto__init(&m);
-    Onnx__OperatorSetIdProto opset;
-    onnx__operator_set_id_proto__init(&opset);
-    Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+    Qat__Onnx__ModelProto m;
+    qat__onnx__model_proto__init(&m);
+    Qat__Onnx__OperatorSetIdProto opset;
+    qat__onnx__operator_set_id_proto__init(&opset);
+    Qat__Onnx__OperatorSetIdProto *opsets[1] = {&opset};
     if (st == QAT_OK) {
         opset.domain = "";
         opset.has_version = 1, opset.version = QAT_ONNX_OPSET;
@@ -125,10 +125,10 @@ static qat_status pack(qat__onnx_err *err, const qat_qmodel *q, uint8_t **bytes,
         if (!b.ok) st = qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory");
     }
     if (st == QAT_OK) {
-        *size = onnx__model_proto__get_packed_size(&m);
+        *size = qat__onnx__model_proto__get_packed_size(&m);
         *bytes = malloc(*size ? *size : 1);
         if (!*bytes) st = qat__onnx_fail(err, QAT_ERR_NOMEM, "onnx: out of memory (%zu bytes)", *size);
-        else if (onnx__model_proto__pack(&m, *bytes) != *size)
+        else if (qat__onnx__model_proto__pack(&m, *bytes) != *size)
             st = qat__onnx_fail(err, QAT_ERR_STATE, "onnx: protobuf-c packed a size other than it measured");
     }
     if (st != QAT_OK) free(*bytes), *bytes = NULL, *size = 0;

@@ -35,6 +35,13 @@ qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *i, qat_split s, in
                             hwc ? " (images stored [N, H, W, C]? read them channels-last: qat's --channels-last, the "
                                   "data options' channels_last)" : "");
     }
+    if (kind && *kind != QAT_TASK_AUTOENCODER) { /* an autoencoder may ignore a y the set carries */
+        static const char *const what[] = {"no y", "class labels", "float targets"};
+        qat_target_kind want = *kind == QAT_TASK_CLASSIFY ? QAT_TARGET_CLASS : QAT_TARGET_VALUES;
+        if (i->target != want)
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "the %s task needs %s in y; the %s split has %s",
+                                qat_task_kind_str(*kind), what[want], qat_split_str(s), what[i->target]);
+    }
     bool classify = !kind || *kind == QAT_TASK_CLASSIFY;
     if (classify && i->target == QAT_TARGET_CLASS && i->label_max >= outputs)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "

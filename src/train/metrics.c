@@ -25,6 +25,7 @@ void qat_metrics_free(qat_metrics *m) {
 }
 
 qat_status qat_metrics_init(qat_metrics *m, const qat_task *task, int64_t n, int64_t out_numel) {
+    if (!m) return QAT_ERR_ARG;
     memset(m, 0, sizeof *m);
     if (!task || n < 0 || out_numel < 1 || (task->kind == QAT_TASK_CLASSIFY && out_numel > QAT_MAX_CLASSES))
         return QAT_ERR_ARG;
@@ -55,7 +56,8 @@ static double xent(const float *l, int64_t K, int32_t y) {
 
 qat_status qat_metrics_add(qat_metrics *m, int64_t first, int64_t n, const float *outputs, const int32_t *labels,
                            const float *targets, const uint8_t *anomaly) {
-    if (first < 0 || n < 0 || first + n > m->cap || !outputs) return QAT_ERR_ARG;
+    if (!m || first < 0 || n < 0 || first + n > m->cap || !outputs) return QAT_ERR_ARG;
+    if (n > 0 && (m->task == QAT_TASK_CLASSIFY ? !labels : !targets)) return QAT_ERR_ARG;
     int64_t K = m->out_numel;
     for (int64_t i = 0; i < n; i++) {
         const float *o = outputs + i * K;
@@ -90,6 +92,7 @@ qat_status qat_metrics_add(qat_metrics *m, int64_t first, int64_t n, const float
 }
 
 void qat_metrics_finish(qat_metrics *m) {
+    if (!m) return;
     double n = m->n > 0 ? (double)m->n : 1.0;
     if (m->task == QAT_TASK_CLASSIFY) {
         m->accuracy = (double)m->correct / n;

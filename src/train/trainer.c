@@ -41,7 +41,7 @@ struct qat_trainer {
     int size, rank;
     int first_epoch;   /* qat_trainer_start's: where the loop begins */
     int64_t start_s;
-    bool started;
+    bool started, ran; /* qat_trainer_start and qat_trainer_run called */
     qat_status start_status;
     qat_train_result r;
 };
@@ -70,9 +70,9 @@ qat_train_config qat_train_defaults(void) {
                               .norm_mode = QAT_NORM_FROM_DATA};
 }
 
-int64_t qat_trainer_steps_per_epoch(const qat_trainer *t) { return t->steps_per_epoch; }
-int64_t qat_trainer_train_samples(const qat_trainer *t) { return t->n; }
-const qat_train_result *qat_trainer_result(const qat_trainer *t) { return &t->r; }
+int64_t qat_trainer_steps_per_epoch(const qat_trainer *t) { return t ? t->steps_per_epoch : 0; }
+int64_t qat_trainer_train_samples(const qat_trainer *t) { return t ? t->n : 0; }
+const qat_train_result *qat_trainer_result(const qat_trainer *t) { return t ? &t->r : NULL; }
 
 void qat_trainer_free(qat_trainer *t) {
     if (!t) return;
@@ -101,17 +101,9 @@ static qat_status check_task(qat_trainer *t) {
     free(ranks), free(shapes);
     if (st == QAT_ERR_NOMEM) return qat_ctx_fail(ctx, st, "trainer: out of memory");
     if (st != QAT_OK) return st;
-    const qat_target_kind want = k->kind == QAT_TASK_CLASSIFY ? QAT_TARGET_CLASS
-                                 : k->kind == QAT_TASK_REGRESS ? QAT_TARGET_VALUES
-                                                               : QAT_TARGET_NONE;
-    static const char *const what[] = {"no y", "class labels", "float targets"};
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         const qat_split_info *i = qat_dataset_info(t->c.data, (qat_split)s);
         if (!i) continue;
-        /* an autoencoder may ignore a y the set carries; the others need theirs */
-        if (i->target != want && !(k->kind == QAT_TASK_AUTOENCODER))
-            return qat_ctx_fail(ctx, QAT_ERR_ARG, "the %s task needs %s in y; the %s split has %s",
-                                qat_task_kind_str(k->kind), what[want], qat_split_str((qat_split)s), what[i->target]);
         if ((st = qat_data_check(ctx, i, (qat_split)s, t->in_rank, t->in_shape, t->out_numel, &k->kind)) != QAT_OK)
             return st;
     }
@@ -144,6 +136,11 @@ static qat_status check_config(qat_trainer *t) {
     qat_ctx *ctx = t->ctx;
     const qat_train_config *c = &t->c;
     if (!c->data) return qat_ctx_fail(ctx, QAT_ERR_ARG, "trainer: no data set");
+    if ((unsigned)c->task.kind > QAT_TASK_AUTOENCODER)
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "trainer: unknown task kind %d", (int)c->task.kind);
+    if (qat_model_n_params(t->m) == 0)
+        return qat_ctx_fail(ctx, QAT_ERR_STATE, "trainer: the model has no parameters (not built yet? "
+                            "qat_model_build)");
     t->tr = qat_dataset_info(c->data, QAT_SPLIT_TRAIN), t->te = qat_dataset_info(c->data, QAT_SPLIT_TEST);
     t->va = qat_dataset_info(c->data, QAT_SPLIT_VAL);
     if (!t->tr || !t->te) return qat_ctx_fail(ctx, QAT_ERR_ARG, "trainer: the data set needs train and test splits");
@@ -162,7 +159,8 @@ static qat_status check_config(qat_trainer *t) {
                             "(carve one from train: the data set's val_fraction, the tool's --val)",
                             c->best_out ? "a best checkpoint" : "early stopping");
     if (c->save_every && !c->out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "trainer: save_every needs out");
-    qat_status st = qat_augment_check(ctx, &c->augment, t->in_rank, t->in_shape);
+    qat_status st = c->qat ? qat_prepare_check(ctx, &c->qcfg) : QAT_OK;
+    if (st == QAT_OK) st = qat_augment_check(ctx, &c->augment, t->in_rank, t->in_shape);
     if (st == QAT_OK) st = check_task(t);
     if (st != QAT_OK) return st;
     t->metric = c->metric ? c->metric : c->task.kind == QAT_TASK_CLASSIFY ? "accuracy" : "loss";
@@ -242,7 +240,8 @@ static qat_status setup(qat_trainer *t) {
 }
 
 qat_status qat_trainer_new(qat_model *m, const qat_train_config *cfg, qat_trainer **out) {
-    if (!m || !cfg || !out) return QAT_ERR_ARG;
+    if (!m) return QAT_ERR_ARG;
+    if (!cfg || !out) return qat_ctx_fail(qat_model_ctx(m), QAT_ERR_ARG, "qat_trainer_new: NULL %s", !cfg ? "cfg" : "out");
     *out = NULL;
     qat_trainer *t = calloc(1, sizeof *t);
     if (!t) return qat_ctx_fail(qat_model_ctx(m), QAT_ERR_NOMEM, "trainer: out of memory");
@@ -556,6 +555,10 @@ qat_status qat_trainer_start(qat_trainer *t) {
 
 qat_status qat_trainer_run(qat_trainer *t) {
     if (!t) return QAT_ERR_ARG;
+    if (t->ran)
+        return qat_ctx_fail(t->ctx, QAT_ERR_STATE, "qat_trainer_run: this trainer has run once; a new trainer goes on "
+                            "from its checkpoint (cfg.resume)");
+    t->ran = true;
     qat_status st = qat_trainer_start(t);
     int first_epoch = t->first_epoch;
     int64_t start_s = t->start_s;
