@@ -5,10 +5,12 @@
 # checks, into a private apt state (the machine's apt configuration is not
 # touched), then the one header out of the upstream tarball. The cycle-pricing
 # plugin (bench/m4cycles) is built against it.
-#   fetch-qemu-plugin-header.sh DEST_DIR      -> DEST_DIR/qemu-plugin.h
+#   fetch-qemu-plugin-header.sh [DEST_DIR]    -> DEST_DIR/qemu-plugin.h
+# DEST_DIR defaults to the repository's .deps/qemu-plugin, where CMake
+# looks for it (QAT_QEMU_PLUGIN_INCLUDE).
 # Exit 77 when qemu-system-arm is not installed; 1 when the download fails.
 set -euo pipefail
-dest=${1:?usage: fetch-qemu-plugin-header.sh DEST_DIR}
+dest=${1:-$(cd "$(dirname "$0")/.." && pwd)/.deps/qemu-plugin}
 ver=$(dpkg-query -W -f='${source:Version}' qemu-system-arm 2>/dev/null) || {
   echo "fetch-qemu-plugin-header: qemu-system-arm is not installed (scripts/setup-mcu.sh)" >&2; exit 77; }
 [ -n "$ver" ] || { echo "fetch-qemu-plugin-header: no qemu-system-arm version" >&2; exit 77; }

@@ -749,6 +749,7 @@ static void test_export_tflite(void) {
     /* what the options say alone is refused before the checkpoint is read */
     const char *early[][2] = {{"--tflite x.tflite --rounding single", "--rounding single and --tflite"},
                               {"--c cx --name 9bad", "--name \"9bad\" is not a C identifier"},
+                              {"--c cx --name stdint", "stdint.h would hide the standard header <stdint.h>"},
                               {"--out x.qat.h5 --name foo", "--name is for --c DIR"}};
     for (size_t i = 0; i < sizeof early / sizeof *early; i++) {
         snprintf(args, sizeof args, "export --checkpoint /nonexistent.ckpt.h5 %s", early[i][0]);

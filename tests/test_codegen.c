@@ -849,6 +849,10 @@ static void test_cli_export_c(void) {
     snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' >/dev/null 2>&1", bin, path);
     int rc = system(cmd);
     CU_ASSERT(WIFEXITED(rc) && WEXITSTATUS(rc) == 2);
+    /* a name whose NAME.h would hide a standard header from a build that includes DIR */
+    CU_ASSERT(!qat_codegen_name_ok("stdint") && qat_codegen_name_reserved("stdint"));
+    CU_ASSERT(!qat_codegen_name_ok("arm_acle") && !qat_codegen_name_ok("string"));
+    CU_ASSERT(qat_codegen_name_ok("stdint2") && qat_codegen_name_ok("strings") && !qat_codegen_name_reserved("model"));
     snprintf(cmd, sizeof cmd, "'%s' export --quantized '%s' --c '%s' --name 9lives 2>&1 | grep -q 'not a C identifier'", bin,
              path, dir);
     CU_ASSERT_EQUAL(system(cmd), 0);

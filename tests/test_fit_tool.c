@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli_util.h"
+#include "qat/data.h"
 #include "test_util.h"
 
 static const char *data;
@@ -68,6 +69,11 @@ static void test_fit_lenet_half_flash(void) {
     if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
     char args[2048], err[1 << 15], line[4096], path[400];
     static char out[1 << 16];
+    /* an earlier run's products in the folder: removed first, never mixed with this run's */
+    snprintf(args, sizeof args, "mkdir -p '%s/fit/c/m4' '%s/fit/cycles/w4' && touch '%s/fit/c/m4/old.cycles' "
+             "'%s/fit/cycles/w4/old' '%s/fit/front.png' '%s/fit/mine.txt'", cli_dir, cli_dir, cli_dir, cli_dir, cli_dir,
+             cli_dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
     snprintf(args, sizeof args, "fit --checkpoint '%s' --model lenet --data '%s' --flash 30735 --ram 3763 --calib 500 "
              "--ft-epochs 1 --limit-train 1280 --limit-test 300 --out '%s/fit' --name lenet --json", ckpt, data, cli_dir);
     int rc = cli_run(args, err, sizeof err, out, sizeof out);
@@ -94,6 +100,18 @@ static void test_fit_lenet_half_flash(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(qnet, want));
     snprintf(path, sizeof path, "%s/fit/c/lenet.elf", cli_dir);
     CU_ASSERT_EQUAL(access(path, R_OK), 0);
+    const char *gone[] = {"c/m4", "cycles"}, *kept[] = {"mine.txt", "front.png", "stack/trained/lenet.elf",
+                                                        "stack/w2/lenet.elf", "stack/w8/lenet.elf"};
+    for (size_t i = 0; i < sizeof gone / sizeof *gone; i++) {
+        snprintf(path, sizeof path, "%s/fit/%s", cli_dir, gone[i]);
+        CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    }
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) { /* the user's file, and this run's */
+        snprintf(path, sizeof path, "%s/fit/%s", cli_dir, kept[i]);
+        CU_ASSERT_EQUAL(access(path, F_OK), 0);
+    }
+    /* the stack held back from --ram is the largest of the builds at every width (docs/fit.md, "Stack") */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "stack"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "fit 5/5"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "adam lr 0.0002,")); /* the fine-tune at a tenth of the checkpoint's 0.002 */
 }
@@ -187,6 +205,50 @@ static void test_fit_nothing_fits(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "arena is at least"));
 }
 
+/* Data and models refused before any work, exit 2, nothing written:
+ * samples of another shape than the checkpoint's model takes, a
+ * convolution the C generator cannot run (before the training), a
+ * checkpoint among the files the run writes anew. */
+static void test_fit_refused_early(void) {
+    if (!fixture()) CU_FAIL_FATAL("the fixture's training run failed");
+    char args[2048], err[8192], dir[300], path[400];
+    snprintf(dir, sizeof dir, "%s/odd", cli_dir);
+    snprintf(args, sizeof args, "mkdir -p '%s'", dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    qat_ctx *ctx = qat_ctx_new();
+    static uint8_t x[20 * 100];
+    static int32_t y[20];
+    for (int i = 0; i < 20; i++) y[i] = i % 10;
+    const char *parts[] = {"train", "test"};
+    for (int s = 0; s < 2; s++) {
+        snprintf(path, sizeof path, "%s/%s_x.npy", dir, parts[s]);
+        CU_ASSERT_EQUAL(qat_npy_save(ctx, path, QAT_DT_U8, 4, (int64_t[]){20, 1, 10, 10}, x), QAT_OK);
+        snprintf(path, sizeof path, "%s/%s_y.npy", dir, parts[s]);
+        CU_ASSERT_EQUAL(qat_npy_save(ctx, path, QAT_DT_I32, 1, (int64_t[]){20}, y), QAT_OK);
+    }
+    qat_ctx_free(ctx);
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' --flash 40000 --no-link --out '%s/early'", ckpt, dir,
+             cli_dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the data's samples are [1, 10, 10], the model's input is [1, 28, 28]"));
+    snprintf(path, sizeof path, "%s/early", cli_dir);
+    CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    snprintf(args, sizeof args, "fit --model lenet --granularity block:8 --data '%s' --limit-train 1280 --flash 40000 "
+             "--no-link --out '%s/early'", data, cli_dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "layer conv1 (conv2d) has sub-channel weights"));
+    CU_ASSERT_PTR_NULL(strstr(err, "fit 1/5")); /* before the training */
+    CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    snprintf(args, sizeof args, "mkdir -p '%s/early' && cp '%s' '%s/early/fit.ckpt.h5'", cli_dir, ckpt, cli_dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    snprintf(args, sizeof args, "fit --checkpoint '%s/early/fit.ckpt.h5' --data '%s' --flash 40000 --no-link "
+             "--out '%s/early'", cli_dir, data, cli_dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "which this run writes anew"));
+    snprintf(path, sizeof path, "%s/early/fit.ckpt.h5", cli_dir);
+    CU_ASSERT_EQUAL(access(path, R_OK), 0);
+}
+
 /* Options refused before any work: one line, exit 2 (a missing compiler: 1). */
 static void test_fit_bad_options(void) {
     static const struct {
@@ -202,6 +264,7 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --core cortex-a53", "--core \"cortex-a53\"", 2},
         {"fit --model lenet --flash 1000 --epochs 0", "--epochs", 2},
         {"fit --model lenet --flash 1000 --name 9lives", "--name \"9lives\" is not a C identifier", 2},
+        {"fit --model lenet --flash 1000 --name string", "string.h would hide the standard header <string.h>", 2},
         {"fit --model lenet --flash 1000 --cc /nonexistent/arm-none-eabi-gcc", "no compiler", 1},
         {"fit --model lenet --flash 1000 --cycles 1.5x", "--cycles \"1.5x\"", 2},
         {"fit --model lenet --flash 1000 --cycles 0", "--cycles \"0\"", 2},
@@ -235,6 +298,8 @@ int main(int argc, char **argv) {
         {"fit: LeNet under half its W8 weights' flash, checked on the linked Cortex-M4 binary", test_fit_lenet_half_flash},
         {"fit: LeNet under flash and Cortex-M4 cycles, checked on the firmware's run under qemu", test_fit_lenet_cycles},
         {"fit: a budget nothing fits is refused with the least possible", test_fit_nothing_fits},
+        {"fit: data that do not fit, a convolution the C cannot run, a checkpoint it would overwrite: refused early",
+         test_fit_refused_early},
         {"fit: bad options are refused before any work", test_fit_bad_options},
         {NULL, NULL},
     };

@@ -48,9 +48,14 @@ extern "C" {
 
 /* Whether name can be the generated API's NAME: a C identifier (a letter
  * or '_', then letters, digits and '_') of 1..QAT_CODEGEN_MAX_NAME
- * characters. Tools check it before any work; the generator refuses any
- * other. */
+ * characters, not a standard header's name (below). Tools check it before
+ * any work; the generator refuses any other. */
 QAT_API bool qat_codegen_name_ok(const char *name);
+/* Whether name is one qat_codegen_name_ok refuses because NAME.h would
+ * hide a header of that name (C11's, Arm's intrinsics', CMSIS's: stdint,
+ * string, arm_acle, ...) from a build that has NAME's folder on its
+ * include path. */
+QAT_API bool qat_codegen_name_reserved(const char *name);
 
 /* What the generated code needs, in bytes. */
 typedef struct {

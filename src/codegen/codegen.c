@@ -241,12 +241,27 @@ void qat__cg_channel_params(qat__cg *g, int i) { params_array(g, i, g->q->ops[i]
 
 /* ---- checks ----------------------------------------------------------------------- */
 
+/* Headers a build of the generated C may include with NAME's folder on
+ * its include path, where NAME.h would be found first: C11's and Arm's
+ * intrinsics and CMSIS-DSP's. */
+static const char *const reserved_names[] = {
+    "assert", "complex", "ctype", "errno", "fenv", "float", "inttypes", "iso646", "limits", "locale", "math",
+    "setjmp", "signal", "stdalign", "stdarg", "stdatomic", "stdbool", "stddef", "stdint", "stdio", "stdlib",
+    "stdnoreturn", "string", "tgmath", "threads", "time", "uchar", "wchar", "wctype", "arm_acle", "arm_neon",
+    "arm_mve", "arm_fp16", "arm_bf16", "arm_sve", "arm_math", "cmsis_compiler", NULL};
+
+bool qat_codegen_name_reserved(const char *s) {
+    for (int i = 0; s && reserved_names[i]; i++)
+        if (!strcmp(s, reserved_names[i])) return true;
+    return false;
+}
+
 bool qat_codegen_name_ok(const char *s) {
     if (!s || !s[0] || strlen(s) > QAT_CODEGEN_MAX_NAME || (s[0] >= '0' && s[0] <= '9')) return false;
     for (const char *p = s; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
             return false;
-    return true;
+    return !qat_codegen_name_reserved(s);
 }
 
 /* What the generator refuses beyond the runtime's plan (which refuses what
@@ -605,6 +620,9 @@ qat_status qat_codegen_generate_ex(const qat_qmodel *q, const char *name, const 
     memset(out, 0, sizeof *out);
     if (!q) return qat__cg_fail(msg, len, QAT_ERR_ARG, "codegen: need a program and an output");
     if (!name) name = "model";
+    if (qat_codegen_name_reserved(name))
+        return qat__cg_fail(msg, len, QAT_ERR_ARG, "codegen: name \"%s\" is a standard header's: %s.h would hide "
+                            "<%s.h> from a build that includes its folder", name, name, name);
     if (!qat_codegen_name_ok(name))
         return qat__cg_fail(msg, len, QAT_ERR_ARG, "codegen: name \"%s\" is not a C identifier of 1..%d characters",
                             name, QAT_CODEGEN_MAX_NAME);

@@ -219,14 +219,6 @@ static qat_status run(qat_model *m, qat_dataset *d, int64_t n, int64_t B, qat_an
 
 /* The test split against the model: its samples' layout and its labels
  * (what eval checks, qat_data_check). */
-static qat_status data_fits(qat_model *m, qat_dataset *d) {
-    int64_t shape[3], outputs = tools_output_numel(m);
-    int rank = tools_input_shape(m, shape);
-    if (outputs < 0) return qat_ctx_status(qat_model_ctx(m));
-    return qat_data_check(qat_model_ctx(m), qat_dataset_info(d, QAT_SPLIT_TEST), QAT_SPLIT_TEST, rank, shape, outputs,
-                          NULL);
-}
-
 int cmd_analyze(int argc, char **argv) {
     const char *ckpt = NULL;
     data_arg data = {.path = "data/mnist"};
@@ -262,7 +254,7 @@ int cmd_analyze(int argc, char **argv) {
     } else if (!qat_model_prepared(m)) {
         rc = cli_fail("qat", json, 1, "%s is a float checkpoint: analyze measures quantization, train with --qat",
                       ckpt);
-    } else if (data_fits(m, test) != QAT_OK || /* the samples are read into the model's input */
+    } else if (tools_data_fits(m, test, QAT_SPLIT_TEST, NULL) != QAT_OK || /* the samples are read into the model's input */
                data_arg_check_units(&data, test, QAT_SPLIT_TEST, limit, qat_model_normalization(m), ctx) != QAT_OK) {
         rc = cli_fail("qat", json, cli_status_of(qat_ctx_status(ctx)), "%s: %s", data.path, qat_ctx_error(ctx));
     } else if (run(m, test, limit < qat_dataset_info(test, QAT_SPLIT_TEST)->n ? limit : qat_dataset_info(test, QAT_SPLIT_TEST)->n,

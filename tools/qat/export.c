@@ -195,7 +195,10 @@ int cmd_export(int argc, char **argv) {
         return cli_usage_fail(P, json, export_usage, "--c-ram \"%s\": fast or small", cram);
     if (!strcmp(cram, "small") && !cdir) return cli_usage_fail(P, json, export_usage, "--c-ram is for --c DIR");
     if (strcmp(name, "model") && !cdir) return cli_usage_fail(P, json, export_usage, "--name is for --c DIR");
-    if (!qat_codegen_name_ok(name)) /* said now, not after the checkpoint is read */
+    if (qat_codegen_name_reserved(name)) /* said now, not after the checkpoint is read */
+        return cli_usage_fail(P, json, export_usage, "--name \"%s\": %s.h would hide the standard header <%s.h> from a "
+                              "build that includes the folder: choose another name", name, name, name);
+    if (!qat_codegen_name_ok(name))
         return cli_usage_fail(P, json, export_usage, "--name \"%s\" is not a C identifier of 1 to %d characters", name,
                               QAT_CODEGEN_MAX_NAME);
     const qat_codegen_options copt = {.small_ram = !strcmp(cram, "small")};

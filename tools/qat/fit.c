@@ -5,7 +5,10 @@
  * and `qat export` themselves, run in this process with the arguments
  * fit makes for them. */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
+#include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,7 +258,10 @@ static int fit_parse(int argc, char **argv, fit_opts *o) {
         return cli_usage_fail(P, o->json, fit_usage, "--cycle-margin is for --cycles N");
     if (o->checkpoint && o->model_given) /* legal (a script's common options), and not silently */
         fprintf(stderr, "%s: note: the model is --checkpoint's own (%s); --model is not used\n", P, o->checkpoint);
-    if (!qat_codegen_name_ok(o->name)) /* said now, not after the training */
+    if (qat_codegen_name_reserved(o->name)) /* said now, not after the training */
+        return cli_usage_fail(P, o->json, fit_usage, "--name \"%s\": %s.h would hide the standard header <%s.h> from "
+                              "a build that includes the folder: choose another name", o->name, o->name, o->name);
+    if (!qat_codegen_name_ok(o->name))
         return cli_usage_fail(P, o->json, fit_usage, "--name \"%s\" is not a C identifier of 1 to %d characters", o->name,
                               QAT_CODEGEN_MAX_NAME);
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK"))
@@ -303,6 +309,39 @@ static int check_out_dir(const fit_opts *o, bool *made) {
     return 0;
 }
 
+static void catch_fit_signals(void);
+
+/* What a run writes in --out (besides trained.ckpt.h5, which step 1
+ * writes again and --checkpoint may name): an earlier run's are removed
+ * first, so that the folder holds one run's products, never a mix. */
+static const char *const products[] = {"layers.csv", "front.csv", "front.png", "fit.qnet", "fit.ckpt.h5", "fit.qat.h5",
+                                       "c", "cycles", "stack", "stack-small", "trained-c", "trained-c-small", NULL};
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static int clear_products(fit_run *r) {
+    const fit_opts *o = r->o;
+    char path[4200];
+    for (int i = 0; products[i]; i++) {
+        path_in(path, sizeof path, o->out, products[i]);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        char real_dir[PATH_MAX], real_ckpt[PATH_MAX];
+        size_t dl = S_ISDIR(st.st_mode) && o->checkpoint && realpath(path, real_dir) && realpath(o->checkpoint, real_ckpt)
+                        ? strlen(real_dir) : 0;
+        if (o->checkpoint && (cli_same_file(path, o->checkpoint) ||
+                              (dl && !strncmp(real_dir, real_ckpt, dl) && real_ckpt[dl] == '/')))
+            return cli_fail(PROG, o->json, EXIT_USAGE, "--checkpoint %s is %s, which this run writes anew: copy it "
+                            "elsewhere first", o->checkpoint, path);
+        if (S_ISDIR(st.st_mode) ? nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 : unlink(path) != 0)
+            return cli_fail(PROG, o->json, 1, "%s: cannot remove an earlier run's output: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
 /* Runs `qat train` with the fit's train options and the given extra ones
  * (which replace --model, --epochs and --lr when given). */
 static int train_with(fit_run *r, const char *const *extra, int n_extra, bool replace) {
@@ -321,9 +360,43 @@ static int train_with(fit_run *r, const char *const *extra, int n_extra, bool re
     }
     for (int i = 0; i < n_extra; i++) args[n++] = (char *)extra[i];
     args[n] = NULL;
+    fflush(stdout);
     int rc = cmd_train(n, args);
-    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL); /* train's handlers end with it */
+    catch_fit_signals(); /* train's handlers end with it */
+    if (rc && o->json) /* train said why on stderr; the JSON line is fit's, last on stdout */
+        return cli_fail(PROG, true, rc, rc == 130 || rc == 143 ? "interrupted while training (its checkpoint is kept)"
+                                                               : "the training failed (above)");
     return rc;
+}
+
+/* Ctrl-C outside the training (measuring, building, timing): fit does not
+ * resume, so it ends at once and says so: the error line last on stdout
+ * with --json, and the --out folder it made removed if still empty. The
+ * training's own handler saves and says how to resume. */
+static volatile sig_atomic_t fit_json;
+static char fit_made_dir[4200]; /* set before the handler can run; read only there */
+static volatile sig_atomic_t fit_made;
+
+static void on_fit_signal(int sig) {
+    static const char msg[] = "\nqat fit: interrupted: what it wrote stays in --out; the same command starts over\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    if (fit_made) rmdir(fit_made_dir); /* only an empty one goes */
+    if (fit_json) {
+        char line[] = "{\"error\": \"interrupted\", \"status\": 000}\n";
+        char *d = line + sizeof line - 6;
+        int status = 128 + sig;
+        d[0] = (char)('0' + status / 100), d[1] = (char)('0' + status / 10 % 10), d[2] = (char)('0' + status % 10);
+        w = write(1, line, sizeof line - 1);
+    }
+    (void)w;
+    _exit(128 + sig);
+}
+
+static void catch_fit_signals(void) {
+    struct sigaction sa = {.sa_handler = on_fit_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 static void on_measure(void *user, int done, int total) {
@@ -336,6 +409,36 @@ static void on_measure(void *user, int done, int total) {
 static int open_data(fit_run *r) {
     const fit_opts *o = r->o;
     return data_arg_open(&o->train.data, PROG, o->train.seed, 0, r->ctx, &r->data) != QAT_OK ? fail(r) : 0;
+}
+
+/* What the C generator refuses whatever the training gives, said before
+ * the training: a convolution with sub-channel weights (several scales
+ * along a row; only linear ops have the block conversions in C). The
+ * model as --model and the options make it, prepared, at its first
+ * weights: the same weight types as trained. */
+static int precheck_model(fit_run *r) {
+    const fit_opts *o = r->o;
+    qat_ctx *pctx = qat_ctx_new();
+    if (!pctx) return cli_fail(PROG, o->json, 1, "out of memory");
+    qat_model *m = NULL;
+    char name[64];
+    uint32_t crc;
+    int rc = 0;
+    if (train_make_model(&o->train, pctx, &m, name, sizeof name, &crc) != QAT_OK ||
+        qat_prepare(m, &o->train.qcfg) != QAT_OK)
+        rc = cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(pctx)), "%s", qat_ctx_error(pctx));
+    for (int i = 0; !rc && i < qat_model_n_layers(m); i++) {
+        qat_qtype q;
+        if (qat_model_layer_kind(m, i) != QAT_LAYER_CONV2D || qat_model_weight_qtype(m, i, pctx, &q) != QAT_OK)
+            continue;
+        if (qat_qtype_axis(&q) == -2)
+            rc = cli_fail(PROG, o->json, EXIT_USAGE, "layer %s (conv2d) has sub-channel weights: the generated C "
+                          "requantizes a convolution once per output channel (docs/subchannel.md); give it per-channel "
+                          "weights (granularity=channel on its line of the model file)", qat_model_layer_name(m, i));
+    }
+    qat_ctx_clear_error(pctx);
+    qat_ctx_free(pctx);
+    return rc;
 }
 
 /* The trained model from its checkpoint (a file that cannot be read or is damaged: status 1, as every command's),
@@ -357,6 +460,15 @@ static int load(fit_run *r) {
     r->calib = vi ? (qat_fit_data){r->data, QAT_SPLIT_VAL, 0, &r->task}
                   : (qat_fit_data){r->data, QAT_SPLIT_TRAIN, o->calib, &r->task};
     r->calib_n = vi ? vi->n : o->calib < ti->n ? o->calib : ti->n;
+    /* data that do not fit the model, or in other units than its normalization: refused before any measurement */
+    for (int s = 0; s < QAT_SPLIT_COUNT; s++)
+        if (qat_dataset_info(r->data, (qat_split)s) && tools_data_fits(r->m, r->data, (qat_split)s, &k) != QAT_OK)
+            return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->train.data.path,
+                            qat_ctx_error(r->ctx));
+    if (data_arg_check_units(&o->train.data, r->data, r->calib.split, r->calib_n, qat_model_normalization(r->m),
+                             r->ctx) != QAT_OK)
+        return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->train.data.path,
+                        qat_ctx_error(r->ctx));
     fprintf(stderr, "%s: calibration: %lld samples of the %s split\n", PROG, (long long)r->calib_n,
             vi ? "val" : "train");
     return 0;
@@ -619,38 +731,65 @@ static int ft_lr_of(fit_run *r) {
     return 0;
 }
 
-/* qat_codegen_c with the generator's options. */
+/* qat_codegen_c with the generator's options; info (may be NULL) what the code needs. */
 static qat_status write_c(qat_ctx *ctx, const qat_qmodel *q, const char *dir, const char *name,
-                          const qat_codegen_options *copt) {
+                          const qat_codegen_options *copt, qat_codegen_info *info) {
     qat_save_set *set = qat_save_set_new(ctx);
     if (!set) return qat_ctx_status(ctx);
-    qat_status st = qat_codegen_stage_ex(ctx, q, dir, name, copt, set, NULL);
+    qat_status st = qat_codegen_stage_ex(ctx, q, dir, name, copt, set, info);
     if (st == QAT_OK) st = qat_save_set_commit(set);
     qat_save_set_free(set);
     return st;
 }
 
-/* The stack (and the C library's other writable bytes) of the trained
- * model's C, built for --core with the default plan or the small-RAM one:
- * what --ram must hold besides the arena. */
-static int trained_stack(fit_run *r, bool small, int64_t *stack) {
+/* The stack (and the C library's other writable bytes) of the model's C
+ * as it stands, built for --core in dir with the default plan or the
+ * small-RAM one. */
+static int build_stack(fit_run *r, bool small, const char *dir, int64_t *stack) {
     const fit_opts *o = r->o;
     qat_ctx *pctx = qat_ctx_new();
     qat_qmodel q;
-    char dir[4200], why[600];
-    path_in(dir, sizeof dir, o->out, small ? "trained-c-small" : "trained-c");
+    char why[600];
     fit_build b;
     qat_codegen_options copt = {.small_ram = small};
+    qat_codegen_info info;
     int rc = 0;
     if (!pctx) rc = cli_fail(PROG, o->json, 1, "out of memory");
     else if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         rc = cli_fail(PROG, o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
-    else if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK || write_c(pctx, &q, dir, o->name, &copt) != QAT_OK)
+    else if (qat_qmodel_lower(r->m, 0, NULL, pctx, &q) != QAT_OK || write_c(pctx, &q, dir, o->name, &copt, &info) != QAT_OK)
         rc = cli_fail(PROG, o->json, 1, "%s", qat_ctx_error(pctx));
     else if (fit_build_c(dir, o->name, o->core, o->cc, &b, why, sizeof why) != 0)
         rc = cli_fail(PROG, o->json, 1, "%s", why);
-    else *stack = b.stack + (b.ram - (small ? r->t.arena_small : r->t.arena)); /* other writable bytes count too */
+    else *stack = b.stack + (b.ram - info.arena_bytes); /* other writable bytes count too */
     qat_ctx_free(pctx);
+    return rc;
+}
+
+/* What --ram must hold besides the arena, for any choice: the largest
+ * stack of the model's C as trained and with every fitted layer at each
+ * candidate width (a packed width's kernels take other frames than the
+ * byte ones; a choice calls a subset of the kernels of those builds).
+ * The builds go to DIR/stack[-small]/trained and .../wB. */
+static int plan_stack(fit_run *r, bool small, int64_t *stack) {
+    const fit_opts *o = r->o;
+    char dir[4200], sub[4300];
+    path_in(dir, sizeof dir, o->out, small ? "stack-small" : "stack");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return cli_fail(PROG, o->json, 1, "%s: cannot make it: %s", dir, strerror(errno));
+    snprintf(sub, sizeof sub, "%s/trained", dir);
+    int rc = build_stack(r, small, sub, stack);
+    int *uniform = malloc((size_t)r->t.n_layers * sizeof *uniform);
+    if (!rc && !uniform) rc = cli_fail(PROG, o->json, 1, "out of memory");
+    for (int k = 0; k < o->n_bits && !rc; k++) {
+        int64_t s = 0;
+        for (int i = 0; i < r->t.n_layers; i++) uniform[i] = k;
+        snprintf(sub, sizeof sub, "%s/w%d", dir, o->bits[k]);
+        if (qat_fit_apply(r->m, &r->t, uniform) != QAT_OK) rc = fail(r);
+        else if (!(rc = build_stack(r, small, sub, &s)) && s > *stack) *stack = s;
+    }
+    free(uniform);
+    if (qat_fit_apply(r->m, &r->t, NULL) != QAT_OK && !rc) rc = fail(r);
     return rc;
 }
 
@@ -665,11 +804,15 @@ static int fit(fit_run *r) {
     if (o->cycles && !fit_cycle_tools_found(&(fit_cycle_tools){o->cc, o->qemu, o->plugin}, why, sizeof why))
         return cli_fail(PROG, o->json, 1, "--cycles: %s", why);
     if ((rc = open_data(r))) return rc;
+    if (!o->checkpoint && (rc = precheck_model(r))) return rc;
     if (o->checkpoint) {
         snprintf(r->base, sizeof r->base, "%s", o->checkpoint);
         if ((rc = load(r))) return rc;
     }
     if ((rc = check_out_dir(o, &r->made_out))) return rc;
+    snprintf(fit_made_dir, sizeof fit_made_dir, "%s", o->out);
+    fit_made = r->made_out;
+    if ((rc = clear_products(r))) return rc;
     path_in(r->qnet, sizeof r->qnet, o->out, "fit.qnet");
     path_in(r->ckpt, sizeof r->ckpt, o->out, "fit.ckpt.h5");
     path_in(r->qfile, sizeof r->qfile, o->out, "fit.qat.h5");
@@ -694,8 +837,11 @@ static int fit(fit_run *r) {
     progress_end(&r->bar, NULL);
     /* 3. the choice: the stack the trained model's build needs is kept out of the arena's share of --ram */
     int64_t arena = 0, stack = 0;
+    if (o->ram && o->no_link)
+        fprintf(stderr, "%s: note: --no-link: the stack is not measured (it needs the build); the arena alone is held "
+                "to --ram, and the stack comes on top of it\n", PROG);
     if (o->ram) {
-        if (!o->no_link && (rc = trained_stack(r, false, &stack))) return rc;
+        if (!o->no_link && (rc = plan_stack(r, false, &stack))) return rc;
         arena = o->ram - stack;
         if (arena < 1) return cli_fail(PROG, o->json, 1, "--ram %lld: the stack alone needs %lld bytes", (long long)o->ram,
                                        (long long)stack);
@@ -710,7 +856,7 @@ static int fit(fit_run *r) {
         if (st != QAT_OK) {
             qat_ctx_clear_error(r->ctx);
             r->t.small_ram = true; /* whose kernels take another stack: the trained model's, built with that plan */
-            if (!o->no_link && (rc = trained_stack(r, true, &stack))) return rc;
+            if (!o->no_link && (rc = plan_stack(r, true, &stack))) return rc;
             arena = o->ram - stack;
             if (arena < 1) return cli_fail(PROG, o->json, 1, "--ram %lld: the stack alone needs %lld bytes (small-RAM "
                                            "plan)", (long long)o->ram, (long long)stack);
@@ -813,20 +959,25 @@ static int fit(fit_run *r) {
             fits = fits && cycles_ok;
             fprintf(stderr, "%s: its run on a Cortex-M4 under qemu (%s): %lld estimated cycles per inference (--cycles "
                     "%lld: %s)\n", PROG, dir, (long long)cycles, (long long)o->cycles, cycles_ok ? "fits" : "OVER");
+            if (!cycles_ok) /* docs/fit.md, "The margin" */
+                fprintf(stderr, "%s: predicted %lld (%+.1f %% off): the layers were timed with the trained weights, and "
+                        "fine-tuning moved their requantization constants; a --cycle-margin above %g %% leaves room for "
+                        "that\n", PROG, (long long)r->chosen.cycles,
+                        100.0 * ((double)cycles - (double)r->chosen.cycles) / (double)r->chosen.cycles, o->cycle_margin);
         }
     } else {
-        fprintf(stderr, "%s: not linked (--no-link): predicted constants %lld B, arena %lld B; the budgets are not "
-                "checked on a binary\n", PROG, (long long)r->chosen.flash, (long long)r->chosen.arena);
+        fprintf(stderr, "%s: not linked (--no-link): predicted constants %lld B, arena %lld B (the stack not counted); "
+                "the budgets are not checked on a binary\n", PROG, (long long)r->chosen.flash, (long long)r->chosen.arena);
     }
     if (o->json) {
         printf("{\"fits\": %s, \"checked_on_binary\": %s, \"c_ram\": \"%s\", \"core\": \"%s\", \"flash_budget\": %lld, "
                "\"ram_budget\": %lld, \"cycles_budget\": %lld, \"predicted_cycles\": %lld, \"cycles\": %lld, "
                "\"predicted_constants\": %lld, \"predicted_arena\": %lld, \"constants\": %lld, \"code\": %lld, "
-               "\"ram\": %lld, \"stack\": %lld, \"trained_int_%s\": %.6f, \"fitted_int_%s\": %.6f, \"bits\": {",
+               "\"ram\": %lld, \"stack\": %lld, \"stack_measured\": %s, \"trained_int_%s\": %.6f, \"fitted_int_%s\": %.6f, \"bits\": {",
                fits ? "true" : "false", checked ? "true" : "false", r->t.small_ram ? "small" : "fast", o->core,
                (long long)o->flash, (long long)o->ram, (long long)o->cycles, (long long)r->chosen.cycles, (long long)cycles,
                (long long)r->chosen.flash, (long long)r->chosen.arena, (long long)b.constants, (long long)b.code,
-               (long long)(b.ram + b.stack), (long long)b.stack, metric_name(r), base_int, metric_name(r), fit_int);
+               (long long)(b.ram + b.stack), (long long)b.stack, checked ? "true" : "false", metric_name(r), base_int, metric_name(r), fit_int);
         for (int i = 0; i < r->t.n_layers; i++)
             printf("%s\"%s\": %d", i ? ", " : "", r->t.layers[i].name, r->t.layers[i].bits[r->choice[i]]);
         printf("}}\n");
@@ -844,7 +995,10 @@ int cmd_fit(int argc, char **argv) {
     if (rc) return rc;
     fit_run r = {.o = &o, .ctx = qat_ctx_new()};
     if (!r.ctx) return cli_fail(PROG, o.json, 1, "out of memory");
+    fit_json = o.json;
+    catch_fit_signals();
     rc = fit(&r);
+    signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
     if (rc && r.made_out) rmdir(o.out); /* made for a run that failed before it wrote anything: gone again */
     qat_dataset_free(r.data);
     qat_ctx_free(r.ctx);

@@ -118,6 +118,15 @@ int64_t tools_output_numel(const qat_model *m) {
     return numel;
 }
 
+qat_status tools_data_fits(qat_model *m, const qat_dataset *d, qat_split s, const qat_task_kind *kind) {
+    int64_t shape[3], outputs = tools_output_numel(m);
+    int rank = tools_input_shape(m, shape);
+    if (outputs < 0) return qat_ctx_status(qat_model_ctx(m));
+    const qat_split_info *i = qat_dataset_info(d, s);
+    if (!i) return qat_ctx_fail(qat_model_ctx(m), QAT_ERR_ARG, "the data set has no %s split", qat_split_str(s));
+    return qat_data_check(qat_model_ctx(m), i, s, rank, shape, outputs, kind);
+}
+
 const char *tools_grouped(int64_t n, char *buf, size_t len) {
     char digits[32];
     int nd = snprintf(digits, sizeof digits, "%lld", (long long)(n < 0 ? -n : n)), k = 0;

@@ -188,32 +188,8 @@ static int bad_input(const run *r) {
     return cli_fail(PROG, r->o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
 }
 
-/* --model: a built-in name, or a model file (a path: it has a '/' or ends in .qnet). */
 static qat_status make_model(run *r) {
-    const char *name = r->o->model;
-    qat_model *m = r->m = qat_model_new(r->ctx);
-    if (!m) return qat_ctx_status(r->ctx);
-    qat_status st = qat_model_set_limits(m, &r->o->limits);
-    if (st != QAT_OK) return st;
-    if (!train_opts_model_is_file(r->o)) { /* a built-in one: train_parse checked the name */
-        int k = cli_choice(name, train_builtin_models);
-        snprintf(r->model_name, sizeof r->model_name, "%s", name);
-        st = k == 0 ? qat_model_mlp(m) : qat_model_lenet(m, k == 2);
-    } else {
-        const char *base = strrchr(name, '/');
-        snprintf(r->model_name, sizeof r->model_name, "%.48s", base ? base + 1 : name);
-        for (char *c = r->model_name; *c; c++)
-            if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_'; /* it goes into JSON text */
-        char *text = NULL; /* a regular file (a FIFO or a directory is refused at once), at most 1 MiB, no NUL */
-        size_t n = 0;
-        st = qat_model_file_text(r->ctx, name, &text, &n);
-        if (st == QAT_OK) {
-            r->model_crc = (uint32_t)crc32(0L, (const Bytef *)text, (uInt)n);
-            st = qat_model_from_text(m, text, name);
-        }
-        free(text);
-    }
-    return st == QAT_OK ? qat_model_build(m, (uint64_t)r->o->seed) : st;
+    return train_make_model(r->o, r->ctx, &r->m, r->model_name, sizeof r->model_name, &r->model_crc);
 }
 
 /* --task, or the data's y: class labels, float targets, or none. */

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "cli.h"
 #include "dist.h"
 
@@ -629,4 +631,33 @@ int train_check_resume(const train_opts *o, qat_ctx *ctx, const char *mine) {
                             "resume may change only " RESUME_MAY_CHANGE ")", o->resume, was, now);
         }
     return 0;
+}
+
+qat_status train_make_model(const train_opts *o, qat_ctx *ctx, qat_model **out, char *model_name, size_t name_len,
+                            uint32_t *crc) {
+    const char *name = o->model;
+    qat_model *m = *out = qat_model_new(ctx);
+    *crc = 0;
+    if (!m) return qat_ctx_status(ctx);
+    qat_status st = qat_model_set_limits(m, &o->limits);
+    if (st != QAT_OK) return st;
+    if (!train_opts_model_is_file(o)) { /* a built-in one: train_parse checked the name */
+        int k = cli_choice(name, train_builtin_models);
+        snprintf(model_name, name_len, "%s", name);
+        st = k == 0 ? qat_model_mlp(m) : qat_model_lenet(m, k == 2);
+    } else {
+        const char *base = strrchr(name, '/');
+        snprintf(model_name, name_len, "%.48s", base ? base + 1 : name);
+        for (char *c = model_name; *c; c++)
+            if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_'; /* it goes into JSON text */
+        char *text = NULL; /* a regular file (a FIFO or a directory is refused at once), at most 1 MiB, no NUL */
+        size_t n = 0;
+        st = qat_model_file_text(ctx, name, &text, &n);
+        if (st == QAT_OK) {
+            *crc = (uint32_t)crc32(0L, (const Bytef *)text, (uInt)n);
+            st = qat_model_from_text(m, text, name);
+        }
+        free(text);
+    }
+    return st == QAT_OK ? qat_model_build(m, (uint64_t)o->seed) : st;
 }

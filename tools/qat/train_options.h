@@ -50,6 +50,13 @@ bool train_model_is_file(const char *model);
 /* Does this run's --model name a file (--model-file, or a path)? */
 bool train_opts_model_is_file(const train_opts *o);
 
+/* --model, built: a built-in name, or a model file (a path: it has a '/'
+ * or ends in .qnet), held to --max-*, with its name for the record (JSON-
+ * safe, into name) and the file's CRC-32 (0: a built-in model). *m lives
+ * in ctx, from the start (so that a failure can still free it there). */
+qat_status train_make_model(const train_opts *o, qat_ctx *ctx, qat_model **m, char *name, size_t name_len,
+                            uint32_t *crc);
+
 /* Prints qat train --help. */
 void train_usage(FILE *f);
 
