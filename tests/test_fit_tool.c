@@ -233,6 +233,10 @@ static void test_fit_refused_early(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "the data's samples are [1, 10, 10], the model's input is [1, 28, 28]"));
     snprintf(path, sizeof path, "%s/early", cli_dir);
     CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
+    snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' --abits 4 --flash 40000 --no-link --out '%s/early'",
+             ckpt, data, cli_dir); /* measured at the checkpoint's A8, fine-tuned at A4: not the model measured */
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "was trained with another --abits than this run's (8, this run 4)"));
     snprintf(args, sizeof args, "fit --model lenet --granularity block:8 --data '%s' --limit-train 1280 --flash 40000 "
              "--no-link --out '%s/early'", data, cli_dir);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);

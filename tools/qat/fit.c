@@ -441,6 +441,32 @@ static int precheck_model(fit_run *r) {
     return rc;
 }
 
+/* With --checkpoint, the fine-tune takes this run's quantization options
+ * while the measurement took the checkpoint's: they must agree, or the
+ * exported model would not be the one measured (activations at other
+ * bits, say). The weights' bits are fit's own choice. */
+static int same_quantization(fit_run *r) {
+    const qat_prepare_config *c = qat_model_qat_config(r->m, NULL), *o = &r->o->train.qcfg;
+    if (!c) return 0;
+    const char *opt = c->abits != o->abits                   ? "--abits"
+                      : c->io_bits != o->io_bits             ? "--io-bits"
+                      : c->wgran != o->wgran || (c->wgran == QAT_GRAN_BLOCK && c->block != o->block) ||
+                              (c->wgran == QAT_GRAN_AXES && memcmp(c->blocks, o->blocks, sizeof c->blocks))
+                          ? "--granularity"
+                      : c->block_scale_bits != o->block_scale_bits ? "--block-scales"
+                      : c->lsq != o->lsq                           ? "--lsq"
+                      : c->aobs != o->aobs                         ? "--observer"
+                      : c->pool_keeps_scale != o->pool_keeps_scale ? "--target"
+                                                                   : NULL;
+    if (!opt) return 0;
+    char bits[64] = "";
+    if (c->abits != o->abits) snprintf(bits, sizeof bits, " (%d, this run %d)", c->abits, o->abits);
+    else if (c->io_bits != o->io_bits) snprintf(bits, sizeof bits, " (%d, this run %d)", c->io_bits, o->io_bits);
+    return cli_fail(PROG, r->o->json, EXIT_USAGE, "%s was trained with another %s than this run's%s: fit measures the "
+                    "checkpoint's quantization and fine-tunes with this run's options; give the ones it was trained with",
+                    r->base, opt, bits);
+}
+
 /* The trained model from its checkpoint (a file that cannot be read or is damaged: status 1, as every command's),
  * and the calibration split. */
 static int load(fit_run *r) {
@@ -450,6 +476,8 @@ static int load(fit_run *r) {
     if (!qat_model_prepared(r->m))
         return cli_fail(PROG, o->json, EXIT_USAGE, "%s is a float checkpoint: fit needs a QAT-trained one (qat train "
                         "--qat), or give --model and fit trains it", r->base);
+    int rc = o->checkpoint ? same_quantization(r) : 0;
+    if (rc) return rc;
     const qat_split_info *ti = qat_dataset_info(r->data, QAT_SPLIT_TRAIN);
     qat_task_kind k = !o->train.task ? (ti->target == QAT_TARGET_CLASS ? QAT_TASK_CLASSIFY
                                         : ti->target == QAT_TARGET_VALUES ? QAT_TASK_REGRESS : QAT_TASK_AUTOENCODER)
