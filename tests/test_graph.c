@@ -1015,6 +1015,34 @@ static void test_keep_scale_refuses_padding(void) {
 /* Lowered: the pools are keeps_scale ops with their input tensor's
  * quantization and no multiplier; the summary and the analysis work on
  * the model (the pools are no points of their own). */
+/* A branch that feeds nothing (before the output) is trained with the
+ * rest but left out of the integer program: the program equals the
+ * model's without the branch, op for op and in its outputs. */
+static void test_dead_branch_not_lowered(void) {
+    static const char *const texts[2] = {
+        "input shape=1,6,6\nconv2d c1 input out=4 kernel=3 pad=1\nrelu r1 c1\nconv2d dead r1 out=3 kernel=3\n"
+        "sigmoid deadsig dead\nflatten f r1\nlinear fc f out=3\n",
+        "input shape=1,6,6\nconv2d c1 input out=4 kernel=3 pad=1\nrelu r1 c1\nflatten f r1\nlinear fc f out=3\n"};
+    qat_ctx *ctx = qat_ctx_new();
+    qat_qmodel q[2];
+    for (int k = 0; k < 2; k++) {
+        qat_model *m = qat_model_new(ctx);
+        CU_ASSERT_EQUAL_FATAL(qat_model_from_text(m, texts[k], "dead"), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_model_build(m, 5), QAT_OK);
+        CU_ASSERT_EQUAL_FATAL(qat_prepare(m, NULL), QAT_OK);
+        qat_rng rng;
+        qat_rng_seed(&rng, 4);
+        qat_test_warm_up(m, 3, (int64_t[]){1, 6, 6}, 4, &rng);
+        CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q[k]), QAT_OK);
+    }
+    CU_ASSERT_EQUAL(q[0].n_ops, q[1].n_ops);
+    for (int i = 0; i < q[0].n_ops && i < q[1].n_ops; i++) {
+        CU_ASSERT_EQUAL(q[0].ops[i].kind, q[1].ops[i].kind);
+        CU_ASSERT_STRING_EQUAL(q[0].ops[i].name, q[1].ops[i].name);
+    }
+    qat_ctx_free(ctx);
+}
+
 static void test_keep_scale_lowering_summary_analysis(void) {
     qat_ctx *ctx = qat_ctx_new();
     qat_model *m = keep_model(ctx, KEEP_TEXT, true);
@@ -1139,6 +1167,7 @@ int main(int argc, char **argv) {
         {"pool_keeps_scale: no points of their own; the input's grid, found at forward time, never observed",
          test_keep_scale_forward},
         {"pool_keeps_scale: a padded average pool is refused, naming it", test_keep_scale_refuses_padding},
+        {"lowering: a branch that feeds nothing is left out of the program", test_dead_branch_not_lowered},
         {"pool_keeps_scale: lowered to keeps_scale ops; the summary and the analysis", test_keep_scale_lowering_summary_analysis},
         {"pool_keeps_scale: the fake-quantized pool and the integer op differ only at ties, by one step",
          test_keep_scale_fake_and_int_differ_at_ties},

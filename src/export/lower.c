@@ -317,7 +317,16 @@ qat_status qat_qmodel_lower(qat_model *m, int in_rank, const int64_t *in_shape, 
         else *norm = *m->norm, out->norm = norm;
     }
     int last = qat__model_output(m);
-    for (int i = 1; st == QAT_OK && i <= last; i++) st = lower_layer(&L, i);
+    /* only the layers the output depends on: a branch that feeds nothing
+     * is trained with the rest but has no place in the program */
+    bool *live = st == QAT_OK ? calloc((size_t)n, sizeof *live) : NULL;
+    if (st == QAT_OK && !live) st = qat_ctx_fail(m->ctx, QAT_ERR_NOMEM, "lower: out of memory");
+    if (live) live[last] = true;
+    for (int i = last; live && i > 0; i--)
+        for (int k = 0; live[i] && k < m->layers[i].n_in; k++) live[m->layers[i].in[k]] = true;
+    for (int i = 1; st == QAT_OK && i <= last; i++)
+        if (live[i]) st = lower_layer(&L, i);
+    free(live);
     if (st == QAT_OK) {
         out->output = L.tensor_of[last];
         if (out->output < 0 || out->tensors[out->output].rank != 1)
