@@ -249,6 +249,10 @@ static void test_normalization_round_trip(void) {
     CU_ASSERT_EQUAL_FATAL(qat_model_set_normalization(a.m, &n), QAT_OK);
     for (int i = 0; i < 4; i++) step(&a);
     CU_ASSERT_EQUAL_FATAL(qat_checkpoint_save(a.m, &a.opt, &a.qopt, &a.ts, path), QAT_OK);
+    size_t saved_n = qat_model_state_bytes(a.m, NULL, 0);
+    uint8_t *saved = malloc(saved_n);
+    CU_ASSERT_FATAL(saved != NULL);
+    qat_model_state_bytes(a.m, saved, saved_n);
     for (int i = 0; i < 5; i++) step(&a);
     run_init(&b, 16); /* no normalization of its own: the checkpoint's */
     CU_ASSERT_EQUAL_FATAL(qat_checkpoint_load(b.m, &b.opt, &b.qopt, &b.ts, path), QAT_OK);
@@ -258,6 +262,13 @@ static void test_normalization_round_trip(void) {
     qat_model *r = NULL;
     CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(b.ctx, path, &r, NULL, 0), QAT_OK);
     CU_ASSERT(same_norm(qat_model_normalization(r), &n));
+    /* the rebuilt model's state is the saved one's, bit for bit, before any forward */
+    CU_ASSERT_EQUAL(qat_model_state_bytes(r, NULL, 0), saved_n);
+    uint8_t *back = malloc(saved_n);
+    CU_ASSERT_FATAL(back != NULL);
+    qat_model_state_bytes(r, back, saved_n);
+    CU_ASSERT_EQUAL(memcmp(back, saved, saved_n), 0);
+    free(back), free(saved);
     /* a checkpoint without one replaces the model's by none */
     qat_ctx_free(b.ctx);
     run_init(&b, 16);

@@ -572,9 +572,22 @@ static void test_api_misuse(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "not built yet"));
     qat_ctx_clear_error(ctx);
     c.epochs = 1;
+    char ckpt[300];
+    snprintf(ckpt, sizeof ckpt, "%s/misuse.ckpt.h5", dir);
+    c.out = ckpt;
     CU_ASSERT_EQUAL_FATAL(qat_trainer_new(m, &c, &t), QAT_OK);
     CU_ASSERT_EQUAL(qat_trainer_run(t), QAT_OK);
     int64_t steps = qat_trainer_result(t)->steps;
+    /* the model its checkpoint rebuilds has the trained one's state, bit for bit, before any forward */
+    qat_model *back = NULL;
+    CU_ASSERT_EQUAL_FATAL(qat_checkpoint_model(ctx, ckpt, &back, NULL, 0), QAT_OK);
+    size_t nb = qat_model_state_bytes(m, NULL, 0);
+    uint8_t *sa = malloc(nb), *sb = malloc(nb);
+    CU_ASSERT_FATAL(sa && sb);
+    CU_ASSERT_EQUAL(qat_model_state_bytes(back, NULL, 0), nb);
+    qat_model_state_bytes(m, sa, nb), qat_model_state_bytes(back, sb, nb);
+    CU_ASSERT_EQUAL(memcmp(sa, sb, nb), 0);
+    free(sa), free(sb);
     CU_ASSERT_EQUAL(qat_trainer_run(t), QAT_ERR_STATE);
     CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "this trainer has run once"));
     CU_ASSERT_EQUAL(qat_trainer_result(t)->steps, steps);

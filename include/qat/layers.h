@@ -270,9 +270,11 @@ QAT_API float *qat_model_qparams(qat_model *m);
 QAT_API float *qat_model_qgrads(qat_model *m);
 /* The model's whole training state as bytes: parameters, buffers
  * (BatchNorm's running statistics), LSQ scales, the dropout RNG, the mode
- * flags, the input normalization (when set), and every quantizer's
- * observer and quantization parameters (in an unspecified layout), for comparing models bit for bit — e.g. the
- * processes of a data-parallel job. Returns the bytes needed; writes them
+ * flags, the input normalization (when set), and every activation
+ * quantizer's observer and quantization parameters (in an unspecified
+ * layout; weight quantizers' scales are derived from these at every
+ * forward), for comparing models bit for bit — e.g. the processes of a
+ * data-parallel job, or a model and the one its checkpoint rebuilds. Returns the bytes needed; writes them
  * only when cap is enough. */
 QAT_API size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap);
 /* Data parallelism: the batches this process forwards are the samples

@@ -457,7 +457,9 @@ size_t qat_model_state_bytes(const qat_model *m, void *buf, size_t cap) {
             put(buf, cap, &off, &o->updates, sizeof o->updates);
             put_qtype(buf, cap, &off, &l->aq->q);
         }
-        if (l->wq) put_qtype(buf, cap, &off, l->wq);
+        /* a weight quantizer's scales are not state: every forward derives them from the parameters, the
+         * buffers (a folded BatchNorm) and LSQ's scales, all above; until the first, a model just loaded
+         * would differ from the one saved */
     }
     return off;
 }
