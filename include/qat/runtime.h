@@ -198,6 +198,10 @@ QAT_API int64_t qat_qtensor_numel(const qat_qtensor *t);
  * neither per-tensor nor per output channel. Its sums run block by block
  * (docs/subchannel.md). */
 QAT_API bool qat_qop_subchannel(const qat_qop *op);
+/* Whether every weight of a linear/conv2d op minus its zero point fits
+ * int8 (the kernels that hold weights as int8: the runtime's byte paths,
+ * the generated C); out (may be NULL) gets those differences. */
+QAT_API bool qat_qop_int8_weights(const qat_qop *op, int8_t *out);
 /* The weight's own shape: [O, I] for linear, [O, C/groups, kh, kw] for
  * conv2d (C: the input's channels). Returns the rank; 0 for other ops. */
 QAT_API int qat_qop_weight_shape(const qat_qmodel *q, const qat_qop *op, int64_t *shape);

@@ -56,17 +56,6 @@ void qat__cg_array_i32(qat__cg *g, const char *ident, const int32_t *v, int64_t 
     g->const_bytes += 4 * n;
 }
 
-bool qat__cg_weights(const qat_qop *op, int8_t *out) {
-    const qat_qtype *wq = &op->wq;
-    int64_t n = 1;
-    for (int d = 0; d < wq->rank; d++) n *= wq->shape[d];
-    for (int64_t i = 0; i < n; i++) {
-        int32_t v = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
-        if (v < INT8_MIN || v > INT8_MAX) return false;
-        if (out) out[i] = (int8_t)v;
-    }
-    return true;
-}
 
 int qat__cg_weight_bits(const qat_qop *op, const int8_t *w) {
     int P = op->wq.bits <= 2 ? 2 : op->wq.bits <= 4 ? 4 : 8;
@@ -279,7 +268,7 @@ static qat_status check_program(const qat_qmodel *q, char *msg, size_t len) {
                                 "conversions (docs/subchannel.md; a linear op's are generated); the integer runtime "
                                 "and the hybrid engine run it",
                                 i, qat_qop_kind_str(op->kind), op->name);
-        if ((op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && !qat__cg_weights(op, NULL))
+        if ((op->kind == QAT_QOP_LINEAR || op->kind == QAT_QOP_CONV2D) && !qat_qop_int8_weights(op, NULL))
             return qat__cg_fail(msg, len, QAT_ERR_UNSUPPORTED,
                                 "codegen: op %d (%s %s): its weights minus their zero points do not fit int8 "
                                 "(asymmetric 8-bit weights): the generated kernels keep weights in int8",
@@ -407,7 +396,7 @@ static qat_status plan_weights(qat__cg *g) {
                                                           : op->wq.shape[1];
         int8_t *w = malloc((size_t)(O * L));
         if (!w) return qat__cg_fail(g->msg, g->len, QAT_ERR_NOMEM, "codegen: out of memory");
-        qat__cg_weights(op, w);
+        qat_qop_int8_weights(op, w);
         g->wbits[i] = (int8_t)qat__cg_weight_bits(op, w);
         g->sn[i] = (int8_t)op_sn(op, w);
         int32_t zp = g->q->tensors[op->inputs[0]].q.zero_point;
@@ -550,7 +539,7 @@ static qat_status source(qat__cg *g, const char *name, const char *up) {
             w = malloc((size_t)(op->wq.shape[0] * (op->wq.rank == 4 ? op->wq.shape[1] * op->wq.shape[2] * op->wq.shape[3]
                                                                      : op->wq.shape[1])));
             if (!w) return qat__cg_fail(g->msg, g->len, QAT_ERR_NOMEM, "codegen: out of memory");
-            qat__cg_weights(op, w);
+            qat_qop_int8_weights(op, w);
         }
         emitted[i] = true;
         switch (op->kind) {

@@ -62,13 +62,9 @@ const char *qat__cg_text(const char *s, char *buf);
 /* An int32 as a C expression of type int32_t (INT32_MIN has no literal). */
 const char *qat__cg_i32(int32_t v, char *buf);
 
-/* The weights of a linear or conv2d op minus their zero points, as int8
- * ([O][...] in the program's order). false: a difference outside int8. */
-bool qat__cg_weights(const qat_qop *op, int8_t *out);
-
 /* The bits op's weights are stored at in NAME.c: 4 (2) when the op's
  * weights have at most 4 (2) bits and every w - zp fits them, else 8.
- * Weights (op's, minus zero points) from qat__cg_weights. */
+ * Weights (op's, minus zero points) from qat_qop_int8_weights. */
 int qat__cg_weight_bits(const qat_qop *op, const int8_t *w);
 
 /* The weights w, O rows of L int8, as opN_w: int8 for P = 8, else each row

@@ -552,7 +552,7 @@ static inline int64_t qat__direct_subsampled_at(const qat__op_geom *g) {
  * portable one modulo 2^32; the planner bounds the true sum plus bias by
  * K·255·255 + |bias| <= INT32_MAX, so the final int32 is the portable
  * kernel's sum exactly, whatever the intermediate values.
- * The path runs where every w - zp_w fits int8 (qat__int8_weights): the
+ * The path runs where every w - zp_w fits int8 (qat_qop_int8_weights): the
  * symmetric weights of <= 8-bit types always do. Padding is u = zp + 128
  * (real 0, like the portable path's x - zp = 0).
  *
@@ -598,7 +598,6 @@ typedef struct {
 qat__rq qat__rq_make(int32_t bias, int32_t m0, int shift, int32_t zp, int32_t lo, bool single);
 
 /* Every w - zp_w of a linear/conv2d op fits int8. */
-bool qat__int8_weights(const qat_qop *op);
 
 /* How the int8 path runs one linear/conv2d op (qat__i8_geometry). */
 typedef enum { QAT_I8_LINEAR, QAT_I8_DENSE4, QAT_I8_GENERIC, QAT_I8_DEPTHWISE } qat__i8_kind;

@@ -30,17 +30,6 @@ static int64_t pitch(int64_t bytes) {
     return p / 64 % 2 ? p : p + 64;
 }
 
-bool qat__int8_weights(const qat_qop *op) {
-    const qat_qtype *wq = &op->wq;
-    int64_t n = 1;
-    for (int d = 0; d < wq->rank; d++) n *= wq->shape[d];
-    for (int64_t i = 0; i < n; i++) {
-        int32_t v = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
-        if (v < INT8_MIN || v > INT8_MAX) return false;
-    }
-    return true;
-}
-
 /* The GEMM tile for Og output rows: R rows x 16·TT positions, 16 int32
  * accumulators in zmm registers (the columns and the previous tile's
  * requantization, interleaved with this tile's sums, need the others). */

@@ -41,6 +41,18 @@ bool qat_qop_subchannel(const qat_qop *op) {
     return axis != -1 && axis != 0;
 }
 
+bool qat_qop_int8_weights(const qat_qop *op, int8_t *out) {
+    const qat_qtype *wq = &op->wq;
+    int64_t n = 1;
+    for (int d = 0; d < wq->rank; d++) n *= wq->shape[d];
+    for (int64_t i = 0; i < n; i++) {
+        int32_t v = op->weight[i] - wq->zero_point[qat_qtype_param_index(wq, i)];
+        if (v < INT8_MIN || v > INT8_MAX) return false;
+        if (out) out[i] = (int8_t)v;
+    }
+    return true;
+}
+
 int qat_qop_weight_shape(const qat_qmodel *q, const qat_qop *op, int64_t *shape) {
     if (op->kind == QAT_QOP_LINEAR) {
         shape[0] = op->wq.shape[0], shape[1] = op->wq.shape[1];

@@ -51,7 +51,7 @@ static bool int8_path(const qat_qmodel *q, const qat_qop *op, const qat__op_geom
     qat__i8_geom i8; /* its offsets into scratch are int32 */
     qat__i8_geometry(q, op, g, max_batch, &i8);
     if (i8.scratch > INT32_MAX / 2) return false;
-    return qat__int8_weights(op);
+    return qat_qop_int8_weights(op, NULL);
 }
 
 static qat__add_args add_args(const qat_qmodel *q, const qat_qop *op) {
@@ -209,7 +209,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     op_header *h = (op_header *)(void *)c;
     bool sc = qat_qop_subchannel(op); /* blocks with their own scales: subchannel.c's layout */
     h->int8 = !sc && int8_path(q, op, g, max_batch, level);
-    h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat__int8_weights(op);
+    h->qk = !sc && level == QAT_LEVEL_PORTABLE && qat_qop_int8_weights(op, NULL);
     bool vnni = level == QAT_LEVEL_AVXVNNI;
     /* the AVX2 level's multiplies are its time (one vpmaddwd pipe on the cores that stop there): 16 per 4
      * outputs instead of 36; AVX-VNNI's vpdpbusd does 4 products where vpmaddwd does 2 */
@@ -237,7 +237,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
     }
     const qat_qtype *wq = &op->wq;
     h->vex = vnni && qat__direct_vex(); /* the AVX-VNNI level's encoding: the direct and the depthwise convolutions */
-    h->dw_bytes = !sc && vnni && g->depthwise && qat__int8_weights(op) && bytes_biases_fit(q, op, g);
+    h->dw_bytes = !sc && vnni && g->depthwise && qat_qop_int8_weights(op, NULL) && bytes_biases_fit(q, op, g);
     if (h->direct) {
         prepare_direct(q, op, g, max_batch, h->direct != QAT_DIRECT_PAIRS, c);
         return;
