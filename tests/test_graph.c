@@ -1036,6 +1036,8 @@ static void test_dead_branch_not_lowered(void) {
         CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q[k]), QAT_OK);
     }
     CU_ASSERT_EQUAL(q[0].n_ops, q[1].n_ops);
+    CU_ASSERT_EQUAL(q[0].n_tensors, q[1].n_tensors);
+    CU_ASSERT_EQUAL(qat_qmodel_check(&q[0], NULL, 0), QAT_OK); /* every op's inputs made before it */
     for (int i = 0; i < q[0].n_ops && i < q[1].n_ops; i++) {
         CU_ASSERT_EQUAL(q[0].ops[i].kind, q[1].ops[i].kind);
         CU_ASSERT_STRING_EQUAL(q[0].ops[i].name, q[1].ops[i].name);

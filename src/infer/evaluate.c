@@ -16,6 +16,7 @@ static double now(void) {
 
 qat_status qat_engine_evaluate(qat_ctx *ctx, qat_engine *e, const qat_qmodel *q, qat_dataset *d, qat_split s,
                                const qat_task *task, qat_engine_eval *opt, qat_metrics *out) {
+    if (out) memset(out, 0, sizeof *out); /* qat_metrics_free after any failure is safe */
     if (!out || !q || !task || !opt || !e || !d)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_engine_evaluate: NULL %s",
                             !out ? "out" : !q ? "q" : !task ? "task" : !opt ? "opt" : !e ? "engine" : "data set");

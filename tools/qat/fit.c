@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
@@ -311,33 +312,63 @@ static int check_out_dir(const fit_opts *o, bool *made) {
 
 static void catch_fit_signals(void);
 
-/* What a run writes in --out (besides trained.ckpt.h5, which step 1
- * writes again and --checkpoint may name): an earlier run's are removed
- * first, so that the folder holds one run's products, never a mix. */
+/* What a run writes in --out. An earlier run's are removed first (all
+ * but trained.ckpt.h5, which step 1 writes again and --checkpoint may
+ * name), so that the folder holds one run's products, never a mix: only
+ * where FIT_MARK says an earlier qat fit made them, and only when none of
+ * them is or holds one of this run's inputs (checked before anything is
+ * removed). */
+#define FIT_MARK ".qat-fit"
+#define FIT_MARK_TEXT "qat fit's folder: a run removes what an earlier one wrote here (docs/fit.md)\n"
 static const char *const products[] = {"layers.csv", "front.csv", "front.png", "fit.qnet", "fit.ckpt.h5", "fit.qat.h5",
-                                       "c", "cycles", "stack", "stack-small", "trained-c", "trained-c-small", NULL};
+                                       "c", "cycles", "stack", "stack-small", "trained.ckpt.h5", NULL};
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st, (void)ftw;
     return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+/* Is path the entry, or inside it (entry a folder)? */
+static bool is_or_inside(const char *path, const char *entry) {
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!path || !realpath(path, a) || !realpath(entry, b)) return false;
+    size_t n = strlen(b);
+    return !strcmp(a, b) || (!strncmp(a, b, n) && a[n] == '/');
+}
+
 static int clear_products(fit_run *r) {
     const fit_opts *o = r->o;
-    char path[4200];
+    char path[4200], mark[4200];
+    path_in(mark, sizeof mark, o->out, FIT_MARK);
+    bool marked = access(mark, F_OK) == 0;
+    const char *inputs[][2] = {{"--checkpoint", o->checkpoint},
+                               {"--model", train_opts_model_is_file(&o->train) ? o->train.model : NULL},
+                               {"--data", o->train.data.path}};
     for (int i = 0; products[i]; i++) {
-        path_in(path, sizeof path, o->out, products[i]);
         struct stat st;
+        path_in(path, sizeof path, o->out, products[i]);
         if (lstat(path, &st) != 0) continue;
-        char real_dir[PATH_MAX], real_ckpt[PATH_MAX];
-        size_t dl = S_ISDIR(st.st_mode) && o->checkpoint && realpath(path, real_dir) && realpath(o->checkpoint, real_ckpt)
-                        ? strlen(real_dir) : 0;
-        if (o->checkpoint && (cli_same_file(path, o->checkpoint) ||
-                              (dl && !strncmp(real_dir, real_ckpt, dl) && real_ckpt[dl] == '/')))
-            return cli_fail(PROG, o->json, EXIT_USAGE, "--checkpoint %s is %s, which this run writes anew: copy it "
-                            "elsewhere first", o->checkpoint, path);
+        bool step1 = !strcmp(products[i], "trained.ckpt.h5"); /* kept, and --checkpoint may name it */
+        for (int k = 0; k < 3 && !(step1 && o->checkpoint); k++)
+            if (is_or_inside(inputs[k][1], path))
+                return cli_fail(PROG, o->json, EXIT_USAGE, "%s %s is %s, which this run writes anew: copy it elsewhere "
+                                "first", inputs[k][0], inputs[k][1], path);
+        if (!marked && !(step1 && o->checkpoint))
+            return cli_fail(PROG, o->json, EXIT_USAGE, "--out %s holds %s, which qat fit writes, and no earlier qat fit "
+                            "run made it (%s is not there): choose another folder", o->out, products[i], FIT_MARK);
+    }
+    for (int i = 0; marked && products[i]; i++) {
+        struct stat st;
+        path_in(path, sizeof path, o->out, products[i]);
+        if (!strcmp(products[i], "trained.ckpt.h5") || lstat(path, &st) != 0) continue;
         if (S_ISDIR(st.st_mode) ? nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 : unlink(path) != 0)
             return cli_fail(PROG, o->json, 1, "%s: cannot remove an earlier run's output: %s", path, strerror(errno));
+    }
+    if (!marked) {
+        FILE *f = fopen(mark, "w");
+        bool ok = f && fputs(FIT_MARK_TEXT, f) >= 0;
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok) return cli_fail(PROG, o->json, 1, "%s: cannot write it", mark);
     }
     return 0;
 }
@@ -374,13 +405,25 @@ static int train_with(fit_run *r, const char *const *extra, int n_extra, bool re
  * with --json, and the --out folder it made removed if still empty. The
  * training's own handler saves and says how to resume. */
 static volatile sig_atomic_t fit_json;
-static char fit_made_dir[4200]; /* set before the handler can run; read only there */
+static char fit_made_dir[4200], fit_made_mark[4300]; /* set before the handler can run; read only there */
 static volatile sig_atomic_t fit_made;
+
+/* A folder this run made and left holding its mark alone goes (async-signal-safe). */
+static void remove_made_dir(void) {
+    if (!fit_made || unlink(fit_made_mark) != 0) return;
+    if (rmdir(fit_made_dir) == 0) return;
+    int fd = open(fit_made_mark, O_WRONLY | O_CREAT | O_TRUNC, 0644); /* products stay: so does the mark */
+    if (fd >= 0) {
+        ssize_t w = write(fd, FIT_MARK_TEXT, sizeof FIT_MARK_TEXT - 1);
+        (void)w;
+        close(fd);
+    }
+}
 
 static void on_fit_signal(int sig) {
     static const char msg[] = "\nqat fit: interrupted: what it wrote stays in --out; the same command starts over\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
-    if (fit_made) rmdir(fit_made_dir); /* only an empty one goes */
+    remove_made_dir();
     if (fit_json) {
         char line[] = "{\"error\": \"interrupted\", \"status\": 000}\n";
         char *d = line + sizeof line - 6;
@@ -447,15 +490,16 @@ static int precheck_model(fit_run *r) {
  * bits, say). The weights' bits are fit's own choice. */
 static int same_quantization(fit_run *r) {
     const qat_prepare_config *c = qat_model_qat_config(r->m, NULL), *o = &r->o->train.qcfg;
-    if (!c) return 0;
+    if (!c || c->lsq) return 0; /* an LSQ checkpoint: qat_fit_measure says it takes none */
     const char *opt = c->abits != o->abits                   ? "--abits"
                       : c->io_bits != o->io_bits             ? "--io-bits"
                       : c->wgran != o->wgran || (c->wgran == QAT_GRAN_BLOCK && c->block != o->block) ||
                               (c->wgran == QAT_GRAN_AXES && memcmp(c->blocks, o->blocks, sizeof c->blocks))
                           ? "--granularity"
                       : c->block_scale_bits != o->block_scale_bits ? "--block-scales"
-                      : c->lsq != o->lsq                           ? "--lsq"
+                      : c->ragged != o->ragged                     ? "--ragged-blocks"
                       : c->aobs != o->aobs                         ? "--observer"
+                      : c->window != o->window                     ? "--window"
                       : c->pool_keeps_scale != o->pool_keeps_scale ? "--target"
                                                                    : NULL;
     if (!opt) return 0;
@@ -837,6 +881,7 @@ static int fit(fit_run *r) {
     }
     if ((rc = check_out_dir(o, &r->made_out))) return rc;
     snprintf(fit_made_dir, sizeof fit_made_dir, "%s", o->out);
+    snprintf(fit_made_mark, sizeof fit_made_mark, "%s/%s", o->out, FIT_MARK);
     fit_made = r->made_out;
     if ((rc = clear_products(r))) return rc;
     path_in(r->qnet, sizeof r->qnet, o->out, "fit.qnet");
@@ -1025,7 +1070,7 @@ int cmd_fit(int argc, char **argv) {
     catch_fit_signals();
     rc = fit(&r);
     signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
-    if (rc && r.made_out) rmdir(o.out); /* made for a run that failed before it wrote anything: gone again */
+    if (rc) remove_made_dir(); /* made for a run that failed before it wrote anything: gone again */
     qat_dataset_free(r.data);
     qat_ctx_free(r.ctx);
     return rc;
