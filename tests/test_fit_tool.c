@@ -48,6 +48,15 @@ static const char *cycle_plugin(const char **why) {
     return made ? so : NULL;
 }
 
+/* Runs ARGS and checks that it is refused with status rc and a message
+ * holding SAYS. */
+static void refused(const char *args, int rc, const char *says) {
+    char err[8192];
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), rc);
+    if (!strstr(err, says)) printf("\n  %s: %s", args, err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, says));
+}
+
 /* Lines of a file. */
 static int lines(const char *path) {
     FILE *f = fopen(path, "r");
@@ -230,14 +239,12 @@ static void test_fit_refused_early(void) {
     qat_ctx_free(ctx);
     snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' --flash 40000 --no-link --out '%s/early'", ckpt, dir,
              cli_dir);
-    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the data's samples are [1, 10, 10], the model's input is [1, 28, 28]"));
+    refused(args, 2, "the data's samples are [1, 10, 10], the model's input is [1, 28, 28]");
     snprintf(path, sizeof path, "%s/early", cli_dir);
     CU_ASSERT_NOT_EQUAL(access(path, F_OK), 0);
     snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' --abits 4 --flash 40000 --no-link --out '%s/early'",
              ckpt, data, cli_dir); /* measured at the checkpoint's A8, fine-tuned at A4: not the model measured */
-    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "was trained with another --abits than this run's (8, this run 4)"));
+    refused(args, 2, "was trained with another --abits than this run's (8, this run 4)");
     snprintf(args, sizeof args, "fit --model lenet --granularity block:8 --data '%s' --limit-train 1280 --flash 40000 "
              "--no-link --out '%s/early'", data, cli_dir);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
@@ -248,8 +255,7 @@ static void test_fit_refused_early(void) {
     CU_ASSERT_EQUAL_FATAL(system(args), 0);
     snprintf(args, sizeof args, "fit --checkpoint '%s/early/fit.ckpt.h5' --data '%s' --flash 40000 --no-link "
              "--out '%s/early'", cli_dir, data, cli_dir);
-    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "which this run writes anew"));
+    refused(args, 2, "which this run writes anew");
     snprintf(path, sizeof path, "%s/early/fit.ckpt.h5", cli_dir);
     CU_ASSERT_EQUAL(access(path, R_OK), 0);
     /* a folder whose c/ no qat fit made (no mark): refused, nothing removed */
@@ -257,8 +263,7 @@ static void test_fit_refused_early(void) {
     CU_ASSERT_EQUAL_FATAL(system(args), 0);
     snprintf(args, sizeof args, "fit --checkpoint '%s' --data '%s' --flash 40000 --no-link --out '%s/mine'", ckpt, data,
              cli_dir);
-    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "holds c, which qat fit writes, and no earlier qat fit run made it"));
+    refused(args, 2, "holds c, which qat fit writes, and no earlier qat fit run made it");
     snprintf(path, sizeof path, "%s/mine/c/firmware.c", cli_dir);
     CU_ASSERT_EQUAL(access(path, F_OK), 0);
     /* an earlier run's folder, this run's --model in it: refused before anything is removed */
@@ -303,13 +308,10 @@ static void test_fit_bad_options(void) {
         {"fit --model lenet --flash 1000 --ft-lr 0", "--ft-lr wants a number", 2},
         {"fit --model lenet --flash 1000 --lr 5e-7", "--lr 5e-07: fine-tuning at a tenth of it is below 1e-7", 2},
     };
-    char err[8192], args[1024];
+    char args[1024];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         snprintf(args, sizeof args, "%s --out '%s/bad'", cases[i].args, cli_dir);
-        int rc = cli_run(args, err, sizeof err, NULL, 0);
-        CU_ASSERT_EQUAL(rc, cases[i].rc);
-        if (!strstr(err, cases[i].says)) printf("\n  %s: %s", cases[i].args, err);
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].says));
+        refused(args, cases[i].rc, cases[i].says);
     }
     CU_ASSERT_EQUAL(cli_run("fit --help", NULL, 0, NULL, 0), 0);
 }
