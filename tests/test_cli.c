@@ -12,6 +12,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
+#include "qat/data.h"
 #include "qat/io.h"
 #include "qat/onnx.h"
 #include "qat/tflite.h"
@@ -268,9 +269,9 @@ static void test_stop_and_resume_is_bit_identical(void) {
     CU_ASSERT_EQUAL(memcmp(ma->params, mb->params, (size_t)ma->n_params * sizeof(float)), 0);
     CU_ASSERT_EQUAL(ma->layers[ma->n_layers - 1].aq->obs.updates, mb->layers[mb->n_layers - 1].aq->obs.updates);
     qat_ctx_free(ctx);
-    /* a finished run cannot be resumed past its end */
+    /* a finished run cannot be resumed past its end: the options ask for nothing, exit 2 */
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s'", data, common, a);
-    CU_ASSERT_EQUAL(run(args, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing left to train"));
 }
 
@@ -346,6 +347,26 @@ static void test_resume_refuses_other_options(void) {
              ckpt);
     CU_ASSERT_EQUAL(run2(args, err, sizeof err, out, sizeof out), 2);
     expect_json_error(out, 2, "made with --limit-train 640, this run asks for --limit-train 320");
+    /* another data set of fewer samples than the checkpoint's order: exit 2, saying so */
+    char small[300];
+    snprintf(small, sizeof small, "%s/small-set", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(small, 0755), 0);
+    qat_ctx *sctx = qat_ctx_new();
+    static uint8_t px[200 * 784];
+    static int32_t py[200];
+    for (int i = 0; i < 200; i++) py[i] = i % 10;
+    const char *parts[] = {"train", "test"};
+    for (int i = 0; i < 2; i++) {
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s_x.npy", small, parts[i]);
+        CU_ASSERT_EQUAL(qat_npy_save(sctx, p, QAT_DT_U8, 4, (int64_t[]){200, 1, 28, 28}, px), QAT_OK);
+        snprintf(p, sizeof p, "%s/%s_y.npy", small, parts[i]);
+        CU_ASSERT_EQUAL(qat_npy_save(sctx, p, QAT_DT_I32, 1, (int64_t[]){200}, py), QAT_OK);
+    }
+    qat_ctx_free(sctx);
+    snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --no-units-check", small, common, ckpt);
+    CU_ASSERT_EQUAL(run(args, err, sizeof err), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "was made with 640 training samples, more than this run's 200 (another data set"));
     /* what a resume may change */
     snprintf(args, sizeof args, "train --data '%s' %s --resume '%s' --epochs 3 --limit-test 50 --stop-after 12 "
              "--save-every 4 --out '%s' --json", data, common, ckpt, other);

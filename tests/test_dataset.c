@@ -549,6 +549,7 @@ static void dangling_y(hid_t f) {
     H5Lcreate_soft("/nowhere", f, "test/y", H5P_DEFAULT, H5P_DEFAULT);
 }
 static void no_x(hid_t f) { h5_put(f, "train/images", QAT_DT_U8, 2, D10x2, U8, 0); }
+static void x_group(hid_t f) { h5_put(f, "train/x/images", QAT_DT_U8, 2, D10x2, U8, 0); }
 static void three_enum(hid_t f) {
     hid_t t = H5Tenum_create(H5T_NATIVE_INT8);
     int8_t v0 = 0, v1 = 1, v2 = 2;
@@ -589,6 +590,7 @@ static void test_bad_hdf5(void) {
     h5_case("external.h5", external_y, "test/y is a link to another file: not followed", NULL);
     h5_case("dangling.h5", dangling_y, "test/y is a link to nothing", NULL);
     h5_case("no-x.h5", no_x, "group train has no dataset x (it holds: images)", NULL);
+    h5_case("x-group.h5", x_group, "train/x is a group, not a dataset", NULL);
     h5_case("enum.h5", three_enum, "train/x holds an enum, which no array of a data set may hold", NULL);
     h5_case("unwritten.h5", huge_sample, "train/x stores 0 bytes of its 33554432 (created but never written", NULL);
     char p[300];
@@ -775,6 +777,29 @@ static void test_bad_idx(void) {
     idx_gz(p, 1, &dl, lab, 6);
     /* the test split without labels: the kinds differ */
     refused(d, ": test has no y but train has class labels in y (uint8)", NULL);
+}
+
+/* A FIFO where a data file should be: refused at once, never a blocked
+ * open (the alarm turns a hang into a failure). */
+static void test_fifo_refused(void) {
+    char d[300], p[400];
+    alarm(60);
+    fresh_dir("fifo-npy", d, sizeof d);
+    const char *names[] = {"train_x.npy", "train_y.npy", "test_x.npy", "test_y.npy"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, names[i]);
+        CU_ASSERT_EQUAL_FATAL(mkfifo(p, 0600), 0);
+    }
+    refused(d, "_x.npy: not a regular file (a FIFO)", NULL);
+    fresh_dir("fifo-idx", d, sizeof d);
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", d);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(p, 0600), 0);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_idx idx;
+    CU_ASSERT_NOT_EQUAL(qat_idx_read(ctx, p, &idx), QAT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "not a regular file (a FIFO)"));
+    qat_ctx_free(ctx);
+    alarm(0);
 }
 
 static void test_bad_options(void) {
@@ -1344,6 +1369,7 @@ int main(int argc, char **argv) {
         {"bad HDF5 sets: one line naming file, split, row and value", test_bad_hdf5},
         {"bad .npy files: every header fault refused by name", test_bad_npy},
         {"bad IDX sets", test_bad_idx},
+        {"a FIFO for a data file: refused, not waited on", test_fifo_refused},
         {"bad options", test_bad_options},
         {"val carved from train: seeded, disjoint, ordered", test_val_carving},
         {"streamed splits: the same bits as in memory, memory within the cap", test_streaming},

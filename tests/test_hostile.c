@@ -843,7 +843,18 @@ static void denormal_scale(hid_t f) {
     H5Gclose(g);
 }
 
+/* A quantized shape whose product would overflow int64 ([O, 2^24, 2^24, 2^24]). */
+static void quantized_shape_huge(hid_t f) {
+    hid_t d = H5Dopen2(f, "ops/0/weight", H5P_DEFAULT);
+    long long v[4] = {0, 1LL << 24, 1LL << 24, 1LL << 24};
+    H5LTget_attribute_long_long(f, "ops/0/weight", "quantized_shape", v); /* keeps O */
+    v[1] = v[2] = v[3] = 1LL << 24;
+    H5LTset_attribute_long_long(f, "ops/0/weight", "quantized_shape", v, 4);
+    H5Dclose(d);
+}
+
 static void test_qmodel_review_cases(void) {
+    expect_refused(qmodel_path, quantized_shape_huge, true, "quantized_shape does not hold the weight's elements");
     expect_refused(qmodel_path, scale_array, true, "want 1 element(s)");
     expect_refused(qmodel_path, storage_type_array, true, "want 1 element(s)");
     expect_refused(qmodel_path, config_array, true, "want 1 element(s)");
@@ -911,7 +922,56 @@ static void nan_param(hid_t f) {
     H5Dclose(d);
 }
 
+/* Writes v into element i of the BatchNorm buffer whose name ends in suffix. */
+static void set_bn_buffer(hid_t f, const char *suffix, int i, float v) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = tiny_model(ctx);
+    for (int b = 0; m && b < m->n_buffer_tensors; b++) {
+        const char *name = m->buffer_list[b].name;
+        if (strlen(name) < strlen(suffix) || strcmp(name + strlen(name) - strlen(suffix), suffix)) continue;
+        char path[2 * QAT_NAME_LEN + 16];
+        snprintf(path, sizeof path, "buffers/%s", name);
+        float vals[2];
+        hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+        H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals);
+        vals[i] = v;
+        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals);
+        H5Dclose(d);
+    }
+    qat_ctx_free(ctx);
+}
+static void negative_var(hid_t f) { set_bn_buffer(f, ".running_var", 1, -1.0f); }
+static void nan_var_after_mean(hid_t f) {
+    set_bn_buffer(f, ".running_mean", 0, 5.0f);
+    set_bn_buffer(f, ".running_var", 1, NAN);
+}
+
+/* A warm start that fails part way through the buffers (the mean read,
+ * then a NaN variance) leaves every parameter and buffer as it was. */
+static void test_load_weights_all_or_nothing(void) {
+    char path[320];
+    path_of(path, sizeof path, "case.h5");
+    copy_file(ckpt_path, path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    nan_var_after_mean(f);
+    H5Fclose(f);
+    qat_ctx *ctx = qat_ctx_new();
+    qat_model *m = tiny_model(ctx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    size_t np = (size_t)m->n_params, nb = (size_t)m->n_buffers;
+    float *before = malloc((np + nb) * sizeof *before);
+    memcpy(before, m->params, np * sizeof *before);
+    memcpy(before + np, m->buffers, nb * sizeof *before);
+    CU_ASSERT_EQUAL(qat_checkpoint_load_weights(m, path), QAT_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(qat_ctx_error(ctx), "running_var[1] is nan"));
+    CU_ASSERT_EQUAL(memcmp(before, m->params, np * sizeof *before), 0);
+    CU_ASSERT_EQUAL(memcmp(before + np, m->buffers, nb * sizeof *before), 0);
+    free(before);
+    qat_ctx_free(ctx);
+}
+
 static void test_checkpoint_review_cases(void) {
+    expect_refused(ckpt_path, negative_var, false, "running_var[1] is -1 (want a finite, non-negative number)");
     expect_refused(ckpt_path, optim_kind_long, false, "attribute kind is too long");
     expect_refused(ckpt_path, rng_long, false, "model_rng has another shape");
     expect_refused(ckpt_path, shuffle_rng_long, false, "shuffle_rng has another shape");
@@ -978,6 +1038,7 @@ int main(int argc, char **argv) {
         {"format attribute: long, unterminated, integer, variable-length", test_format_attribute},
         {"quantized model: the review's cases", test_qmodel_review_cases},
         {"training checkpoint: the review's cases", test_checkpoint_review_cases},
+        {"training checkpoint: a failed warm start changes nothing", test_load_weights_all_or_nothing},
         {"export refuses what load refuses", test_export_refuses_what_load_refuses},
         {NULL, NULL}};
     if (setup()) return 2;

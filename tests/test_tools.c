@@ -302,6 +302,47 @@ static void test_analyze_without_labels(void) {
         if (!strstr(err, cls[i][1])) printf("\n  %s: %s", cls[i][0], err);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, cls[i][1]));
     }
+    /* another task than the file's training recorded: refused, not scored (a regressor's argmax as classes) */
+    char cls_dir[400];
+    snprintf(cls_dir, sizeof cls_dir, "%s/reg-labels", cli_dir);
+    snprintf(args, sizeof args, "mkdir -p '%s' && cp '%s/train_x.npy' '%s/test_x.npy' '%s/'", cls_dir, dir, dir, cls_dir);
+    CU_ASSERT_EQUAL_FATAL(system(args), 0);
+    qat_ctx *ctx = qat_ctx_new();
+    static int32_t labels[256];
+    for (int i = 0; i < 256; i++) labels[i] = i % 2;
+    const char *ys[] = {"train_y.npy", "test_y.npy"};
+    for (int i = 0; i < 2; i++) {
+        char yp[440];
+        snprintf(yp, sizeof yp, "%s/%s", cls_dir, ys[i]);
+        CU_ASSERT_EQUAL(qat_npy_save(ctx, yp, QAT_DT_I32, 1, (int64_t[]){256}, labels), QAT_OK);
+    }
+    qat_ctx_free(ctx);
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s'", qm, cls_dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "was trained for the regress task; the data's y makes it classify"));
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s' --task classify", qm, dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "was trained for the regress task; --task asks for classify"));
+    /* --split val --val F is the training run's own val: by the seed it recorded (7), not 1 */
+    char s7[400], q7[400], mse[3][64] = {"", "", ""};
+    snprintf(s7, sizeof s7, "%s/reg7.ckpt.h5", cli_dir);
+    snprintf(q7, sizeof q7, "%s/reg7.qat.h5", cli_dir);
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --qat --epochs 1 --seed 7 --val 0.25 --out '%s'", dir,
+             qnet, s7);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", s7, q7);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    const char *seeds[3] = {"", "--val-seed 7", "--val-seed 1"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "eval --model '%s' --data '%s' --split val --val 0.25 %s --json", q7, dir, seeds[i]);
+        CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+        cli_last_line(out, line, sizeof line);
+        const char *m = strstr(line, "\"val_mse\": ");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+        memcpy(mse[i], m, 20);
+    }
+    CU_ASSERT_STRING_EQUAL(mse[0], mse[1]);
+    CU_ASSERT_STRING_NOT_EQUAL(mse[0], mse[2]);
     /* data that does not fit the model is refused, not read into its input (here: samples wider than it) */
     snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s'", path, data);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 2);

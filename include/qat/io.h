@@ -53,7 +53,7 @@ QAT_API qat_status qat_checkpoint_load(qat_model *m, qat_optim *opt, qat_optim *
  * and input normalization of a training checkpoint into a built model
  * of the same layers and shapes, prepared or not, whatever the precision
  * it was trained at; quantizers, optimizer and loop are not read. On
- * failure the parameters are as they were. */
+ * failure the parameters, buffers and normalization are as they were. */
 QAT_API qat_status qat_checkpoint_load_weights(qat_model *m, const char *path);
 
 /* Reads only the loop position and whether the model was prepared for QAT,

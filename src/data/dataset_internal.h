@@ -15,8 +15,14 @@
 #define QAT_DATA_DATASET_INTERNAL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "qat/data.h"
+
+/* path opened for reading when it is a regular file; NULL otherwise, with
+ * the reason on ctx (when not NULL): a FIFO or a device is refused without
+ * blocking. */
+FILE *qat__fopen_regular(qat_ctx *ctx, const char *path);
 
 #define QAT__DATA_DEFAULT_CAP ((int64_t)1 << 30) /* memory_cap 0: 1 GiB */
 #define QAT__DATA_NAME 48                        /* "x", "train/x" */

@@ -333,8 +333,12 @@ static bool open_split(qat__h5r *r, qat_dataset *d, qat_split s, qat__array *ano
         return qat__h5r_fail(r, QAT_ERR_FORMAT, "\"%s\" is not a group (want groups train, test and optionally val, "
                              "each holding x and y)", sn);
     snprintf(path, sizeof path, "%s/x", sn);
-    if (!member(r, path, &type) || type != H5O_TYPE_DATASET) {
+    bool there = member(r, path, &type);
+    if (!there || type != H5O_TYPE_DATASET) {
         if (!r->ok) return false;
+        if (there)
+            return qat__h5r_fail(r, QAT_ERR_FORMAT, "%s is a %s, not a dataset (want x an array of the samples)", path,
+                                 type == H5O_TYPE_GROUP ? "group" : "named datatype");
         hid_t g = H5Gopen2(r->file, sn, H5P_DEFAULT);
         list[0] = '\0';
         if (g >= 0) list_root(g, list, sizeof list), H5Gclose(g);

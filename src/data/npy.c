@@ -28,7 +28,7 @@
 static const char magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 bool qat__is_npy(const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = qat__fopen_regular(NULL, path);
     char head[6];
     bool is = f && fread(head, 1, 6, f) == 6 && !memcmp(head, magic, 6);
     if (f) fclose(f);
@@ -233,16 +233,15 @@ qat_status qat__npy_header_read(qat_ctx *ctx, const char *path, qat__npy_header 
     } probe = {1};
     if (!probe.b[0])
         return qat_ctx_fail(ctx, QAT_ERR_UNSUPPORTED, "%s: .npy files are read on little-endian machines only", path);
-    errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = qat__fopen_regular(ctx, path);
+    if (!f) return qat_ctx_status(ctx);
     struct stat sb;
     qat_status st = QAT_OK;
     uint8_t pre[12];
     char *text = NULL;
     size_t got = 0;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: not a regular file", path);
+    if (fstat(fileno(f), &sb) != 0) {
+        st = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
         goto done;
     }
     got = fread(pre, 1, 8, f);
@@ -315,9 +314,9 @@ done:
 }
 
 qat_status qat__npy_payload_read(qat_ctx *ctx, const char *path, const qat__npy_header *h, void *buf) {
+    FILE *f = qat__fopen_regular(ctx, path);
+    if (!f) return qat_ctx_status(ctx);
     errno = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     size_t bytes = (size_t)h->count * qat_dtype_size(h->dtype);
     bool ok = fseek(f, (long)h->data_offset, SEEK_SET) == 0 && fread(buf, 1, bytes, f) == bytes;
     int err = errno;

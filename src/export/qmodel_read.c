@@ -207,7 +207,10 @@ static bool get_weight(qat__h5r *r, hid_t g, const char *where, qat_qop *op, int
         for (int d = 0; d < want; d++) tsh[d] = shape[d];
     }
     int64_t b[QAT_MAX_RANK], ts[QAT_MAX_RANK], tn = 1;
-    for (int d = 0; d < trank; d++) b[d] = block[d], ts[d] = tsh[d], tn *= tsh[d];
+    for (int d = 0; d < trank; d++) { /* each entry at least 1, so a product past n stops before it can overflow */
+        b[d] = block[d], ts[d] = tsh[d];
+        tn = tn <= n ? tn * tsh[d] : tn;
+    }
     if (tn != n || ts[0] != shape[0])
         return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s: quantized_shape does not hold the weight's elements", where);
     int32_t lo, hi;

@@ -221,8 +221,9 @@ static void get_tensors(qat__h5r *r, const char *name, const qat__named_tensor *
     for (int i = 0; r->ok && i < n; i++) {
         qat_tensor *t = list[i].tensor;
         if (!qat__h5r_floats(r, g, list[i].name, t->rank, t->shape, t->data)) break;
-        size_t len = strlen(list[i].name);
-        bool var = nonnegative_var && len > 12 && !strcmp(list[i].name + len - 12, "running_var");
+        static const char suffix[] = "running_var";
+        size_t len = strlen(list[i].name), k = sizeof suffix - 1;
+        bool var = nonnegative_var && len >= k && !strcmp(list[i].name + len - k, suffix);
         all_finite(r, list[i].name, t->data, t->numel, var);
     }
     H5Gclose(g);
@@ -237,7 +238,14 @@ static void get_order(qat__h5r *r, hid_t g, qat_train_state *ts) {
         qat__h5r_fail(r, QAT_ERR_SHAPE, "the checkpoint has a sample order and the caller gave no room for it");
         return;
     }
-    if (!qat__h5r_i32s_upto(r, g, "order", cap, ts->order, &n)) return;
+    int rank = 0;
+    int64_t dims[QAT_MAX_RANK] = {0};
+    if (qat__h5r_shape(r, g, "order", QAT_MAX_RANK, &rank, dims) && rank == 1 && dims[0] > cap) { /* the usual cause, in its words */
+        qat__h5r_fail(r, QAT_ERR_SHAPE, "was made with %lld training samples, more than this run's %lld (another data "
+                      "set, or another --limit-train?)", (long long)dims[0], (long long)cap);
+        return;
+    }
+    if (!r->ok || !qat__h5r_i32s_upto(r, g, "order", cap, ts->order, &n)) return;
     uint8_t *seen = calloc((size_t)n + 1, 1);
     if (!seen) {
         qat__h5r_fail(r, QAT_ERR_NOMEM, "no memory to check the sample order");
@@ -351,17 +359,23 @@ qat_status qat_checkpoint_load_weights(qat_model *m, const char *path) {
     if (!m) return QAT_ERR_ARG;
     qat_ctx *ctx = m->ctx;
     if (!path || !m->built) return qat_ctx_fail(ctx, QAT_ERR_ARG, "checkpoint: need a built model and a path");
-    size_t n = qat_model_n_params(m) * sizeof(float);
-    float *keep = malloc(n ? n : 1); /* all or nothing: a file that fails part way leaves the model as it was */
+    /* all or nothing: a file that fails part way leaves the parameters and
+     * buffers as they were (each is read straight into the model) */
+    size_t n = (size_t)m->n_params * sizeof(float), nb = (size_t)m->n_buffers * sizeof(float);
+    float *keep = malloc(n + nb + 1);
     if (!keep) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "checkpoint: out of memory");
-    memcpy(keep, qat_model_params(m), n);
+    memcpy(keep, m->params, n);
+    memcpy((char *)keep + n, m->buffers, nb);
     qat__h5r r = {ctx, path, -1, true};
     H5E_BEGIN_TRY {
         if (open_checked(&r)) read_weights(&r, m);
         if (r.file >= 0) H5Fclose(r.file);
     }
     H5E_END_TRY;
-    if (!r.ok) memcpy(qat_model_params(m), keep, n);
+    if (!r.ok) {
+        memcpy(m->params, keep, n);
+        memcpy(m->buffers, (char *)keep + n, nb);
+    }
     free(keep);
     return r.ok ? QAT_OK : qat_ctx_status(ctx);
 }

@@ -570,8 +570,8 @@ bool qat__h5r_i32s_upto(qat__h5r *r, hid_t loc, const char *name, int64_t cap, i
     if (count > cap || !fits_int32(r, set, name)) {
         H5Dclose(set);
         if (!r->ok) return false;
-        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has %lld elements, at most %lld fit (another data set size?)", name, (long long)count,
-                             (long long)cap);
+        return qat__h5r_fail(r, QAT_ERR_SHAPE, "%s has %lld elements, more than the %lld there is room for", name,
+                             (long long)count, (long long)cap);
     }
     bool ok = H5Dread(set, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
     H5Dclose(set);

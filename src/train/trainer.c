@@ -468,8 +468,8 @@ static qat_status resume(qat_trainer *t, int *first_epoch, int64_t *start_s) {
     if (prepared && (st = prepare(t)) != QAT_OK) return st;
     if ((st = qat_checkpoint_load(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, c->resume)) != QAT_OK) return st;
     if (t->ts.n_order != t->n)
-        return qat_ctx_fail(t->ctx, QAT_ERR_ARG, "%s was made with %lld training samples, this run has %lld", c->resume,
-                            (long long)t->ts.n_order, (long long)t->n);
+        return qat_ctx_fail(t->ctx, QAT_ERR_ARG, "%s was made with %lld training samples, this run has %lld (another "
+                            "data set, or another --limit-train?)", c->resume, (long long)t->ts.n_order, (long long)t->n);
     t->ts.config = c->config;
     if (prepared) t->qat_start = t->qat_step0;
     t->step = t->ts.step;

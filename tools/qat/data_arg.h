@@ -23,8 +23,8 @@ typedef struct {
     "  --data PATH                 the data set (default data/mnist): an HDF5 file, a directory of .npy\n"       \
     "                              files or a directory of IDX files (docs/data-format.md)\n"                   \
     "  --val FRACTION              carve a validation split of this fraction from train (seeded)\n"             \
-    "  --val-seed S                the seed of that draw (train: its --seed by default; the other\n"           \
-    "                              commands: 1, so give a training run's to get its val split)\n"              \
+    "  --val-seed S                the seed of that draw (train: its --seed by default; eval: the\n"           \
+    "                              seed the model's training recorded, so its val split)\n"                     \
     "  --channels-last             x is [N, H, W, C] (numpy's image layout): read as [C, H, W]\n"               \
     "  --allow-nonfinite           skip rows holding NaN or infinity (default: refuse the data set)\n"          \
     "  --no-units-check            take data whose spread or mean is far from what the model's\n"          \

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "data_arg.h"
 #include "progress.h"
+#include "train_options.h"
 #include "qat/export.h"
 #include "qat/infer.h"
 
@@ -189,14 +190,17 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     /* the split measured alone (a val carved from train needs train too) */
     unsigned splits = r->split == QAT_SPLIT_VAL && o->data.val > 0 ? (1u << QAT_SPLIT_TRAIN | 1u << QAT_SPLIT_VAL)
                                                                    : 1u << r->split;
-    if (data_arg_open(&o->data, PROG, 1, splits, r->ctx, &r->data) != QAT_OK)
+    /* a val carved from train: by the seed the training recorded, unless --val-seed says otherwise */
+    double rec_seed = 1;
+    long seed = train_config_number(r->q->config, "val_seed", &rec_seed) && rec_seed >= 0 && rec_seed <= 2147483647.0
+                    ? (long)rec_seed : 1;
+    if (data_arg_open(&o->data, PROG, seed, splits, r->ctx, &r->data) != QAT_OK)
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s", qat_ctx_error(r->ctx));
     const qat_split_info *info = qat_dataset_info(r->data, r->split);
     if (!info)
         return cli_fail(PROG, o->json, EXIT_USAGE, "%s: the data set has no %s split%s", o->data.path, o->split,
                         r->split == QAT_SPLIT_VAL ? " (a training run's --val F carved its val from train: give eval the "
-                                                    "same --val F, and --val-seed S, the run's --val-seed or else its "
-                                                    "--seed)"
+                                                    "same --val F)"
                                                   : "");
     if (data_arg_check_units(&o->data, r->data, r->split, o->limit, r->q->norm, r->ctx) != QAT_OK)
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->data.path,
@@ -205,6 +209,13 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     if (o->task) t = cli_choice(o->task, tasks);
     else t = info->target == QAT_TARGET_CLASS ? 0 : info->target == QAT_TARGET_VALUES ? 1 : 2;
     r->task = (qat_task){.kind = (qat_task_kind)t, .topk = (int)o->topk};
+    char trained[16];
+    if (train_config_string(r->q->config, "task", trained, sizeof trained) &&
+        strcmp(trained, qat_task_kind_str(r->task.kind))) /* a classifier's logits scored as regression, ... */
+        return cli_fail(PROG, o->json, EXIT_USAGE, o->task ? "%s was trained for the %s task; --task asks for %s"
+                                                           : "%s was trained for the %s task; the data's y makes it %s "
+                                                             "(evaluate it on data of its own kind)",
+                        o->path, trained, qat_task_kind_str(r->task.kind));
     r->n = o->limit > 0 && o->limit < info->n ? o->limit : info->n;
     r->K = qat_qtensor_numel(&r->q->tensors[r->q->output]);
     if (o->topk_set && o->topk > 0 && r->task.kind == QAT_TASK_CLASSIFY && o->topk >= r->K) /* the default 5 goes quietly */

@@ -453,7 +453,7 @@ static int train_setup(run *r) {
     /* the checkpoint of a resume or --init, and its units against the data: refused before the log is
      * touched, and agreed by an MPI job's ranks */
     if (qat_trainer_start(r->tr) != QAT_OK) {
-        if (!qat_trainer_result(r->tr)->units_refused) return fail(r);
+        if (!qat_trainer_result(r->tr)->units_refused) return bad_input(r); /* a checkpoint that does not fit: 2 */
         return cli_fail(PROG, o->json, EXIT_USAGE, "%s: %s%s", o->data.path, qat_ctx_error(r->ctx), DATA_ARG_UNITS_HINT);
     }
     fprintf(stderr, "%s: %s, %s, %lld parameters, %lld training samples, %ld epoch%s, batch %ld, %s lr %g, %ld "

@@ -572,6 +572,21 @@ bool train_config_number(const char *config, const char *key, double *out) {
     return false;
 }
 
+bool train_config_string(const char *config, const char *key, char *out, size_t len) {
+    config_pair pairs[MAX_PAIRS];
+    int n = config && config[0] ? config_split(config, pairs) : -1;
+    for (int i = 0; i < n; i++) {
+        const char *v = pairs[i].value;
+        size_t vlen = strlen(v);
+        if (strcmp(pairs[i].key, key)) continue;
+        if (vlen < 2 || v[0] != '"' || v[vlen - 1] != '"' || vlen - 2 >= len) return false;
+        memcpy(out, v + 1, vlen - 2);
+        out[vlen - 2] = '\0';
+        return true;
+    }
+    return false;
+}
+
 /* Key k with value v into pairs a (na of them) when a lacks it, at the
  * place it has in b (nb pairs, this run's), so both list their keys in
  * one order. */

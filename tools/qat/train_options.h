@@ -73,6 +73,9 @@ void train_config_text(const train_opts *o, const char *model, uint32_t model_cr
 /* The number a configuration text (train_config_text's form, as a
  * checkpoint records it) gives key; false when it has none. */
 bool train_config_number(const char *config, const char *key, double *out);
+/* The string it gives key, without its quotes, into out (len bytes);
+ * false when it has none, or when it is not a string or does not fit. */
+bool train_config_string(const char *config, const char *key, char *out, size_t len);
 /* A resume keeps every option but the free ones: 0, or the exit status
  * after saying which option differs (2), or that the checkpoint's options
  * cannot be checked (1: no record, or not in this program's form). */
