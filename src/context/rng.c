@@ -11,7 +11,10 @@ static uint64_t splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
+/* A NULL generator is a caller's error: seeding it does nothing and it
+ * draws zeros (no crash; these sit in inner loops, so no message). */
 void qat_rng_seed(qat_rng *rng, uint64_t seed) {
+    if (!rng) return;
     rng->s[0] = splitmix64(&seed);
     rng->s[1] = splitmix64(&seed);
     if (!rng->s[0] && !rng->s[1]) rng->s[1] = 1;
@@ -27,13 +30,13 @@ static uint64_t next64(qat_rng *rng) {
     return r;
 }
 
-uint32_t qat_rng_u32(qat_rng *rng) { return (uint32_t)(next64(rng) >> 32); }
+uint32_t qat_rng_u32(qat_rng *rng) { return rng ? (uint32_t)(next64(rng) >> 32) : 0; }
 
 /* 24 high bits: every value exactly representable, strictly below 1. */
-float qat_rng_uniform(qat_rng *rng) { return (float)(next64(rng) >> 40) * (1.0f / 16777216.0f); }
+float qat_rng_uniform(qat_rng *rng) { return rng ? (float)(next64(rng) >> 40) * (1.0f / 16777216.0f) : 0.0f; }
 
 uint32_t qat_rng_below(qat_rng *rng, uint32_t n) {
-    if (n == 0) return 0;
+    if (n == 0 || !rng) return 0;
     uint32_t limit = (uint32_t)(-n) % n; /* reject the short top slice */
     for (;;) {
         uint32_t r = qat_rng_u32(rng);
@@ -42,6 +45,7 @@ uint32_t qat_rng_below(qat_rng *rng, uint32_t n) {
 }
 
 float qat_rng_normal(qat_rng *rng) {
+    if (!rng) return 0.0f;
     /* Box-Muller; u1 in (0, 1] so the log is finite. */
     float u1 = 1.0f - qat_rng_uniform(rng), u2 = qat_rng_uniform(rng);
     return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);

@@ -59,6 +59,7 @@ static int utf8_lead(unsigned char c, unsigned char *lo, unsigned char *hi) {
 }
 
 size_t qat_text_check(const char *s, size_t n, bool tabs, uint32_t *cp) {
+    if (!s) return 0; /* nothing to check: no byte is bad */
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i], lo, hi;
@@ -146,6 +147,7 @@ int qat_qtype_axis(const qat_qtype *q) {
 }
 
 int64_t qat_qtype_param_index(const qat_qtype *q, int64_t i) {
+    if (!q) return 0;
     int64_t p = 0, pstride = 1;
     for (int d = q->rank - 1; d >= 0; d--) {
         int64_t c = i % q->shape[d];

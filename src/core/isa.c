@@ -43,6 +43,7 @@ bool qat_isa_cpu_has(qat_isa isa) {
 }
 
 qat_status qat_isa_cap(qat_isa *cap) {
+    if (!cap) return QAT_ERR_ARG;
     *cap = QAT_ISA_COUNT - 1;
     const char *v = getenv("QAT_MAX_ISA");
     if (!v || !*v) return QAT_OK;

@@ -446,6 +446,8 @@ const qat_split_info *qat_dataset_info(const qat_dataset *d, qat_split s) {
 }
 
 const char *qat_dims_str(int rank, const int64_t *shape, char *buf, size_t len) {
+    if (!buf || !len) return "";
+    if (!shape) return snprintf(buf, len, "[]"), buf;
     return qat__shape_str(buf, len, rank, shape);
 }
 

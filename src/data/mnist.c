@@ -71,6 +71,7 @@ qat_status qat_mnist_load(qat_ctx *ctx, const char *dir, const char *split, qat_
 }
 
 void qat_mnist_batch(const qat_mnist *d, const int32_t *idx, int64_t n, float *x, int32_t *y) {
+    if (!d || !idx || !x || !y) return;
     int64_t px = (int64_t)d->rows * d->cols;
     /* (p/255 - mean)/std as one multiply-add per pixel, from a 256-entry table */
     float lut[256];
@@ -84,6 +85,7 @@ void qat_mnist_batch(const qat_mnist *d, const int32_t *idx, int64_t n, float *x
 }
 
 void qat_shuffle(int32_t *perm, int64_t n, qat_rng *rng) {
+    if (!perm || !rng) return;
     for (int64_t i = n - 1; i > 0; i--) {
         int64_t j = qat_rng_below(rng, (uint32_t)(i + 1));
         int32_t t = perm[i];

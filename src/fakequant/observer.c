@@ -159,6 +159,7 @@ void qat__minmax_par(qat_ctx *ctx, const float *x, int64_t n, float *lo, float *
 }
 
 void qat_observer_update(qat_observer *o, const float *x, int64_t n) {
+    if (!o || !x) return;
     float lo = INFINITY, hi = -INFINITY;
     qat__minmax(x, n, &lo, &hi);
     if (lo > hi) return; /* empty or all NaN: nothing learned */
@@ -203,6 +204,7 @@ void qat_observer_update(qat_observer *o, const float *x, int64_t n) {
 }
 
 void qat_observer_qparams(const qat_observer *o, qat_qtype *q) {
+    if (!o || !q) return;
     qat_qparams_from_range(o->updates ? o->min : 0.0f, o->updates ? o->max : 0.0f, q->qmin, q->qmax,
                            o->symmetric, q->is_signed, &q->scale[0], &q->zero_point[0]);
 }
@@ -227,6 +229,7 @@ qat_status qat_observer_update_channels(qat_ctx *ctx, qat_observer *obs, const q
 }
 
 void qat_observer_qparams_channels(const qat_observer *obs, qat_qtype *q) {
+    if (!obs || !q) return;
     for (int64_t c = 0; c < q->nparams; c++) {
         const qat_observer *o = &obs[c];
         qat_qparams_from_range(o->updates ? o->min : 0.0f, o->updates ? o->max : 0.0f, q->qmin, q->qmax,

@@ -80,6 +80,7 @@ int64_t qat__qtype_numel(const qat_qtype *q) {
 
 void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t qmax, bool symmetric,
                             bool is_signed, float *scale, int32_t *zp) {
+    if (!scale || !zp) return;
     float lo = fminf(min, 0.0f), hi = fmaxf(max, 0.0f);
     float s;
     int32_t z;
@@ -99,6 +100,7 @@ void qat_qparams_from_range(float min, float max, int32_t qmin, int32_t qmax, bo
 }
 
 void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
+    if (!q || !x) return;
     int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     /* One pass over x. Until the end, scale[p] holds the block's minimum and
      * zero_point[p] the bits of its maximum (same size; memcpy is the legal pun). */
@@ -125,6 +127,7 @@ void qat_qtype_calibrate(qat_qtype *q, const float *x, bool symmetric) {
 }
 
 void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
+    if (!q || !x || !out) return;
     int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < n; s += run) {
         run = QAT__RUN(q, fixed, s);
@@ -136,6 +139,7 @@ void qat_quantize(const qat_qtype *q, const float *x, int32_t *out) {
 }
 
 void qat_dequantize(const qat_qtype *q, const int32_t *qv, float *out) {
+    if (!q || !qv || !out) return;
     int64_t n = qat__qtype_numel(q), fixed = qat__qtype_fixed_run(q);
     for (int64_t s = 0, run; s < n; s += run) {
         run = QAT__RUN(q, fixed, s);
@@ -197,6 +201,7 @@ static float round_up_16(double u) {
 }
 
 void qat_qtype_compact_scales(qat_qtype *q, int bits, float *row_scale, int32_t *sub) {
+    if (!q || !row_scale || !sub) return;
     int64_t rows = q->rank ? q->pshape[0] : 1, J = q->nparams / rows;
     int32_t Q = (int32_t)((1u << bits) - 1);
     for (int64_t r = 0; r < rows; r++) {

@@ -335,6 +335,7 @@ const qat_prepare_config *qat_model_qat_config(const qat_model *m, const char *l
 }
 
 void qat_model_weight_bits(const qat_model *m, int *lo, int *hi) {
+    if (!lo || !hi) return;
     *lo = 0, *hi = 0;
     if (!m || !m->prepared) return;
     for (int i = 1; i < m->n_layers; i++) {

@@ -140,6 +140,7 @@ void qat_optim_set_pool(qat_optim *o, qat_pool *pool) {
 }
 
 float qat_clip_grad_norm(float *grads, int64_t n, float max_norm) {
+    if (!grads) return 0.0f;
     double sq = 0;
     for (int64_t i = 0; i < n; i++) sq += (double)grads[i] * grads[i];
     float norm = (float)sqrt(sq);

@@ -56,6 +56,7 @@ static void planes(const qat_qmodel *q, int64_t *C, int64_t *per) {
 }
 
 void qat_input_quantize(const qat_qmodel *q, const float *restrict x, int64_t n, int8_t *restrict out) {
+    if (!q || !x || !out) return;
     in_params p = params_of(q);
     int64_t C, per;
     planes(q, &C, &per);
@@ -87,6 +88,7 @@ qat_status qat_input_table(const qat_qmodel *q, int8_t *table) {
 
 void qat_input_lookup(const qat_qmodel *q, const int8_t *table, const uint8_t *restrict x, int64_t n,
                        int8_t *restrict out) {
+    if (!q || !table || !x || !out) return;
     int64_t C, per;
     planes(q, &C, &per);
     for (int64_t s = 0; s < n * C; s++) {

@@ -24,12 +24,13 @@ const char *qat_rounding_str(qat_rounding r) { return (unsigned)r < QAT_ROUNDING
 int qat_qmodel_file_version(const qat_qmodel *q) { return q && q->rounding == QAT_ROUNDING_SINGLE ? 5 : 4; }
 
 bool qat_rounding_parse(const char *s, qat_rounding *out) {
-    for (int r = 0; s && r < QAT_ROUNDING_COUNT; r++)
+    for (int r = 0; s && out && r < QAT_ROUNDING_COUNT; r++)
         if (!strcmp(s, rounding_names[r])) return *out = (qat_rounding)r, true;
     return false;
 }
 
 int64_t qat_qtensor_numel(const qat_qtensor *t) {
+    if (!t) return 0;
     int64_t n = 1;
     for (int d = 0; d < t->rank; d++) n *= t->shape[d];
     return n;

@@ -267,6 +267,7 @@ static void prepare_op(const qat_qmodel *q, const qat_qop *op, const qat__op_geo
 }
 
 void qat__runtime_prepare_level(const qat_qmodel *q, const qat_plan *plan, void *consts, qat__level level) {
+    if (!q || !plan || (!consts && plan->const_bytes)) return;
     for (int i = 0; i < q->n_ops; i++) {
         qat__op_geom g;
         qat__op_geometry(q, &q->ops[i], plan->max_batch, &g);
@@ -749,7 +750,9 @@ static void run_op(const exec *e, int i) {
 
 qat_status qat__runtime_run_ops(const qat_qmodel *q, const qat_plan *plan, const void *consts, void *arena,
                                 void *scratch, int64_t n, qat__level level, int first, int end) {
-    if (!q || !plan || !arena || n < 1 || n > plan->max_batch || first < 0 || end > q->n_ops) return QAT_ERR_ARG;
+    if (!q || !plan || !arena || (!consts && plan->const_bytes) || (!scratch && plan->scratch_bytes) || n < 1 ||
+        n > plan->max_batch || first < 0 || end > q->n_ops)
+        return QAT_ERR_ARG;
     int64_t sub_bytes, tail = qat__chunk_scratch(plan->peak_activation_bytes, plan->max_batch, q->n_tensors, &sub_bytes);
     uint8_t *sub = (uint8_t *)scratch + plan->scratch_bytes - tail, *real = sub + sub_bytes;
     real_tensors(q, plan, real);

@@ -9,6 +9,7 @@
 #include "qat/train.h"
 
 bool qat_data_fits_input(int rank, const int64_t *shape, int in_rank, const int64_t *in_shape) {
+    if (!shape || !in_shape) return false;
     int64_t a[QAT_DATA_MAX_RANK], b[3], na = 0, nb = 0, numel = 1, in_numel = 1;
     for (int d = 0; d < rank; d++) {
         numel *= shape[d];
@@ -149,7 +150,9 @@ static qat_status reduce(qat_metrics *m, const qat_train_dist *D, qat_ctx *ctx) 
 
 qat_status qat_model_evaluate(qat_model *m, qat_dataset *d, qat_split s, int64_t limit, const qat_task *task,
                               const qat_train_dist *D, qat_metrics *out) {
+    if (!m) return QAT_ERR_ARG;
     qat_ctx *ctx = qat_model_ctx(m);
+    if (!out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_model_evaluate: NULL out");
     memset(out, 0, sizeof *out);
     const qat_split_info *info = qat_dataset_info(d, s);
     if (!info) return qat_ctx_fail(ctx, QAT_ERR_ARG, "evaluation: the data set has no %s split", qat_split_str(s));

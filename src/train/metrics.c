@@ -109,6 +109,7 @@ void qat_metrics_finish(qat_metrics *m) {
 }
 
 double qat_metrics_get(const qat_metrics *m, const char *name, bool *higher) {
+    if (!m || !name) return NAN;
     bool up = true;
     double v = NAN;
     if (!strcmp(name, "loss")) v = m->loss, up = false;
@@ -133,6 +134,7 @@ static int by_score(const void *a, const void *b) {
 }
 
 double qat_roc_auc(const float *scores, const uint8_t *labels, int64_t n) {
+    if (!scores || !labels) return NAN;
     scored *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
     if (!v) return NAN;
     int64_t pos = 0;
