@@ -23,6 +23,8 @@
  * the reason on ctx (when not NULL): a FIFO or a device is refused without
  * blocking. */
 FILE *qat__fopen_regular(qat_ctx *ctx, const char *path);
+/* Whether path is a regular file (the reason on ctx when not). */
+bool qat__regular_file(qat_ctx *ctx, const char *path);
 
 #define QAT__DATA_DEFAULT_CAP ((int64_t)1 << 30) /* memory_cap 0: 1 GiB */
 #define QAT__DATA_NAME 48                        /* "x", "train/x" */

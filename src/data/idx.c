@@ -15,7 +15,6 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "data/dataset_internal.h"
 #include "qat/data.h"
 
 #define IN_CHUNK ((size_t)1 << 16)        /* compressed bytes per fread: inflate's input */
@@ -62,8 +61,9 @@ static qat_status fill(idx_src *s) {
 static qat_status src_open(idx_src *s, qat_ctx *ctx, const char *path) {
     memset(s, 0, sizeof *s);
     s->ctx = ctx, s->path = path;
-    s->f = qat__fopen_regular(ctx, path);
-    if (!s->f) return qat_ctx_status(ctx);
+    errno = 0;
+    s->f = fopen(path, "rb"); /* a pipe too (process substitution): read as a stream, never seeked */
+    if (!s->f) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     s->in = malloc(IN_CHUNK);
     if (!s->in) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: no memory for the read buffer", path);
     s->z.next_in = s->in;

@@ -65,6 +65,8 @@ static qat_status load_split(qat_dataset *d, qat_split s, const char *ipath, con
     const char *sn = qat_split_str(s);
     qat_idx im, lb;
     memset(&lb, 0, sizeof lb);
+    /* a data set's files are files: a FIFO in its folder would block the read until a writer came */
+    if (!qat__regular_file(d->ctx, ipath) || (lpath && !qat__regular_file(d->ctx, lpath))) return qat_ctx_status(d->ctx);
     qat_status status = qat_idx_read(d->ctx, ipath, &im);
     if (status != QAT_OK) return status;
     qat__array *x = &st->x;

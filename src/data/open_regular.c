@@ -37,3 +37,9 @@ FILE *qat__fopen_regular(qat_ctx *ctx, const char *path) {
     }
     return f;
 }
+
+bool qat__regular_file(qat_ctx *ctx, const char *path) {
+    FILE *f = qat__fopen_regular(ctx, path);
+    if (f) fclose(f);
+    return f != NULL;
+}
