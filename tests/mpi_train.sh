@@ -22,6 +22,8 @@
 #   9. SIGUSR1 to mpirun (which forwards it to every rank) stops the job
 #      after a step with the checkpoint written and status 130, and the
 #      run resumes from it.
+#  10. the other commands refuse to run as a job (export: exit 2, nothing
+#      written).
 # Skipped (77) without mpirun or a qat built with MPI.
 #   tests/mpi_train.sh QAT_MNIST CKPT_CMP DATA_DIR
 set -uo pipefail
@@ -186,5 +188,13 @@ mpi --model lenet --qat --limit-train 6400 --limit-test 200 --epochs 20 --data "
   --stop-after 400 2> "$tmp/u2.err" > /dev/null
 grep -q "resumed from" "$tmp/u2.err" || fail "9: the checkpoint SIGUSR1 wrote does not resume"
 
-if [ $fails = 0 ]; then echo "mpi_train: 9 checks passed"; exit 0; fi
+# 10: the other commands are not jobs: each rank would run the whole command and write the same files
+mpirun -np 2 --oversubscribe -x LSAN_OPTIONS -x ASAN_OPTIONS "$bin" export --checkpoint "$tmp/c.h5" \
+  --out "$tmp/x.qat.h5" 2> "$tmp/x.err"; rc=$?
+[ "$rc" = 2 ] || { cat "$tmp/x.err"; fail "10: export under mpirun: exit $rc, not 2"; }
+grep -q "^qat export: only train runs as an MPI job (here 2 processes would each run it)" "$tmp/x.err" ||
+  { cat "$tmp/x.err"; fail "10: export under mpirun does not say why"; }
+[ ! -e "$tmp/x.qat.h5" ] || fail "10: export under mpirun wrote its file"
+
+if [ $fails = 0 ]; then echo "mpi_train: 10 checks passed"; exit 0; fi
 echo "mpi_train: $fails failed"; exit 1

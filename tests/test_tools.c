@@ -368,9 +368,9 @@ static void test_analyze_bad_input(void) {
     snprintf(args, sizeof args, "train --data '%s' --model mlp --limit-train 128 --limit-test 100 --out '%s'", data, flt);
     CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
     snprintf(args, sizeof args, "analyze --checkpoint '%s' --data '%s' --json", flt, data);
-    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 1);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "is a float checkpoint"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(out, ", \"status\": 1}"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, ", \"status\": 2}"));
 }
 
 /* ---- the metrics log ----------------------------------------------------------------- */

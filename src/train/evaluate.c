@@ -40,14 +40,18 @@ qat_status qat_data_check(qat_ctx *ctx, const qat_split_info *i, qat_split s, in
         static const char *const what[] = {"no y", "class labels", "float targets"};
         qat_target_kind want = *kind == QAT_TASK_CLASSIFY ? QAT_TARGET_CLASS : QAT_TARGET_VALUES;
         if (i->target != want)
-            return qat_ctx_fail(ctx, QAT_ERR_ARG, "the %s task needs %s in y; the %s split has %s",
-                                qat_task_kind_str(*kind), what[want], qat_split_str(s), what[i->target]);
+            return qat_ctx_fail(ctx, QAT_ERR_ARG, "the %s task needs %s in y; the %s split has %s%s",
+                                qat_task_kind_str(*kind), what[want], qat_split_str(s), what[i->target],
+                                want == QAT_TARGET_VALUES && i->target == QAT_TARGET_CLASS
+                                    ? " (an integer y is read as class labels: save it as float32 to regress on it)"
+                                    : "");
     }
     bool classify = !kind || *kind == QAT_TASK_CLASSIFY;
     if (classify && i->target == QAT_TARGET_CLASS && i->label_max >= outputs)
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%s: label %lld at row %lld is outside 0..%lld (the model has %lld "
-                            "outputs)", qat_split_str(s), (long long)i->label_max, (long long)i->label_max_row,
-                            (long long)outputs - 1, (long long)outputs);
+                            "output%s%s)", qat_split_str(s), (long long)i->label_max, (long long)i->label_max_row,
+                            (long long)outputs - 1, (long long)outputs, outputs == 1 ? "" : "s",
+                            outputs == 1 ? "; to regress on an integer y, save it as float32" : "");
     if (kind && *kind == QAT_TASK_REGRESS && i->y_numel != outputs)
         return qat_ctx_fail(ctx, QAT_ERR_SHAPE, "%s: y has %lld value%s per sample, the model outputs %lld",
                             qat_split_str(s), (long long)i->y_numel, i->y_numel == 1 ? "" : "s", (long long)outputs);

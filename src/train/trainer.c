@@ -114,7 +114,7 @@ static qat_status check_task(qat_trainer *t) {
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "%d class weights for a model of %lld classes", k->n_class_weights,
                             (long long)t->out_numel);
     if (k->kind != QAT_TASK_CLASSIFY && k->class_weights)
-        return qat_ctx_fail(ctx, QAT_ERR_ARG, "class weights are for classification; this is a %s task",
+        return qat_ctx_fail(ctx, QAT_ERR_ARG, "class weights are for classification; the task here is %s",
                             qat_task_kind_str(k->kind));
     if (k->kind == QAT_TASK_CLASSIFY && !(k->label_smoothing >= 0.0f && k->label_smoothing < 1.0f))
         return qat_ctx_fail(ctx, QAT_ERR_ARG, "label smoothing %g is outside [0, 1)", (double)k->label_smoothing);

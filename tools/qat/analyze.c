@@ -249,11 +249,13 @@ int cmd_analyze(int argc, char **argv) {
     qat_model *m = NULL;
     qat_analysis_report r;
     int rc = 0;
-    if (qat_checkpoint_model(ctx, ckpt, &m, NULL, 0) != QAT_OK || data_arg_open(&data, "qat", 1, 1u << QAT_SPLIT_TEST, ctx, &test) != QAT_OK) {
+    if (qat_checkpoint_model(ctx, ckpt, &m, NULL, 0) != QAT_OK) {
         rc = cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
-    } else if (!qat_model_prepared(m)) {
-        rc = cli_fail("qat", json, 1, "%s is a float checkpoint: analyze measures quantization, train with --qat",
-                      ckpt);
+    } else if (!qat_model_prepared(m)) { /* before the data is read: input the command cannot take */
+        rc = cli_fail("qat", json, EXIT_USAGE, "%s is a float checkpoint: analyze measures quantization, train with "
+                      "--qat", ckpt);
+    } else if (data_arg_open(&data, "qat", 1, 1u << QAT_SPLIT_TEST, ctx, &test) != QAT_OK) {
+        rc = cli_fail("qat", json, 1, "%s", qat_ctx_error(ctx));
     } else if (tools_data_fits(m, test, QAT_SPLIT_TEST, NULL) != QAT_OK || /* the samples are read into the model's input */
                data_arg_check_units(&data, test, QAT_SPLIT_TEST, limit, qat_model_normalization(m), ctx) != QAT_OK) {
         rc = cli_fail("qat", json, cli_status_of(qat_ctx_status(ctx)), "%s: %s", data.path, qat_ctx_error(ctx));

@@ -73,8 +73,8 @@ qat_status data_arg_open(const data_arg *d, const char *prog, long seed, unsigne
     for (int s = 0; s < QAT_SPLIT_COUNT; s++) {
         const qat_split_info *i = qat_dataset_info(*out, (qat_split)s);
         if (i && i->skipped)
-            fprintf(stderr, "%s: %s: skipped %lld rows holding NaN or infinity (--allow-nonfinite)\n", prog,
-                    qat_split_str((qat_split)s), (long long)i->skipped);
+            fprintf(stderr, "%s: %s: skipped %lld row%s holding NaN or infinity (--allow-nonfinite)\n", prog,
+                    qat_split_str((qat_split)s), (long long)i->skipped, i->skipped == 1 ? "" : "s");
     }
     return QAT_OK;
 }

@@ -17,6 +17,13 @@ static bool launched(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
+int dist_launched_ranks(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v) v = getenv("PMI_SIZE");
+    long n = v ? strtol(v, NULL, 10) : 1;
+    return n > 1 && n < 1 << 20 ? (int)n : 1;
+}
+
 #ifdef QAT_HAVE_MPI
 #include <mpi.h>
 

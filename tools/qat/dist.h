@@ -29,6 +29,10 @@ typedef struct {
     int err_fd;            /* where the watchdog's message goes (a muted rank's own stderr) */
 } dist;
 
+/* The processes of the MPI job this one was launched in, from the
+ * launcher's environment (1 outside one): only train runs as a job. */
+int dist_launched_ranks(void);
+
 /* The default collective timeout, seconds (train --mpi-timeout S). Long
  * enough for any wait of a healthy job (rank 0 saving a checkpoint while
  * the others wait at the next step: seconds), short enough that a job

@@ -223,7 +223,7 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
                         "top %ld (take K below %lld, or 0)", o->topk, (long long)r->K, o->topk, (long long)r->K);
     const char *classifier_only = o->predictions ? "--predictions" : o->per_class ? "--per-class" : o->topk_set && o->topk ? "--topk" : NULL;
     if (classifier_only && r->task.kind != QAT_TASK_CLASSIFY)
-        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; this is a %s task", classifier_only,
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; the task here is %s", classifier_only,
                         qat_task_kind_str(r->task.kind));
     void *outputs = o->outputs ? malloc((size_t)(r->n * r->K) * 4) : NULL;
     if (o->outputs && !outputs) return cli_fail(PROG, o->json, 1, "out of memory for the outputs");

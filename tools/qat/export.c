@@ -279,7 +279,7 @@ int cmd_export(int argc, char **argv) {
     static char config[1 << 16];
     if (qat_checkpoint_model(ctx, ckpt, &m, config, sizeof config) != QAT_OK) goto fail;
     if (!qat_model_prepared(m)) {
-        cli_fail("qat", json, 1, "%s is a float checkpoint: train with --qat to get a model that can be "
+        rc = cli_fail("qat", json, EXIT_USAGE, "%s is a float checkpoint: train with --qat to get a model that can be "
                  "exported to integers", ckpt);
         goto done;
     }
@@ -310,6 +310,9 @@ int cmd_export(int argc, char **argv) {
     char wbits[32];
     if (wlo == whi) snprintf(wbits, sizeof wbits, "%d", wlo);
     else snprintf(wbits, sizeof wbits, "%d to %d", wlo, whi);
+    if (onnx && whi == 8) /* the one target whose integers depend on the CPU that runs it */
+        fprintf(stderr, "qat: note: onnxruntime on x86 CPUs without VNNI (AVX2 only) saturates sums of 8-bit weights "
+                "and gives other integers: train with --wbits 7 for such a CPU (docs/onnx.md)\n");
     if (out && peak >= 0)
         fprintf(stderr, "qat: wrote %s (%lld bytes; %lld weights of %s bits; the integer runtime's peak "
                 "activation memory %lld bytes per sample)\n", out, bytes, (long long)n_weights, wbits, (long long)peak);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dist.h"
 #include "tools.h"
 
 static const char *const usage =
@@ -40,6 +41,12 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    int ranks = dist_launched_ranks();
+    if (ranks > 1) { /* every process would run the whole command, and write the same files */
+        fprintf(stderr, "qat %s: only train runs as an MPI job (here %d processes would each run it): run qat %s "
+                        "without mpirun\n", argv[1], ranks, argv[1]);
+        return EXIT_USAGE;
+    }
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 1, argv + 1);
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);

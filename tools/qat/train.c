@@ -427,7 +427,7 @@ static int train_setup(run *r) {
     const char *classifier_only = o->n_weights ? "--class-weights" : o->label_smoothing > 0 ? "--label-smoothing"
                                   : o->topk_set && o->topk ? "--topk" : NULL;
     if (classifier_only && r->task != QAT_TASK_CLASSIFY)
-        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; this is a %s task", classifier_only,
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s is for classification; the task here is %s", classifier_only,
                         qat_task_kind_str(r->task));
     train_config_text(o, r->model_name, r->model_crc, r->task, r->config, sizeof r->config);
     /* a resume that contradicts the checkpoint is refused before anything is said or written */
