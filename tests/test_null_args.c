@@ -34,6 +34,13 @@ static void test_value_functions(void) {
     CU_ASSERT_EQUAL(qat_qtensor_numel(NULL), 0);
     CU_ASSERT_FALSE(qat_rounding_parse("double", NULL));
     CU_ASSERT_EQUAL(qat_qtype_param_index(NULL, 3), 0);
+    CU_ASSERT_EQUAL(qat_qtype_axis(NULL), -1);
+    CU_ASSERT_FALSE(qat_qop_int8_weights(NULL, NULL));
+    CU_ASSERT_EQUAL(qat_qop_weight_shape(NULL, NULL, NULL), 0);
+    int rank;
+    int64_t shape[4];
+    char msg[64];
+    CU_ASSERT_EQUAL(qat_qop_output_shape(NULL, NULL, &rank, shape, msg, sizeof msg), QAT_ERR_ARG);
     CU_ASSERT_EQUAL(qat_text_check(NULL, 10, false, NULL), 0);
     CU_ASSERT_STRING_EQUAL(qat_dims_str(2, NULL, NULL, 0), "");
     char buf[16];
@@ -65,7 +72,7 @@ static void test_void_functions(void) {
     qat_observer_update(NULL, x, 4);
     qat_observer_qparams(NULL, NULL);
     qat_observer_qparams_channels(NULL, NULL);
-    qat_qtype_compact_scales(NULL, 4, NULL, NULL);
+    qat_qtype_compact_scales(NULL, 4, NULL, NULL); /* row_scale and sub may be NULL: q may not */
     int8_t o[4];
     qat_input_quantize(NULL, x, 4, o);
     qat_input_lookup(NULL, NULL, NULL, 4, o);

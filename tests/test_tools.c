@@ -319,10 +319,24 @@ static void test_analyze_without_labels(void) {
     qat_ctx_free(ctx);
     snprintf(args, sizeof args, "eval --model '%s' --data '%s'", qm, cls_dir);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "was trained for the regress task; the data's y makes it classify"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "the regress task needs float targets in y; the test split has class labels"));
     snprintf(args, sizeof args, "eval --model '%s' --data '%s' --task classify", qm, dir);
     CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, NULL, 0), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "was trained for the regress task; --task asks for classify"));
+    /* an autoencoder trained on data that carries a y: evaluated on it as an autoencoder, its task recorded */
+    char ae[400], aeq[400], aeck[400];
+    snprintf(ae, sizeof ae, "%s/ae.qnet", cli_dir);
+    snprintf(aeck, sizeof aeck, "%s/ae.ckpt.h5", cli_dir);
+    snprintf(aeq, sizeof aeq, "%s/ae.qat.h5", cli_dir);
+    CU_ASSERT_FATAL(cli_write_file(ae, "input shape=8\nlinear fc1 input out=4\nrelu r1 fc1\nlinear fc2 r1 out=8\n"));
+    snprintf(args, sizeof args, "train --data '%s' --model-file '%s' --task autoencoder --qat --epochs 1 --out '%s'", dir,
+             ae, aeck);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "export --checkpoint '%s' --out '%s'", aeck, aeq);
+    CU_ASSERT_EQUAL_FATAL(cli_run(args, err, sizeof err, NULL, 0), 0);
+    snprintf(args, sizeof args, "eval --model '%s' --data '%s' --json", aeq, dir);
+    CU_ASSERT_EQUAL(cli_run(args, err, sizeof err, out, sizeof out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"task\": \"autoencoder\""));
     /* --split val --val F is the training run's own val: by the seed it recorded (7), not 1 */
     char s7[400], q7[400], mse[3][64] = {"", "", ""};
     snprintf(s7, sizeof s7, "%s/reg7.ckpt.h5", cli_dir);

@@ -42,7 +42,8 @@ QAT_API qat_status qat_checkpoint_save(qat_model *m, const qat_optim *opt, const
 /* Restores into a model of the same architecture (built, and prepared the
  * same way if the checkpoint was), and optimizers initialised with the
  * same sizes. ts->order must have room for the saved order (ts->n_order
- * in: capacity, out: count). The model's input normalization becomes the
+ * in: capacity, out: count; when the saved order is longer, QAT_ERR_SHAPE
+ * with ts->n_order set to its length). The model's input normalization becomes the
  * checkpoint's (none when it has none: a model saved without one, or a
  * file of version 1 to 3). Mismatches, damaged and wrong-version files
  * are errors that name what is wrong. */

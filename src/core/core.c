@@ -59,7 +59,10 @@ static int utf8_lead(unsigned char c, unsigned char *lo, unsigned char *hi) {
 }
 
 size_t qat_text_check(const char *s, size_t n, bool tabs, uint32_t *cp) {
-    if (!s) return 0; /* nothing to check: no byte is bad */
+    if (!s) { /* no text: as if its first byte were bad */
+        if (cp) *cp = 0;
+        return 0;
+    }
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i], lo, hi;
@@ -137,6 +140,7 @@ qat_status qat_storage_range(int bits, bool is_signed, bool narrow, int32_t *qmi
 }
 
 int qat_qtype_axis(const qat_qtype *q) {
+    if (!q) return -1;
     int axis = -1;
     for (int d = 0; d < q->rank; d++) {
         if (q->block[d] == q->shape[d]) continue;

@@ -240,9 +240,10 @@ static void get_order(qat__h5r *r, hid_t g, qat_train_state *ts) {
     }
     int rank = 0;
     int64_t dims[QAT_MAX_RANK] = {0};
-    if (qat__h5r_shape(r, g, "order", QAT_MAX_RANK, &rank, dims) && rank == 1 && dims[0] > cap) { /* the usual cause, in its words */
-        qat__h5r_fail(r, QAT_ERR_SHAPE, "was made with %lld training samples, more than this run's %lld (another data "
-                      "set, or another --limit-train?)", (long long)dims[0], (long long)cap);
+    if (qat__h5r_shape(r, g, "order", QAT_MAX_RANK, &rank, dims) && rank == 1 && dims[0] > cap) {
+        qat__h5r_fail(r, QAT_ERR_SHAPE, "was made with %lld training samples, more than the %lld ts->order has room "
+                      "for", (long long)dims[0], (long long)cap);
+        ts->n_order = dims[0]; /* the length it needs: the caller can say what differs */
         return;
     }
     if (!r->ok || !qat__h5r_i32s_upto(r, g, "order", cap, ts->order, &n)) return;
@@ -306,6 +307,7 @@ static void read_all(qat__h5r *r, qat_model *m, qat_optim *opt, qat_optim *qopt,
         }
         get_order(r, g, &got);
         if (r->ok) *ts = got;
+        else if (got.n_order > ts->n_order) ts->n_order = got.n_order; /* the length a longer saved order needs */
     }
     H5Gclose(g);
     if (m->prepared && r->ok) {

@@ -43,6 +43,7 @@ bool qat_qop_subchannel(const qat_qop *op) {
 }
 
 bool qat_qop_int8_weights(const qat_qop *op, int8_t *out) {
+    if (!op || !op->weight) return false;
     const qat_qtype *wq = &op->wq;
     int64_t n = 1;
     for (int d = 0; d < wq->rank; d++) n *= wq->shape[d];
@@ -55,6 +56,7 @@ bool qat_qop_int8_weights(const qat_qop *op, int8_t *out) {
 }
 
 int qat_qop_weight_shape(const qat_qmodel *q, const qat_qop *op, int64_t *shape) {
+    if (!q || !op || !shape) return 0;
     if (op->kind == QAT_QOP_LINEAR) {
         shape[0] = op->wq.shape[0], shape[1] = op->wq.shape[1];
         return 2;
@@ -80,6 +82,8 @@ static bool window_ok(const qat_qop *op) {
 
 qat_status qat_qop_output_shape(const qat_qmodel *q, const qat_qop *op, int *rank, int64_t *s, char *msg,
                                 size_t len) {
+    if (msg && len) msg[0] = '\0';
+    if (!q || !op || !rank || !s) return qat_message(msg, len, QAT_ERR_ARG, "qat_qop_output_shape: NULL argument");
     const qat_qtensor *x = &q->tensors[op->inputs[0]];
     const int64_t *in = x->shape;
     const char *k = qat_qop_kind_str(op->kind);

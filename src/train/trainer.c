@@ -466,10 +466,13 @@ static qat_status resume(qat_trainer *t, int *first_epoch, int64_t *start_s) {
         return qat_ctx_fail(t->ctx, QAT_ERR_ARG, "%s is at step %lld of %lld: nothing left to train (more epochs?)",
                             c->resume, (long long)rstep, (long long)total);
     if (prepared && (st = prepare(t)) != QAT_OK) return st;
-    if ((st = qat_checkpoint_load(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, c->resume)) != QAT_OK) return st;
-    if (t->ts.n_order != t->n)
+    st = qat_checkpoint_load(t->m, &t->opt, t->qopt.n ? &t->qopt : NULL, &t->ts, c->resume);
+    if (st != QAT_OK && !(st == QAT_ERR_SHAPE && t->ts.n_order > t->n)) return st;
+    if (t->ts.n_order != t->n) { /* longer (the load said so) or shorter: another data set */
+        qat_ctx_clear_error(t->ctx);
         return qat_ctx_fail(t->ctx, QAT_ERR_ARG, "%s was made with %lld training samples, this run has %lld (another "
-                            "data set, or another --limit-train?)", c->resume, (long long)t->ts.n_order, (long long)t->n);
+                            "data set?)", c->resume, (long long)t->ts.n_order, (long long)t->n);
+    }
     t->ts.config = c->config;
     if (prepared) t->qat_start = t->qat_step0;
     t->step = t->ts.step;

@@ -21,7 +21,11 @@ int dist_launched_ranks(void) {
     const char *v = getenv("OMPI_COMM_WORLD_SIZE");
     if (!v) v = getenv("PMI_SIZE");
     long n = v ? strtol(v, NULL, 10) : 1;
-    return n > 1 && n < 1 << 20 ? (int)n : 1;
+    if (n > 1) return n < 1 << 20 ? (int)n : 1 << 20;
+    if (v) return 1;
+    /* a PMIx launch names the rank only: a rank above 0 is not alone */
+    const char *r = getenv("PMIX_RANK");
+    return r && strtol(r, NULL, 10) > 0 ? 2 : 1;
 }
 
 #ifdef QAT_HAVE_MPI

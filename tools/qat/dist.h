@@ -30,7 +30,8 @@ typedef struct {
 } dist;
 
 /* The processes of the MPI job this one was launched in, from the
- * launcher's environment (1 outside one): only train runs as a job. */
+ * launcher's environment (1 outside one; 2 for a PMIx launch's rank
+ * above 0, which names no size): only train runs as a job. */
 int dist_launched_ranks(void);
 
 /* The default collective timeout, seconds (train --mpi-timeout S). Long

@@ -29,7 +29,8 @@ static const char *const eval_usage =
     "  --compare ENGINE            also run ENGINE and report how often the two agree\n"
     DATA_ARG_USAGE
     "  --split S                   test (default), val or train\n"
-    "  --task T                    classify, regress or autoencoder (default: from the data's y)\n"
+    "  --task T                    classify, regress or autoencoder (default: the task the model's\n"
+    "                              training recorded, else from the data's y)\n"
     "  --topk K                    classify: also report top-K accuracy, K below the classes (default 5,\n"
     "                              not shown for 5 classes or fewer; 0: off)\n"
     "  --batch B                   samples per run (default 64)\n"
@@ -190,6 +191,13 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     /* the split measured alone (a val carved from train needs train too) */
     unsigned splits = r->split == QAT_SPLIT_VAL && o->data.val > 0 ? (1u << QAT_SPLIT_TRAIN | 1u << QAT_SPLIT_VAL)
                                                                    : 1u << r->split;
+    /* the task the training recorded: the default, and --task may not contradict it (a classifier's
+     * logits scored as a regression's MSE say nothing) */
+    char trained[16];
+    int rec_task = train_config_string(r->q->config, "task", trained, sizeof trained) ? cli_choice(trained, tasks) : -1;
+    if (o->task && rec_task >= 0 && cli_choice(o->task, tasks) != rec_task)
+        return cli_fail(PROG, o->json, EXIT_USAGE, "%s was trained for the %s task; --task asks for %s", o->path,
+                        trained, o->task);
     /* a val carved from train: by the seed the training recorded, unless --val-seed says otherwise */
     double rec_seed = 1;
     long seed = train_config_number(r->q->config, "val_seed", &rec_seed) && rec_seed >= 0 && rec_seed <= 2147483647.0
@@ -200,22 +208,16 @@ static int evaluate(eval_run *r, qat_engine_mode mode, qat_engine_mode cmode) {
     if (!info)
         return cli_fail(PROG, o->json, EXIT_USAGE, "%s: the data set has no %s split%s", o->data.path, o->split,
                         r->split == QAT_SPLIT_VAL ? " (a training run's --val F carved its val from train: give eval the "
-                                                    "same --val F)"
+                                                    "same --val F; eval draws it with the seed the run recorded, or --val-seed S)"
                                                   : "");
     if (data_arg_check_units(&o->data, r->data, r->split, o->limit, r->q->norm, r->ctx) != QAT_OK)
         return cli_fail(PROG, o->json, cli_status_of(qat_ctx_status(r->ctx)), "%s: %s", o->data.path,
                         qat_ctx_error(r->ctx));
-    int t;
+    int t; /* --task, else the recorded task (the evaluation checks the data against it), else the data's y */
     if (o->task) t = cli_choice(o->task, tasks);
+    else if (rec_task >= 0) t = rec_task;
     else t = info->target == QAT_TARGET_CLASS ? 0 : info->target == QAT_TARGET_VALUES ? 1 : 2;
     r->task = (qat_task){.kind = (qat_task_kind)t, .topk = (int)o->topk};
-    char trained[16];
-    if (train_config_string(r->q->config, "task", trained, sizeof trained) &&
-        strcmp(trained, qat_task_kind_str(r->task.kind))) /* a classifier's logits scored as regression, ... */
-        return cli_fail(PROG, o->json, EXIT_USAGE, o->task ? "%s was trained for the %s task; --task asks for %s"
-                                                           : "%s was trained for the %s task; the data's y makes it %s "
-                                                             "(evaluate it on data of its own kind)",
-                        o->path, trained, qat_task_kind_str(r->task.kind));
     r->n = o->limit > 0 && o->limit < info->n ? o->limit : info->n;
     r->K = qat_qtensor_numel(&r->q->tensors[r->q->output]);
     if (o->topk_set && o->topk > 0 && r->task.kind == QAT_TASK_CLASSIFY && o->topk >= r->K) /* the default 5 goes quietly */

@@ -41,8 +41,10 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (!strcmp(argv[1], "train")) return cmd_train(argc - 1, argv + 1);
+    static const char *const others[] = {"export", "eval", "info", "summary", "analyze", "plot", "fit", NULL};
+    bool help = argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"));
     int ranks = dist_launched_ranks();
-    if (ranks > 1) { /* every process would run the whole command, and write the same files */
+    if (ranks > 1 && !help && cli_choice(argv[1], others) >= 0) { /* each process would run it all, write the same files */
         fprintf(stderr, "qat %s: only train runs as an MPI job (here %d processes would each run it): run qat %s "
                         "without mpirun\n", argv[1], ranks, argv[1]);
         return EXIT_USAGE;
