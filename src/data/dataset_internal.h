@@ -23,8 +23,10 @@
  * the reason on ctx (when not NULL): a FIFO or a device is refused without
  * blocking. */
 FILE *qat__fopen_regular(qat_ctx *ctx, const char *path);
-/* Whether path is a regular file (the reason on ctx when not). */
-bool qat__regular_file(qat_ctx *ctx, const char *path);
+/* qat_idx_read of a regular file only: a FIFO or a device is refused
+ * without blocking (a data set's folder; qat_idx_read itself takes a
+ * pipe). */
+qat_status qat__idx_read_regular(qat_ctx *ctx, const char *path, qat_idx *out);
 
 #define QAT__DATA_DEFAULT_CAP ((int64_t)1 << 30) /* memory_cap 0: 1 GiB */
 #define QAT__DATA_NAME 48                        /* "x", "train/x" */

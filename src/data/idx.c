@@ -15,6 +15,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "data/dataset_internal.h"
 #include "qat/data.h"
 
 #define IN_CHUNK ((size_t)1 << 16)        /* compressed bytes per fread: inflate's input */
@@ -58,12 +59,15 @@ static qat_status fill(idx_src *s) {
     return QAT_OK;
 }
 
-static qat_status src_open(idx_src *s, qat_ctx *ctx, const char *path) {
+/* regular: only a regular file (a data set's folder); otherwise a pipe
+ * too (process substitution), read as a stream, never seeked. */
+static qat_status src_open(idx_src *s, qat_ctx *ctx, const char *path, bool regular) {
     memset(s, 0, sizeof *s);
     s->ctx = ctx, s->path = path;
     errno = 0;
-    s->f = fopen(path, "rb"); /* a pipe too (process substitution): read as a stream, never seeked */
-    if (!s->f) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (regular) s->f = qat__fopen_regular(ctx, path);
+    else if (!(s->f = fopen(path, "rb"))) qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!s->f) return qat_ctx_status(ctx);
     s->in = malloc(IN_CHUNK);
     if (!s->in) return qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: no memory for the read buffer", path);
     s->z.next_in = s->in;
@@ -243,12 +247,12 @@ void qat_idx_free(qat_idx *idx) {
     memset(idx, 0, sizeof *idx);
 }
 
-qat_status qat_idx_read(qat_ctx *ctx, const char *path, qat_idx *out) {
+static qat_status read_idx(qat_ctx *ctx, const char *path, bool regular, qat_idx *out) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !out) return qat_ctx_fail(ctx, QAT_ERR_ARG, "qat_idx_read: NULL argument");
     memset(out, 0, sizeof *out);
     idx_src s;
-    qat_status st = src_open(&s, ctx, path);
+    qat_status st = src_open(&s, ctx, path, regular);
     if (st == QAT_OK) st = read_header(&s, out);
     if (st == QAT_OK) st = read_payload(&s, out);
     if (st == QAT_OK) st = expect_end(&s);
@@ -256,3 +260,7 @@ qat_status qat_idx_read(qat_ctx *ctx, const char *path, qat_idx *out) {
     if (st != QAT_OK) qat_idx_free(out);
     return st;
 }
+
+qat_status qat_idx_read(qat_ctx *ctx, const char *path, qat_idx *out) { return read_idx(ctx, path, false, out); }
+
+qat_status qat__idx_read_regular(qat_ctx *ctx, const char *path, qat_idx *out) { return read_idx(ctx, path, true, out); }

@@ -66,8 +66,7 @@ static qat_status load_split(qat_dataset *d, qat_split s, const char *ipath, con
     qat_idx im, lb;
     memset(&lb, 0, sizeof lb);
     /* a data set's files are files: a FIFO in its folder would block the read until a writer came */
-    if (!qat__regular_file(d->ctx, ipath) || (lpath && !qat__regular_file(d->ctx, lpath))) return qat_ctx_status(d->ctx);
-    qat_status status = qat_idx_read(d->ctx, ipath, &im);
+    qat_status status = qat__idx_read_regular(d->ctx, ipath, &im);
     if (status != QAT_OK) return status;
     qat__array *x = &st->x;
     x->owned = im.data; /* the store owns it from here */
@@ -95,7 +94,7 @@ static qat_status load_split(qat_dataset *d, qat_split s, const char *ipath, con
                             "maps), over the memory cap of %lld: IDX sets are read whole (raise the cap, or convert the set to HDF5, which streams)",
                             ipath, (long long)*bytes, (long long)qat__data_cap(d));
     if (!lpath) return QAT_OK;
-    if ((status = qat_idx_read(d->ctx, lpath, &lb)) != QAT_OK) return status;
+    if ((status = qat__idx_read_regular(d->ctx, lpath, &lb)) != QAT_OK) return status;
     if (lb.ndim != 1)
         status = qat_ctx_fail(d->ctx, QAT_ERR_SHAPE, "%s: %s: labels of %d dimensions (want 1: [N])", lpath, sn, lb.ndim);
     else if (lb.dims[0] != st->rows)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "core/regular.h"
 
 /* ---- writing ---------------------------------------------------------------------- */
 
@@ -368,19 +369,14 @@ double qat__h5r_f64(qat__h5r *r, hid_t loc, const char *name) {
     return read_float(r, loc, name, H5T_NATIVE_DOUBLE, &v) ? v : 0;
 }
 
-/* Only a regular file is opened: HDF5's open of a FIFO would block until
- * a writer came, a directory or a device is no model. Checked with a
- * non-blocking open and fstat (the same test as model files). */
+/* Only a regular file is opened (core/regular.h): HDF5's open of a FIFO
+ * would block until a writer came, a directory or a device is no model. */
 static bool regular_file(qat__h5r *r) {
-    int fd = open(r->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return qat__h5r_fail(r, QAT_ERR_IO, "cannot open: %s", strerror(errno));
-    struct stat st;
-    bool ok = fstat(fd, &st) == 0, reg = ok && S_ISREG(st.st_mode);
+    char why[160];
+    int fd;
+    qat_status st = qat__open_regular(r->path, &fd, NULL, why, sizeof why);
+    if (st != QAT_OK) return qat__h5r_fail(r, st, "%s", why);
     close(fd);
-    if (!reg)
-        return qat__h5r_fail(r, QAT_ERR_FORMAT, "not a regular file (%s)", !ok ? "cannot stat it"
-                             : S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a file");
     return true;
 }
 

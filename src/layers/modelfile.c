@@ -8,14 +8,13 @@
  * reader needs. Errors name the file, the line and the field. Files are
  * hostile input: lines and files have a size limit, every number a range. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/regular.h"
 #include "internal.h"
 #include "op.h"
 
@@ -314,25 +313,20 @@ qat_status qat_model_from_text(qat_model *m, const char *text, const char *origi
     return st;
 }
 
-/* A model file's text: a regular file of at most MAX_FILE bytes, without
- * NUL. Opened non-blocking and checked with fstat before any read: a FIFO
- * would block a plain open or read until a writer came, a directory would
- * read as empty ("no layers"), a device could be endless. */
+/* A model file's text: a regular file (core/regular.h: a FIFO, a
+ * directory or a device refused before any read) of at most MAX_FILE
+ * bytes, without NUL. */
 qat_status qat_model_file_text(qat_ctx *ctx, const char *path, char **text, size_t *len) {
     if (!ctx) return QAT_ERR_ARG;
     if (!path || !text || !len) return qat_ctx_fail(ctx, QAT_ERR_ARG, "model file: no path");
     *text = NULL, *len = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    qat_status s = QAT_OK;
-    if (fstat(fd, &st) != 0) s = qat_ctx_fail(ctx, QAT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: not a regular file (%s): a model file is a text file", path,
-                         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                         : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket"
-                                                                                           : "not a file");
-    else if (st.st_size > MAX_FILE) s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_FILE);
+    char why[160];
+    int fd;
+    int64_t size = 0;
+    qat_status s = qat__open_regular(path, &fd, &size, why, sizeof why);
+    if (s == QAT_ERR_FORMAT) return qat_ctx_fail(ctx, s, "%s: %s: a model file is a text file", path, why);
+    if (s != QAT_OK) return qat_ctx_fail(ctx, s, "%s: %s", path, why);
+    if (size > MAX_FILE) s = qat_ctx_fail(ctx, QAT_ERR_FORMAT, "%s: larger than %d bytes", path, MAX_FILE);
     char *buf = s == QAT_OK ? malloc(MAX_FILE + 1) : NULL;
     if (s == QAT_OK && !buf) s = qat_ctx_fail(ctx, QAT_ERR_NOMEM, "%s: out of memory", path);
     size_t n = 0;
