@@ -38,6 +38,11 @@
 # it must then differ from: the test tells the roundings apart). Exit 77 (skipped) without
 # arm-none-eabi-gcc or qemu-system-arm (scripts/setup-mcu.sh installs them).
 # MCU_OPT (default -O2) is the optimization of the generated code.
+# MCU_HOST_ONLY=1 stops each model after the host and numpy checks (no
+# cross build, no qemu), with MCU_HOST_CFLAGS added to the host build: the
+# ASan+UBSan build's run, where what the sanitizers see is the host (the
+# tool, and the generated C built with -fsanitize=address,undefined); the
+# cross builds and their runs are the normal build's.
 set -euo pipefail
 [ $# -ge 6 ] || { echo "usage: $0 QAT_MNIST CODEGEN_REF MNIST_DIR WORKDIR N MODEL..." >&2; exit 2; }
 bin=$1 ref=$2 data=$3 work=$4 n=$5
@@ -130,8 +135,10 @@ for spec in "$@"; do
   defs=(-DQAT_MODEL="$name" -DQAT_MODEL_UP="$up" -DQAT_MODEL_HEADER="\"$name.h\"" -I"$w/gen" -I"$here")
 
   # host: strict C99, then the same integers as the engine
-  cc "${strict[@]}" -O2 -c "$w/gen/$name.c" -o "$w/host_model.o"
-  cc "${strict[@]}" -O2 "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" "$w/host_model.o" -o "$w/host"
+  # shellcheck disable=SC2086 # MCU_HOST_CFLAGS: several flags
+  cc "${strict[@]}" -O2 ${MCU_HOST_CFLAGS:-} -c "$w/gen/$name.c" -o "$w/host_model.o"
+  # shellcheck disable=SC2086
+  cc "${strict[@]}" -O2 ${MCU_HOST_CFLAGS:-} "${defs[@]}" "$here/host_main.c" "$w/gen/${name}_io.c" "$w/host_model.o" -o "$w/host"
   "$w/host" "$w/images.f32" "$n" "$w/host.txt" "$w/inputs.inc"
   if cmp -s "$w/host.txt" "$w/expected.txt"; then host="$n/$n"; else host="DIFFERS"; fail=1; echo "FAIL $tag: host"; fi
 
@@ -147,6 +154,10 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     else
       npy="DIFFERS"; fail=1; echo "FAIL $tag: the numpy reader"
     fi
+  fi
+  if [ "${MCU_HOST_ONLY:-0}" = 1 ]; then
+    summary+=("$(printf '%-18s host-only: the generated C on the host %s, the numpy reader %s' "$tag" "$host" "$npy")")
+    continue
   fi
 
   # aarch64 (Linux, under qemu-aarch64), with qk.h's NEON paths, with its dot-product ones too
@@ -220,8 +231,8 @@ sys.exit(0 if got.shape == want.shape and (got == want).all() else 1)' "$w/numpy
     "${insns[3]}" "${insns[4]}" "$a64_neon" "$a64_dot" "$a64_plain" "$host" "$npy" "${res[@]}" "$a64")")
 done
 
-echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
-printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" \
+[ "${MCU_HOST_ONLY:-0}" = 1 ] || echo "calibration (Cortex-M4, -icount shift=0): ${cal_i:-?} instructions of a known loop in ${cal_t:-?} SysTick ticks"
+[ "${MCU_HOST_ONLY:-0}" = 1 ] || printf '%-18s %9s %7s %7s %6s %8s %10s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n' model "consts(B)" "code(B)" \
   "arena" stack RAM "insn M4" "cycles M4" "insn M3" "insn M0+" "insn M7" "insn M33" "insn A64" "A64 SDOT" "A64 plain" \
   "bit-exact host/numpy/M4/M3/M0+/M7/M33/aarch64 NEON,SDOT,plain"
 for s in "${summary[@]}"; do echo "$s"; done
