@@ -4,9 +4,19 @@
 #define QAT_TEST_UTIL_H
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "qat/autograd.h"
 #include "test_main.h"
+
+/* Whether the suite runs under valgrind (.ci/run sets QAT_TEST_VALGRIND=1
+ * there): the few cases whose cost is sheer arithmetic take smaller
+ * batches, the same code paths. */
+static inline bool qat_test_under_valgrind(void) {
+    const char *v = getenv("QAT_TEST_VALGRIND");
+    return v && !strcmp(v, "1");
+}
 
 /* A graph with every op kind of the integer program, as model-file text
  * (docs/model-format.md): strided non-square conv + folded BatchNorm +
