@@ -392,6 +392,70 @@ static void test_small_ram(void) {
     check_small(small_packed_text, "small_packed", 6, packed_forms, 6);
 }
 
+/* ---- per-tensor weights: one multiplier and shift an op ------------------------------ */
+
+/* text with granularity=tensor on every conv2d and linear line (into out),
+ * and in *channels_saved the sum over them of out= less one: the pairs a
+ * per-channel program stores that a per-tensor one does not. */
+static void per_tensor_text(const char *text, char *out, size_t len, int64_t *channels_saved) {
+    size_t at = 0;
+    *channels_saved = 0;
+    for (const char *l = text; *l && at < len;) {
+        size_t n = strcspn(l, "\n");
+        bool weighted = !strncmp(l, "conv2d", 6) || !strncmp(l, "linear", 6);
+        at += (size_t)snprintf(out + at, len - at, "%.*s%s\n", (int)n, l, weighted ? " granularity=tensor" : "");
+        const char *o = weighted ? strstr(l, " out=") : NULL;
+        if (o && o < l + n) *channels_saved += atoi(o + 5) - 1;
+        l += n + (l[n] == '\n');
+    }
+    CU_ASSERT_FATAL(at < len);
+}
+
+/* The generated C's constant bytes of text's model (trained as check_graph
+ * trains it), without compiling it. */
+static int64_t generated_bytes(const char *text, const char *name, int seed) {
+    qat_ctx *ctx = qat_ctx_new();
+    qat_rng rng;
+    qat_model *m = trained_model(ctx, text, name, seed, &rng);
+    qat_qmodel q;
+    CU_ASSERT_EQUAL_FATAL(qat_qmodel_lower(m, 0, NULL, ctx, &q), QAT_OK);
+    qat_codegen_source src;
+    CU_ASSERT_EQUAL_FATAL(qat_codegen_generate(&q, name, &src, NULL, 0), QAT_OK);
+    int64_t bytes = src.info.weight_bytes;
+    qat_codegen_source_free(&src);
+    qat_ctx_free(ctx);
+    return bytes;
+}
+
+/* Per-tensor weights give every output channel of an op the same
+ * multiplier and shift; the generated C stores that pair once (qk.h's
+ * MS = 0), 8 bytes a channel fewer than per channel, and every kernel form
+ * reads it there: conv_text's (strided stem, pointwise, the pairs kernel,
+ * depthwise, a paired linear), the rings' (int8 and packed), every op kind,
+ * and the small-RAM plan's channel-at-a-time and over-input forms. The
+ * integers equal the engine's (host; Cortex-M4 and M3 under qemu where the
+ * tools are). */
+static void test_per_tensor_one_pair(void) {
+    if (!have_cc()) QAT_TEST_SKIP("no C compiler (cc) on this machine");
+    static const struct {
+        const char *text, *name;
+        int seed;
+    } graphs[] = {{conv_text, "pt_convs", 4}, {ring_text, "pt_rings", 3}, {ring4_text, "pt_rings4", 3},
+                  {every_op_text, "pt_every_op", 9}};
+    static char text[4096];
+    for (size_t k = 0; k < sizeof graphs / sizeof *graphs; k++) {
+        int64_t saved;
+        per_tensor_text(graphs[k].text, text, sizeof text, &saved);
+        int64_t per_channel = generated_bytes(graphs[k].text, graphs[k].name, graphs[k].seed);
+        int64_t per_tensor = check_graph(text, graphs[k].name, graphs[k].seed);
+        printf(" [%s: %lld -> %lld bytes]", graphs[k].name, (long long)per_channel, (long long)per_tensor);
+        CU_ASSERT_EQUAL(per_channel - per_tensor, 8 * saved);
+    }
+    int64_t saved;
+    per_tensor_text(small_text, text, sizeof text, &saved);
+    check_small(text, "pt_small", 5, NULL, 0);
+}
+
 /* conv_text's layers with narrow weights, then two linear ops: each
  * kernel's packed form (docs/codegen.md, "Packed weights"). c1: qk_conv,
  * 4 bits, channel rows of 105 starting mid-group; pw: qk_conv_pairs over
@@ -970,14 +1034,15 @@ static void test_paired_weights(void) {
 }
 
 /* The SN literal of NAME.c's paired linear call (the one after its three
- * arrays), -1 where there is none. */
+ * arrays and the multiplier step), -1 where there is none. */
 static int generated_sn(const char *name) {
     char path[512];
     static char text[1 << 20];
     snprintf(path, sizeof path, "%s/%s.c", dir, name);
     if (slurp(path, text, sizeof text) <= 0) return -1;
     const char *call = strstr(text, "    qk_linear_paired(x0"), *at = call ? strstr(call, "op0_s, ") : NULL;
-    return at ? atoi(at + 7) : -1;
+    at = at ? strchr(at + 7, ',') : NULL; /* past the multiplier step (MS) */
+    return at ? atoi(at + 2) : -1;
 }
 
 /* The output's zero point folded into the requantization's nudge (every
@@ -1281,6 +1346,8 @@ int main(int argc, char **argv) {
         {"wide, strided, padded and depthwise convolutions equal the engine", test_conv_shapes},
         {"rings of rows, doubled at stride 1, the sign left out under a ReLU, packed weights: = the engine", test_rings},
         {"the small-RAM plan: convolutions over their input and fused with pools, = the engine", test_small_ram},
+        {"per-tensor weights: one multiplier and shift an op in flash, = the engine in every kernel form",
+         test_per_tensor_one_pair},
         {"4-, 3- and 2-bit weights packed in flash equal the engine, in fewer bytes", test_packed_weights},
         {"4-bit weights with zero points: packed while w - zp fits, else int8", test_packed_zero_points},
         {"sub-channel linear ops at 4, 8 and 2 bits equal the engine", test_subchannel_linear},

@@ -130,6 +130,15 @@ static int op_sn(const qat_qop *op, const int8_t *w) {
     return qat__cg_sn(op->shift, op->n_mult, bound);
 }
 
+/* Whether every output channel of a linear or convolution op has the same
+ * multiplier and shift (per-tensor weights): the generated C stores that
+ * pair once, not once a channel (qk.h's MS = 0). */
+static bool one_pair(const qat_qop *op) {
+    for (int j = 1; j < op->n_mult; j++)
+        if (op->multiplier[j] != op->multiplier[0] || op->shift[j] != op->shift[0]) return false;
+    return op->n_mult > 0;
+}
+
 /* A tabled add's SN: the bound the largest sum of a term of each table. */
 static int add_sn(const qat__cg *g, const qat_qop *op) {
     int64_t bound = 0;
@@ -179,10 +188,11 @@ bool qat__cg_paired(const qat_qop *op, const int8_t *w, int32_t zp, int8_t *wp, 
 /* Op i's biases (bias), multipliers and shifts as one array, opN_q, and
  * opN_b, opN_m, opN_s pointing into it: one base address for the three (a
  * kernel's epilogue keeps one register for them, not three, or loads
- * fewer addresses from the literal pool). */
+ * fewer addresses from the literal pool). One multiplier and one shift
+ * when the channels share them (qat__cg.ms). */
 static void params_array(qat__cg *g, int i, const int32_t *bias) {
     const qat_qop *op = &g->q->ops[i];
-    int64_t O = op->wq.shape[0], M = op->n_mult;
+    int64_t O = op->wq.shape[0], M = g->ms[i] ? op->n_mult : 1; /* one pair when the channels share it */
     int32_t *q = malloc(sizeof *q * (size_t)(O + 2 * M));
     char id[32];
     if (!q) {
@@ -200,7 +210,7 @@ static void params_array(qat__cg *g, int i, const int32_t *bias) {
 
 void qat__cg_paired_params(qat__cg *g, int i, const int8_t *w, const int8_t *wp, int64_t n, const int32_t *bp) {
     const qat_qop *op = &g->q->ops[i];
-    int64_t O = op->wq.shape[0], before = g->const_bytes, params = 4 * (O + 2 * (int64_t)op->n_mult);
+    int64_t O = op->wq.shape[0], before = g->const_bytes, params = 4 * (O + 2 * (int64_t)(g->ms[i] ? op->n_mult : 1));
     bool doubled = g->sn[i] >= 2;
     int32_t *b2 = doubled ? malloc(sizeof *b2 * (size_t)O) : NULL;
     char id[32];
@@ -399,6 +409,7 @@ static qat_status plan_weights(qat__cg *g) {
         qat_qop_int8_weights(op, w);
         g->wbits[i] = (int8_t)qat__cg_weight_bits(op, w);
         g->sn[i] = (int8_t)op_sn(op, w);
+        g->ms[i] = (int8_t)!one_pair(op);
         int32_t zp = g->q->tensors[op->inputs[0]].q.zero_point;
         if (op->kind == QAT_QOP_LINEAR) {
             g->paired[i] = !g->small && g->wbits[i] == 8 && qat__cg_paired(op, w, zp, NULL, NULL);

@@ -28,8 +28,12 @@ static void one_channel(qat__cg *g, int i, bool pairs, const char *ch, const cha
     char x[96], tail[160];
     if (G == 1) snprintf(x, sizeof x, "x0"); /* every output channel reads every input channel */
     else snprintf(x, sizeof x, "x0 + (int32_t)(%s / %d) * %d", ch, OG, CG * H * W);
-    snprintf(tail, sizeof tail, "op%d_b + %s, op%d_m + %s, op%d_s + %s, %d, %d, %d, %d, %s", i, ch, i, ch, i, ch, zp, zo,
-             op->act_min, op->act_max, s);
+    if (g->ms[i]) /* channel ch's multiplier and shift */
+        snprintf(tail, sizeof tail, "op%d_b + %s, op%d_m + %s, op%d_s + %s, 1, %d, %d, %d, %d, %s", i, ch, i, ch, i, ch, zp,
+                 zo, op->act_min, op->act_max, s);
+    else /* the op's one pair */
+        snprintf(tail, sizeof tail, "op%d_b + %s, op%d_m, op%d_s, 0, %d, %d, %d, %d, %s", i, ch, i, i, zp, zo, op->act_min,
+                 op->act_max, s);
     if (qk_conv_uses_dw3(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w))
         qat__cg_printf(g, "        qk_dwconv3(%s, %s, 1, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", x, wch, H, W, OH, OW,
                        op->stride_h, op->stride_w, op->pad_h, op->pad_w, tail);
@@ -103,9 +107,9 @@ static void small_ram(qat__cg *g, int i, bool pairs, const char *detail) {
         snprintf(wch, sizeof wch, "%s", sw);
     }
     qat__cg_printf(g, "    for (p = 0; p < %d; p += n) {\n        n = %d - p <= %d ? %d - p : %d;\n"
-                   "        qk_conv_pw(x0 + p, %s, %d, n, %d, %d, n, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %s);\n"
+                   "        qk_conv_pw(x0 + p, %s, %d, n, %d, %d, n, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %s);\n"
                    "        for (o = 0; o < %d; o++) memcpy(y + (int32_t)o * %d + p, %s + o * n, (size_t)n);\n    }\n}\n",
-                   HW, HW, run + 1, HW, run, wch, C, HW, O, qk_pw_block(O), i, i, i, in->q.zero_point,
+                   HW, HW, run + 1, HW, run, wch, C, HW, O, qk_pw_block(O), i, i, i, g->ms[i], in->q.zero_point,
                    out->q.zero_point, op->act_min, op->act_max, s, O, HW, s);
 }
 
@@ -195,26 +199,26 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
      * at a time */
     if (qk_conv_uses_dw3_rows(C, O, G, W, KH, KW, op->stride_w, op->pad_h, op->pad_w)) {
         qat__cg_printf(g, "    qk_dwconv3_padded(x0, op%d_w, %d, (int8_t *)(void *)QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "%d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i, P, g->dw_plane[i], C, H, W, OH, OW,
-                       op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i, i, g->sn[i], in->q.zero_point,
+                       "%d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, g->dw_plane[i], C, H, W, OH, OW,
+                       op->stride_h, op->stride_w, op->pad_h, op->pad_w, i, i, i, g->ms[i], g->sn[i], in->q.zero_point,
                        out->q.zero_point, op->act_min, op->act_max);
         return;
     }
     if (P >= 8 && qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w)) {
         if (qat__cg_uses_cols(g, i))
-            qat__cg_printf(g, "    qk_conv_pw_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, "
-                           "%d, %d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, g->sn[i], g->paired[i],
+            qat__cg_printf(g, "    qk_conv_pw_cols(x0, op%d_w, QK_COLS, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, "
+                           "%d, %d, y);\n}\n", i, C, H * W, O, qk_pw_block(O), i, i, i, g->ms[i], g->sn[i], g->paired[i],
                            in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         else
-            qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n",
-                           i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, in->q.zero_point, out->q.zero_point,
+            qat__cg_printf(g, "    qk_conv_pw(x0, op%d_w, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n",
+                           i, C, H * W, H * W, O, H * W, qk_pw_block(O), i, i, i, g->ms[i], in->q.zero_point, out->q.zero_point,
                            op->act_min, op->act_max);
         return;
     }
     if (qat__cg_natural_cols(g, i)) { /* weights in order, the DSP's columns or ring where it has them */
         qat__cg_printf(g, "    qk_conv_cols(x0, op%d_w, %d, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, qat__cg_natural_ring(g, i), C, H, W, O,
-                       OH, OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i,
+                       "op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, qat__cg_natural_ring(g, i), C, H, W, O,
+                       OH, OW, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, qk_block(O), i, i, i, g->ms[i],
                        g->sn[i], g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
         return;
     }
@@ -222,9 +226,9 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
         /* a pointwise one (4-bit weights) as one row of H·W positions: qk_conv_q15's pointwise columns */
         bool row = qk_conv_uses_pw(C, G, H, W, KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w);
         qat__cg_printf(g, "    qk_conv_rows(x0, op%d_w, %d, QK_COLS, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, "
-                       "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, qat__cg_ring(g, i), C,
+                       "%d, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, %d, %d, y);\n}\n", i, P, qat__cg_ring(g, i), C,
                        row ? 1 : H, row ? H * W : W, O, row ? 1 : OH, row ? OH * OW : OW, KH, KW, op->stride_h,
-                       op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
+                       op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i, g->ms[i],
                        g->sn[i], g->paired[i], in->q.zero_point, out->q.zero_point, op->act_min,
                        op->act_max);
         return;
@@ -232,7 +236,7 @@ void qat__cg_conv(qat__cg *g, int i, const int8_t *w) {
     char s[48] = "NULL";
     if (P < 8) snprintf(s, sizeof s, "arena.b + %lld", (long long)g->scratch_at);
     qat__cg_printf(g, "    %s(x0, op%d_w, %d, %s, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, op%d_b, op%d_m, "
-                   "op%d_s, %d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, P, s, C, H, W, O, OH, OW,
-                   KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i,
+                   "op%d_s, %d, %d, %d, %d, %d, y);\n}\n", pairs ? "qk_conv_pairs" : "qk_conv", i, P, s, C, H, W, O, OH, OW,
+                   KH, KW, op->stride_h, op->stride_w, op->pad_h, op->pad_w, G, qk_block(O / G), i, i, i, g->ms[i],
                    in->q.zero_point, out->q.zero_point, op->act_min, op->act_max);
 }

@@ -45,9 +45,9 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
         free(wp), free(bp);
         snprintf(detail, sizeof detail, "activation %s; on the DSP, paired-byte weights (qk_linear_paired)", act_of(op));
         qat__cg_begin(g, i, detail);
-        qat__cg_printf(g, "    qk_linear_paired(x0, op%d_w, (int32_t *)(void *)QK_COLS, %d, %d, %d, op%d_b, op%d_m, op%d_s, "
+        qat__cg_printf(g, "    qk_linear_paired(x0, op%d_w, (int32_t *)(void *)QK_COLS, %d, %d, %d, op%d_b, op%d_m, op%d_s, %d, "
                           "%d, %d, %d, %d, %d, y);\n}\n",
-                       i, K, O, qk_block(O), i, i, i, g->sn[i], zp_of(g, op->inputs[0]),
+                       i, K, O, qk_block(O), i, i, i, g->ms[i], g->sn[i], zp_of(g, op->inputs[0]),
                        zp_of(g, op->output), op->act_min, op->act_max);
         return;
     }
@@ -77,8 +77,8 @@ void qat__cg_linear(qat__cg *g, int i, const int8_t *w) {
              P < 8 ? "; rows packed (qk_packed_row), unpacked in registers" : "",
              sub ? "; sub-channel: each block's sum converted (op_bm, op_bs) before the bias" : "");
     qat__cg_begin(g, i, detail);
-    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, %d, %s, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, y);\n}\n", i,
-                   P, K, O, qk_block(O), blocks, i, i, i, zp_of(g, op->inputs[0]), zp_of(g, op->output),
+    qat__cg_printf(g, "    qk_linear(x0, op%d_w, %d, %d, %d, %d, %s, op%d_b, op%d_m, op%d_s, %d, %d, %d, %d, %d, y);\n}\n", i,
+                   P, K, O, qk_block(O), blocks, i, i, i, g->ms[i], zp_of(g, op->inputs[0]), zp_of(g, op->output),
                    op->act_min, op->act_max);
 }
 

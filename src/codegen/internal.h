@@ -23,6 +23,8 @@ typedef struct {
     bool paired[QAT_QMODEL_MAX_OPS];  /* a linear op run by qk_linear_paired on the DSP (qat__cg_paired) */
     bool dw_plane[QAT_QMODEL_MAX_OPS]; /* a qat__cg_dw_rows op copying whole planes (qk_dwconv3_rows' PL) */
     int8_t sn[QAT_QMODEL_MAX_OPS];     /* the SN of a linear, conv or tabled add op (qat__cg_sn), set by the plan */
+    int8_t ms[QAT_QMODEL_MAX_OPS];     /* a linear or conv op's multiplier step (qk.h's MS): 1, a multiplier and
+                                        * shift per output channel; 0, every channel's the same, stored once */
     char *msg;             /* the caller's message buffer (may be NULL) */
     size_t len;
 } qat__cg;

@@ -57,16 +57,16 @@ void QKR_NAME(mul)(const int8_t *a, const int8_t *b, int32_t n, int32_t per, con
 void QKR_NAME(conv)(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
 #define CONV(B)                                                                                                     \
     qk_conv(x, a->w, 8, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw,         \
-            a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+            a->groups, B, a->bias, a->m0, a->shift, 1, a->zp_in, a->zp, a->lo, a->hi, y)
 #define PAIRS(B)                                                                                                     \
     qk_conv_pairs(x, a->w, 8, NULL, a->C, a->H, a->W, a->O, a->OH, a->OW, a->kh, a->kw, a->sh, a->sw, a->ph,    \
-                  a->pw, a->groups, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+                  a->pw, a->groups, B, a->bias, a->m0, a->shift, 1, a->zp_in, a->zp, a->lo, a->hi, y)
     if (qk_conv_uses_dw3(a->C, a->O, a->groups, a->W, a->kh, a->kw, a->sw, a->ph, a->pw)) {
-        qk_dwconv3(x, a->w, a->C, a->H, a->W, a->OH, a->OW, a->sh, a->sw, a->ph, a->pw, a->bias, a->m0, a->shift,
+        qk_dwconv3(x, a->w, a->C, a->H, a->W, a->OH, a->OW, a->sh, a->sw, a->ph, a->pw, a->bias, a->m0, a->shift, 1,
                    a->zp_in, a->zp, a->lo, a->hi, y);
     } else if (qk_conv_uses_pw(a->C, a->groups, a->H, a->W, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw)) {
 #define PW(B)                                                                                                    \
-    qk_conv_pw(x, a->w, a->C, a->H * a->W, a->H * a->W, a->O, a->H * a->W, B, a->bias, a->m0, a->shift, a->zp_in, a->zp, \
+    qk_conv_pw(x, a->w, a->C, a->H * a->W, a->H * a->W, a->O, a->H * a->W, B, a->bias, a->m0, a->shift, 1, a->zp_in, a->zp, \
                a->lo, a->hi, y)
         QK_BY_BLOCK(qk_pw_block(a->O), PW)
 #undef PW
@@ -81,7 +81,7 @@ void QKR_NAME(conv)(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
 
 void QKR_NAME(linear)(const int8_t *x, const qat__qk_conv_args *a, int8_t *y) {
 #define LINEAR(B) \
-    qk_linear(x, a->w, 8, a->C, a->O, B, 0, NULL, NULL, a->bias, a->m0, a->shift, a->zp_in, a->zp, a->lo, a->hi, y)
+    qk_linear(x, a->w, 8, a->C, a->O, B, 0, NULL, NULL, a->bias, a->m0, a->shift, 1, a->zp_in, a->zp, a->lo, a->hi, y)
     QK_BY_BLOCK(qk_block(a->O), LINEAR)
 #undef LINEAR
 }

@@ -11,7 +11,12 @@
  * same results under what qat_qmodel_check guarantees (m0 in [2^30, 2^31)
  * or 0, shift in [-31, 30]); docs/codegen.md derives each step. Storage
  * integers are int8 (zero points, lo and hi in [-128, 127]); weights are
- * int8, or packed at 4 or 2 bits ("packed weights" below).
+ * int8, or packed at 4 or 2 bits ("packed weights" below). Every kernel
+ * that requantizes output channels takes m0 and shift with MS, their
+ * step: 1, channel o's pair at m0[o], shift[o]; 0, one pair for every
+ * channel at m0[0], shift[0] (an op whose channels share it: per-tensor
+ * weights; the generated C then stores the pair once, a literal 0 that
+ * folds away).
  * Shared with: src/codegen
  */
 #ifndef QAT_QK_H
@@ -623,9 +628,9 @@ QK_INLINE int32_t qk_neg_zp_pair(int32_t zp) {
 }
 
 /* The B outputs o .. o + B - 1 of acc, requantized, at y, y + ys, ... */
-QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int32_t zp_out,
+QK_INLINE void qk_store(const int32_t *acc, int B, int o, const int32_t *m0, const int32_t *shift, int MS, int32_t zp_out,
                         int32_t lo, int32_t hi, int8_t *y, int32_t ys) {
-#define QK_STORE(j) y[(j) * ys] = q_out(qk_rq(acc[j], m0[o + (j)], shift[o + (j)]) + zp_out, lo, hi)
+#define QK_STORE(j) y[(j) * ys] = q_out(qk_rq(acc[j], m0[(o + (j)) * MS], shift[(o + (j)) * MS]) + zp_out, lo, hi)
     QK_EACH(B, QK_STORE);
 #undef QK_STORE
 }
@@ -716,8 +721,8 @@ QK_INLINE void qk_quads(int8x16_t r0, int8x16_t r1, int8x16_t r2, int8x16_t r3, 
         a4[j][2] = vmlal_n_s16(a4[j][2], vget_low_s16(h_), w_), a4[j][3] = vmlal_high_n_s16(a4[j][3], h_, w_); \
     } while (0)
 #define QK_ST16(j, y)                                                                                      \
-    (qk_store8(a4[j][0], a4[j][1], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, (y)),                      \
-     qk_store8(a4[j][2], a4[j][3], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, (y) + 8))
+    (qk_store8(a4[j][0], a4[j][1], m0[(o + (j)) * MS], shift[(o + (j)) * MS], zp_out, lo, hi, (y)),                      \
+     qk_store8(a4[j][2], a4[j][3], m0[(o + (j)) * MS], shift[(o + (j)) * MS], zp_out, lo, hi, (y) + 8))
 #endif
 /* acc_lo/acc_hi[j] += w·(x - zp) over eight positions, x widened once (xv). */
 #define QK_N8(j, w)                                                                   \
@@ -725,7 +730,7 @@ QK_INLINE void qk_quads(int8x16_t r0, int8x16_t r1, int8x16_t r2, int8x16_t r3, 
      ah[j] = vmlal_high_n_s16(ah[j], xv, (int16_t)(w)))
 #define QK_N8_INIT(j) (al[j] = ah[j] = vdupq_n_s32(bias[o + (j)]))
 /* ... and stored at output (oy, ox) of the map [O][OH][OW] of channel o + j (row yr) */
-#define QK_ST8_MAP(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
+#define QK_ST8_MAP(j) qk_store8(al[j], ah[j], m0[(o + (j)) * MS], shift[(o + (j)) * MS], zp_out, lo, hi, yr + (int32_t)(j) * OH * OW + ox)
 #endif
 
 /* ---- packed weights ----------------------------------------------------------------
@@ -1070,7 +1075,7 @@ QK_INLINE void qk_dot_rows(const int8_t *x, const int8_t *w, int P, int K, int o
  * block order, as the runtime's src/runtime/subchannel.c (whose plan
  * bounds every partial and converted sum: docs/subchannel.md). */
 QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int P, int K, int O, int B, int NB, const int32_t *bm,
-                         const int32_t *bs, const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                         const int32_t *bs, const int32_t *bias, const int32_t *m0, const int32_t *shift, int MS, int32_t zp,
                          int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     int o, k0;
     for (o = 0; o < O; o += B) {
@@ -1088,7 +1093,7 @@ QK_INLINE void qk_linear(const int8_t *x, const int8_t *w, int P, int K, int O, 
 #undef QK_CONVERT
             }
         }
-        qk_store(acc, B, o, m0, shift, zp_out, lo, hi, y + o, 1);
+        qk_store(acc, B, o, m0, shift, MS, zp_out, lo, hi, y + o, 1);
     }
 }
 
@@ -1147,7 +1152,7 @@ QK_INLINE void qk_pad_q15(int16_t *p, int32_t n, int32_t zp, int PB) {
  * Without the DSP: qk_linear over the weights as they are (the
  * generator's other copy). */
 QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, int K, int O, int B,
-                                const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int32_t zp,
+                                const int32_t *bias, const int32_t *m0, const int32_t *shift, int MS, int SN, int32_t zp,
                                 int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     const int D = QK_DOUBLED(1, SN);
@@ -1187,7 +1192,7 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
 #undef QK_PAIR
 #undef QK_LDW
 #define QK_UNPAIR(j)                                                                                       \
-    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[o + (j)], shift[o + (j)], SN, D, zp_out, \
+    (y[o + (j)] = q_out(qk_rqzd(bias[o + (j)] + (acc[j] >> (8 - D)), m0[(o + (j)) * MS], shift[(o + (j)) * MS], SN, D, zp_out, \
                                 lo),                                                                               \
                         lo, hi))
         QK_EACH(B, QK_UNPAIR);
@@ -1195,7 +1200,7 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
     }
 #else
     (void)xs, (void)SN;
-    qk_linear(x, w, 8, K, O, B, 0, NULL, NULL, bias, m0, shift, zp, zp_out, lo, hi, y);
+    qk_linear(x, w, 8, K, O, B, 0, NULL, NULL, bias, m0, shift, MS, zp, zp_out, lo, hi, y);
 #endif
 }
 
@@ -1212,7 +1217,7 @@ QK_INLINE void qk_linear_paired(const int8_t *x, const int8_t *w, int32_t *xs, i
  * channels per group, qk_conv_pairs is faster. */
 QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W, int O, int OH, int OW,
                        int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
-                       const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                       const int32_t *m0, const int32_t *shift, int MS, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
                        int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW;
     /* interior columns: ox·SW - PW >= 0 and ox·SW - PW + KW <= W */
@@ -1263,7 +1268,7 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int P, int8_t *s, int C
                             qk_dot(xg + (c * H + iy + ky) * W + ix, wo + (c * KH + ky) * KW, KW, KK, B, zp, acc);
                     }
                 }
-                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+                qk_store(acc, B, o, m0, shift, MS, zp_out, lo, hi, yr + ox, OH * OW);
             }
             for (ox = 0; ox < OW && (oxa > 0 || oxb < OW); ox++) { /* the border: each tap tested */
                 int ix, kx0, kx1;
@@ -1283,7 +1288,7 @@ QK_INLINE void qk_conv(const int8_t *x, const int8_t *w, int P, int8_t *s, int C
                             QK_EACH(B, QK_MAC);
 #undef QK_MAC
                         }
-                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+                qk_store(acc, B, o, m0, shift, MS, zp_out, lo, hi, yr + ox, OH * OW);
             }
         }
     }
@@ -1553,13 +1558,13 @@ QK_INLINE void qk_dot_2x2(const int16_t *c0, const int16_t *c1, const int8_t *w0
  * computed twice and stored once); yo: channel o's output at p, o1's
  * (o1 - o)·NP bytes on (one pointer: every store an immediate offset). */
 QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int pair, int32_t a0, int32_t d0,
-                            int32_t a1, int32_t d1, const int32_t *m0, const int32_t *shift, int SN, int D,
+                            int32_t a1, int32_t d1, const int32_t *m0, const int32_t *shift, int MS, int SN, int D,
                             int32_t zp_out, int32_t lo, int32_t hi) {
-    yo[0] = q_out(qk_rqzd(a0, m0[o], shift[o], SN, D, zp_out, lo), lo, hi);
-    if (two) yo[1] = q_out(qk_rqzd(d0, m0[o], shift[o], SN, D, zp_out, lo), lo, hi);
+    yo[0] = q_out(qk_rqzd(a0, m0[o * MS], shift[o * MS], SN, D, zp_out, lo), lo, hi);
+    if (two) yo[1] = q_out(qk_rqzd(d0, m0[o * MS], shift[o * MS], SN, D, zp_out, lo), lo, hi);
     if (pair) {
-        yo[NP] = q_out(qk_rqzd(a1, m0[o1], shift[o1], SN, D, zp_out, lo), lo, hi);
-        if (two) yo[NP + 1] = q_out(qk_rqzd(d1, m0[o1], shift[o1], SN, D, zp_out, lo), lo, hi);
+        yo[NP] = q_out(qk_rqzd(a1, m0[o1 * MS], shift[o1 * MS], SN, D, zp_out, lo), lo, hi);
+        if (two) yo[NP + 1] = q_out(qk_rqzd(d1, m0[o1 * MS], shift[o1 * MS], SN, D, zp_out, lo), lo, hi);
     }
 }
 
@@ -1573,7 +1578,7 @@ QK_INLINE void qk_store_2x2(int8_t *yo, int32_t NP, int o, int o1, int two, int 
  * twice and stored once. */
 QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int P, int16_t *cols, int C, int H, int W, int O, int OH,
                            int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, const int32_t *bias,
-                           const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
+                           const int32_t *m0, const int32_t *shift, int MS, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
                            int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, KK = CG * KH * KW, NP = OH * OW;
     int16_t *c0 = cols, *c1 = cols + KK;
@@ -1605,7 +1610,7 @@ QK_INLINE void qk_conv_q15(const int8_t *x, const int8_t *w, int P, int16_t *col
                 int32_t a0 = PB || P < 8 ? 0 : bias[o], a1 = PB || P < 8 ? 0 : bias[o1], d0 = a0, d1 = a1;
                 qk_dot_2x2(c0, c1, w0, w1, KK, 1, 0, 0, P, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1, &d1);
                 if (PB || P < 8) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
-                qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
+                qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, MS, SN,
                          QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
         }
@@ -1645,7 +1650,7 @@ QK_INLINE void qk_col_bytes(const int8_t *x, int C, int H, int W, int KH, int KW
  * last position or channel is computed twice and stored once. */
 QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, int C, int H, int W, int O, int OH, int OW,
                              int KH, int KW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                             const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
+                             const int32_t *shift, int MS, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi,
                              int8_t *y) {
     const int KK = C * KH * KW, K4 = KK / 4 * 4, KS = (KK + 3) / 4 * 4, NP = OH * OW;
     const int32_t nz = qk_neg_zp_pair(zp);
@@ -1681,7 +1686,7 @@ QK_INLINE void qk_conv_bytes(const int8_t *x, const int8_t *w, int16_t *cols, in
                               yk = (b1[k] - zp) * (1 + QK_DOUBLED(PB, SN));
                 a0 += w0[k] * xk, d0 += w0[k] * yk, a1 += w1[k] * xk, d1 += w1[k] * yk;
             }
-            qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
+            qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, MS, SN,
                          QK_DOUBLED(PB, SN), zp_out, lo, hi);
         }
     }
@@ -1758,7 +1763,7 @@ QK_INLINE void qk_ring_row(const int8_t *x, int CX, int C, int H, int W, int PW,
 QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int P, int16_t *ring, int CX, int C, int H, int W, int O,
                             int OH,
                             int OW, int KH, int KW, int SH, int SW, int PH, int PW, int D, const int32_t *bias,
-                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
+                            const int32_t *m0, const int32_t *shift, int MS, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
                             int32_t hi, int8_t *y) {
     const int RW = (W + 2 * PW) * C, KK = KH * KW * C, NP = OH * OW;
     int oy, ox, o, ky, b = 0; /* b: the ring row of the window's first input row */
@@ -1791,7 +1796,7 @@ QK_INLINE void qk_conv_ring(const int8_t *x, const int8_t *w, int P, int16_t *ri
                 qk_dot_2x2(c0, c1, w0, w1, KW * C, KH, RW, KW * C, P, PB + QK_DOUBLED(PB, SN), &a0, &d0, &a1,
                            &d1);
                 if (PB || P < 8) a0 += bias[o], d0 += bias[o], a1 += bias[o1], d1 += bias[o1];
-                qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, SN,
+                qk_store_2x2(y + (int32_t)o * NP + p, NP, o, o1, two, pair, a0, d0, a1, d1, m0, shift, MS, SN,
                              QK_DOUBLED(PB, SN), zp_out, lo, hi);
             }
         }
@@ -1832,7 +1837,7 @@ QK_INLINE void qk_relay_c4(const int8_t *w, int P, int O, int C, int T, int8_t *
  * and qk_conv_ring runs over its head. */
 QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int P, int16_t *cols, int ring, int C, int H, int W, int O,
                             int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int B, const int32_t *bias,
-                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
+                            const int32_t *m0, const int32_t *shift, int MS, int SN, int PB, int32_t zp, int32_t zp_out, int32_t lo,
                             int32_t hi, int8_t *y) {
 #if Q_DSP
     if (cols && ring) {
@@ -1842,12 +1847,12 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int P, int16_t *co
         qk_relay_c4(w, P, O, C, T, wp);
         if (PB) /* each odd byte less the borrow of the even byte before it (qk_linear_paired) */
             for (c = 0; c < O * T * C4; c += 2) wp[c + 1] = (int8_t)(wp[c + 1] - (wp[c] < 0));
-        qk_conv_ring(x, wp, 8, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, ring == 2, bias, m0, shift, SN, PB, zp,
+        qk_conv_ring(x, wp, 8, cols, C, C4, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, ring == 2, bias, m0, shift, MS, SN, PB, zp,
                      zp_out, lo, hi, y);
         return;
     }
     if (cols) {
-        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, SN, PB, zp, zp_out, lo, hi,
+        qk_conv_bytes(x, w, cols, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, bias, m0, shift, MS, SN, PB, zp, zp_out, lo, hi,
                       y);
         return;
     }
@@ -1856,14 +1861,14 @@ QK_INLINE void qk_conv_cols(const int8_t *x, const int8_t *w, int P, int16_t *co
 #endif
     /* packed weights (the ring form's only) unpack a block of channels at a time into cols */
     qk_conv(x, w, P, P < 8 ? (int8_t *)(void *)cols : NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, 1, B, bias, m0,
-            shift, zp, zp_out, lo, hi, y);
+            shift, MS, zp, zp_out, lo, hi, y);
 }
 
 /* The DSP's int16 columns of these convolutions are qk_conv_rows' (the
  * generated C's); this loop serves every other core and plan. */
 QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s, int C, int H, int W,
                              int O, int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B,
-                             const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
+                             const int32_t *bias, const int32_t *m0, const int32_t *shift, int MS, int32_t zp, int32_t zp_out,
                              int32_t lo, int32_t hi, int8_t *y) {
     const int CG = C / G, OG = O / G, HW = H * W, C4 = CG / 4 * 4, KK = CG * KH * KW;
     int o, oy, ox, ky, kx, c;
@@ -1976,8 +1981,8 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
                         a[0] = d[0] = bias[o + j];
                         if (nb > 1) a[1] = d[1] = bias[o + j + 1];
                         qk_pairs_two(xg, wo, CG, HW, W, KW, KK, iy, ix, ky0, ky1, j, nb, zp, a, d);
-                        qk_store(a, nb, o + j, m0, shift, zp_out, lo, hi, yr + (int32_t)j * OH * OW + ox, OH * OW);
-                        qk_store(d, nb, o + j, m0, shift, zp_out, lo, hi, yr + (int32_t)j * OH * OW + ox + 1, OH * OW);
+                        qk_store(a, nb, o + j, m0, shift, MS, zp_out, lo, hi, yr + (int32_t)j * OH * OW + ox, OH * OW);
+                        qk_store(d, nb, o + j, m0, shift, MS, zp_out, lo, hi, yr + (int32_t)j * OH * OW + ox + 1, OH * OW);
                     }
                     ox++;
                     continue;
@@ -2018,7 +2023,7 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
 #undef QK_MAC
                         }
                     }
-                qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yr + ox, OH * OW);
+                qk_store(acc, B, o, m0, shift, MS, zp_out, lo, hi, yr + ox, OH * OW);
             }
         }
     }
@@ -2033,16 +2038,16 @@ QK_INLINE void qk_conv_pairs(const int8_t *x, const int8_t *w, int P, int8_t *s,
  * weights into s. */
 QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int P, int16_t *s, int R, int C, int H, int W, int O,
                             int OH, int OW, int KH, int KW, int SH, int SW, int PH, int PW, int G, int B, const int32_t *bias,
-                            const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp, int32_t zp_out,
+                            const int32_t *m0, const int32_t *shift, int MS, int SN, int PB, int32_t zp, int32_t zp_out,
                             int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (s && R) {
-        qk_conv_ring(x, w, P, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, R == 2, bias, m0, shift, SN, PB, zp, zp_out,
+        qk_conv_ring(x, w, P, s, C, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, R == 2, bias, m0, shift, MS, SN, PB, zp, zp_out,
                      lo, hi, y);
         return;
     }
     if (s) {
-        qk_conv_q15(x, w, P, s, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, SN, PB, zp, zp_out, lo,
+        qk_conv_q15(x, w, P, s, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, bias, m0, shift, MS, SN, PB, zp, zp_out, lo,
                     hi, y);
         return;
     }
@@ -2051,7 +2056,7 @@ QK_INLINE void qk_conv_rows(const int8_t *x, const int8_t *w, int P, int16_t *s,
 #endif
     /* packed weights unpack a block of channels at a time into s */
     qk_conv_pairs(x, w, P, P < 8 ? (int8_t *)(void *)s : NULL, C, H, W, O, OH, OW, KH, KW, SH, SW, PH, PW, G, B, bias,
-                  m0, shift, zp, zp_out, lo, hi, y);
+                  m0, shift, MS, zp, zp_out, lo, hi, y);
 }
 
 /* Which convolution kernel an op takes: qk_conv_pairs for kernel rows
@@ -2147,14 +2152,14 @@ QK_INLINE int qk_conv_uses_dw3_rows(int C, int O, int G, int W, int KH, int KW, 
  * loaded (QK_DW_ROW2), stride 2 one, padding columns read as zp
  * (qk_dw_word), so every output takes the same instructions. */
 QK_INLINE void qk_dwconv3(const int8_t *x, const int8_t *w, int C, int H, int W, int OH, int OW, int SH, int SW,
-                          int PH, int PW, const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp,
+                          int PH, int PW, const int32_t *bias, const int32_t *m0, const int32_t *shift, int MS, int32_t zp,
                           int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)zp * 0x01010101u;
     int c, oy, ox;
     for (c = 0; c < C; c++) {
         const int8_t *xc = x + (int32_t)c * H * W, *wc = w + c * 9;
-        const int32_t b = bias[c], mc = m0[c];
-        const int sc = shift[c];
+        const int32_t b = bias[c], mc = m0[c * MS];
+        const int sc = shift[c * MS];
 #if Q_DSP
         const int32_t nzp = qk_neg_zp_pair(zp);
 #define QK_K02(r) ((int32_t)(((uint32_t)(uint16_t)(int16_t)wc[3 * (r)]) | ((uint32_t)(int32_t)wc[3 * (r) + 2] << 16)))
@@ -2315,7 +2320,7 @@ QK_INLINE int32_t qk_dw_plane_bytes(int H, int W, int PH, int PW) { return (int3
 #if Q_DSP
 QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int P, int8_t *rows, int PL, int C, int H, int W,
                                int OH, int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                               const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                               const int32_t *shift, int MS, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
     const int RS = qk_dw_row_stride(W, PW);
     int c, oy, ox, r;
     memset(rows, (int)(uint8_t)(int8_t)zp, (size_t)(PL ? qk_dw_plane_bytes(H, W, PH, PW) : 3 * RS));
@@ -2333,8 +2338,8 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int P, int8_t *
          * halfwords; SN 2 bounds |acc| below 2^29) */
         const int D = SN >= 2;
         const int32_t b = (bias[c] - zp * (wc[0] + wc[1] + wc[2] + wc[3] + wc[4] + wc[5] + wc[6] + wc[7] + wc[8])) * (1 + D),
-                      mc = m0[c];
-        const int sc = shift[c];
+                      mc = m0[c * MS];
+        const int sc = shift[c * MS];
 #define QK_K02(r)                                                                                 \
     ((int32_t)(((uint32_t)(uint16_t)(int16_t)(wc[3 * (r)] * (1 + D))) |                          \
                ((uint32_t)(int32_t)(wc[3 * (r) + 2] * (1 + D)) << 16)))
@@ -2401,20 +2406,20 @@ QK_INLINE void qk_dwconv3_rows(const int8_t *x, const int8_t *w, int P, int8_t *
  * weights' bits (8, or packed as one row: qk_packed_row), which qk_conv unpacks into rows elsewhere. */
 QK_INLINE void qk_dwconv3_padded(const int8_t *x, const int8_t *w, int P, int8_t *rows, int PL, int C, int H, int W,
                                  int OH, int OW, int SH, int SW, int PH, int PW, const int32_t *bias, const int32_t *m0,
-                                 const int32_t *shift, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
+                                 const int32_t *shift, int MS, int SN, int32_t zp, int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (rows) {
-        qk_dwconv3_rows(x, w, P, rows, PL, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, SN, zp, zp_out, lo, hi, y);
+        qk_dwconv3_rows(x, w, P, rows, PL, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, MS, SN, zp, zp_out, lo, hi, y);
         return;
     }
 #else
     (void)PL, (void)SN;
 #endif
     if (W < 4 || P < 8) /* narrow rows (qk_conv_uses_dw3_rows), or packed taps: the general loop, a channel a group */
-        qk_conv(x, w, P, P < 8 ? rows : NULL, C, H, W, C, OH, OW, 3, 3, SH, SW, PH, PW, C, 1, bias, m0, shift, zp, zp_out,
+        qk_conv(x, w, P, P < 8 ? rows : NULL, C, H, W, C, OH, OW, 3, 3, SH, SW, PH, PW, C, 1, bias, m0, shift, MS, zp, zp_out,
                 lo, hi, y);
     else
-        qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, zp, zp_out, lo, hi, y);
+        qk_dwconv3(x, w, C, H, W, OH, OW, SH, SW, PH, PW, bias, m0, shift, MS, zp, zp_out, lo, hi, y);
 }
 
 /* qk_conv_pw's output channels per pass: 2 (4 accumulators with its two
@@ -2442,7 +2447,7 @@ QK_INLINE int qk_conv_uses_pw(int C, int G, int H, int W, int KH, int KW, int SH
  * 4·B SMLADs make 16·B products. An odd last position is computed as the
  * pair (HW - 2, HW - 1), writing HW - 2's integers again. */
 QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int XS, int O, int YS, int B,
-                          const int32_t *bias, const int32_t *m0, const int32_t *shift, int32_t zp, int32_t zp_out,
+                          const int32_t *bias, const int32_t *m0, const int32_t *shift, int MS, int32_t zp, int32_t zp_out,
                           int32_t lo, int32_t hi, int8_t *y) {
     const int C4 = C / 4 * 4;
     int o, p, c;
@@ -2531,7 +2536,7 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
 #undef QK_PWN1
 #undef QK_PWN2
 #undef QK_PWN3
-#define QK_ST8(j) qk_store8(al[j], ah[j], m0[o + (j)], shift[o + (j)], zp_out, lo, hi, yo + (j) * YS + p)
+#define QK_ST8(j) qk_store8(al[j], ah[j], m0[(o + (j)) * MS], shift[(o + (j)) * MS], zp_out, lo, hi, yo + (j) * YS + p)
                 QK_EACH(B, QK_ST8);
 #undef QK_ST8
             }
@@ -2583,8 +2588,8 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
                 QK_EACH(B, QK_MAC2);
 #undef QK_MAC2
             }
-            qk_store(acc, B, o, m0, shift, zp_out, lo, hi, yo + p, YS);
-            qk_store(acd, B, o, m0, shift, zp_out, lo, hi, yo + p + 1, YS);
+            qk_store(acc, B, o, m0, shift, MS, zp_out, lo, hi, yo + p, YS);
+            qk_store(acd, B, o, m0, shift, MS, zp_out, lo, hi, yo + p + 1, YS);
         }
     }
 }
@@ -2594,17 +2599,17 @@ QK_INLINE void qk_conv_pw(const int8_t *x, const int8_t *w, int C, int HW, int X
  * as a 1 x HW map (each position's C inputs unpacked once for every output
  * channel, not once per pair of them). */
 QK_INLINE void qk_conv_pw_cols(const int8_t *x, const int8_t *w, int16_t *cols, int C, int HW, int O, int B,
-                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int SN, int PB, int32_t zp,
+                               const int32_t *bias, const int32_t *m0, const int32_t *shift, int MS, int SN, int PB, int32_t zp,
                                int32_t zp_out, int32_t lo, int32_t hi, int8_t *y) {
 #if Q_DSP
     if (cols && C % 4 == 0) {
-        qk_conv_q15(x, w, 8, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, SN, PB, zp, zp_out, lo, hi, y);
+        qk_conv_q15(x, w, 8, cols, C, 1, HW, O, 1, HW, 1, 1, 1, 1, 0, 0, 1, bias, m0, shift, MS, SN, PB, zp, zp_out, lo, hi, y);
         return;
     }
 #else
     (void)cols, (void)SN, (void)PB;
 #endif
-    qk_conv_pw(x, w, C, HW, HW, O, HW, B, bias, m0, shift, zp, zp_out, lo, hi, y);
+    qk_conv_pw(x, w, C, HW, HW, O, HW, B, bias, m0, shift, MS, zp, zp_out, lo, hi, y);
 }
 
 #endif
