@@ -2,7 +2,8 @@
  * of a FIFO blocks until a writer comes, a directory reads as empty and a
  * device can be endless, so the file is opened without blocking, checked
  * with fstat, and only then read. The one test of every reader of files
- * (model files, HDF5 files, data files). */
+ * (model files, HDF5 files, data files).
+ * Shared with: src/data, src/io, src/layers */
 #ifndef QAT_CORE_REGULAR_H
 #define QAT_CORE_REGULAR_H
 
